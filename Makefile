@@ -1,0 +1,81 @@
+# promptscore — plain Makefile.
+#   make            the library (build/libpromptscore.a) and the CLI (build/promptscore)
+#   make test       builds and runs every test (tests/test_*.c, then the script tests)
+#   make check      the same suite rebuilt with AddressSanitizer + UBSan (in build-san/)
+#   make bench      kernel benchmarks (validate first, then time)
+# SIMD kernels use per-function target attributes, so the binary runs on any x86-64 and picks
+# AVX2 / AVX-512 paths at run time.
+
+CC      ?= cc
+BUILD   ?= build
+PKGS    := openblas libpcre2-8 libmicrohttpd jansson libcurl
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+
+OPT     ?= -O2 -g
+CFLAGS  := $(OPT) -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -pthread \
+           -Iinclude -Isrc $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS  := $(PKG_LIBS) -lm -pthread
+LDFLAGS := $(EXTRA_LDFLAGS)
+
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_SRC := $(filter-out src/cli%.c,$(wildcard src/*.c))
+CLI_SRC := $(wildcard src/cli*.c)
+LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+LIB     := $(BUILD)/libpromptscore.a
+BIN     := $(BUILD)/promptscore
+
+TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+BENCH_SRC := $(wildcard bench/bench_*.c)
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
+FUZZ_REPLAY := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRC))
+
+.PHONY: all test check bench fuzz clean
+all: $(LIB) $(BIN)
+
+$(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) include/promptscore.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/check.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# Every fuzz target also builds with a plain main() that replays its corpus (fuzz/replay.c),
+# so `make test` catches regressions without clang's libFuzzer.
+$(BUILD)/fuzz/%_replay: fuzz/%.c fuzz/replay.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< fuzz/replay.c $(LIB) $(LDLIBS)
+
+test: all $(TEST_BIN) $(FUZZ_REPLAY)
+	@BUILD=$(BUILD) sh tests/run.sh
+
+check:
+	$(MAKE) BUILD=build-san SAN=1 OPT="-O1 -g" test
+
+bench: all $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+fuzz:
+	sh fuzz/build.sh
+
+clean:
+	rm -rf build build-san build-fuzz

@@ -1,0 +1,371 @@
+/*
+ * promptscore.h — the one public header of promptscore, a prompt-scoring engine.
+ *
+ * For every token of a prompt, promptscore returns its log-probability under a GGUF language
+ * model and the top-K alternatives, computed exactly (bitwise equal to a full float32
+ * log-softmax) without ever materialising the full log-softmax.
+ *
+ * Conventions (the same for every function below):
+ *   - Handles are opaque. Whoever creates a handle frees it with the matching *_free().
+ *   - Functions that can fail return ps_status: PS_OK (0) or a negative code named by
+ *     ps_status_str(). Those that can fail with a reason also take `ps_error *err` (may be NULL),
+ *     filled with {code, message, byte offset (-1 when none)}.
+ *   - Sizes and ids are sized integers: int32_t token ids and counts of tokens, int64_t sizes.
+ *   - The library never prints, never calls exit(), and never aborts on bad input.
+ *   - Thread safety: a ps_model is read-only after loading and may be shared by any number of
+ *     threads. A ps_session (per-sequence state) and a ps_pool are used by one thread at a time.
+ */
+#ifndef PROMPTSCORE_H
+#define PROMPTSCORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PS_VERSION_MAJOR 0
+#define PS_VERSION_MINOR 1
+#define PS_VERSION_PATCH 0
+#define PS_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status and errors                                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef int32_t ps_status;
+
+enum {
+    PS_OK = 0,
+    PS_ERR_INVALID_ARG = -1,  /* a NULL pointer, a negative size, an option out of range */
+    PS_ERR_NOMEM = -2,        /* an allocation failed */
+    PS_ERR_IO = -3,           /* open/read/mmap/write failed */
+    PS_ERR_FORMAT = -4,       /* malformed input file or text (GGUF, JSON, ...) */
+    PS_ERR_UNSUPPORTED = -5,  /* valid but not supported: architecture, tensor type, tokenizer */
+    PS_ERR_NAN = -6,          /* a NaN or +inf logit; the message names the row */
+    PS_ERR_TOKEN_RANGE = -7,  /* a token id outside [0, n_vocab) */
+    PS_ERR_CONTEXT = -8,      /* more positions than the context holds */
+    PS_ERR_NOT_FOUND = -9,    /* a key, tensor, file or route that does not exist */
+    PS_ERR_CANCELLED = -10,   /* the caller's cancel callback asked to stop */
+    PS_ERR_NETWORK = -11,     /* a download failed */
+    PS_ERR_INTERNAL = -12     /* a bug in promptscore: please report it */
+};
+
+/* The name of a status code ("ok", "out of memory", ...). Never NULL; static storage. */
+const char *ps_status_str(ps_status status);
+
+/* What went wrong, for functions that parse or validate. `offset` is the byte offset in the
+ * input (file or text) where the problem was found, or -1 when there is none. */
+typedef struct {
+    ps_status code;
+    int64_t offset;
+    char message[256];
+} ps_error;
+
+/* "0.1.0". Static storage. */
+const char *ps_version(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Allocation hook (fault injection)                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Every allocation the library makes goes through one hook. ps_alloc_fail_after(n) makes the
+ * allocation numbered n (0-based, counted from this call) and every later one fail, so that
+ * tests can walk n over a code path and check that each failure is a clean PS_ERR_NOMEM.
+ * n < 0 disables injection (the default). ps_alloc_count() returns how many allocations were
+ * attempted since the last ps_alloc_fail_after() call. Process-wide; not for production use. */
+void ps_alloc_fail_after(int64_t n);
+int64_t ps_alloc_count(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* CPU features and the thread pool                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum {
+    PS_ISA_AUTO = 0,    /* the best the CPU has, or the PS_ISA environment variable */
+    PS_ISA_SCALAR = 1,  /* portable C */
+    PS_ISA_AVX2 = 2,    /* AVX2 + FMA + F16C */
+    PS_ISA_AVX512 = 3   /* AVX-512 F/BW/VL/DQ (+ BF16, VNNI where present) */
+} ps_isa;
+
+/* The ISA that PS_ISA_AUTO resolves to: the best the CPU supports, lowered by the environment
+ * variable PS_ISA=scalar|avx2|avx512 when it is set (an ISA the CPU lacks is never chosen). */
+ps_isa ps_isa_best(void);
+/* True when the CPU can run `isa`. */
+bool ps_isa_supported(ps_isa isa);
+/* "scalar", "avx2", "avx512", "auto". */
+const char *ps_isa_name(ps_isa isa);
+
+/* A fixed set of worker threads that runs parallel-for loops. Output of every promptscore
+ * kernel is independent of the number of threads. A pool is used by one caller at a time
+ * (concurrent ps_pool_for calls on one pool are serialised by an internal lock). */
+typedef struct ps_pool ps_pool;
+
+/* n_threads >= 1 (the calling thread counts as one; n_threads - 1 workers are started).
+ * n_threads == 0 means the number of online CPUs. Returns PS_ERR_INVALID_ARG, PS_ERR_NOMEM. */
+ps_status ps_pool_create(int32_t n_threads, ps_pool **out);
+/* Stops and joins the workers. NULL is a no-op. */
+void ps_pool_free(ps_pool *pool);
+/* Number of threads (workers + caller). A NULL pool has 1. */
+int32_t ps_pool_size(const ps_pool *pool);
+
+/* fn(ctx, i, thread_index) is called once for every i in [0, n_tasks), on any thread;
+ * thread_index is in [0, ps_pool_size(pool)) and unique among concurrently running calls, so it
+ * may index per-thread scratch. Returns when all tasks are done. pool may be NULL (runs inline). */
+typedef void (*ps_pool_fn)(void *ctx, int64_t task, int32_t thread_index);
+void ps_pool_for(ps_pool *pool, int64_t n_tasks, ps_pool_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------------------------------ */
+/* The top-K logprob kernel                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum {
+    PS_DTYPE_F32 = 0,
+    PS_DTYPE_F16 = 1,
+    PS_DTYPE_BF16 = 2
+} ps_dtype;
+
+/* A batch of logit rows: row r starts at element r * row_stride of `data`. */
+typedef struct {
+    const void *data;
+    ps_dtype dtype;
+    int64_t n_rows;
+    int64_t n_vocab;         /* >= 1 */
+    int64_t row_stride;      /* in elements, >= n_vocab */
+    const int32_t *targets;  /* n_rows scored token ids, or NULL; an entry < 0 means "none" */
+} ps_logits;
+
+/* Where results go. Every array is caller-owned and has the size stated, or is NULL where
+ * allowed. */
+typedef struct {
+    float *lse;             /* n_rows: float32 logsumexp of the row (may be NULL) */
+    float *target_logprob;  /* n_rows: float32(logit[target]) - lse (NULL when targets is NULL);
+                               NaN where the row has no target */
+    int32_t *top_ids;       /* n_rows * k: top-K ids, by logit descending, ties by ascending id */
+    float *top_logprobs;    /* n_rows * k: float32(logit[id]) - lse for those ids */
+} ps_topk_out;
+
+typedef struct {
+    int32_t k;       /* alternatives per row, >= 0 */
+    ps_isa isa;      /* PS_ISA_AUTO picks ps_isa_best() */
+    ps_pool *pool;   /* rows are spread over it; NULL = the calling thread */
+} ps_topk_params;
+
+/* k = 5, PS_ISA_AUTO, no pool. */
+ps_topk_params ps_topk_default_params(void);
+
+/*
+ * The fast path: for every row, one canonical float32 logsumexp, the scored token's logprob,
+ * and the exact top-K through a block-max prefilter (64-logit blocks; keep the K blocks with the
+ * largest maxima, ties by ascending block index; select the exact top-K among their logits).
+ *
+ * Every output value is bitwise equal to what ps_topk_reference() gives, for every ISA and
+ * thread count.
+ *
+ * Edge cases:
+ *   - k == 0: only lse and target_logprob are written (top_ids/top_logprobs may be NULL).
+ *   - k > n_vocab: the first n_vocab entries of each row hold every token; the rest are
+ *     id -1, logprob -INFINITY.
+ *   - -inf logits are ranked below every finite logit (ties among them by ascending id); a
+ *     target at -inf has logprob -inf. A row entirely -inf has lse = -inf and every logprob
+ *     -inf.
+ *   - A NaN or +inf logit anywhere in a row: PS_ERR_NAN, the message names the row (and column);
+ *     outputs are then unspecified.
+ *   - A target id >= n_vocab: PS_ERR_TOKEN_RANGE naming the row.
+ * Returns PS_OK, PS_ERR_INVALID_ARG (bad sizes/pointers/dtype/ISA not on this CPU), PS_ERR_NAN,
+ * PS_ERR_TOKEN_RANGE, PS_ERR_NOMEM. Thread safety: reentrant (scratch is per call).
+ */
+ps_status ps_topk_compute(const ps_topk_params *params, const ps_logits *logits,
+                          const ps_topk_out *out, ps_error *err);
+
+/* The reference path: materialises the full float32 log-softmax row (logit - lse with the same
+ * canonical lse) and sorts all of it with the same tie rule. Slow; kept for tests and
+ * benchmarks. Same contract and outputs as ps_topk_compute. */
+ps_status ps_topk_reference(const ps_topk_params *params, const ps_logits *logits,
+                            const ps_topk_out *out, ps_error *err);
+
+/* The canonical float32 logsumexp of n f32 values (the one every path uses; see topk.c). */
+float ps_lse_f32(const float *x, int64_t n);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Models and vocabularies                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct ps_model ps_model;
+typedef struct ps_vocab ps_vocab;
+
+typedef struct {
+    int32_t n_ctx;       /* context length; 0 = the model's own (`<arch>.context_length`) */
+    bool vocab_only;     /* load only the tokenizer (files without tensors load this way) */
+} ps_model_params;
+
+/* n_ctx = 0, vocab_only = false. */
+ps_model_params ps_model_default_params(void);
+
+/* Loads a GGUF file (memory-mapped; weights are used in place, never copied).
+ * Supported: architectures llama, qwen2, qwen3; tensor types F32, F16, BF16, Q8_0; tokenizers
+ * llama (SentencePiece) and gpt2 (byte-level BPE).
+ * Returns PS_OK, PS_ERR_IO, PS_ERR_FORMAT (malformed file: err names key/tensor and offset),
+ * PS_ERR_UNSUPPORTED (architecture, tensor type, tokenizer), PS_ERR_NOT_FOUND (missing key or
+ * tensor, named), PS_ERR_NOMEM. *out is set only on success. */
+ps_status ps_model_load(const char *path, const ps_model_params *params, ps_model **out,
+                        ps_error *err);
+/* NULL is a no-op. Every session of the model must be freed first. */
+void ps_model_free(ps_model *model);
+
+typedef struct {
+    char arch[32];          /* "llama", "qwen2", "qwen3" */
+    char name[128];         /* general.name, or the file's base name */
+    int32_t n_vocab;
+    int32_t n_ctx;          /* effective context length */
+    int32_t n_ctx_train;    /* from the file */
+    int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    int64_t n_params;       /* weights in the file (0 for vocab-only) */
+    int64_t file_bytes;
+    bool vocab_only;
+} ps_model_info;
+
+void ps_model_get_info(const ps_model *model, ps_model_info *info);
+/* The model's tokenizer; owned by the model. */
+const ps_vocab *ps_model_vocab(const ps_model *model);
+
+/* Number of tokens in the vocabulary. */
+int32_t ps_vocab_n_tokens(const ps_vocab *vocab);
+/* Special ids, -1 when the model has none. */
+int32_t ps_vocab_bos(const ps_vocab *vocab);
+int32_t ps_vocab_eos(const ps_vocab *vocab);
+/* Whether the model asks for BOS at the start of a prompt (tokenizer.ggml.add_bos_token, or the
+ * tokenizer's default). */
+bool ps_vocab_add_bos(const ps_vocab *vocab);
+
+/* Text (UTF-8 bytes, any content, len bytes) -> token ids.
+ * add_bos: prepend BOS when the vocab has one and ps_vocab_add_bos() is true.
+ * parse_special: when true, the text of control / user-defined tokens ("<s>", "<|endoftext|>")
+ * becomes those tokens; when false it is plain text.
+ * Writes up to `capacity` ids to `ids` (may be NULL when capacity is 0) and sets *n_ids to the
+ * number the text needs; when *n_ids > capacity the call still returns PS_OK and the caller
+ * retries with a larger buffer.
+ * Returns PS_OK, PS_ERR_NOMEM, PS_ERR_INVALID_ARG. Thread safe (const vocab). */
+ps_status ps_vocab_tokenize(const ps_vocab *vocab, const char *text, size_t len, bool add_bos,
+                            bool parse_special, int32_t *ids, int32_t capacity, int32_t *n_ids,
+                            ps_error *err);
+
+/* The exact bytes one token stands for when detokenised (SentencePiece "▁" -> " ", byte tokens
+ * "<0x0A>" -> "\n", BPE byte-level map undone, control tokens -> their own text such as "<s>").
+ * The bytes may be invalid UTF-8 on their own. *bytes points into the vocab (valid as long as it
+ * is). Returns PS_OK or PS_ERR_TOKEN_RANGE. */
+ps_status ps_vocab_token_bytes(const ps_vocab *vocab, int32_t id, const char **bytes,
+                               size_t *len);
+
+/* The token's piece as stored in the file ("▁the", "<0x0A>", "Ġthe"). */
+ps_status ps_vocab_token_piece(const ps_vocab *vocab, int32_t id, const char **piece,
+                               size_t *len);
+
+/* True for control tokens (BOS, EOS, <|im_start|>, ...). */
+bool ps_vocab_is_control(const ps_vocab *vocab, int32_t id);
+
+/* ids -> text, the concatenation of ps_vocab_token_bytes of each id, except that a
+ * SentencePiece vocab that adds a space prefix drops the leading space of the first token when
+ * remove_leading_space is true (so detokenize(tokenize(s)) == s). Writes up to capacity bytes
+ * and a terminating NUL when it fits; *len is the number of bytes needed (without the NUL).
+ * Returns PS_OK or PS_ERR_TOKEN_RANGE. */
+ps_status ps_vocab_detokenize(const ps_vocab *vocab, const int32_t *ids, int32_t n_ids,
+                              bool remove_leading_space, char *text, size_t capacity,
+                              size_t *len);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sessions: the per-sequence state (KV cache) and the forward pass                           */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct ps_session ps_session;
+
+typedef struct {
+    int32_t n_ctx;     /* positions the KV cache holds; 0 = the model's n_ctx */
+    int32_t n_batch;   /* positions per forward call, 1..256; default 256 */
+    ps_pool *pool;     /* threads for the forward pass; NULL = calling thread */
+    ps_isa isa;        /* kernels; PS_ISA_AUTO */
+} ps_session_params;
+
+ps_session_params ps_session_default_params(void);
+
+/* Allocates a float32 KV cache of n_ctx positions and scratch for n_batch positions.
+ * Returns PS_OK, PS_ERR_INVALID_ARG (vocab-only model, bad sizes), PS_ERR_NOMEM. */
+ps_status ps_session_create(const ps_model *model, const ps_session_params *params,
+                            ps_session **out, ps_error *err);
+void ps_session_free(ps_session *session);
+/* Forgets every cached position. */
+void ps_session_reset(ps_session *session);
+/* Number of positions now in the KV cache. */
+int32_t ps_session_n_past(const ps_session *session);
+/* Drops cached positions from n_keep on (n_keep <= n_past), e.g. to reuse a shared prefix. */
+ps_status ps_session_truncate(ps_session *session, int32_t n_keep);
+
+/* Runs n_tokens (1..n_batch) positions after the cached ones and appends them to the KV cache.
+ * logits, when not NULL, receives n_tokens * n_vocab float32 logits (row i = position i).
+ * Returns PS_OK, PS_ERR_TOKEN_RANGE (an id outside the vocabulary; the message names its index),
+ * PS_ERR_CONTEXT (n_past + n_tokens > n_ctx), PS_ERR_INVALID_ARG. On error the cache is
+ * unchanged. */
+ps_status ps_session_forward(ps_session *session, const int32_t *tokens, int32_t n_tokens,
+                             float *logits, ps_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Scoring (and generation on the same loop)                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    int32_t k;              /* top-K alternatives per position, >= 0; default 5 */
+    int32_t chunk;          /* positions per forward pass; default 256 (part of the result's
+                               definition: other values may change scores by an ulp) */
+    /* generation after the prompt */
+    int32_t max_tokens;     /* tokens to generate, >= 0; default 0 */
+    float temperature;      /* 0 = greedy (ties by lowest id); default 0 */
+    float top_p;            /* nucleus sampling, (0, 1]; default 1 */
+    uint64_t seed;          /* sampling seed; same seed, same tokens */
+    const char *const *stop;/* stop strings, n_stop of them (NUL-terminated); may be NULL */
+    int32_t n_stop;
+    bool stop_at_eos;       /* stop when EOS is generated; default true */
+    /* cancellation: polled between chunks; returning true stops with PS_ERR_CANCELLED */
+    bool (*cancel)(void *ctx);
+    void *cancel_ctx;
+} ps_score_params;
+
+/* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos. */
+ps_score_params ps_score_default_params(void);
+
+typedef enum { PS_FINISH_LENGTH = 0, PS_FINISH_STOP = 1 } ps_finish_reason;
+
+/* The result of scoring n_prompt tokens and generating n_gen more. Entry i (0 <= i < n_total)
+ * describes token i given tokens [0, i). Entry 0 has no distribution: logprob NaN, top ids -1.
+ * All arrays are owned by the result. */
+typedef struct {
+    int32_t n_prompt;
+    int32_t n_gen;
+    int32_t n_total;         /* n_prompt + n_gen */
+    int32_t k;
+    int32_t *tokens;         /* n_total */
+    float *logprobs;         /* n_total: logprob of tokens[i]; NaN at i = 0 */
+    int32_t *top_ids;        /* n_total * k; row i at top_ids + i * k; -1 padding */
+    float *top_logprobs;     /* n_total * k */
+    double sum_logprob;      /* sum of logprobs[1 .. n_prompt - 1] (the prompt's own tokens) */
+    ps_finish_reason finish;
+    int32_t stop_text_len;   /* with a stop string: bytes of the last generated token's text
+                                that precede the stop string (the text is cut there), else -1 */
+} ps_score_result;
+
+/* Scores tokens (verbatim: no BOS is added here) through the session: forward in chunks of
+ * params->chunk positions, the top-K kernel on each chunk's logits, then optional generation.
+ * The session is reset first. Memory does not grow with the prompt beyond the KV cache.
+ * Returns PS_OK, PS_ERR_INVALID_ARG (n_tokens < 1, bad params), PS_ERR_TOKEN_RANGE (names the
+ * index), PS_ERR_CONTEXT (n_tokens + max_tokens > n_ctx, both numbers in the message),
+ * PS_ERR_NAN, PS_ERR_CANCELLED, PS_ERR_NOMEM. *out is set only on success. */
+ps_status ps_score_tokens(ps_session *session, const int32_t *tokens, int32_t n_tokens,
+                          const ps_score_params *params, ps_score_result **out, ps_error *err);
+void ps_score_result_free(ps_score_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PROMPTSCORE_H */

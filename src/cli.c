@@ -1,0 +1,52 @@
+/*
+ * cli.c — main(): dispatches `promptscore <command> [options]` to the subcommands of cli.h.
+ */
+#include "cli.h"
+#include "promptscore.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *USAGE =
+    "promptscore " PS_VERSION_STRING " — exact prompt scoring for GGUF language models\n"
+    "\n"
+    "usage: promptscore <command> [options]   (promptscore <command> --help for its options)\n"
+    "\n"
+    "commands:\n"
+    "  score        score prompts from JSON Lines: every token's logprob and top-K alternatives\n"
+    "  perplexity   perplexity of a long text with a sliding window\n"
+    "  tokenize     text on stdin -> token ids\n"
+    "  serve        OpenAI-compatible HTTP server (/v1/completions with echo + logprobs)\n"
+    "  bench        scoring throughput and where the time goes\n"
+    "  gen-model    write a GGUF model with deterministic random weights (for tests, benchmarks)\n"
+    "\n"
+    "  --version    print the version\n"
+    "  --help       print this help\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(USAGE, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
+        printf("promptscore %s\n", ps_version());
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } cmds[] = {
+        {"score", ps_cli_score},         {"perplexity", ps_cli_perplexity},
+        {"tokenize", ps_cli_tokenize},   {"serve", ps_cli_serve},
+        {"bench", ps_cli_bench},         {"gen-model", ps_cli_gen_model},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "promptscore: unknown command '%s' (try --help)\n", cmd);
+    return 2;
+}

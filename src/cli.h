@@ -1,0 +1,16 @@
+/*
+ * cli.h — the subcommands of the `promptscore` binary. Each lives in its own src/cli_*.c file
+ * and takes the arguments after the subcommand name (argv[0] is the subcommand). Each returns
+ * the process exit status: 0 ok, 1 a failure while working, 2 bad usage.
+ */
+#ifndef PS_CLI_H
+#define PS_CLI_H
+
+int ps_cli_score(int argc, char **argv);      /* cli_score.c */
+int ps_cli_perplexity(int argc, char **argv); /* cli_score.c */
+int ps_cli_tokenize(int argc, char **argv);   /* cli_tokenize.c */
+int ps_cli_serve(int argc, char **argv);      /* cli_serve.c */
+int ps_cli_bench(int argc, char **argv);      /* cli_bench.c */
+int ps_cli_gen_model(int argc, char **argv);  /* cli_gen.c */
+
+#endif

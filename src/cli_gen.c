@@ -1,0 +1,4 @@
+/* src/cli_gen.c — placeholder until this command is written. */
+#include "cli.h"
+#include <stdio.h>
+int ps_cli_gen_model(int argc, char **argv) { (void)argc; fprintf(stderr, "promptscore %s: not built yet\n", argv[0]); return 2; }

@@ -1,0 +1,120 @@
+/*
+ * impl.h — what every source file of the library shares and the public header does not show:
+ * error reporting into ps_error, the allocation hook that all allocations go through (so that
+ * fault injection can fail any of them), half-precision conversions and small limits.
+ */
+#ifndef PS_IMPL_H
+#define PS_IMPL_H
+
+#include "promptscore.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define PS_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define PS_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PS_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#if defined(__GNUC__)
+#define PS_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define PS_UNUSED __attribute__((unused))
+#else
+#define PS_PRINTF(f, a)
+#define PS_UNUSED
+#endif
+
+/* Positions per forward pass and per top-K call: part of the definition of a score. */
+#define PS_CHUNK 256
+
+/* Fills err (when not NULL) and returns code, so that `return ps_fail(err, ...)` reads well.
+ * offset: byte offset in the input, or -1. */
+ps_status ps_fail(ps_error *err, ps_status code, int64_t offset, const char *fmt, ...)
+    PS_PRINTF(4, 5);
+/* Clears err to {PS_OK, -1, ""}. */
+void ps_error_clear(ps_error *err);
+
+/* Allocation hook: every allocation of the library goes through these (see ps_alloc_fail_after).
+ * ps_malloc(0) returns a unique non-NULL pointer or NULL like malloc. */
+void *ps_malloc(size_t size);
+void *ps_calloc(size_t n, size_t size);
+void *ps_realloc(void *ptr, size_t size);
+/* Aligned to `align` (a power of two >= sizeof(void*)); free with ps_free. */
+void *ps_aligned_alloc(size_t align, size_t size);
+void ps_free(void *ptr);
+char *ps_strdup(const char *s);
+char *ps_strndup(const char *s, size_t n);
+
+/* a * b with overflow check: returns false on overflow. */
+static inline bool ps_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+/* IEEE half <-> float, exact (scalar; SIMD kernels use F16C). */
+static inline float ps_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do { e++; mant <<= 1; } while (!(mant & 0x400u));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* float -> half, round to nearest even (NaN stays NaN). */
+static inline uint16_t ps_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow -> inf */
+    if (ax < 0x38800000u) { /* subnormal half or zero */
+        if (ax < 0x33000000u) return (uint16_t)sign;
+        uint32_t e = ax >> 23;
+        uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126 - e; /* 14 + (113 - e) - 1 */
+        uint32_t half = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1);
+        uint32_t mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t h = ((ax - 0x38000000u) >> 13);
+    uint32_t rem = ax & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+}
+
+static inline float ps_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* float -> bf16, round to nearest even (NaN stays NaN). */
+static inline uint16_t ps_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+#endif /* PS_IMPL_H */

@@ -1,0 +1,49 @@
+/*
+ * json.h — the response writer shared by the CLI and the server: a growable byte buffer, JSON
+ * strings and float32 values written so that they parse back to the same float32, the display
+ * text of a token, and the OpenAI `logprobs` object of CONTRACT.md section 2. Parsing of
+ * requests and JSONL lines uses jansson; writing the large responses uses this.
+ */
+#ifndef PS_JSON_H
+#define PS_JSON_H
+
+#include "impl.h"
+
+/* A growable byte buffer. After an allocation failure `oom` is set and further appends are
+ * ignored; check it once at the end. data is always NUL-terminated when not NULL. */
+typedef struct {
+    char *data;
+    size_t len;
+    size_t cap;
+    bool oom;
+} ps_buf;
+
+void ps_buf_init(ps_buf *b);
+void ps_buf_free(ps_buf *b);
+void ps_buf_reset(ps_buf *b); /* len = 0, keeps capacity */
+void ps_buf_append(ps_buf *b, const void *data, size_t n);
+void ps_buf_puts(ps_buf *b, const char *s);
+void ps_buf_printf(ps_buf *b, const char *fmt, ...) PS_PRINTF(2, 3);
+
+/* A JSON string literal of n bytes: quoted and escaped; bytes that are not valid UTF-8 become
+ * U+FFFD. */
+void ps_json_str(ps_buf *b, const char *s, size_t n);
+/* A float32 that parses back to the same float32 ("%.9g" shortest form); -inf is written as
+ * -9999.0, NaN as null (the contract never asks for NaN or +inf). */
+void ps_json_f32(ps_buf *b, float v);
+
+/* The display text of token `id` alone, appended to b as UTF-8: the token's bytes
+ * (ps_vocab_token_bytes) with every maximal run of bytes that is not valid UTF-8 replaced by
+ * U+FFFD; control tokens print as their own text ("<s>"). */
+void ps_token_text(ps_buf *b, const ps_vocab *vocab, int32_t id);
+
+/* The OpenAI `logprobs` object for entries [first, r->n_total) of a score result, as
+ * CONTRACT.md section 2 says: tokens, token_logprobs (null at entry 0 of the sequence),
+ * top_logprobs (top-K plus the scored token, keyed by token text, a duplicate key keeps the
+ * first in rank order), text_offset (code points, starting at text_offset0), token_ids, top_ids.
+ * When text is not NULL the concatenation of the entries' token texts is appended to it.
+ * Writes nothing else (the caller writes the key "logprobs": before it). */
+void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
+                      int32_t first, int64_t text_offset0, ps_buf *text);
+
+#endif
