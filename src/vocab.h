@@ -1,0 +1,20 @@
+/*
+ * vocab.h — internal interface of the tokenizer (vocab.c). The model loader builds a ps_vocab
+ * from the tokenizer.ggml.* keys of an open GGUF file; the public ps_vocab_* functions of
+ * promptscore.h then work on it. A loaded vocab copies what it needs out of the file (it does
+ * not keep pointers into the ps_gguf), is read-only afterwards and may be shared by threads.
+ */
+#ifndef PS_VOCAB_H
+#define PS_VOCAB_H
+
+#include "gguf.h"
+
+/* Reads and validates tokenizer.ggml.* from g. Returns PS_OK, PS_ERR_FORMAT (malformed key,
+ * named), PS_ERR_NOT_FOUND (a required key is missing, named), PS_ERR_UNSUPPORTED (tokenizer
+ * model or pre-tokenizer name), PS_ERR_NOMEM. *out is set only on success; g may be closed
+ * afterwards. */
+ps_status ps_vocab_load(const ps_gguf *g, ps_vocab **out, ps_error *err);
+/* NULL is a no-op. */
+void ps_vocab_free(ps_vocab *v);
+
+#endif /* PS_VOCAB_H */
