@@ -27,6 +27,11 @@ LIB_SRC := $(filter-out src/cli%.c,$(wildcard src/*.c))
 CLI_SRC := $(wildcard src/cli*.c)
 LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+# The web page (web/index.html) is compiled into the library as a C array: tools/embed.c
+# writes $(BUILD)/gen/page.c, whose object joins the library (src/page.h declares it).
+PAGE_C   := $(BUILD)/gen/page.c
+PAGE_OBJ := $(BUILD)/gen/page.o
+EMBED    := $(BUILD)/tools/embed
 LIB     := $(BUILD)/libpromptscore.a
 BIN     := $(BUILD)/promptscore
 
@@ -44,7 +49,18 @@ $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) include/promptscore.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(LIB): $(LIB_OBJ)
+$(EMBED): tools/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c11 -Wall -Wextra -Werror -o $@ $<
+
+$(PAGE_C): web/index.html $(EMBED)
+	@mkdir -p $(dir $@)
+	$(EMBED) ps_page_html web/index.html $@
+
+$(PAGE_OBJ): $(PAGE_C) src/page.h
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ) $(PAGE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
