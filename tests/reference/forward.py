@@ -1,0 +1,337 @@
+#!/usr/bin/python3
+"""forward.py - an independent float64 reference forward pass for promptscore's tests.
+
+It shares no code with the C library: it reads the GGUF file itself (header, metadata, tensor
+infos, data; F32/F16/BF16/Q8_0 dequantised exactly into float64) and runs the llama, qwen2 and
+qwen3 architectures the way llama.cpp defines them, over the whole prompt at once (no KV cache,
+no chunks), in float64:
+
+  x = token_embd[ids]
+  per layer:  h = rmsnorm(x) * attn_norm
+              q, k, v = Wq h (+bq), Wk h (+bk), Wv h (+bv)        (qwen2 has the biases)
+              qwen3: q, k = rmsnorm per head * attn_q_norm / attn_k_norm
+              q, k = rope(q), rope(k)   llama: adjacent pairs (x[2i], x[2i+1]);
+                                        qwen2/qwen3: neox, (x[i], x[i + n_rot/2]);
+                                        theta_i = pos * base^(-2i/n_rot) / rope_freqs[i]
+              x += Wo softmax_causal(q k^T / sqrt(head_dim)) v     (GQA: head h reads kv head
+                                                                    h // (n_head / n_head_kv))
+              x += Wdown (silu(Wgate h2) * Wup h2),  h2 = rmsnorm(x) * ffn_norm
+  logits = output (rmsnorm(x) * output_norm)       (output = token_embd when the file has none)
+
+Weights in numpy are (ne[1], ne[0]) arrays, so y = W @ x for a GGUF matrix of ne = {in, out}.
+
+--q8-act mirrors llama.cpp's Q8_0 matrix product: the activation row is quantised to Q8_0
+(blocks of 32, d = amax/127 stored as f16, q = round-half-away(x / d)) before it is multiplied
+with a Q8_0 weight. Without it, Q8_0 weights are exact and activations stay float64.
+
+usage:
+  forward.py MODEL.gguf --tokens 1,2,3 [--out logits.f64]   raw little-endian float64, T x n_vocab
+  forward.py MODEL.gguf --tokens-file ids.txt --out logits.f64
+  forward.py MODEL.gguf --tokens 1,2,3 --nll                teacher-forced NLL of the list
+  forward.py MODEL.gguf --tokens 1 --greedy 60              greedy continuation ids
+  forward.py stories260K.gguf --check-stories GOLDEN.txt    checks the NLLs and greedy ids
+Needs numpy (run with /usr/bin/python3).
+"""
+import argparse
+import struct
+import sys
+
+import numpy as np
+
+# ---------------------------------------------------------------- minimal GGUF reader
+GGML_F32, GGML_F16, GGML_Q8_0, GGML_BF16 = 0, 1, 8, 30
+
+_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+           10: "<Q", 11: "<q", 12: "<d"}
+
+
+class Reader:
+    def __init__(self, buf):
+        self.buf = buf
+        self.pos = 0
+
+    def unpack(self, fmt):
+        v = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v[0]
+
+    def string(self):
+        n = self.unpack("<Q")
+        s = bytes(self.buf[self.pos:self.pos + n])
+        if len(s) != n:
+            raise ValueError("string past end of file at %d" % self.pos)
+        self.pos += n
+        return s.decode("utf-8", errors="surrogateescape")
+
+    def value(self, t):
+        if t in _SCALAR:
+            return self.unpack(_SCALAR[t])
+        if t == 8:
+            return self.string()
+        if t == 9:
+            et = self.unpack("<I")
+            n = self.unpack("<Q")
+            if et in _SCALAR and et != 7:
+                dt = np.dtype(_SCALAR[et])
+                a = np.frombuffer(self.buf, dtype=dt, count=n, offset=self.pos)
+                self.pos += n * dt.itemsize
+                return a
+            return [self.value(et) for _ in range(n)]
+        raise ValueError("unknown GGUF value type %d" % t)
+
+
+def read_gguf(path):
+    """Returns (metadata dict, {name: float64 ndarray of shape reversed(ne)})."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    r = Reader(buf)
+    if buf[:4] != b"GGUF":
+        raise ValueError("%s: not a GGUF file" % path)
+    r.pos = 4
+    version = r.unpack("<I")
+    if version not in (2, 3):
+        raise ValueError("%s: GGUF version %d" % (path, version))
+    n_tensors = r.unpack("<Q")
+    n_kv = r.unpack("<Q")
+    kv = {}
+    for _ in range(n_kv):
+        key = r.string()
+        kv[key] = r.value(r.unpack("<I"))
+    infos = []
+    for _ in range(n_tensors):
+        name = r.string()
+        n_dims = r.unpack("<I")
+        ne = [r.unpack("<Q") for _ in range(n_dims)]
+        ttype = r.unpack("<I")
+        off = r.unpack("<Q")
+        infos.append((name, ne, ttype, off))
+    align = int(kv.get("general.alignment", 32))
+    data_start = (r.pos + align - 1) // align * align
+    tensors = {}
+    for name, ne, ttype, off in infos:
+        n = int(np.prod(ne))
+        start = data_start + off
+        if ttype == GGML_F32:
+            a = np.frombuffer(buf, "<f4", n, start).astype(np.float64)
+        elif ttype == GGML_F16:
+            a = np.frombuffer(buf, "<f2", n, start).astype(np.float64)
+        elif ttype == GGML_BF16:
+            u = np.frombuffer(buf, "<u2", n, start).astype(np.uint32) << 16
+            a = u.view(np.float32).astype(np.float64)
+        elif ttype == GGML_Q8_0:
+            if ne[0] % 32:
+                raise ValueError("%s: Q8_0 row of %d" % (name, ne[0]))
+            blk = np.dtype([("d", "<f2"), ("qs", "i1", 32)])
+            b = np.frombuffer(buf, blk, n // 32, start)
+            a = (b["d"].astype(np.float64)[:, None] * b["qs"].astype(np.float64)).reshape(-1)
+        else:
+            raise ValueError("%s: tensor type %d not supported by the reference" % (name, ttype))
+        if a.size != n:
+            raise ValueError("%s: data past end of file" % name)
+        tensors[name] = (a.reshape(list(reversed(ne))), ttype)
+    return kv, tensors
+
+
+# ---------------------------------------------------------------- the model
+def f16_round(x):
+    return np.float64(np.float16(x))
+
+
+def quantize_q8_0_rows(x):
+    """llama.cpp's quantize_row_q8_0 applied to every row of x (..., n), n % 32 == 0, in the
+    arithmetic of its scalar reference (float32): d = amax / 127, id = 1/d, q = roundf(x*id),
+    the stored scale is f16(d). Returns the dequantised rows (float64)."""
+    shp = x.shape
+    b = x.astype(np.float32).reshape(-1, 32)
+    amax = np.max(np.abs(b), axis=1)
+    d = (amax / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idd = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), np.float32(0)).astype(np.float32)
+    v = (b * idd[:, None]).astype(np.float32)
+    q = np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))  # roundf: half away from zero
+    dh = d.astype(np.float16).astype(np.float64)
+    return (q.astype(np.float64) * dh[:, None]).reshape(shp)
+
+
+class Model:
+    def __init__(self, path, q8_act=False):
+        self.kv, self.t = read_gguf(path)
+        kv = self.kv
+        self.arch = kv["general.architecture"]
+        if self.arch not in ("llama", "qwen2", "qwen3"):
+            raise ValueError("architecture %s not supported" % self.arch)
+        a = self.arch
+        self.n_embd = int(kv[a + ".embedding_length"])
+        self.n_layer = int(kv[a + ".block_count"])
+        self.n_head = int(kv[a + ".attention.head_count"])
+        self.n_head_kv = int(kv.get(a + ".attention.head_count_kv", self.n_head))
+        self.head_dim = int(kv.get(a + ".attention.key_length", self.n_embd // self.n_head))
+        self.n_rot = int(kv.get(a + ".rope.dimension_count", self.head_dim))
+        self.eps = float(kv.get(a + ".attention.layer_norm_rms_epsilon", 1e-5))
+        self.rope_base = float(kv.get(a + ".rope.freq_base", 10000.0))
+        self.neox = a in ("qwen2", "qwen3")
+        self.q8_act = q8_act
+        emb, _ = self.t["token_embd.weight"]
+        self.n_vocab = emb.shape[0]
+        self.ff = self.t["rope_freqs.weight"][0] if "rope_freqs.weight" in self.t else None
+
+    def W(self, name):
+        return self.t[name][0]
+
+    def has(self, name):
+        return name in self.t
+
+    def matmul(self, x, name):
+        """x (T, in) @ W^T where W is (out, in) -> (T, out)."""
+        w, ttype = self.t[name]
+        if self.q8_act and ttype == GGML_Q8_0:
+            x = quantize_q8_0_rows(x)
+        return x @ w.T
+
+    def rmsnorm(self, x, w):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
+
+    def rope(self, x, pos):
+        """x (T, H, head_dim), rotates the first n_rot dims of every head."""
+        half = self.n_rot // 2
+        i = np.arange(half, dtype=np.float64)
+        inv = self.rope_base ** (-2.0 * i / self.n_rot)
+        if self.ff is not None:
+            inv = inv / self.ff[:half]
+        ang = pos[:, None].astype(np.float64) * inv[None, :]  # (T, half)
+        c = np.cos(ang)[:, None, :]
+        s = np.sin(ang)[:, None, :]
+        y = x.copy()
+        if self.neox:
+            x0, x1 = x[..., :half], x[..., half:2 * half]
+            y[..., :half] = x0 * c - x1 * s
+            y[..., half:2 * half] = x0 * s + x1 * c
+        else:
+            x0, x1 = x[..., 0:2 * half:2], x[..., 1:2 * half:2]
+            y[..., 0:2 * half:2] = x0 * c - x1 * s
+            y[..., 1:2 * half:2] = x0 * s + x1 * c
+        return y
+
+    def forward(self, tokens):
+        """tokens: list of ids -> logits (T, n_vocab) float64."""
+        tok = np.asarray(tokens, dtype=np.int64)
+        if tok.min() < 0 or tok.max() >= self.n_vocab:
+            raise ValueError("token id outside [0, %d)" % self.n_vocab)
+        T = len(tok)
+        H, HK, D = self.n_head, self.n_head_kv, self.head_dim
+        x = self.W("token_embd.weight")[tok].copy()
+        pos = np.arange(T)
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        for l in range(self.n_layer):
+            p = "blk.%d." % l
+            h = self.rmsnorm(x, self.W(p + "attn_norm.weight"))
+            q = self.matmul(h, p + "attn_q.weight")
+            k = self.matmul(h, p + "attn_k.weight")
+            v = self.matmul(h, p + "attn_v.weight")
+            if self.has(p + "attn_q.bias"):
+                q = q + self.W(p + "attn_q.bias")
+            if self.has(p + "attn_k.bias"):
+                k = k + self.W(p + "attn_k.bias")
+            if self.has(p + "attn_v.bias"):
+                v = v + self.W(p + "attn_v.bias")
+            q = q.reshape(T, H, D)
+            k = k.reshape(T, HK, D)
+            v = v.reshape(T, HK, D)
+            if self.has(p + "attn_q_norm.weight"):
+                q = self.rmsnorm(q, self.W(p + "attn_q_norm.weight"))
+            if self.has(p + "attn_k_norm.weight"):
+                k = self.rmsnorm(k, self.W(p + "attn_k_norm.weight"))
+            q = self.rope(q, pos)
+            k = self.rope(k, pos)
+            g = H // HK
+            out = np.empty((T, H, D))
+            for hh in range(H):
+                kh = hh // g
+                s = q[:, hh, :] @ k[:, kh, :].T / np.sqrt(D) + mask
+                s = s - s.max(axis=1, keepdims=True)
+                e = np.exp(s)
+                out[:, hh, :] = (e / e.sum(axis=1, keepdims=True)) @ v[:, kh, :]
+            x = x + self.matmul(out.reshape(T, H * D), p + "attn_output.weight")
+            h = self.rmsnorm(x, self.W(p + "ffn_norm.weight"))
+            gt = self.matmul(h, p + "ffn_gate.weight")
+            up = self.matmul(h, p + "ffn_up.weight")
+            x = x + self.matmul(gt / (1.0 + np.exp(-gt)) * up, p + "ffn_down.weight")
+        x = self.rmsnorm(x, self.W("output_norm.weight"))
+        return self.matmul(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
+
+
+def log_softmax(z):
+    m = z.max(axis=-1, keepdims=True)
+    return z - m - np.log(np.exp(z - m).sum(axis=-1, keepdims=True))
+
+
+def nll(model, tokens):
+    lp = log_softmax(model.forward(tokens))
+    return -sum(lp[i - 1, tokens[i]] for i in range(1, len(tokens)))
+
+
+def greedy(model, tokens, n):
+    toks = list(tokens)
+    for _ in range(n):
+        toks.append(int(np.argmax(model.forward(toks)[-1])))
+    return toks[len(tokens):]
+
+
+def check_stories(model, golden):
+    """Golden file: lines 1-3 'n nll_python ...', line 4 the greedy list (BOS first), then three
+    'tokens(...) = [...]' lines. Returns the number of mismatches."""
+    lines = [l for l in open(golden, encoding="utf-8").read().split("\n") if l and l[0] != "#"]
+    want = [float(l.split()[1]) for l in lines[:3]]
+    gre = [int(t) for t in lines[3].strip("[]").split(",")]
+    lists = [[int(t) for t in l.rsplit("= ", 1)[1].strip("[]").split(",")]
+             for l in lines if l.startswith("tokens(")]
+    bad = 0
+    for toks, w in zip(lists, want):
+        got = nll(model, toks)
+        rel = abs(got - w) / abs(w)
+        ok = rel <= 1e-6
+        bad += not ok
+        print("nll n=%d: got %.6f want %.6f rel %.2e %s" % (len(toks), got, w, rel, "ok" if ok else "MISMATCH"))
+    got = greedy(model, gre[:1], len(gre) - 1)
+    ok = got == gre[1:]
+    bad += not ok
+    print("greedy %d ids from %d: %s" % (len(gre) - 1, gre[0], "ok" if ok else "MISMATCH %s" % got))
+    return bad
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--tokens", help="comma-separated ids")
+    ap.add_argument("--tokens-file", help="ids separated by whitespace or commas")
+    ap.add_argument("--out", help="write logits (T x n_vocab, float64 little-endian) here")
+    ap.add_argument("--nll", action="store_true", help="print the teacher-forced NLL")
+    ap.add_argument("--greedy", type=int, default=0, help="greedy ids after the tokens")
+    ap.add_argument("--q8-act", action="store_true", help="quantise activations for Q8_0 weights")
+    ap.add_argument("--check-stories", metavar="GOLDEN")
+    a = ap.parse_args()
+    m = Model(a.model, q8_act=a.q8_act)
+    if a.check_stories:
+        bad = check_stories(m, a.check_stories)
+        print("stories260K reference: %s" % ("ok" if not bad else "%d MISMATCHES" % bad))
+        return 1 if bad else 0
+    if a.tokens_file:
+        toks = [int(t) for t in open(a.tokens_file).read().replace(",", " ").split()]
+    elif a.tokens:
+        toks = [int(t) for t in a.tokens.split(",")]
+    else:
+        ap.error("give --tokens or --tokens-file")
+    if a.nll:
+        print("%.9f" % nll(m, toks))
+    if a.greedy:
+        print(",".join(str(t) for t in greedy(m, toks, a.greedy)))
+    if a.out:
+        m.forward(toks).astype("<f8").tofile(a.out)
+    elif not a.nll and not a.greedy:
+        np.set_printoptions(precision=6, suppress=True, linewidth=150)
+        print(m.forward(toks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
