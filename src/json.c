@@ -1,0 +1,454 @@
+/*
+ * json.c — the response writer: a growable byte buffer (ps_buf), JSON strings with invalid
+ * UTF-8 replaced, float32 values that parse back to the same float32, and the OpenAI
+ * `logprobs` object of CONTRACT.md section 2 written straight from a ps_score_result.
+ *
+ * The one idea: everything is appended to a ps_buf that remembers an allocation failure
+ * (`oom`) instead of reporting it at every call, so writers stay straight-line code and check
+ * once at the end. Floats use the shortest of "%.6g".."%.9g" that strtof() reads back to the
+ * same bits ("%.9g" always does); -inf becomes -9999.0 and NaN null. Token texts are the
+ * token's bytes with every maximal run of invalid UTF-8 replaced by U+FFFD, so that every
+ * string written is valid UTF-8 and text offsets can be counted in code points.
+ */
+#include "json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* ps_buf                                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+void ps_buf_init(ps_buf *b) {
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    b->oom = false;
+}
+
+void ps_buf_free(ps_buf *b) {
+    ps_free(b->data);
+    ps_buf_init(b);
+}
+
+void ps_buf_reset(ps_buf *b) {
+    b->len = 0;
+    if (b->data) b->data[0] = '\0';
+}
+
+/* Makes room for n more bytes plus the NUL. False (and oom set) when that fails. */
+static bool buf_reserve(ps_buf *b, size_t n) {
+    if (b->oom) return false;
+    if (b->len + n + 1 <= b->cap) return true;
+    if (n > SIZE_MAX / 2 - b->len - 1) {
+        b->oom = true;
+        return false;
+    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n + 1) cap *= 2;
+    char *p = ps_realloc(b->data, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->data = p;
+    b->cap = cap;
+    return true;
+}
+
+void ps_buf_append(ps_buf *b, const void *data, size_t n) {
+    if (!buf_reserve(b, n)) return;
+    if (n) memcpy(b->data + b->len, data, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static inline void buf_putc(ps_buf *b, char c) {
+    if (b->len + 2 > b->cap && !buf_reserve(b, 1)) return;
+    if (b->oom) return;
+    b->data[b->len++] = c;
+    b->data[b->len] = '\0';
+}
+
+void ps_buf_puts(ps_buf *b, const char *s) { ps_buf_append(b, s, strlen(s)); }
+
+void ps_buf_printf(ps_buf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    va_list ap;
+    va_start(ap, fmt);
+    char small[256];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof small) {
+        ps_buf_append(b, small, (size_t)n);
+        return;
+    }
+    if (!buf_reserve(b, (size_t)n)) return;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* UTF-8                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 when s[0] does not start one (overlong
+ * forms, surrogates and code points above U+10FFFF are invalid, as in RFC 3629). */
+static size_t utf8_valid_len(const unsigned char *s, size_t n) {
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c < 0xF0) {
+        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
+        return 3;
+    }
+    if (c < 0xF5) {
+        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+            return 0;
+        if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+        if (c == 0xF4 && s[1] >= 0x90) return 0; /* above U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+static const char REPLACEMENT[3] = {(char)0xEF, (char)0xBF, (char)0xBD}; /* U+FFFD */
+
+/* Appends s[0..n) with every maximal run of invalid bytes replaced by one U+FFFD. */
+static void append_utf8_clean(ps_buf *b, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, start = 0;
+    while (i < n) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t l = utf8_valid_len(u + i, n - i);
+        if (l) {
+            i += l;
+            continue;
+        }
+        ps_buf_append(b, s + start, i - start);
+        ps_buf_append(b, REPLACEMENT, 3);
+        while (i < n && utf8_valid_len(u + i, n - i) == 0) i++;
+        start = i;
+    }
+    ps_buf_append(b, s + start, n - start);
+}
+
+/* Code points in valid UTF-8. */
+static int64_t utf8_count(const char *s, size_t n) {
+    int64_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Strings and numbers                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+void ps_json_str(ps_buf *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    buf_putc(b, '"');
+    size_t i = 0, start = 0;
+    while (i < n) {
+        unsigned char c = u[i];
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            i++;
+            continue;
+        }
+        if (c >= 0x80) {
+            size_t l = utf8_valid_len(u + i, n - i);
+            if (l) {
+                i += l;
+                continue;
+            }
+            ps_buf_append(b, s + start, i - start);
+            ps_buf_append(b, REPLACEMENT, 3);
+            while (i < n && u[i] >= 0x80 && utf8_valid_len(u + i, n - i) == 0) i++;
+            start = i;
+            continue;
+        }
+        ps_buf_append(b, s + start, i - start);
+        char esc[6] = {'\\', 0, 0, 0, 0, 0};
+        size_t el = 2;
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        default:
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            el = 6;
+        }
+        ps_buf_append(b, esc, el);
+        i++;
+        start = i;
+    }
+    ps_buf_append(b, s + start, n - start);
+    buf_putc(b, '"');
+}
+
+/* Writes the shortest "%.{6..9}g" form of v that strtof() reads back bitwise equal into out
+ * (at least 32 bytes); returns its length. v is finite. */
+static int format_f32(char *out, float v) {
+    int n = 0;
+    for (int prec = 6; prec <= 9; prec++) {
+        n = snprintf(out, 32, "%.*g", prec, (double)v);
+        if (prec == 9) break;
+        float back = strtof(out, NULL);
+        if (memcmp(&back, &v, sizeof v) == 0) break;
+    }
+    return n;
+}
+
+void ps_json_f32(ps_buf *b, float v) {
+    if (isnan(v) || (isinf(v) && v > 0)) {
+        ps_buf_append(b, "null", 4);
+        return;
+    }
+    if (isinf(v)) {
+        ps_buf_append(b, "-9999.0", 7);
+        return;
+    }
+    char tmp[32];
+    int n = format_f32(tmp, v);
+    ps_buf_append(b, tmp, (size_t)n);
+}
+
+static void json_i64(ps_buf *b, int64_t v) {
+    char tmp[24];
+    int n = snprintf(tmp, sizeof tmp, "%lld", (long long)v);
+    ps_buf_append(b, tmp, (size_t)n);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Token texts                                                                              */
+/* ---------------------------------------------------------------------------------------- */
+
+void ps_token_text(ps_buf *b, const ps_vocab *vocab, int32_t id) {
+    const char *bytes = NULL;
+    size_t len = 0;
+    if (ps_vocab_token_bytes(vocab, id, &bytes, &len) != PS_OK) return;
+    append_utf8_clean(b, bytes, len);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The logprobs object                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Scratch for one top_logprobs map: the entries' texts side by side in `texts`, and an
+ * open-addressing set of the keys written so far (used when there are many entries). */
+typedef struct {
+    ps_buf texts;
+    size_t *off;      /* cap_entries + 1 offsets into texts */
+    int32_t *slots;   /* hash slots: entry index or -1 */
+    size_t n_slots;   /* power of two, >= 2 * cap_entries, or 0 when linear search is used */
+    size_t cap_entries;
+} topmap_scratch;
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static bool scratch_init(topmap_scratch *sc, size_t cap_entries) {
+    ps_buf_init(&sc->texts);
+    sc->cap_entries = cap_entries;
+    sc->slots = NULL;
+    sc->n_slots = 0;
+    sc->off = ps_malloc((cap_entries + 1) * sizeof *sc->off);
+    if (!sc->off) return false;
+    if (cap_entries > 16) {
+        size_t ns = 64;
+        while (ns < 2 * cap_entries) ns *= 2;
+        sc->slots = ps_malloc(ns * sizeof *sc->slots);
+        if (!sc->slots) return false;
+        sc->n_slots = ns;
+    }
+    return true;
+}
+
+static void scratch_free(topmap_scratch *sc) {
+    ps_buf_free(&sc->texts);
+    ps_free(sc->off);
+    ps_free(sc->slots);
+}
+
+/* True when entry e's text equals an earlier entry's text; otherwise records it. */
+static bool scratch_seen(topmap_scratch *sc, size_t e) {
+    const char *t = sc->texts.data ? sc->texts.data + sc->off[e] : "";
+    size_t tl = sc->off[e + 1] - sc->off[e];
+    if (!sc->n_slots) {
+        for (size_t j = 0; j < e; j++) {
+            size_t jl = sc->off[j + 1] - sc->off[j];
+            if (jl == tl && memcmp(sc->texts.data + sc->off[j], t, tl) == 0) return true;
+        }
+        return false;
+    }
+    size_t mask = sc->n_slots - 1;
+    for (size_t s = hash_bytes(t, tl) & mask;; s = (s + 1) & mask) {
+        int32_t j = sc->slots[s];
+        if (j < 0) {
+            sc->slots[s] = (int32_t)e;
+            return false;
+        }
+        size_t jl = sc->off[j + 1] - sc->off[j];
+        if (jl == tl && memcmp(sc->texts.data + sc->off[j], t, tl) == 0) return true;
+    }
+}
+
+/* Entries of row i for top_logprobs/top_ids: the top K ids (skipping -1 padding), then the
+ * scored token when it is not among them. Returns the count; ids/lps point to scratch. */
+static size_t row_entries(const ps_score_result *r, int32_t i, int32_t *ids, float *lps) {
+    size_t n = 0;
+    bool have = false;
+    const int32_t *ti = r->top_ids + (size_t)i * (size_t)r->k;
+    const float *tl = r->top_logprobs + (size_t)i * (size_t)r->k;
+    for (int32_t j = 0; j < r->k; j++) {
+        if (ti[j] < 0) continue;
+        ids[n] = ti[j];
+        lps[n] = tl[j];
+        if (ti[j] == r->tokens[i]) {
+            have = true;
+            lps[n] = r->logprobs[i]; /* the same float; keeps the bitwise promise obvious */
+        }
+        n++;
+    }
+    if (!have) {
+        ids[n] = r->tokens[i];
+        lps[n] = r->logprobs[i];
+        n++;
+    }
+    return n;
+}
+
+void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
+                      int32_t first, int64_t text_offset0, ps_buf *text) {
+    if (b->oom) return;
+    if (first < 0) first = 0;
+    int32_t end = r->n_total;
+    size_t cap = (size_t)(r->k > 0 ? r->k : 0) + 1;
+    topmap_scratch sc;
+    int32_t *ids = ps_malloc(cap * sizeof *ids);
+    float *lps = ps_malloc(cap * sizeof *lps);
+    bool ok = scratch_init(&sc, cap) && ids && lps;
+    ps_buf tok;
+    ps_buf_init(&tok);
+    if (!ok) {
+        b->oom = true;
+        goto done;
+    }
+
+    /* tokens (and text) */
+    ps_buf_puts(b, "{\"tokens\":[");
+    for (int32_t i = first; i < end; i++) {
+        if (i > first) buf_putc(b, ',');
+        ps_buf_reset(&tok);
+        ps_token_text(&tok, vocab, r->tokens[i]);
+        ps_json_str(b, tok.data ? tok.data : "", tok.len);
+        if (text) ps_buf_append(text, tok.data ? tok.data : "", tok.len);
+    }
+
+    ps_buf_puts(b, "],\"token_logprobs\":[");
+    for (int32_t i = first; i < end; i++) {
+        if (i > first) buf_putc(b, ',');
+        ps_json_f32(b, r->logprobs[i]); /* NaN (entry 0) -> null */
+    }
+
+    ps_buf_puts(b, "],\"top_logprobs\":[");
+    for (int32_t i = first; i < end && !b->oom; i++) {
+        if (i > first) buf_putc(b, ',');
+        if (isnan(r->logprobs[i])) {
+            ps_buf_append(b, "null", 4);
+            continue;
+        }
+        size_t n = row_entries(r, i, ids, lps);
+        ps_buf_reset(&sc.texts);
+        for (size_t e = 0; e < n; e++) {
+            sc.off[e] = sc.texts.len;
+            ps_token_text(&sc.texts, vocab, ids[e]);
+        }
+        sc.off[n] = sc.texts.len;
+        if (sc.texts.oom) {
+            b->oom = true;
+            break;
+        }
+        if (sc.n_slots) memset(sc.slots, 0xff, sc.n_slots * sizeof *sc.slots);
+        buf_putc(b, '{');
+        bool firstkey = true;
+        for (size_t e = 0; e < n; e++) {
+            if (scratch_seen(&sc, e)) continue;
+            if (!firstkey) buf_putc(b, ',');
+            firstkey = false;
+            ps_json_str(b, sc.texts.data ? sc.texts.data + sc.off[e] : "",
+                        sc.off[e + 1] - sc.off[e]);
+            buf_putc(b, ':');
+            ps_json_f32(b, lps[e]);
+        }
+        buf_putc(b, '}');
+    }
+
+    ps_buf_puts(b, "],\"text_offset\":[");
+    int64_t off = text_offset0;
+    for (int32_t i = first; i < end; i++) {
+        if (i > first) buf_putc(b, ',');
+        json_i64(b, off);
+        ps_buf_reset(&tok);
+        ps_token_text(&tok, vocab, r->tokens[i]);
+        off += utf8_count(tok.data ? tok.data : "", tok.len);
+    }
+
+    ps_buf_puts(b, "],\"token_ids\":[");
+    for (int32_t i = first; i < end; i++) {
+        if (i > first) buf_putc(b, ',');
+        json_i64(b, r->tokens[i]);
+    }
+
+    ps_buf_puts(b, "],\"top_ids\":[");
+    for (int32_t i = first; i < end; i++) {
+        if (i > first) buf_putc(b, ',');
+        if (isnan(r->logprobs[i])) {
+            ps_buf_append(b, "null", 4);
+            continue;
+        }
+        size_t n = row_entries(r, i, ids, lps);
+        buf_putc(b, '[');
+        for (size_t e = 0; e < n; e++) {
+            if (e) buf_putc(b, ',');
+            buf_putc(b, '[');
+            json_i64(b, ids[e]);
+            buf_putc(b, ',');
+            ps_json_f32(b, lps[e]);
+            buf_putc(b, ']');
+        }
+        buf_putc(b, ']');
+    }
+    ps_buf_puts(b, "]}");
+    if (tok.oom || (text && text->oom)) b->oom = true;
+
+done:
+    ps_buf_free(&tok);
+    scratch_free(&sc);
+    ps_free(ids);
+    ps_free(lps);
+}
