@@ -131,7 +131,13 @@ ps_status ps_gguf_set_arr(ps_gguf_writer *w, const char *key, ps_gguf_type elem_
 /* String array; lens may be NULL (then strings are NUL-terminated). */
 ps_status ps_gguf_set_arr_str(ps_gguf_writer *w, const char *key, const char *const *strs,
                               const uint64_t *lens, uint64_t n);
-/* Copies every key of g (e.g. a vocabulary) into the writer. */
+/* Any value given as its file bytes (what follows the u32 type in a GGUF: e.g. for an array,
+ * u32 element type + u64 count + elements; nested arrays allowed). The bytes are validated
+ * like the reader does; PS_ERR_INVALID_ARG when they are not exactly one value of `type`. */
+ps_status ps_gguf_set_raw(ps_gguf_writer *w, const char *key, ps_gguf_type type,
+                          const void *bytes, size_t len);
+/* Copies every key of g (e.g. a vocabulary) into the writer; prefix_filter (e.g.
+ * "tokenizer.") keeps only keys that start with it, NULL keeps all. */
 ps_status ps_gguf_copy_kv(ps_gguf_writer *w, const ps_gguf *g, const char *prefix_filter);
 /* A tensor; data (nbytes, which must match type and shape) is copied. */
 ps_status ps_gguf_add_tensor(ps_gguf_writer *w, const char *name, uint32_t type,
