@@ -1,0 +1,645 @@
+/*
+ * genmodel.c — a GGUF model with deterministic random weights, written as a stream.
+ *
+ * The metadata (hyperparameters and vocabulary) goes through the gguf writer, serialised to
+ * memory with no tensors; this file then writes the file itself: the header with the tensor
+ * count, those metadata bytes, the tensor infos, and the tensor data generated row block by row
+ * block straight into the file, so that a 0.6B model never sits in memory (peak: one block of
+ * rows as float32 plus its converted copy).
+ *
+ * Randomness: every row of every tensor has its own splitmix64 stream, seeded from the model
+ * seed, an FNV-1a hash of the tensor name and the row index; weights are Box-Muller normals
+ * N(mean, sigma) rounded to float32, then converted (f16/bf16 round to nearest even, Q8_0 as
+ * llama.cpp's reference quantiser). So the bytes depend only on the parameters, not on the order
+ * or the block size. Scales keep activations sane: matrices sigma = 1/sqrt(fan_in) (token_embd
+ * too, so a tied output gives logits of about unit spread), norms 1 + N(0, 0.1), biases N(0, 0.1).
+ */
+#include "genmodel.h"
+#include "quant.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+
+#define GEN_BLOCK_ELEMS (1 << 20) /* floats generated per block (rows are never split) */
+
+ps_genmodel_params ps_genmodel_default_params(void) {
+    ps_genmodel_params p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.arch, sizeof p.arch, "llama");
+    p.n_vocab = 512;
+    p.n_embd = 64;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = 16;
+    p.n_ff = 128;
+    p.n_ctx = 512;
+    p.rope_base = 10000.0f;
+    p.rms_eps = 1e-5f;
+    p.type = PS_GGML_F32;
+    p.seed = 1;
+    return p;
+}
+
+ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *err) {
+    if (!name || !p) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "preset: NULL argument");
+    if (!strcmp(name, "tiny")) {
+        ps_genmodel_params d = ps_genmodel_default_params();
+        snprintf(p->arch, sizeof p->arch, "%s", d.arch);
+        p->n_vocab = d.n_vocab;
+        p->n_embd = d.n_embd;
+        p->n_layer = d.n_layer;
+        p->n_head = d.n_head;
+        p->n_head_kv = d.n_head_kv;
+        p->head_dim = d.head_dim;
+        p->n_ff = d.n_ff;
+        p->n_ctx = d.n_ctx;
+        p->rope_base = d.rope_base;
+        p->rms_eps = d.rms_eps;
+        p->tied = d.tied;
+        return PS_OK;
+    }
+    if (!strcmp(name, "qwen3-0.6b")) {
+        snprintf(p->arch, sizeof p->arch, "qwen3");
+        p->n_vocab = 151936;
+        p->n_embd = 1024;
+        p->n_layer = 28;
+        p->n_head = 16;
+        p->n_head_kv = 8;
+        p->head_dim = 128;
+        p->n_ff = 3072;
+        p->n_ctx = 40960;
+        p->rope_base = 1000000.0f;
+        p->rms_eps = 1e-6f;
+        p->tied = true;
+        return PS_OK;
+    }
+    return ps_fail(err, PS_ERR_NOT_FOUND, -1, "unknown preset '%s' (known: tiny, qwen3-0.6b)",
+                   name);
+}
+
+/* ---------------------------------------------------------------- the tensor list */
+
+typedef enum { T_MATRIX, T_NORM, T_BIAS, T_ROPE_FREQS } tensor_kind;
+
+typedef struct {
+    char name[64];
+    tensor_kind kind;
+    uint32_t type;
+    int64_t ne[2]; /* ne[0] contiguous; ne[1] = 1 for vectors */
+    uint32_t n_dims;
+    uint64_t nbytes;
+    uint64_t offset; /* in the data section */
+} gen_tensor;
+
+typedef struct {
+    gen_tensor *t;
+    int64_t n, cap;
+} tensor_list;
+
+static ps_status list_add(tensor_list *l, const char *name, tensor_kind kind, uint32_t type,
+                          int64_t ne0, int64_t ne1, ps_error *err) {
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? l->cap * 2 : 64;
+        gen_tensor *t = ps_realloc(l->t, (size_t)cap * sizeof *t);
+        if (!t) return ps_fail(err, PS_ERR_NOMEM, -1, "gen-model: no memory for tensor list");
+        l->t = t;
+        l->cap = cap;
+    }
+    gen_tensor *t = &l->t[l->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->kind = kind;
+    t->type = type;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->n_dims = ne1 > 1 || kind == T_MATRIX ? 2 : 1;
+    t->nbytes = ps_quant_row_bytes(type, ne0) * (uint64_t)ne1;
+    return PS_OK;
+}
+
+static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
+    if (strcmp(p->arch, "llama") && strcmp(p->arch, "qwen2") && strcmp(p->arch, "qwen3"))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "arch '%s' is not one of llama, qwen2, qwen3", p->arch);
+    struct { const char *name; int32_t v; } pos[] = {
+        {"n_embd", p->n_embd}, {"n_layer", p->n_layer}, {"n_head", p->n_head},
+        {"n_head_kv", p->n_head_kv}, {"head_dim", p->head_dim}, {"n_ff", p->n_ff},
+        {"n_ctx", p->n_ctx},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(pos); i++)
+        if (pos[i].v < 1)
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1, "%s must be >= 1 (got %d)", pos[i].name,
+                           pos[i].v);
+    if (p->n_head % p->n_head_kv)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "n_head (%d) must be a multiple of n_head_kv (%d)", p->n_head,
+                       p->n_head_kv);
+    if (p->head_dim % 2)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "head_dim must be even (got %d)",
+                       p->head_dim);
+    if (!(p->rope_base > 0.0f) || !isfinite(p->rope_base))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "rope base must be > 0 (got %g)",
+                       (double)p->rope_base);
+    if (!(p->rms_eps > 0.0f) || !isfinite(p->rms_eps))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "rms eps must be > 0 (got %g)",
+                       (double)p->rms_eps);
+    if (!p->vocab_path && p->n_vocab < 259)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "a synthetic vocab needs n_vocab >= 259 (<unk>, <s>, </s> and 256 byte "
+                       "tokens); got %d",
+                       p->n_vocab);
+    if (p->type != PS_GGML_F32 && p->type != PS_GGML_F16 && p->type != PS_GGML_BF16 &&
+        p->type != PS_GGML_Q8_0)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "weight type %u is not one of f32, f16, bf16, q8_0", p->type);
+    if (p->type == PS_GGML_Q8_0) {
+        struct { const char *what; int64_t v; } rows[] = {
+            {"n_embd", p->n_embd},
+            {"n_ff", p->n_ff},
+            {"n_head * head_dim", (int64_t)p->n_head * p->head_dim},
+        };
+        for (size_t i = 0; i < PS_ARRAY_LEN(rows); i++)
+            if (rows[i].v % PS_Q8_0_BLOCK)
+                return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                               "q8_0 needs row lengths that are multiples of 32, but %s = %lld",
+                               rows[i].what, (long long)rows[i].v);
+    }
+    int64_t q = (int64_t)p->n_head * p->head_dim;
+    if (q > INT32_MAX || (int64_t)p->n_embd * p->n_ff > ((int64_t)1 << 40))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "model dimensions are too large");
+    return PS_OK;
+}
+
+static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor_list *l,
+                            ps_error *err) {
+    const int64_t E = p->n_embd, Q = (int64_t)p->n_head * p->head_dim,
+                  KV = (int64_t)p->n_head_kv * p->head_dim, F = p->n_ff;
+    const uint32_t ty = p->type;
+    ps_status st;
+#define ADD(name, kind, type, ne0, ne1) \
+    if ((st = list_add(l, name, kind, type, ne0, ne1, err)) != PS_OK) return st
+    ADD("token_embd.weight", T_MATRIX, ty, E, n_vocab);
+    ADD("output_norm.weight", T_NORM, PS_GGML_F32, E, 1);
+    if (!p->tied) ADD("output.weight", T_MATRIX, ty, E, n_vocab);
+    if (p->rope_freqs) ADD("rope_freqs.weight", T_ROPE_FREQS, PS_GGML_F32, p->head_dim / 2, 1);
+    const bool qwen2 = !strcmp(p->arch, "qwen2"), qwen3 = !strcmp(p->arch, "qwen3");
+    for (int32_t i = 0; i < p->n_layer; i++) {
+        char n[64];
+#define BLK(suffix) (snprintf(n, sizeof n, "blk.%d.%s", (int)i, suffix), n)
+        ADD(BLK("attn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
+        ADD(BLK("attn_q.weight"), T_MATRIX, ty, E, Q);
+        ADD(BLK("attn_k.weight"), T_MATRIX, ty, E, KV);
+        ADD(BLK("attn_v.weight"), T_MATRIX, ty, E, KV);
+        if (qwen2) {
+            ADD(BLK("attn_q.bias"), T_BIAS, PS_GGML_F32, Q, 1);
+            ADD(BLK("attn_k.bias"), T_BIAS, PS_GGML_F32, KV, 1);
+            ADD(BLK("attn_v.bias"), T_BIAS, PS_GGML_F32, KV, 1);
+        }
+        if (qwen3) {
+            ADD(BLK("attn_q_norm.weight"), T_NORM, PS_GGML_F32, p->head_dim, 1);
+            ADD(BLK("attn_k_norm.weight"), T_NORM, PS_GGML_F32, p->head_dim, 1);
+        }
+        ADD(BLK("attn_output.weight"), T_MATRIX, ty, Q, E);
+        ADD(BLK("ffn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
+        ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
+        ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, F);
+        ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
+#undef BLK
+    }
+#undef ADD
+    uint64_t off = 0;
+    for (int64_t i = 0; i < l->n; i++) {
+        l->t[i].offset = off;
+        off += (l->t[i].nbytes + 31) / 32 * 32;
+    }
+    return PS_OK;
+}
+
+int64_t ps_genmodel_n_params(const ps_genmodel_params *p, int64_t n_vocab) {
+    if (!p || validate(p, NULL) != PS_OK || n_vocab < 1) return 0;
+    tensor_list l = {0};
+    int64_t n = 0;
+    if (build_list(p, n_vocab, &l, NULL) == PS_OK)
+        for (int64_t i = 0; i < l.n; i++) n += l.t[i].ne[0] * l.t[i].ne[1];
+    ps_free(l.t);
+    return n;
+}
+
+/* ---------------------------------------------------------------- deterministic values */
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* row (n floats) <- N(mean, sigma), from the stream of (seed, tensor, row). */
+static void gen_row_normal(uint64_t tensor_seed, int64_t row, float mean, float sigma, float *out,
+                           int64_t n) {
+    uint64_t s = tensor_seed ^ ((uint64_t)row * 0xd1b54a32d192ed03ull);
+    splitmix64(&s);
+    for (int64_t i = 0; i < n; i += 2) {
+        /* u1 in (0, 1], u2 in [0, 1), 53 random bits each */
+        double u1 = (double)((splitmix64(&s) >> 11) + 1) * 0x1.0p-53;
+        double u2 = (double)(splitmix64(&s) >> 11) * 0x1.0p-53;
+        double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
+        out[i] = (float)(mean + sigma * r * cos(a));
+        if (i + 1 < n) out[i + 1] = (float)(mean + sigma * r * sin(a));
+    }
+}
+
+/* Llama 3's rope scaling factors (factor 8, low/high frequency factors 1 and 4, original
+ * context 8192), as convert_hf_to_gguf.py stores them: 1 for short wavelengths, 8 for long ones,
+ * a smooth blend between. theta_i is divided by factor[i]. */
+static void gen_rope_freqs(const ps_genmodel_params *p, float *out, int64_t n) {
+    const double factor = 8.0, low = 1.0, high = 4.0, orig = 8192.0;
+    const double low_wl = orig / low, high_wl = orig / high;
+    for (int64_t i = 0; i < n; i++) {
+        double freq = pow((double)p->rope_base, -2.0 * (double)i / (double)p->head_dim);
+        double wl = 2.0 * 3.141592653589793 / freq;
+        double f;
+        if (wl < high_wl) f = 1.0;
+        else if (wl > low_wl) f = factor;
+        else {
+            double smooth = (orig / wl - low) / (high - low);
+            f = 1.0 / ((1.0 - smooth) / factor + smooth);
+        }
+        out[i] = (float)f;
+    }
+}
+
+/* n floats -> the tensor type, appended to dst. */
+static void convert_row(uint32_t type, const float *x, int64_t n, uint8_t *dst) {
+    switch (type) {
+    case PS_GGML_F32: memcpy(dst, x, (size_t)n * 4); break;
+    case PS_GGML_F16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = ps_f32_to_f16(x[i]);
+            memcpy(dst + 2 * i, &h, 2);
+        }
+        break;
+    case PS_GGML_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = ps_f32_to_bf16(x[i]);
+            memcpy(dst + 2 * i, &h, 2);
+        }
+        break;
+    case PS_GGML_Q8_0: {
+        /* dst may be unaligned for the struct: quantise a block at a time through a local */
+        for (int64_t b = 0; b < n / PS_Q8_0_BLOCK; b++) {
+            ps_block_q8_0 blk;
+            ps_quant_f32_to_q8_0(x + b * PS_Q8_0_BLOCK, &blk, PS_Q8_0_BLOCK);
+            memcpy(dst + b * 34, &blk.d, 2);
+            memcpy(dst + b * 34 + 2, blk.qs, PS_Q8_0_BLOCK);
+        }
+        break;
+    }
+    default: assert(!"unsupported type"); /* validate() rejects others */
+    }
+}
+
+/* ---------------------------------------------------------------- synthetic vocabulary */
+
+/* <unk> <s> </s>, <0x00>..<0xFF>, then "▁" and filler pieces: bijective base-26 letter strings
+ * k = 0, 1, ... ("a", "b", ..., "z", "aa", ...), alternately with and without the "▁" prefix,
+ * so that every piece is unique. Scores decrease with the index. */
+static ps_status set_synthetic_vocab(ps_gguf_writer *w, int32_t n, ps_error *err) {
+    ps_status st = PS_ERR_NOMEM;
+    char **strs = ps_calloc((size_t)n, sizeof *strs);
+    float *scores = ps_malloc((size_t)n * sizeof *scores);
+    int32_t *types = ps_malloc((size_t)n * sizeof *types);
+    if (!strs || !scores || !types) goto done;
+    for (int32_t i = 0; i < n; i++) {
+        char buf[64];
+        int32_t type = 1; /* normal */
+        if (i == 0) snprintf(buf, sizeof buf, "<unk>"), type = 2;
+        else if (i == 1) snprintf(buf, sizeof buf, "<s>"), type = 3;
+        else if (i == 2) snprintf(buf, sizeof buf, "</s>"), type = 3;
+        else if (i < 259) snprintf(buf, sizeof buf, "<0x%02X>", i - 3), type = 6;
+        else if (i == 259) snprintf(buf, sizeof buf, "\xe2\x96\x81");
+        else {
+            int64_t k = i - 260;
+            int64_t m = k / 2;
+            char letters[16];
+            int len = 0;
+            do { /* bijective base 26, least significant first */
+                letters[len++] = (char)('a' + m % 26);
+                m = m / 26 - 1;
+            } while (m >= 0 && len < 15);
+            int pos = 0;
+            if (k % 2 == 0) pos = snprintf(buf, sizeof buf, "\xe2\x96\x81");
+            for (int j = len - 1; j >= 0; j--) buf[pos++] = letters[j];
+            buf[pos] = 0;
+        }
+        strs[i] = ps_strdup(buf);
+        if (!strs[i]) goto done;
+        scores[i] = i < 259 ? 0.0f : -(float)(i - 259);
+        types[i] = type;
+    }
+    if ((st = ps_gguf_set_str(w, "tokenizer.ggml.model", "llama")) != PS_OK ||
+        (st = ps_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)strs, NULL,
+                                  (uint64_t)n)) != PS_OK ||
+        (st = ps_gguf_set_arr(w, "tokenizer.ggml.scores", PS_GGUF_FLOAT32, scores,
+                              (uint64_t)n)) != PS_OK ||
+        (st = ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types,
+                              (uint64_t)n)) != PS_OK ||
+        (st = ps_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1)) != PS_OK ||
+        (st = ps_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2)) != PS_OK ||
+        (st = ps_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)) != PS_OK ||
+        (st = ps_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", true)) != PS_OK)
+        goto done;
+    st = PS_OK;
+done:
+    if (strs)
+        for (int32_t i = 0; i < n; i++) ps_free(strs[i]);
+    ps_free(strs);
+    ps_free(scores);
+    ps_free(types);
+    if (st == PS_ERR_NOMEM) ps_fail(err, st, -1, "gen-model: no memory for the synthetic vocab");
+    return st;
+}
+
+/* ---------------------------------------------------------------- metadata */
+
+static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
+    char key[96];
+    ps_status st;
+    const char *a = p->arch;
+    char name[80];
+    if (p->name[0]) snprintf(name, sizeof name, "%s", p->name);
+    else snprintf(name, sizeof name, "promptscore-random-%s", a);
+    uint32_t ftype = p->type == PS_GGML_F32 ? 0 : p->type == PS_GGML_F16 ? 1
+                   : p->type == PS_GGML_Q8_0 ? 7 : 32; /* llama_ftype: ALL_F32, MOSTLY_* */
+    if ((st = ps_gguf_set_str(w, "general.architecture", a)) != PS_OK) return st;
+    if ((st = ps_gguf_set_str(w, "general.name", name)) != PS_OK) return st;
+    if ((st = ps_gguf_set_u32(w, "general.file_type", ftype)) != PS_OK) return st;
+    struct { const char *k; uint32_t v; } u[] = {
+        {"context_length", (uint32_t)p->n_ctx},
+        {"embedding_length", (uint32_t)p->n_embd},
+        {"block_count", (uint32_t)p->n_layer},
+        {"feed_forward_length", (uint32_t)p->n_ff},
+        {"attention.head_count", (uint32_t)p->n_head},
+        {"attention.head_count_kv", (uint32_t)p->n_head_kv},
+        {"attention.key_length", (uint32_t)p->head_dim},
+        {"attention.value_length", (uint32_t)p->head_dim},
+        {"rope.dimension_count", (uint32_t)p->head_dim},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(u); i++) {
+        snprintf(key, sizeof key, "%s.%s", a, u[i].k);
+        if ((st = ps_gguf_set_u32(w, key, u[i].v)) != PS_OK) return st;
+    }
+    snprintf(key, sizeof key, "%s.rope.freq_base", a);
+    if ((st = ps_gguf_set_f32(w, key, p->rope_base)) != PS_OK) return st;
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
+    return ps_gguf_set_f32(w, key, p->rms_eps);
+}
+
+/* Walks one metadata value of the serialised blob; returns the position after it or 0. */
+static size_t skip_value(const uint8_t *b, size_t size, size_t pos, uint32_t type, int depth) {
+    static const uint8_t scalar[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    if (type > 12 || depth > 2) return 0;
+    if (type == PS_GGUF_STRING) {
+        uint64_t len;
+        if (size - pos < 8) return 0;
+        memcpy(&len, b + pos, 8);
+        if (len > size - pos - 8) return 0;
+        return pos + 8 + (size_t)len;
+    }
+    if (type == PS_GGUF_ARRAY) {
+        uint32_t et;
+        uint64_t n;
+        if (size - pos < 12) return 0;
+        memcpy(&et, b + pos, 4);
+        memcpy(&n, b + pos + 4, 8);
+        pos += 12;
+        if (et <= 12 && scalar[et]) {
+            if (n > (size - pos) / scalar[et]) return 0;
+            return pos + (size_t)n * scalar[et];
+        }
+        for (uint64_t i = 0; i < n; i++)
+            if (!(pos = skip_value(b, size, pos, et, depth + 1))) return 0;
+        return pos;
+    }
+    if (size - pos < scalar[type]) return 0;
+    return pos + scalar[type];
+}
+
+/* The writer's blob (no tensors) -> [kv_begin, kv_end) and n_kv; the alignment it asks for. */
+static ps_status locate_kv(const uint8_t *b, size_t size, size_t *kv_end, uint64_t *n_kv,
+                           uint64_t *align, ps_error *err) {
+    *align = 32;
+    if (size < 24 || memcmp(b, "GGUF", 4))
+        return ps_fail(err, PS_ERR_INTERNAL, -1, "gen-model: the gguf writer gave no header");
+    memcpy(n_kv, b + 16, 8);
+    size_t pos = 24;
+    for (uint64_t i = 0; i < *n_kv; i++) {
+        uint64_t klen;
+        uint32_t type;
+        if (size - pos < 8) goto bad;
+        memcpy(&klen, b + pos, 8);
+        if (klen > size - pos - 8 || size - pos - 8 - klen < 4) goto bad;
+        const char *key = (const char *)b + pos + 8;
+        memcpy(&type, b + pos + 8 + klen, 4);
+        size_t vpos = pos + 12 + (size_t)klen;
+        if (klen == 17 && !memcmp(key, "general.alignment", 17) && type == PS_GGUF_UINT32 &&
+            size - vpos >= 4) {
+            uint32_t a;
+            memcpy(&a, b + vpos, 4);
+            if (a == 0 || (a & (a - 1))) goto bad;
+            *align = a;
+        }
+        if (!(pos = skip_value(b, size, vpos, type, 0))) goto bad;
+    }
+    *kv_end = pos;
+    return PS_OK;
+bad:
+    return ps_fail(err, PS_ERR_INTERNAL, -1, "gen-model: cannot walk the writer's metadata");
+}
+
+/* ---------------------------------------------------------------- writing */
+
+typedef struct {
+    FILE *f;
+    const char *path;
+    uint64_t written;
+} out_file;
+
+static ps_status out_write(out_file *o, const void *data, size_t n, ps_error *err) {
+    if (n && fwrite(data, 1, n, o->f) != n)
+        return ps_fail(err, PS_ERR_IO, (int64_t)o->written, "write %s: %s", o->path,
+                       strerror(errno));
+    o->written += n;
+    return PS_OK;
+}
+
+static ps_status out_pad(out_file *o, uint64_t align, ps_error *err) {
+    static const uint8_t zeros[256];
+    uint64_t pad = (align - o->written % align) % align;
+    while (pad) {
+        size_t n = pad > sizeof zeros ? sizeof zeros : (size_t)pad;
+        ps_status st = out_write(o, zeros, n, err);
+        if (st != PS_OK) return st;
+        pad -= n;
+    }
+    return PS_OK;
+}
+
+static ps_status write_tensor_data(out_file *o, const ps_genmodel_params *p, const gen_tensor *t,
+                                   float *fbuf, uint8_t *obuf, ps_error *err) {
+    const int64_t ne0 = t->ne[0], rows = t->ne[1];
+    const size_t row_bytes = ps_quant_row_bytes(t->type, ne0);
+    const uint64_t tseed = p->seed * 0x9e3779b97f4a7c15ull ^ fnv1a(t->name);
+    if (t->kind == T_ROPE_FREQS) {
+        gen_rope_freqs(p, fbuf, ne0);
+        return out_write(o, fbuf, (size_t)ne0 * 4, err);
+    }
+    float mean = 0.0f, sigma;
+    switch (t->kind) {
+    case T_NORM: mean = 1.0f; sigma = 0.1f; break;
+    case T_BIAS: sigma = 0.1f; break;
+    default: sigma = (float)(1.0 / sqrt((double)ne0)); break; /* fan_in = ne[0] */
+    }
+    int64_t rows_per_block = GEN_BLOCK_ELEMS / ne0;
+    if (rows_per_block < 1) rows_per_block = 1;
+    for (int64_t r0 = 0; r0 < rows; r0 += rows_per_block) {
+        int64_t nr = PS_MIN(rows_per_block, rows - r0);
+        for (int64_t r = 0; r < nr; r++) {
+            gen_row_normal(tseed, r0 + r, mean, sigma, fbuf, ne0);
+            convert_row(t->type, fbuf, ne0, obuf + (size_t)r * row_bytes);
+        }
+        ps_status st = out_write(o, obuf, (size_t)nr * row_bytes, err);
+        if (st != PS_OK) return st;
+    }
+    return PS_OK;
+}
+
+ps_status ps_genmodel_write(const ps_genmodel_params *p, const char *path, ps_error *err) {
+    if (!p || !path) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "gen-model: NULL argument");
+    ps_status st = validate(p, err);
+    if (st != PS_OK) return st;
+
+    ps_gguf *vocab = NULL;
+    ps_gguf_writer *w = NULL;
+    tensor_list l = {0};
+    void *blob = NULL;
+    size_t blob_size = 0;
+    float *fbuf = NULL;
+    uint8_t *obuf = NULL;
+    out_file o = {NULL, path, 0};
+    bool created = false;
+    int64_t n_vocab = p->n_vocab;
+    size_t kv_end = 0;
+    uint64_t n_kv = 0, align = 32;
+
+    if (p->vocab_path) {
+        if ((st = ps_gguf_open(p->vocab_path, &vocab, err)) != PS_OK) goto done;
+        ps_gguf_type et;
+        uint64_t n;
+        const void *data;
+        st = ps_gguf_get_arr(vocab, "tokenizer.ggml.tokens", &et, &n, &data, err);
+        if (st == PS_OK && (et != PS_GGUF_STRING || n < 1 || n > INT32_MAX))
+            st = ps_fail(err, PS_ERR_FORMAT, -1,
+                         "%s: tokenizer.ggml.tokens is not a non-empty string array",
+                         p->vocab_path);
+        if (st != PS_OK) goto done;
+        n_vocab = (int64_t)n;
+    }
+
+    w = ps_gguf_writer_new();
+    if (!w) {
+        st = ps_fail(err, PS_ERR_NOMEM, -1, "gen-model: no memory for the gguf writer");
+        goto done;
+    }
+    if ((st = set_hparams(w, p)) != PS_OK) {
+        ps_fail(err, st, -1, "gen-model: no memory for the metadata");
+        goto done;
+    }
+    if (vocab) {
+        if ((st = ps_gguf_copy_kv(w, vocab, "tokenizer.")) != PS_OK) {
+            ps_fail(err, st, -1, "gen-model: copying tokenizer.* from %s failed", p->vocab_path);
+            goto done;
+        }
+    } else if ((st = set_synthetic_vocab(w, (int32_t)n_vocab, err)) != PS_OK) {
+        goto done;
+    }
+    if ((st = ps_gguf_write_memory(w, &blob, &blob_size, err)) != PS_OK) goto done;
+    if ((st = locate_kv(blob, blob_size, &kv_end, &n_kv, &align, err)) != PS_OK) goto done;
+    if ((st = build_list(p, n_vocab, &l, err)) != PS_OK) goto done;
+    if (align != 32)
+        for (int64_t i = 0, off = 0; i < l.n; i++) {
+            l.t[i].offset = (uint64_t)off;
+            off += (int64_t)((l.t[i].nbytes + align - 1) / align * align);
+        }
+
+    int64_t max_ne0 = 0;
+    for (int64_t i = 0; i < l.n; i++) max_ne0 = PS_MAX(max_ne0, l.t[i].ne[0]);
+    size_t fcount = (size_t)PS_MAX(max_ne0, (int64_t)GEN_BLOCK_ELEMS);
+    fbuf = ps_malloc(fcount * sizeof(float));
+    obuf = ps_malloc(fcount * sizeof(float));
+    if (!fbuf || !obuf) {
+        st = ps_fail(err, PS_ERR_NOMEM, -1, "gen-model: no memory for a %zu-float block", fcount);
+        goto done;
+    }
+
+    o.f = fopen(path, "wb");
+    if (!o.f) {
+        st = ps_fail(err, PS_ERR_IO, -1, "cannot create %s: %s", path, strerror(errno));
+        goto done;
+    }
+    created = true;
+    /* header: magic, version 3, n_tensors, n_kv; the writer's metadata; the tensor infos */
+    uint32_t version = 3;
+    uint64_t n_tensors = (uint64_t)l.n;
+    if ((st = out_write(&o, "GGUF", 4, err)) != PS_OK ||
+        (st = out_write(&o, &version, 4, err)) != PS_OK ||
+        (st = out_write(&o, &n_tensors, 8, err)) != PS_OK ||
+        (st = out_write(&o, &n_kv, 8, err)) != PS_OK ||
+        (st = out_write(&o, (const uint8_t *)blob + 24, kv_end - 24, err)) != PS_OK)
+        goto done;
+    for (int64_t i = 0; i < l.n; i++) {
+        const gen_tensor *t = &l.t[i];
+        uint64_t len = strlen(t->name);
+        uint64_t ne[2] = {(uint64_t)t->ne[0], (uint64_t)t->ne[1]};
+        if ((st = out_write(&o, &len, 8, err)) != PS_OK ||
+            (st = out_write(&o, t->name, (size_t)len, err)) != PS_OK ||
+            (st = out_write(&o, &t->n_dims, 4, err)) != PS_OK ||
+            (st = out_write(&o, ne, 8 * t->n_dims, err)) != PS_OK ||
+            (st = out_write(&o, &t->type, 4, err)) != PS_OK ||
+            (st = out_write(&o, &t->offset, 8, err)) != PS_OK)
+            goto done;
+    }
+    if ((st = out_pad(&o, align, err)) != PS_OK) goto done;
+    const uint64_t data_start = o.written;
+    for (int64_t i = 0; i < l.n; i++) {
+        assert(o.written - data_start == l.t[i].offset);
+        if ((st = write_tensor_data(&o, p, &l.t[i], fbuf, obuf, err)) != PS_OK ||
+            (st = out_pad(&o, align, err)) != PS_OK)
+            goto done;
+    }
+    if (fclose(o.f) != 0) {
+        o.f = NULL;
+        st = ps_fail(err, PS_ERR_IO, -1, "close %s: %s", path, strerror(errno));
+        goto done;
+    }
+    o.f = NULL;
+    st = PS_OK;
+done:
+    if (o.f) fclose(o.f);
+    if (st != PS_OK && created) remove(path); /* only a file this call created */
+    ps_free(fbuf);
+    ps_free(obuf);
+    ps_free(blob);
+    ps_free(l.t);
+    ps_gguf_writer_free(w);
+    ps_gguf_close(vocab);
+    return st;
+}
