@@ -1,0 +1,1365 @@
+/*
+ * server.c — the OpenAI-compatible HTTP server: POST /v1/completions (echo + logprobs, the
+ * scoring request of lm-evaluation-harness), /v1/models, /health, /tokenizer_info, /tokenize,
+ * /detokenize, /metrics and the page at /.
+ *
+ * Three parts, one way through:
+ *   parse   ps_completion_req_parse(): body bytes -> a validated request (jansson), or an
+ *           OpenAI-shaped error with its status. Pure: no server state, so the fuzzer drives it.
+ *   engine  a FIFO of admitted requests; each engine worker owns a ps_session (KV cache) and a
+ *           ps_pool over the one read-only ps_model and takes the next *prompt* of the request
+ *           at the head, so the prompts of one lm-eval batch are spread over the workers. The
+ *           number of admitted, unfinished requests is bounded (--queue): more get 503.
+ *   HTTP    libmicrohttpd, one thread per connection. The connection thread validates, enqueues,
+ *           then waits for its request while watching its socket: a client that hangs up sets
+ *           the request's cancel flag, which ps_score_tokens polls between chunks and workers
+ *           check before starting a prompt. Responses are written with json.h.
+ * A request owns all of its memory, so a bad or cancelled one cannot change the next.
+ */
+#include "server.h"
+#include "json.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__has_include)
+#if __has_include("page.h")
+#include "page.h"
+#define PS_HAVE_PAGE 1
+#endif
+#endif
+
+/* ========================================================================================== */
+/* 1. Request parsing and validation                                                          */
+/* ========================================================================================== */
+
+bool ps_http_fail(ps_http_error *e, int status, const char *param, const char *code,
+                  const char *fmt, ...) {
+    if (!e) return false;
+    e->status = status;
+    snprintf(e->type, sizeof e->type, "%s",
+             status >= 500 ? "server_error"
+             : status == 404 && !param ? "not_found_error"
+                                       : "invalid_request_error");
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* Strict UTF-8 (no overlong forms, no surrogates, <= U+10FFFF). Returns the offset of the
+ * first bad byte, or len when all is valid. */
+static size_t utf8_bad_offset(const unsigned char *s, size_t len) {
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        if (c < 0x80) { i++; continue; }
+        size_t n;
+        unsigned lo = 0x80, hi = 0xbf;
+        if (c >= 0xc2 && c <= 0xdf) n = 1;
+        else if (c == 0xe0) { n = 2; lo = 0xa0; }
+        else if (c >= 0xe1 && c <= 0xec) n = 2;
+        else if (c == 0xed) { n = 2; hi = 0x9f; }
+        else if (c >= 0xee && c <= 0xef) n = 2;
+        else if (c == 0xf0) { n = 3; lo = 0x90; }
+        else if (c >= 0xf1 && c <= 0xf3) n = 3;
+        else if (c == 0xf4) { n = 3; hi = 0x8f; }
+        else return i;
+        for (size_t k = 1; k <= n; k++) {
+            if (i + k >= len) return i;
+            unsigned b = s[i + k];
+            if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xbf)) return i;
+        }
+        i += n + 1;
+    }
+    return len;
+}
+
+/* "true", "a string", "an array", "1.5", ... for error messages. */
+static void describe(const json_t *v, char *out, size_t cap) {
+    switch (json_typeof(v)) {
+    case JSON_TRUE: snprintf(out, cap, "true"); break;
+    case JSON_FALSE: snprintf(out, cap, "false"); break;
+    case JSON_NULL: snprintf(out, cap, "null"); break;
+    case JSON_STRING: snprintf(out, cap, "a string"); break;
+    case JSON_ARRAY: snprintf(out, cap, "an array"); break;
+    case JSON_OBJECT: snprintf(out, cap, "an object"); break;
+    case JSON_INTEGER: snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); break;
+    case JSON_REAL: snprintf(out, cap, "%.17g", json_real_value(v)); break;
+    default: snprintf(out, cap, "an unknown value"); break;
+    }
+}
+
+/* Loads the body as a JSON object, or fails with a 400 that says why. */
+static json_t *load_object(const char *body, size_t len, ps_http_error *e) {
+    if (!body || len == 0) {
+        ps_http_fail(e, 400, NULL, NULL, "the request body is empty; send a JSON object");
+        return NULL;
+    }
+    size_t bad = utf8_bad_offset((const unsigned char *)body, len);
+    if (bad < len) {
+        ps_http_fail(e, 400, NULL, NULL,
+                     "the request body is not valid UTF-8: bad byte 0x%02x at offset %zu",
+                     (unsigned)(unsigned char)body[bad], bad);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_DECODE_ANY, &jerr);
+    if (!root) {
+        ps_http_fail(e, 400, NULL, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
+                     jerr.column, jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        char d[64];
+        describe(root, d, sizeof d);
+        json_decref(root);
+        ps_http_fail(e, 400, NULL, NULL, "the request body must be a JSON object, got %s", d);
+        return NULL;
+    }
+    return root;
+}
+
+/* A field that is absent or null. */
+static json_t *field(json_t *root, const char *key) {
+    json_t *v = json_object_get(root, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+static bool get_bool(json_t *root, const char *key, bool def, bool *out, ps_http_error *e) {
+    json_t *v = field(root, key);
+    if (!v) { *out = def; return true; }
+    if (!json_is_boolean(v)) {
+        char d[64];
+        describe(v, d, sizeof d);
+        return ps_http_fail(e, 400, key, NULL, "%s must be true or false, got %s", key, d);
+    }
+    *out = json_is_true(v);
+    return true;
+}
+
+static bool get_number(json_t *root, const char *key, double def, double *out,
+                       ps_http_error *e) {
+    json_t *v = field(root, key);
+    if (!v) { *out = def; return true; }
+    if (!json_is_number(v)) {
+        char d[64];
+        describe(v, d, sizeof d);
+        return ps_http_fail(e, 400, key, NULL, "%s must be a number, got %s", key, d);
+    }
+    *out = json_number_value(v);
+    return true;
+}
+
+/* An "unsupported except this value" field: absent, null, or `ok(v)`. */
+static bool check_unsupported(json_t *root, ps_http_error *e) {
+    json_t *v;
+    char d[64];
+    if ((v = field(root, "n")) && !(json_is_integer(v) && json_integer_value(v) == 1)) {
+        describe(v, d, sizeof d);
+        return ps_http_fail(e, 400, "n", NULL,
+                            "n must be 1 (one choice per prompt is supported), got %s", d);
+    }
+    if ((v = field(root, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1)) {
+        describe(v, d, sizeof d);
+        return ps_http_fail(e, 400, "best_of", NULL, "best_of must be 1 (not supported), got %s",
+                            d);
+    }
+    if ((v = field(root, "stream")) && !json_is_false(v)) {
+        describe(v, d, sizeof d);
+        return ps_http_fail(e, 400, "stream", NULL,
+                            "stream is not supported: it must be false or absent, got %s", d);
+    }
+    if ((v = field(root, "suffix")) && !(json_is_string(v) && json_string_length(v) == 0)) {
+        describe(v, d, sizeof d);
+        return ps_http_fail(e, 400, "suffix", NULL,
+                            "suffix is not supported: it must be absent, null or \"\", got %s", d);
+    }
+    return true;
+}
+
+static bool check_model(json_t *root, const ps_req_limits *lim, ps_http_error *e) {
+    json_t *v = field(root, "model");
+    if (!v) return true;
+    if (!json_is_string(v)) {
+        char d[64];
+        describe(v, d, sizeof d);
+        return ps_http_fail(e, 400, "model", NULL, "model must be a string, got %s", d);
+    }
+    const char *name = lim->model_name ? lim->model_name : "";
+    if (strcmp(json_string_value(v), name) != 0)
+        return ps_http_fail(e, 404, "model", "model_not_found",
+                            "The model '%.120s' does not exist: this server serves '%.120s'",
+                            json_string_value(v), name);
+    return true;
+}
+
+/* Text -> ids through the vocab (retrying with the size it asks for). */
+static bool tokenize_text(const ps_req_limits *lim, const char *text, size_t len, bool add_bos,
+                          const char *what, int32_t **ids, int32_t *n_ids, ps_http_error *e) {
+    *ids = NULL;
+    *n_ids = 0;
+    if (!lim->vocab)
+        return ps_http_fail(e, 400, "prompt", NULL,
+                            "%s: text prompts need a tokenizer, which this build lacks", what);
+    if (len > (size_t)INT32_MAX / 2)
+        return ps_http_fail(e, 400, "prompt", NULL, "%s is too long (%zu bytes)", what, len);
+    int32_t cap = (int32_t)len + 4;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int32_t *buf = ps_malloc((size_t)cap * sizeof *buf);
+        if (!buf) return ps_http_fail(e, 500, NULL, NULL, "out of memory tokenizing %s", what);
+        int32_t n = 0;
+        ps_error err;
+        ps_error_clear(&err);
+        ps_status st = ps_vocab_tokenize(lim->vocab, text, len, add_bos, true, buf, cap, &n, &err);
+        if (st != PS_OK) {
+            ps_free(buf);
+            return ps_http_fail(e, st == PS_ERR_NOMEM ? 500 : 400, "prompt", NULL,
+                                "%s could not be tokenized: %s", what,
+                                err.message[0] ? err.message : ps_status_str(st));
+        }
+        if (n <= cap) {
+            *ids = buf;
+            *n_ids = n;
+            return true;
+        }
+        ps_free(buf);
+        cap = n;
+    }
+    return ps_http_fail(e, 500, NULL, NULL, "%s: the tokenizer's size answer kept changing", what);
+}
+
+/* One list of token ids, verbatim; every id in [0, n_vocab). `where` names it ("prompt[2]"). */
+static bool parse_id_list(const json_t *arr, const ps_req_limits *lim, const char *param,
+                          const char *where, int32_t **ids, int32_t *n_ids, ps_http_error *e) {
+    *ids = NULL;
+    *n_ids = 0;
+    size_t n = json_array_size(arr);
+    if (n > (size_t)INT32_MAX)
+        return ps_http_fail(e, 400, param, NULL, "%s has too many tokens (%zu)", where, n);
+    int32_t *buf = ps_malloc((n ? n : 1) * sizeof *buf);
+    if (!buf) return ps_http_fail(e, 500, NULL, NULL, "out of memory reading %s", where);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v)) {
+            char d[64];
+            describe(v, d, sizeof d);
+            ps_free(buf);
+            return ps_http_fail(e, 400, param, NULL, "%s[%zu] must be a token id (an integer), got %s",
+                                where, i, d);
+        }
+        json_int_t id = json_integer_value(v);
+        if (id < 0 || id >= lim->n_vocab) {
+            ps_free(buf);
+            return ps_http_fail(e, 400, param, NULL,
+                                "%s[%zu] = %" JSON_INTEGER_FORMAT
+                                " is not a token id: the vocabulary has %d tokens (ids 0..%d)",
+                                where, i, id, (int)lim->n_vocab, (int)lim->n_vocab - 1);
+        }
+        buf[i] = (int32_t)id;
+    }
+    *ids = buf;
+    *n_ids = (int32_t)n;
+    return true;
+}
+
+static bool parse_stop(json_t *root, ps_completion_req *r, ps_http_error *e) {
+    json_t *v = field(root, "stop");
+    if (!v) return true;
+    enum { MAX_STOP = 16 };
+    size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
+    if (!json_is_string(v) && !json_is_array(v)) {
+        char d[64];
+        describe(v, d, sizeof d);
+        return ps_http_fail(e, 400, "stop", NULL,
+                            "stop must be a string or a list of strings, got %s", d);
+    }
+    if (n > MAX_STOP)
+        return ps_http_fail(e, 400, "stop", NULL, "stop has %zu strings; at most %d are allowed",
+                            n, MAX_STOP);
+    if (n == 0) return true;
+    r->stop = ps_calloc(n, sizeof *r->stop);
+    if (!r->stop) return ps_http_fail(e, 500, NULL, NULL, "out of memory reading stop");
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_is_string(v) ? v : json_array_get(v, i);
+        if (!json_is_string(s)) {
+            char d[64];
+            describe(s, d, sizeof d);
+            return ps_http_fail(e, 400, "stop", NULL, "stop[%zu] must be a string, got %s", i, d);
+        }
+        if (json_string_length(s) == 0) continue; /* an empty stop string never matches */
+        char *copy = ps_strndup(json_string_value(s), json_string_length(s));
+        if (!copy) return ps_http_fail(e, 500, NULL, NULL, "out of memory reading stop");
+        r->stop[r->n_stop++] = copy;
+    }
+    return true;
+}
+
+/* The prompts: string | [string] | [int] | [[int]]. */
+static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_special,
+                          ps_completion_req *r, ps_http_error *e) {
+    json_t *p = json_object_get(root, "prompt");
+    char d[64];
+    if (!p || json_is_null(p))
+        return ps_http_fail(e, 400, "prompt", NULL, "prompt is required");
+    size_t n;
+    int kind; /* 0 one string, 1 one id list, 2 strings, 3 id lists */
+    if (json_is_string(p)) {
+        n = 1;
+        kind = 0;
+    } else if (json_is_array(p)) {
+        n = json_array_size(p);
+        if (n == 0) return ps_http_fail(e, 400, "prompt", NULL, "prompt is an empty list");
+        json_t *first = json_array_get(p, 0);
+        if (json_is_integer(first)) {
+            kind = 1;
+            n = 1;
+        } else if (json_is_string(first)) {
+            kind = 2;
+        } else if (json_is_array(first)) {
+            kind = 3;
+        } else {
+            describe(first, d, sizeof d);
+            return ps_http_fail(e, 400, "prompt", NULL,
+                                "prompt must be a string, a list of strings, a list of token ids "
+                                "or a list of token-id lists; prompt[0] is %s",
+                                d);
+        }
+    } else {
+        describe(p, d, sizeof d);
+        return ps_http_fail(e, 400, "prompt", NULL,
+                            "prompt must be a string, a list of strings, a list of token ids or "
+                            "a list of token-id lists, got %s",
+                            d);
+    }
+    if (n > (size_t)INT32_MAX / 2)
+        return ps_http_fail(e, 400, "prompt", NULL, "too many prompts (%zu)", n);
+    r->prompts = ps_calloc(n, sizeof *r->prompts);
+    if (!r->prompts) return ps_http_fail(e, 500, NULL, NULL, "out of memory reading prompts");
+    for (size_t i = 0; i < n; i++) {
+        char where[48];
+        snprintf(where, sizeof where, kind <= 1 ? "prompt" : "prompt[%zu]", i);
+        ps_req_prompt *pr = &r->prompts[i];
+        json_t *item = kind == 0 || kind == 1 ? p : json_array_get(p, i);
+        bool ok;
+        if (kind == 0 || kind == 2) {
+            if (!json_is_string(item)) {
+                describe(item, d, sizeof d);
+                return ps_http_fail(e, 400, "prompt", NULL,
+                                    "%s must be a string like prompt[0], got %s", where, d);
+            }
+            if (json_string_length(item) == 0)
+                return ps_http_fail(e, 400, "prompt", NULL, "%s is empty", where);
+            ok = tokenize_text(lim, json_string_value(item), json_string_length(item),
+                               add_special, where, &pr->ids, &pr->n, e);
+        } else {
+            if (!json_is_array(item)) {
+                describe(item, d, sizeof d);
+                return ps_http_fail(e, 400, "prompt", NULL,
+                                    "%s must be a list of token ids like prompt[0], got %s", where,
+                                    d);
+            }
+            ok = parse_id_list(item, lim, "prompt", where, &pr->ids, &pr->n, e);
+        }
+        r->n_prompts = (int32_t)i + 1; /* owns what was allocated so far */
+        if (!ok) return false;
+        if (pr->n == 0) return ps_http_fail(e, 400, "prompt", NULL, "%s is empty", where);
+        int64_t total = (int64_t)pr->n + r->max_tokens;
+        if (total > lim->n_ctx)
+            return ps_http_fail(e, 400, "prompt", "context_length_exceeded",
+                                "This model's maximum context length is %d tokens, but %s has %d "
+                                "tokens and max_tokens is %d (%lld in total)",
+                                (int)lim->n_ctx, where, (int)pr->n, (int)r->max_tokens,
+                                (long long)total);
+        r->prompt_tokens += pr->n;
+    }
+    return true;
+}
+
+void ps_completion_req_free(ps_completion_req *r) {
+    if (!r) return;
+    if (r->prompts)
+        for (int32_t i = 0; i < r->n_prompts; i++) ps_free(r->prompts[i].ids);
+    ps_free(r->prompts);
+    if (r->stop)
+        for (int32_t i = 0; i < r->n_stop; i++) ps_free(r->stop[i]);
+    ps_free(r->stop);
+    memset(r, 0, sizeof *r);
+}
+
+bool ps_completion_req_parse(const char *body, size_t len, const ps_req_limits *lim,
+                             ps_completion_req *out, ps_http_error *e) {
+    memset(out, 0, sizeof *out);
+    json_t *root = load_object(body, len, e);
+    if (!root) return false;
+    ps_completion_req r;
+    memset(&r, 0, sizeof r);
+    r.logprobs = -1;
+    r.max_tokens = 16;
+    bool ok = false, add_special = true;
+    double temperature, top_p;
+    char d[64];
+    json_t *v;
+    if (!check_model(root, lim, e) || !check_unsupported(root, e)) goto done;
+    if (!get_bool(root, "echo", false, &r.echo, e)) goto done;
+    if (!get_bool(root, "add_special_tokens", true, &add_special, e)) goto done;
+    if ((v = field(root, "logprobs"))) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            describe(v, d, sizeof d);
+            ps_http_fail(e, 400, "logprobs", NULL, "logprobs must be an integer >= 0, got %s", d);
+            goto done;
+        }
+        if (json_integer_value(v) > lim->max_logprobs) {
+            ps_http_fail(e, 400, "logprobs", NULL,
+                         "logprobs %" JSON_INTEGER_FORMAT
+                         " is over this server's limit of %d (start it with --max-logprobs N to "
+                         "raise it, up to the vocabulary size %d)",
+                         json_integer_value(v), (int)lim->max_logprobs, (int)lim->n_vocab);
+            goto done;
+        }
+        r.logprobs = (int32_t)json_integer_value(v);
+    }
+    if ((v = field(root, "max_tokens"))) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            describe(v, d, sizeof d);
+            ps_http_fail(e, 400, "max_tokens", NULL, "max_tokens must be an integer >= 0, got %s",
+                         d);
+            goto done;
+        }
+        if (json_integer_value(v) > lim->n_ctx) {
+            ps_http_fail(e, 400, "max_tokens", "context_length_exceeded",
+                         "This model's maximum context length is %d tokens, but max_tokens is %"
+                         JSON_INTEGER_FORMAT,
+                         (int)lim->n_ctx, json_integer_value(v));
+            goto done;
+        }
+        r.max_tokens = (int32_t)json_integer_value(v);
+    }
+    if (!get_number(root, "temperature", 1.0, &temperature, e)) goto done;
+    if (!(temperature >= 0 && temperature <= 100)) {
+        ps_http_fail(e, 400, "temperature", NULL, "temperature must be in [0, 100], got %g",
+                     temperature);
+        goto done;
+    }
+    if (!get_number(root, "top_p", 1.0, &top_p, e)) goto done;
+    if (!(top_p > 0 && top_p <= 1)) {
+        ps_http_fail(e, 400, "top_p", NULL, "top_p must be in (0, 1], got %g", top_p);
+        goto done;
+    }
+    r.temperature = (float)temperature;
+    r.top_p = (float)top_p;
+    if ((v = field(root, "seed"))) {
+        if (!json_is_integer(v)) {
+            describe(v, d, sizeof d);
+            ps_http_fail(e, 400, "seed", NULL, "seed must be an integer, got %s", d);
+            goto done;
+        }
+        r.has_seed = true;
+        r.seed = (uint64_t)json_integer_value(v);
+    }
+    if (!parse_stop(root, &r, e)) goto done;
+    if (!parse_prompts(root, lim, add_special, &r, e)) goto done;
+    ok = true;
+done:
+    json_decref(root);
+    if (ok) *out = r;
+    else ps_completion_req_free(&r);
+    return ok;
+}
+
+bool ps_tokenize_req_parse(const char *body, size_t len, const ps_req_limits *lim, int32_t **ids,
+                           int32_t *n_ids, ps_http_error *e) {
+    *ids = NULL;
+    *n_ids = 0;
+    json_t *root = load_object(body, len, e);
+    if (!root) return false;
+    bool ok = false, add_special = true;
+    json_t *p = field(root, "prompt");
+    if (!p || !json_is_string(p)) {
+        char d[64] = "nothing";
+        if (p) describe(p, d, sizeof d);
+        ps_http_fail(e, 400, "prompt", NULL, "prompt must be a string, got %s", d);
+    } else if (get_bool(root, "add_special_tokens", true, &add_special, e)) {
+        if (json_string_length(p) == 0) {
+            /* "" is a valid text: its tokens are [BOS] or [] */
+            ok = tokenize_text(lim, "", 0, add_special, "prompt", ids, n_ids, e);
+        } else {
+            ok = tokenize_text(lim, json_string_value(p), json_string_length(p), add_special,
+                               "prompt", ids, n_ids, e);
+        }
+    }
+    json_decref(root);
+    return ok;
+}
+
+bool ps_detokenize_req_parse(const char *body, size_t len, const ps_req_limits *lim,
+                             int32_t **ids, int32_t *n_ids, ps_http_error *e) {
+    *ids = NULL;
+    *n_ids = 0;
+    json_t *root = load_object(body, len, e);
+    if (!root) return false;
+    bool ok = false;
+    json_t *t = field(root, "tokens");
+    if (!t || !json_is_array(t)) {
+        char d[64] = "nothing";
+        if (t) describe(t, d, sizeof d);
+        ps_http_fail(e, 400, "tokens", NULL, "tokens must be a list of token ids, got %s", d);
+    } else {
+        ok = parse_id_list(t, lim, "tokens", "tokens", ids, n_ids, e);
+    }
+    json_decref(root);
+    return ok;
+}
+
+/* ========================================================================================== */
+/* 2. The engine                                                                              */
+/* ========================================================================================== */
+
+/* One admitted /v1/completions request. Owned by its connection thread, which waits until
+ * `remaining` reaches 0 before it reads the results and frees the job. */
+typedef struct job {
+    const ps_completion_req *req;
+    ps_score_result **results;  /* n_prompts */
+    uint64_t seed;
+    atomic_bool cancel;         /* client gone, or a prompt failed */
+    /* under server->mu */
+    int32_t next_prompt;        /* next prompt a worker takes */
+    int32_t remaining;          /* prompts not yet finished */
+    ps_status status;           /* first failure */
+    ps_error error;
+    pthread_cond_t done;
+    struct job *next;           /* FIFO link */
+} job;
+
+typedef struct {
+    struct ps_server *server;
+    pthread_t thread;
+    ps_pool *pool;
+    ps_session *session;
+    bool started;
+} worker;
+
+/* Routes, for dispatch and metrics. */
+enum {
+    R_COMPLETIONS, R_MODELS, R_HEALTH, R_TOKENIZER_INFO, R_TOKENIZE, R_DETOKENIZE, R_METRICS,
+    R_PAGE, R_OTHER, R_COUNT
+};
+static const struct {
+    const char *path;
+    const char *method;
+} ROUTES[R_COUNT] = {
+    [R_COMPLETIONS] = {"/v1/completions", "POST"}, [R_MODELS] = {"/v1/models", "GET"},
+    [R_HEALTH] = {"/health", "GET"},               [R_TOKENIZER_INFO] = {"/tokenizer_info", "GET"},
+    [R_TOKENIZE] = {"/tokenize", "POST"},          [R_DETOKENIZE] = {"/detokenize", "POST"},
+    [R_METRICS] = {"/metrics", "GET"},             [R_PAGE] = {"/", "GET"},
+    [R_OTHER] = {"other", ""},
+};
+
+enum { N_STATUS = 8 };
+static const int STATUSES[N_STATUS] = {200, 400, 404, 405, 413, 500, 503, 0 /* other */};
+static const double BUCKETS[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+enum { N_BUCKETS = sizeof BUCKETS / sizeof BUCKETS[0] };
+
+struct ps_server {
+    /* configuration */
+    ps_server_config cfg;
+    char name[160];
+    const ps_model *model;
+    const ps_vocab *vocab;
+    ps_model_info info;
+    ps_req_limits limits;
+    /* engine */
+    worker *workers;
+    int32_t n_workers;
+    pthread_mutex_t mu;
+    pthread_cond_t work;
+    job *head, *tail;
+    int32_t admitted;           /* admitted requests not yet finished */
+    int32_t connections;        /* requests inside the HTTP handler (for shutdown) */
+    bool stop;
+    /* HTTP */
+    struct MHD_Daemon *daemon;
+    int32_t port;
+    atomic_uint_fast64_t next_id;
+    /* metrics (under mu) */
+    uint64_t requests[R_COUNT][N_STATUS];
+    uint64_t lat_buckets[R_COUNT][N_BUCKETS];
+    uint64_t lat_count[R_COUNT];
+    double lat_sum[R_COUNT];
+    uint64_t tokens_scored, tokens_generated, cancelled;
+};
+
+static bool job_cancelled(void *ctx) { return atomic_load(&((job *)ctx)->cancel); }
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    ps_server *s = w->server;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && !s->head) pthread_cond_wait(&s->work, &s->mu);
+        if (!s->head) { /* stopping, nothing left */
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        job *j = s->head;
+        int32_t i = j->next_prompt++;
+        if (j->next_prompt == j->req->n_prompts) {
+            s->head = j->next;
+            if (!s->head) s->tail = NULL;
+        }
+        pthread_mutex_unlock(&s->mu);
+
+        const ps_completion_req *r = j->req;
+        ps_score_result *res = NULL;
+        ps_error err;
+        ps_error_clear(&err);
+        ps_status st;
+        if (atomic_load(&j->cancel)) {
+            st = PS_ERR_CANCELLED;
+        } else {
+            ps_score_params p = ps_score_default_params();
+            p.k = r->logprobs > 0 ? r->logprobs : 0;
+            p.max_tokens = r->max_tokens;
+            p.temperature = r->temperature;
+            p.top_p = r->top_p;
+            p.seed = j->seed;
+            p.stop = (const char *const *)r->stop;
+            p.n_stop = r->n_stop;
+            p.cancel = job_cancelled;
+            p.cancel_ctx = j;
+            st = ps_score_tokens(w->session, r->prompts[i].ids, r->prompts[i].n, &p, &res, &err);
+        }
+
+        pthread_mutex_lock(&s->mu);
+        j->results[i] = st == PS_OK ? res : NULL;
+        if (st == PS_OK) {
+            s->tokens_scored += (uint64_t)res->n_prompt;
+            s->tokens_generated += (uint64_t)res->n_gen;
+        } else if (j->status == PS_OK || j->status == PS_ERR_CANCELLED) {
+            if (j->status == PS_OK || st != PS_ERR_CANCELLED) {
+                j->status = st;
+                j->error = err;
+            }
+            atomic_store(&j->cancel, true); /* the rest of the request is moot */
+        }
+        if (--j->remaining == 0) pthread_cond_signal(&j->done);
+        pthread_mutex_unlock(&s->mu);
+        if (st != PS_OK) ps_score_result_free(res);
+    }
+    return NULL;
+}
+
+/* ========================================================================================== */
+/* 3. HTTP                                                                                    */
+/* ========================================================================================== */
+
+typedef struct {
+    int route;
+    bool method_ok;
+    ps_buf body;
+    bool too_large;
+    bool responded;
+    struct timespec t0;
+    int64_t prompt_tokens;
+} conn;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void record(ps_server *s, conn *c, const char *method, const char *url, int status) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - c->t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - c->t0.tv_nsec);
+    int si = N_STATUS - 1;
+    for (int i = 0; i < N_STATUS - 1; i++)
+        if (STATUSES[i] == status) si = i;
+    pthread_mutex_lock(&s->mu);
+    s->requests[c->route][si]++;
+    for (int b = 0; b < N_BUCKETS; b++)
+        if (secs <= BUCKETS[b]) s->lat_buckets[c->route][b]++;
+    s->lat_count[c->route]++;
+    s->lat_sum[c->route] += secs;
+    pthread_mutex_unlock(&s->mu);
+    if (s->cfg.log) {
+        char line[512];
+        snprintf(line, sizeof line, "%s %.200s %d %lld %.1f", method, url, status,
+                 (long long)c->prompt_tokens, secs * 1e3);
+        s->cfg.log(s->cfg.log_ctx, line);
+    }
+}
+
+/* Queues `len` bytes of `data` (taken over: freed with ps_free) as the response. */
+static enum MHD_Result respond(ps_server *s, struct MHD_Connection *mc, conn *c,
+                               const char *method, const char *url, int status,
+                               const char *ctype, char *data, size_t len, const char *allow) {
+    struct MHD_Response *resp;
+    if (data) {
+        resp = MHD_create_response_from_buffer_with_free_callback(len, data, ps_free);
+        if (!resp) ps_free(data);
+    } else {
+        resp = MHD_create_response_from_buffer(len, NULL, MHD_RESPMEM_PERSISTENT);
+    }
+    c->responded = true;
+    record(s, c, method, url, status);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", ctype);
+    if (status == 503) MHD_add_response_header(resp, "Retry-After", "1");
+    if (allow) MHD_add_response_header(resp, "Allow", allow);
+    enum MHD_Result ret = MHD_queue_response(mc, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result respond_buf(ps_server *s, struct MHD_Connection *mc, conn *c,
+                                   const char *method, const char *url, int status, ps_buf *b,
+                                   const char *ctype) {
+    if (b->oom) {
+        ps_buf_free(b);
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory writing the response\","
+                                  "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+        c->responded = true;
+        record(s, c, method, url, 500);
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+        if (!resp) return MHD_NO;
+        MHD_add_response_header(resp, "Content-Type", "application/json");
+        enum MHD_Result ret = MHD_queue_response(mc, 500, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    char *data = b->data;
+    size_t len = b->len;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return respond(s, mc, c, method, url, status, ctype, data, len, NULL);
+}
+
+static void write_error(ps_buf *b, const ps_http_error *e) {
+    ps_buf_puts(b, "{\"error\":{\"message\":");
+    ps_json_str(b, e->message, strlen(e->message));
+    ps_buf_puts(b, ",\"type\":");
+    ps_json_str(b, e->type, strlen(e->type));
+    ps_buf_puts(b, ",\"param\":");
+    if (e->param[0]) ps_json_str(b, e->param, strlen(e->param));
+    else ps_buf_puts(b, "null");
+    ps_buf_puts(b, ",\"code\":");
+    if (e->code[0]) ps_json_str(b, e->code, strlen(e->code));
+    else ps_buf_puts(b, "null");
+    ps_buf_puts(b, "}}");
+}
+
+static enum MHD_Result respond_error(ps_server *s, struct MHD_Connection *mc, conn *c,
+                                     const char *method, const char *url, const ps_http_error *e,
+                                     const char *allow) {
+    ps_buf b;
+    ps_buf_init(&b);
+    write_error(&b, e);
+    if (b.oom) return respond_buf(s, mc, c, method, url, e->status, &b, "application/json");
+    char *data = b.data;
+    return respond(s, mc, c, method, url, e->status, "application/json", data, b.len, allow);
+}
+
+/* Appends bytes with every run of invalid UTF-8 replaced by U+FFFD (plain text, not JSON). */
+static void append_sanitized(ps_buf *b, const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        size_t bad = i + utf8_bad_offset((const unsigned char *)s + i, n - i);
+        ps_buf_append(b, s + i, bad - i);
+        if (bad >= n) break;
+        ps_buf_append(b, "\xef\xbf\xbd", 3);
+        i = bad + 1;
+        while (i < n && ((unsigned char)s[i] & 0xc0) == 0x80) i++; /* the rest of the run */
+    }
+}
+
+/* The choice's text: with echo the display text of the prompt's tokens, then the generated
+ * text (the tokens' bytes, cut at the stop string or before EOS when generation stopped). */
+static void choice_text(ps_server *s, const ps_completion_req *r, const ps_score_result *res,
+                        ps_buf *text) {
+    if (r->echo)
+        for (int32_t i = 0; i < res->n_prompt; i++) ps_token_text(text, s->vocab, res->tokens[i]);
+    if (res->n_gen == 0) return;
+    ps_buf gen;
+    ps_buf_init(&gen);
+    int32_t end = res->n_total;
+    int32_t eos = ps_vocab_eos(s->vocab);
+    if (res->finish == PS_FINISH_STOP && eos >= 0 && res->tokens[end - 1] == eos) end--;
+    for (int32_t i = res->n_prompt; i < end; i++) {
+        const char *bytes;
+        size_t n;
+        if (ps_vocab_token_bytes(s->vocab, res->tokens[i], &bytes, &n) == PS_OK)
+            ps_buf_append(&gen, bytes, n);
+    }
+    size_t cut = gen.len;
+    if (res->finish == PS_FINISH_STOP && gen.data)
+        for (int32_t k = 0; k < r->n_stop; k++) {
+            const char *hit = memmem(gen.data, gen.len, r->stop[k], strlen(r->stop[k]));
+            if (hit && (size_t)(hit - gen.data) < cut) cut = (size_t)(hit - gen.data);
+        }
+    if (gen.data) append_sanitized(text, gen.data, cut);
+    if (gen.oom) text->oom = true;
+    ps_buf_free(&gen);
+}
+
+static void write_completion(ps_server *s, const ps_completion_req *r, ps_score_result **res,
+                             ps_buf *b) {
+    uint64_t id = atomic_fetch_add(&s->next_id, 1);
+    int64_t completion_tokens = 0;
+    ps_buf_printf(b, "{\"id\":\"cmpl-%016llx\",\"object\":\"text_completion\",\"created\":%lld,"
+                     "\"model\":",
+                  (unsigned long long)id, (long long)time(NULL));
+    ps_json_str(b, s->name, strlen(s->name));
+    ps_buf_puts(b, ",\"choices\":[");
+    ps_buf text;
+    ps_buf_init(&text);
+    for (int32_t i = 0; i < r->n_prompts; i++) {
+        const ps_score_result *x = res[i];
+        completion_tokens += x->n_gen;
+        ps_buf_reset(&text);
+        choice_text(s, r, x, &text);
+        if (text.oom) b->oom = true;
+        ps_buf_printf(b, "%s{\"index\":%d,\"text\":", i ? "," : "", (int)i);
+        ps_json_str(b, text.data ? text.data : "", text.len);
+        ps_buf_puts(b, ",\"logprobs\":");
+        if (r->logprobs < 0) ps_buf_puts(b, "null");
+        else ps_json_logprobs(b, s->vocab, x, r->echo ? 0 : x->n_prompt, 0, NULL);
+        ps_buf_printf(b, ",\"finish_reason\":\"%s\"}",
+                      x->finish == PS_FINISH_STOP ? "stop" : "length");
+    }
+    ps_buf_free(&text);
+    ps_buf_printf(b, "],\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
+                     "\"total_tokens\":%lld}}",
+                  (long long)r->prompt_tokens, (long long)completion_tokens,
+                  (long long)(r->prompt_tokens + completion_tokens));
+}
+
+/* True when the peer has closed (or reset) the connection. */
+static bool peer_gone(struct MHD_Connection *mc) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (p.revents & POLLIN) {
+        char ch;
+        ssize_t n = recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n == 0;
+    }
+    return false;
+}
+
+static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *mc, conn *c,
+                                         const char *method, const char *url) {
+    ps_http_error e;
+    memset(&e, 0, sizeof e);
+    ps_completion_req req;
+    if (!ps_completion_req_parse(c->body.data, c->body.len, &s->limits, &req, &e))
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    c->prompt_tokens = req.prompt_tokens;
+
+    job *j = ps_calloc(1, sizeof *j);
+    ps_score_result **results = ps_calloc((size_t)req.n_prompts, sizeof *results);
+    if (!j || !results) {
+        ps_free(j);
+        ps_free(results);
+        ps_completion_req_free(&req);
+        ps_http_fail(&e, 500, NULL, NULL, "out of memory admitting the request");
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
+    j->req = &req;
+    j->results = results;
+    j->remaining = req.n_prompts;
+    atomic_init(&j->cancel, false);
+    if (req.has_seed) {
+        j->seed = req.seed;
+    } else {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        j->seed = ((uint64_t)t.tv_nsec << 20) ^ (uint64_t)t.tv_sec ^
+                  (atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull);
+    }
+    pthread_cond_init(&j->done, NULL);
+
+    pthread_mutex_lock(&s->mu);
+    bool full = s->admitted >= s->cfg.queue || s->stop;
+    if (!full) {
+        s->admitted++;
+        if (s->tail) s->tail->next = j;
+        else s->head = j;
+        s->tail = j;
+        pthread_cond_broadcast(&s->work);
+        while (j->remaining > 0) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 50 * 1000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&j->done, &s->mu, &until);
+            if (j->remaining > 0 && !atomic_load(&j->cancel)) {
+                pthread_mutex_unlock(&s->mu);
+                bool gone = peer_gone(mc);
+                pthread_mutex_lock(&s->mu);
+                if (gone) {
+                    atomic_store(&j->cancel, true);
+                    s->cancelled++;
+                }
+            }
+        }
+        s->admitted--;
+    }
+    int32_t queue_cap = s->cfg.queue;
+    pthread_mutex_unlock(&s->mu);
+
+    enum MHD_Result ret;
+    if (full) {
+        ps_http_fail(&e, 503, NULL, NULL,
+                     "the server is busy: %d requests are already queued or running; retry later",
+                     (int)queue_cap);
+        ret = respond_error(s, mc, c, method, url, &e, NULL);
+    } else if (j->status == PS_ERR_CANCELLED) {
+        /* the client is gone: nobody reads an answer */
+        ps_http_fail(&e, 499, NULL, NULL, "cancelled");
+        c->responded = true;
+        record(s, c, method, url, 499);
+        ret = MHD_NO;
+    } else if (j->status != PS_OK) {
+        int status = j->status == PS_ERR_CONTEXT || j->status == PS_ERR_TOKEN_RANGE ||
+                             j->status == PS_ERR_INVALID_ARG
+                         ? 400
+                         : 500;
+        ps_http_fail(&e, status, NULL, j->status == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL,
+                     "scoring failed (%s): %s", ps_status_str(j->status), j->error.message);
+        ret = respond_error(s, mc, c, method, url, &e, NULL);
+    } else {
+        ps_buf b;
+        ps_buf_init(&b);
+        write_completion(s, &req, results, &b);
+        ret = respond_buf(s, mc, c, method, url, 200, &b, "application/json");
+    }
+    for (int32_t i = 0; i < req.n_prompts; i++) ps_score_result_free(results[i]);
+    ps_free(results);
+    pthread_cond_destroy(&j->done);
+    ps_free(j);
+    ps_completion_req_free(&req);
+    return ret;
+}
+
+static enum MHD_Result handle_tokenize(ps_server *s, struct MHD_Connection *mc, conn *c,
+                                       const char *method, const char *url, bool detok) {
+    ps_http_error e;
+    memset(&e, 0, sizeof e);
+    int32_t *ids = NULL, n = 0;
+    bool ok = detok ? ps_detokenize_req_parse(c->body.data, c->body.len, &s->limits, &ids, &n, &e)
+                    : ps_tokenize_req_parse(c->body.data, c->body.len, &s->limits, &ids, &n, &e);
+    if (!ok) return respond_error(s, mc, c, method, url, &e, NULL);
+    ps_buf b;
+    ps_buf_init(&b);
+    if (!detok) {
+        ps_buf_puts(&b, "{\"tokens\":[");
+        for (int32_t i = 0; i < n; i++) ps_buf_printf(&b, i ? ",%d" : "%d", (int)ids[i]);
+        ps_buf_printf(&b, "],\"count\":%d,\"max_model_len\":%d}", (int)n, (int)s->info.n_ctx);
+    } else {
+        size_t need = 0;
+        ps_status st = ps_vocab_detokenize(s->vocab, ids, n, true, NULL, 0, &need);
+        char *text = st == PS_OK ? ps_malloc(need + 1) : NULL;
+        if (text) st = ps_vocab_detokenize(s->vocab, ids, n, true, text, need + 1, &need);
+        if (st != PS_OK || !text) {
+            ps_free(text);
+            ps_free(ids);
+            ps_buf_free(&b);
+            ps_http_fail(&e, st == PS_OK ? 500 : 400, "tokens", NULL, "detokenize failed: %s",
+                         st == PS_OK ? "out of memory" : ps_status_str(st));
+            return respond_error(s, mc, c, method, url, &e, NULL);
+        }
+        ps_buf_puts(&b, "{\"prompt\":");
+        ps_json_str(&b, text, need);
+        ps_buf_puts(&b, "}");
+        ps_free(text);
+    }
+    ps_free(ids);
+    return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
+}
+
+static void token_text_json(ps_buf *b, const ps_vocab *v, int32_t id) {
+    if (id < 0) {
+        ps_buf_puts(b, "null");
+        return;
+    }
+    ps_buf t;
+    ps_buf_init(&t);
+    ps_token_text(&t, v, id);
+    ps_json_str(b, t.data ? t.data : "", t.len);
+    if (t.oom) b->oom = true;
+    ps_buf_free(&t);
+}
+
+static void write_metrics(ps_server *s, ps_buf *b) {
+    pthread_mutex_lock(&s->mu);
+    int32_t waiting = 0;
+    for (job *j = s->head; j; j = j->next) waiting += j->req->n_prompts - j->next_prompt;
+    ps_buf_puts(b, "# HELP promptscore_requests_total HTTP requests by route and status.\n"
+                   "# TYPE promptscore_requests_total counter\n");
+    for (int r = 0; r < R_COUNT; r++)
+        for (int k = 0; k < N_STATUS; k++)
+            if (s->requests[r][k])
+                ps_buf_printf(b,
+                              STATUSES[k] ? "promptscore_requests_total{route=\"%s\",status=\"%d\"} %llu\n"
+                                          : "promptscore_requests_total{route=\"%s\",status=\"other%d\"} %llu\n",
+                              ROUTES[r].path, STATUSES[k], (unsigned long long)s->requests[r][k]);
+    ps_buf_printf(b,
+                  "# HELP promptscore_prompt_tokens_scored_total Prompt tokens scored.\n"
+                  "# TYPE promptscore_prompt_tokens_scored_total counter\n"
+                  "promptscore_prompt_tokens_scored_total %llu\n"
+                  "# HELP promptscore_generated_tokens_total Tokens generated after prompts.\n"
+                  "# TYPE promptscore_generated_tokens_total counter\n"
+                  "promptscore_generated_tokens_total %llu\n"
+                  "# HELP promptscore_requests_cancelled_total Requests whose client hung up.\n"
+                  "# TYPE promptscore_requests_cancelled_total counter\n"
+                  "promptscore_requests_cancelled_total %llu\n"
+                  "# HELP promptscore_queue_depth Completion requests admitted and not finished.\n"
+                  "# TYPE promptscore_queue_depth gauge\n"
+                  "promptscore_queue_depth %d\n"
+                  "# HELP promptscore_queue_limit Admitted requests beyond which the server answers 503.\n"
+                  "# TYPE promptscore_queue_limit gauge\n"
+                  "promptscore_queue_limit %d\n"
+                  "# HELP promptscore_prompts_waiting Prompts queued and not yet started.\n"
+                  "# TYPE promptscore_prompts_waiting gauge\n"
+                  "promptscore_prompts_waiting %d\n"
+                  "# HELP promptscore_request_duration_seconds Request latency by route.\n"
+                  "# TYPE promptscore_request_duration_seconds histogram\n",
+                  (unsigned long long)s->tokens_scored, (unsigned long long)s->tokens_generated,
+                  (unsigned long long)s->cancelled, (int)s->admitted, (int)s->cfg.queue,
+                  (int)waiting);
+    for (int r = 0; r < R_COUNT; r++) {
+        if (!s->lat_count[r]) continue;
+        for (int k = 0; k < N_BUCKETS; k++)
+            ps_buf_printf(b, "promptscore_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                          ROUTES[r].path, BUCKETS[k], (unsigned long long)s->lat_buckets[r][k]);
+        ps_buf_printf(b,
+                      "promptscore_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n"
+                      "promptscore_request_duration_seconds_sum{route=\"%s\"} %.6f\n"
+                      "promptscore_request_duration_seconds_count{route=\"%s\"} %llu\n",
+                      ROUTES[r].path, (unsigned long long)s->lat_count[r], ROUTES[r].path,
+                      s->lat_sum[r], ROUTES[r].path, (unsigned long long)s->lat_count[r]);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c,
+                                const char *method, const char *url) {
+    ps_http_error e;
+    memset(&e, 0, sizeof e);
+    if (c->route == R_OTHER) {
+        ps_http_fail(&e, 404, NULL, NULL, "Unknown route: %.20s %.200s", method, url);
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
+    if (!c->method_ok) {
+        ps_http_fail(&e, 405, NULL, NULL, "Method %.20s is not allowed on %s; use %s", method,
+                     ROUTES[c->route].path, ROUTES[c->route].method);
+        return respond_error(s, mc, c, method, url, &e, ROUTES[c->route].method);
+    }
+    if (c->too_large) {
+        ps_http_fail(&e, 413, NULL, NULL,
+                     "the request body is over this server's limit of %lld bytes (--max-body)",
+                     (long long)s->cfg.max_body);
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
+    ps_buf b;
+    ps_buf_init(&b);
+    switch (c->route) {
+    case R_COMPLETIONS: return handle_completions(s, mc, c, method, url);
+    case R_TOKENIZE: return handle_tokenize(s, mc, c, method, url, false);
+    case R_DETOKENIZE: return handle_tokenize(s, mc, c, method, url, true);
+    case R_MODELS:
+        ps_buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+        ps_json_str(&b, s->name, strlen(s->name));
+        ps_buf_printf(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"promptscore\","
+                          "\"max_model_len\":%d}]}",
+                      (int)s->info.n_ctx);
+        return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
+    case R_HEALTH:
+        ps_buf_puts(&b, "{\"status\":\"ok\"}");
+        return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
+    case R_TOKENIZER_INFO:
+        ps_buf_puts(&b, "{\"eos_token\":");
+        token_text_json(&b, s->vocab, ps_vocab_eos(s->vocab));
+        ps_buf_puts(&b, ",\"bos_token\":");
+        token_text_json(&b, s->vocab, ps_vocab_bos(s->vocab));
+        ps_buf_printf(&b, ",\"eos_token_id\":%d,\"bos_token_id\":%d,\"add_bos_token\":%s,"
+                          "\"model_max_length\":%d,\"vocab_size\":%d,\"chat_template\":null,"
+                          "\"tokenizer_class\":\"promptscore\"}",
+                      (int)ps_vocab_eos(s->vocab), (int)ps_vocab_bos(s->vocab),
+                      ps_vocab_add_bos(s->vocab) ? "true" : "false", (int)s->info.n_ctx,
+                      (int)s->info.n_vocab);
+        return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
+    case R_METRICS:
+        write_metrics(s, &b);
+        return respond_buf(s, mc, c, method, url, 200, &b, "text/plain; version=0.0.4");
+    case R_PAGE:
+#ifdef PS_HAVE_PAGE
+        ps_buf_append(&b, ps_page_html, ps_page_html_len);
+        return respond_buf(s, mc, c, method, url, 200, &b, "text/html; charset=utf-8");
+#else
+        ps_buf_free(&b);
+        ps_http_fail(&e, 404, NULL, NULL, "this build has no page at /");
+        return respond_error(s, mc, c, method, url, &e, NULL);
+#endif
+    default:
+        ps_buf_free(&b);
+        ps_http_fail(&e, 500, NULL, NULL, "route %d has no handler", c->route);
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    ps_server *s = cls;
+    conn *c = *con_cls;
+    if (!c) {
+        c = ps_calloc(1, sizeof *c);
+        if (!c) return MHD_NO;
+        clock_gettime(CLOCK_MONOTONIC, &c->t0);
+        ps_buf_init(&c->body);
+        c->route = R_OTHER;
+        for (int r = 0; r < R_OTHER; r++)
+            if (!strcmp(url, ROUTES[r].path)) c->route = r;
+        c->method_ok = c->route != R_OTHER && (!strcmp(method, ROUTES[c->route].method) ||
+                                               (!strcmp(method, "HEAD") &&
+                                                !strcmp(ROUTES[c->route].method, "GET")));
+        *con_cls = c;
+        pthread_mutex_lock(&s->mu);
+        s->connections++;
+        pthread_mutex_unlock(&s->mu);
+        /* A declared body over the limit is refused before it is read. */
+        const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->cfg.max_body) {
+            c->too_large = true;
+            return dispatch(s, mc, c, method, url);
+        }
+        return MHD_YES;
+    }
+    if (c->responded) { /* an early answer was queued: drop the rest of the body */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (c->too_large || c->body.len + n > (size_t)s->cfg.max_body) {
+            c->too_large = true;
+            return MHD_YES;
+        }
+        ps_buf_append(&c->body, upload_data, n);
+        if (c->body.oom) return MHD_NO;
+        return MHD_YES;
+    }
+    return dispatch(s, mc, c, method, url);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                         enum MHD_RequestTerminationCode code) {
+    ps_server *s = cls;
+    conn *c = *con_cls;
+    if (!c) return;
+    ps_buf_free(&c->body);
+    ps_free(c);
+    *con_cls = NULL;
+    pthread_mutex_lock(&s->mu);
+    s->connections--;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ========================================================================================== */
+/* Lifecycle                                                                                  */
+/* ========================================================================================== */
+
+ps_server_config ps_server_default_config(void) {
+    ps_server_config c;
+    memset(&c, 0, sizeof c);
+    c.host = "127.0.0.1";
+    c.port = 8080;
+    c.n_threads = 0;
+    c.n_workers = 1;
+    c.max_logprobs = 128;
+    c.max_body = 16 << 20;
+    c.queue = 64;
+    return c;
+}
+
+static void stop_workers(ps_server *s) {
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    for (int32_t i = 0; i < s->n_workers; i++) {
+        worker *w = &s->workers[i];
+        if (w->started) pthread_join(w->thread, NULL);
+        ps_session_free(w->session);
+        ps_pool_free(w->pool);
+    }
+    ps_free(s->workers);
+    s->workers = NULL;
+}
+
+static void server_free(ps_server *s) {
+    if (s->workers) stop_workers(s);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->mu);
+    ps_free(s);
+}
+
+ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in, ps_server **out,
+                          ps_error *err) {
+    if (!model || !cfg_in || !out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "NULL argument");
+    *out = NULL;
+    ps_server_config cfg = *cfg_in;
+    ps_model_info info;
+    ps_model_get_info(model, &info);
+    if (info.vocab_only)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "the model has no weights (vocab-only file)");
+    if (!cfg.host || !*cfg.host) cfg.host = "127.0.0.1";
+    if (cfg.port < 0 || cfg.port > 65535)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "port %d is not in 0..65535", (int)cfg.port);
+    if (cfg.max_logprobs < 0 || cfg.max_logprobs > info.n_vocab)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "--max-logprobs %d must be in 0..%d (the vocabulary size)",
+                       (int)cfg.max_logprobs, (int)info.n_vocab);
+    if (cfg.max_body < 1) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--max-body must be >= 1");
+    if (cfg.queue < 1) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--queue must be >= 1");
+    if (cfg.n_workers < 1 || cfg.n_workers > 256)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--workers %d must be in 1..256",
+                       (int)cfg.n_workers);
+    if (cfg.n_threads < 0) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "threads must be >= 0");
+    if (cfg.n_threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg.n_threads = n > 0 ? (int32_t)PS_MIN(n, 1024) : 1;
+    }
+
+    ps_server *s = ps_calloc(1, sizeof *s);
+    if (!s) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    s->cfg = cfg;
+    s->cfg.host = NULL; /* not kept */
+    s->model = model;
+    s->vocab = ps_model_vocab(model);
+    s->info = info;
+    snprintf(s->name, sizeof s->name, "%s", cfg.name && *cfg.name ? cfg.name : info.name);
+    s->limits.model_name = s->name;
+    s->limits.vocab = s->vocab;
+    s->limits.n_vocab = info.n_vocab;
+    s->limits.n_ctx = info.n_ctx;
+    s->limits.max_logprobs = cfg.max_logprobs;
+    atomic_init(&s->next_id, ((uint64_t)time(NULL) << 24) ^ (uint64_t)getpid());
+
+    /* engine workers: one session + pool each; threads split evenly */
+    s->workers = ps_calloc((size_t)cfg.n_workers, sizeof *s->workers);
+    if (!s->workers) {
+        server_free(s);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
+    }
+    s->n_workers = cfg.n_workers;
+    int32_t per = PS_MAX(1, cfg.n_threads / cfg.n_workers);
+    for (int32_t i = 0; i < s->n_workers; i++) {
+        worker *w = &s->workers[i];
+        w->server = s;
+        ps_status st = ps_pool_create(per, &w->pool);
+        if (st != PS_OK) {
+            server_free(s);
+            return ps_fail(err, st, -1, "cannot create a pool of %d threads: %s", (int)per,
+                           ps_status_str(st));
+        }
+        ps_session_params sp = ps_session_default_params();
+        sp.pool = w->pool;
+        st = ps_session_create(model, &sp, &w->session, err);
+        if (st != PS_OK) {
+            server_free(s);
+            return st;
+        }
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            server_free(s);
+            return ps_fail(err, PS_ERR_NOMEM, -1, "cannot start engine worker %d", (int)i);
+        }
+        w->started = true;
+    }
+
+    /* listen address */
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof port, "%d", (int)cfg.port);
+    int gai = getaddrinfo(cfg.host, port, &hints, &ai);
+    if (gai != 0 || !ai) {
+        server_free(s);
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "cannot resolve host '%s': %s", cfg.host,
+                       gai_strerror(gai));
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_POLL | MHD_USE_ITC;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->daemon = MHD_start_daemon(
+        flags, (uint16_t)cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 1000u,
+        MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+        MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->daemon) {
+        int e = errno;
+        server_free(s);
+        return ps_fail(err, PS_ERR_IO, -1, "cannot listen on %s:%d: %s", cfg.host, (int)cfg.port,
+                       e ? strerror(e) : "libmicrohttpd refused to start");
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : cfg.port;
+    *out = s;
+    return PS_OK;
+}
+
+int32_t ps_server_port(const ps_server *s) { return s ? s->port : -1; }
+
+void ps_server_stop(ps_server *s) {
+    if (!s) return;
+    /* 1. stop accepting */
+    MHD_socket lsock = MHD_quiesce_daemon(s->daemon);
+    if (lsock != MHD_INVALID_SOCKET) close(lsock);
+    /* 2. let requests being served finish (bounded: a stuck client cannot hold us forever) */
+    double deadline = now_s() + 600;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        int32_t busy = s->admitted;
+        pthread_mutex_unlock(&s->mu);
+        if (busy == 0 || now_s() > deadline) break;
+        usleep(10000);
+    }
+    usleep(50000); /* the last answers are being written */
+    /* 3. close connections, stop the workers */
+    MHD_stop_daemon(s->daemon);
+    s->daemon = NULL;
+    server_free(s);
+}
