@@ -1,0 +1,253 @@
+/*
+ * matmul.c — y (n_rows, n_out) = x (n_rows, n_in) @ W^T with W in F32/F16/BF16/Q8_0.
+ *
+ * Work split: the n_out weight rows are cut into tiles of MM_TILE rows, one pool task per tile.
+ * A task converts its tile to float32 in the thread's scratch (F32 weights are used in place),
+ * then runs a register micro-kernel over the activation rows: 2 activation rows x 4 weight rows
+ * = 8 independent vector accumulators, so FMA latency is hidden and each loaded x vector is
+ * reused 4 times. Tails use the 1-row / 1-weight forms of the same kernel.
+ *
+ * Determinism: every output element is one accumulator vector that receives
+ * fma(x[k..k+V), w[k..k+V)) for k = 0, V, 2V, ... in order (the last chunk masked with zeros),
+ * then one horizontal sum. Which micro-kernel form, tile or thread computes it does not change
+ * that sequence, so results are independent of threads and of how positions are batched.
+ * The scalar path is one float accumulator in index order. ps_dot_f32 is the same reduction.
+ */
+#include "matmul.h"
+#include "quant.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define MM_TILE 16 /* weight rows per task */
+
+static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+size_t ps_matmul_scratch_floats(int64_t max_n_in) {
+    return (size_t)MM_TILE * (size_t)round16(max_n_in);
+}
+
+/* ---- scalar ---- */
+
+static float dot_scalar(const float *a, const float *b, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* y[r * ldy + j] = dot(x row r, w[j]) for r < n_rows, j < nw. */
+static void tile_scalar(const float *const *w, int nw, const float *x, int64_t ldx,
+                        int64_t n_rows, int64_t n, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int j = 0; j < nw; j++) y[r * ldy + j] = dot_scalar(x + r * ldx, w[j], n);
+}
+
+#if defined(__x86_64__)
+
+/* ---- AVX2: 8 lanes ---- */
+
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+T_AVX2 static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* R activation rows (1 or 2) x J weight rows (1 or 4); shapes: x (R, n) rows ldx apart,
+ * w[J] rows of n, y (R, J) rows ldy apart. */
+T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(int R, int J, const float *x,
+                                                                 int64_t ldx,
+                                                                 const float *const *w,
+                                                                 int64_t n, float *y,
+                                                                 int64_t ldy) {
+    __m256 acc[2][4];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < J; j++) acc[r][j] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 xv[2];
+        for (int r = 0; r < R; r++) xv[r] = _mm256_loadu_ps(x + r * ldx + k);
+        for (int j = 0; j < J; j++) {
+            __m256 wv = _mm256_loadu_ps(w[j] + k);
+            for (int r = 0; r < R; r++) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
+        }
+    }
+    if (k < n) {
+        int rem = (int)(n - k);
+        __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 xv[2];
+        for (int r = 0; r < R; r++) xv[r] = _mm256_maskload_ps(x + r * ldx + k, mask);
+        for (int j = 0; j < J; j++) {
+            __m256 wv = _mm256_maskload_ps(w[j] + k, mask);
+            for (int r = 0; r < R; r++) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < J; j++) y[r * ldy + j] = hsum256(acc[r][j]);
+}
+
+T_AVX2 static void tile_avx2(const float *const *w, int nw, const float *x, int64_t ldx,
+                             int64_t n_rows, int64_t n, float *y, int64_t ldy) {
+    int64_t r = 0;
+    for (; r + 2 <= n_rows; r += 2) {
+        int j = 0;
+        for (; j + 4 <= nw; j += 4) mk_avx2(2, 4, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
+        for (; j < nw; j++) mk_avx2(2, 1, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
+    }
+    for (; r < n_rows; r++) {
+        int j = 0;
+        for (; j + 4 <= nw; j += 4) mk_avx2(1, 4, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
+        for (; j < nw; j++) mk_avx2(1, 1, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
+    }
+}
+
+T_AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
+    float y;
+    mk_avx2(1, 1, a, 0, &b, n, &y, 0);
+    return y;
+}
+
+/* ---- AVX-512: 16 lanes ---- */
+
+#define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(int R, int J,
+                                                                     const float *x,
+                                                                     int64_t ldx,
+                                                                     const float *const *w,
+                                                                     int64_t n, float *y,
+                                                                     int64_t ldy) {
+    __m512 acc[2][4];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < J; j++) acc[r][j] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m512 xv[2];
+        for (int r = 0; r < R; r++) xv[r] = _mm512_loadu_ps(x + r * ldx + k);
+        for (int j = 0; j < J; j++) {
+            __m512 wv = _mm512_loadu_ps(w[j] + k);
+            for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
+        }
+    }
+    if (k < n) {
+        __mmask16 m = (__mmask16)((1u << (n - k)) - 1u);
+        __m512 xv[2];
+        for (int r = 0; r < R; r++) xv[r] = _mm512_maskz_loadu_ps(m, x + r * ldx + k);
+        for (int j = 0; j < J; j++) {
+            __m512 wv = _mm512_maskz_loadu_ps(m, w[j] + k);
+            for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < J; j++) y[r * ldy + j] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+T_AVX512 static void tile_avx512(const float *const *w, int nw, const float *x, int64_t ldx,
+                                 int64_t n_rows, int64_t n, float *y, int64_t ldy) {
+    int64_t r = 0;
+    for (; r + 2 <= n_rows; r += 2) {
+        int j = 0;
+        for (; j + 4 <= nw; j += 4)
+            mk_avx512(2, 4, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
+        for (; j < nw; j++) mk_avx512(2, 1, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
+    }
+    for (; r < n_rows; r++) {
+        int j = 0;
+        for (; j + 4 <= nw; j += 4)
+            mk_avx512(1, 4, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
+        for (; j < nw; j++) mk_avx512(1, 1, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
+    }
+}
+
+T_AVX512 static float dot_avx512(const float *a, const float *b, int64_t n) {
+    float y;
+    mk_avx512(1, 1, a, 0, &b, n, &y, 0);
+    return y;
+}
+#endif
+
+float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) return dot_avx512(a, b, n);
+    if (isa == PS_ISA_AVX2) return dot_avx2(a, b, n);
+#endif
+    (void)isa;
+    return dot_scalar(a, b, n);
+}
+
+/* ---- the pool task ---- */
+
+typedef struct {
+    const ps_matmul_env *env;
+    const ps_mat *w;
+    const float *x;
+    int64_t ldx, n_rows;
+    float *y;
+    int64_t ldy;
+} mm_job;
+
+static void mm_task(void *ctx, int64_t task, int32_t thread) {
+    const mm_job *job = ctx;
+    const ps_mat *w = job->w;
+    int64_t j0 = task * MM_TILE;
+    int nw = (int)PS_MIN((int64_t)MM_TILE, w->n_out - j0);
+    const float *rows[MM_TILE];
+    if (w->type == PS_GGML_F32) {
+        for (int j = 0; j < nw; j++)
+            rows[j] = (const float *)((const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes);
+    } else {
+        float *buf = job->env->scratch + (size_t)thread * job->env->scratch_stride;
+        int64_t stride = round16(w->n_in);
+        for (int j = 0; j < nw; j++) {
+            float *dst = buf + (size_t)j * (size_t)stride;
+            ps_quant_row_to_f32(job->env->isa, w->type,
+                                (const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes, dst,
+                                w->n_in);
+            rows[j] = dst;
+        }
+    }
+    float *y = job->y + j0;
+    switch (job->env->isa) {
+#if defined(__x86_64__)
+    case PS_ISA_AVX512:
+        tile_avx512(rows, nw, job->x, job->ldx, job->n_rows, w->n_in, y, job->ldy);
+        break;
+    case PS_ISA_AVX2:
+        tile_avx2(rows, nw, job->x, job->ldx, job->n_rows, w->n_in, y, job->ldy);
+        break;
+#endif
+    default:
+        tile_scalar(rows, nw, job->x, job->ldx, job->n_rows, w->n_in, y, job->ldy);
+        break;
+    }
+}
+
+void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+               int64_t n_rows, float *y, int64_t ldy) {
+    assert(env->isa != PS_ISA_AUTO);
+    assert(w->type == PS_GGML_F32 || env->scratch_stride >= ps_matmul_scratch_floats(w->n_in));
+    if (n_rows <= 0 || w->n_out <= 0) return;
+    mm_job job = {env, w, x, ldx, n_rows, y, ldy};
+    ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &job);
+}
+
+ps_status ps_matmul_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
+                        int64_t ldy) {
+    float *row = ps_malloc((size_t)PS_MAX(w->n_in, 1) * sizeof(float));
+    if (!row) return PS_ERR_NOMEM;
+    for (int64_t j = 0; j < w->n_out; j++) {
+        ps_quant_row_to_f32_ref(w->type, (const uint8_t *)w->data + (size_t)j * w->row_bytes, row,
+                                w->n_in);
+        for (int64_t r = 0; r < n_rows; r++) {
+            double s = 0.0;
+            for (int64_t k = 0; k < w->n_in; k++) s += (double)x[r * ldx + k] * (double)row[k];
+            y[r * ldy + j] = (float)s;
+        }
+    }
+    ps_free(row);
+    return PS_OK;
+}

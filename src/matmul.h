@@ -1,0 +1,52 @@
+/*
+ * matmul.h — the one matrix kernel of the forward pass:
+ *
+ *     y (n_rows, n_out) = x (n_rows, n_in) @ W^T,   W = n_out rows of n_in weights in W's type
+ *
+ * (a GGUF 2-D tensor with ne[0] = n_in, ne[1] = n_out, used in place from the mapping). Also the
+ * dot product the attention uses. Every output element is reduced in a fixed order that depends
+ * only on the ISA and n_in — never on the thread count, the tile a row lands in or how many rows
+ * the call has — so logits do not change with threads or batch geometry.
+ */
+#ifndef PS_MATMUL_H
+#define PS_MATMUL_H
+
+#include "gguf.h"
+
+/* A weight matrix: n_out rows of n_in elements of `type`, rows row_bytes apart. */
+typedef struct {
+    const void *data;
+    uint32_t type;       /* PS_GGML_F32 / F16 / BF16 / Q8_0 */
+    int64_t n_in;        /* ne[0] */
+    int64_t n_out;       /* ne[1] */
+    size_t row_bytes;
+} ps_mat;
+
+/* Where a matmul runs: the pool, the resolved ISA (never AUTO) and per-thread scratch
+ * (thread t owns scratch + t * scratch_stride floats, 64-byte aligned). */
+typedef struct {
+    ps_pool *pool;
+    ps_isa isa;
+    float *scratch;
+    size_t scratch_stride;
+} ps_matmul_env;
+
+/* Floats of per-thread scratch ps_matmul needs for weights with up to max_n_in inputs (a
+ * multiple of 16, so that strides keep 64-byte alignment). */
+size_t ps_matmul_scratch_floats(int64_t max_n_in);
+
+/* y (n_rows, n_out) = x (n_rows, n_in) @ W^T. x rows are ldx floats apart, y rows ldy apart.
+ * Weight rows are spread over the pool in fixed tiles. */
+void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+               int64_t n_rows, float *y, int64_t ldy);
+
+/* The plain reference: each row converted by ps_quant_row_to_f32_ref, dot products summed in
+ * double, rounded once to float. Single-threaded. PS_OK or PS_ERR_NOMEM (one row buffer). */
+ps_status ps_matmul_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
+                        int64_t ldy);
+
+/* sum_i a[i] * b[i] in float with the ISA's fixed reduction order (the same order ps_matmul
+ * uses for one output element). */
+float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n);
+
+#endif

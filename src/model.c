@@ -1,0 +1,514 @@
+/*
+ * model.c — GGUF keys and tensors -> hyperparameters + weight views; sessions (KV cache and
+ * scratch) and the checked entry to the forward pass.
+ *
+ * Loading maps the file (gguf.c), builds the tokenizer (vocab.c) and, unless vocab_only, reads
+ * the <arch>.* keys and checks every tensor the architecture needs: present, type F32 / F16 /
+ * BF16 / Q8_0 (norms and biases F32), shape in GGUF order (ne[0] = input dim). Weights stay in
+ * the mapping; ps_mat records a pointer and row stride per matrix. Any problem is an error that
+ * names the key or tensor and gives the numbers. A session owns everything that changes while a
+ * sequence is scored: the float32 KV cache of n_ctx positions and buffers for n_batch positions.
+ */
+#include "model.h"
+#include "quant.h"
+#include "vocab.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define PS_MAX_DIM (1 << 20) /* sanity bound for every hyperparameter */
+
+ps_model_params ps_model_default_params(void) {
+    ps_model_params p;
+    memset(&p, 0, sizeof p);
+    p.n_ctx = 0;
+    p.vocab_only = false;
+    return p;
+}
+
+ps_session_params ps_session_default_params(void) {
+    ps_session_params p;
+    memset(&p, 0, sizeof p);
+    p.n_ctx = 0;
+    p.n_batch = PS_CHUNK;
+    p.pool = NULL;
+    p.isa = PS_ISA_AUTO;
+    return p;
+}
+
+/* ---- keys ---- */
+
+static void copy_str(char *dst, size_t cap, ps_gguf_str s) {
+    size_t n = s.len < cap - 1 ? (size_t)s.len : cap - 1;
+    memcpy(dst, s.ptr, n);
+    dst[n] = '\0';
+}
+
+/* <arch>.<suffix> as u32 in [1, PS_MAX_DIM] (or [0, ..] when allow_zero). Missing: *out = def
+ * when !required. */
+static ps_status key_dim(const ps_gguf *g, const char *arch, const char *suffix, bool required,
+                         int32_t def, bool allow_zero, int32_t *out, ps_error *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint32_t v = 0;
+    ps_status st = ps_gguf_get_u32(g, key, &v, err);
+    if (st == PS_ERR_NOT_FOUND) {
+        if (required) return ps_fail(err, PS_ERR_NOT_FOUND, -1, "missing key '%s'", key);
+        *out = def;
+        return PS_OK;
+    }
+    if (st != PS_OK) return st;
+    if ((v == 0 && !allow_zero) || v > PS_MAX_DIM)
+        return ps_fail(err, PS_ERR_FORMAT, -1, "key '%s' = %u is out of range (1..%d)", key, v,
+                       PS_MAX_DIM);
+    *out = (int32_t)v;
+    return PS_OK;
+}
+
+static ps_status key_f32(const ps_gguf *g, const char *arch, const char *suffix, bool required,
+                         float def, float *out, ps_error *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    ps_status st = ps_gguf_get_f32(g, key, out, err);
+    if (st == PS_ERR_NOT_FOUND) {
+        if (required) return ps_fail(err, PS_ERR_NOT_FOUND, -1, "missing key '%s'", key);
+        *out = def;
+        return PS_OK;
+    }
+    if (st != PS_OK) return st;
+    if (!isfinite(*out))
+        return ps_fail(err, PS_ERR_FORMAT, -1, "key '%s' is not a finite number", key);
+    return PS_OK;
+}
+
+static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
+    const ps_gguf *g = m->gguf;
+    ps_hparams *hp = &m->hp;
+    ps_status st;
+    if ((st = key_dim(g, arch, "embedding_length", true, 0, false, &hp->n_embd, err)) ||
+        (st = key_dim(g, arch, "block_count", true, 0, false, &hp->n_layer, err)) ||
+        (st = key_dim(g, arch, "attention.head_count", true, 0, false, &hp->n_head, err)) ||
+        (st = key_dim(g, arch, "attention.head_count_kv", false, hp->n_head, false,
+                      &hp->n_head_kv, err)) ||
+        (st = key_dim(g, arch, "feed_forward_length", true, 0, false, &hp->n_ff, err)) ||
+        (st = key_dim(g, arch, "context_length", true, 0, false, &hp->n_ctx_train, err)))
+        return st;
+    if (hp->n_head % hp->n_head_kv != 0)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "%s.attention.head_count = %d is not a multiple of head_count_kv = %d",
+                       arch, hp->n_head, hp->n_head_kv);
+    int32_t def_hd = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : 0;
+    if ((st = key_dim(g, arch, "attention.key_length", def_hd == 0, def_hd, false,
+                      &hp->head_dim, err)))
+        return st;
+    int32_t v_len = hp->head_dim;
+    if ((st = key_dim(g, arch, "attention.value_length", false, hp->head_dim, false, &v_len,
+                      err)))
+        return st;
+    if (v_len != hp->head_dim)
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                       "%s.attention.value_length = %d differs from key_length = %d", arch,
+                       v_len, hp->head_dim);
+    if ((st = key_dim(g, arch, "rope.dimension_count", false, hp->head_dim, false, &hp->n_rot,
+                      err)))
+        return st;
+    if (hp->n_rot % 2 != 0 || hp->n_rot > hp->head_dim)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "%s.rope.dimension_count = %d must be even and at most the head size %d",
+                       arch, hp->n_rot, hp->head_dim);
+    if ((st = key_f32(g, arch, "rope.freq_base", false, 10000.0f, &hp->rope_base, err)) ||
+        (st = key_f32(g, arch, "attention.layer_norm_rms_epsilon", true, 0.0f, &hp->rms_eps,
+                      err)))
+        return st;
+    if (!(hp->rope_base > 0.0f))
+        return ps_fail(err, PS_ERR_FORMAT, -1, "%s.rope.freq_base = %g must be > 0", arch,
+                       (double)hp->rope_base);
+    if (!(hp->rms_eps >= 0.0f))
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "%s.attention.layer_norm_rms_epsilon = %g must be >= 0", arch,
+                       (double)hp->rms_eps);
+
+    /* RoPE scaling, as llama.cpp reads it: a factor means linear scaling (freq * 1/factor);
+     * Llama 3 stores its scaling as the rope_freqs.weight tensor instead. YaRN / LongRoPE are
+     * not implemented. */
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    ps_gguf_str type;
+    st = ps_gguf_get_str(g, key, &type, err);
+    if (st == PS_OK) {
+        char t[32];
+        copy_str(t, sizeof t, type);
+        if (strcmp(t, "none") && strcmp(t, "linear") && strcmp(t, "llama3"))
+            return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                           "%s = '%s' is not supported (none, linear, llama3)", key, t);
+    } else if (st != PS_ERR_NOT_FOUND) {
+        return st;
+    }
+    float factor = 0.0f;
+    if ((st = key_f32(g, arch, "rope.scaling.factor", false, 0.0f, &factor, err))) return st;
+    if (factor == 0.0f &&
+        (st = key_f32(g, arch, "rope.scale_linear", false, 0.0f, &factor, err)))
+        return st;
+    if (factor < 0.0f)
+        return ps_fail(err, PS_ERR_FORMAT, -1, "%s.rope.scaling.factor = %g must be > 0", arch,
+                       (double)factor);
+    hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    hp->rope_mode = hp->arch == PS_ARCH_LLAMA ? PS_ROPE_NORMAL : PS_ROPE_NEOX;
+    return PS_OK;
+}
+
+/* ---- tensors ---- */
+
+static const char *type_name(uint32_t t) { return ps_ggml_type_name(t); }
+
+/* Matrix `name` with ne = [n_in, n_out] in a supported type; absent and !required -> data NULL */
+static ps_status get_mat(ps_model *m, const char *name, int64_t n_in, int64_t n_out,
+                         bool required, ps_mat *out, ps_error *err) {
+    memset(out, 0, sizeof *out);
+    const ps_gguf_tensor *t = ps_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (!required) return PS_OK;
+        return ps_fail(err, PS_ERR_NOT_FOUND, -1, "missing tensor '%s'", name);
+    }
+    if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                       name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                       (long long)t->ne[3], (long long)n_in, (long long)n_out);
+    if (!ps_quant_supported(t->type))
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                       "tensor '%s' has type %s (%u); supported: f32, f16, bf16, q8_0", name,
+                       type_name(t->type), t->type);
+    size_t rb = ps_quant_row_bytes(t->type, n_in);
+    if (rb == 0)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "tensor '%s': row length %lld is not a multiple of the %s block", name,
+                       (long long)n_in, type_name(t->type));
+    uint64_t need;
+    if (!ps_mul_ok(rb, (uint64_t)n_out, &need) || t->nbytes < need)
+        return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' holds %llu bytes, expected %llu",
+                       name, (unsigned long long)t->nbytes, (unsigned long long)need);
+    if (t->type == PS_GGML_F32 && ((uintptr_t)t->data & 3u))
+        return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' (f32) is not 4-byte aligned", name);
+    out->data = t->data;
+    out->type = t->type;
+    out->n_in = n_in;
+    out->n_out = n_out;
+    out->row_bytes = rb;
+    return PS_OK;
+}
+
+/* A float32 vector `name` of n elements; absent and !required -> *out = NULL. */
+static ps_status get_vec(ps_model *m, const char *name, int64_t n, bool required,
+                         const float **out, ps_error *err) {
+    *out = NULL;
+    const ps_gguf_tensor *t = ps_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (!required) return PS_OK;
+        return ps_fail(err, PS_ERR_NOT_FOUND, -1, "missing tensor '%s'", name);
+    }
+    if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld]", name,
+                       (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                       (long long)t->ne[3], (long long)n);
+    if (t->type != PS_GGML_F32)
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                       "tensor '%s' has type %s (%u); norm, bias and rope vectors must be f32",
+                       name, type_name(t->type), t->type);
+    if (t->nbytes < (uint64_t)n * 4)
+        return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' holds %llu bytes, expected %llu",
+                       name, (unsigned long long)t->nbytes, (unsigned long long)n * 4);
+    if ((uintptr_t)t->data & 3u)
+        return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' (f32) is not 4-byte aligned", name);
+    *out = t->data;
+    return PS_OK;
+}
+
+static ps_status load_weights(ps_model *m, ps_error *err) {
+    const ps_hparams *hp = &m->hp;
+    ps_weights *w = &m->w;
+    ps_status st;
+    const int64_t d = hp->n_embd, dq = (int64_t)hp->n_head * hp->head_dim,
+                  dkv = (int64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff, nv = hp->n_vocab;
+    if ((st = get_mat(m, "token_embd.weight", d, nv, true, &w->token_embd, err)) ||
+        (st = get_vec(m, "output_norm.weight", d, true, &w->output_norm, err)) ||
+        (st = get_mat(m, "output.weight", d, nv, false, &w->output, err)) ||
+        (st = get_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &w->rope_freqs, err)))
+        return st;
+    if (!w->output.data) w->output = w->token_embd; /* tied */
+    w->layers = ps_calloc((size_t)hp->n_layer, sizeof *w->layers);
+    if (!w->layers) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (layer table)");
+    const bool qkv_bias = hp->arch == PS_ARCH_QWEN2, qk_norm = hp->arch == PS_ARCH_QWEN3;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        ps_layer *L = &w->layers[l];
+        char n[15][64];
+        static const char *const names[15] = {
+            "attn_norm.weight", "attn_q.weight",   "attn_k.weight",      "attn_v.weight",
+            "attn_output.weight", "attn_q.bias",   "attn_k.bias",        "attn_v.bias",
+            "attn_output.bias", "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight",
+            "ffn_gate.weight",  "ffn_up.weight",   "ffn_down.weight"};
+        for (int i = 0; i < 15; i++) snprintf(n[i], sizeof n[i], "blk.%d.%s", (int)l, names[i]);
+        if ((st = get_vec(m, n[0], d, true, &L->attn_norm, err)) ||
+            (st = get_mat(m, n[1], d, dq, true, &L->wq, err)) ||
+            (st = get_mat(m, n[2], d, dkv, true, &L->wk, err)) ||
+            (st = get_mat(m, n[3], d, dkv, true, &L->wv, err)) ||
+            (st = get_mat(m, n[4], dq, d, true, &L->wo, err)) ||
+            (st = get_vec(m, n[5], dq, qkv_bias, &L->bq, err)) ||
+            (st = get_vec(m, n[6], dkv, qkv_bias, &L->bk, err)) ||
+            (st = get_vec(m, n[7], dkv, qkv_bias, &L->bv, err)) ||
+            (st = get_vec(m, n[8], d, false, &L->bo, err)) ||
+            (st = get_vec(m, n[9], hp->head_dim, qk_norm, &L->q_norm, err)) ||
+            (st = get_vec(m, n[10], hp->head_dim, qk_norm, &L->k_norm, err)) ||
+            (st = get_vec(m, n[11], d, true, &L->ffn_norm, err)) ||
+            (st = get_mat(m, n[12], d, ff, true, &L->w_gate, err)) ||
+            (st = get_mat(m, n[13], d, ff, true, &L->w_up, err)) ||
+            (st = get_mat(m, n[14], ff, d, true, &L->w_down, err)))
+            return st;
+    }
+    return PS_OK;
+}
+
+/* ---- load / free ---- */
+
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+void ps_model_free(ps_model *m) {
+    if (!m) return;
+    ps_vocab_free(m->vocab);
+    ps_free(m->w.layers);
+    ps_gguf_close(m->gguf);
+    ps_free(m);
+}
+
+ps_status ps_model_load(const char *path, const ps_model_params *params, ps_model **out,
+                        ps_error *err) {
+    ps_error_clear(err);
+    if (!path || !out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "path and out must be set");
+    *out = NULL;
+    ps_model_params defaults = ps_model_default_params();
+    if (!params) params = &defaults;
+    if (params->n_ctx < 0)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d must be >= 0",
+                       (int)params->n_ctx);
+    ps_model *m = ps_calloc(1, sizeof *m);
+    if (!m) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (model)");
+    ps_status st = ps_gguf_open(path, &m->gguf, err);
+    if (st != PS_OK) goto fail;
+    ps_model_info *info = &m->info;
+    info->vocab_only = params->vocab_only;
+    info->file_bytes = (int64_t)ps_gguf_file_size(m->gguf);
+    snprintf(info->name, sizeof info->name, "%s", base_name(path));
+    ps_gguf_str s;
+    if (ps_gguf_get_str(m->gguf, "general.name", &s, NULL) == PS_OK && s.len > 0)
+        copy_str(info->name, sizeof info->name, s);
+
+    st = ps_gguf_get_str(m->gguf, "general.architecture", &s, err);
+    if (st == PS_OK) {
+        copy_str(info->arch, sizeof info->arch, s);
+    } else if (st == PS_ERR_NOT_FOUND && params->vocab_only) {
+        info->arch[0] = '\0';
+    } else {
+        if (st == PS_ERR_NOT_FOUND)
+            st = ps_fail(err, st, -1, "missing key 'general.architecture'");
+        goto fail;
+    }
+    if (!params->vocab_only) {
+        if (!strcmp(info->arch, "llama")) m->hp.arch = PS_ARCH_LLAMA;
+        else if (!strcmp(info->arch, "qwen2")) m->hp.arch = PS_ARCH_QWEN2;
+        else if (!strcmp(info->arch, "qwen3")) m->hp.arch = PS_ARCH_QWEN3;
+        else {
+            st = ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                         "general.architecture = '%s' is not supported (llama, qwen2, qwen3)",
+                         info->arch);
+            goto fail;
+        }
+    }
+
+    st = ps_vocab_load(m->gguf, &m->vocab, err);
+    if (st != PS_OK) goto fail;
+    int32_t n_vocab = ps_vocab_n_tokens(m->vocab);
+    info->n_vocab = n_vocab;
+
+    if (params->vocab_only) {
+        /* the context length is informative only here */
+        int32_t n_ctx_train = 0;
+        if (info->arch[0]) {
+            char key[96];
+            snprintf(key, sizeof key, "%s.context_length", info->arch);
+            uint32_t v;
+            if (ps_gguf_get_u32(m->gguf, key, &v, NULL) == PS_OK && v <= PS_MAX_DIM)
+                n_ctx_train = (int32_t)v;
+        }
+        info->n_ctx_train = n_ctx_train;
+        info->n_ctx = params->n_ctx > 0 ? params->n_ctx : n_ctx_train;
+        *out = m;
+        ps_error_clear(err);
+        return PS_OK;
+    }
+
+    m->hp.n_vocab = n_vocab;
+    if ((st = read_hparams(m, info->arch, err))) goto fail;
+    if ((st = load_weights(m, err))) goto fail;
+
+    const ps_hparams *hp = &m->hp;
+    info->n_ctx_train = hp->n_ctx_train;
+    info->n_ctx = params->n_ctx > 0 ? params->n_ctx : hp->n_ctx_train;
+    info->n_embd = hp->n_embd;
+    info->n_layer = hp->n_layer;
+    info->n_head = hp->n_head;
+    info->n_head_kv = hp->n_head_kv;
+    info->head_dim = hp->head_dim;
+    info->n_ff = hp->n_ff;
+    int64_t n_params = 0;
+    for (int64_t i = 0; i < ps_gguf_n_tensors(m->gguf); i++) {
+        const ps_gguf_tensor *t = ps_gguf_tensor_at(m->gguf, i);
+        n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    }
+    info->n_params = n_params;
+    *out = m;
+    ps_error_clear(err);
+    return PS_OK;
+
+fail:
+    ps_model_free(m);
+    return st;
+}
+
+void ps_model_get_info(const ps_model *model, ps_model_info *info) {
+    if (!info) return;
+    if (!model) {
+        memset(info, 0, sizeof *info);
+        return;
+    }
+    *info = model->info;
+}
+
+const ps_vocab *ps_model_vocab(const ps_model *model) { return model ? model->vocab : NULL; }
+
+/* ---- sessions ---- */
+
+void ps_session_free(ps_session *s) {
+    if (!s) return;
+    float *bufs[] = {s->k_cache, s->v_cache, s->x,        s->xb,       s->q,
+                     s->k,       s->v,       s->att,      s->ffn_out,  s->hb,
+                     s->hb2,     s->rope_cos, s->rope_sin, s->mm_scratch, s->att_scratch};
+    for (size_t i = 0; i < PS_ARRAY_LEN(bufs); i++) ps_free(bufs[i]);
+    ps_free(s);
+}
+
+/* a * b * c floats, 64-byte aligned; NULL on overflow or no memory. */
+static float *alloc_floats(uint64_t a, uint64_t b, uint64_t c) {
+    uint64_t n, bytes;
+    if (!ps_mul_ok(a, b, &n) || !ps_mul_ok(n, c, &n) || !ps_mul_ok(n, sizeof(float), &bytes) ||
+        bytes > SIZE_MAX)
+        return NULL;
+    return ps_aligned_alloc(64, (size_t)bytes);
+}
+
+ps_status ps_session_create(const ps_model *model, const ps_session_params *params,
+                            ps_session **out, ps_error *err) {
+    ps_error_clear(err);
+    if (!model || !out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "model and out must be set");
+    *out = NULL;
+    if (model->info.vocab_only)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "the model was loaded vocab-only; sessions need its weights");
+    ps_session_params defaults = ps_session_default_params();
+    if (!params) params = &defaults;
+    if (params->n_ctx < 0 || params->n_ctx > PS_MAX_DIM)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d is out of range (0..%d)",
+                       (int)params->n_ctx, PS_MAX_DIM);
+    if (params->n_batch < 1 || params->n_batch > PS_CHUNK)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_batch = %d is out of range (1..%d)",
+                       (int)params->n_batch, PS_CHUNK);
+    ps_isa isa = params->isa == PS_ISA_AUTO ? ps_isa_best() : params->isa;
+    if (!ps_isa_supported(isa) || isa == PS_ISA_AUTO)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "isa %s is not available on this CPU",
+                       ps_isa_name(params->isa));
+    const ps_hparams *hp = &model->hp;
+    ps_session *s = ps_calloc(1, sizeof *s);
+    if (!s) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (session)");
+    s->model = model;
+    s->n_ctx = params->n_ctx > 0 ? params->n_ctx : model->info.n_ctx;
+    s->n_batch = params->n_batch;
+    s->pool = params->pool;
+    s->n_threads = ps_pool_size(params->pool);
+    s->isa = isa;
+    s->n_past = 0;
+    if (s->n_ctx < 1) {
+        ps_session_free(s);
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d must be >= 1", (int)s->n_ctx);
+    }
+    const uint64_t nb = (uint64_t)s->n_batch, dq = (uint64_t)hp->n_head * hp->head_dim,
+                   dkv = (uint64_t)hp->n_head_kv * hp->head_dim;
+    int64_t max_in = PS_MAX(PS_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), (int64_t)dq);
+    s->mm_stride = ps_matmul_scratch_floats(max_in);
+    uint64_t kv_per_layer;
+    bool ok = ps_mul_ok(dkv, (uint64_t)s->n_ctx, &kv_per_layer);
+    s->k_cache = ok ? alloc_floats(hp->n_layer, kv_per_layer, 1) : NULL;
+    s->v_cache = ok ? alloc_floats(hp->n_layer, kv_per_layer, 1) : NULL;
+    s->x = alloc_floats(nb, hp->n_embd, 1);
+    s->xb = alloc_floats(nb, hp->n_embd, 1);
+    s->ffn_out = alloc_floats(nb, hp->n_embd, 1);
+    s->q = alloc_floats(nb, dq, 1);
+    s->att = alloc_floats(nb, dq, 1);
+    s->k = alloc_floats(nb, dkv, 1);
+    s->v = alloc_floats(nb, dkv, 1);
+    s->hb = alloc_floats(nb, hp->n_ff, 1);
+    s->hb2 = alloc_floats(nb, hp->n_ff, 1);
+    s->rope_cos = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
+    s->rope_sin = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
+    s->mm_scratch = alloc_floats((uint64_t)s->n_threads, s->mm_stride, 1);
+    s->att_scratch = alloc_floats((uint64_t)s->n_threads, (uint64_t)s->n_ctx, 1);
+    if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->ffn_out || !s->q || !s->att ||
+        !s->k || !s->v || !s->hb || !s->hb2 || !s->rope_cos || !s->rope_sin || !s->mm_scratch ||
+        !s->att_scratch) {
+        int n_ctx = (int)s->n_ctx;
+        double kv_mib = 2.0 * (double)hp->n_layer * (double)dkv * (double)n_ctx * 4.0 /
+                        (1024.0 * 1024.0);
+        ps_session_free(s);
+        return ps_fail(err, PS_ERR_NOMEM, -1,
+                       "out of memory for a session of n_ctx %d (KV cache %.1f MiB)", n_ctx,
+                       kv_mib);
+    }
+    *out = s;
+    return PS_OK;
+}
+
+void ps_session_reset(ps_session *s) {
+    if (s) s->n_past = 0;
+}
+
+int32_t ps_session_n_past(const ps_session *s) { return s ? s->n_past : 0; }
+
+ps_status ps_session_truncate(ps_session *s, int32_t n_keep) {
+    if (!s || n_keep < 0 || n_keep > s->n_past) return PS_ERR_INVALID_ARG;
+    s->n_past = n_keep;
+    return PS_OK;
+}
+
+ps_status ps_session_forward(ps_session *s, const int32_t *tokens, int32_t n_tokens,
+                             float *logits, ps_error *err) {
+    ps_error_clear(err);
+    if (!s || !tokens) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "session and tokens must be set");
+    if (n_tokens < 1 || n_tokens > s->n_batch)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_tokens = %d is out of range (1..%d)",
+                       (int)n_tokens, (int)s->n_batch);
+    const int32_t n_vocab = s->model->hp.n_vocab;
+    for (int32_t i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return ps_fail(err, PS_ERR_TOKEN_RANGE, -1,
+                           "token %d at index %d is outside the vocabulary [0, %d)",
+                           (int)tokens[i], (int)i, (int)n_vocab);
+    if ((int64_t)s->n_past + n_tokens > s->n_ctx)
+        return ps_fail(err, PS_ERR_CONTEXT, -1,
+                       "%d cached + %d new positions exceed the context of %d",
+                       (int)s->n_past, (int)n_tokens, (int)s->n_ctx);
+    ps_forward_run(s, tokens, n_tokens, logits);
+    s->n_past += n_tokens;
+    return PS_OK;
+}

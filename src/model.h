@@ -1,0 +1,97 @@
+/*
+ * model.h — the loaded model and the per-sequence session, as the forward pass sees them.
+ *
+ * struct ps_model splits llama2.c-style into hyperparameters (ps_hparams, read once from the
+ * GGUF keys), read-only weights (ps_weights: ps_mat views into the memory-mapped file, never
+ * copied) and the tokenizer. struct ps_session holds the mutable per-sequence state: the
+ * float32 KV cache and the scratch buffers for one batch of positions. model.c fills the model
+ * and creates sessions; forward.c runs the layers.
+ */
+#ifndef PS_MODEL_H
+#define PS_MODEL_H
+
+#include "gguf.h"
+#include "matmul.h"
+
+typedef enum { PS_ARCH_LLAMA = 0, PS_ARCH_QWEN2 = 1, PS_ARCH_QWEN3 = 2 } ps_arch;
+
+/* How RoPE pairs dimensions (llama.cpp's names): NORMAL rotates (x[2i], x[2i+1]) (llama);
+ * NEOX rotates (x[i], x[i + n_rot/2]) (qwen2, qwen3). */
+typedef enum { PS_ROPE_NORMAL = 0, PS_ROPE_NEOX = 1 } ps_rope_mode;
+
+/* Hyperparameters. */
+typedef struct {
+    ps_arch arch;
+    int32_t n_vocab;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;      /* <arch>.attention.key_length, default n_embd / n_head */
+    int32_t n_ff;
+    int32_t n_ctx_train;   /* <arch>.context_length */
+    int32_t n_rot;         /* <arch>.rope.dimension_count, default head_dim; even, <= head_dim */
+    float rope_base;       /* <arch>.rope.freq_base, default 10000 */
+    float rope_freq_scale; /* 1 / <arch>.rope.scaling.factor (linear scaling), default 1 */
+    float rms_eps;         /* <arch>.attention.layer_norm_rms_epsilon */
+    ps_rope_mode rope_mode;
+} ps_hparams;
+
+/* One transformer block's weights. Shapes are GGUF ne order (ne[0] = input dim):
+ *   attn_norm (n_embd)          wq (n_embd -> n_head*head_dim)   bq (n_head*head_dim) | NULL
+ *   wk, wv (n_embd -> n_head_kv*head_dim)                        bk, bv | NULL
+ *   q_norm, k_norm (head_dim) | NULL (qwen3 only)
+ *   wo (n_head*head_dim -> n_embd)
+ *   ffn_norm (n_embd)   w_gate, w_up (n_embd -> n_ff)   w_down (n_ff -> n_embd)
+ * Norm and bias vectors are float32 in the file (checked at load). */
+typedef struct {
+    const float *attn_norm;
+    ps_mat wq, wk, wv, wo;
+    const float *bq, *bk, *bv, *bo;
+    const float *q_norm, *k_norm;
+    const float *ffn_norm;
+    ps_mat w_gate, w_up, w_down;
+} ps_layer;
+
+/* Read-only weights, all pointing into the mapping. */
+typedef struct {
+    ps_mat token_embd;         /* n_embd -> n_vocab rows: row t is token t's embedding */
+    ps_layer *layers;          /* n_layer */
+    const float *output_norm;  /* n_embd */
+    ps_mat output;             /* n_embd -> n_vocab (token_embd when tied) */
+    const float *rope_freqs;   /* n_rot/2 frequency divisors (Llama 3) | NULL */
+} ps_weights;
+
+struct ps_model {
+    ps_hparams hp;
+    ps_weights w;
+    ps_vocab *vocab;
+    ps_gguf *gguf;            /* the mapping the weights live in */
+    ps_model_info info;
+};
+
+/* Mutable per-sequence state. Buffers (float32):
+ *   k_cache, v_cache: [n_layer][n_head_kv][n_ctx][head_dim]
+ *   x, xb, ffn_out: (n_batch, n_embd)   q, att: (n_batch, n_head*head_dim)
+ *   k, v: (n_batch, n_head_kv*head_dim)   hb, hb2: (n_batch, n_ff)
+ *   mm_scratch: n_threads * mm_stride   att_scratch: n_threads * n_ctx (scores)
+ *   rope_cos, rope_sin: (n_batch, n_rot/2) for the positions of the current call */
+struct ps_session {
+    const ps_model *model;
+    int32_t n_ctx, n_batch, n_threads;
+    int32_t n_past;
+    ps_pool *pool;
+    ps_isa isa;
+    float *k_cache, *v_cache;
+    float *x, *xb, *q, *k, *v, *att, *ffn_out, *hb, *hb2;
+    float *rope_cos, *rope_sin;
+    float *mm_scratch;
+    size_t mm_stride;
+    float *att_scratch;
+};
+
+/* forward.c: runs n (1..n_batch, already validated) tokens at positions n_past.. through the
+ * model, appends their K/V to the cache, writes logits (n, n_vocab) when not NULL. */
+void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logits);
+
+#endif /* PS_MODEL_H */

@@ -1,0 +1,30 @@
+/*
+ * quant.h — weight row formats: conversion of one row of F32 / F16 / BF16 / Q8_0 weights to
+ * float32 (the kernels dequantise rows on the fly, never whole tensors), float32 -> Q8_0
+ * blocks, and the byte size of a row. Each conversion has a scalar reference and SIMD variants
+ * chosen by the caller's ISA; every variant gives bitwise the same floats (the conversions are
+ * exact: f16/bf16 -> f32 is exact, and Q8_0 is one f32 multiply per weight).
+ */
+#ifndef PS_QUANT_H
+#define PS_QUANT_H
+
+#include "gguf.h"
+
+/* True for the tensor types the kernels compute with: F32, F16, BF16, Q8_0. */
+bool ps_quant_supported(uint32_t type);
+
+/* Bytes of one row of n elements of `type`; 0 when n is not a multiple of the type's block or
+ * the type is unsupported. */
+size_t ps_quant_row_bytes(uint32_t type, int64_t n);
+
+/* row (n elements of `type`, n a multiple of the block size) -> out (n floats).
+ * isa: PS_ISA_SCALAR / AVX2 / AVX512 (AUTO = ps_isa_best()). Same result for every isa. */
+void ps_quant_row_to_f32(ps_isa isa, uint32_t type, const void *row, float *out, int64_t n);
+/* The plain reference. */
+void ps_quant_row_to_f32_ref(uint32_t type, const void *row, float *out, int64_t n);
+
+/* x (n floats, n a multiple of 32) -> n/32 Q8_0 blocks, as llama.cpp's reference quantiser:
+ * d = max|x| / 127 stored as f16, q = round(x / d) (round half away from zero). */
+void ps_quant_f32_to_q8_0(const float *x, ps_block_q8_0 *out, int64_t n);
+
+#endif

@@ -1,0 +1,327 @@
+/*
+ * test_forward.c — the forward pass and its kernels.
+ *
+ * Kernels (no shared material needed): row conversions F16/BF16/Q8_0 -> f32 bitwise equal to the
+ * scalar reference on every ISA the CPU has; ps_matmul against ps_matmul_ref (double sums) for
+ * every type and ISA; matmul results independent of threads and of how rows are batched.
+ * stories260K (../shared, skipped when absent): greedy continuation from BOS equals the 60 ids of
+ * the python float64 reference; NLLs of its three token sequences agree to 1e-5 relative;
+ * prompt in one batch vs batches of 1/7/64; 1 vs 2 threads bitwise; scalar vs SIMD close.
+ */
+#include "check.h"
+#include "matmul.h"
+#include "quant.h"
+
+#include <math.h>
+
+/* ---- deterministic random numbers ---- */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+static const ps_isa ISAS[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+
+/* n_out rows of n_in weights of `type`, from random floats. */
+static void *make_weights(uint32_t type, int64_t n_in, int64_t n_out, size_t *row_bytes) {
+    *row_bytes = ps_quant_row_bytes(type, n_in);
+    uint8_t *data = malloc(*row_bytes * (size_t)n_out);
+    float *tmp = malloc(sizeof(float) * (size_t)n_in);
+    for (int64_t j = 0; j < n_out; j++) {
+        uint8_t *row = data + (size_t)j * *row_bytes;
+        for (int64_t k = 0; k < n_in; k++) tmp[k] = frand();
+        for (int64_t k = 0; k < n_in; k++) {
+            if (type == PS_GGML_F32) memcpy(row + 4 * k, &tmp[k], 4);
+            else if (type == PS_GGML_F16) { uint16_t h = ps_f32_to_f16(tmp[k]); memcpy(row + 2 * k, &h, 2); }
+            else if (type == PS_GGML_BF16) { uint16_t h = ps_f32_to_bf16(tmp[k]); memcpy(row + 2 * k, &h, 2); }
+        }
+        if (type == PS_GGML_Q8_0) ps_quant_f32_to_q8_0(tmp, (ps_block_q8_0 *)row, n_in);
+    }
+    free(tmp);
+    return data;
+}
+
+static void test_quant(void) {
+    const uint32_t types[] = {PS_GGML_F16, PS_GGML_BF16, PS_GGML_Q8_0};
+    const int64_t n = 96 + 32; /* several SIMD widths and a tail for f16/bf16 */
+    for (size_t t = 0; t < PS_ARRAY_LEN(types); t++) {
+        size_t rb;
+        void *w = make_weights(types[t], n, 1, &rb);
+        float ref[128], out[128];
+        ps_quant_row_to_f32_ref(types[t], w, ref, n);
+        for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+            if (!ps_isa_supported(ISAS[i])) {
+                SKIP("isa %s not on this CPU", ps_isa_name(ISAS[i]));
+                continue;
+            }
+            ps_quant_row_to_f32(ISAS[i], types[t], w, out, n);
+            CHECKF(!memcmp(ref, out, sizeof(float) * (size_t)n), "%s row conversion on %s",
+                   ps_ggml_type_name(types[t]), ps_isa_name(ISAS[i]));
+        }
+        free(w);
+    }
+    /* f16 tail (n not a multiple of 8/16) */
+    uint16_t h[13];
+    for (int i = 0; i < 13; i++) h[i] = ps_f32_to_f16((float)i - 6.5f);
+    float o[13];
+    ps_quant_row_to_f32(ps_isa_best(), PS_GGML_F16, h, o, 13);
+    CHECK(o[0] == -6.5f && o[12] == 5.5f);
+    /* Q8_0 round trip: max |x| maps to +-127, values within d/2 */
+    float x[32];
+    for (int i = 0; i < 32; i++) x[i] = (float)(i - 16) / 8.0f;
+    ps_block_q8_0 b;
+    ps_quant_f32_to_q8_0(x, &b, 32);
+    CHECK(b.qs[0] == -127);
+    float back[32];
+    ps_quant_row_to_f32_ref(PS_GGML_Q8_0, &b, back, 32);
+    float d = ps_f16_to_f32(b.d), worst = 0;
+    for (int i = 0; i < 32; i++) worst = fmaxf(worst, fabsf(back[i] - x[i]));
+    CHECKF(worst <= d * 0.5f + 1e-3f, "q8_0 round trip error %g, d %g", worst, d);
+    CHECK(ps_quant_row_bytes(PS_GGML_Q8_0, 64) == 68 && ps_quant_row_bytes(PS_GGML_Q8_0, 63) == 0);
+    CHECK(ps_quant_row_bytes(PS_GGML_F16, 5) == 10 && !ps_quant_supported(PS_GGML_Q4_0));
+}
+
+static void test_matmul(void) {
+    const uint32_t types[] = {PS_GGML_F32, PS_GGML_F16, PS_GGML_BF16, PS_GGML_Q8_0};
+    const int64_t n_in = 160, n_out = 37, n_rows = 5; /* tails everywhere */
+    ps_pool *pool2 = NULL;
+    CHECK(ps_pool_create(2, &pool2) == PS_OK);
+    float *x = malloc(sizeof(float) * n_rows * n_in);
+    for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = frand();
+    size_t stride = ps_matmul_scratch_floats(n_in);
+    float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
+    float yref[5 * 37], y[5 * 37], y2[5 * 37], y1[5 * 37];
+    for (size_t t = 0; t < PS_ARRAY_LEN(types); t++) {
+        ps_mat w = {0};
+        w.data = make_weights(types[t], n_in, n_out, &w.row_bytes);
+        w.type = types[t];
+        w.n_in = n_in;
+        w.n_out = n_out;
+        CHECK(ps_matmul_ref(&w, x, n_in, n_rows, yref, n_out) == PS_OK);
+        for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+            if (!ps_isa_supported(ISAS[i])) continue;
+            ps_matmul_env env = {NULL, ISAS[i], scratch, stride};
+            ps_matmul(&env, &w, x, n_in, n_rows, y, n_out);
+            double worst = 0;
+            for (int64_t k = 0; k < n_rows * n_out; k++)
+                worst = fmax(worst, fabs((double)y[k] - yref[k]) / (fabs(yref[k]) + 1.0));
+            CHECKF(worst < 1e-5, "%s matmul on %s: worst rel error %g",
+                   ps_ggml_type_name(types[t]), ps_isa_name(ISAS[i]), worst);
+            /* 2 threads: bitwise equal */
+            ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride};
+            ps_matmul(&env2, &w, x, n_in, n_rows, y2, n_out);
+            CHECKF(!memcmp(y, y2, sizeof y), "%s matmul on %s differs with 2 threads",
+                   ps_ggml_type_name(types[t]), ps_isa_name(ISAS[i]));
+            /* one row at a time (different micro-kernel forms): bitwise equal */
+            for (int64_t r = 0; r < n_rows; r++)
+                ps_matmul(&env, &w, x + r * n_in, n_in, 1, y1 + r * n_out, n_out);
+            CHECKF(!memcmp(y, y1, sizeof y), "%s matmul on %s differs row by row",
+                   ps_ggml_type_name(types[t]), ps_isa_name(ISAS[i]));
+            /* ps_dot_f32 is the same reduction as one f32 output element */
+            if (types[t] == PS_GGML_F32) {
+                float dd = ps_dot_f32(ISAS[i], x + n_in, (const float *)w.data + 3 * n_in, n_in);
+                CHECK(dd == y[1 * n_out + 3]);
+            }
+        }
+        free((void *)w.data);
+    }
+    ps_free(scratch);
+    free(x);
+    ps_pool_free(pool2);
+}
+
+/* ---- stories260K ---- */
+
+typedef struct {
+    double nll_python[3];
+    int32_t greedy[64];
+    int n_greedy;
+    int32_t seq[3][128];
+    int n_seq[3];
+} golden;
+
+static int parse_ids(const char *s, int32_t *ids, int cap) {
+    int n = 0;
+    s = strchr(s, '[');
+    if (!s) return 0;
+    s++;
+    while (*s && *s != ']' && n < cap) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s) break;
+        ids[n++] = (int32_t)v;
+        s = end;
+        while (*s == ',' || *s == ' ') s++;
+    }
+    return n;
+}
+
+static bool read_golden(const char *shared, golden *g) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/goldens/stories260K-python-reference.txt", shared);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    memset(g, 0, sizeof *g);
+    char line[8192];
+    int n_nll = 0, n_seq = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] >= '0' && line[0] <= '9' && n_nll < 3) {
+            int n;
+            double py;
+            if (sscanf(line, "%d %lf", &n, &py) == 2) g->nll_python[n_nll++] = py;
+        } else if (!strncmp(line, "[1,", 3)) {
+            g->n_greedy = parse_ids(line, g->greedy, 64);
+        } else if (!strncmp(line, "tokens(", 7) && n_seq < 3) {
+            const char *eq = strstr(line, ") = [");
+            if (eq) {
+                g->n_seq[n_seq] = parse_ids(eq, g->seq[n_seq], 128);
+                n_seq++;
+            }
+        }
+    }
+    fclose(f);
+    return n_nll == 3 && n_seq == 3 && g->n_greedy == 61;
+}
+
+/* sum over i >= 1 of -log softmax(logits[i-1])[tok[i]], in double from f32 logits */
+static double nll_of(const float *logits, const int32_t *tok, int n, int n_vocab) {
+    double sum = 0.0;
+    for (int i = 1; i < n; i++) {
+        const float *row = logits + (size_t)(i - 1) * n_vocab;
+        double mx = row[0];
+        for (int j = 1; j < n_vocab; j++) mx = fmax(mx, row[j]);
+        double s = 0.0;
+        for (int j = 0; j < n_vocab; j++) s += exp((double)row[j] - mx);
+        sum -= (double)row[tok[i]] - mx - log(s);
+    }
+    return sum;
+}
+
+/* logits (n, n_vocab) for tokens fed in batches of `step` through a fresh session */
+static ps_status run_batches(ps_model *m, ps_pool *pool, ps_isa isa, const int32_t *tok, int n,
+                             int step, float *logits) {
+    ps_session_params sp = ps_session_default_params();
+    sp.pool = pool;
+    sp.isa = isa;
+    sp.n_ctx = 256;
+    ps_session *s = NULL;
+    ps_error err;
+    ps_status st = ps_session_create(m, &sp, &s, &err);
+    if (st) return st;
+    const int n_vocab = ps_vocab_n_tokens(ps_model_vocab(m));
+    for (int i = 0; i < n && st == PS_OK; i += step)
+        st = ps_session_forward(s, tok + i, PS_MIN(step, n - i), logits + (size_t)i * n_vocab,
+                                &err);
+    ps_session_free(s);
+    return st;
+}
+
+static void test_stories(const char *shared) {
+    golden g;
+    if (!read_golden(shared, &g)) {
+        CHECKF(false, "could not parse stories260K-python-reference.txt");
+        return;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
+    ps_model *m = NULL;
+    ps_error err;
+    ps_status st = ps_model_load(path, NULL, &m, &err);
+    CHECKF(st == PS_OK, "load: %s", err.message);
+    if (st) return;
+    const int n_vocab = 512;
+
+    /* greedy continuation from BOS, one position per call (the decode path) */
+    {
+        ps_session *s = NULL;
+        CHECK(ps_session_create(m, NULL, &s, &err) == PS_OK);
+        int32_t ids[64] = {1};
+        int n = 1;
+        float logits[512];
+        while (n < 61) {
+            if (ps_session_forward(s, &ids[n - 1], 1, logits, &err) != PS_OK) break;
+            int best = 0;
+            for (int j = 1; j < n_vocab; j++)
+                if (logits[j] > logits[best]) best = j;
+            ids[n++] = best;
+        }
+        CHECK(ps_session_n_past(s) == 60);
+        int first_diff = -1;
+        for (int i = 0; i < 61 && first_diff < 0; i++)
+            if (ids[i] != g.greedy[i]) first_diff = i;
+        CHECKF(first_diff < 0, "greedy ids differ from the python reference at %d (%d vs %d)",
+               first_diff, first_diff >= 0 ? ids[first_diff] : 0,
+               first_diff >= 0 ? g.greedy[first_diff] : 0);
+        /* truncate + redo the last position gives the same logits */
+        float again[512];
+        CHECK(ps_session_truncate(s, 59) == PS_OK && ps_session_n_past(s) == 59);
+        CHECK(ps_session_forward(s, &ids[59], 1, again, &err) == PS_OK);
+        CHECK(!memcmp(again, logits, sizeof logits));
+        ps_session_free(s);
+    }
+
+    /* NLLs of the three sequences, whole sequence in one batch */
+    for (int k = 0; k < 3; k++) {
+        float *logits = malloc(sizeof(float) * (size_t)g.n_seq[k] * n_vocab);
+        st = run_batches(m, NULL, PS_ISA_AUTO, g.seq[k], g.n_seq[k], 256, logits);
+        CHECK(st == PS_OK);
+        double nll = nll_of(logits, g.seq[k], g.n_seq[k], n_vocab);
+        double rel = fabs(nll - g.nll_python[k]) / g.nll_python[k];
+        printf("NLL seq %d (%d tokens): %.6f python %.6f rel %.2e\n", k, g.n_seq[k], nll,
+               g.nll_python[k], rel);
+        CHECKF(rel < 1e-5, "NLL of sequence %d: %.6f vs python %.6f (rel %.2e)", k, nll,
+               g.nll_python[k], rel);
+        free(logits);
+    }
+
+    /* the longest sequence: one batch vs batches of 1, 7, 64; 1 vs 2 threads; ISAs */
+    const int n = g.n_seq[2];
+    const int32_t *tok = g.seq[2];
+    size_t sz = sizeof(float) * (size_t)n * n_vocab;
+    float *ref = malloc(sz), *other = malloc(sz);
+    CHECK(run_batches(m, NULL, PS_ISA_AUTO, tok, n, 256, ref) == PS_OK);
+    const int steps[] = {1, 7, 64};
+    for (size_t i = 0; i < PS_ARRAY_LEN(steps); i++) {
+        CHECK(run_batches(m, NULL, PS_ISA_AUTO, tok, n, steps[i], other) == PS_OK);
+        double worst = 0;
+        for (size_t j = 0; j < (size_t)n * n_vocab; j++)
+            worst = fmax(worst, fabs((double)ref[j] - other[j]));
+        printf("batches of %d vs one batch: max |dlogit| = %.3g\n", steps[i], worst);
+        CHECKF(worst <= 1e-4, "batches of %d: max logit difference %g", steps[i], worst);
+    }
+    ps_pool *pool2 = NULL;
+    CHECK(ps_pool_create(2, &pool2) == PS_OK);
+    for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+        if (!ps_isa_supported(ISAS[i])) continue;
+        float *one = malloc(sz);
+        CHECK(run_batches(m, NULL, ISAS[i], tok, n, 256, one) == PS_OK);
+        CHECK(run_batches(m, pool2, ISAS[i], tok, n, 256, other) == PS_OK);
+        CHECKF(!memcmp(one, other, sz), "1 vs 2 threads differ on %s", ps_isa_name(ISAS[i]));
+        CHECK(run_batches(m, pool2, ISAS[i], tok, n, 7, other) == PS_OK);
+        CHECKF(!memcmp(one, other, sz), "2 threads, batches of 7 differ on %s",
+               ps_isa_name(ISAS[i]));
+        double worst = 0;
+        for (size_t j = 0; j < (size_t)n * n_vocab; j++)
+            worst = fmax(worst, fabs((double)ref[j] - one[j]));
+        printf("isa %s vs auto: max |dlogit| = %.3g\n", ps_isa_name(ISAS[i]), worst);
+        CHECKF(worst <= 1e-3, "isa %s vs auto: max logit difference %g", ps_isa_name(ISAS[i]),
+               worst);
+        free(one);
+    }
+    ps_pool_free(pool2);
+    free(ref);
+    free(other);
+    ps_model_free(m);
+}
+
+int main(void) {
+    test_quant();
+    test_matmul();
+    const char *shared = ps_test_shared();
+    if (shared) test_stories(shared);
+    else SKIP("stories260K forward tests need ../shared");
+    return ps_test_done("forward");
+}
