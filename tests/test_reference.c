@@ -1,0 +1,519 @@
+/*
+ * test_reference.c — the generator (genmodel.c) and promptscore's forward pass against the
+ * independent float64 numpy reference (tests/reference/forward.py).
+ *
+ * Part 1, C only: gen-model output is deterministic, has llama.cpp's keys, tensor names, shapes
+ * and types, weights with the intended statistics, rejects bad parameters (Q8_0 rows not a
+ * multiple of 32) without leaving a file, copies a vocabulary, and fails cleanly under
+ * allocation fault injection.
+ *
+ * Part 2, C vs numpy: for llama / qwen2 / qwen3 x F32 / F16 / BF16 / Q8_0 fixtures (GQA and
+ * MHA, tied and untied, rope_freqs, head_dim != n_embd / n_head) and the shared models, the
+ * logits of ps_session_forward over a 300-token prompt in chunks of 256 (so the second chunk
+ * attends to a cached first one) are compared with forward.py's float64 logits.
+ *
+ * Tolerance: max |logit_C - logit_ref| <= 1e-4 for every weight type. Why one number: the C
+ * kernels convert F16, BF16 and Q8_0 weights to float32 exactly (f16/bf16 widen exactly; a Q8_0
+ * weight d*q is an 11-bit mantissa times an 8-bit integer, exact in float32) and keep
+ * activations in float32 (no 8-bit activation quantisation), while the reference dequantises
+ * the same weights exactly into float64. So the weights are identical on both sides for every
+ * type and the only difference is float32 rounding of activations and accumulations, which
+ * is independent of the weight type: measured ~1e-6 on these logits of unit scale. 1e-4 leaves
+ * two orders of magnitude of headroom and still catches any real mistake (a wrong RoPE pair,
+ * a missing bias or norm moves logits by 1e-2 or more). If a Q8_0 kernel ever quantises
+ * activations like llama.cpp does, run forward.py with --q8-act and widen the Q8_0 bound.
+ *
+ * Fixtures go to tests/out/reference/ (gitignored). Needs /usr/bin/python3 with numpy for part
+ * 2 (skipped otherwise); the shared models are skipped when ../shared is absent.
+ */
+#include "check.h"
+#include "genmodel.h"
+#include "impl.h"
+#include "promptscore.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#define OUT_DIR "tests/out/reference"
+#define FORWARD_PY "tests/reference/forward.py"
+#define PYTHON "/usr/bin/python3"
+
+static const double TOL = 1e-4;
+
+/* ---------------------------------------------------------------- helpers */
+
+static unsigned char *read_all(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return b;
+}
+
+static void ensure_out_dir(void) {
+    mkdir("tests/out", 0755);
+    mkdir(OUT_DIR, 0755);
+}
+
+static int64_t get_i64(const ps_gguf *g, const char *key) {
+    int64_t v = -1;
+    if (ps_gguf_get_i64(g, key, &v, NULL) != PS_OK) return -1;
+    return v;
+}
+
+static bool tensor_is(const ps_gguf *g, const char *name, uint32_t type, int64_t ne0,
+                      int64_t ne1) {
+    const ps_gguf_tensor *t = ps_gguf_find_tensor(g, name);
+    if (!t) {
+        fprintf(stderr, "  missing tensor %s\n", name);
+        return false;
+    }
+    bool ok = t->type == type && t->ne[0] == ne0 && t->ne[1] == ne1;
+    if (!ok)
+        fprintf(stderr, "  %s: type %u ne {%lld, %lld}, want type %u ne {%lld, %lld}\n", name,
+                t->type, (long long)t->ne[0], (long long)t->ne[1], type, (long long)ne0,
+                (long long)ne1);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- part 1: the generator */
+
+static void test_generator_layout(void) {
+    ensure_out_dir();
+    ps_genmodel_params p = ps_genmodel_default_params();
+    snprintf(p.arch, sizeof p.arch, "qwen2");
+    p.n_vocab = 300;
+    p.n_embd = 64;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = 32; /* q dim 128 != n_embd */
+    p.n_ff = 96;
+    p.type = PS_GGML_F16;
+    p.rope_freqs = true;
+    const char *path = OUT_DIR "/layout-qwen2.gguf";
+    ps_error e;
+    CHECKF(ps_genmodel_write(&p, path, &e) == PS_OK, "%s", e.message);
+    ps_gguf *g = NULL;
+    CHECKF(ps_gguf_open(path, &g, &e) == PS_OK, "%s", e.message);
+    if (!g) return;
+    ps_gguf_str s;
+    CHECK(ps_gguf_get_str(g, "general.architecture", &s, NULL) == PS_OK && s.len == 5 &&
+          !memcmp(s.ptr, "qwen2", 5));
+    CHECK(get_i64(g, "qwen2.embedding_length") == 64);
+    CHECK(get_i64(g, "qwen2.block_count") == 2);
+    CHECK(get_i64(g, "qwen2.feed_forward_length") == 96);
+    CHECK(get_i64(g, "qwen2.attention.head_count") == 4);
+    CHECK(get_i64(g, "qwen2.attention.head_count_kv") == 2);
+    CHECK(get_i64(g, "qwen2.attention.key_length") == 32);
+    CHECK(get_i64(g, "qwen2.attention.value_length") == 32);
+    CHECK(get_i64(g, "qwen2.rope.dimension_count") == 32);
+    CHECK(get_i64(g, "qwen2.context_length") == 512);
+    float f = 0;
+    CHECK(ps_gguf_get_f32(g, "qwen2.rope.freq_base", &f, NULL) == PS_OK && f == 10000.0f);
+    CHECK(ps_gguf_get_f32(g, "qwen2.attention.layer_norm_rms_epsilon", &f, NULL) == PS_OK &&
+          f == 1e-5f);
+    ps_gguf_type et;
+    uint64_t n = 0;
+    const void *d;
+    CHECK(ps_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &d, NULL) == PS_OK &&
+          et == PS_GGUF_STRING && n == 300);
+    CHECK(ps_gguf_arr_str(g, "tokenizer.ggml.tokens", 1, &s, NULL) == PS_OK && s.len == 3 &&
+          !memcmp(s.ptr, "<s>", 3));
+    CHECK(ps_gguf_arr_str(g, "tokenizer.ggml.tokens", 3 + 0x41, &s, NULL) == PS_OK &&
+          s.len == 6 && !memcmp(s.ptr, "<0x41>", 6));
+    CHECK(get_i64(g, "tokenizer.ggml.bos_token_id") == 1);
+    CHECK(get_i64(g, "tokenizer.ggml.eos_token_id") == 2);
+    /* 2 + output + rope_freqs + 2 layers x (norm, q, k, v, 3 biases, o, ffn_norm, 3 ffn) */
+    CHECK(ps_gguf_n_tensors(g) == 4 + 2 * 12);
+    CHECK(tensor_is(g, "token_embd.weight", PS_GGML_F16, 64, 300));
+    CHECK(tensor_is(g, "output.weight", PS_GGML_F16, 64, 300));
+    CHECK(tensor_is(g, "output_norm.weight", PS_GGML_F32, 64, 1));
+    CHECK(tensor_is(g, "rope_freqs.weight", PS_GGML_F32, 16, 1));
+    CHECK(tensor_is(g, "blk.1.attn_norm.weight", PS_GGML_F32, 64, 1));
+    CHECK(tensor_is(g, "blk.1.attn_q.weight", PS_GGML_F16, 64, 128));
+    CHECK(tensor_is(g, "blk.1.attn_k.weight", PS_GGML_F16, 64, 64));
+    CHECK(tensor_is(g, "blk.1.attn_v.weight", PS_GGML_F16, 64, 64));
+    CHECK(tensor_is(g, "blk.1.attn_q.bias", PS_GGML_F32, 128, 1));
+    CHECK(tensor_is(g, "blk.1.attn_k.bias", PS_GGML_F32, 64, 1));
+    CHECK(tensor_is(g, "blk.1.attn_v.bias", PS_GGML_F32, 64, 1));
+    CHECK(tensor_is(g, "blk.1.attn_output.weight", PS_GGML_F16, 128, 64));
+    CHECK(tensor_is(g, "blk.1.ffn_norm.weight", PS_GGML_F32, 64, 1));
+    CHECK(tensor_is(g, "blk.1.ffn_gate.weight", PS_GGML_F16, 64, 96));
+    CHECK(tensor_is(g, "blk.1.ffn_up.weight", PS_GGML_F16, 64, 96));
+    CHECK(tensor_is(g, "blk.1.ffn_down.weight", PS_GGML_F16, 96, 64));
+    CHECK(ps_gguf_find_tensor(g, "blk.0.attn_q_norm.weight") == NULL);
+
+    /* weight statistics: matrices N(0, 1/sqrt(fan_in)), norms 1 + N(0, 0.1) */
+    const ps_gguf_tensor *t = ps_gguf_find_tensor(g, "token_embd.weight");
+    if (t) {
+        double s1 = 0, s2 = 0;
+        int64_t cnt = t->ne[0] * t->ne[1];
+        for (int64_t i = 0; i < cnt; i++) {
+            uint16_t h;
+            memcpy(&h, (const uint8_t *)t->data + 2 * i, 2);
+            double x = ps_f16_to_f32(h);
+            s1 += x;
+            s2 += x * x;
+        }
+        double mean = s1 / (double)cnt, sd = sqrt(s2 / (double)cnt - mean * mean);
+        CHECKF(fabs(mean) < 0.01 && fabs(sd - 0.125) < 0.005, "token_embd mean %g sd %g (want "
+               "0, 0.125)", mean, sd);
+    }
+    t = ps_gguf_find_tensor(g, "blk.0.ffn_norm.weight");
+    if (t) {
+        const float *x = t->data;
+        double s1 = 0;
+        for (int i = 0; i < 64; i++) s1 += x[i];
+        CHECKF(fabs(s1 / 64 - 1.0) < 0.05, "ffn_norm mean %g", s1 / 64);
+    }
+    t = ps_gguf_find_tensor(g, "rope_freqs.weight");
+    if (t) { /* Llama 3 factors: 1 for high frequencies, 8 for the lowest, monotone between */
+        const float *x = t->data;
+        bool mono = true;
+        for (int i = 1; i < 16; i++) mono = mono && x[i] >= x[i - 1];
+        CHECKF(x[0] == 1.0f && x[15] == 8.0f && mono, "rope_freqs %g .. %g", x[0], x[15]);
+    }
+    ps_gguf_close(g);
+
+    /* qwen3, tied: q/k norms, no output.weight, no biases */
+    snprintf(p.arch, sizeof p.arch, "qwen3");
+    p.tied = true;
+    p.rope_freqs = false;
+    p.type = PS_GGML_Q8_0;
+    path = OUT_DIR "/layout-qwen3.gguf";
+    CHECKF(ps_genmodel_write(&p, path, &e) == PS_OK, "%s", e.message);
+    g = NULL;
+    CHECKF(ps_gguf_open(path, &g, &e) == PS_OK, "%s", e.message);
+    if (!g) return;
+    CHECK(ps_gguf_find_tensor(g, "output.weight") == NULL);
+    CHECK(ps_gguf_find_tensor(g, "blk.0.attn_q.bias") == NULL);
+    CHECK(ps_gguf_find_tensor(g, "rope_freqs.weight") == NULL);
+    CHECK(tensor_is(g, "blk.0.attn_q_norm.weight", PS_GGML_F32, 32, 1));
+    CHECK(tensor_is(g, "blk.0.attn_k_norm.weight", PS_GGML_F32, 32, 1));
+    CHECK(tensor_is(g, "blk.0.attn_q.weight", PS_GGML_Q8_0, 64, 128));
+    t = ps_gguf_find_tensor(g, "blk.0.ffn_down.weight");
+    CHECK(t && t->nbytes == (uint64_t)(96 / 32) * 34 * 64);
+    CHECK(ps_gguf_n_tensors(g) == 2 + 2 * 11);
+    CHECK(get_i64(g, "general.file_type") == 7);
+    ps_gguf_close(g);
+}
+
+static void test_generator_determinism(void) {
+    ps_genmodel_params p = ps_genmodel_default_params();
+    p.type = PS_GGML_BF16;
+    ps_error e;
+    const char *a = OUT_DIR "/det-a.gguf", *b = OUT_DIR "/det-b.gguf", *c = OUT_DIR "/det-c.gguf";
+    CHECKF(ps_genmodel_write(&p, a, &e) == PS_OK, "%s", e.message);
+    CHECKF(ps_genmodel_write(&p, b, &e) == PS_OK, "%s", e.message);
+    p.seed = 2;
+    CHECKF(ps_genmodel_write(&p, c, &e) == PS_OK, "%s", e.message);
+    size_t na = 0, nb = 0, nc = 0;
+    unsigned char *ba = read_all(a, &na), *bb = read_all(b, &nb), *bc = read_all(c, &nc);
+    CHECK(ba && bb && bc);
+    if (ba && bb && bc) {
+        CHECK(na == nb && !memcmp(ba, bb, na));
+        CHECK(na == nc && memcmp(ba, bc, na) != 0); /* same layout, other weights */
+    }
+    free(ba);
+    free(bb);
+    free(bc);
+    ps_genmodel_params q = ps_genmodel_default_params();
+    CHECK(ps_genmodel_n_params(&q, 512) ==
+          2 * 512 * 64 + 64 + 2 * (64 + 64 * 64 + 2 * 64 * 32 + 64 * 64 + 64 + 3 * 64 * 128));
+    CHECK(ps_genmodel_preset("qwen3-0.6b", &q, NULL) == PS_OK);
+    int64_t np = ps_genmodel_n_params(&q, q.n_vocab);
+    CHECKF(np > 590000000 && np < 600000000, "qwen3-0.6b has %lld weights", (long long)np);
+    CHECK(ps_genmodel_preset("nope", &q, &e) == PS_ERR_NOT_FOUND && strstr(e.message, "tiny"));
+}
+
+static void test_generator_errors(void) {
+    ps_genmodel_params p = ps_genmodel_default_params();
+    ps_error e;
+    const char *path = OUT_DIR "/bad.gguf";
+    remove(path);
+    p.type = PS_GGML_Q8_0;
+    p.n_ff = 100;
+    CHECK(ps_genmodel_write(&p, path, &e) == PS_ERR_INVALID_ARG);
+    CHECKF(strstr(e.message, "n_ff") && strstr(e.message, "100"), "%s", e.message);
+    CHECK(access(path, F_OK) != 0);
+    p = ps_genmodel_default_params();
+    p.n_head_kv = 3;
+    CHECK(ps_genmodel_write(&p, path, &e) == PS_ERR_INVALID_ARG && strstr(e.message, "n_head"));
+    p = ps_genmodel_default_params();
+    snprintf(p.arch, sizeof p.arch, "gpt2");
+    CHECK(ps_genmodel_write(&p, path, &e) == PS_ERR_INVALID_ARG && strstr(e.message, "gpt2"));
+    p = ps_genmodel_default_params();
+    p.n_vocab = 100;
+    CHECK(ps_genmodel_write(&p, path, &e) == PS_ERR_INVALID_ARG && strstr(e.message, "259"));
+    p = ps_genmodel_default_params();
+    CHECK(ps_genmodel_write(&p, OUT_DIR "/no/such/dir/x.gguf", &e) == PS_ERR_IO);
+    p.vocab_path = OUT_DIR "/no-such-vocab.gguf";
+    CHECK(ps_genmodel_write(&p, path, &e) == PS_ERR_IO);
+    CHECK(access(path, F_OK) != 0);
+
+    /* every allocation failure is a clean PS_ERR_NOMEM and leaves no file */
+    p = ps_genmodel_default_params();
+    p.n_vocab = 262;
+    p.n_layer = 1;
+    ps_alloc_fail_after(-1);
+    ps_alloc_fail_after(1000000);
+    CHECK(ps_genmodel_write(&p, path, &e) == PS_OK);
+    int64_t total = ps_alloc_count();
+    ps_alloc_fail_after(-1);
+    remove(path);
+    int bad = 0;
+    for (int64_t i = 0; i < total; i++) {
+        ps_alloc_fail_after(i);
+        ps_status st = ps_genmodel_write(&p, path, &e);
+        ps_alloc_fail_after(-1);
+        if (st != PS_ERR_NOMEM || access(path, F_OK) == 0) {
+            if (bad++ < 3)
+                fprintf(stderr, "  allocation %lld of %lld: status %d (%s), file %s\n",
+                        (long long)i, (long long)total, st, e.message,
+                        access(path, F_OK) == 0 ? "left" : "absent");
+            remove(path);
+        }
+    }
+    CHECKF(total > 0 && bad == 0, "%d of %lld injected failures were not clean", bad,
+           (long long)total);
+}
+
+static void test_generator_vocab(const char *shared) {
+    if (!shared) {
+        SKIP("vocab copy: no shared material");
+        return;
+    }
+    char vpath[4200];
+    snprintf(vpath, sizeof vpath, "%s/vocab/ggml-vocab-llama-spm.gguf", shared);
+    ps_genmodel_params p = ps_genmodel_default_params();
+    p.vocab_path = vpath;
+    p.n_vocab = 7; /* ignored with a vocab file */
+    ps_error e;
+    const char *path = OUT_DIR "/vocab-spm.gguf";
+    CHECKF(ps_genmodel_write(&p, path, &e) == PS_OK, "%s", e.message);
+    ps_gguf *g = NULL, *v = NULL;
+    CHECKF(ps_gguf_open(path, &g, &e) == PS_OK, "%s", e.message);
+    CHECKF(ps_gguf_open(vpath, &v, &e) == PS_OK, "%s", e.message);
+    if (g && v) {
+        CHECK(tensor_is(g, "token_embd.weight", PS_GGML_F32, 64, 32000));
+        CHECK(tensor_is(g, "output.weight", PS_GGML_F32, 64, 32000));
+        /* every tokenizer.* key is copied byte for byte */
+        int64_t nk = 0;
+        for (int64_t i = 0; i < ps_gguf_n_kv(v); i++) {
+            ps_gguf_str k = ps_gguf_key(v, i);
+            if (k.len < 10 || memcmp(k.ptr, "tokenizer.", 10)) continue;
+            nk++;
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)PS_MIN(k.len, 255u), k.ptr);
+            int64_t j = ps_gguf_find_key(g, key);
+            CHECKF(j >= 0 && ps_gguf_kv_type(g, j) == ps_gguf_kv_type(v, i), "key %s", key);
+        }
+        CHECK(nk >= 5);
+        ps_gguf_str a, b;
+        CHECK(ps_gguf_arr_str(g, "tokenizer.ggml.tokens", 31999, &a, NULL) == PS_OK &&
+              ps_gguf_arr_str(v, "tokenizer.ggml.tokens", 31999, &b, NULL) == PS_OK &&
+              a.len == b.len && !memcmp(a.ptr, b.ptr, a.len));
+    }
+    ps_gguf_close(g);
+    ps_gguf_close(v);
+}
+
+/* ---------------------------------------------------------------- part 2: C vs numpy */
+
+/* Runs forward.py on the ids; returns the T x n_vocab float64 logits (malloc) or NULL. */
+static double *reference_logits(const char *model, const int32_t *ids, int32_t n,
+                                int64_t n_vocab, const char *tag) {
+    char ids_path[512], out_path[512], cmd[2048];
+    snprintf(ids_path, sizeof ids_path, OUT_DIR "/%s.ids", tag);
+    snprintf(out_path, sizeof out_path, OUT_DIR "/%s.ref.f64", tag);
+    FILE *f = fopen(ids_path, "w");
+    if (!f) return NULL;
+    for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
+    fclose(f);
+    remove(out_path);
+    snprintf(cmd, sizeof cmd, PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s'", model,
+             ids_path, out_path);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "  command failed: %s\n", cmd);
+        return NULL;
+    }
+    size_t size = 0;
+    double *r = (double *)read_all(out_path, &size);
+    if (r && size != (size_t)n * (size_t)n_vocab * sizeof(double)) {
+        fprintf(stderr, "  %s: %zu bytes, want %lld x %lld doubles\n", out_path, size,
+                (long long)n, (long long)n_vocab);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* promptscore's logits for the ids, forward in chunks of 256 (malloc) or NULL. */
+static float *c_logits(const char *model_path, const int32_t *ids, int32_t n, int64_t *n_vocab) {
+    ps_error e;
+    ps_model *m = NULL;
+    ps_model_params mp = ps_model_default_params();
+    ps_status st = ps_model_load(model_path, &mp, &m, &e);
+    CHECKF(st == PS_OK, "load %s: %s", model_path, e.message);
+    if (st != PS_OK) return NULL;
+    ps_model_info info;
+    ps_model_get_info(m, &info);
+    *n_vocab = info.n_vocab;
+    ps_session_params sp = ps_session_default_params();
+    sp.n_ctx = n;
+    sp.n_batch = 256;
+    ps_session *s = NULL;
+    st = ps_session_create(m, &sp, &s, &e);
+    CHECKF(st == PS_OK, "session: %s", e.message);
+    float *logits = st == PS_OK ? malloc((size_t)n * (size_t)info.n_vocab * sizeof(float)) : NULL;
+    for (int32_t i = 0; logits && i < n; i += 256) {
+        int32_t k = PS_MIN(256, n - i);
+        st = ps_session_forward(s, ids + i, k, logits + (size_t)i * (size_t)info.n_vocab, &e);
+        CHECKF(st == PS_OK, "forward at %d: %s", i, e.message);
+        if (st != PS_OK) {
+            free(logits);
+            logits = NULL;
+        }
+    }
+    ps_session_free(s);
+    ps_model_free(m);
+    return logits;
+}
+
+/* Compares C with the reference on `n` pseudo-random ids (the first = BOS 1). */
+static void compare(const char *tag, const char *model_path, int32_t n, double tol) {
+    ps_gguf *g = NULL;
+    if (ps_gguf_open(model_path, &g, NULL) != PS_OK) {
+        CHECKF(0, "%s: cannot open %s", tag, model_path);
+        return;
+    }
+    ps_gguf_type et;
+    uint64_t nv = 0;
+    const void *d;
+    ps_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &nv, &d, NULL);
+    ps_gguf_close(g);
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    uint64_t s = 0x1234567ull ^ (uint64_t)n;
+    for (int32_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = i == 0 ? 1 : (int32_t)((s >> 33) % nv);
+    }
+    int64_t n_vocab = 0;
+    float *c = c_logits(model_path, ids, n, &n_vocab);
+    double *r = c ? reference_logits(model_path, ids, n, n_vocab, tag) : NULL;
+    CHECKF(!c || r, "%s: no reference logits", tag);
+    if (c && r) {
+        double max_diff = 0, max_ref = 0;
+        int64_t at = 0;
+        for (int64_t i = 0; i < (int64_t)n * n_vocab; i++) {
+            double dd = fabs((double)c[i] - r[i]);
+            if (!(dd <= max_diff)) max_diff = dd, at = i; /* NaN counts */
+            if (fabs(r[i]) > max_ref) max_ref = fabs(r[i]);
+        }
+        printf("  %-22s T=%d V=%lld max|ref| %.3f max|C-ref| %.3g (row %lld, id %lld)\n", tag, n,
+               (long long)n_vocab, max_ref, max_diff, (long long)(at / n_vocab),
+               (long long)(at % n_vocab));
+        CHECKF(max_diff <= tol, "%s: max |C - ref| = %g > %g at row %lld id %lld (C %.6f ref "
+               "%.6f)", tag, max_diff, tol, (long long)(at / n_vocab), (long long)(at % n_vocab),
+               (double)c[at], r[at]);
+    }
+    free(c);
+    free(r);
+    free(ids);
+}
+
+typedef struct {
+    const char *arch;
+    uint32_t type;
+    int32_t n_head, n_head_kv, head_dim;
+    bool tied, rope_freqs;
+} fixture;
+
+static void test_compare_generated(void) {
+    /* 64 wide, 2 layers, FFN 96, vocab 1000: every arch x type; GQA 4/2 and MHA 4/4, head_dim
+     * 16 (q dim 64) and 32 (q dim 128 != n_embd), tied and untied, rope_freqs on llama. */
+    static const fixture fx[] = {
+        {"llama", PS_GGML_F32, 4, 2, 16, false, true},
+        {"llama", PS_GGML_F16, 4, 4, 16, true, false},
+        {"llama", PS_GGML_BF16, 4, 2, 32, false, true},
+        {"llama", PS_GGML_Q8_0, 4, 1, 32, true, false},
+        {"qwen2", PS_GGML_F32, 4, 2, 16, true, false},
+        {"qwen2", PS_GGML_F16, 4, 2, 32, false, false},
+        {"qwen2", PS_GGML_BF16, 4, 4, 16, true, false},
+        {"qwen2", PS_GGML_Q8_0, 4, 2, 16, false, false},
+        {"qwen3", PS_GGML_F32, 4, 2, 32, true, false},
+        {"qwen3", PS_GGML_F16, 4, 2, 16, false, false},
+        {"qwen3", PS_GGML_BF16, 4, 1, 32, false, false},
+        {"qwen3", PS_GGML_Q8_0, 4, 2, 32, true, false},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(fx); i++) {
+        ps_genmodel_params p = ps_genmodel_default_params();
+        snprintf(p.arch, sizeof p.arch, "%s", fx[i].arch);
+        p.type = fx[i].type;
+        p.n_vocab = 1000;
+        p.n_embd = 64;
+        p.n_ff = 96;
+        p.n_head = fx[i].n_head;
+        p.n_head_kv = fx[i].n_head_kv;
+        p.head_dim = fx[i].head_dim;
+        p.tied = fx[i].tied;
+        p.rope_freqs = fx[i].rope_freqs;
+        p.rope_base = strcmp(fx[i].arch, "llama") ? 1000000.0f : 10000.0f;
+        p.rms_eps = strcmp(fx[i].arch, "llama") ? 1e-6f : 1e-5f;
+        p.seed = 100 + i;
+        char tag[64], path[256];
+        snprintf(tag, sizeof tag, "%s-%s%s%s", fx[i].arch, ps_ggml_type_name(fx[i].type),
+                 fx[i].tied ? "-tied" : "", fx[i].rope_freqs ? "-ropefreqs" : "");
+        snprintf(path, sizeof path, OUT_DIR "/%s.gguf", tag);
+        ps_error e;
+        ps_status st = ps_genmodel_write(&p, path, &e);
+        CHECKF(st == PS_OK, "%s: %s", tag, e.message);
+        if (st == PS_OK) compare(tag, path, 300, TOL);
+    }
+}
+
+static void test_compare_shared(const char *shared) {
+    if (!shared) {
+        SKIP("shared models: no shared material");
+        return;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/llama-2-tiny-random.gguf", shared);
+    compare("llama-2-tiny-random", path, 300, TOL);
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
+    compare("stories260K", path, 300, TOL);
+    /* the reference itself against the stories260K golden (NLLs to 1e-6, 60 greedy ids) */
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd,
+             PYTHON " " FORWARD_PY " '%s/models/stories260K.gguf' --check-stories "
+                    "'%s/models/goldens/stories260K-python-reference.txt' >/dev/null",
+             shared, shared);
+    CHECKF(system(cmd) == 0, "forward.py --check-stories failed: %s", cmd);
+}
+
+int main(void) {
+    const char *shared = ps_test_shared();
+    ensure_out_dir();
+    test_generator_layout();
+    test_generator_determinism();
+    test_generator_errors();
+    test_generator_vocab(shared);
+    if (access(FORWARD_PY, R_OK) != 0) {
+        SKIP("C vs numpy: %s not found (run from the repository root)", FORWARD_PY);
+    } else if (system(PYTHON " -c 'import numpy' 2>/dev/null") != 0) {
+        SKIP("C vs numpy: " PYTHON " with numpy is not available");
+    } else {
+        test_compare_generated();
+        test_compare_shared(shared);
+    }
+    return ps_test_done("reference");
+}
