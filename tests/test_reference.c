@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <math.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #define OUT_DIR "tests/out/reference"
 #define FORWARD_PY "tests/reference/forward.py"
@@ -327,6 +328,78 @@ static void test_generator_vocab(const char *shared) {
     ps_gguf_close(v);
 }
 
+/* `promptscore gen-model` gives the library's bytes; bad usage exits 2 and writes nothing. */
+static void test_cli(void) {
+    const char *build = getenv("BUILD");
+    char bin[512], cmd[2048];
+    snprintf(bin, sizeof bin, "%s/promptscore", build && *build ? build : "build");
+    if (access(bin, X_OK) != 0) {
+        SKIP("gen-model CLI: %s not built (set BUILD)", bin);
+        return;
+    }
+    const char *cli = OUT_DIR "/cli.gguf", *lib = OUT_DIR "/cli-lib.gguf";
+    remove(cli);
+    snprintf(cmd, sizeof cmd,
+             "%s gen-model -o %s --arch qwen3 --type bf16 --n-vocab 300 --n-embd 32 --n-head 2 "
+             "--n-head-kv 1 --head-dim 8 --n-ff 64 --n-layer 1 --n-ctx 128 --rope-base 5e5 "
+             "--rms-eps 1e-6 --tied --seed 7 --name cli-test 2>/dev/null",
+             bin, cli);
+    CHECKF(system(cmd) == 0, "%s", cmd);
+    ps_genmodel_params p = ps_genmodel_default_params();
+    snprintf(p.arch, sizeof p.arch, "qwen3");
+    snprintf(p.name, sizeof p.name, "cli-test");
+    p.type = PS_GGML_BF16;
+    p.n_vocab = 300;
+    p.n_embd = 32;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    p.head_dim = 8;
+    p.n_ff = 64;
+    p.n_layer = 1;
+    p.n_ctx = 128;
+    p.rope_base = 5e5f;
+    p.rms_eps = 1e-6f;
+    p.tied = true;
+    p.seed = 7;
+    ps_error e;
+    CHECKF(ps_genmodel_write(&p, lib, &e) == PS_OK, "%s", e.message);
+    size_t na = 0, nb = 0;
+    unsigned char *a = read_all(cli, &na), *b = read_all(lib, &nb);
+    CHECKF(a && b && na == nb && !memcmp(a, b, na), "CLI and library outputs differ");
+    free(a);
+    free(b);
+
+    /* a preset, then single fields overridden (in any order) */
+    snprintf(cmd, sizeof cmd,
+             "%s gen-model --n-layer 1 -o %s --preset qwen3-0.6b --n-embd 64 --n-ff 64 "
+             "--n-vocab 300 --head-dim 8 2>/dev/null",
+             bin, cli);
+    CHECKF(system(cmd) == 0, "%s", cmd);
+    ps_gguf *g = NULL;
+    if (ps_gguf_open(cli, &g, NULL) == PS_OK) {
+        CHECK(get_i64(g, "qwen3.block_count") == 1 && get_i64(g, "qwen3.embedding_length") == 64);
+        CHECK(get_i64(g, "qwen3.attention.head_count") == 16 &&
+              get_i64(g, "qwen3.attention.head_count_kv") == 8);
+        CHECK(ps_gguf_find_tensor(g, "output.weight") == NULL); /* the preset is tied */
+        ps_gguf_close(g);
+    } else {
+        CHECK(!"preset output opens");
+    }
+
+    static const char *bad[] = {
+        "--type q8_0 --n-ff 100", "--type q4_0", "--n-embd x", "--bogus 1", "--preset huge",
+        "--n-head", "",
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(bad); i++) {
+        remove(cli);
+        snprintf(cmd, sizeof cmd, "%s gen-model %s %s %s 2>/dev/null", bin, i + 1 <
+                 PS_ARRAY_LEN(bad) ? "-o" : "", i + 1 < PS_ARRAY_LEN(bad) ? cli : "", bad[i]);
+        int rc = system(cmd);
+        CHECKF(WIFEXITED(rc) && WEXITSTATUS(rc) == 2 && access(cli, F_OK) != 0,
+               "'%s' exits %d (want 2) and must write nothing", cmd, WEXITSTATUS(rc));
+    }
+}
+
 /* ---------------------------------------------------------------- part 2: C vs numpy */
 
 /* Runs forward.py on the ids; returns the T x n_vocab float64 logits (malloc) or NULL. */
@@ -357,8 +430,10 @@ static double *reference_logits(const char *model, const int32_t *ids, int32_t n
     return r;
 }
 
-/* promptscore's logits for the ids, forward in chunks of 256 (malloc) or NULL. */
-static float *c_logits(const char *model_path, const int32_t *ids, int32_t n, int64_t *n_vocab) {
+/* promptscore's logits for the ids, forward in chunks of 256 with the given ISA and threads
+ * (malloc) or NULL. */
+static float *c_logits(const char *model_path, const int32_t *ids, int32_t n, ps_isa isa,
+                       ps_pool *pool, int64_t *n_vocab) {
     ps_error e;
     ps_model *m = NULL;
     ps_model_params mp = ps_model_default_params();
@@ -371,6 +446,8 @@ static float *c_logits(const char *model_path, const int32_t *ids, int32_t n, in
     ps_session_params sp = ps_session_default_params();
     sp.n_ctx = n;
     sp.n_batch = 256;
+    sp.isa = isa;
+    sp.pool = pool;
     ps_session *s = NULL;
     st = ps_session_create(m, &sp, &s, &e);
     CHECKF(st == PS_OK, "session: %s", e.message);
@@ -407,11 +484,24 @@ static void compare(const char *tag, const char *model_path, int32_t n, double t
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = i == 0 ? 1 : (int32_t)((s >> 33) % nv);
     }
-    int64_t n_vocab = 0;
-    float *c = c_logits(model_path, ids, n, &n_vocab);
-    double *r = c ? reference_logits(model_path, ids, n, n_vocab, tag) : NULL;
-    CHECKF(!c || r, "%s: no reference logits", tag);
-    if (c && r) {
+    /* the reference once; C with every ISA the CPU has (one thread), and the best ISA on a
+     * pool of 2 threads (must be bitwise the same as 1 thread) */
+    static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+    int64_t n_vocab = (int64_t)nv;
+    double *r = reference_logits(model_path, ids, n, n_vocab, tag);
+    CHECKF(r != NULL, "%s: no reference logits", tag);
+    float *best = NULL;
+    for (size_t k = 0; r && k < PS_ARRAY_LEN(isas); k++) {
+        if (!ps_isa_supported(isas[k])) continue;
+        int64_t cv = 0;
+        float *c = c_logits(model_path, ids, n, isas[k], NULL, &cv);
+        if (!c) continue;
+        CHECKF(cv == n_vocab, "%s: n_vocab %lld, the file has %lld tokens", tag, (long long)cv,
+               (long long)n_vocab);
+        if (cv != n_vocab) {
+            free(c);
+            continue;
+        }
         double max_diff = 0, max_ref = 0;
         int64_t at = 0;
         for (int64_t i = 0; i < (int64_t)n * n_vocab; i++) {
@@ -419,14 +509,25 @@ static void compare(const char *tag, const char *model_path, int32_t n, double t
             if (!(dd <= max_diff)) max_diff = dd, at = i; /* NaN counts */
             if (fabs(r[i]) > max_ref) max_ref = fabs(r[i]);
         }
-        printf("  %-22s T=%d V=%lld max|ref| %.3f max|C-ref| %.3g (row %lld, id %lld)\n", tag, n,
-               (long long)n_vocab, max_ref, max_diff, (long long)(at / n_vocab),
-               (long long)(at % n_vocab));
-        CHECKF(max_diff <= tol, "%s: max |C - ref| = %g > %g at row %lld id %lld (C %.6f ref "
-               "%.6f)", tag, max_diff, tol, (long long)(at / n_vocab), (long long)(at % n_vocab),
-               (double)c[at], r[at]);
+        printf("  %-22s %-6s T=%d V=%lld max|ref| %.3f max|C-ref| %.3g (row %lld, id %lld)\n",
+               tag, ps_isa_name(isas[k]), n, (long long)n_vocab, max_ref, max_diff,
+               (long long)(at / n_vocab), (long long)(at % n_vocab));
+        CHECKF(max_diff <= tol, "%s %s: max |C - ref| = %g > %g at row %lld id %lld (C %.6f "
+               "ref %.6f)", tag, ps_isa_name(isas[k]), max_diff, tol, (long long)(at / n_vocab),
+               (long long)(at % n_vocab), (double)c[at], r[at]);
+        free(best);
+        best = c;
     }
-    free(c);
+    ps_pool *pool = NULL;
+    if (best && ps_pool_create(2, &pool) == PS_OK) {
+        int64_t cv = 0;
+        float *c = c_logits(model_path, ids, n, ps_isa_best(), pool, &cv);
+        CHECKF(c && cv == n_vocab && !memcmp(c, best, (size_t)n * (size_t)n_vocab * 4),
+               "%s: 2 threads do not give the same logits as 1", tag);
+        free(c);
+        ps_pool_free(pool);
+    }
+    free(best);
     free(r);
     free(ids);
 }
@@ -507,6 +608,7 @@ int main(void) {
     test_generator_determinism();
     test_generator_errors();
     test_generator_vocab(shared);
+    test_cli();
     if (access(FORWARD_PY, R_OK) != 0) {
         SKIP("C vs numpy: %s not found (run from the repository root)", FORWARD_PY);
     } else if (system(PYTHON " -c 'import numpy' 2>/dev/null") != 0) {
