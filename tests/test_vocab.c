@@ -1,0 +1,533 @@
+/*
+ * test_vocab.c — the tokenizers against llama.cpp's test vectors (the .inp / .out files of ../shared/vocab:
+ * no BOS, no special parsing), round trips through detokenize, BOS and special-token
+ * handling, token bytes, id range errors, malformed and unsupported vocabularies (built in
+ * memory with the GGUF writer), and loading a vocab-only file through ps_model_load.
+ */
+#include "check.h"
+#include "gguf.h"
+#include "vocab.h"
+
+#include <pthread.h>
+#include <time.h>
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    *len = (size_t)n;
+    return buf;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static ps_vocab *open_vocab(const char *path, ps_gguf **g_out) {
+    ps_gguf *g = NULL;
+    ps_error err;
+    if (ps_gguf_open(path, &g, &err) != PS_OK) {
+        fprintf(stderr, "open %s: %s\n", path, err.message);
+        return NULL;
+    }
+    ps_vocab *v = NULL;
+    double t0 = now_s();
+    ps_status st = ps_vocab_load(g, &v, &err);
+    double dt = now_s() - t0;
+    if (st != PS_OK) {
+        fprintf(stderr, "load %s: %s\n", path, err.message);
+        ps_gguf_close(g);
+        return NULL;
+    }
+    printf("  loaded %s: %d tokens in %.3f s\n", path, ps_vocab_n_tokens(v), dt);
+    CHECKF(dt < 1.0, "loading %s took %.3f s", path, dt);
+    *g_out = g;
+    return v;
+}
+
+/* Tokenizes, growing the buffer as the API asks. Returns a malloc'd array. */
+static int32_t *tokenize(const ps_vocab *v, const char *s, size_t n, bool bos, bool special,
+                         int32_t *n_out) {
+    int32_t cap = 4, n_ids = 0;
+    int32_t *ids = malloc(sizeof *ids * (size_t)cap);
+    ps_error err;
+    for (;;) {
+        ps_status st = ps_vocab_tokenize(v, s, n, bos, special, ids, cap, &n_ids, &err);
+        if (st != PS_OK) {
+            fprintf(stderr, "tokenize: %s\n", err.message);
+            free(ids);
+            return NULL;
+        }
+        if (n_ids <= cap) break;
+        cap = n_ids;
+        ids = realloc(ids, sizeof *ids * (size_t)cap);
+    }
+    *n_out = n_ids;
+    return ids;
+}
+
+static bool is_valid_utf8(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t len = u[i] < 0x80 ? 1 : u[i] >= 0xF0 ? 4 : u[i] >= 0xE0 ? 3 : u[i] >= 0xC0 ? 2 : 0;
+        if (!len || i + len > n) return false;
+        for (size_t k = 1; k < len; k++)
+            if ((u[i + k] & 0xC0) != 0x80) return false;
+        i += len;
+    }
+    return true;
+}
+
+/* Runs every vector of one file; returns the number that matched. */
+static void run_vectors(const char *shared, const char *name) {
+    char path[4200], inp_path[4300], out_path[4300];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared, name);
+    snprintf(inp_path, sizeof inp_path, "%s.inp", path);
+    snprintf(out_path, sizeof out_path, "%s.out", path);
+    size_t inp_len, out_len;
+    char *inp = read_all(inp_path, &inp_len);
+    char *out = read_all(out_path, &out_len);
+    if (!inp || !out) {
+        SKIP("%s: no test vectors", name);
+        free(inp);
+        free(out);
+        return;
+    }
+    ps_gguf *g = NULL;
+    ps_vocab *v = open_vocab(path, &g);
+    CHECKF(v != NULL, "%s loads", name);
+    if (!v) {
+        free(inp);
+        free(out);
+        return;
+    }
+    static const char SEP[] = "\n__ggml_vocab_test__\n";
+    int total = 0, ok = 0, rt_total = 0, rt_ok = 0;
+    char *ip = inp, *op = out;
+    for (;;) {
+        char *sep = strstr(ip, SEP);
+        if (!sep) break;
+        size_t slen = (size_t)(sep - ip);
+        char *eol = strchr(op, '\n');
+        if (!eol) break;
+        *eol = 0;
+        int32_t expect[4096];
+        int n_expect = 0;
+        for (char *p = op; *p;) {
+            char *end;
+            long x = strtol(p, &end, 10);
+            if (end == p) break;
+            if (n_expect < 4096) expect[n_expect++] = (int32_t)x;
+            p = end;
+        }
+        int32_t n_ids = 0;
+        int32_t *ids = tokenize(v, ip, slen, false, false, &n_ids);
+        bool same = ids && n_ids == n_expect &&
+                    (n_ids == 0 || !memcmp(ids, expect, sizeof *ids * (size_t)n_ids));
+        total++;
+        if (same) {
+            ok++;
+        } else {
+            fprintf(stderr, "  %s vector %d \"%.*s\":\n    want", name, total, (int)PS_MIN(slen, 60),
+                    ip);
+            for (int i = 0; i < n_expect; i++) fprintf(stderr, " %d", expect[i]);
+            fprintf(stderr, "\n    got ");
+            for (int i = 0; ids && i < n_ids; i++) fprintf(stderr, " %d", ids[i]);
+            fprintf(stderr, "\n");
+        }
+        /* detokenize gives the text back (lossless for valid UTF-8) */
+        if (ids && is_valid_utf8(ip, slen)) {
+            char buf[8192];
+            size_t len = 0;
+            ps_status st = ps_vocab_detokenize(v, ids, n_ids, true, buf, sizeof buf, &len);
+            rt_total++;
+            if (st == PS_OK && len == slen && !memcmp(buf, ip, slen)) rt_ok++;
+            else
+                fprintf(stderr, "  %s vector %d: detokenize gives \"%.*s\" (%zu bytes)\n", name,
+                        total, (int)PS_MIN(len, 60), buf, len);
+        }
+        free(ids);
+        ip = sep + sizeof SEP - 1;
+        op = eol + 1;
+    }
+    printf("%s: %d/%d vectors, %d/%d round trips\n", name, ok, total, rt_ok, rt_total);
+    CHECKF(total == 46 && ok == total, "%s: %d/%d vectors", name, ok, total);
+    CHECKF(rt_ok == rt_total, "%s: %d/%d round trips", name, rt_ok, rt_total);
+    ps_vocab_free(v);
+    ps_gguf_close(g);
+    free(inp);
+    free(out);
+}
+
+static void expect_ids(const ps_vocab *v, const char *s, bool bos, bool special,
+                       const int32_t *want, int n_want, const char *what) {
+    int32_t n = 0;
+    int32_t *ids = tokenize(v, s, strlen(s), bos, special, &n);
+    bool same = ids && n == n_want && (n == 0 || !memcmp(ids, want, sizeof *want * (size_t)n));
+    CHECKF(same, "%s: \"%s\" -> %d ids (first %d)", what, s, n, ids && n ? ids[0] : -1);
+    free(ids);
+}
+
+static void test_spm(const char *shared) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-spm.gguf", shared);
+    ps_gguf *g = NULL;
+    ps_vocab *v = open_vocab(path, &g);
+    CHECK(v != NULL);
+    if (!v) return;
+    CHECK(ps_vocab_n_tokens(v) == 32000);
+    CHECK(ps_vocab_bos(v) == 1 && ps_vocab_eos(v) == 2);
+    CHECK(ps_vocab_add_bos(v));
+    CHECK(ps_vocab_is_control(v, 1) && ps_vocab_is_control(v, 2) && !ps_vocab_is_control(v, 100));
+    CHECK(!ps_vocab_is_control(v, -1) && !ps_vocab_is_control(v, 32000));
+
+    /* BOS */
+    int32_t hello[] = {15043, 3186}; /* "▁Hello", "▁world" */
+    int32_t hello_bos[] = {1, 15043, 3186};
+    expect_ids(v, "Hello world", false, false, hello, 2, "spm no bos");
+    expect_ids(v, "Hello world", true, false, hello_bos, 3, "spm bos");
+    expect_ids(v, "", true, false, hello_bos, 1, "spm empty + bos");
+    expect_ids(v, "", false, false, NULL, 0, "spm empty");
+
+    /* "<s>": a control token only with parse_special; the text after it gets the space prefix */
+    int32_t n1 = 0, n2 = 0;
+    int32_t *a = tokenize(v, "<s>Hello", 8, false, true, &n1);
+    int32_t *b = tokenize(v, "<s>Hello", 8, false, false, &n2);
+    CHECKF(a && n1 == 2 && a[0] == 1 && a[1] == 15043, "<s>Hello parsed: %d ids", n1);
+    CHECKF(b && n2 > 2 && b[0] != 1, "<s>Hello as text: %d ids", n2);
+    free(a);
+    free(b);
+
+    /* bytes of byte tokens, pieces, control text */
+    const char *bytes;
+    size_t len;
+    CHECK(ps_vocab_token_bytes(v, 13, &bytes, &len) == PS_OK && len == 1 && bytes[0] == '\n');
+    CHECK(ps_vocab_token_piece(v, 13, &bytes, &len) == PS_OK && len == 6 &&
+          !memcmp(bytes, "<0x0A>", 6));
+    CHECK(ps_vocab_token_bytes(v, 3 + 0xFF, &bytes, &len) == PS_OK && len == 1 &&
+          (unsigned char)bytes[0] == 0xFF);
+    CHECK(ps_vocab_token_bytes(v, 15043, &bytes, &len) == PS_OK && len == 6 &&
+          !memcmp(bytes, " Hello", 6));
+    CHECK(ps_vocab_token_bytes(v, 1, &bytes, &len) == PS_OK && len == 3 &&
+          !memcmp(bytes, "<s>", 3));
+    CHECK(ps_vocab_token_bytes(v, -1, &bytes, &len) == PS_ERR_TOKEN_RANGE);
+    CHECK(ps_vocab_token_bytes(v, 32000, &bytes, &len) == PS_ERR_TOKEN_RANGE);
+    CHECK(ps_vocab_token_piece(v, 32000, &bytes, &len) == PS_ERR_TOKEN_RANGE);
+    int32_t bad[] = {15043, 32000};
+    char buf[64];
+    CHECK(ps_vocab_detokenize(v, bad, 2, true, buf, sizeof buf, &len) == PS_ERR_TOKEN_RANGE);
+    /* detokenize: small buffer still reports the size */
+    CHECK(ps_vocab_detokenize(v, hello, 2, true, buf, 3, &len) == PS_OK && len == 11);
+    CHECK(ps_vocab_detokenize(v, hello, 2, false, buf, sizeof buf, &len) == PS_OK && len == 12 &&
+          !strcmp(buf, " Hello world"));
+
+    /* capacity smaller than needed: count reported, prefix written */
+    int32_t small[1] = {-5}, n_ids = 0;
+    CHECK(ps_vocab_tokenize(v, "Hello world", 11, false, false, small, 1, &n_ids, NULL) ==
+              PS_OK &&
+          n_ids == 2 && small[0] == 15043);
+    CHECK(ps_vocab_tokenize(v, "x", 1, false, false, NULL, 0, &n_ids, NULL) == PS_OK &&
+          n_ids >= 1);
+    CHECK(ps_vocab_tokenize(v, NULL, 3, false, false, NULL, 0, &n_ids, NULL) ==
+          PS_ERR_INVALID_ARG);
+    CHECK(ps_vocab_tokenize(v, "x", 1, false, false, NULL, -1, &n_ids, NULL) ==
+          PS_ERR_INVALID_ARG);
+
+    /* invalid UTF-8 and NULs: byte fallback, lossless */
+    const char junk[] = {'a', '\xff', '\0', '\xc3', 'b', '\x80', '\xe2', '\x96'};
+    int32_t n = 0;
+    int32_t *ids = tokenize(v, junk, sizeof junk, false, false, &n);
+    CHECK(ids && n > 0);
+    if (ids) {
+        char out[64];
+        CHECK(ps_vocab_detokenize(v, ids, n, true, out, sizeof out, &len) == PS_OK &&
+              len == sizeof junk && !memcmp(out, junk, sizeof junk));
+    }
+    free(ids);
+    ps_vocab_free(v);
+    ps_gguf_close(g);
+}
+
+static void test_bpe_special(const char *shared) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-2.gguf", shared);
+    ps_gguf *g = NULL;
+    ps_vocab *v = open_vocab(path, &g);
+    CHECK(v != NULL);
+    if (!v) return;
+    CHECK(!ps_vocab_add_bos(v));
+    CHECK(ps_vocab_bos(v) == 50256 && ps_vocab_is_control(v, 50256));
+    int32_t eot[] = {50256};
+    expect_ids(v, "<|endoftext|>", false, true, eot, 1, "gpt2 parse_special");
+    int32_t n = 0;
+    int32_t *ids = tokenize(v, "<|endoftext|>", 13, false, false, &n);
+    CHECKF(ids && n > 1, "gpt2 <|endoftext|> as text: %d ids", n);
+    free(ids);
+    /* add_bos is false for gpt-2: no BOS even when asked */
+    ids = tokenize(v, "Hello", 5, true, false, &n);
+    CHECK(ids && n == 1 && ids[0] == 15496);
+    free(ids);
+    /* byte-level: every byte round-trips, invalid UTF-8 and NUL included */
+    char all[256];
+    for (int i = 0; i < 256; i++) all[i] = (char)i;
+    ids = tokenize(v, all, sizeof all, false, false, &n);
+    CHECK(ids && n > 0);
+    if (ids) {
+        char out[1024];
+        size_t len = 0;
+        CHECK(ps_vocab_detokenize(v, ids, n, true, out, sizeof out, &len) == PS_OK &&
+              len == 256 && !memcmp(out, all, 256));
+    }
+    free(ids);
+    const char *bytes;
+    size_t len;
+    CHECK(ps_vocab_token_bytes(v, 220, &bytes, &len) == PS_OK && len == 1 && bytes[0] == ' ');
+    CHECK(ps_vocab_token_piece(v, 220, &bytes, &len) == PS_OK && len == 2 &&
+          !memcmp(bytes, "\xc4\xa0", 2));
+    CHECK(ps_vocab_token_bytes(v, 50256, &bytes, &len) == PS_OK && len == 13 &&
+          !memcmp(bytes, "<|endoftext|>", 13));
+    ps_vocab_free(v);
+    ps_gguf_close(g);
+}
+
+/* One vocab shared by threads: every thread gets the same ids. */
+typedef struct {
+    const ps_vocab *v;
+    const char *text;
+    int32_t want[64];
+    int n_want;
+    int bad;
+} thread_arg;
+
+static void *thread_main(void *p) {
+    thread_arg *a = p;
+    for (int it = 0; it < 50; it++) {
+        int32_t ids[64], n = 0;
+        if (ps_vocab_tokenize(a->v, a->text, strlen(a->text), false, false, ids, 64, &n, NULL) ||
+            n != a->n_want || memcmp(ids, a->want, sizeof *ids * (size_t)n))
+            a->bad++;
+    }
+    return NULL;
+}
+
+static void test_threads(const char *shared) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-bpe.gguf", shared);
+    ps_gguf *g = NULL;
+    ps_vocab *v = open_vocab(path, &g);
+    CHECK(v != NULL);
+    if (!v) return;
+    thread_arg args[4];
+    pthread_t th[4];
+    const char *text = "Hello, y'all! How are you 😁 ?我想在apple工作1314151天～ 3333 \n\n\t x";
+    int32_t want[64], n = 0;
+    CHECK(ps_vocab_tokenize(v, text, strlen(text), false, false, want, 64, &n, NULL) == PS_OK);
+    for (int i = 0; i < 4; i++) {
+        args[i] = (thread_arg){v, text, {0}, n, 0};
+        memcpy(args[i].want, want, sizeof want);
+        pthread_create(&th[i], NULL, thread_main, &args[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        bad += args[i].bad;
+    }
+    CHECKF(bad == 0, "%d thread mismatches", bad);
+    ps_vocab_free(v);
+    ps_gguf_close(g);
+}
+
+/* ---- small vocabularies built with the writer ---- */
+
+static ps_status load_built(ps_gguf_writer *w, ps_vocab **v, ps_error *err) {
+    void *data = NULL;
+    size_t size = 0;
+    ps_status st = ps_gguf_write_memory(w, &data, &size, err);
+    if (st != PS_OK) return st;
+    ps_gguf *g = NULL;
+    st = ps_gguf_open_memory(data, size, &g, err);
+    if (st == PS_OK) {
+        st = ps_vocab_load(g, v, err);
+        ps_gguf_close(g);
+    }
+    ps_free(data);
+    return st;
+}
+
+static ps_gguf_writer *tiny_bpe(const char *pre) {
+    ps_gguf_writer *w = ps_gguf_writer_new();
+    const char *toks[] = {"a", "b", "ab", "<|endoftext|>", "\xc4\xa0"};
+    int32_t types[] = {1, 1, 1, 3, 1};
+    const char *merges[] = {"a b"};
+    ps_gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    if (pre) ps_gguf_set_str(w, "tokenizer.ggml.pre", pre);
+    ps_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, 5);
+    ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types, 5);
+    ps_gguf_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, 1);
+    ps_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 3);
+    return w;
+}
+
+static void test_built(void) {
+    ps_error err;
+    ps_vocab *v = NULL;
+    ps_gguf_writer *w = tiny_bpe("gpt-2");
+    CHECK(load_built(w, &v, &err) == PS_OK);
+    if (v) {
+        int32_t ab[] = {2, 4, 0};
+        expect_ids(v, "ab a", false, false, ab, 3, "tiny bpe");
+        CHECK(ps_vocab_eos(v) == 3 && ps_vocab_bos(v) == -1 && !ps_vocab_add_bos(v));
+        ps_vocab_free(v);
+        v = NULL;
+    }
+    ps_gguf_writer_free(w);
+
+    w = tiny_bpe("klingon-9000");
+    CHECK(load_built(w, &v, &err) == PS_ERR_UNSUPPORTED);
+    CHECKF(strstr(err.message, "klingon-9000") && strstr(err.message, "qwen2") &&
+               strstr(err.message, "llama-bpe"),
+           "message: %s", err.message);
+    ps_gguf_writer_free(w);
+
+    w = tiny_bpe(NULL); /* absent .pre = default */
+    CHECK(load_built(w, &v, &err) == PS_OK);
+    ps_vocab_free(v);
+    v = NULL;
+    ps_gguf_set_str(w, "tokenizer.ggml.model", "rwkv");
+    CHECK(load_built(w, &v, &err) == PS_ERR_UNSUPPORTED);
+    CHECKF(strstr(err.message, "rwkv") != NULL, "message: %s", err.message);
+    ps_gguf_writer_free(w);
+
+    /* gpt2 without merges */
+    w = ps_gguf_writer_new();
+    const char *toks[] = {"a", "b"};
+    ps_gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    ps_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, 2);
+    CHECK(load_built(w, &v, &err) == PS_ERR_NOT_FOUND);
+    CHECKF(strstr(err.message, "merges") != NULL, "message: %s", err.message);
+    /* a malformed merge */
+    const char *bad_merge[] = {"ab"};
+    ps_gguf_set_arr_str(w, "tokenizer.ggml.merges", bad_merge, NULL, 1);
+    CHECK(load_built(w, &v, &err) == PS_ERR_FORMAT);
+    CHECKF(strstr(err.message, "merges[0]") != NULL, "message: %s", err.message);
+    ps_gguf_writer_free(w);
+
+    /* SPM: scores of the wrong length, ids out of range, bad token types */
+    w = ps_gguf_writer_new();
+    const char *stoks[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a", "a"};
+    float scores[] = {0, 0, 0, -1, -2};
+    int32_t types[] = {2, 3, 3, 1, 1};
+    ps_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    ps_gguf_set_arr_str(w, "tokenizer.ggml.tokens", stoks, NULL, 5);
+    ps_gguf_set_arr(w, "tokenizer.ggml.scores", PS_GGUF_FLOAT32, scores, 4);
+    CHECK(load_built(w, &v, &err) == PS_ERR_FORMAT);
+    CHECKF(strstr(err.message, "tokenizer.ggml.scores") != NULL, "message: %s", err.message);
+    ps_gguf_set_arr(w, "tokenizer.ggml.scores", PS_GGUF_FLOAT32, scores, 5);
+    ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types, 5);
+    ps_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 7);
+    CHECK(load_built(w, &v, &err) == PS_ERR_FORMAT);
+    CHECKF(strstr(err.message, "bos_token_id") != NULL, "message: %s", err.message);
+    ps_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    types[4] = 9;
+    ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types, 5);
+    CHECK(load_built(w, &v, &err) == PS_ERR_FORMAT);
+    CHECKF(strstr(err.message, "token_type[4]") != NULL, "message: %s", err.message);
+    types[4] = 1;
+    ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types, 5);
+    CHECK(load_built(w, &v, &err) == PS_OK);
+    if (v) {
+        int32_t want[] = {1, 3, 3}; /* "a a" -> "▁a▁a" -> ▁a ▁a (no byte tokens: unk for none) */
+        expect_ids(v, "a a", true, false, want, 3, "tiny spm");
+        int32_t want2[] = {0, 0, 0, 0}; /* no <0xNN> tokens: the bytes of "▁z" become unk */
+        expect_ids(v, "z", false, false, want2, 4, "tiny spm unk");
+        ps_vocab_free(v);
+        v = NULL;
+    }
+    /* allocation failures: every one is a clean PS_ERR_NOMEM */
+    void *data = NULL;
+    size_t size = 0;
+    CHECK(ps_gguf_write_memory(w, &data, &size, &err) == PS_OK);
+    ps_gguf *g = NULL;
+    CHECK(ps_gguf_open_memory(data, size, &g, &err) == PS_OK);
+    int fails = 0, nomem = 0;
+    for (int64_t k = 0; k < 200 && g; k++) {
+        ps_alloc_fail_after(k);
+        ps_status st = ps_vocab_load(g, &v, &err);
+        if (st == PS_OK) {
+            int32_t ids[8], n = 0;
+            st = ps_vocab_tokenize(v, "a a", 3, true, false, ids, 8, &n, &err);
+            ps_alloc_fail_after(-1);
+            ps_vocab_free(v);
+            v = NULL;
+            if (st == PS_OK) break;
+        }
+        ps_alloc_fail_after(-1);
+        fails++;
+        if (st == PS_ERR_NOMEM) nomem++;
+    }
+    ps_alloc_fail_after(-1);
+    CHECKF(fails > 0 && nomem == fails, "%d/%d injected failures were PS_ERR_NOMEM", nomem, fails);
+    ps_gguf_close(g);
+    ps_free(data);
+    ps_gguf_writer_free(w);
+}
+
+static void test_model_load(const char *shared) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-qwen2.gguf", shared);
+    ps_model_params mp = ps_model_default_params();
+    mp.vocab_only = true;
+    ps_model *m = NULL;
+    ps_error err;
+    ps_status st = ps_model_load(path, &mp, &m, &err);
+    if (st == PS_ERR_UNSUPPORTED || st == PS_ERR_INTERNAL) {
+        SKIP("ps_model_load vocab_only not available: %s", err.message);
+        return;
+    }
+    CHECKF(st == PS_OK, "ps_model_load vocab_only: %s", err.message);
+    if (st != PS_OK) return;
+    const ps_vocab *v = ps_model_vocab(m);
+    CHECK(v && ps_vocab_n_tokens(v) == 151936);
+    int32_t want[] = {9707, 1879}; /* "Hello world" */
+    if (v) expect_ids(v, "Hello world", false, false, want, 2, "qwen2 via model");
+    ps_model_free(m);
+}
+
+int main(void) {
+    const char *shared = ps_test_shared();
+    test_built();
+    if (!shared) {
+        SKIP("../shared absent: no vocabulary files");
+        return ps_test_done("vocab");
+    }
+    static const char *const names[] = {"llama-spm", "gpt-2", "mpt", "refact", "deepseek-llm",
+                                        "llama-bpe", "qwen2"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) run_vectors(shared, names[i]);
+    /* files without vectors still load */
+    static const char *const others[] = {"baichuan", "gpt-neox"};
+    for (size_t i = 0; i < 2; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared, others[i]);
+        ps_gguf *g = NULL;
+        ps_vocab *v = open_vocab(path, &g);
+        CHECKF(v != NULL, "%s loads", others[i]);
+        ps_vocab_free(v);
+        ps_gguf_close(g);
+    }
+    test_spm(shared);
+    test_bpe_special(shared);
+    test_threads(shared);
+    test_model_load(shared);
+    return ps_test_done("vocab");
+}
