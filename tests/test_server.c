@@ -1,0 +1,881 @@
+/*
+ * test_server.c — black-box tests of `promptscore serve` on 127.0.0.1 with stories260K.
+ *
+ * Starts $BUILD/promptscore serve --port 0 (the server picks a free port and prints it; its
+ * stderr goes to $BUILD/tests/server-<pid>.log, which is read for that line), then talks HTTP
+ * to it with libcurl and reads answers with jansson:
+ *   - lm-eval's request ([[ids]...], echo, max_tokens 1, logprobs 1): one choice per prompt in
+ *     order, n + 1 entries, entry 0 null, token_logprobs[i] == max(top_logprobs[i]) where the
+ *     token is the argmax, the values equal `promptscore score`'s bit for bit (when that CLI
+ *     is built); the legacy form (max_tokens 0, logprobs 10, 20 lists) agrees with it;
+ *   - /health, /v1/models, /tokenizer_info, /tokenize, /detokenize, /metrics, /;
+ *   - every bad input of CONTRACT.md gets its status and an OpenAI-shaped error, and the next
+ *     good request still gets exactly the baseline answer;
+ *   - load: 8 threads x 200 requests, zero errors, every answer equal to the single-client one,
+ *     server RSS flat from request 100 to the end;
+ *   - a client that hangs up mid-request does not disturb the next one; --queue 1 answers 503
+ *     with Retry-After under pressure; SIGTERM while idle exits 0.
+ * Skips when ../shared (or $PS_SHARED) is absent.
+ */
+#include "check.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static char g_bin[1024];
+static char g_model[4200];
+
+typedef struct {
+    pid_t pid;
+    int port;
+    char log[1024];
+} server;
+
+typedef struct {
+    long status;
+    char *body;
+    size_t len;
+    char retry_after[32];
+    char ctype[128];
+} resp;
+
+static void resp_free(resp *r) {
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Starts the server with extra options; waits for its "listening on" line. */
+static bool server_start(server *s, const char *const *extra) {
+    memset(s, 0, sizeof *s);
+    static int n_started;
+    const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
+    snprintf(s->log, sizeof s->log, "%s/tests/server-%d-%d.log", build, (int)getpid(),
+             n_started++);
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = g_bin;
+    argv[argc++] = "serve";
+    argv[argc++] = "-m";
+    argv[argc++] = g_model;
+    argv[argc++] = "--port";
+    argv[argc++] = "0";
+    argv[argc++] = "-t";
+    argv[argc++] = "1";
+    for (int i = 0; extra && extra[i] && argc < 30; i++) argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+        FILE *f = freopen(s->log, "w", stderr);
+        (void)f;
+        execv(g_bin, (char *const *)argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    double t0 = now_s();
+    while (now_s() - t0 < 20) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            fprintf(stderr, "server exited early (status %d); log %s\n", st, s->log);
+            s->pid = 0;
+            return false;
+        }
+        FILE *f = fopen(s->log, "r");
+        if (f) {
+            char line[1024];
+            while (fgets(line, sizeof line, f)) {
+                char *p = strstr(line, "listening on http://");
+                if (p && (p = strrchr(p, ':'))) s->port = atoi(p + 1);
+            }
+            fclose(f);
+        }
+        if (s->port > 0) return true;
+        usleep(20000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    s->pid = 0;
+    return false;
+}
+
+/* SIGTERM; returns the exit status (or -1 when it did not exit normally within 10 s). */
+static int server_stop(server *s) {
+    if (!s->pid) return -1;
+    kill(s->pid, SIGTERM);
+    double t0 = now_s();
+    int st = 0;
+    while (now_s() - t0 < 10) {
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            s->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        usleep(10000);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+    return -1;
+}
+
+static long rss_kb(pid_t pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kb = atol(line + 6);
+    fclose(f);
+    return kb;
+}
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
+    resp *r = ud;
+    char *nb = realloc(r->body, r->len + sz * n + 1);
+    if (!nb) return 0;
+    r->body = nb;
+    memcpy(r->body + r->len, p, sz * n);
+    r->len += sz * n;
+    r->body[r->len] = 0;
+    return sz * n;
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
+    resp *r = ud;
+    size_t len = sz * n;
+    if (len > 13 && !strncasecmp(p, "Retry-After:", 12))
+        snprintf(r->retry_after, sizeof r->retry_after, "%.*s", (int)(len - 12), p + 12);
+    if (len > 14 && !strncasecmp(p, "Content-Type:", 13))
+        snprintf(r->ctype, sizeof r->ctype, "%.*s", (int)(len - 13), p + 13);
+    return len;
+}
+
+/* One HTTP exchange. h may be NULL (a fresh handle) or a handle to reuse (keep-alive). */
+static bool http_h(CURL *h, int port, const char *method, const char *path, const char *body,
+                   long len, long timeout_ms, resp *r) {
+    memset(r, 0, sizeof *r);
+    bool own = !h;
+    if (own) h = curl_easy_init();
+    if (!h) return false;
+    curl_easy_reset(h);
+    char url[512];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 30000L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    struct curl_slist *hd = NULL;
+    if (body) {
+        hd = curl_slist_append(hd, "Content-Type: application/json");
+        hd = curl_slist_append(hd, "Expect:");
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, len >= 0 ? len : (long)strlen(body));
+    }
+    CURLcode rc = curl_easy_perform(h);
+    if (rc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(hd);
+    if (own) curl_easy_cleanup(h);
+    if (!r->body) r->body = calloc(1, 1);
+    return rc == CURLE_OK;
+}
+
+static bool http(int port, const char *method, const char *path, const char *body, resp *r) {
+    return http_h(NULL, port, method, path, body, -1, 0, r);
+}
+
+static json_t *parse(const resp *r) {
+    return r->body ? json_loadb(r->body, r->len, 0, NULL) : NULL;
+}
+
+/* The answer without its per-request fields (id, created), as canonical text. */
+static char *canonical(const resp *r) {
+    json_t *j = parse(r);
+    if (!j) return NULL;
+    json_object_del(j, "id");
+    json_object_del(j, "created");
+    char *s = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(j);
+    return s;
+}
+
+/* Checks an error answer: status, OpenAI shape, and (when given) its param / code / a
+ * substring of its message. */
+static void check_error(const resp *r, long status, const char *param, const char *code,
+                        const char *needle, const char *what) {
+    CHECKF(r->status == status, "%s: status %ld, want %ld (%s)", what, r->status, status,
+           r->body ? r->body : "");
+    json_t *j = parse(r);
+    json_t *e = j ? json_object_get(j, "error") : NULL;
+    CHECKF(e && json_is_string(json_object_get(e, "message")) &&
+               json_is_string(json_object_get(e, "type")) && json_object_get(e, "param") &&
+               json_object_get(e, "code"),
+           "%s: not an OpenAI error: %s", what, r->body ? r->body : "");
+    if (e && param) {
+        json_t *p = json_object_get(e, "param");
+        CHECKF(json_is_string(p) && !strcmp(json_string_value(p), param), "%s: param %s, want %s",
+               what, json_is_string(p) ? json_string_value(p) : "(not a string)", param);
+    }
+    if (e && code) {
+        json_t *c = json_object_get(e, "code");
+        CHECKF(json_is_string(c) && !strcmp(json_string_value(c), code), "%s: code, want %s: %s",
+               what, code, r->body);
+    }
+    if (e && needle) {
+        const char *m = json_string_value(json_object_get(e, "message"));
+        CHECKF(m && strstr(m, needle), "%s: message lacks '%s': %s", what, needle, m ? m : "");
+    }
+    json_decref(j);
+}
+
+/* Token ids of text through POST /tokenize. */
+static int tokenize(int port, const char *text, bool special, int32_t *ids, int cap) {
+    char body[4096];
+    json_t *req = json_pack("{s:s, s:b}", "prompt", text, "add_special_tokens", special);
+    char *s = json_dumps(req, JSON_COMPACT);
+    snprintf(body, sizeof body, "%s", s);
+    free(s);
+    json_decref(req);
+    resp r;
+    int n = -1;
+    if (http(port, "POST", "/tokenize", body, &r) && r.status == 200) {
+        json_t *j = parse(&r);
+        json_t *t = json_object_get(j, "tokens");
+        n = 0;
+        for (size_t i = 0; i < json_array_size(t) && n < cap; i++)
+            ids[n++] = (int32_t)json_integer_value(json_array_get(t, i));
+        json_decref(j);
+    }
+    resp_free(&r);
+    return n;
+}
+
+static void ids_json(char *out, size_t cap, const int32_t *ids, int n) {
+    size_t o = 0;
+    o += (size_t)snprintf(out + o, cap - o, "[");
+    for (int i = 0; i < n && o < cap; i++)
+        o += (size_t)snprintf(out + o, cap - o, i ? ",%d" : "%d", (int)ids[i]);
+    if (o < cap) snprintf(out + o, cap - o, "]");
+}
+
+static const char *TEXTS[] = {
+    "Once upon a time, there was a little girl named Lily.",
+    "She loved to play outside in the park with her friends.",
+    "One day, a big dog came and took her ball away.",
+    "Tom was sad. He wanted to go home and eat some cake.",
+};
+enum { N_TEXTS = 4 };
+static int32_t g_ids[N_TEXTS][256];
+static int g_n[N_TEXTS];
+
+/* Checks one lm-eval choice: n + 1 entries, entry 0 null, argmax equality. */
+static void check_lmeval_choice(json_t *choice, int idx, int n, int k) {
+    json_t *lp = json_object_get(choice, "logprobs");
+    json_t *tl = json_object_get(lp, "token_logprobs");
+    json_t *tp = json_object_get(lp, "top_logprobs");
+    json_t *tid = json_object_get(lp, "token_ids");
+    json_t *topid = json_object_get(lp, "top_ids");
+    json_t *toks = json_object_get(lp, "tokens");
+    json_t *off = json_object_get(lp, "text_offset");
+    CHECKF(json_integer_value(json_object_get(choice, "index")) == idx, "choice index %d", idx);
+    CHECKF((int)json_array_size(tl) == n + 1 && (int)json_array_size(tp) == n + 1 &&
+               (int)json_array_size(toks) == n + 1 && (int)json_array_size(tid) == n + 1 &&
+               (int)json_array_size(off) == n + 1,
+           "choice %d: %zu entries, want n + 1 = %d", idx, json_array_size(tl), n + 1);
+    CHECK(json_is_null(json_array_get(tl, 0)) && json_is_null(json_array_get(tp, 0)));
+    int argmax_hits = 0, bad = 0;
+    for (int i = 1; i <= n && i < (int)json_array_size(tl); i++) {
+        json_t *v = json_array_get(tl, i);
+        json_t *m = json_array_get(tp, i);
+        if (!json_is_number(v) || !json_is_object(m) || json_object_size(m) < 1 ||
+            (int)json_object_size(m) > k + 1) {
+            bad++;
+            continue;
+        }
+        double mx = -INFINITY;
+        const char *key;
+        json_t *val;
+        json_object_foreach(m, key, val) if (json_number_value(val) > mx) mx = json_number_value(val);
+        json_t *top0 = json_array_get(json_array_get(topid, i), 0);
+        bool is_argmax = json_integer_value(json_array_get(top0, 0)) ==
+                         json_integer_value(json_array_get(tid, i));
+        if (is_argmax) {
+            argmax_hits++;
+            if (json_number_value(v) != mx) bad++;
+        } else if (!(json_number_value(v) <= mx)) {
+            bad++;
+        }
+    }
+    CHECKF(bad == 0, "choice %d: %d entries break the argmax/top rules", idx, bad);
+    (void)argmax_hits;
+}
+
+/* The CLI's per-token logprobs and sum for ids; false when the CLI is not built. */
+static bool cli_score(const int32_t *ids, int n, double *vals, double *sum) {
+    char in[64], out[64];
+    const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
+    snprintf(in, sizeof in, "%s/tests/cli-in-%d.jsonl", build, (int)getpid());
+    snprintf(out, sizeof out, "%s/tests/cli-out-%d.jsonl", build, (int)getpid());
+    FILE *f = fopen(in, "w");
+    if (!f) return false;
+    char ids_s[4096];
+    ids_json(ids_s, sizeof ids_s, ids, n);
+    fprintf(f, "{\"prompt\": %s, \"id\": 7, \"logprobs\": 1}\n", ids_s);
+    fclose(f);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' score -m '%s' < '%s' > '%s' 2>/dev/null", g_bin, g_model, in,
+             out);
+    int rc = system(cmd);
+    bool ok = false;
+    if (rc == 0) {
+        json_t *j = json_load_file(out, JSON_DISABLE_EOF_CHECK, NULL);
+        json_t *tl = json_object_get(json_object_get(j, "logprobs"), "token_logprobs");
+        if (tl && (int)json_array_size(tl) == n) {
+            for (int i = 0; i < n; i++) vals[i] = json_number_value(json_array_get(tl, i));
+            *sum = json_number_value(json_object_get(j, "sum_logprob"));
+            ok = true;
+        }
+        json_decref(j);
+    }
+    unlink(in);
+    unlink(out);
+    return ok;
+}
+
+/* ---- load ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    int port;
+    int n_requests;
+    const char *body;
+    const char *expect;  /* canonical answer */
+    int errors, mismatches, done;
+    pid_t server_pid;
+    long *rss_at_100;
+    pthread_mutex_t *mu;
+    int *global_done;
+} load_arg;
+
+static void *load_main(void *p) {
+    load_arg *a = p;
+    CURL *h = curl_easy_init();
+    for (int i = 0; i < a->n_requests; i++) {
+        resp r;
+        if (!http_h(h, a->port, "POST", "/v1/completions", a->body, -1, 30000, &r) ||
+            r.status != 200) {
+            a->errors++;
+        } else {
+            char *c = canonical(&r);
+            if (!c || strcmp(c, a->expect)) a->mismatches++;
+            free(c);
+        }
+        resp_free(&r);
+        pthread_mutex_lock(a->mu);
+        if (++*a->global_done == 100) *a->rss_at_100 = rss_kb(a->server_pid);
+        pthread_mutex_unlock(a->mu);
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+/* ---- cancellation / 503 ------------------------------------------------------------------- */
+
+typedef struct {
+    int port;
+    const char *body;
+    long timeout_ms;
+    resp r;
+} bg_arg;
+
+static void *bg_main(void *p) {
+    bg_arg *a = p;
+    http_h(NULL, a->port, "POST", "/v1/completions", a->body, -1, a->timeout_ms, &a->r);
+    return NULL;
+}
+
+/* A heavy body: n_prompts prompts of len tokens each (ids from the texts, repeated). */
+static char *heavy_body(int n_prompts, int len) {
+    size_t cap = (size_t)n_prompts * (size_t)len * 5 + 256;
+    char *b = malloc(cap);
+    size_t o = (size_t)snprintf(b, cap, "{\"prompt\":[");
+    for (int p = 0; p < n_prompts; p++) {
+        o += (size_t)snprintf(b + o, cap - o, p ? ",[" : "[");
+        for (int i = 0; i < len; i++) {
+            int t = g_ids[(p + i / g_n[0]) % N_TEXTS][i % g_n[0]];
+            o += (size_t)snprintf(b + o, cap - o, i ? ",%d" : "%d", t);
+        }
+        o += (size_t)snprintf(b + o, cap - o, "]");
+    }
+    snprintf(b + o, cap - o, "],\"echo\":true,\"max_tokens\":0,\"logprobs\":5}");
+    return b;
+}
+
+int main(void) {
+    const char *shared = ps_test_shared();
+    if (!shared) {
+        SKIP("no shared test material: the server tests need models/stories260K.gguf");
+        return ps_test_done("server");
+    }
+    const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
+    snprintf(g_bin, sizeof g_bin, "%.1000s/promptscore", build);
+    snprintf(g_model, sizeof g_model, "%s/models/stories260K.gguf", shared);
+    if (access(g_bin, X_OK) != 0) {
+        SKIP("%s is not built", g_bin);
+        return ps_test_done("server");
+    }
+    char logdir[1100];
+    snprintf(logdir, sizeof logdir, "%.1000s/tests", build);
+    mkdir(logdir, 0755);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+
+    server srv;
+    const char *opts[] = {"--max-body", "200000", "--name", "stories", NULL};
+    if (!server_start(&srv, opts)) {
+        CHECKF(0, "the server did not start (log: %s)", srv.log);
+        return ps_test_done("server");
+    }
+    int port = srv.port;
+    resp r;
+    json_t *j;
+
+    /* ---- simple routes ---- */
+    CHECK(http(port, "GET", "/health", NULL, &r) && r.status == 200 &&
+          strstr(r.body, "\"status\":\"ok\""));
+    resp_free(&r);
+    CHECK(http(port, "GET", "/v1/models", NULL, &r) && r.status == 200);
+    j = parse(&r);
+    json_t *m0 = json_array_get(json_object_get(j, "data"), 0);
+    CHECKF(!strcmp(json_string_value(json_object_get(m0, "id")) ?: "", "stories") &&
+               json_integer_value(json_object_get(m0, "max_model_len")) == 2048 &&
+               !strcmp(json_string_value(json_object_get(j, "object")) ?: "", "list") &&
+               !strcmp(json_string_value(json_object_get(m0, "owned_by")) ?: "", "promptscore"),
+           "/v1/models: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+    CHECK(http(port, "GET", "/tokenizer_info", NULL, &r) && r.status == 200);
+    j = parse(&r);
+    CHECKF(!strcmp(json_string_value(json_object_get(j, "eos_token")) ?: "", "</s>") &&
+               !strcmp(json_string_value(json_object_get(j, "bos_token")) ?: "", "<s>") &&
+               json_integer_value(json_object_get(j, "model_max_length")) == 2048,
+           "/tokenizer_info: %s", r.body);
+    json_decref(j);
+    resp_free(&r);
+    CHECK(http(port, "GET", "/", NULL, &r) && r.status == 200 && strstr(r.ctype, "text/html"));
+    resp_free(&r);
+
+    /* ---- tokenize / detokenize ---- */
+    for (int t = 0; t < N_TEXTS; t++) {
+        g_ids[t][0] = 1; /* BOS, as lm-eval's client would add for this model */
+        int n = tokenize(port, TEXTS[t], false, g_ids[t] + 1, 255);
+        CHECKF(n > 5 && g_ids[t][1] != 1, "tokenize '%s' without specials gave %d ids", TEXTS[t],
+               n);
+        g_n[t] = n + 1;
+    }
+    {
+        int32_t with[256];
+        int n = tokenize(port, TEXTS[0], true, with, 256);
+        CHECKF(n == g_n[0] && with[0] == 1 && !memcmp(with + 1, g_ids[0] + 1, (size_t)(n - 1) * 4),
+               "tokenize with add_special_tokens: %d ids, first %d", n, n > 0 ? with[0] : -1);
+        char body[4096], ids_s[2048];
+        ids_json(ids_s, sizeof ids_s, g_ids[0] + 1, g_n[0] - 1);
+        snprintf(body, sizeof body, "{\"tokens\": %s}", ids_s);
+        CHECK(http(port, "POST", "/detokenize", body, &r) && r.status == 200);
+        j = parse(&r);
+        CHECKF(!strcmp(json_string_value(json_object_get(j, "prompt")) ?: "", TEXTS[0]),
+               "detokenize: %s", r.body);
+        json_decref(j);
+        resp_free(&r);
+        CHECK(http(port, "POST", "/tokenize", "{\"prompt\":\"hi\"}", &r) && r.status == 200 &&
+              strstr(r.body, "\"count\":") && strstr(r.body, "\"max_model_len\":2048"));
+        resp_free(&r);
+    }
+
+    /* ---- lm-eval's request ---- */
+    char lmeval[8192];
+    {
+        char a[2048], b[2048];
+        ids_json(a, sizeof a, g_ids[0], g_n[0]);
+        ids_json(b, sizeof b, g_ids[1], g_n[1]);
+        snprintf(lmeval, sizeof lmeval,
+                 "{\"model\": \"stories\", \"prompt\": [%s, %s], \"temperature\": 0, "
+                 "\"max_tokens\": 1, \"logprobs\": 1, \"seed\": 1234, \"echo\": true}",
+                 a, b);
+    }
+    char *baseline = NULL;
+    double lm_vals[2][256];
+    CHECK(http(port, "POST", "/v1/completions", lmeval, &r) && r.status == 200);
+    j = parse(&r);
+    baseline = canonical(&r);
+    {
+        json_t *ch = json_object_get(j, "choices");
+        CHECKF(json_array_size(ch) == 2, "lm-eval: %zu choices: %.300s", json_array_size(ch),
+               r.body);
+        for (int c = 0; c < 2 && c < (int)json_array_size(ch); c++) {
+            json_t *choice = json_array_get(ch, c);
+            check_lmeval_choice(choice, c, g_n[c], 1);
+            json_t *lp = json_object_get(choice, "logprobs");
+            json_t *tl = json_object_get(lp, "token_logprobs");
+            json_t *tid = json_object_get(lp, "token_ids");
+            int same = 1;
+            for (int i = 0; i < g_n[c]; i++)
+                same &= json_integer_value(json_array_get(tid, i)) == g_ids[c][i];
+            CHECKF(same, "choice %d: token_ids are not the prompt verbatim", c);
+            for (int i = 0; i <= g_n[c] && i < 256; i++)
+                lm_vals[c][i] = json_number_value(json_array_get(tl, i));
+            /* the generated token is greedy: the argmax */
+            json_t *top_last = json_array_get(json_array_get(json_object_get(lp, "top_ids"), g_n[c]), 0);
+            CHECK(json_integer_value(json_array_get(top_last, 0)) ==
+                  json_integer_value(json_array_get(tid, g_n[c])));
+            /* echo: text is the concatenation of tokens; offsets in code points (ASCII here) */
+            const char *text = json_string_value(json_object_get(choice, "text"));
+            json_t *toks = json_object_get(lp, "tokens");
+            json_t *off = json_object_get(lp, "text_offset");
+            int ok = text != NULL;
+            for (size_t i = 0; ok && i < json_array_size(toks); i++) {
+                const char *t = json_string_value(json_array_get(toks, i));
+                size_t o = (size_t)json_integer_value(json_array_get(off, i));
+                ok = t && o <= strlen(text) && !strncmp(text + o, t, strlen(t));
+            }
+            CHECKF(ok, "choice %d: text/tokens/text_offset disagree", c);
+            CHECK(!strcmp(json_string_value(json_object_get(choice, "finish_reason")) ?: "",
+                          "length"));
+        }
+        json_t *u = json_object_get(j, "usage");
+        CHECK(json_integer_value(json_object_get(u, "prompt_tokens")) == g_n[0] + g_n[1] &&
+              json_integer_value(json_object_get(u, "completion_tokens")) == 2 &&
+              json_integer_value(json_object_get(u, "total_tokens")) == g_n[0] + g_n[1] + 2);
+        CHECK(!strcmp(json_string_value(json_object_get(j, "object")) ?: "", "text_completion"));
+    }
+    json_decref(j);
+    resp_free(&r);
+
+    /* the CLI's scores, bit for bit */
+    {
+        double vals[256], sum = 0;
+        if (cli_score(g_ids[0], g_n[0], vals, &sum)) {
+            int same = 1;
+            double s = 0;
+            for (int i = 1; i < g_n[0]; i++) {
+                same &= vals[i] == lm_vals[0][i];
+                s += (double)(float)lm_vals[0][i];
+            }
+            CHECKF(same, "server token_logprobs differ from `promptscore score`");
+            CHECKF(s == sum, "sum of server logprobs %.17g != CLI sum_logprob %.17g", s, sum);
+        } else {
+            SKIP("`promptscore score` is not usable yet: no CLI comparison");
+        }
+    }
+
+    /* ---- the legacy form: max_tokens 0, logprobs 10, 20 lists ---- */
+    {
+        size_t cap = 65536;
+        char *body = malloc(cap);
+        size_t o = (size_t)snprintf(body, cap, "{\"model\":\"stories\",\"prompt\":[");
+        for (int p = 0; p < 20; p++) {
+            char a[2048];
+            ids_json(a, sizeof a, g_ids[p % N_TEXTS], g_n[p % N_TEXTS]);
+            o += (size_t)snprintf(body + o, cap - o, "%s%s", p ? "," : "", a);
+        }
+        snprintf(body + o, cap - o, "],\"echo\":true,\"max_tokens\":0,\"logprobs\":10,"
+                                    "\"temperature\":0}");
+        CHECK(http(port, "POST", "/v1/completions", body, &r) && r.status == 200);
+        j = parse(&r);
+        json_t *ch = json_object_get(j, "choices");
+        CHECKF(json_array_size(ch) == 20, "legacy: %zu choices", json_array_size(ch));
+        int bad = 0;
+        for (int c = 0; c < (int)json_array_size(ch); c++) {
+            json_t *choice = json_array_get(ch, c);
+            json_t *lp = json_object_get(choice, "logprobs");
+            json_t *tl = json_object_get(lp, "token_logprobs");
+            json_t *tp = json_object_get(lp, "top_logprobs");
+            json_t *toks = json_object_get(lp, "tokens");
+            int n = g_n[c % N_TEXTS];
+            if (json_integer_value(json_object_get(choice, "index")) != c ||
+                (int)json_array_size(tl) != n) {
+                bad++;
+                continue;
+            }
+            for (int i = 1; i < n; i++) {
+                json_t *mp = json_array_get(tp, i);
+                /* the argmax key, compared with the token as the old harness does */
+                const char *best = NULL, *key;
+                double mx = -INFINITY;
+                json_t *val;
+                json_object_foreach(mp, key, val) if (json_number_value(val) > mx) {
+                    mx = json_number_value(val);
+                    best = key;
+                }
+                double v = json_number_value(json_array_get(tl, i));
+                if (json_object_size(mp) < 10 || json_object_size(mp) > 11 || !best) bad++;
+                if (best && !strcmp(best, json_string_value(json_array_get(toks, i))) && v != mx)
+                    bad++;
+                /* the same value as in the lm-eval request (K does not change scores) */
+                if (c < 2 && v != lm_vals[c][i]) bad++;
+            }
+        }
+        CHECKF(bad == 0, "legacy form: %d bad entries", bad);
+        json_decref(j);
+        resp_free(&r);
+        free(body);
+    }
+
+    /* ---- string prompts, no echo, generation ---- */
+    CHECK(http(port, "POST", "/v1/completions",
+               "{\"prompt\":\"Once upon a time\",\"max_tokens\":5,\"temperature\":0,"
+               "\"logprobs\":2}",
+               &r) &&
+          r.status == 200);
+    j = parse(&r);
+    {
+        json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+        json_t *lp = json_object_get(c0, "logprobs");
+        CHECKF(json_array_size(json_object_get(lp, "tokens")) == 5 &&
+                   json_is_number(json_array_get(json_object_get(lp, "token_logprobs"), 0)),
+               "generation without echo: %.400s", r.body);
+        CHECK(json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens")) == 5);
+        CHECK(json_is_string(json_object_get(c0, "text")));
+    }
+    json_decref(j);
+    resp_free(&r);
+    CHECK(http(port, "POST", "/v1/completions",
+               "{\"prompt\":[\"Once upon\", \"a time\"],\"max_tokens\":0,\"echo\":true}", &r) &&
+          r.status == 200);
+    j = parse(&r);
+    {
+        json_t *ch = json_object_get(j, "choices");
+        json_t *c1 = json_array_get(ch, 1);
+        CHECKF(json_array_size(ch) == 2 && json_is_null(json_object_get(c1, "logprobs")) &&
+                   !strcmp(json_string_value(json_object_get(c1, "text")) ?: "", "<s> a time"),
+               "string list, logprobs null: %.400s", r.body);
+    }
+    json_decref(j);
+    resp_free(&r);
+
+    /* ---- bad inputs: status + OpenAI error, and the next good request is unchanged ---- */
+    struct {
+        const char *method, *path, *body;
+        long status;
+        const char *param, *code, *needle;
+    } bad[] = {
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2", 400, NULL, NULL, "malformed JSON"},
+        {"POST", "/v1/completions", "[1, 2]", 400, NULL, NULL, "JSON object"},
+        {"POST", "/v1/completions", "", 400, NULL, NULL, "empty"},
+        {"POST", "/v1/completions", "{\"prompt\": 5}", 400, "prompt", NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, \"a\"]}", 400, "prompt", NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [[1, 2], 3]}", 400, "prompt", NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2.5]}", 400, "prompt", NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"echo\": 1}", 400, "echo", NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"max_tokens\": \"3\"}", 400,
+         "max_tokens", NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"max_tokens\": -1}", 400, "max_tokens",
+         NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"temperature\": \"hot\"}", 400,
+         "temperature", NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"stop\": 3}", 400, "stop", NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"logprobs\": true}", 400, "logprobs",
+         NULL, "got true"},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"logprobs\": -1}", 400, "logprobs",
+         NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"logprobs\": 2.0}", 400, "logprobs",
+         NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"logprobs\": 129}", 400, "logprobs",
+         NULL, "128"},
+        {"POST", "/v1/completions", "{\"prompt\": \"\"}", 400, "prompt", NULL, "empty"},
+        {"POST", "/v1/completions", "{\"prompt\": []}", 400, "prompt", NULL, "empty"},
+        {"POST", "/v1/completions", "{\"prompt\": [[]]}", 400, "prompt", NULL, "empty"},
+        {"POST", "/v1/completions", "{\"prompt\": [[1, 2], []]}", 400, "prompt", NULL, "empty"},
+        {"POST", "/v1/completions", "{\"max_tokens\": 1}", 400, "prompt", NULL, "required"},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 512]}", 400, "prompt", NULL, "512"},
+        {"POST", "/v1/completions", "{\"prompt\": [[1], [1, -3]]}", 400, "prompt", NULL, "-3"},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 99999999999999999999]}", 400, NULL, NULL,
+         NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"max_tokens\": 2047}", 400, "prompt",
+         "context_length_exceeded", "2048"},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"model\": \"gpt-4\"}", 404, "model",
+         "model_not_found", "gpt-4"},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"model\": 7}", 400, "model", NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"n\": 2}", 400, "n", NULL, NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"stream\": true}", 400, "stream", NULL,
+         NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"best_of\": 3}", 400, "best_of", NULL,
+         NULL},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"suffix\": \"x\"}", 400, "suffix", NULL,
+         NULL},
+        {"POST", "/v1/completions", "{\"prompt\": \"a\xff\xfe b\"}", 400, NULL, NULL, "UTF-8"},
+        {"POST", "/v1/completions", "{\"prompt\": \"\xc0\xaf\"}", 400, NULL, NULL, "UTF-8"},
+        {"GET", "/v1/completions", NULL, 405, NULL, NULL, "POST"},
+        {"POST", "/health", "{}", 405, NULL, NULL, NULL},
+        {"DELETE", "/v1/models", NULL, 405, NULL, NULL, NULL},
+        {"GET", "/v2/nothing", NULL, 404, NULL, NULL, "/v2/nothing"},
+        {"POST", "/v1/chat/completions", "{}", 404, NULL, NULL, NULL},
+        {"POST", "/tokenize", "{\"prompt\": 3}", 400, "prompt", NULL, NULL},
+        {"POST", "/detokenize", "{\"tokens\": [1, 600]}", 400, "tokens", NULL, "600"},
+        {"POST", "/detokenize", "{\"tokens\": \"abc\"}", 400, "tokens", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char what[128];
+        snprintf(what, sizeof what, "bad[%zu] %s %s %.40s", i, bad[i].method, bad[i].path,
+                 bad[i].body ? bad[i].body : "");
+        bool ok = http(port, bad[i].method, bad[i].path, bad[i].body, &r);
+        CHECKF(ok, "%s: no answer", what);
+        check_error(&r, bad[i].status, bad[i].param, bad[i].code, bad[i].needle, what);
+        resp_free(&r);
+        if (i % 8 == 7) { /* the next good request is unchanged */
+            CHECK(http(port, "POST", "/v1/completions", lmeval, &r) && r.status == 200);
+            char *c = canonical(&r);
+            CHECKF(c && baseline && !strcmp(c, baseline), "after %s the answer changed", what);
+            free(c);
+            resp_free(&r);
+        }
+    }
+    /* a body over --max-body (200000): 413, declared or chunked */
+    {
+        size_t n = 250000;
+        char *big = malloc(n + 1);
+        memset(big, ' ', n);
+        memcpy(big, "{\"prompt\": \"", 12);
+        memcpy(big + n - 2, "\"}", 2);
+        big[n] = 0;
+        CHECK(http_h(NULL, port, "POST", "/v1/completions", big, (long)n, 0, &r));
+        check_error(&r, 413, NULL, NULL, "200000", "body over --max-body");
+        resp_free(&r);
+        free(big);
+    }
+    CHECK(http(port, "POST", "/v1/completions", lmeval, &r) && r.status == 200);
+    {
+        char *c = canonical(&r);
+        CHECKF(c && baseline && !strcmp(c, baseline), "after the bad inputs the answer changed");
+        free(c);
+    }
+    resp_free(&r);
+
+    /* ---- a client that hangs up mid-request ---- */
+    {
+        char *heavy = heavy_body(48, 2000);
+        resp hr;
+        double t0 = now_s();
+        http_h(NULL, port, "POST", "/v1/completions", heavy, -1, 100, &hr);
+        resp_free(&hr);
+        free(heavy);
+        CHECK(http(port, "POST", "/v1/completions", lmeval, &r) && r.status == 200);
+        char *c = canonical(&r);
+        CHECKF(c && baseline && !strcmp(c, baseline), "after a hang-up the answer changed");
+        free(c);
+        resp_free(&r);
+        fprintf(stderr, "NOTE: hang-up then a good request: %.3f s\n", now_s() - t0);
+    }
+
+    /* ---- metrics ---- */
+    CHECK(http(port, "GET", "/metrics", NULL, &r) && r.status == 200);
+    CHECKF(strstr(r.body, "promptscore_requests_total{route=\"/v1/completions\",status=\"200\"}") &&
+               strstr(r.body, "promptscore_requests_total{route=\"/v1/completions\",status=\"400\"}") &&
+               strstr(r.body, "promptscore_prompt_tokens_scored_total ") &&
+               strstr(r.body, "promptscore_queue_depth ") &&
+               strstr(r.body, "promptscore_request_duration_seconds_bucket{route=\"/v1/completions\",le=\"+Inf\"}"),
+           "metrics: %.600s", r.body);
+    resp_free(&r);
+
+    /* ---- load: 8 clients x 200 requests ---- */
+    {
+        enum { CLIENTS = 8, PER = 200 };
+        char small[2048], a[1024];
+        ids_json(a, sizeof a, g_ids[2], g_n[2]);
+        snprintf(small, sizeof small,
+                 "{\"model\":\"stories\",\"prompt\":[%s],\"temperature\":0,\"max_tokens\":1,"
+                 "\"logprobs\":1,\"seed\":1234,\"echo\":true}",
+                 a);
+        CHECK(http(port, "POST", "/v1/completions", small, &r) && r.status == 200);
+        char *expect = canonical(&r);
+        resp_free(&r);
+        pthread_t th[CLIENTS];
+        load_arg la[CLIENTS];
+        pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+        int global_done = 0;
+        long rss100 = -1;
+        double t0 = now_s();
+        for (int i = 0; i < CLIENTS; i++) {
+            la[i] = (load_arg){.port = port, .n_requests = PER, .body = small, .expect = expect,
+                               .server_pid = srv.pid, .rss_at_100 = &rss100, .mu = &mu,
+                               .global_done = &global_done};
+            pthread_create(&th[i], NULL, load_main, &la[i]);
+        }
+        int errors = 0, mism = 0;
+        for (int i = 0; i < CLIENTS; i++) {
+            pthread_join(th[i], NULL);
+            errors += la[i].errors;
+            mism += la[i].mismatches;
+        }
+        double secs = now_s() - t0;
+        long rss_end = rss_kb(srv.pid);
+        CHECKF(errors == 0, "load: %d errors", errors);
+        CHECKF(mism == 0, "load: %d answers differ from the single-client one", mism);
+        CHECKF(rss100 > 0 && rss_end > 0 && rss_end - rss100 <= 2048,
+               "load: server RSS grew from %ld kB (request 100) to %ld kB (request %d)", rss100,
+               rss_end, CLIENTS * PER);
+        fprintf(stderr, "NOTE: load %d x %d requests in %.2f s (%.0f req/s); RSS %ld -> %ld kB\n",
+                CLIENTS, PER, secs, CLIENTS * PER / secs, rss100, rss_end);
+        free(expect);
+    }
+
+    /* ---- SIGTERM while idle -> exit 0 ---- */
+    CHECKF(server_stop(&srv) == 0, "SIGTERM while idle did not exit 0 (log %s)", srv.log);
+
+    /* ---- --queue 1: a second request while one runs gets 503 + Retry-After ---- */
+    {
+        server q;
+        const char *qopts[] = {"--queue", "1", "-q", NULL};
+        if (server_start(&q, qopts)) {
+            char *heavy = heavy_body(48, 2000);
+            bg_arg bg = {.port = q.port, .body = heavy, .timeout_ms = 60000};
+            pthread_t t;
+            pthread_create(&t, NULL, bg_main, &bg);
+            resp qr;
+            bool got503 = false, joined = false;
+            double t0 = now_s();
+            while (!got503 && now_s() - t0 < 5) {
+                usleep(20000);
+                if (http(q.port, "POST", "/v1/completions", "{\"prompt\":[1,2]}", &qr) &&
+                    qr.status == 503) {
+                    got503 = true;
+                    check_error(&qr, 503, NULL, NULL, NULL, "queue full");
+                    CHECKF(atoi(qr.retry_after) >= 1, "503 without Retry-After");
+                }
+                resp_free(&qr);
+                if (pthread_tryjoin_np(t, NULL) == 0) {
+                    joined = true;
+                    break;
+                }
+            }
+            if (!joined) pthread_join(t, NULL);
+            if (got503) CHECK(bg.r.status == 200);
+            else SKIP("the heavy request finished before a second one could be refused");
+            resp_free(&bg.r);
+            free(heavy);
+            CHECKF(server_stop(&q) == 0, "--queue 1 server did not exit 0");
+        } else {
+            CHECKF(0, "the --queue 1 server did not start (log %s)", q.log);
+        }
+    }
+    free(baseline);
+    curl_global_cleanup();
+    return ps_test_done("server");
+}
