@@ -351,7 +351,10 @@ typedef struct {
     double sum_logprob;      /* sum of logprobs[1 .. n_prompt - 1] (the prompt's own tokens) */
     ps_finish_reason finish;
     int32_t stop_text_len;   /* with a stop string: bytes of the last generated token's text
-                                that precede the stop string (the text is cut there), else -1 */
+                                (ps_vocab_token_bytes) that precede the stop string (the text is
+                                cut there), else -1 (every token's text is whole). A stop
+                                string that begins exactly at a token's start drops that token
+                                and the rest; EOS (stop_at_eos) is not included in the result. */
 } ps_score_result;
 
 /* Scores tokens (verbatim: no BOS is added here) through the session: forward in chunks of

@@ -1,0 +1,389 @@
+/*
+ * score.c — tokens in, per-position logprobs and top-K out; generation on the same loop.
+ *
+ * The prompt runs through the session in chunks of `chunk` positions (default 256, part of
+ * the definition of a score) into ONE reused logits buffer of (chunk, n_vocab) floats; the
+ * top-K kernel reads each chunk's rows and writes straight into the result arrays. Row j of a
+ * chunk starting at position p0 is the distribution after tokens [0, p0 + j], so it scores
+ * token p0 + j + 1 and fills entry p0 + j + 1. Entry 0 has no distribution. The last prompt
+ * row scores the first generated token, if any: generation picks a token from that row
+ * (greedy argmax with ties to the lowest id, or temperature + top-p sampling with a seeded
+ * splitmix64), then runs the kernel on the row with the chosen token as target, so generated
+ * tokens get logprobs and top-K from the unmodified distribution exactly like prompt tokens,
+ * then forwards the token alone (1 position) to get the next row.
+ *
+ * Memory: the logits buffer and a few per-row arrays are fixed by chunk and n_vocab; what
+ * grows with the prompt is the KV cache (the session's) and the result arrays.
+ */
+#include "impl.h"
+#include "json.h"
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+ps_score_params ps_score_default_params(void) {
+    ps_score_params p;
+    memset(&p, 0, sizeof p);
+    p.k = 5;
+    p.chunk = PS_CHUNK;
+    p.max_tokens = 0;
+    p.temperature = 0.0f;
+    p.top_p = 1.0f;
+    p.seed = 0;
+    p.stop_at_eos = true;
+    return p;
+}
+
+void ps_score_result_free(ps_score_result *r) {
+    if (!r) return;
+    ps_free(r->tokens);
+    ps_free(r->logprobs);
+    ps_free(r->top_ids);
+    ps_free(r->top_logprobs);
+    ps_free(r);
+}
+
+/* ---- picking the next token -------------------------------------------------------------- */
+
+/* The largest logit, ties to the lowest id; -inf never beats a finite logit (a row of only
+ * -inf gives 0). NaN entries are skipped here and reported by the kernel. Equal to the top-K
+ * kernel's top-1. row: (n_vocab) */
+static int32_t argmax_row(const float *row, int32_t n_vocab) {
+    int32_t best = 0;
+    float bv = row[0];
+    for (int32_t i = 1; i < n_vocab; i++)
+        if (row[i] > bv || (isnan(bv) && !isnan(row[i]))) {
+            bv = row[i];
+            best = i;
+        }
+    return best;
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) with 53 bits. */
+static double rand_unit(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1.0p-53; }
+
+static _Thread_local const float *g_sort_row;
+/* Logit descending, ties by ascending id. */
+static int cmp_by_logit(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    float lx = g_sort_row[x], ly = g_sort_row[y];
+    if (lx > ly) return -1;
+    if (lx < ly) return 1;
+    return (x > y) - (x < y);
+}
+
+/* Temperature + nucleus sampling. w: (n_vocab) doubles, idx: (n_vocab) ids (scratch). The
+ * weights are exp((logit - max) / T) in double; with top_p < 1 the smallest prefix of tokens
+ * in logit order (ties by id) whose mass reaches top_p is kept. Deterministic given *rng. */
+static int32_t sample_row(const float *row, int32_t n_vocab, float temperature, float top_p,
+                          uint64_t *rng, double *w, int32_t *idx) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (row[i] > mx) mx = row[i];
+    if (!(mx > -INFINITY)) return argmax_row(row, n_vocab);
+    double total = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        double x = isnan(row[i]) ? 0.0 : exp(((double)row[i] - (double)mx) / temperature);
+        w[i] = x;
+        total += x;
+    }
+    double u = rand_unit(rng);
+    if (top_p >= 1.0f) {
+        double target = u * total, acc = 0.0;
+        int32_t last = 0;
+        for (int32_t i = 0; i < n_vocab; i++) {
+            if (w[i] <= 0.0) continue;
+            acc += w[i];
+            last = i;
+            if (acc > target) return i;
+        }
+        return last;
+    }
+    int32_t n = 0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (w[i] > 0.0) idx[n++] = i;
+    g_sort_row = row;
+    qsort(idx, (size_t)n, sizeof *idx, cmp_by_logit);
+    double keep = 0.0, limit = (double)top_p * total;
+    int32_t m = 0;
+    while (m < n) {
+        keep += w[idx[m++]];
+        if (keep >= limit) break;
+    }
+    double target = u * keep, acc = 0.0;
+    for (int32_t j = 0; j < m; j++) {
+        acc += w[idx[j]];
+        if (acc > target) return idx[j];
+    }
+    return idx[m - 1];
+}
+
+/* ---- the scoring loop -------------------------------------------------------------------- */
+
+static ps_status check_params(const ps_session *s, const int32_t *tokens, int32_t n_tokens,
+                              const ps_score_params *p, ps_error *err) {
+    if (!s || !tokens) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "session and tokens are required");
+    if (n_tokens < 1)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "nothing to score: %d tokens", n_tokens);
+    if (p->k < 0) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "k must be >= 0, got %d", p->k);
+    if (p->chunk < 1 || p->chunk > s->n_batch)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "chunk must be in 1..%d (the session's n_batch), got %d", s->n_batch,
+                       p->chunk);
+    if (p->max_tokens < 0)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "max_tokens must be >= 0, got %d",
+                       p->max_tokens);
+    if (!(p->temperature >= 0.0f) || isinf(p->temperature))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "temperature must be finite and >= 0, got %g",
+                       (double)p->temperature);
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top_p must be in (0, 1], got %g",
+                       (double)p->top_p);
+    if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "bad stop list (n_stop %d)", p->n_stop);
+    for (int32_t i = 0; i < p->n_stop; i++)
+        if (!p->stop[i])
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1, "stop string %d is NULL", i);
+    int32_t n_vocab = s->model->hp.n_vocab;
+    for (int32_t i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return ps_fail(err, PS_ERR_TOKEN_RANGE, -1,
+                           "token id %d at index %d is outside the vocabulary [0, %d)", tokens[i],
+                           i, n_vocab);
+    if ((int64_t)n_tokens + p->max_tokens > s->n_ctx) {
+        if (p->max_tokens)
+            return ps_fail(err, PS_ERR_CONTEXT, -1,
+                           "%d prompt tokens + max_tokens %d = %lld exceeds the context length %d",
+                           n_tokens, p->max_tokens, (long long)n_tokens + p->max_tokens, s->n_ctx);
+        return ps_fail(err, PS_ERR_CONTEXT, -1,
+                       "%d prompt tokens exceed the context length %d", n_tokens, s->n_ctx);
+    }
+    return PS_OK;
+}
+
+/* Allocates a result for up to cap entries of k alternatives. NULL on allocation failure. */
+static ps_score_result *result_new(int32_t cap, int32_t k) {
+    ps_score_result *r = ps_calloc(1, sizeof *r);
+    if (!r) return NULL;
+    uint64_t nk;
+    if (!ps_mul_ok((uint64_t)cap, (uint64_t)k, &nk) || nk > SIZE_MAX / 8) {
+        ps_free(r);
+        return NULL;
+    }
+    r->k = k;
+    r->tokens = ps_malloc((size_t)cap * sizeof *r->tokens);
+    r->logprobs = ps_malloc((size_t)cap * sizeof *r->logprobs);
+    r->top_ids = ps_malloc(nk ? (size_t)nk * sizeof *r->top_ids : 1);
+    r->top_logprobs = ps_malloc(nk ? (size_t)nk * sizeof *r->top_logprobs : 1);
+    if (!r->tokens || !r->logprobs || !r->top_ids || !r->top_logprobs) {
+        ps_score_result_free(r);
+        return NULL;
+    }
+    r->stop_text_len = -1;
+    r->finish = PS_FINISH_LENGTH;
+    return r;
+}
+
+/* Runs the kernel over n_rows rows of logits (stride n_vocab) with the given targets and
+ * writes entries [entry0, entry0 + n_rows) of r. */
+static ps_status topk_rows(const ps_session *s, const ps_score_params *p, const float *logits,
+                           int32_t n_rows, const int32_t *targets, ps_score_result *r,
+                           int32_t entry0, int32_t pos0, ps_error *err) {
+    int32_t n_vocab = s->model->hp.n_vocab;
+    ps_topk_params tp = ps_topk_default_params();
+    tp.k = p->k;
+    tp.isa = PS_ISA_AUTO;
+    tp.pool = s->pool;
+    ps_logits lg = {.data = logits, .dtype = PS_DTYPE_F32, .n_rows = n_rows, .n_vocab = n_vocab,
+                    .row_stride = n_vocab, .targets = targets};
+    ps_topk_out out = {.lse = NULL,
+                       .target_logprob = r->logprobs + entry0,
+                       .top_ids = p->k ? r->top_ids + (size_t)entry0 * (size_t)p->k : NULL,
+                       .top_logprobs = p->k ? r->top_logprobs + (size_t)entry0 * (size_t)p->k : NULL};
+    ps_error e;
+    ps_error_clear(&e);
+    ps_status st = ps_topk_compute(&tp, &lg, &out, &e);
+    if (st != PS_OK)
+        return ps_fail(err, st, -1, "scoring positions %d..%d: %s", pos0, pos0 + n_rows - 1,
+                       e.message);
+    return PS_OK;
+}
+
+static bool cancelled(const ps_score_params *p) { return p->cancel && p->cancel(p->cancel_ctx); }
+
+/* Stop-string bookkeeping for generation: the generated text (raw token bytes) and where each
+ * generated token starts in it. */
+typedef struct {
+    ps_buf text;
+    int64_t *start; /* max_tokens + 1 */
+    size_t max_stop;
+} stop_state;
+
+/* After generated token g was appended: the byte position of the earliest stop string that
+ * ends in the new bytes, or -1. */
+static int64_t find_stop(const stop_state *ss, const ps_score_params *p, int32_t g) {
+    int64_t from = ss->start[g] - (int64_t)ss->max_stop + 1;
+    if (from < 0) from = 0;
+    int64_t best = -1;
+    for (int32_t i = 0; i < p->n_stop; i++) {
+        size_t sl = strlen(p->stop[i]);
+        if (!sl || !ss->text.data) continue;
+        const char *hit = memmem(ss->text.data + from, ss->text.len - (size_t)from, p->stop[i], sl);
+        if (hit) {
+            int64_t pos = hit - ss->text.data;
+            if (best < 0 || pos < best) best = pos;
+        }
+    }
+    return best;
+}
+
+ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens,
+                          const ps_score_params *params, ps_score_result **out, ps_error *err) {
+    if (!out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "out is required");
+    *out = NULL;
+    ps_score_params defaults = ps_score_default_params();
+    const ps_score_params *p = params ? params : &defaults;
+    ps_status st = check_params(s, tokens, n_tokens, p, err);
+    if (st != PS_OK) return st;
+
+    const int32_t n_vocab = s->model->hp.n_vocab;
+    const int32_t chunk = p->chunk, k = p->k;
+    const bool gen = p->max_tokens > 0;
+    const bool sampling = gen && p->temperature > 0.0f;
+    ps_score_result *r = result_new(n_tokens + p->max_tokens, k);
+    float *logits = ps_aligned_alloc(64, (size_t)chunk * (size_t)n_vocab * sizeof(float));
+    int32_t *targets = ps_malloc((size_t)chunk * sizeof *targets);
+    double *w = sampling ? ps_malloc((size_t)n_vocab * sizeof *w) : NULL;
+    int32_t *idx = sampling && p->top_p < 1.0f ? ps_malloc((size_t)n_vocab * sizeof *idx) : NULL;
+    stop_state ss;
+    ps_buf_init(&ss.text);
+    ss.start = NULL;
+    ss.max_stop = 0;
+    if (gen && p->n_stop > 0) {
+        ss.start = ps_malloc(((size_t)p->max_tokens + 1) * sizeof *ss.start);
+        for (int32_t i = 0; i < p->n_stop; i++) ss.max_stop = PS_MAX(ss.max_stop, strlen(p->stop[i]));
+    }
+    if (!r || !logits || !targets || (sampling && !w) ||
+        (sampling && p->top_p < 1.0f && !idx) || (gen && p->n_stop > 0 && !ss.start)) {
+        st = ps_fail(err, PS_ERR_NOMEM, -1,
+                     "out of memory for the results of %d positions (k %d) and a %d x %d "
+                     "logits buffer", n_tokens + p->max_tokens, k, chunk, n_vocab);
+        goto fail;
+    }
+
+    r->n_prompt = n_tokens;
+    memcpy(r->tokens, tokens, (size_t)n_tokens * sizeof *tokens);
+    r->logprobs[0] = NAN;
+    for (int32_t j = 0; j < k; j++) {
+        r->top_ids[j] = -1;
+        r->top_logprobs[j] = NAN;
+    }
+
+    ps_session_reset(s);
+    int32_t last_rows = 0; /* rows of the last forward call still in `logits` */
+    for (int32_t p0 = 0; p0 < n_tokens; p0 += chunk) {
+        if (cancelled(p)) {
+            st = ps_fail(err, PS_ERR_CANCELLED, -1, "cancelled after %d of %d positions", p0,
+                         n_tokens);
+            goto fail;
+        }
+        int32_t n = PS_MIN(chunk, n_tokens - p0);
+        st = ps_session_forward(s, tokens + p0, n, logits, err);
+        if (st != PS_OK) goto fail;
+        last_rows = n;
+        /* rows whose next token is in the prompt: all but the very last prompt row */
+        int32_t m = p0 + n < n_tokens ? n : n - 1;
+        if (m > 0) {
+            for (int32_t j = 0; j < m; j++) targets[j] = tokens[p0 + j + 1];
+            st = topk_rows(s, p, logits, m, targets, r, p0 + 1, p0, err);
+            if (st != PS_OK) goto fail;
+        }
+    }
+    double sum = 0.0;
+    for (int32_t i = 1; i < n_tokens; i++) sum += (double)r->logprobs[i];
+    r->sum_logprob = sum;
+
+    /* generation: `row` holds the distribution after the last token so far */
+    const float *row = logits + (size_t)(last_rows - 1) * (size_t)n_vocab;
+    uint64_t rng = p->seed;
+    int32_t eos = ps_vocab_eos(s->model->vocab);
+    int32_t n_gen = 0;
+    for (int32_t g = 0; g < p->max_tokens; g++) {
+        if (g > 0 && cancelled(p)) {
+            st = ps_fail(err, PS_ERR_CANCELLED, -1, "cancelled after %d generated tokens", g);
+            goto fail;
+        }
+        int32_t t = sampling ? sample_row(row, n_vocab, p->temperature, p->top_p, &rng, w, idx)
+                             : argmax_row(row, n_vocab);
+        int32_t e = n_tokens + g;
+        st = topk_rows(s, p, row, 1, &t, r, e, e - 1, err);
+        if (st != PS_OK) goto fail;
+        r->tokens[e] = t;
+        n_gen = g + 1;
+        if (p->stop_at_eos && t == eos) {
+            n_gen = g; /* EOS ends the text and is not part of it */
+            r->finish = PS_FINISH_STOP;
+            break;
+        }
+        if (ss.start) {
+            ss.start[g] = (int64_t)ss.text.len;
+            const char *bytes;
+            size_t len;
+            if (ps_vocab_token_bytes(s->model->vocab, t, &bytes, &len) == PS_OK)
+                ps_buf_append(&ss.text, bytes, len);
+            ss.start[g + 1] = (int64_t)ss.text.len;
+            if (ss.text.oom) {
+                st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for the generated text");
+                goto fail;
+            }
+            int64_t pos = find_stop(&ss, p, g);
+            if (pos >= 0) {
+                int32_t j = g;
+                while (j > 0 && ss.start[j] > pos) j--;
+                /* the stop string begins inside token j (or exactly at its start) */
+                if (ss.start[j] == pos) {
+                    n_gen = j;
+                    r->stop_text_len = -1;
+                } else {
+                    n_gen = j + 1;
+                    r->stop_text_len = (int32_t)(pos - ss.start[j]);
+                }
+                r->finish = PS_FINISH_STOP;
+                break;
+            }
+        }
+        if (g + 1 == p->max_tokens) break;
+        st = ps_session_forward(s, &t, 1, logits, err);
+        if (st != PS_OK) goto fail;
+        row = logits;
+    }
+    r->n_gen = n_gen;
+    r->n_total = n_tokens + n_gen;
+
+    ps_free(logits);
+    ps_free(targets);
+    ps_free(w);
+    ps_free(idx);
+    ps_free(ss.start);
+    ps_buf_free(&ss.text);
+    *out = r;
+    return PS_OK;
+
+fail:
+    ps_score_result_free(r);
+    ps_free(logits);
+    ps_free(targets);
+    ps_free(w);
+    ps_free(idx);
+    ps_free(ss.start);
+    ps_buf_free(&ss.text);
+    return st;
+}
