@@ -1,0 +1,507 @@
+/*
+ * topk.c — the top-K logprob kernel: for each row of logits, one canonical float32 logsumexp,
+ * the scored token's logprob and the exact top-K (ids by logit descending, ties by ascending
+ * id), without materialising the log-softmax.
+ *
+ * Fast path, per row (rows spread over the pool, one task per row):
+ *   1. the canonical row pass (topk.h): per chunk of 64 blocks, block maxima and then the
+ *      exp-sum into 64 lane sums, ISA kernels from topk_avx2.c / topk_avx512.c or the scalar
+ *      ones below; the block maxima of the prefilter come out of the same pass;
+ *   2. prefilter: the K blocks with the largest maxima (equal maxima by ascending block index).
+ *      Every top-K logit lies in them: a logit outside has K blocks ranked above its own
+ *      block, and the first maximum of each of those ranks above it under the tie rule;
+ *   3. exact top-K over the logits of those blocks (bounded heap, visited in ascending id so
+ *      an equal logit never displaces a kept one); lse is subtracted only at the survivors.
+ *   When K >= the number of blocks the heap runs over the whole row.
+ * Reference path: the full float32 log-softmax row (logit - lse, same lse) and a stable radix
+ * sort of every logit (descending, ties by ascending id).
+ * Errors: a target >= n_vocab is checked for every row first (PS_ERR_TOKEN_RANGE); a NaN or
+ * +inf turns the lane sum into NaN, and the lowest such row is rescanned to name the column.
+ */
+#include "topk.h"
+
+#include <float.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Scalar kernels and the canonical lse                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+static inline float logit_at(const void *row, ps_dtype dt, int64_t i) {
+    switch (dt) {
+    case PS_DTYPE_F32: return ((const float *)row)[i];
+    case PS_DTYPE_F16: return ps_f16_to_f32(((const uint16_t *)row)[i]);
+    default: return ps_bf16_to_f32(((const uint16_t *)row)[i]);
+    }
+}
+
+/* Logits [i, i + len) as float32 into dst. */
+static void logits_f32(const void *row, ps_dtype dt, int64_t i, int64_t len, float *dst) {
+    if (dt == PS_DTYPE_F32) {
+        memcpy(dst, (const float *)row + i, (size_t)len * sizeof(float));
+        return;
+    }
+    const uint16_t *h = (const uint16_t *)row + i;
+    if (dt == PS_DTYPE_F16)
+        for (int64_t j = 0; j < len; j++) dst[j] = ps_f16_to_f32(h[j]);
+    else
+        for (int64_t j = 0; j < len; j++) dst[j] = ps_bf16_to_f32(h[j]);
+}
+
+static float blockmax_scalar(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float *bm) {
+    float cm = -INFINITY;
+    for (int64_t b = 0; b < nb; b++) {
+        float x[PS_TOPK_BLOCK];
+        logits_f32(row, dt, (b0 + b) * PS_TOPK_BLOCK, PS_TOPK_BLOCK, x);
+        float m = -INFINITY;
+        for (int j = 0; j < PS_TOPK_BLOCK; j++) m = x[j] > m ? x[j] : m;
+        if (bm) bm[b] = m;
+        cm = m > cm ? m : cm;
+    }
+    return cm;
+}
+
+static void expsum_scalar(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                          float *S) {
+    for (int64_t b = 0; b < nb; b++) {
+        float x[PS_TOPK_BLOCK];
+        logits_f32(row, dt, (b0 + b) * PS_TOPK_BLOCK, PS_TOPK_BLOCK, x);
+        for (int j = 0; j < PS_TOPK_BLOCK; j++) S[j] += ps_exp_canon(x[j] - shift);
+    }
+}
+
+typedef struct {
+    ps_blockmax_fn blockmax;
+    ps_expsum_fn expsum;
+} kernels;
+
+static kernels kernels_for(ps_isa isa) {
+    kernels k = {blockmax_scalar, expsum_scalar};
+    if (isa == PS_ISA_AVX2) k = (kernels){ps_topk_blockmax_avx2, ps_topk_expsum_avx2};
+    if (isa == PS_ISA_AVX512) k = (kernels){ps_topk_blockmax_avx512, ps_topk_expsum_avx512};
+    return k;
+}
+
+/* log(s) for s >= 1 in double, plain arithmetic only (same bits on every x86-64):
+ * s = 2^e * m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(u), u = (m - 1) / (m + 1),
+ * |u| <= 0.172: the series to u^25 is below 1e-19 relative. */
+static double log_canon(double s) {
+    int e;
+    double m = frexp(s, &e);
+    if (m < 0.70710678118654752440) {
+        m *= 2.0;
+        e--;
+    }
+    double u = (m - 1.0) / (m + 1.0), u2 = u * u;
+    double sum = 0.0;
+    for (int k = 25; k >= 3; k -= 2) sum = (sum + 1.0 / k) * u2;
+    return (double)e * 0.69314718055994530942 + 2.0 * u * (1.0 + sum);
+}
+
+/* The result of the canonical pass over one row. */
+typedef struct {
+    float lse;  /* -inf for a row of -inf; NaN when the row holds a NaN or +inf */
+    bool bad;   /* NaN or +inf somewhere */
+} row_sum;
+
+/* The canonical pass (topk.h): block maxima into bm (n_blocks floats, or NULL) and the lse. */
+static row_sum row_pass(kernels k, const void *row, ps_dtype dt, int64_t n, float *bm) {
+    float S[PS_TOPK_BLOCK] = {0};
+    float R = -FLT_MAX, M = -INFINITY;
+    float local[PS_TOPK_CHUNK_BLOCKS + 1];
+    int64_t nfull = n / PS_TOPK_BLOCK, tail = n % PS_TOPK_BLOCK;
+    for (int64_t b0 = 0; b0 < nfull; b0 += PS_TOPK_CHUNK_BLOCKS) {
+        int64_t nb = PS_MIN(PS_TOPK_CHUNK_BLOCKS, nfull - b0);
+        float mc = k.blockmax(row, dt, b0, nb, bm ? bm + b0 : local);
+        M = mc > M ? mc : M;
+        if (mc > R) {
+            float f = ps_exp_canon(R - mc);
+            for (int j = 0; j < PS_TOPK_BLOCK; j++) S[j] *= f;
+            R = mc;
+        }
+        k.expsum(row, dt, b0, nb, R, S);
+    }
+    if (tail) { /* the ragged tail block: a chunk of its own, lanes 0..tail-1 */
+        float x[PS_TOPK_BLOCK];
+        logits_f32(row, dt, nfull * PS_TOPK_BLOCK, tail, x);
+        float mc = -INFINITY;
+        for (int64_t j = 0; j < tail; j++) mc = x[j] > mc ? x[j] : mc;
+        if (bm) bm[nfull] = mc;
+        M = mc > M ? mc : M;
+        if (mc > R) {
+            float f = ps_exp_canon(R - mc);
+            for (int j = 0; j < PS_TOPK_BLOCK; j++) S[j] *= f;
+            R = mc;
+        }
+        for (int64_t j = 0; j < tail; j++) S[j] += ps_exp_canon(x[j] - R);
+    }
+    /* fixed pairwise tree over the 64 lanes */
+    for (int h = PS_TOPK_BLOCK / 2; h >= 1; h /= 2)
+        for (int j = 0; j < h; j++) S[j] += S[j + h];
+    row_sum rs;
+    rs.bad = S[0] != S[0] || M == INFINITY;
+    if (rs.bad) rs.lse = NAN;
+    else if (M == -INFINITY) rs.lse = -INFINITY;
+    else rs.lse = (float)((double)R + log_canon((double)S[0]));
+    return rs;
+}
+
+float ps_lse_f32(const float *x, int64_t n) {
+    if (!x || n <= 0) return -INFINITY;
+    return row_pass(kernels_for(ps_isa_best()), x, PS_DTYPE_F32, n, NULL).lse;
+}
+
+/* logit - lse, with a row of -inf giving -inf (not NaN). */
+static inline float logprob(float x, float lse) { return lse == -INFINITY ? -INFINITY : x - lse; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Bounded selection: keep the best `cap` (value, id) pairs                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    float v;
+    int32_t id;
+} cand;
+
+/* a ranks before b: larger value, or equal value and smaller id (-inf == -inf ties too). */
+static inline bool before(cand a, cand b) { return a.v > b.v || (a.v == b.v && a.id < b.id); }
+
+/* A heap whose root is the worst kept pair. */
+typedef struct {
+    cand *h;
+    int64_t n, cap;
+} heap;
+
+static void sift_down(heap *hp, int64_t i) {
+    cand *h = hp->h;
+    cand c = h[i];
+    for (;;) {
+        int64_t l = 2 * i + 1, w = l;
+        if (l >= hp->n) break;
+        if (l + 1 < hp->n && before(h[l], h[l + 1])) w = l + 1; /* the worse child */
+        if (!before(c, h[w])) break;
+        h[i] = h[w];
+        i = w;
+    }
+    h[i] = c;
+}
+
+/* Offer pairs in ascending id order: then an equal value never beats the root. */
+static inline void heap_offer(heap *hp, float v, int32_t id) {
+    if (hp->n < hp->cap) {
+        cand c = {v, id};
+        int64_t i = hp->n++;
+        while (i > 0) { /* sift up: the parent must not rank before c... i.e. be worse */
+            int64_t p = (i - 1) / 2;
+            if (!before(hp->h[p], c)) break;
+            hp->h[i] = hp->h[p];
+            i = p;
+        }
+        hp->h[i] = c;
+    } else if (v > hp->h[0].v) {
+        hp->h[0] = (cand){v, id};
+        sift_down(hp, 0);
+    }
+}
+
+/* Empties the heap into out[0..n) best first; returns n. */
+static int64_t heap_drain(heap *hp, cand *out) {
+    int64_t n = hp->n;
+    while (hp->n > 0) {
+        out[hp->n - 1] = hp->h[0];
+        hp->h[0] = hp->h[--hp->n];
+        if (hp->n > 0) sift_down(hp, 0);
+    }
+    return n;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Shared driver                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const ps_logits *lg;
+    const ps_topk_out *out;
+    int32_t k;
+    kernels kern;
+    int64_t n_blocks;
+    char *scratch;       /* per thread: scratch_bytes each */
+    size_t scratch_bytes;
+    _Atomic int64_t first_bad;  /* lowest row with NaN / +inf, or INT64_MAX */
+} job;
+
+static void note_bad(job *jb, int64_t row) {
+    int64_t cur = atomic_load(&jb->first_bad);
+    while (row < cur && !atomic_compare_exchange_weak(&jb->first_bad, &cur, row)) {
+    }
+}
+
+static const void *row_ptr(const ps_logits *lg, int64_t r) {
+    size_t es = lg->dtype == PS_DTYPE_F32 ? 4 : 2;
+    return (const char *)lg->data + (size_t)r * (size_t)lg->row_stride * es;
+}
+
+/* Writes lse, target logprob and the sorted candidates (padding past n_sel) of row r. */
+static void write_row(const job *jb, int64_t r, float lse, const cand *sel, int64_t n_sel) {
+    const ps_logits *lg = jb->lg;
+    const ps_topk_out *out = jb->out;
+    if (out->lse) out->lse[r] = lse;
+    if (lg->targets && out->target_logprob) {
+        int32_t t = lg->targets[r];
+        out->target_logprob[r] = t < 0 ? NAN : logprob(logit_at(row_ptr(lg, r), lg->dtype, t), lse);
+    }
+    if (jb->k > 0) {
+        int32_t *ids = out->top_ids + r * jb->k;
+        float *lps = out->top_logprobs + r * jb->k;
+        for (int64_t i = 0; i < jb->k; i++) {
+            ids[i] = i < n_sel ? sel[i].id : -1;
+            lps[i] = i < n_sel ? logprob(sel[i].v, lse) : -INFINITY;
+        }
+    }
+}
+
+/* Fast-path scratch per thread: bm (n_blocks floats), block heap + chosen blocks (kb each),
+ * element heap + drained output (ke each). */
+static size_t fast_scratch_bytes(int64_t n_vocab, int64_t n_blocks, int32_t k) {
+    int64_t kb = PS_MIN((int64_t)k, n_blocks), ke = PS_MIN((int64_t)k, n_vocab);
+    size_t b = (size_t)n_blocks * sizeof(float) + (size_t)kb * (sizeof(cand) + sizeof(int32_t)) +
+               (size_t)ke * 2 * sizeof(cand);
+    return (b + 63) & ~(size_t)63;
+}
+
+static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
+    job *jb = ctx;
+    const ps_logits *lg = jb->lg;
+    const void *row = row_ptr(lg, r);
+    int64_t n = lg->n_vocab, nblk = jb->n_blocks;
+    int64_t kb = PS_MIN((int64_t)jb->k, nblk), ke = PS_MIN((int64_t)jb->k, n);
+    char *s = jb->scratch + (size_t)thread_index * jb->scratch_bytes;
+    float *bm = (float *)s;
+    cand *bheap = (cand *)(bm + nblk);
+    int32_t *chosen = (int32_t *)(bheap + kb);
+    cand *eheap = (cand *)(chosen + kb);
+    cand *sel = eheap + ke;
+
+    row_sum rs = row_pass(jb->kern, row, lg->dtype, n, jb->k > 0 ? bm : NULL);
+    if (rs.bad) {
+        note_bad(jb, r);
+        return;
+    }
+    int64_t n_sel = 0;
+    if (jb->k > 0) {
+        heap eh = {eheap, 0, ke};
+        if (jb->k >= nblk) {
+            for (int64_t i0 = 0; i0 < n; i0 += PS_TOPK_BLOCK) {
+                float x[PS_TOPK_BLOCK];
+                int64_t len = PS_MIN((int64_t)PS_TOPK_BLOCK, n - i0);
+                logits_f32(row, lg->dtype, i0, len, x);
+                for (int64_t j = 0; j < len; j++) heap_offer(&eh, x[j], (int32_t)(i0 + j));
+            }
+        } else {
+            heap bh = {bheap, 0, kb};
+            for (int64_t b = 0; b < nblk; b++) heap_offer(&bh, bm[b], (int32_t)b);
+            for (int64_t i = 0; i < kb; i++) chosen[i] = bheap[i].id;
+            qsort(chosen, (size_t)kb, sizeof *chosen, cmp_i32);
+            for (int64_t i = 0; i < kb; i++) {
+                int64_t i0 = (int64_t)chosen[i] * PS_TOPK_BLOCK;
+                float x[PS_TOPK_BLOCK];
+                int64_t len = PS_MIN((int64_t)PS_TOPK_BLOCK, n - i0);
+                logits_f32(row, lg->dtype, i0, len, x);
+                float thr = eh.n == eh.cap ? eh.h[0].v : -INFINITY;
+                for (int64_t j = 0; j < len; j++) {
+                    /* once the heap is full only a strictly larger logit can enter */
+                    if (x[j] > thr || eh.n < eh.cap) {
+                        heap_offer(&eh, x[j], (int32_t)(i0 + j));
+                        thr = eh.n == eh.cap ? eh.h[0].v : -INFINITY;
+                    }
+                }
+            }
+        }
+        n_sel = heap_drain(&eh, sel);
+    }
+    write_row(jb, r, rs.lse, sel, n_sel);
+}
+
+/* Reference scratch per thread: x and logprob rows (n floats each), radix keys and ids
+ * (2n each). */
+static size_t ref_scratch_bytes(int64_t n_vocab) {
+    return (((size_t)n_vocab * 6 * 4) + 63) & ~(size_t)63;
+}
+
+/* Order-preserving key of a float, descending: smaller key = larger float; -0 == +0. */
+static inline uint32_t desc_key(float x) {
+    if (x == 0.0f) x = 0.0f;
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending order */
+    return ~u;
+}
+
+static void ref_row(void *ctx, int64_t r, int32_t thread_index) {
+    job *jb = ctx;
+    const ps_logits *lg = jb->lg;
+    const void *row = row_ptr(lg, r);
+    int64_t n = lg->n_vocab;
+    float *x = (float *)(jb->scratch + (size_t)thread_index * jb->scratch_bytes);
+    float *lp = x + n;
+    uint32_t *key = (uint32_t *)(lp + n), *key2 = key + n;
+    int32_t *id = (int32_t *)(key2 + n), *id2 = id + n;
+
+    logits_f32(row, lg->dtype, 0, n, x);
+    for (int64_t i = 0; i < n; i++) {
+        if (!(x[i] < INFINITY)) {
+            note_bad(jb, r);
+            return;
+        }
+    }
+    float lse = ps_lse_f32(x, n);
+    for (int64_t i = 0; i < n; i++) lp[i] = logprob(x[i], lse); /* the full log-softmax */
+    if (jb->k == 0) {
+        write_row(jb, r, lse, NULL, 0);
+        return;
+    }
+    /* stable LSD radix sort of (key, id), ids starting ascending: ties stay by ascending id */
+    for (int64_t i = 0; i < n; i++) {
+        key[i] = desc_key(x[i]);
+        id[i] = (int32_t)i;
+    }
+    for (int shift = 0; shift < 32; shift += 8) {
+        int64_t cnt[257] = {0};
+        for (int64_t i = 0; i < n; i++) cnt[((key[i] >> shift) & 255u) + 1]++;
+        for (int d = 0; d < 256; d++) cnt[d + 1] += cnt[d];
+        for (int64_t i = 0; i < n; i++) {
+            int64_t at = cnt[(key[i] >> shift) & 255u]++;
+            key2[at] = key[i];
+            id2[at] = id[i];
+        }
+        uint32_t *tk = key; key = key2; key2 = tk;
+        int32_t *ti = id; id = id2; id2 = ti;
+    }
+    const ps_topk_out *out = jb->out;
+    if (out->lse) out->lse[r] = lse;
+    if (lg->targets && out->target_logprob) {
+        int32_t t = lg->targets[r];
+        out->target_logprob[r] = t < 0 ? NAN : lp[t];
+    }
+    int32_t *ids = out->top_ids + r * jb->k;
+    float *lps = out->top_logprobs + r * jb->k;
+    for (int64_t i = 0; i < jb->k; i++) {
+        ids[i] = i < n ? id[i] : -1;
+        lps[i] = i < n ? lp[id[i]] : -INFINITY;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Entry points                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+ps_topk_params ps_topk_default_params(void) {
+    ps_topk_params p = {5, PS_ISA_AUTO, NULL};
+    return p;
+}
+
+static ps_status validate(const ps_topk_params *params, const ps_logits *lg,
+                          const ps_topk_out *out, ps_error *err) {
+    if (!params || !lg || !out)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: params, logits and out must not be NULL");
+    if (params->k < 0)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: k = %d is negative", (int)params->k);
+    if (params->isa != PS_ISA_AUTO && !ps_isa_supported(params->isa))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: ISA %s (%d) is not available on this CPU",
+                       ps_isa_name(params->isa), (int)params->isa);
+    if (lg->dtype != PS_DTYPE_F32 && lg->dtype != PS_DTYPE_F16 && lg->dtype != PS_DTYPE_BF16)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: unknown logits dtype %d", (int)lg->dtype);
+    if (lg->n_rows < 0)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: n_rows = %lld is negative",
+                       (long long)lg->n_rows);
+    if (lg->n_vocab < 1 || lg->n_vocab > INT32_MAX)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: n_vocab = %lld is not in [1, 2^31)",
+                       (long long)lg->n_vocab);
+    if (lg->row_stride < lg->n_vocab)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: row_stride %lld < n_vocab %lld",
+                       (long long)lg->row_stride, (long long)lg->n_vocab);
+    uint64_t total, outn;
+    if (!ps_mul_ok((uint64_t)lg->n_rows, (uint64_t)lg->row_stride, &total) ||
+        !ps_mul_ok(total, 4, &total) || total > (uint64_t)INT64_MAX ||
+        !ps_mul_ok((uint64_t)lg->n_rows, (uint64_t)params->k, &outn) || outn > (uint64_t)INT64_MAX / 4)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: %lld rows of stride %lld (k = %d) overflow",
+                       (long long)lg->n_rows, (long long)lg->row_stride, (int)params->k);
+    if (lg->n_rows > 0 && !lg->data)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: logits data is NULL");
+    if (lg->n_rows > 0 && params->k > 0 && (!out->top_ids || !out->top_logprobs))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: k = %d needs top_ids and top_logprobs",
+                       (int)params->k);
+    if (lg->targets) {
+        for (int64_t r = 0; r < lg->n_rows; r++) {
+            if (lg->targets[r] >= lg->n_vocab)
+                return ps_fail(err, PS_ERR_TOKEN_RANGE, -1,
+                               "top-k: row %lld: target token id %d is outside the vocabulary "
+                               "of %lld tokens",
+                               (long long)r, (int)lg->targets[r], (long long)lg->n_vocab);
+        }
+    }
+    return PS_OK;
+}
+
+/* The NaN / +inf error of row r: rescans it for the first bad column. */
+static ps_status nan_error(const ps_logits *lg, int64_t r, ps_error *err) {
+    const void *row = row_ptr(lg, r);
+    for (int64_t i = 0; i < lg->n_vocab; i++) {
+        float x = logit_at(row, lg->dtype, i);
+        if (!(x < INFINITY))
+            return ps_fail(err, PS_ERR_NAN, -1, "top-k: row %lld column %lld: logit is %s",
+                           (long long)r, (long long)i, x != x ? "NaN" : "+inf");
+    }
+    return ps_fail(err, PS_ERR_NAN, -1, "top-k: row %lld: NaN or +inf logit", (long long)r);
+}
+
+static ps_status run(const ps_topk_params *params, const ps_logits *lg, const ps_topk_out *out,
+                     ps_error *err, bool reference) {
+    ps_error_clear(err);
+    ps_status st = validate(params, lg, out, err);
+    if (st != PS_OK) return st;
+    if (lg->n_rows == 0) return PS_OK;
+    ps_isa isa = params->isa == PS_ISA_AUTO ? ps_isa_best() : params->isa;
+    job jb;
+    jb.lg = lg;
+    jb.out = out;
+    jb.k = params->k;
+    jb.kern = kernels_for(isa);
+    jb.n_blocks = (lg->n_vocab + PS_TOPK_BLOCK - 1) / PS_TOPK_BLOCK;
+    jb.scratch_bytes = reference ? ref_scratch_bytes(lg->n_vocab)
+                                 : fast_scratch_bytes(lg->n_vocab, jb.n_blocks, params->k);
+    atomic_init(&jb.first_bad, INT64_MAX);
+    /* ps_pool_for hands out thread_index < ps_pool_size (0 only when it runs inline) */
+    ps_pool *pool = lg->n_rows == 1 ? NULL : params->pool;
+    int32_t n_slots = ps_pool_size(pool);
+    uint64_t bytes;
+    if (!ps_mul_ok((uint64_t)n_slots, jb.scratch_bytes, &bytes) || bytes > SIZE_MAX / 2)
+        return ps_fail(err, PS_ERR_NOMEM, -1, "top-k: scratch of %d x %zu bytes is too large",
+                       (int)n_slots, jb.scratch_bytes);
+    jb.scratch = ps_aligned_alloc(64, (size_t)bytes);
+    if (!jb.scratch)
+        return ps_fail(err, PS_ERR_NOMEM, -1, "top-k: cannot allocate %llu bytes of scratch",
+                       (unsigned long long)bytes);
+    ps_pool_for(pool, lg->n_rows, reference ? ref_row : fast_row, &jb);
+    ps_free(jb.scratch);
+    int64_t bad = atomic_load(&jb.first_bad);
+    if (bad != INT64_MAX) return nan_error(lg, bad, err);
+    return PS_OK;
+}
+
+ps_status ps_topk_compute(const ps_topk_params *params, const ps_logits *logits,
+                          const ps_topk_out *out, ps_error *err) {
+    return run(params, logits, out, err, false);
+}
+
+ps_status ps_topk_reference(const ps_topk_params *params, const ps_logits *logits,
+                            const ps_topk_out *out, ps_error *err) {
+    return run(params, logits, out, err, true);
+}
