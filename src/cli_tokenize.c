@@ -1,4 +1,177 @@
-/* src/cli_tokenize.c — placeholder until this command is written. */
+/*
+ * cli_tokenize.c — `promptscore tokenize -m MODEL.gguf [--no-bos] [--parse-special] [--json]`:
+ * reads all of stdin as bytes (nothing stripped, NULs and invalid UTF-8 included), tokenizes it
+ * with the model's tokenizer and prints the ids on one line, space-separated, or as a JSON
+ * array with --json. The model is loaded vocab-only, so vocabulary-only GGUF files work and
+ * weights are never touched. With --pieces, each id is followed by its bytes as a JSON string
+ * (one token per line), to see how the text was cut.
+ */
 #include "cli.h"
+#include "promptscore.h"
+
 #include <stdio.h>
-int ps_cli_tokenize(int argc, char **argv) { (void)argc; fprintf(stderr, "promptscore %s: not built yet\n", argv[0]); return 2; }
+#include <stdlib.h>
+#include <string.h>
+
+static const char *USAGE =
+    "usage: promptscore tokenize -m MODEL.gguf [--no-bos] [--parse-special] [--json | --pieces]\n"
+    "\n"
+    "Reads text from stdin exactly as given (no newline is stripped) and prints its token ids\n"
+    "on one line, space-separated.\n"
+    "\n"
+    "  -m, --model PATH    GGUF model or vocabulary-only file\n"
+    "  --no-bos            do not add BOS (by default BOS is added when the model asks for it)\n"
+    "  --parse-special     text of control tokens (\"<s>\", \"<|endoftext|>\") becomes those tokens\n"
+    "  --json              print a JSON array of ids\n"
+    "  --pieces            print one token per line: id, then its bytes as a JSON string\n"
+    "  -h, --help          this help\n";
+
+/* Reads all of f; returns a malloc'd buffer (NULL on no memory or read error). */
+static char *read_stream(FILE *f, size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    for (;;) {
+        if (n == cap) {
+            char *p = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!p) {
+                free(buf);
+                return NULL;
+            }
+            buf = p;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+/* Prints bytes as a JSON string (invalid UTF-8 bytes as \u00XX escapes of the byte value,
+ * so that nothing is lost). */
+static void print_json_bytes(const char *s, size_t n) {
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c < 0x20 || c >= 0x80) {
+            /* keep well-formed multi-byte UTF-8 as is */
+            size_t len = c >= 0xF0 && c < 0xF5 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+            bool ok = c >= 0x80 && len && i + len <= n;
+            for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
+            if (ok) {
+                fwrite(s + i, 1, len, stdout);
+                i += len - 1;
+            } else {
+                printf("\\u%04x", c);
+            }
+        } else {
+            putchar(c);
+        }
+    }
+    putchar('"');
+}
+
+int ps_cli_tokenize(int argc, char **argv) {
+    const char *model_path = NULL;
+    bool bos = true, special = false, json = false, pieces = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(USAGE, stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "promptscore tokenize: %s needs a path\n%s", a, USAGE);
+                return 2;
+            }
+            model_path = argv[++i];
+        } else if (!strcmp(a, "--no-bos")) {
+            bos = false;
+        } else if (!strcmp(a, "--parse-special")) {
+            special = true;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--pieces")) {
+            pieces = true;
+        } else {
+            fprintf(stderr, "promptscore tokenize: unknown option '%s'\n%s", a, USAGE);
+            return 2;
+        }
+    }
+    if (!model_path) {
+        fprintf(stderr, "promptscore tokenize: -m MODEL.gguf is required\n%s", USAGE);
+        return 2;
+    }
+    if (json && pieces) {
+        fprintf(stderr, "promptscore tokenize: --json and --pieces exclude each other\n");
+        return 2;
+    }
+
+    ps_model_params mp = ps_model_default_params();
+    mp.vocab_only = true;
+    ps_model *model = NULL;
+    ps_error err;
+    ps_status st = ps_model_load(model_path, &mp, &model, &err);
+    if (st != PS_OK) {
+        fprintf(stderr, "promptscore tokenize: %s: %s\n", model_path, err.message);
+        return 1;
+    }
+    const ps_vocab *vocab = ps_model_vocab(model);
+
+    size_t len = 0;
+    char *text = read_stream(stdin, &len);
+    if (!text) {
+        fprintf(stderr, "promptscore tokenize: cannot read stdin (out of memory or read error)\n");
+        ps_model_free(model);
+        return 1;
+    }
+    int rc = 0;
+    int32_t n_ids = 0, cap = (int32_t)(len + 2 < ((size_t)1 << 20) ? len + 2 : ((size_t)1 << 20));
+    int32_t *ids = malloc(sizeof *ids * (size_t)cap);
+    st = ids ? ps_vocab_tokenize(vocab, text, len, bos, special, ids, cap, &n_ids, &err)
+             : PS_ERR_NOMEM;
+    if (st == PS_OK && n_ids > cap) { /* only when the first guess was too small */
+        free(ids);
+        cap = n_ids;
+        ids = malloc(sizeof *ids * (size_t)cap);
+        st = ids ? ps_vocab_tokenize(vocab, text, len, bos, special, ids, cap, &n_ids, &err)
+                 : PS_ERR_NOMEM;
+    }
+    if (st != PS_OK) {
+        fprintf(stderr, "promptscore tokenize: %s\n",
+                st == PS_ERR_NOMEM && !ids ? "out of memory" : err.message);
+        rc = 1;
+    } else if (pieces) {
+        for (int32_t i = 0; i < n_ids; i++) {
+            const char *b;
+            size_t bl;
+            ps_vocab_token_bytes(vocab, ids[i], &b, &bl);
+            printf("%d\t", ids[i]);
+            print_json_bytes(b, bl);
+            putchar('\n');
+        }
+    } else {
+        if (json) putchar('[');
+        for (int32_t i = 0; i < n_ids; i++) printf(i ? (json ? ",%d" : " %d") : "%d", ids[i]);
+        if (json) putchar(']');
+        putchar('\n');
+    }
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "promptscore tokenize: cannot write stdout\n");
+        rc = 1;
+    }
+    free(ids);
+    free(text);
+    ps_model_free(model);
+    return rc;
+}

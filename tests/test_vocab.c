@@ -9,6 +9,7 @@
 #include "vocab.h"
 
 #include <pthread.h>
+#include <sys/wait.h>
 #include <time.h>
 
 static char *read_all(const char *path, size_t *len) {
@@ -483,6 +484,82 @@ static void test_built(void) {
     ps_gguf_writer_free(w);
 }
 
+/* stories260K: the token ids an independent Python SentencePiece tokenizer gave (with BOS). */
+static void test_stories_golden(const char *shared) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/goldens/stories260K-python-reference.txt", shared);
+    size_t len;
+    char *ref = read_all(path, &len);
+    if (!ref) {
+        SKIP("no %s", path);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
+    ps_gguf *g = NULL;
+    ps_vocab *v = open_vocab(path, &g);
+    CHECK(v != NULL);
+    int n_cases = 0;
+    for (char *p = ref; v && (p = strstr(p, "tokens('")) != NULL;) {
+        p += 8;
+        char *q = strstr(p, "') = [");
+        if (!q) break;
+        int32_t want[512];
+        int n_want = 0;
+        for (char *r = q + 6; *r && *r != ']' && n_want < 512;) {
+            char *end;
+            long x = strtol(r, &end, 10);
+            if (end == r) break;
+            want[n_want++] = (int32_t)x;
+            r = end;
+            while (*r == ',' || *r == ' ') r++;
+        }
+        *q = 0;
+        expect_ids(v, p, true, false, want, n_want, "stories260K golden");
+        n_cases++;
+        p = q + 6;
+    }
+    CHECKF(n_cases == 3, "%d golden texts", n_cases);
+    ps_vocab_free(v);
+    ps_gguf_close(g);
+    free(ref);
+}
+
+/* The CLI (when the binary is built next to the tests): ids on one line, --json, exit codes. */
+static void test_cli(const char *shared) {
+    const char *build = getenv("BUILD");
+    char bin[4200], cmd[9000], out[512];
+    snprintf(bin, sizeof bin, "%s/promptscore", build && *build ? build : "build");
+    if (access(bin, X_OK) != 0) {
+        SKIP("no %s binary for the CLI test", bin);
+        return;
+    }
+    struct {
+        const char *input, *args, *want;
+        int rc;
+    } cases[] = {
+        {"Hello world", "-m %s/vocab/ggml-vocab-llama-spm.gguf", "1 15043 3186\n", 0},
+        {"Hello world", "-m %s/vocab/ggml-vocab-llama-spm.gguf --no-bos --json", "[15043,3186]\n", 0},
+        {"<|endoftext|>Hello", "-m %s/vocab/ggml-vocab-gpt-2.gguf --parse-special", "50256 15496\n", 0},
+        {"Hello\\n", "-m %s/vocab/ggml-vocab-qwen2.gguf", "9707 198\n", 0},
+        {"", "-m %s/vocab/ggml-vocab-qwen2.gguf --json", "[]\n", 0},
+        {"x", "-m %s/vocab/no-such-file.gguf", "", 1},
+        {"x", "--bogus", "", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[4400];
+        snprintf(args, sizeof args, cases[i].args, shared);
+        snprintf(cmd, sizeof cmd, "printf '%s' | %s tokenize %s 2>/dev/null", cases[i].input, bin,
+                 args);
+        FILE *f = popen(cmd, "r");
+        size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+        out[n] = 0;
+        int status = f ? pclose(f) : -1;
+        int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        CHECKF(rc == cases[i].rc && !strcmp(out, cases[i].want), "%s -> rc %d, \"%s\"", cmd, rc,
+               out);
+    }
+}
+
 static void test_model_load(const char *shared) {
     char path[4200];
     snprintf(path, sizeof path, "%s/vocab/ggml-vocab-qwen2.gguf", shared);
@@ -529,5 +606,7 @@ int main(void) {
     test_bpe_special(shared);
     test_threads(shared);
     test_model_load(shared);
+    test_stories_golden(shared);
+    test_cli(shared);
     return ps_test_done("vocab");
 }
