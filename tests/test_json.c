@@ -159,9 +159,131 @@ static void test_f32(void) {
     CHECKF(bad_json == 0, "%d values did not round-trip through jansson", bad_json);
 }
 
+
+/* A hand-made score result over the stories260K vocabulary (n_vocab 512: 1 <s>, 13 <0x0A>,
+ * 35 <0x20> = " ", 233/234 <0xE6>/<0xE7> -> U+FFFD alone, 410 "▁" = " ", 403 "▁Once",
+ * 436 '"', 485 "é", 500 '\'). */
+static void test_logprobs(void) {
+    const char *shared = ps_test_shared();
+    if (!shared) {
+        SKIP("logprobs object: no ../shared");
+        return;
+    }
+    char path[4300];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
+    ps_model_params mp = ps_model_default_params();
+    mp.vocab_only = true;
+    ps_model *m = NULL;
+    ps_error e;
+    if (ps_model_load(path, &mp, &m, &e) != PS_OK) {
+        CHECKF(0, "load %s: %s", path, e.message);
+        return;
+    }
+    const ps_vocab *v = ps_model_vocab(m);
+    const char *piece;
+    size_t pl;
+    CHECK(ps_vocab_token_piece(v, 233, &piece, &pl) == PS_OK && pl == 6 && !memcmp(piece, "<0xE6>", 6));
+    CHECK(ps_vocab_token_piece(v, 485, &piece, &pl) == PS_OK && pl == 2 && !memcmp(piece, "\xc3\xa9", 2));
+
+    int32_t tokens[5] = {1, 485, 233, 410, 403};
+    float lps[5] = {NAN, -1.5f, -4.0f, -INFINITY, -0.25f};
+    int32_t top_ids[15] = {-1, -1, -1, 485, 234, 233, 410, 35, 234, 436, 500, 13, 403, -1, -1};
+    float top_lps[15] = {NAN, NAN, NAN, -1.5f, -2.0f, -2.5f, -0.5f, -0.75f, -1.0f,
+                         -0.1f, -0.2f, -0.3f, -0.25f, -INFINITY, -INFINITY};
+    ps_score_result r = {.n_prompt = 5, .n_gen = 0, .n_total = 5, .k = 3, .tokens = tokens,
+                         .logprobs = lps, .top_ids = top_ids, .top_logprobs = top_lps};
+    ps_buf b, text;
+    ps_buf_init(&b);
+    ps_buf_init(&text);
+    ps_json_logprobs(&b, v, &r, 0, 7, &text);
+    const char *want =
+        "{\"tokens\":[\"<s>\",\"\xc3\xa9\",\"\xef\xbf\xbd\",\" \",\" Once\"],"
+        "\"token_logprobs\":[null,-1.5,-4,-9999.0,-0.25],"
+        "\"top_logprobs\":[null,{\"\xc3\xa9\":-1.5,\"\xef\xbf\xbd\":-2},"
+        "{\" \":-0.5,\"\xef\xbf\xbd\":-1},"
+        "{\"\\\"\":-0.1,\"\\\\\":-0.2,\"\\n\":-0.3,\" \":-9999.0},{\" Once\":-0.25}],"
+        "\"text_offset\":[7,10,11,12,13],"
+        "\"token_ids\":[1,485,233,410,403],"
+        "\"top_ids\":[null,[[485,-1.5],[234,-2],[233,-2.5]],[[410,-0.5],[35,-0.75],[234,-1],"
+        "[233,-4]],[[436,-0.1],[500,-0.2],[13,-0.3],[410,-9999.0]],[[403,-0.25]]]}";
+    CHECKF(str_is(&b, want), "logprobs object:\n got %s\nwant %s", b.data, want);
+    CHECK(str_is(&text, "<s>\xc3\xa9\xef\xbf\xbd  Once"));
+    json_t *j = json_loadb(b.data, b.len, 0, NULL);
+    CHECK(j && json_array_size(json_object_get(j, "tokens")) == 5);
+    json_decref(j);
+
+    /* from entry 2 on (what the server writes without echo), offsets from 0 */
+    ps_buf_reset(&b);
+    ps_json_logprobs(&b, v, &r, 2, 0, NULL);
+    CHECKF(b.data && strstr(b.data, "\"token_logprobs\":[-4,-9999.0,-0.25]") &&
+               strstr(b.data, "\"text_offset\":[0,1,2]") &&
+               strstr(b.data, "\"token_ids\":[233,410,403]"),
+           "first=2: %s", b.data);
+
+    /* k = 0: the scored token alone */
+    ps_score_result r0 = r;
+    r0.k = 0;
+    ps_buf_reset(&b);
+    ps_json_logprobs(&b, v, &r0, 0, 0, NULL);
+    CHECKF(b.data && strstr(b.data, "\"top_logprobs\":[null,{\"\xc3\xa9\":-1.5},{\"\xef\xbf\xbd\":-4},"
+                                    "{\" \":-9999.0},{\" Once\":-0.25}]") &&
+               strstr(b.data, "\"top_ids\":[null,[[485,-1.5]],[[233,-4]],[[410,-9999.0]],[[403,-0.25]]]"),
+           "k=0: %s", b.data);
+
+    /* many alternatives (the hashed duplicate check): 40 byte tokens 0x80..0xA7 all read
+     * U+FFFD, then letters; one U+FFFD key, every letter once */
+    enum { K = 60 };
+    int32_t t2[2] = {1, 412};
+    float l2[2] = {NAN, -3.0f};
+    int32_t ti2[2 * K];
+    float tl2[2 * K];
+    for (int i = 0; i < K; i++) {
+        ti2[i] = -1;
+        tl2[i] = NAN;
+        ti2[K + i] = i < 40 ? 3 + 0x80 + i : 411 + (i - 40);
+        tl2[K + i] = -0.01f * (float)(i + 1);
+    }
+    ps_score_result rk = {.n_prompt = 2, .n_total = 2, .k = K, .tokens = t2, .logprobs = l2,
+                          .top_ids = ti2, .top_logprobs = tl2};
+    ps_buf_reset(&b);
+    ps_json_logprobs(&b, v, &rk, 0, 0, NULL);
+    int n_repl = 0;
+    for (const char *q = b.data; q && (q = strstr(q, "\"\xef\xbf\xbd\":")); q++) n_repl++;
+    CHECKF(n_repl == 1, "U+FFFD keys: %d", n_repl);
+    j = json_loadb(b.data, b.len, 0, NULL);
+    json_t *tl = j ? json_array_get(json_object_get(j, "top_logprobs"), 1) : NULL;
+    /* 1 U+FFFD + 20 distinct one-letter tokens (411..430) ; token 412 "a" is among them */
+    CHECKF(tl && json_object_size(tl) == 21, "keys %zu", tl ? json_object_size(tl) : 0);
+    CHECK(tl && fabs(json_real_value(json_object_get(tl, "\xef\xbf\xbd")) - (-0.01)) < 1e-6);
+    json_t *ids = j ? json_array_get(json_object_get(j, "top_ids"), 1) : NULL;
+    CHECK(ids && json_array_size(ids) == K);
+    json_decref(j);
+
+    /* allocation failures anywhere: oom is reported, never a partial "success" */
+    int bad = 0, n_ok = 0;
+    for (int64_t n = 0; n < 200; n++) {
+        ps_buf fb;
+        ps_buf_init(&fb);
+        ps_alloc_fail_after(n);
+        ps_json_logprobs(&fb, v, &r, 0, 0, NULL);
+        ps_alloc_fail_after(-1);
+        if (!fb.oom) {
+            n_ok++;
+            if (!str_is(&fb, want) && !strstr(fb.data ? fb.data : "", "\"text_offset\":[0,3,4,5,6]")) bad++;
+        }
+        ps_buf_free(&fb);
+    }
+    CHECKF(bad == 0 && n_ok > 0, "fault injection: %d bad outputs, %d complete", bad, n_ok);
+
+    ps_buf_free(&b);
+    ps_buf_free(&text);
+    ps_model_free(m);
+}
+
 int main(void) {
     test_buf();
     test_str();
     test_f32();
+    test_logprobs();
     return ps_test_done("json");
 }
