@@ -96,9 +96,7 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
         const float inv = 1.0f / sum;
         for (int32_t d = 0; d < hd; d++) out[d] = 0.0f;
         for (int32_t j = 0; j < n_keys; j++) {
-            const float a = sc[j] * inv;
-            const float *vj = V + (int64_t)j * hd;
-            for (int32_t d = 0; d < hd; d++) out[d] += a * vj[d];
+            ps_axpy_f32(s->isa, sc[j] * inv, V + (int64_t)j * hd, out, hd);
         }
     }
 }

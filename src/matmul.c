@@ -16,6 +16,8 @@
 #include "matmul.h"
 #include "quant.h"
 
+#include <math.h>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -169,6 +171,36 @@ T_AVX512 static float dot_avx512(const float *a, const float *b, int64_t n) {
     return y;
 }
 #endif
+
+#if defined(__x86_64__)
+T_AVX2 static void axpy_avx2(float a, const float *x, float *y, int64_t n) {
+    __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+T_AVX512 static void axpy_avx512(float a, const float *x, float *y, int64_t n) {
+    __m512 av = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i),
+                                                        _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+#endif
+
+void ps_axpy_f32(ps_isa isa, float a, const float *x, float *y, int64_t n) {
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) { axpy_avx512(a, x, y, n); return; }
+    if (isa == PS_ISA_AVX2) { axpy_avx2(a, x, y, n); return; }
+#endif
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
 
 float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
 #if defined(__x86_64__)

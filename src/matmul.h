@@ -49,4 +49,8 @@ ps_status ps_matmul_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_
  * uses for one output element). */
 float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n);
 
+/* y (n) += a * x (n), element by element (fused multiply-add on the SIMD ISAs; every element
+ * is one operation, so the result per ISA does not depend on n or alignment). */
+void ps_axpy_f32(ps_isa isa, float a, const float *x, float *y, int64_t n);
+
 #endif
