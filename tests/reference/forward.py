@@ -169,6 +169,12 @@ class Model:
         self.n_rot = int(kv.get(a + ".rope.dimension_count", self.head_dim))
         self.eps = float(kv.get(a + ".attention.layer_norm_rms_epsilon", 1e-5))
         self.rope_base = float(kv.get(a + ".rope.freq_base", 10000.0))
+        # linear RoPE scaling (positions * 1/factor), as llama.cpp reads it; others unsupported
+        stype = kv.get(a + ".rope.scaling.type", "linear")
+        factor = float(kv.get(a + ".rope.scaling.factor", kv.get(a + ".rope.scale_linear", 0.0)))
+        if stype not in ("none", "linear") and factor not in (0.0, 1.0):
+            raise ValueError("rope scaling type %s not supported by the reference" % stype)
+        self.freq_scale = 1.0 / factor if factor not in (0.0,) and stype != "none" else 1.0
         self.neox = a in ("qwen2", "qwen3")
         self.q8_act = q8_act
         emb, _ = self.t["token_embd.weight"]
@@ -198,7 +204,7 @@ class Model:
         inv = self.rope_base ** (-2.0 * i / self.n_rot)
         if self.ff is not None:
             inv = inv / self.ff[:half]
-        ang = pos[:, None].astype(np.float64) * inv[None, :]  # (T, half)
+        ang = self.freq_scale * pos[:, None].astype(np.float64) * inv[None, :]  # (T, half)
         c = np.cos(ang)[:, None, :]
         s = np.sin(ang)[:, None, :]
         y = x.copy()
