@@ -745,10 +745,9 @@ static ps_status wrong_type(const ps_gguf *g, const gguf_kv *kv, const char *wan
                    safe(kv->key.ptr, kv->key.len).s, type_name(kv->type), want);
 }
 
-/* Any integer value as a 128-bit integer. */
-static __int128 kv_int(const ps_gguf *g, const gguf_kv *kv) {
-    const uint8_t *p = g->base + kv->val_off;
-    switch (kv->type) {
+/* An integer value of `type` stored at p, as a 128-bit integer (0 for other types). */
+static __int128 raw_int(uint32_t type, const uint8_t *p) {
+    switch (type) {
     case PS_GGUF_UINT8: return p[0];
     case PS_GGUF_INT8: return (int8_t)p[0];
     case PS_GGUF_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
@@ -759,6 +758,10 @@ static __int128 kv_int(const ps_gguf *g, const gguf_kv *kv) {
     case PS_GGUF_INT64: return (int64_t)rd_u64(p);
     default: return 0;
     }
+}
+
+static __int128 kv_int(const ps_gguf *g, const gguf_kv *kv) {
+    return raw_int(kv->type, g->base + kv->val_off);
 }
 
 static ps_status get_int(const ps_gguf *g, const char *key, __int128 lo, __int128 hi,
@@ -1160,12 +1163,13 @@ static ps_status w_plan(ps_gguf_writer *w, w_layout *L, ps_error *err) {
     L->align = GGUF_DEFAULT_ALIGNMENT;
     for (size_t i = 0; i < w->n_kv; i++) {
         if (strcmp(w->kv[i].key, "general.alignment") != 0) continue;
-        uint32_t type = rd_u32(w->kv[i].val), a = 0;
-        if (type == PS_GGUF_UINT32) a = rd_u32(w->kv[i].val + 4);
-        if (a == 0 || (a & (a - 1)) != 0)
+        /* any integer type, as the reader accepts (a copied key keeps its type) */
+        uint32_t type = rd_u32(w->kv[i].val);
+        __int128 a = is_int_type(type) ? raw_int(type, w->kv[i].val + 4) : 0;
+        if (a <= 0 || a > UINT32_MAX || (a & (a - 1)) != 0)
             return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                           "general.alignment must be a uint32 power of two");
-        L->align = a;
+                           "general.alignment must be a power of two that fits in uint32");
+        L->align = (uint64_t)a;
     }
     uint64_t m = 4 + 4 + 8 + 8;
     for (size_t i = 0; i < w->n_kv; i++) m += 8 + strlen(w->kv[i].key) + w->kv[i].len;

@@ -865,8 +865,146 @@ static void test_type_facts(void) {
     CHECK(strcmp(ps_ggml_type_name(999), "unknown") == 0);
 }
 
+/* ---- seed corpus for fuzz/fuzz_gguf (PS_GGUF_WRITE_CORPUS=fuzz/corpus/fuzz_gguf) ---- */
+
+static void save(const char *dir, const char *name, const void *p, size_t n) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    CHECKF(f && fwrite(p, 1, n, f) == n, "cannot write %s", path);
+    if (f) fclose(f);
+    fprintf(stderr, "wrote %s (%zu bytes)\n", path, n);
+}
+
+static void save_writer(const char *dir, const char *name, ps_gguf_writer *w) {
+    void *mem = NULL;
+    size_t size = 0;
+    ps_error e;
+    CHECKF(ps_gguf_write_memory(w, &mem, &size, &e) == PS_OK, "%s: %s", name, e.message);
+    if (mem) save(dir, name, mem, size);
+    ps_free(mem);
+    ps_gguf_writer_free(w);
+}
+
+static void write_corpus(const char *dir) {
+    /* a tiny SentencePiece-style vocabulary: no tensors, no padding */
+    ps_gguf_writer *w = ps_gguf_writer_new();
+    const char *toks[] = {"<unk>", "<s>", "</s>", "<0x00>", "<0x0A>", "\xe2\x96\x81", "a", "b",
+                          "\xe2\x96\x81" "a", "ab", "\xe2\x96\x81" "ab", "."};
+    float scores[12];
+    int32_t types[12];
+    for (int i = 0; i < 12; i++) {
+        scores[i] = -(float)i;
+        types[i] = i < 3 ? 3 : i < 5 ? 6 : 1;
+    }
+    types[0] = 2;
+    ps_gguf_set_str(w, "general.architecture", "llama");
+    ps_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    ps_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, 12);
+    ps_gguf_set_arr(w, "tokenizer.ggml.scores", PS_GGUF_FLOAT32, scores, 12);
+    ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types, 12);
+    ps_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    ps_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    ps_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", true);
+    save_writer(dir, "vocab_spm.gguf", w);
+
+    /* a tiny BPE vocabulary with merges */
+    w = ps_gguf_writer_new();
+    const char *btoks[] = {"a", "b", "ab", "\xc4\xa0", "\xc4\xa0" "ab", "<|endoftext|>"};
+    const char *merges[] = {"a b", "\xc4\xa0 ab"};
+    ps_gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    ps_gguf_set_str(w, "tokenizer.ggml.pre", "gpt-2");
+    ps_gguf_set_arr_str(w, "tokenizer.ggml.tokens", btoks, NULL, 6);
+    ps_gguf_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, 2);
+    save_writer(dir, "vocab_bpe.gguf", w);
+
+    /* one tensor of every known ggml type, one block each (plus 2-D f32) */
+    w = ps_gguf_writer_new();
+    ps_gguf_set_str(w, "general.architecture", "llama");
+    ps_gguf_set_u32(w, "llama.embedding_length", 4);
+    ps_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    uint8_t blob[512];
+    for (int i = 0; i < 512; i++) blob[i] = (uint8_t)(i * 131 + 7);
+    for (uint32_t t = 0; t < 64; t++) {
+        int64_t be = ps_ggml_block_elems(t), bb = ps_ggml_block_bytes(t);
+        if (!be) continue;
+        char name[32];
+        snprintf(name, sizeof name, "t.%s", ps_ggml_type_name(t));
+        int64_t ne[2] = {be, be == 1 ? 3 : 1};
+        CHECK(ps_gguf_add_tensor(w, name, t, 2, ne, blob, (uint64_t)(bb * ne[1])) == PS_OK);
+    }
+    save_writer(dir, "tensors_all_types.gguf", w);
+
+    /* model-like: f32/f16/bf16/q8_0 weights, alignment 64 */
+    w = ps_gguf_writer_new();
+    ps_gguf_set_u32(w, "general.alignment", 64);
+    ps_gguf_set_str(w, "general.architecture", "llama");
+    ps_gguf_set_u32(w, "llama.block_count", 1);
+    ps_gguf_set_u64(w, "llama.context_length", 64);
+    int64_t ne_e[2] = {32, 4}, ne_n[1] = {32};
+    ps_gguf_add_tensor(w, "token_embd.weight", PS_GGML_F16, 2, ne_e, blob, 32 * 4 * 2);
+    ps_gguf_add_tensor(w, "output_norm.weight", PS_GGML_F32, 1, ne_n, blob, 32 * 4);
+    ps_gguf_add_tensor(w, "blk.0.attn_q.weight", PS_GGML_BF16, 2, ne_e, blob, 32 * 4 * 2);
+    ps_gguf_add_tensor(w, "output.weight", PS_GGML_Q8_0, 2, ne_e, blob, 34 * 4);
+    save_writer(dir, "model_align64.gguf", w);
+
+    /* every value type, nested arrays */
+    w = ps_gguf_writer_new();
+    uint8_t u8 = 1;
+    int16_t i16 = -2;
+    double f64 = 0.5;
+    int64_t i64 = -3;
+    ps_gguf_set_raw(w, "v.u8", PS_GGUF_UINT8, &u8, 1);
+    ps_gguf_set_raw(w, "v.i8", PS_GGUF_INT8, &u8, 1);
+    ps_gguf_set_raw(w, "v.u16", PS_GGUF_UINT16, &i16, 2);
+    ps_gguf_set_raw(w, "v.i16", PS_GGUF_INT16, &i16, 2);
+    ps_gguf_set_u32(w, "v.u32", 5);
+    ps_gguf_set_i32(w, "v.i32", -5);
+    ps_gguf_set_f32(w, "v.f32", 0.25f);
+    ps_gguf_set_bool(w, "v.bool", false);
+    ps_gguf_set_str(w, "v.str", "s");
+    ps_gguf_set_u64(w, "v.u64", 6);
+    ps_gguf_set_raw(w, "v.i64", PS_GGUF_INT64, &i64, 8);
+    ps_gguf_set_raw(w, "v.f64", PS_GGUF_FLOAT64, &f64, 8);
+    buf nb = {0};
+    b_u32(&nb, PS_GGUF_ARRAY);
+    b_u64(&nb, 2);
+    b_u32(&nb, PS_GGUF_UINT8);
+    b_u64(&nb, 1);
+    b_u8(&nb, 9);
+    b_u32(&nb, PS_GGUF_ARRAY);
+    b_u64(&nb, 1);
+    b_u32(&nb, PS_GGUF_STRING);
+    b_u64(&nb, 1);
+    b_str(&nb, "deep");
+    ps_gguf_set_raw(w, "v.nested", PS_GGUF_ARRAY, nb.p, nb.n);
+    free(nb.p);
+    save_writer(dir, "values_nested.gguf", w);
+
+    /* the hand-made files: v3, v2, vocab-only */
+    knobs k = {0};
+    size_t need;
+    buf b = make_file(&k, &need);
+    save(dir, "handmade_v3.gguf", b.p, b.n);
+    free(b.p);
+    k.version = 2;
+    b = make_file(&k, &need);
+    save(dir, "handmade_v2.gguf", b.p, b.n);
+    free(b.p);
+    knobs v = {0};
+    v.no_tensors = 1;
+    b = make_file(&v, &need);
+    save(dir, "handmade_vocab.gguf", b.p, b.n);
+    free(b.p);
+}
+
 int main(void) {
     clock_t t0 = clock();
+    const char *corpus = getenv("PS_GGUF_WRITE_CORPUS");
+    if (corpus && *corpus) {
+        write_corpus(corpus);
+        return ps_test_done("gguf_corpus");
+    }
     test_type_facts();
     test_handmade();
     test_roundtrip();
