@@ -768,20 +768,29 @@ int main(void) {
     }
     resp_free(&r);
 
-    /* ---- a client that hangs up mid-request ---- */
+    /* ---- a client that hangs up mid-request: its work is cancelled ---- */
     {
-        char *heavy = heavy_body(48, 2000);
+        char *heavy = heavy_body(4, 2000); /* several seconds of work on one thread */
         resp hr;
-        double t0 = now_s();
-        http_h(NULL, port, "POST", "/v1/completions", heavy, -1, 100, &hr);
+        http_h(NULL, port, "POST", "/v1/completions", heavy, -1, 150, &hr);
+        CHECKF(hr.status == 0, "the heavy request answered within 150 ms (%ld)", hr.status);
         resp_free(&hr);
         free(heavy);
+        double t0 = now_s();
         CHECK(http(port, "POST", "/v1/completions", lmeval, &r) && r.status == 200);
+        double secs = now_s() - t0;
         char *c = canonical(&r);
         CHECKF(c && baseline && !strcmp(c, baseline), "after a hang-up the answer changed");
         free(c);
         resp_free(&r);
-        fprintf(stderr, "NOTE: hang-up then a good request: %.3f s\n", now_s() - t0);
+        CHECKF(secs < 1.5, "the next request waited %.2f s: the hung-up work was not cancelled",
+               secs);
+        CHECK(http(port, "GET", "/metrics", NULL, &r) && r.status == 200);
+        const char *m = strstr(r.body, "\npromptscore_requests_cancelled_total ");
+        CHECKF(m && atoi(m + strlen("\npromptscore_requests_cancelled_total ")) == 1,
+               "cancelled counter: %s", m ? m : "(absent)");
+        resp_free(&r);
+        fprintf(stderr, "NOTE: after a hang-up the next request took %.3f s\n", secs);
     }
 
     /* ---- metrics ---- */
@@ -844,7 +853,7 @@ int main(void) {
         server q;
         const char *qopts[] = {"--queue", "1", "-q", NULL};
         if (server_start(&q, qopts)) {
-            char *heavy = heavy_body(48, 2000);
+            char *heavy = heavy_body(2, 2000);
             bg_arg bg = {.port = q.port, .body = heavy, .timeout_ms = 60000};
             pthread_t t;
             pthread_create(&t, NULL, bg_main, &bg);
