@@ -1246,12 +1246,27 @@ static ps_status partition_special(tok_state *s, const char *text, size_t len, b
     frags->n = 0;
     if (len && !span_push(frags, 0, len, -1))
         return ps_fail(s->err, PS_ERR_NOMEM, -1, "out of memory tokenizing");
+    if (len < 2 || v->n_special == 0) return PS_OK;
+    /* Which byte pairs occur in the text: most special tokens (thousands of "[PAD123]" in some
+     * vocabularies) are rejected with one bit test instead of a scan of the text. */
+    uint64_t *pairs = ps_calloc(65536 / 64, sizeof *pairs);
+    if (!pairs) return ps_fail(s->err, PS_ERR_NOMEM, -1, "out of memory tokenizing");
+    for (size_t i = 0; i + 1 < len; i++) {
+        unsigned x = (unsigned)(uint8_t)text[i] << 8 | (uint8_t)text[i + 1];
+        pairs[x >> 6] |= 1ull << (x & 63);
+    }
     for (int32_t k = 0; k < v->n_special; k++) {
         int32_t id = v->special[k];
         const token_info *t = &v->tok[id];
         if (!parse_special && t->type != TT_USER_DEFINED) continue;
         const char *tt = v->blob + t->piece_off;
         size_t tl = t->piece_len;
+        if (tl > len) continue;
+        if (tl >= 2) {
+            unsigned x = (unsigned)(uint8_t)tt[0] << 8 | (uint8_t)tt[1];
+            unsigned y = (unsigned)(uint8_t)tt[tl - 2] << 8 | (uint8_t)tt[tl - 1];
+            if (!(pairs[x >> 6] >> (x & 63) & 1) || !(pairs[y >> 6] >> (y & 63) & 1)) continue;
+        }
         /* quick reject: does the token occur at all? */
         bool any = false;
         for (size_t f = 0; f < frags->n && !any; f++)
@@ -1283,8 +1298,10 @@ static ps_status partition_special(tok_state *s, const char *text, size_t len, b
         *frags = *tmp;
         *tmp = t2;
     }
+    ps_free(pairs);
     return PS_OK;
 nomem:
+    ps_free(pairs);
     return ps_fail(s->err, PS_ERR_NOMEM, -1, "out of memory tokenizing");
 }
 
