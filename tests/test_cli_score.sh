@@ -1,0 +1,173 @@
+#!/bin/sh
+# tests/test_cli_score.sh — `promptscore score` and `promptscore perplexity` end to end on
+# ../shared/models/stories260K.gguf ($PS_SHARED overrides): text and id prompts, ids passed
+# through, per-line K, every kind of bad line answered by an error line while the others are
+# scored, output order, --strict exit status, --no-bos, files vs pipes, the README command,
+# and perplexity (whole text = the score's NLL; sliding windows score every token once).
+# JSON is checked with python3's json module. Prints "cli_score: N passed, N failed, N skipped".
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+SHARED=${PS_SHARED:-../shared}
+MODEL="$SHARED/models/stories260K.gguf"
+BIN="$BUILD/promptscore"
+pass=0; fail=0; skip=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL test_cli_score.sh: $1"; }
+check() { if eval "$2"; then ok; else bad "$1"; fi; }
+done_() { echo "cli_score: $pass passed, $fail failed, $skip skipped"; [ "$fail" -eq 0 ]; exit $?; }
+
+if [ ! -r "$MODEL" ]; then
+    echo "NOTE: shared test material not found at $SHARED (set PS_SHARED)"
+    skip=1; done_
+fi
+if [ ! -x "$BIN" ]; then bad "no binary $BIN (make first)"; done_; fi
+command -v python3 >/dev/null 2>&1 || { echo "NOTE: python3 missing"; skip=1; done_; }
+
+T=$(mktemp -d /tmp/ps-test-cli-score-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+
+# ---- a mixed input: good lines interleaved with every kind of bad one --------------------
+long=$(python3 -c 'print(",".join(["1"] * 2049))')
+cat > "$T/in.jsonl" <<EOF
+{"id": "text", "prompt": "Once upon a time"}
+{"id": 7, "prompt": [1, 403, 407, 261, 378], "logprobs": 2}
+this is not json
+{"id": {"nested": [1, 2]}, "prompt": ""}
+{"id": "oov", "prompt": [1, 403, 512]}
+{"id": "long", "prompt": [$long]}
+
+{"id": "k0", "prompt": "Lily", "logprobs": 0}
+{"id": "badk", "prompt": "Lily", "logprobs": true}
+{"id": "badtype", "prompt": 42}
+{"id": "emptyids", "prompt": []}
+{"prompt": [1, 291]}
+{"id": "k7", "prompt": [1, 403, 407], "logprobs": 7}
+EOF
+"$BIN" score -m "$MODEL" -i "$T/in.jsonl" -o "$T/out.jsonl" 2>"$T/err"
+rc=$?
+check "exit 0 without --strict despite bad lines (got $rc)" '[ $rc -eq 0 ]'
+check "summary line on stderr" 'grep -q "12 prompts, .* tokens, .* tokens/s, 7 errors" "$T/err"'
+"$BIN" score -m "$MODEL" -i "$T/in.jsonl" -o "$T/out2.jsonl" --strict 2>/dev/null
+rc=$?
+check "--strict exits 1 when a line failed (got $rc)" '[ $rc -eq 1 ]'
+check "--strict output identical" 'cmp -s "$T/out.jsonl" "$T/out2.jsonl"'
+
+cat > "$T/check.py" <<'EOF'
+import json, struct, sys
+f32 = lambda x: struct.unpack('f', struct.pack('f', x))[0]
+lines = open(sys.argv[1], encoding='utf-8').read().split('\n')
+assert lines[-1] == '', 'output must end with a newline'
+out = [json.loads(l) for l in lines[:-1]]
+fails = []
+def expect(cond, what):
+    if not cond: fails.append(what)
+expect(len(out) == 12, 'one output line per non-blank input line: %d' % len(out))
+ids = [o.get('id') for o in out]
+expect(ids == ['text', 7, None, {'nested': [1, 2]}, 'oov', 'long', 'k0', 'badk', 'badtype',
+               'emptyids', None, 'k7'], 'ids in input order: %r' % (ids,))
+errs = [i for i, o in enumerate(out) if 'error' in o]
+expect(errs == [2, 3, 4, 5, 7, 8, 9], 'error lines: %r' % errs)
+for i in errs:
+    e = out[i]['error']
+    expect(e.get('type') == 'invalid_request_error' and e.get('message'), 'error shape %d' % i)
+    expect('logprobs' not in out[i], 'no logprobs on error line %d' % i)
+m = lambda i: out[i]['error']['message']
+expect('line 3' in m(2) and 'JSON' in m(2), 'bad json message: ' + m(2))
+expect('empty' in m(3), 'empty prompt message: ' + m(3))
+expect('512' in m(4) and 'index 2' in m(4), 'out of range message: ' + m(4))
+expect('2049' in m(5) and '2048' in m(5) and out[5]['error']['code'] == 'context_length_exceeded',
+       'too long message: ' + m(5))
+expect('logprobs' in m(7) and out[7]['error']['param'] == 'logprobs', 'bool K: ' + m(7))
+expect('prompt' in m(8), 'wrong type: ' + m(8))
+expect('empty' in m(9), 'empty id list: ' + m(9))
+
+def consistent(o, k):
+    lp = o['logprobs']
+    n = o['n_tokens']
+    for key in ('tokens', 'token_logprobs', 'top_logprobs', 'text_offset', 'token_ids', 'top_ids'):
+        expect(len(lp[key]) == n, 'length of %s' % key)
+    expect(lp['token_logprobs'][0] is None and lp['top_logprobs'][0] is None and lp['top_ids'][0] is None,
+           'entry 0 null')
+    text = ''.join(lp['tokens'])
+    for i in range(n):
+        t = lp['tokens'][i]
+        expect(text[lp['text_offset'][i]:][:len(t)] == t, 'text_offset %d' % i)
+    s = 0.0
+    for i in range(1, n):
+        v = lp['token_logprobs'][i]
+        top = lp['top_logprobs'][i]
+        ti = lp['top_ids'][i]
+        expect(len(ti) in (k, k + 1), 'top_ids length %d at %d (k %d)' % (len(ti), i, k))
+        expect([x[0] for x in ti].count(lp['token_ids'][i]) == 1, 'scored id in top_ids at %d' % i)
+        expect(dict((a, b) for a, b in ti)[lp['token_ids'][i]] == v, 'top_ids value = token_logprob')
+        if lp['tokens'][i] in top:
+            expect(top[lp['tokens'][i]] >= v, 'key keeps the larger value')
+        expect(max(top.values()) == ti[0][1], 'first top_ids entry is the max')
+        s += f32(v)
+    expect(s == o['sum_logprob'], 'sum_logprob %r vs %r' % (s, o['sum_logprob']))
+
+o = out[0]
+expect(o['logprobs']['token_ids'] == [1, 403, 407, 261, 378], 'text prompt tokens (BOS added)')
+expect(o['logprobs']['tokens'] == ['<s>', ' Once', ' upon', ' a', ' time'], 'token texts')
+expect(o['n_tokens'] == 5, 'n_tokens')
+consistent(o, 5)
+consistent(out[1], 2)
+expect(out[1]['logprobs']['token_logprobs'] == o['logprobs']['token_logprobs'], 'ids = text scores')
+consistent(out[6], 0)
+consistent(out[10], 5)
+consistent(out[11], 7)
+print('\n'.join(fails))
+sys.exit(1 if fails else 0)
+EOF
+if python3 "$T/check.py" "$T/out.jsonl" >"$T/py" 2>&1; then ok; else bad "output checks:"; cat "$T/py"; fi
+
+# ---- pipes, --no-bos, --logprobs, threads ---------------------------------------------------
+printf '{"id":1,"prompt":"Once upon a time"}\n' | "$BIN" score -m "$MODEL" --no-bos --logprobs 3 -t 2 \
+    >"$T/nobos.jsonl" 2>/dev/null
+check "--no-bos through a pipe" 'grep -q "\"token_ids\":\[403,407,261,378\]" "$T/nobos.jsonl"'
+check "--logprobs 3 default K" 'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if all(len(x) in (3,4) for x in d[\"logprobs\"][\"top_ids\"][1:]) else 1)" "$T/nobos.jsonl"'
+"$BIN" score -m "$MODEL" -t 1 -i "$T/in.jsonl" 2>/dev/null > "$T/t1.jsonl"
+"$BIN" score -m "$MODEL" -t 2 -i "$T/in.jsonl" 2>/dev/null > "$T/t2.jsonl"
+check "stdout = -o file, 1 thread = 2 threads" 'cmp -s "$T/t1.jsonl" "$T/out.jsonl" && cmp -s "$T/t1.jsonl" "$T/t2.jsonl"'
+"$BIN" score -m "$MODEL" --chunk 7 -i "$T/in.jsonl" 2>/dev/null > "$T/c7.jsonl"
+check "--chunk 7 runs (same on this model)" 'cmp -s "$T/c7.jsonl" "$T/out.jsonl"'
+
+# ---- the README's first command ------------------------------------------------------------
+"$BIN" score -m "$MODEL" -i examples/prompts.jsonl >"$T/ex.jsonl" 2>"$T/ex.err"
+rc=$?
+check "README command exits 0" '[ $rc -eq 0 ]'
+check "README command: one line per prompt, no errors" '[ "$(grep -c "\"sum_logprob\"" "$T/ex.jsonl")" -eq "$(grep -c . examples/prompts.jsonl)" ] && ! grep -q "\"error\"" "$T/ex.jsonl"'
+
+# ---- usage errors exit 2 -------------------------------------------------------------------
+"$BIN" score --bogus >/dev/null 2>&1; rc=$?
+check "unknown option exits 2 (got $rc)" '[ $rc -eq 2 ]'
+"$BIN" score -m "$MODEL" --chunk 300 </dev/null >/dev/null 2>&1; rc=$?
+check "--chunk 300 exits 2 (got $rc)" '[ $rc -eq 2 ]'
+"$BIN" score </dev/null >/dev/null 2>&1; rc=$?
+check "no model exits 1 (got $rc)" '[ $rc -eq 1 ]'
+"$BIN" score -m "$T/missing.gguf" </dev/null >/dev/null 2>"$T/e"; rc=$?
+check "missing model exits 1 with its name (got $rc)" '[ $rc -eq 1 ] && grep -q missing.gguf "$T/e"'
+
+# ---- perplexity ----------------------------------------------------------------------------
+text='Once upon a time there was a little girl who loved to play outside. She ran through the meadow and laughed at the clouds.'
+printf '%s' "$text" > "$T/text.txt"
+"$BIN" perplexity -m "$MODEL" -f "$T/text.txt" >"$T/ppl" 2>/dev/null; rc=$?
+check "perplexity exits 0 (got $rc)" '[ $rc -eq 0 ]'
+# the golden: 54 tokens (BOS included), NLL 48.669974 -> 53 scored tokens
+check "perplexity = golden NLL (whole text in one window)" 'python3 - "$T/ppl" <<EOF
+import math, re, sys
+s = open(sys.argv[1]).read()
+m = re.search(r"perplexity ([0-9.]+)  mean NLL ([0-9.]+)  tokens ([0-9]+)", s)
+ppl, mean, n = float(m.group(1)), float(m.group(2)), int(m.group(3))
+ok = n == 53 and abs(mean * n - 48.669974) / 48.669974 < 1e-5 and abs(ppl - math.exp(mean)) < 1e-3 * ppl
+sys.exit(0 if ok else 1)
+EOF'
+"$BIN" perplexity -m "$MODEL" -f "$T/text.txt" --ctx 16 --stride 5 --per-token >"$T/pt" 2>"$T/pterr"; rc=$?
+check "sliding window scores every token once" '[ $rc -eq 0 ] && [ "$(wc -l < "$T/pt")" -eq 53 ] && python3 -c "
+import json,sys
+rows=[json.loads(l) for l in open(sys.argv[1])]
+sys.exit(0 if [r[\"i\"] for r in rows]==list(range(1,54)) else 1)" "$T/pt" && grep -q "tokens 53  (windows 9, ctx 16, stride 5" "$T/pterr"'
+"$BIN" perplexity -m "$MODEL" -f "$T/text.txt" --ctx 16 --stride 17 >/dev/null 2>&1; rc=$?
+check "stride > ctx exits 2 (got $rc)" '[ $rc -eq 2 ]'
+
+done_
