@@ -37,7 +37,20 @@ typedef enum {
     PS_GGML_Q5_1 = 7,
     PS_GGML_Q8_0 = 8,
     PS_GGML_Q8_1 = 9,
+    PS_GGML_Q2_K = 10,
+    PS_GGML_Q3_K = 11,
+    PS_GGML_Q4_K = 12,
+    PS_GGML_Q5_K = 13,
+    PS_GGML_Q6_K = 14,
+    PS_GGML_Q8_K = 15,
+    PS_GGML_I8 = 24,
+    PS_GGML_I16 = 25,
+    PS_GGML_I32 = 26,
+    PS_GGML_I64 = 27,
+    PS_GGML_F64 = 28,
     PS_GGML_BF16 = 30
+    /* also known to the reader (sizes only): iq2_xxs 16 .. iq4_xs 23, iq1_m 29, tq1_0 34,
+     * tq2_0 35, mxfp4 39; 4, 5, 31-33, 36-38 were removed from ggml and are unknown. */
 } ps_ggml_type;
 
 /* Q8_0: blocks of 32 weights = one f16 scale + 32 int8. */
@@ -66,7 +79,13 @@ typedef struct {
 typedef struct ps_gguf ps_gguf;
 
 /* Opens and validates a file. Returns PS_OK, PS_ERR_IO, PS_ERR_FORMAT (err names the key or
- * tensor and the byte offset), PS_ERR_UNSUPPORTED (version), PS_ERR_NOMEM. */
+ * tensor and the byte offset), PS_ERR_UNSUPPORTED (version), PS_ERR_NOMEM.
+ * What "valid" means beyond the layout: keys and tensor names are non-empty, contain no NUL
+ * byte and are unique; bools are 0 or 1; arrays nest at most 8 deep; general.alignment (any
+ * integer type) is a power of two that fits in uint32; tensor offsets are multiples of it,
+ * tensor data lies inside the file and no two tensors share a byte. A file without tensors may
+ * end right after its metadata (vocabulary files do). Tensor data pointers are aligned to the
+ * alignment when the mapping (or the caller's buffer) is; mmap gives page alignment. */
 ps_status ps_gguf_open(const char *path, ps_gguf **out, ps_error *err);
 /* Same over a caller's buffer, which must outlive the ps_gguf (not copied). */
 ps_status ps_gguf_open_memory(const void *data, size_t size, ps_gguf **out, ps_error *err);
@@ -80,8 +99,8 @@ uint64_t ps_gguf_alignment(const ps_gguf *g);
 /* Metadata by index or key. */
 int64_t ps_gguf_n_kv(const ps_gguf *g);
 int64_t ps_gguf_find_key(const ps_gguf *g, const char *key); /* -1 when absent */
-ps_gguf_str ps_gguf_key(const ps_gguf *g, int64_t i);
-ps_gguf_type ps_gguf_kv_type(const ps_gguf *g, int64_t i);
+ps_gguf_str ps_gguf_key(const ps_gguf *g, int64_t i);       /* {"", 0} out of range */
+ps_gguf_type ps_gguf_kv_type(const ps_gguf *g, int64_t i);  /* (ps_gguf_type)-1 out of range */
 
 /* Typed getters by key. Integer getters accept any integer type whose value fits (and bool for
  * the bool getter); float getters accept f32/f64. Return PS_OK, PS_ERR_NOT_FOUND (absent key),
@@ -99,7 +118,7 @@ ps_status ps_gguf_get_str(const ps_gguf *g, const char *key, ps_gguf_str *out, p
 ps_status ps_gguf_get_arr(const ps_gguf *g, const char *key, ps_gguf_type *elem_type,
                           uint64_t *n, const void **data, ps_error *err);
 ps_status ps_gguf_arr_str(const ps_gguf *g, const char *key, uint64_t index, ps_gguf_str *out,
-                          ps_error *err);
+                          ps_error *err); /* index >= n: PS_ERR_INVALID_ARG */
 
 /* Tensors. */
 int64_t ps_gguf_n_tensors(const ps_gguf *g);
@@ -139,11 +158,16 @@ ps_status ps_gguf_set_raw(ps_gguf_writer *w, const char *key, ps_gguf_type type,
 /* Copies every key of g (e.g. a vocabulary) into the writer; prefix_filter (e.g.
  * "tokenizer.") keeps only keys that start with it, NULL keeps all. */
 ps_status ps_gguf_copy_kv(ps_gguf_writer *w, const ps_gguf *g, const char *prefix_filter);
-/* A tensor; data (nbytes, which must match type and shape) is copied. */
+/* A tensor; data (nbytes, which must match type and shape) is copied. PS_ERR_INVALID_ARG
+ * (remembered too) for an unknown type, a bad shape, a size mismatch or a duplicate name. */
 ps_status ps_gguf_add_tensor(ps_gguf_writer *w, const char *name, uint32_t type,
                              uint32_t n_dims, const int64_t *ne, const void *data,
                              uint64_t nbytes);
-/* Serialises as GGUF v3 with general.alignment (default 32). */
+/* Serialises as GGUF v3: header, keys in the order first set, tensor infos, zero padding to
+ * the alignment, then each tensor's data padded to the alignment (the last one too). The
+ * alignment is the writer's general.alignment key when set (a power of two), else 32 (the
+ * GGUF default; no key is added). Memory output is ps_malloc'ed: free with ps_free. A file
+ * that cannot be written completely is removed. */
 ps_status ps_gguf_write_file(ps_gguf_writer *w, const char *path, ps_error *err);
 ps_status ps_gguf_write_memory(ps_gguf_writer *w, void **data, size_t *size, ps_error *err);
 
