@@ -212,7 +212,7 @@ async function main() {
         check(tip.text.includes(`id ${wl.token_ids[hi2]}`), "hover shows the token id");
         const rank = wl.top_ids[hi2].findIndex((r) => r[0] === wl.token_ids[hi2]) + 1;
         if (rank >= 1 && rank <= K) check(tip.text.includes(`${rank} of all tokens`), "hover shows the rank", tip.text.slice(0, 200));
-        await page.screenshot({ path: path.join(OUT, "page.png") });
+        await page.screenshot({ path: path.join(OUT, "page-hover.png") });
         // the alternatives' texts: every row's text equals the top_logprobs key with its value, or a prompt token of that id
         const rowTexts = await page.$$eval("#tip tbody tr:not(.gap) td.txt", (tds) => tds.map((td) => td.textContent));
         const show = (s) => s.replace(/ /g, "·").replace(/\t/g, "→").replace(/\n/g, "↵");
@@ -223,6 +223,18 @@ async function main() {
             if (keyed.includes(rowTexts[j]) || own.includes(rowTexts[j])) named++;
         });
         check(named === wl.top_ids[hi2].length, "alternatives are named by their own text", `${named}/${wl.top_ids[hi2].length}: ${JSON.stringify(rowTexts)}`);
+
+        // the "most surprising" buttons open those tokens, the lowest logprob first
+        await page.mouse.move(5, 5);
+        const worst = await page.$$eval("#worst button", (bs) => bs.map((b) => Number(b.dataset.i)));
+        check(worst.length === Math.min(5, scoredN) && wl.token_logprobs[worst[0]] === wl.token_logprobs[lo],
+              "most surprising tokens listed, lowest logprob first", JSON.stringify(worst));
+        const pick = worst.length > 1 ? 1 : 0;
+        await page.click(`#worst button >> nth=${pick}`);
+        const pinnedI = await page.$eval("#tokens .t.sel", (e) => Number(e.dataset.i)).catch(() => -1);
+        check(pinnedI === worst[pick] && await page.isVisible("#tip"), "a most-surprising button opens its token", `${pinnedI} vs ${worst[pick]}`);
+        await page.screenshot({ path: path.join(OUT, "page.png") });
+        await page.keyboard.press("Escape");
 
         // ---- 4. keyboard: arrows move the selection, Escape closes; Ctrl+Enter scores ----
         await page.mouse.move(5, 5);
