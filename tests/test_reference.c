@@ -23,8 +23,9 @@
  * a missing bias or norm moves logits by 1e-2 or more). If a Q8_0 kernel ever quantises
  * activations like llama.cpp does, run forward.py with --q8-act and widen the Q8_0 bound.
  *
- * Fixtures go to tests/out/reference/ (gitignored). Needs /usr/bin/python3 with numpy for part
- * 2 (skipped otherwise); the shared models are skipped when ../shared is absent.
+ * Fixtures go to tests/out/reference/ (gitignored; a temp dir when run elsewhere). Part 2
+ * needs /usr/bin/python3 with numpy (skipped otherwise); the shared models are skipped when
+ * ../shared is absent.
  */
 #include "check.h"
 #include "genmodel.h"
@@ -36,7 +37,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#define OUT_DIR "tests/out/reference"
 #define FORWARD_PY "tests/reference/forward.py"
 #define PYTHON "/usr/bin/python3"
 
@@ -60,9 +60,31 @@ static unsigned char *read_all(const char *path, size_t *size) {
     return b;
 }
 
+/* Fixtures go to tests/out/reference (from the repository root), else to a fresh temp dir. */
+static char out_dir[512];
+
 static void ensure_out_dir(void) {
+    if (out_dir[0]) return;
     mkdir("tests/out", 0755);
-    mkdir(OUT_DIR, 0755);
+    mkdir("tests/out/reference", 0755);
+    struct stat st;
+    if (stat("tests/out/reference", &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(out_dir, sizeof out_dir, "tests/out/reference");
+        return;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out_dir, sizeof out_dir, "%s/ps-reference-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
+    fprintf(stderr, "NOTE: fixtures go to %s\n", out_dir);
+}
+
+/* out_dir/name, in one of 8 rotating buffers (so that a few can be live at once). */
+static const char *outp(const char *name) {
+    static char buf[8][640];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", out_dir, name);
+    return buf[k];
 }
 
 static int64_t get_i64(const ps_gguf *g, const char *key) {
@@ -100,7 +122,7 @@ static void test_generator_layout(void) {
     p.n_ff = 96;
     p.type = PS_GGML_F16;
     p.rope_freqs = true;
-    const char *path = OUT_DIR "/layout-qwen2.gguf";
+    const char *path = outp("layout-qwen2.gguf");
     ps_error e;
     CHECKF(ps_genmodel_write(&p, path, &e) == PS_OK, "%s", e.message);
     ps_gguf *g = NULL;
@@ -190,7 +212,7 @@ static void test_generator_layout(void) {
     p.tied = true;
     p.rope_freqs = false;
     p.type = PS_GGML_Q8_0;
-    path = OUT_DIR "/layout-qwen3.gguf";
+    path = outp("layout-qwen3.gguf");
     CHECKF(ps_genmodel_write(&p, path, &e) == PS_OK, "%s", e.message);
     g = NULL;
     CHECKF(ps_gguf_open(path, &g, &e) == PS_OK, "%s", e.message);
@@ -212,7 +234,7 @@ static void test_generator_determinism(void) {
     ps_genmodel_params p = ps_genmodel_default_params();
     p.type = PS_GGML_BF16;
     ps_error e;
-    const char *a = OUT_DIR "/det-a.gguf", *b = OUT_DIR "/det-b.gguf", *c = OUT_DIR "/det-c.gguf";
+    const char *a = outp("det-a.gguf"), *b = outp("det-b.gguf"), *c = outp("det-c.gguf");
     CHECKF(ps_genmodel_write(&p, a, &e) == PS_OK, "%s", e.message);
     CHECKF(ps_genmodel_write(&p, b, &e) == PS_OK, "%s", e.message);
     p.seed = 2;
@@ -239,7 +261,7 @@ static void test_generator_determinism(void) {
 static void test_generator_errors(void) {
     ps_genmodel_params p = ps_genmodel_default_params();
     ps_error e;
-    const char *path = OUT_DIR "/bad.gguf";
+    const char *path = outp("bad.gguf");
     remove(path);
     p.type = PS_GGML_Q8_0;
     p.n_ff = 100;
@@ -256,8 +278,8 @@ static void test_generator_errors(void) {
     p.n_vocab = 100;
     CHECK(ps_genmodel_write(&p, path, &e) == PS_ERR_INVALID_ARG && strstr(e.message, "259"));
     p = ps_genmodel_default_params();
-    CHECK(ps_genmodel_write(&p, OUT_DIR "/no/such/dir/x.gguf", &e) == PS_ERR_IO);
-    p.vocab_path = OUT_DIR "/no-such-vocab.gguf";
+    CHECK(ps_genmodel_write(&p, outp("no/such/dir/x.gguf"), &e) == PS_ERR_IO);
+    p.vocab_path = outp("no-such-vocab.gguf");
     CHECK(ps_genmodel_write(&p, path, &e) == PS_ERR_IO);
     CHECK(access(path, F_OK) != 0);
 
@@ -299,7 +321,7 @@ static void test_generator_vocab(const char *shared) {
     p.vocab_path = vpath;
     p.n_vocab = 7; /* ignored with a vocab file */
     ps_error e;
-    const char *path = OUT_DIR "/vocab-spm.gguf";
+    const char *path = outp("vocab-spm.gguf");
     CHECKF(ps_genmodel_write(&p, path, &e) == PS_OK, "%s", e.message);
     ps_gguf *g = NULL, *v = NULL;
     CHECKF(ps_gguf_open(path, &g, &e) == PS_OK, "%s", e.message);
@@ -337,7 +359,7 @@ static void test_cli(void) {
         SKIP("gen-model CLI: %s not built (set BUILD)", bin);
         return;
     }
-    const char *cli = OUT_DIR "/cli.gguf", *lib = OUT_DIR "/cli-lib.gguf";
+    const char *cli = outp("cli.gguf"), *lib = outp("cli-lib.gguf");
     remove(cli);
     snprintf(cmd, sizeof cmd,
              "%s gen-model -o %s --arch qwen3 --type bf16 --n-vocab 300 --n-embd 32 --n-head 2 "
@@ -405,9 +427,9 @@ static void test_cli(void) {
 /* Runs forward.py on the ids; returns the T x n_vocab float64 logits (malloc) or NULL. */
 static double *reference_logits(const char *model, const int32_t *ids, int32_t n,
                                 int64_t n_vocab, const char *tag) {
-    char ids_path[512], out_path[512], cmd[2048];
-    snprintf(ids_path, sizeof ids_path, OUT_DIR "/%s.ids", tag);
-    snprintf(out_path, sizeof out_path, OUT_DIR "/%s.ref.f64", tag);
+    char ids_path[700], out_path[700], cmd[2400];
+    snprintf(ids_path, sizeof ids_path, "%s/%s.ids", out_dir, tag);
+    snprintf(out_path, sizeof out_path, "%s/%s.ref.f64", out_dir, tag);
     FILE *f = fopen(ids_path, "w");
     if (!f) return NULL;
     for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
@@ -571,10 +593,10 @@ static void test_compare_generated(void) {
         p.rope_base = strcmp(fx[i].arch, "llama") ? 1000000.0f : 10000.0f;
         p.rms_eps = strcmp(fx[i].arch, "llama") ? 1e-6f : 1e-5f;
         p.seed = 100 + i;
-        char tag[64], path[256];
+        char tag[64], path[700];
         snprintf(tag, sizeof tag, "%s-%s%s%s", fx[i].arch, ps_ggml_type_name(fx[i].type),
                  fx[i].tied ? "-tied" : "", fx[i].rope_freqs ? "-ropefreqs" : "");
-        snprintf(path, sizeof path, OUT_DIR "/%s.gguf", tag);
+        snprintf(path, sizeof path, "%s/%s.gguf", out_dir, tag);
         ps_error e;
         ps_status st = ps_genmodel_write(&p, path, &e);
         CHECKF(st == PS_OK, "%s: %s", tag, e.message);
