@@ -887,6 +887,7 @@ const ps_gguf_tensor *ps_gguf_find_tensor(const ps_gguf *g, const char *name) {
 
 typedef struct {
     char *key;
+    size_t key_len;
     uint8_t *val; /* u32 type + value bytes, as in the file */
     uint64_t len;
 } wkv;
@@ -945,7 +946,7 @@ static ps_status w_put(ps_gguf_writer *w, const char *key, size_t key_len, uint8
     if (!val) return w_fail(w, PS_ERR_NOMEM, "no memory for the value of key '%.*s'",
                             (int)PS_MIN(key_len, (size_t)80), key);
     for (size_t i = 0; i < w->n_kv; i++) {
-        if (strlen(w->kv[i].key) == key_len && memcmp(w->kv[i].key, key, key_len) == 0) {
+        if (w->kv[i].key_len == key_len && memcmp(w->kv[i].key, key, key_len) == 0) {
             ps_free(w->kv[i].val);
             w->kv[i].val = val;
             w->kv[i].len = len;
@@ -968,7 +969,7 @@ static ps_status w_put(ps_gguf_writer *w, const char *key, size_t key_len, uint8
         return w_fail(w, PS_ERR_NOMEM, "no memory for key '%.*s'",
                       (int)PS_MIN(key_len, (size_t)80), key);
     }
-    w->kv[w->n_kv++] = (wkv){k, val, len};
+    w->kv[w->n_kv++] = (wkv){k, key_len, val, len};
     return PS_OK;
 }
 

@@ -687,12 +687,20 @@ static void test_nomem(void) {
         if (st != PS_ERR_NOMEM || !e.message[0] || g) bad++;
     }
     CHECKF(bad == 0 && n > 2 && n < 100, "open: %d bad, %lld allocations", bad, (long long)n);
+    ps_gguf *src = NULL;
+    ps_error se;
+    CHECK(ps_gguf_open_memory(b.p, b.n, &src, &se) == PS_OK);
+    char path[] = "/tmp/ps_test_gguf_nomem_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
     bad = 0;
     for (n = 0; n < 200; n++) {
         ps_alloc_fail_after(n);
         ps_gguf_writer *w = ps_gguf_writer_new();
         ps_status st = PS_ERR_NOMEM;
         if (w) {
+            ps_gguf_copy_kv(w, src, "test.");
             int64_t ne[1] = {32};
             ps_block_q8_0 q = {0};
             const char *strs[] = {"x", "yy"};
@@ -704,6 +712,9 @@ static void test_nomem(void) {
             ps_gguf_set_str(w, "s", "v");
             ps_gguf_set_arr_str(w, "sa", strs, NULL, 2);
             ps_gguf_add_tensor(w, "q", PS_GGML_Q8_0, 1, ne, &q, sizeof q);
+            ps_error fe;
+            ps_status fst = ps_gguf_write_file(w, path, &fe);
+            if (fst != PS_OK && (fst != PS_ERR_NOMEM || !fe.message[0])) bad++;
             void *mem = NULL;
             size_t size;
             ps_error e;
@@ -712,7 +723,12 @@ static void test_nomem(void) {
                 ps_gguf *g = NULL;
                 ps_alloc_fail_after(-1);
                 CHECK(ps_gguf_open_memory(mem, size, &g, &e) == PS_OK &&
-                      ps_gguf_n_kv(g) == 22 && ps_gguf_n_tensors(g) == 1);
+                      ps_gguf_n_kv(g) == 25 && ps_gguf_n_tensors(g) == 1 &&
+                      ps_gguf_find_key(g, "test.nested") == 2);
+                ps_gguf_close(g);
+                g = NULL;
+                CHECK(fst == PS_OK && ps_gguf_open(path, &g, &e) == PS_OK &&
+                      ps_gguf_file_size(g) == size);
                 ps_gguf_close(g);
             } else if (st != PS_ERR_NOMEM || !e.message[0] || mem) {
                 bad++;
@@ -724,6 +740,8 @@ static void test_nomem(void) {
         if (st == PS_OK) break;
     }
     CHECKF(bad == 0 && n > 5 && n < 200, "writer: %d bad, %lld allocations", bad, (long long)n);
+    unlink(path);
+    ps_gguf_close(src);
     free(b.p);
 }
 
