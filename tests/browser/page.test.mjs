@@ -94,7 +94,9 @@ function bigResponse(n, K) {
         top.push([id, v]);
         top.sort((a, b) => b[1] - a[1] || a[0] - b[0]);
         const map = {};
-        top.forEach(([tid, tv]) => { const tx = tid === id ? t : "alt" + tid; if (!(tx in map)) map[tx] = tv; });
+        // at position 5, ids 100 and 101 decode to the same text: the key keeps 100's value, so the
+        // page must name 101 some other way (it asks the server's /detokenize)
+        top.forEach(([tid, tv]) => { const tx = tid === id ? t : i === 5 && tid === 101 ? "alt100" : "alt" + tid; if (!(tx in map)) map[tx] = tv; });
         lp.token_logprobs.push(v); lp.top_logprobs.push(map); lp.top_ids.push(top);
     }
     return { id: "cmpl-big", object: "text_completion", created: 1, model: "big",
@@ -298,6 +300,21 @@ async function main() {
         check(hoverMs < 1000, "hovering among 4,000 tokens answers in under 1 s", `${hoverMs} ms`);
         const tipIds = await page.$$eval("#tip tbody tr:not(.gap)", (rs) => rs.map((r) => Number(r.children[2].textContent)));
         check(JSON.stringify(tipIds) === JSON.stringify(big.choices[0].logprobs.top_ids[3999].map((r) => r[0])), "the big response's card shows its top_ids");
+        // an alternative whose text lost its top_logprobs key to a higher-ranked one is named by /detokenize
+        const dt = await fetch(base + "detokenize", { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"tokens":[101]}' })
+            .then((r) => r.json()).catch(() => null);
+        await page.mouse.move(5, 5);
+        await page.hover('#tokens .t[data-i="5"]');
+        await page.waitForSelector("#tip:not([hidden])", { timeout: 3000 });
+        const cell101 = () => page.$$eval("#tip tbody tr:not(.gap)", (rs) => {
+            const r = rs.find((x) => x.children[2].textContent === "101");
+            return r ? r.children[1].textContent : null;
+        });
+        await page.waitForFunction(() => [...document.querySelectorAll("#tip tbody tr:not(.gap)")]
+            .some((r) => r.children[2].textContent === "101" && r.children[1].textContent !== "…"), null, { timeout: 3000 }).catch(() => {});
+        const c101 = await cell101();
+        const want101 = dt && typeof dt.prompt === "string" ? show(dt.prompt) : "?";
+        check(c101 === want101, "an alternative without its own key is named by /detokenize", `${JSON.stringify(c101)} vs ${JSON.stringify(want101)}`);
         console.error(`NOTE: 4,000 tokens: click to rendered ${renderMs} ms, hover ${hoverMs} ms`);
         await page.unroute("**/v1/completions");
 
