@@ -100,14 +100,22 @@ static double log_canon(double s) {
     return (double)e * 0.69314718055994530942 + 2.0 * u * (1.0 + sum);
 }
 
+/* Chunks of the row pass: full chunks of 64 blocks, then the ragged tail block. */
+static int64_t n_chunks(int64_t n) {
+    int64_t nfull = n / PS_TOPK_BLOCK;
+    return (nfull + PS_TOPK_CHUNK_BLOCKS - 1) / PS_TOPK_CHUNK_BLOCKS + (n % PS_TOPK_BLOCK != 0);
+}
+
 /* The result of the canonical pass over one row. */
 typedef struct {
     float lse;  /* -inf for a row of -inf; NaN when the row holds a NaN or +inf */
     bool bad;   /* NaN or +inf somewhere */
 } row_sum;
 
-/* The canonical pass (topk.h): block maxima into bm (n_blocks floats, or NULL) and the lse. */
-static row_sum row_pass(kernels k, const void *row, ps_dtype dt, int64_t n, float *bm) {
+/* The canonical pass (topk.h): block maxima into bm (n_blocks floats, or NULL), chunk maxima
+ * into cm (n_chunks(n) floats, or NULL) and the lse. */
+static row_sum row_pass(kernels k, const void *row, ps_dtype dt, int64_t n, float *bm,
+                        float *cm) {
     float S[PS_TOPK_BLOCK] = {0};
     float R = -FLT_MAX, M = -INFINITY;
     float local[PS_TOPK_CHUNK_BLOCKS + 1];
@@ -115,6 +123,7 @@ static row_sum row_pass(kernels k, const void *row, ps_dtype dt, int64_t n, floa
     for (int64_t b0 = 0; b0 < nfull; b0 += PS_TOPK_CHUNK_BLOCKS) {
         int64_t nb = PS_MIN(PS_TOPK_CHUNK_BLOCKS, nfull - b0);
         float mc = k.blockmax(row, dt, b0, nb, bm ? bm + b0 : local);
+        if (cm) *cm++ = mc;
         M = mc > M ? mc : M;
         if (mc > R) {
             float f = ps_exp_canon(R - mc);
@@ -129,6 +138,7 @@ static row_sum row_pass(kernels k, const void *row, ps_dtype dt, int64_t n, floa
         float mc = -INFINITY;
         for (int64_t j = 0; j < tail; j++) mc = x[j] > mc ? x[j] : mc;
         if (bm) bm[nfull] = mc;
+        if (cm) *cm = mc;
         M = mc > M ? mc : M;
         if (mc > R) {
             float f = ps_exp_canon(R - mc);
@@ -150,7 +160,7 @@ static row_sum row_pass(kernels k, const void *row, ps_dtype dt, int64_t n, floa
 
 float ps_lse_f32(const float *x, int64_t n) {
     if (!x || n <= 0) return -INFINITY;
-    return row_pass(kernels_for(ps_isa_best()), x, PS_DTYPE_F32, n, NULL).lse;
+    return row_pass(kernels_for(ps_isa_best()), x, PS_DTYPE_F32, n, NULL, NULL).lse;
 }
 
 /* logit - lse, with a row of -inf giving -inf (not NaN). */
@@ -217,11 +227,6 @@ static int64_t heap_drain(heap *hp, cand *out) {
     return n;
 }
 
-static int cmp_i32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* Shared driver                                                                              */
 /* ------------------------------------------------------------------------------------------ */
@@ -267,29 +272,37 @@ static void write_row(const job *jb, int64_t r, float lse, const cand *sel, int6
     }
 }
 
-/* Fast-path scratch per thread: bm (n_blocks floats), block heap + chosen blocks (kb each),
- * element heap + drained output (ke each). */
+/* Fast-path scratch per thread: block maxima (n_blocks floats), chunk maxima (n_chunks),
+ * chunk heap + block heap (kb each), element heap + drained output (ke each). */
 static size_t fast_scratch_bytes(int64_t n_vocab, int64_t n_blocks, int32_t k) {
     int64_t kb = PS_MIN((int64_t)k, n_blocks), ke = PS_MIN((int64_t)k, n_vocab);
-    size_t b = (size_t)n_blocks * sizeof(float) + (size_t)kb * (sizeof(cand) + sizeof(int32_t)) +
-               (size_t)ke * 2 * sizeof(cand);
+    size_t b = (size_t)(n_blocks + n_chunks(n_vocab)) * sizeof(float) +
+               (size_t)kb * 2 * sizeof(cand) + (size_t)ke * 2 * sizeof(cand);
     return (b + 63) & ~(size_t)63;
+}
+
+/* Offers the logits of block blk that are >= T to the heap (ascending id). */
+static void offer_block(heap *eh, const void *row, ps_dtype dt, int64_t n, int64_t blk, float T) {
+    int64_t i0 = blk * PS_TOPK_BLOCK;
+    float x[PS_TOPK_BLOCK];
+    int64_t len = PS_MIN((int64_t)PS_TOPK_BLOCK, n - i0);
+    logits_f32(row, dt, i0, len, x);
+    for (int64_t j = 0; j < len; j++)
+        if (x[j] >= T) heap_offer(eh, x[j], (int32_t)(i0 + j));
 }
 
 static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
     job *jb = ctx;
     const ps_logits *lg = jb->lg;
     const void *row = row_ptr(lg, r);
-    int64_t n = lg->n_vocab, nblk = jb->n_blocks;
+    int64_t n = lg->n_vocab, nblk = jb->n_blocks, nch = n_chunks(n);
     int64_t kb = PS_MIN((int64_t)jb->k, nblk), ke = PS_MIN((int64_t)jb->k, n);
     char *s = jb->scratch + (size_t)thread_index * jb->scratch_bytes;
-    float *bm = (float *)s;
-    cand *bheap = (cand *)(bm + nblk);
-    int32_t *chosen = (int32_t *)(bheap + kb);
-    cand *eheap = (cand *)(chosen + kb);
-    cand *sel = eheap + ke;
+    float *bm = (float *)s, *cmax = bm + nblk;
+    cand *cheap = (cand *)(cmax + nch), *bheap = cheap + kb, *eheap = bheap + kb, *sel = eheap + ke;
 
-    row_sum rs = row_pass(jb->kern, row, lg->dtype, n, jb->k > 0 ? bm : NULL);
+    row_sum rs = row_pass(jb->kern, row, lg->dtype, n, jb->k > 0 ? bm : NULL,
+                          jb->k > 0 ? cmax : NULL);
     if (rs.bad) {
         note_bad(jb, r);
         return;
@@ -298,31 +311,28 @@ static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
     if (jb->k > 0) {
         heap eh = {eheap, 0, ke};
         if (jb->k >= nblk) {
-            for (int64_t i0 = 0; i0 < n; i0 += PS_TOPK_BLOCK) {
-                float x[PS_TOPK_BLOCK];
-                int64_t len = PS_MIN((int64_t)PS_TOPK_BLOCK, n - i0);
-                logits_f32(row, lg->dtype, i0, len, x);
-                for (int64_t j = 0; j < len; j++) heap_offer(&eh, x[j], (int32_t)(i0 + j));
-            }
+            for (int64_t b = 0; b < nblk; b++) offer_block(&eh, row, lg->dtype, n, b, -INFINITY);
         } else {
-            heap bh = {bheap, 0, kb};
-            for (int64_t b = 0; b < nblk; b++) heap_offer(&bh, bm[b], (int32_t)b);
-            for (int64_t i = 0; i < kb; i++) chosen[i] = bheap[i].id;
-            qsort(chosen, (size_t)kb, sizeof *chosen, cmp_i32);
-            for (int64_t i = 0; i < kb; i++) {
-                int64_t i0 = (int64_t)chosen[i] * PS_TOPK_BLOCK;
-                float x[PS_TOPK_BLOCK];
-                int64_t len = PS_MIN((int64_t)PS_TOPK_BLOCK, n - i0);
-                logits_f32(row, lg->dtype, i0, len, x);
-                float thr = eh.n == eh.cap ? eh.h[0].v : -INFINITY;
-                for (int64_t j = 0; j < len; j++) {
-                    /* once the heap is full only a strictly larger logit can enter */
-                    if (x[j] > thr || eh.n < eh.cap) {
-                        heap_offer(&eh, x[j], (int32_t)(i0 + j));
-                        thr = eh.n == eh.cap ? eh.h[0].v : -INFINITY;
-                    }
-                }
+            /* T0: the kb-th largest chunk maximum. The kb best chunks each own a block with
+             * that maximum, so the kb-th best block maximum T is >= T0: blocks below T0 can
+             * never be chosen and skip the heap. */
+            float T0 = -INFINITY;
+            if (kb <= nch) {
+                heap ch = {cheap, 0, kb};
+                for (int64_t c = 0; c < nch; c++) heap_offer(&ch, cmax[c], (int32_t)c);
+                T0 = cheap[0].v;
             }
+            heap bh = {bheap, 0, kb};
+            for (int64_t b = 0; b < nblk; b++)
+                if (bm[b] >= T0) heap_offer(&bh, bm[b], (int32_t)b);
+            /* The chosen blocks rank at or before the heap's root (T, Tid). T bounds the K-th
+             * largest logit from below (each chosen block holds a logit >= T), so logits < T
+             * are skipped unseen. Blocks are visited in ascending order: ascending ids. */
+            cand root = bheap[0];
+            float T = root.v;
+            for (int64_t b = 0; b < nblk; b++)
+                if (bm[b] > T || (bm[b] == T && b <= root.id))
+                    offer_block(&eh, row, lg->dtype, n, b, T);
         }
         n_sel = heap_drain(&eh, sel);
     }
