@@ -330,6 +330,19 @@ async function main() {
             await dp.screenshot({ path: path.join(OUT, "page-dark.png") });
             await dark.close();
         }
+        {   // a phone: nothing wider than the screen, and a tap opens a token's card
+            const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, hasTouch: true, isMobile: true });
+            const pp = await phone.newPage();
+            await pp.goto(base);
+            await pp.fill("#prompt", PROMPT);
+            await pp.click("#score");
+            await pp.waitForFunction(() => document.querySelectorAll("#tokens .t").length > 0, null, { timeout: 10000 });
+            const [sw, cw] = await pp.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+            check(sw <= cw, "no horizontal overflow on a 390 px screen", `${sw} > ${cw}`);
+            await pp.tap('#tokens .t[data-i="6"]');
+            check(await pp.isVisible("#tip") && (await pp.$eval("#tip", (t) => t.dataset.i)) === "6", "a tap opens the token's card");
+            await phone.close();
+        }
         check(pageErrors.length === 0, "no JavaScript errors in the page", pageErrors.join(" | "));
         check(offsite.length === 0, "the page fetches nothing but its own server", offsite.join(" "));
     } catch (e) {
