@@ -162,7 +162,9 @@ int ps_cli_serve(int argc, char **argv) {
             "promptscore serve: model '%s' (%s, n_vocab %d, n_ctx %d), %d worker(s), "
             "max logprobs %d, queue %d\n",
             cfg.name && *cfg.name ? cfg.name : info.name, info.arch, (int)info.n_vocab,
-            (int)info.n_ctx, (int)cfg.n_workers, (int)cfg.max_logprobs, (int)cfg.queue);
+            (int)info.n_ctx, (int)cfg.n_workers,
+            (int)(cfg.max_logprobs >= 0 ? cfg.max_logprobs : (info.n_vocab < 128 ? info.n_vocab : 128)),
+            (int)cfg.queue);
     fprintf(stderr, "promptscore serve: listening on http://%s:%d\n",
             cfg.host && *cfg.host ? cfg.host : "127.0.0.1", (int)ps_server_port(server));
     fflush(stderr);

@@ -50,9 +50,7 @@ bool ps_http_fail(ps_http_error *e, int status, const char *param, const char *c
     if (!e) return false;
     e->status = status;
     snprintf(e->type, sizeof e->type, "%s",
-             status >= 500 ? "server_error"
-             : status == 404 && !param ? "not_found_error"
-                                       : "invalid_request_error");
+             status >= 500 ? "server_error" : "invalid_request_error");
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     snprintf(e->code, sizeof e->code, "%s", code ? code : "");
     va_list ap;
@@ -590,8 +588,9 @@ struct ps_server {
     pthread_cond_t work;
     job *head, *tail;
     int32_t admitted;           /* admitted requests not yet finished */
-    int32_t connections;        /* requests inside the HTTP handler (for shutdown) */
-    bool stop;
+    int32_t connections;        /* requests begun and not completed (for shutdown) */
+    bool draining;              /* shutting down: new completions get 503 */
+    bool stop;                  /* workers exit once the FIFO is empty */
     /* HTTP */
     struct MHD_Daemon *daemon;
     int32_t port;
@@ -900,7 +899,8 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
     pthread_cond_init(&j->done, NULL);
 
     pthread_mutex_lock(&s->mu);
-    bool full = s->admitted >= s->cfg.queue || s->stop;
+    bool draining = s->draining;
+    bool full = s->admitted >= s->cfg.queue || draining || s->stop;
     if (!full) {
         s->admitted++;
         if (s->tail) s->tail->next = j;
@@ -932,7 +932,10 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
     pthread_mutex_unlock(&s->mu);
 
     enum MHD_Result ret;
-    if (full) {
+    if (full && draining) {
+        ps_http_fail(&e, 503, NULL, NULL, "the server is shutting down");
+        ret = respond_error(s, mc, c, method, url, &e, NULL);
+    } else if (full) {
         ps_http_fail(&e, 503, NULL, NULL,
                      "the server is busy: %d requests are already queued or running; retry later",
                      (int)queue_cap);
@@ -1203,7 +1206,7 @@ ps_server_config ps_server_default_config(void) {
     c.port = 8080;
     c.n_threads = 0;
     c.n_workers = 1;
-    c.max_logprobs = 128;
+    c.max_logprobs = -1; /* min(128, n_vocab) */
     c.max_body = 16 << 20;
     c.queue = 64;
     return c;
@@ -1243,7 +1246,8 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     if (!cfg.host || !*cfg.host) cfg.host = "127.0.0.1";
     if (cfg.port < 0 || cfg.port > 65535)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "port %d is not in 0..65535", (int)cfg.port);
-    if (cfg.max_logprobs < 0 || cfg.max_logprobs > info.n_vocab)
+    if (cfg.max_logprobs < 0) cfg.max_logprobs = PS_MIN(128, info.n_vocab);
+    if (cfg.max_logprobs > info.n_vocab)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1,
                        "--max-logprobs %d must be in 0..%d (the vocabulary size)",
                        (int)cfg.max_logprobs, (int)info.n_vocab);
@@ -1348,16 +1352,19 @@ void ps_server_stop(ps_server *s) {
     /* 1. stop accepting */
     MHD_socket lsock = MHD_quiesce_daemon(s->daemon);
     if (lsock != MHD_INVALID_SOCKET) close(lsock);
-    /* 2. let requests being served finish (bounded: a stuck client cannot hold us forever) */
+    /* 2. let requests being served finish and their answers go out (bounded: a stuck client
+     *    cannot hold us forever); new completions on kept-alive connections get 503 */
+    pthread_mutex_lock(&s->mu);
+    s->draining = true;
+    pthread_mutex_unlock(&s->mu);
     double deadline = now_s() + 600;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        int32_t busy = s->admitted;
+        int32_t busy = s->admitted + s->connections;
         pthread_mutex_unlock(&s->mu);
         if (busy == 0 || now_s() > deadline) break;
         usleep(10000);
     }
-    usleep(50000); /* the last answers are being written */
     /* 3. close connections, stop the workers */
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
