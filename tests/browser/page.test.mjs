@@ -262,6 +262,9 @@ async function main() {
             check(bad.status === 400 && bad.json.error && typeof bad.json.error.message === "string",
                   "direct over-long prompt is a 400 with error.message", JSON.stringify(bad.json).slice(0, 300));
             await page.goto(small.base);
+            await page.fill("#prompt", "The cat sat.");   // a result first: the error must replace it
+            await page.click("#score");
+            await page.waitForFunction(() => document.querySelectorAll("#tokens .t").length > 0, null, { timeout: 10000 });
             await page.fill("#prompt", longPrompt);
             await page.selectOption("#k", String(K));
             await page.click("#score");
@@ -270,7 +273,7 @@ async function main() {
             check(bad.json.error && errText.includes(bad.json.error.message), "the page shows the server's error message",
                   `${JSON.stringify(errText)} vs ${bad.json.error && JSON.stringify(bad.json.error.message)}`);
             check(errText.includes("400"), "the error shows the HTTP status", errText);
-            check(await page.locator("#tokens .t").count() === 0, "no tokens after an error");
+            check(await page.locator("#tokens .t").count() === 0 && (await page.textContent("#summary")) === "", "an error replaces the previous result");
             await page.screenshot({ path: path.join(OUT, "page-error.png") });
             // kill that server: the next Score is a network error, shown as text
             small.proc.kill("SIGTERM");
