@@ -10,9 +10,10 @@
  *   2. prefilter: the K blocks with the largest maxima (equal maxima by ascending block index).
  *      Every top-K logit lies in them: a logit outside has K blocks ranked above its own
  *      block, and the first maximum of each of those ranks above it under the tie rule;
- *   3. exact top-K over the logits of those blocks (bounded heap, visited in ascending id so
- *      an equal logit never displaces a kept one); lse is subtracted only at the survivors.
- *   When K >= the number of blocks the heap runs over the whole row.
+ *   3. exact top-K over the logits of those blocks that reach the K-th block maximum (a
+ *      buffer cut back to K by quickselect, visited in ascending id so an equal logit never
+ *      displaces a kept one; 64-bit rank keys), sorted; lse is subtracted only at the
+ *      survivors. When K >= the number of blocks the selection runs over the whole row.
  * Reference path: the full float32 log-softmax row (logit - lse, same lse) and a stable radix
  * sort of every logit (descending, ties by ascending id).
  * Errors: a target >= n_vocab is checked for every row first (PS_ERR_TOKEN_RANGE); a NaN or
@@ -167,64 +168,135 @@ float ps_lse_f32(const float *x, int64_t n) {
 static inline float logprob(float x, float lse) { return lse == -INFINITY ? -INFINITY : x - lse; }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Bounded selection: keep the best `cap` (value, id) pairs                                   */
+/* Bounded selection of the best k (value, id) pairs                                          */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef struct {
-    float v;
-    int32_t id;
-} cand;
-
-/* a ranks before b: larger value, or equal value and smaller id (-inf == -inf ties too). */
-static inline bool before(cand a, cand b) { return a.v > b.v || (a.v == b.v && a.id < b.id); }
-
-/* A heap whose root is the worst kept pair. */
-typedef struct {
-    cand *h;
-    int64_t n, cap;
-} heap;
-
-static void sift_down(heap *hp, int64_t i) {
-    cand *h = hp->h;
-    cand c = h[i];
-    for (;;) {
-        int64_t l = 2 * i + 1, w = l;
-        if (l >= hp->n) break;
-        if (l + 1 < hp->n && before(h[l], h[l + 1])) w = l + 1; /* the worse child */
-        if (!before(c, h[w])) break;
-        h[i] = h[w];
-        i = w;
-    }
-    h[i] = c;
+/* Order-preserving key of a float, descending: smaller key = larger float; -0 == +0. */
+static inline uint32_t desc_key(float x) {
+    if (x == 0.0f) x = 0.0f;
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending order */
+    return ~u;
 }
 
-/* Offer pairs in ascending id order: then an equal value never beats the root. */
-static inline void heap_offer(heap *hp, float v, int32_t id) {
-    if (hp->n < hp->cap) {
-        cand c = {v, id};
-        int64_t i = hp->n++;
-        while (i > 0) { /* sift up: the parent must not rank before c... i.e. be worse */
-            int64_t p = (i - 1) / 2;
-            if (!before(hp->h[p], c)) break;
-            hp->h[i] = hp->h[p];
-            i = p;
+/* The float of a desc_key (zero comes back as +0). */
+static inline float key_float(uint32_t k) {
+    uint32_t a = ~k, u = (a & 0x80000000u) ? (a & 0x7fffffffu) : ~a;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* Rank key of a pair: ascending key = (value descending, id ascending); -inf ties by id. All
+ * keys of a row are distinct (ids are). */
+static inline uint64_t rank_key(float v, int32_t id) {
+    return ((uint64_t)desc_key(v) << 32) | (uint32_t)id;
+}
+
+static void insertion_sort_u64(uint64_t *a, int64_t n) {
+    for (int64_t i = 1; i < n; i++) {
+        uint64_t x = a[i];
+        int64_t j = i;
+        for (; j > 0 && a[j - 1] > x; j--) a[j] = a[j - 1];
+        a[j] = x;
+    }
+}
+
+/* Hoare partition of distinct keys around the median of three; returns the split: a[lo..j]
+ * <= pivot <= a[i..hi] with j < i. */
+static inline void partition_u64(uint64_t *a, int64_t lo, int64_t hi, int64_t *pj, int64_t *pi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    uint64_t x = a[lo], y = a[mid], z = a[hi];
+    uint64_t p = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+    int64_t i = lo, j = hi;
+    while (i <= j) {
+        while (a[i] < p) i++;
+        while (a[j] > p) j--;
+        if (i <= j) {
+            uint64_t t = a[i];
+            a[i] = a[j];
+            a[j] = t;
+            i++;
+            j--;
         }
-        hp->h[i] = c;
-    } else if (v > hp->h[0].v) {
-        hp->h[0] = (cand){v, id};
-        sift_down(hp, 0);
     }
+    *pj = j;
+    *pi = i;
 }
 
-/* Empties the heap into out[0..n) best first; returns n. */
-static int64_t heap_drain(heap *hp, cand *out) {
-    int64_t n = hp->n;
-    while (hp->n > 0) {
-        out[hp->n - 1] = hp->h[0];
-        hp->h[0] = hp->h[--hp->n];
-        if (hp->n > 0) sift_down(hp, 0);
+/* Reorders a[0..n) so that a[k] is the (k+1)-th smallest and a[0..k) are smaller. */
+static void nth_u64(uint64_t *a, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1;
+    while (hi - lo > 16) {
+        int64_t i, j;
+        partition_u64(a, lo, hi, &j, &i);
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else return;
     }
-    return n;
+    insertion_sort_u64(a + lo, hi - lo + 1);
+}
+
+static void sort_u64(uint64_t *a, int64_t n) {
+    int64_t lo = 0, hi = n - 1;
+    while (hi - lo > 16) {
+        int64_t i, j;
+        partition_u64(a, lo, hi, &j, &i);
+        if (j - lo < hi - i) { /* recurse on the smaller side */
+            sort_u64(a + lo, j - lo + 1);
+            lo = i;
+        } else {
+            sort_u64(a + i, hi - i + 1);
+            hi = j;
+        }
+    }
+    if (hi > lo) insertion_sort_u64(a + lo, hi - lo + 1);
+}
+
+/* Keeps the best k pairs offered in ascending id order. Pairs go into a buffer of cap >= k + 1
+ * keys; when it is full the best k are kept (quickselect) and the k-th value becomes the
+ * threshold: from then on only a strictly larger value can enter (an equal one has a larger
+ * id, so ranks after). Amortised O(1) per offer. */
+typedef struct {
+    uint64_t *buf;
+    int64_t n, cap, k;
+    bool full;  /* a cut has happened: thr is the k-th best value so far */
+    float thr;
+} selector;
+
+static size_t selector_cap(int64_t k) { return (size_t)(k + PS_MAX(k, 64)); }
+
+static void selector_init(selector *s, uint64_t *buf, int64_t k) {
+    s->buf = buf;
+    s->n = 0;
+    s->k = k;
+    s->cap = (int64_t)selector_cap(k);
+    s->full = false;
+    s->thr = -INFINITY;
+}
+
+static void selector_cut(selector *s) {
+    nth_u64(s->buf, s->n, s->k - 1);
+    s->n = s->k;
+    s->full = true;
+    s->thr = key_float((uint32_t)(s->buf[s->k - 1] >> 32));
+}
+
+static inline void selector_offer(selector *s, float v, int32_t id) {
+    if (s->full && !(v > s->thr)) return;
+    if (s->n == s->cap) {
+        selector_cut(s);
+        if (!(v > s->thr)) return;
+    }
+    s->buf[s->n++] = rank_key(v, id);
+}
+
+/* Sorts the kept pairs best first; returns their number (min(k, offered)). */
+static int64_t selector_finish(selector *s) {
+    if (s->n > s->k) selector_cut(s);
+    sort_u64(s->buf, s->n);
+    return s->n;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -253,42 +325,54 @@ static const void *row_ptr(const ps_logits *lg, int64_t r) {
     return (const char *)lg->data + (size_t)r * (size_t)lg->row_stride * es;
 }
 
-/* Writes lse, target logprob and the sorted candidates (padding past n_sel) of row r. */
-static void write_row(const job *jb, int64_t r, float lse, const cand *sel, int64_t n_sel) {
+/* Writes lse, target logprob and the top ids (rank keys sorted best first, padding past
+ * n_sel) of row r. */
+static void write_row(const job *jb, int64_t r, float lse, const uint64_t *sel, int64_t n_sel) {
     const ps_logits *lg = jb->lg;
     const ps_topk_out *out = jb->out;
+    const void *row = row_ptr(lg, r);
     if (out->lse) out->lse[r] = lse;
     if (lg->targets && out->target_logprob) {
         int32_t t = lg->targets[r];
-        out->target_logprob[r] = t < 0 ? NAN : logprob(logit_at(row_ptr(lg, r), lg->dtype, t), lse);
+        out->target_logprob[r] = t < 0 ? NAN : logprob(logit_at(row, lg->dtype, t), lse);
     }
     if (jb->k > 0) {
         int32_t *ids = out->top_ids + r * jb->k;
         float *lps = out->top_logprobs + r * jb->k;
         for (int64_t i = 0; i < jb->k; i++) {
-            ids[i] = i < n_sel ? sel[i].id : -1;
-            lps[i] = i < n_sel ? logprob(sel[i].v, lse) : -INFINITY;
+            int32_t id = i < n_sel ? (int32_t)(uint32_t)sel[i] : -1;
+            ids[i] = id;
+            lps[i] = id >= 0 ? logprob(logit_at(row, lg->dtype, id), lse) : -INFINITY;
         }
     }
 }
 
-/* Fast-path scratch per thread: block maxima (n_blocks floats), chunk maxima (n_chunks),
- * chunk heap + block heap (kb each), element heap + drained output (ke each). */
+/* Fast-path scratch per thread: block maxima (n_blocks floats), chunk maxima (n_chunks), then
+ * selectors for chunks and blocks (kb) and for logits (ke). */
 static size_t fast_scratch_bytes(int64_t n_vocab, int64_t n_blocks, int32_t k) {
     int64_t kb = PS_MIN((int64_t)k, n_blocks), ke = PS_MIN((int64_t)k, n_vocab);
-    size_t b = (size_t)(n_blocks + n_chunks(n_vocab)) * sizeof(float) +
-               (size_t)kb * 2 * sizeof(cand) + (size_t)ke * 2 * sizeof(cand);
+    size_t b = (size_t)(n_blocks + n_chunks(n_vocab) + 1) * sizeof(float) +
+               (2 * selector_cap(kb) + selector_cap(ke)) * sizeof(uint64_t);
     return (b + 63) & ~(size_t)63;
 }
 
-/* Offers the logits of block blk that are >= T to the heap (ascending id). */
-static void offer_block(heap *eh, const void *row, ps_dtype dt, int64_t n, int64_t blk, float T) {
+/* Offers the logits of block blk that are >= T (ascending id). */
+static void offer_block(selector *es, const void *row, ps_dtype dt, int64_t n, int64_t blk,
+                        float T) {
     int64_t i0 = blk * PS_TOPK_BLOCK;
     float x[PS_TOPK_BLOCK];
     int64_t len = PS_MIN((int64_t)PS_TOPK_BLOCK, n - i0);
     logits_f32(row, dt, i0, len, x);
     for (int64_t j = 0; j < len; j++)
-        if (x[j] >= T) heap_offer(eh, x[j], (int32_t)(i0 + j));
+        if (x[j] >= T) selector_offer(es, x[j], (int32_t)(i0 + j));
+}
+
+/* The k-th best key kept by a selector that was offered at least k pairs. */
+static uint64_t selector_kth(selector *s) {
+    if (s->n > s->k) selector_cut(s);
+    uint64_t m = 0;
+    for (int64_t i = 0; i < s->n; i++) m = s->buf[i] > m ? s->buf[i] : m;
+    return m;
 }
 
 static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
@@ -297,9 +381,10 @@ static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
     const void *row = row_ptr(lg, r);
     int64_t n = lg->n_vocab, nblk = jb->n_blocks, nch = n_chunks(n);
     int64_t kb = PS_MIN((int64_t)jb->k, nblk), ke = PS_MIN((int64_t)jb->k, n);
-    char *s = jb->scratch + (size_t)thread_index * jb->scratch_bytes;
-    float *bm = (float *)s, *cmax = bm + nblk;
-    cand *cheap = (cand *)(cmax + nch), *bheap = cheap + kb, *eheap = bheap + kb, *sel = eheap + ke;
+    char *sp = jb->scratch + (size_t)thread_index * jb->scratch_bytes;
+    float *bm = (float *)sp, *cmax = bm + nblk;
+    uint64_t *kbuf = (uint64_t *)(((uintptr_t)(cmax + nch) + 7) & ~(uintptr_t)7);
+    uint64_t *cbuf = kbuf, *bbuf = kbuf + selector_cap(kb), *ebuf = bbuf + selector_cap(kb);
 
     row_sum rs = row_pass(jb->kern, row, lg->dtype, n, jb->k > 0 ? bm : NULL,
                           jb->k > 0 ? cmax : NULL);
@@ -308,50 +393,45 @@ static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
         return;
     }
     int64_t n_sel = 0;
+    selector es;
+    selector_init(&es, ebuf, ke);
     if (jb->k > 0) {
-        heap eh = {eheap, 0, ke};
         if (jb->k >= nblk) {
-            for (int64_t b = 0; b < nblk; b++) offer_block(&eh, row, lg->dtype, n, b, -INFINITY);
+            for (int64_t b = 0; b < nblk; b++) offer_block(&es, row, lg->dtype, n, b, -INFINITY);
         } else {
             /* T0: the kb-th largest chunk maximum. The kb best chunks each own a block with
              * that maximum, so the kb-th best block maximum T is >= T0: blocks below T0 can
-             * never be chosen and skip the heap. */
+             * never be chosen and are not offered. */
             float T0 = -INFINITY;
             if (kb <= nch) {
-                heap ch = {cheap, 0, kb};
-                for (int64_t c = 0; c < nch; c++) heap_offer(&ch, cmax[c], (int32_t)c);
-                T0 = cheap[0].v;
+                selector cs;
+                selector_init(&cs, cbuf, kb);
+                for (int64_t c = 0; c < nch; c++) selector_offer(&cs, cmax[c], (int32_t)c);
+                T0 = key_float((uint32_t)(selector_kth(&cs) >> 32));
             }
-            heap bh = {bheap, 0, kb};
+            selector bs;
+            selector_init(&bs, bbuf, kb);
             for (int64_t b = 0; b < nblk; b++)
-                if (bm[b] >= T0) heap_offer(&bh, bm[b], (int32_t)b);
-            /* The chosen blocks rank at or before the heap's root (T, Tid). T bounds the K-th
-             * largest logit from below (each chosen block holds a logit >= T), so logits < T
-             * are skipped unseen. Blocks are visited in ascending order: ascending ids. */
-            cand root = bheap[0];
-            float T = root.v;
+                if (bm[b] >= T0) selector_offer(&bs, bm[b], (int32_t)b);
+            /* The chosen blocks rank at or before the kb-th (T, Tid). T bounds the K-th largest
+             * logit from below (each chosen block holds a logit >= T), so logits < T are
+             * skipped unseen. Blocks are visited in ascending order: ascending ids. */
+            uint64_t kth = selector_kth(&bs);
+            float T = key_float((uint32_t)(kth >> 32));
+            int64_t Tid = (int64_t)(uint32_t)kth;
             for (int64_t b = 0; b < nblk; b++)
-                if (bm[b] > T || (bm[b] == T && b <= root.id))
-                    offer_block(&eh, row, lg->dtype, n, b, T);
+                if (bm[b] > T || (bm[b] == T && b <= Tid))
+                    offer_block(&es, row, lg->dtype, n, b, T);
         }
-        n_sel = heap_drain(&eh, sel);
+        n_sel = selector_finish(&es);
     }
-    write_row(jb, r, rs.lse, sel, n_sel);
+    write_row(jb, r, rs.lse, es.buf, n_sel);
 }
 
 /* Reference scratch per thread: x and logprob rows (n floats each), radix keys and ids
  * (2n each). */
 static size_t ref_scratch_bytes(int64_t n_vocab) {
     return (((size_t)n_vocab * 6 * 4) + 63) & ~(size_t)63;
-}
-
-/* Order-preserving key of a float, descending: smaller key = larger float; -0 == +0. */
-static inline uint32_t desc_key(float x) {
-    if (x == 0.0f) x = 0.0f;
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending order */
-    return ~u;
 }
 
 static void ref_row(void *ctx, int64_t r, int32_t thread_index) {
