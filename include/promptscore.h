@@ -171,9 +171,11 @@ ps_topk_params ps_topk_default_params(void);
  *   - -inf logits are ranked below every finite logit (ties among them by ascending id); a
  *     target at -inf has logprob -inf. A row entirely -inf has lse = -inf and every logprob
  *     -inf.
- *   - A NaN or +inf logit anywhere in a row: PS_ERR_NAN, the message names the row (and column);
- *     outputs are then unspecified.
- *   - A target id >= n_vocab: PS_ERR_TOKEN_RANGE naming the row.
+ *   - A NaN or +inf logit anywhere in a row: PS_ERR_NAN, the message names the row and column
+ *     (the lowest such row); outputs are then unspecified.
+ *   - A target id >= n_vocab: PS_ERR_TOKEN_RANGE naming the row (checked for every row before
+ *     any logit is read, so it wins over PS_ERR_NAN).
+ *   - Padding between n_vocab and row_stride is never read.
  * Returns PS_OK, PS_ERR_INVALID_ARG (bad sizes/pointers/dtype/ISA not on this CPU), PS_ERR_NAN,
  * PS_ERR_TOKEN_RANGE, PS_ERR_NOMEM. Thread safety: reentrant (scratch is per call).
  */
@@ -186,7 +188,12 @@ ps_status ps_topk_compute(const ps_topk_params *params, const ps_logits *logits,
 ps_status ps_topk_reference(const ps_topk_params *params, const ps_logits *logits,
                             const ps_topk_out *out, ps_error *err);
 
-/* The canonical float32 logsumexp of n f32 values (the one every path uses; see topk.c). */
+/* The canonical float32 logsumexp of n f32 values (the one every path uses; see src/topk.h):
+ * 64 lanes (lane j sums the elements with index = j mod 64, in order, in chunks of 4096 with a
+ * running shift), one FMA-polynomial exp, a fixed pairwise tree over the lanes, and
+ * shift + log(sum) in double rounded once. Same bits on every ISA and thread count; within
+ * 2 ulp of a float64 logsumexp. -inf when every value is -inf or n <= 0; NaN when x holds a
+ * NaN or +inf. */
 float ps_lse_f32(const float *x, int64_t n);
 
 /* ------------------------------------------------------------------------------------------ */
