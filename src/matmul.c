@@ -5,7 +5,10 @@
  * A task converts its tile to float32 in the thread's scratch (F32 weights are used in place),
  * then runs a register micro-kernel over the activation rows: 2 activation rows x 4 weight rows
  * = 8 independent vector accumulators, so FMA latency is hidden and each loaded x vector is
- * reused 4 times. Tails use the 1-row / 1-weight forms of the same kernel.
+ * reused 4 times. Tails use the 1-row / 1-weight forms of the same kernel. The input dimension
+ * is walked in blocks of MM_KB so that the tile's slice (16 rows x 2 KiB) stays in L1 while
+ * MM_ROWS activation rows pass over it; between blocks the accumulator vectors wait in scratch
+ * (stored and reloaded exactly, so blocking does not change any result).
  *
  * Determinism: every output element is one accumulator vector that receives
  * fma(x[k..k+V), w[k..k+V)) for k = 0, V, 2V, ... in order (the last chunk masked with zeros),
@@ -22,12 +25,15 @@
 #include <immintrin.h>
 #endif
 
-#define MM_TILE 16 /* weight rows per task */
+#define MM_TILE 16  /* weight rows per task */
+#define MM_ROWS 64  /* activation rows per pass over a k block */
+#define MM_KB 512   /* inputs per k block (a multiple of 16) */
+#define MM_ACC (MM_ROWS * MM_TILE * 16) /* accumulator vectors parked between k blocks */
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
 size_t ps_matmul_scratch_floats(int64_t max_n_in) {
-    return (size_t)MM_TILE * (size_t)round16(max_n_in);
+    return (size_t)MM_TILE * (size_t)(round16(max_n_in) + 16) + MM_ACC;
 }
 
 /* ---- scalar ---- */
@@ -58,58 +64,88 @@ T_AVX2 static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* R activation rows (1 or 2) x J weight rows (1 or 4); shapes: x (R, n) rows ldx apart,
- * w[J] rows of n, y (R, J) rows ldy apart. */
-T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(int R, int J, const float *x,
-                                                                 int64_t ldx,
-                                                                 const float *const *w,
-                                                                 int64_t n, float *y,
-                                                                 int64_t ldy) {
-    __m256 acc[2][4];
+/* R activation rows (1 or 2) x J weight rows (1 or 4) over inputs [k0, k1); shapes: x (R, n)
+ * rows ldx apart, w[J] rows of n. Accumulators start at zero (first) or come from acc (slot
+ * (r * MM_TILE + j) * 16); they end in y (R, J) rows ldy apart (last) or go back to acc. */
+T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
+    int R, int J, const float *x, int64_t ldx, const float *const *w, int64_t k0, int64_t k1,
+    float *acc, bool first, bool last, float *y, int64_t ldy) {
+    __m256 a[4][4];
+    _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
-        for (int j = 0; j < J; j++) acc[r][j] = _mm256_setzero_ps();
-    int64_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        __m256 xv[2];
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++)
+            a[r][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (r * MM_TILE + j) * 16);
+    int64_t k = k0;
+    for (; k + 8 <= k1; k += 8) {
+        __m256 xv[4];
+        _Pragma("GCC unroll 4")
         for (int r = 0; r < R; r++) xv[r] = _mm256_loadu_ps(x + r * ldx + k);
+        _Pragma("GCC unroll 4")
         for (int j = 0; j < J; j++) {
             __m256 wv = _mm256_loadu_ps(w[j] + k);
-            for (int r = 0; r < R; r++) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) a[r][j] = _mm256_fmadd_ps(xv[r], wv, a[r][j]);
         }
     }
-    if (k < n) {
-        int rem = (int)(n - k);
+    if (k < k1) {
+        int rem = (int)(k1 - k);
         __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem),
                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        __m256 xv[2];
+        __m256 xv[4];
+        _Pragma("GCC unroll 4")
         for (int r = 0; r < R; r++) xv[r] = _mm256_maskload_ps(x + r * ldx + k, mask);
+        _Pragma("GCC unroll 4")
         for (int j = 0; j < J; j++) {
             __m256 wv = _mm256_maskload_ps(w[j] + k, mask);
-            for (int r = 0; r < R; r++) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) a[r][j] = _mm256_fmadd_ps(xv[r], wv, a[r][j]);
         }
     }
+    _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
-        for (int j = 0; j < J; j++) y[r * ldy + j] = hsum256(acc[r][j]);
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            if (last) y[r * ldy + j] = hsum256(a[r][j]);
+            else _mm256_storeu_ps(acc + (r * MM_TILE + j) * 16, a[r][j]);
+        }
 }
 
 T_AVX2 static void tile_avx2(const float *const *w, int nw, const float *x, int64_t ldx,
-                             int64_t n_rows, int64_t n, float *y, int64_t ldy) {
-    int64_t r = 0;
-    for (; r + 2 <= n_rows; r += 2) {
-        int j = 0;
-        for (; j + 4 <= nw; j += 4) mk_avx2(2, 4, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
-        for (; j < nw; j++) mk_avx2(2, 1, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
-    }
-    for (; r < n_rows; r++) {
-        int j = 0;
-        for (; j + 4 <= nw; j += 4) mk_avx2(1, 4, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
-        for (; j < nw; j++) mk_avx2(1, 1, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
+                             int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
+    for (int64_t rb = 0; rb < n_rows; rb += MM_ROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_ROWS, n_rows - rb);
+        const float *xb = x + rb * ldx;
+        float *yb = y + rb * ldy;
+        for (int64_t k0 = 0; k0 < n; k0 += MM_KB) {
+            const int64_t k1 = PS_MIN(k0 + MM_KB, n);
+            const bool first = k0 == 0, last = k1 == n;
+            int64_t r = 0;
+            for (; r + 2 <= nr; r += 2) {
+                int j = 0;
+                for (; j + 4 <= nw; j += 4)
+                    mk_avx2(2, 4, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
+                            first, last, yb + r * ldy + j, ldy);
+                for (; j < nw; j++)
+                    mk_avx2(2, 1, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
+                            first, last, yb + r * ldy + j, ldy);
+            }
+            for (; r < nr; r++) {
+                int j = 0;
+                for (; j + 4 <= nw; j += 4)
+                    mk_avx2(1, 4, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
+                            first, last, yb + r * ldy + j, ldy);
+                for (; j < nw; j++)
+                    mk_avx2(1, 1, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
+                            first, last, yb + r * ldy + j, ldy);
+            }
+        }
     }
 }
 
 T_AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
     float y;
-    mk_avx2(1, 1, a, 0, &b, n, &y, 0);
+    mk_avx2(1, 1, a, 0, &b, 0, n, NULL, true, true, &y, 0);
     return y;
 }
 
@@ -117,57 +153,93 @@ T_AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
 
 #define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 
-T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(int R, int J,
-                                                                     const float *x,
-                                                                     int64_t ldx,
-                                                                     const float *const *w,
-                                                                     int64_t n, float *y,
-                                                                     int64_t ldy) {
-    __m512 acc[2][4];
+/* The AVX-512 form of mk_avx2 (same contract, 16 lanes). */
+T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(
+    int R, int J, const float *x, int64_t ldx, const float *const *w, int64_t k0, int64_t k1,
+    float *acc, bool first, bool last, float *y, int64_t ldy) {
+    __m512 a[4][4];
+    _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
-        for (int j = 0; j < J; j++) acc[r][j] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 16 <= n; k += 16) {
-        __m512 xv[2];
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++)
+            a[r][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + (r * MM_TILE + j) * 16);
+    int64_t k = k0;
+    for (; k + 16 <= k1; k += 16) {
+        __m512 xv[4];
+        _Pragma("GCC unroll 4")
         for (int r = 0; r < R; r++) xv[r] = _mm512_loadu_ps(x + r * ldx + k);
+        _Pragma("GCC unroll 4")
         for (int j = 0; j < J; j++) {
             __m512 wv = _mm512_loadu_ps(w[j] + k);
-            for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) a[r][j] = _mm512_fmadd_ps(xv[r], wv, a[r][j]);
         }
     }
-    if (k < n) {
-        __mmask16 m = (__mmask16)((1u << (n - k)) - 1u);
-        __m512 xv[2];
+    if (k < k1) {
+        __mmask16 m = (__mmask16)((1u << (k1 - k)) - 1u);
+        __m512 xv[4];
+        _Pragma("GCC unroll 4")
         for (int r = 0; r < R; r++) xv[r] = _mm512_maskz_loadu_ps(m, x + r * ldx + k);
+        _Pragma("GCC unroll 4")
         for (int j = 0; j < J; j++) {
             __m512 wv = _mm512_maskz_loadu_ps(m, w[j] + k);
-            for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) a[r][j] = _mm512_fmadd_ps(xv[r], wv, a[r][j]);
         }
     }
+    _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
-        for (int j = 0; j < J; j++) y[r * ldy + j] = _mm512_reduce_add_ps(acc[r][j]);
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            if (last) y[r * ldy + j] = _mm512_reduce_add_ps(a[r][j]);
+            else _mm512_storeu_ps(acc + (r * MM_TILE + j) * 16, a[r][j]);
+        }
 }
 
 T_AVX512 static void tile_avx512(const float *const *w, int nw, const float *x, int64_t ldx,
-                                 int64_t n_rows, int64_t n, float *y, int64_t ldy) {
-    int64_t r = 0;
-    for (; r + 2 <= n_rows; r += 2) {
-        int j = 0;
-        for (; j + 4 <= nw; j += 4)
-            mk_avx512(2, 4, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
-        for (; j < nw; j++) mk_avx512(2, 1, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
-    }
-    for (; r < n_rows; r++) {
-        int j = 0;
-        for (; j + 4 <= nw; j += 4)
-            mk_avx512(1, 4, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
-        for (; j < nw; j++) mk_avx512(1, 1, x + r * ldx, ldx, w + j, n, y + r * ldy + j, ldy);
+                                 int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
+    for (int64_t rb = 0; rb < n_rows; rb += MM_ROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_ROWS, n_rows - rb);
+        const float *xb = x + rb * ldx;
+        float *yb = y + rb * ldy;
+        for (int64_t k0 = 0; k0 < n; k0 += MM_KB) {
+            const int64_t k1 = PS_MIN(k0 + MM_KB, n);
+            const bool first = k0 == 0, last = k1 == n;
+            int64_t r = 0;
+            for (; r + 4 <= nr; r += 4) {
+                int j = 0;
+                for (; j + 4 <= nw; j += 4)
+                    mk_avx512(4, 4, xb + r * ldx, ldx, w + j, k0, k1,
+                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
+                for (; j < nw; j++)
+                    mk_avx512(4, 1, xb + r * ldx, ldx, w + j, k0, k1,
+                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
+            }
+            for (; r + 2 <= nr; r += 2) {
+                int j = 0;
+                for (; j + 4 <= nw; j += 4)
+                    mk_avx512(2, 4, xb + r * ldx, ldx, w + j, k0, k1,
+                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
+                for (; j < nw; j++)
+                    mk_avx512(2, 1, xb + r * ldx, ldx, w + j, k0, k1,
+                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
+            }
+            for (; r < nr; r++) {
+                int j = 0;
+                for (; j + 4 <= nw; j += 4)
+                    mk_avx512(1, 4, xb + r * ldx, ldx, w + j, k0, k1,
+                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
+                for (; j < nw; j++)
+                    mk_avx512(1, 1, xb + r * ldx, ldx, w + j, k0, k1,
+                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
+            }
+        }
     }
 }
 
 T_AVX512 static float dot_avx512(const float *a, const float *b, int64_t n) {
     float y;
-    mk_avx512(1, 1, a, 0, &b, n, &y, 0);
+    mk_avx512(1, 1, a, 0, &b, 0, n, NULL, true, true, &y, 0);
     return y;
 }
 #endif
@@ -228,12 +300,13 @@ static void mm_task(void *ctx, int64_t task, int32_t thread) {
     int64_t j0 = task * MM_TILE;
     int nw = (int)PS_MIN((int64_t)MM_TILE, w->n_out - j0);
     const float *rows[MM_TILE];
+    float *buf = job->env->scratch + (size_t)thread * job->env->scratch_stride;
+    float *acc = buf + (job->env->scratch_stride - MM_ACC);
     if (w->type == PS_GGML_F32) {
         for (int j = 0; j < nw; j++)
             rows[j] = (const float *)((const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes);
     } else {
-        float *buf = job->env->scratch + (size_t)thread * job->env->scratch_stride;
-        int64_t stride = round16(w->n_in);
+        int64_t stride = round16(w->n_in) + 16; /* +64 B: rows off the 4 KiB alias */
         for (int j = 0; j < nw; j++) {
             float *dst = buf + (size_t)j * (size_t)stride;
             ps_quant_row_to_f32(job->env->isa, w->type,
@@ -246,10 +319,10 @@ static void mm_task(void *ctx, int64_t task, int32_t thread) {
     switch (job->env->isa) {
 #if defined(__x86_64__)
     case PS_ISA_AVX512:
-        tile_avx512(rows, nw, job->x, job->ldx, job->n_rows, w->n_in, y, job->ldy);
+        tile_avx512(rows, nw, job->x, job->ldx, job->n_rows, w->n_in, y, job->ldy, acc);
         break;
     case PS_ISA_AVX2:
-        tile_avx2(rows, nw, job->x, job->ldx, job->n_rows, w->n_in, y, job->ldy);
+        tile_avx2(rows, nw, job->x, job->ldx, job->n_rows, w->n_in, y, job->ldy, acc);
         break;
 #endif
     default:
@@ -261,7 +334,8 @@ static void mm_task(void *ctx, int64_t task, int32_t thread) {
 void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                int64_t n_rows, float *y, int64_t ldy) {
     assert(env->isa != PS_ISA_AUTO);
-    assert(w->type == PS_GGML_F32 || env->scratch_stride >= ps_matmul_scratch_floats(w->n_in));
+    assert(env->scratch_stride >= ps_matmul_scratch_floats(w->n_in) ||
+           (w->type == PS_GGML_F32 && env->scratch_stride >= MM_ACC));
     if (n_rows <= 0 || w->n_out <= 0) return;
     mm_job job = {env, w, x, ldx, n_rows, y, ldy};
     ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &job);
