@@ -666,6 +666,22 @@ static void test_roundtrip(void) {
     CHECK(ps_gguf_open("/nonexistent-dir/x.gguf", &g, &e) == PS_ERR_IO && g == NULL &&
           strstr(e.message, "No such file"));
     CHECK(ps_gguf_open("/tmp", &g, &e) == PS_ERR_IO && g == NULL);
+    char epath[] = "/tmp/ps_test_gguf_empty_XXXXXX";
+    int efd = mkstemp(epath);
+    if (efd >= 0) close(efd);
+    CHECK(efd >= 0 && ps_gguf_open(epath, &g, &e) == PS_ERR_FORMAT && g == NULL &&
+          strstr(e.message, "0 bytes"));
+    unlink(epath);
+    /* nested arrays with a huge inner count are rejected before any work */
+    buf hb = {0};
+    b_u32(&hb, PS_GGUF_ARRAY);
+    b_u64(&hb, 1);
+    b_u32(&hb, PS_GGUF_STRING);
+    b_u64(&hb, (uint64_t)1 << 62);
+    w = ps_gguf_writer_new();
+    CHECK(ps_gguf_set_raw(w, "huge", PS_GGUF_ARRAY, hb.p, hb.n) == PS_ERR_INVALID_ARG);
+    ps_gguf_writer_free(w);
+    free(hb.p);
 }
 
 /* Every allocation of open and of write, failed in turn: PS_ERR_NOMEM, nothing leaks (ASan). */
