@@ -31,6 +31,15 @@
 #include <sys/wait.h>
 #include <time.h>
 
+/* Sanitizer builds run the same checks slower and with ASan's quarantine holding freed memory:
+ * heavier work is made lighter there, and the RSS slack larger. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PS_T_SAN 1
+#else
+#define PS_T_SAN 0
+#endif
+enum { HEAVY_LEN = PS_T_SAN ? 1000 : 2000, RSS_SLACK_KB = PS_T_SAN ? 16384 : 2048 };
+
 static char g_bin[1024];
 static char g_model[4200];
 
@@ -81,6 +90,7 @@ static bool server_start(server *s, const char *const *extra) {
     pid_t pid = fork();
     if (pid < 0) return false;
     if (pid == 0) {
+        if (PS_T_SAN) setenv("ASAN_OPTIONS", "quarantine_size_mb=0:detect_leaks=1", 1);
         FILE *f = freopen(s->log, "w", stderr);
         (void)f;
         execv(g_bin, (char *const *)argv);
@@ -113,13 +123,13 @@ static bool server_start(server *s, const char *const *extra) {
     return false;
 }
 
-/* SIGTERM; returns the exit status (or -1 when it did not exit normally within 10 s). */
+/* SIGTERM; returns the exit status (or -1 when it did not exit normally within 60 s). */
 static int server_stop(server *s) {
     if (!s->pid) return -1;
     kill(s->pid, SIGTERM);
     double t0 = now_s();
     int st = 0;
-    while (now_s() - t0 < 10) {
+    while (now_s() - t0 < 60) {
         if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
             s->pid = 0;
             return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -770,7 +780,7 @@ int main(void) {
 
     /* ---- a client that hangs up mid-request: its work is cancelled ---- */
     {
-        char *heavy = heavy_body(4, 2000); /* several seconds of work on one thread */
+        char *heavy = heavy_body(4, HEAVY_LEN); /* several seconds of work on one thread */
         resp hr;
         http_h(NULL, port, "POST", "/v1/completions", heavy, -1, 150, &hr);
         CHECKF(hr.status == 0, "the heavy request answered within 150 ms (%ld)", hr.status);
@@ -837,7 +847,7 @@ int main(void) {
         long rss_end = rss_kb(srv.pid);
         CHECKF(errors == 0, "load: %d errors", errors);
         CHECKF(mism == 0, "load: %d answers differ from the single-client one", mism);
-        CHECKF(rss100 > 0 && rss_end > 0 && rss_end - rss100 <= 2048,
+        CHECKF(rss100 > 0 && rss_end > 0 && rss_end - rss100 <= RSS_SLACK_KB,
                "load: server RSS grew from %ld kB (request 100) to %ld kB (request %d)", rss100,
                rss_end, CLIENTS * PER);
         fprintf(stderr, "NOTE: load %d x %d requests in %.2f s (%.0f req/s); RSS %ld -> %ld kB\n",
@@ -853,7 +863,7 @@ int main(void) {
         server q;
         const char *qopts[] = {"--queue", "1", "-q", NULL};
         if (server_start(&q, qopts)) {
-            char *heavy = heavy_body(2, 2000);
+            char *heavy = heavy_body(2, HEAVY_LEN);
             bg_arg bg = {.port = q.port, .body = heavy, .timeout_ms = 60000};
             pthread_t t;
             pthread_create(&t, NULL, bg_main, &bg);
