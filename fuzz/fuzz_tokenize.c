@@ -8,8 +8,9 @@
  *   - tokenizing never fails (PS_OK) and every id is inside the vocabulary;
  *   - a call with capacity 0 reports the same count as a call with room for all ids, and a
  *     call with a too-small buffer writes the same prefix;
- *   - detokenize gives the text back for the real byte-level BPE vocabularies always, and for
- *     the SentencePiece one without special parsing and without U+2581 in the text.
+ *   - detokenize gives the text back for the real byte-level BPE vocabularies (DeepSeek: for
+ *     valid UTF-8), and for
+ *     the SentencePiece one for valid UTF-8 without special parsing and without U+2581.
  */
 #include "gguf.h"
 #include "vocab.h"
@@ -23,6 +24,11 @@ typedef struct {
     ps_vocab *v;
     bool lossless_bpe; /* real byte-level BPE: every text round-trips */
     bool lossless_spm; /* real SentencePiece with byte tokens: round-trips without specials */
+    bool utf8_only;    /* lossless only for valid UTF-8 (DeepSeek gives the bytes that never
+                          occur in UTF-8, 0xC0 0xC1 0xF5..0xFF, to user-defined tokens that
+                          detokenise as their text, as llama.cpp and HF do; SentencePiece cuts
+                          characters by their lead byte, so an invalid lead byte swallows the
+                          escaped space after it into byte tokens) */
 } fuzz_vocab;
 
 static fuzz_vocab g_vocabs[8];
@@ -43,6 +49,19 @@ static ps_vocab *load_memory(ps_gguf_writer *w) {
     return v;
 }
 
+static bool valid_utf8(const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        uint8_t c = s[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3
+                   : c >= 0xF0 && c < 0xF5 ? 4 : 0;
+        if (!len || i + len > n) return false;
+        for (size_t k = 1; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+        i += len;
+    }
+    return true;
+}
+
 static void add_tiny(void) {
     /* SentencePiece: a few pieces, no byte tokens (bytes fall back to <unk>) */
     ps_gguf_writer *w = ps_gguf_writer_new();
@@ -55,7 +74,7 @@ static void add_tiny(void) {
     ps_gguf_set_arr(w, "tokenizer.ggml.scores", PS_GGUF_FLOAT32, scores, 10);
     ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types, 10);
     ps_vocab *v = load_memory(w);
-    if (v) g_vocabs[g_n_vocabs++] = (fuzz_vocab){v, false, false};
+    if (v) g_vocabs[g_n_vocabs++] = (fuzz_vocab){v, false, false, false};
 
     /* byte-level BPE with a merge whose result is no token */
     w = ps_gguf_writer_new();
@@ -68,16 +87,16 @@ static void add_tiny(void) {
     ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, btypes, 6);
     ps_gguf_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, 3);
     v = load_memory(w);
-    if (v) g_vocabs[g_n_vocabs++] = (fuzz_vocab){v, false, false};
+    if (v) g_vocabs[g_n_vocabs++] = (fuzz_vocab){v, false, false, false};
 }
 
-static void add_file(const char *dir, const char *name, bool bpe) {
+static void add_file(const char *dir, const char *name, bool bpe, bool utf8_only) {
     char path[4096];
     snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", dir, name);
     ps_gguf *g = NULL;
     ps_vocab *v = NULL;
     if (ps_gguf_open(path, &g, NULL) != PS_OK) return;
-    if (ps_vocab_load(g, &v, NULL) == PS_OK) g_vocabs[g_n_vocabs++] = (fuzz_vocab){v, bpe, !bpe};
+    if (ps_vocab_load(g, &v, NULL) == PS_OK) g_vocabs[g_n_vocabs++] = (fuzz_vocab){v, bpe, !bpe, utf8_only};
     ps_gguf_close(g);
 }
 
@@ -87,9 +106,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     add_tiny();
     const char *dir = getenv("PS_SHARED");
     if (!dir || !*dir) dir = "../shared";
-    add_file(dir, "llama-spm", false);
-    add_file(dir, "qwen2", true);
-    add_file(dir, "deepseek-llm", true);
+    add_file(dir, "llama-spm", false, true);
+    add_file(dir, "qwen2", true, false);
+    add_file(dir, "deepseek-llm", true, true);
     return 0;
 }
 
@@ -128,7 +147,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (bos_added) FUZZ_REQUIRE(n1 >= 1 && ids[0] == ps_vocab_bos(fv->v));
     /* SentencePiece maps a literal U+2581 in the text to a space: not lossless then */
     bool has_2581 = len >= 3 && memmem(text, len, "\xe2\x96\x81", 3);
-    if (fv->lossless_bpe || (fv->lossless_spm && !special && !has_2581)) {
+    bool utf8_ok = !fv->utf8_only || valid_utf8(data + 1, len);
+    if ((fv->lossless_bpe && utf8_ok) || (fv->lossless_spm && utf8_ok && !special && !has_2581)) {
         size_t out_len = 0;
         const int32_t *body = ids + (bos_added ? 1 : 0);
         int32_t n_body = n1 - (bos_added ? 1 : 0);
