@@ -1109,7 +1109,7 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
         token_text_json(&b, s->vocab, ps_vocab_eos(s->vocab));
         ps_buf_puts(&b, ",\"bos_token\":");
         token_text_json(&b, s->vocab, ps_vocab_bos(s->vocab));
-        ps_buf_printf(&b, ",\"eos_token_id\":%d,\"bos_token_id\":%d,\"add_bos_token\":%s,"
+        ps_buf_printf(&b, ",\"pad_token\":null,\"eos_token_id\":%d,\"bos_token_id\":%d,\"add_bos_token\":%s,"
                           "\"model_max_length\":%d,\"vocab_size\":%d,\"chat_template\":null,"
                           "\"tokenizer_class\":\"promptscore\"}",
                       (int)ps_vocab_eos(s->vocab), (int)ps_vocab_bos(s->vocab),
