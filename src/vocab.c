@@ -149,7 +149,8 @@ struct ps_vocab {
     uint32_t str_mask;
     int32_t n_ids;       /* tokens + pseudo ids */
 
-    /* byte tables: SPM <0xNN> tokens; BPE the token of each byte's GPT-2 character */
+    /* byte tables: SPM <0xNN> tokens; BPE the id (token or pseudo) of each byte's GPT-2
+     * character, where merging starts */
     int32_t byte_id[256];
     char benc[256][2]; /* GPT-2 byte -> UTF-8 of its stand-in character */
     uint8_t benc_len[256];
@@ -446,8 +447,7 @@ static ps_status get_flag(const ps_gguf *g, const char *key, bool def, bool *out
 
 /* Rewrites \s and \S of a pattern into explicit classes of llama.cpp's whitespace set. */
 static char *expand_ws(const char *pat) {
-    size_t n = strlen(pat), cap = n * 8 + sizeof WS_CLASS * 4 + 16;
-    size_t count = 0;
+    size_t n = strlen(pat), cap, count = 0;
     for (size_t i = 0; i + 1 < n; i++)
         if (pat[i] == '\\') {
             if (pat[i + 1] == 's' || pat[i + 1] == 'S') count++;
@@ -519,7 +519,7 @@ static ps_status compile_regexes(ps_vocab *v, ps_error *err) {
                                          &ecode, &eoff, cctx);
         ps_free(pat);
         if (!code) {
-            if (ecode == PCRE2_ERROR_HEAPLIMIT || ecode == PCRE2_ERROR_NOMEMORY) {
+            if (ecode == PCRE2_ERROR_HEAP_FAILED || ecode == PCRE2_ERROR_NOMEMORY) {
                 st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory compiling the pre-tokenizer");
             } else {
                 PCRE2_UCHAR msg[120];
@@ -834,7 +834,6 @@ ps_status ps_vocab_load(const ps_gguf *g, ps_vocab **out, ps_error *err) {
             v->byte_id[b] = id;
         } else {
             v->benc_len[b] = (uint8_t)utf8_put(v->benc[b], gpt2_byte_to_cp(b));
-            v->byte_id[b] = token_find(v, v->benc[b], v->benc_len[b]);
         }
     }
 
@@ -869,6 +868,8 @@ ps_status ps_vocab_load(const ps_gguf *g, ps_vocab **out, ps_error *err) {
 
     if (kind == VOCAB_BPE) {
         if ((st = load_merges(v, g, err))) goto fail;
+        /* after the merges: a byte's character may be a merge half without being a token */
+        for (int b = 0; b < 256; b++) v->byte_id[b] = str_find(v, v->benc[b], v->benc_len[b]);
         if ((st = compile_regexes(v, err))) goto fail;
     }
     *out = v;

@@ -482,6 +482,38 @@ static void test_built(void) {
     ps_gguf_close(g);
     ps_free(data);
     ps_gguf_writer_free(w);
+
+    /* the same walk over a BPE vocab: merges, PCRE2 compile and match data go through the hook */
+    w = tiny_bpe("llama-bpe");
+    data = NULL;
+    CHECK(ps_gguf_write_memory(w, &data, &size, &err) == PS_OK);
+    g = NULL;
+    CHECK(ps_gguf_open_memory(data, size, &g, &err) == PS_OK);
+    fails = nomem = 0;
+    bool done = false;
+    for (int64_t k = 0; k < 400 && g && !done; k++) {
+        ps_alloc_fail_after(k);
+        ps_status st = ps_vocab_load(g, &v, &err);
+        if (st == PS_OK) {
+            int32_t ids[8], n = 0;
+            st = ps_vocab_tokenize(v, "ab a<|endoftext|>", 17, true, true, ids, 8, &n, &err);
+            ps_alloc_fail_after(-1);
+            ps_vocab_free(v);
+            v = NULL;
+            done = st == PS_OK;
+            if (done) break;
+        }
+        ps_alloc_fail_after(-1);
+        fails++;
+        if (st == PS_ERR_NOMEM) nomem++;
+        else fprintf(stderr, "  allocation %lld: %s\n", (long long)k, err.message);
+    }
+    ps_alloc_fail_after(-1);
+    CHECKF(done && fails > 0 && nomem == fails, "bpe: %d/%d injected failures were PS_ERR_NOMEM",
+           nomem, fails);
+    ps_gguf_close(g);
+    ps_free(data);
+    ps_gguf_writer_free(w);
 }
 
 /* stories260K: the token ids an independent Python SentencePiece tokenizer gave (with BOS). */
