@@ -1,4 +1,337 @@
-/* src/cli_bench.c — placeholder until this command is written. */
+/*
+ * cli_bench.c — `promptscore bench`: scoring throughput of one model and where the time goes.
+ *
+ * For every thread count (default 1 and 2) and prompt length (default 256, 1024, 4096 tokens)
+ * it scores a deterministic pseudo-random prompt with ps_score_tokens (top-K = 20 by default,
+ * chunks of 256) and prints tokens/s and the share of the wall time spent in the matmuls, the
+ * attention, the top-K kernel (+ result bookkeeping: the score time outside the forward pass)
+ * and the rest of the forward pass (norms, RoPE, SwiGLU, residuals, embedding rows), taken from
+ * the prof.h timers, plus the GFLOP/s the matmuls reached (2 x weights x tokens / matmul time).
+ * At the end: the process's peak RSS next to the budget
+ *     mapped weights + KV cache + 2 x one chunk of logits + 64 MiB.
+ *
+ * Before anything is timed, each kernel is validated against its reference: ps_matmul on every
+ * distinct weight matrix type of the model (first 32 output rows of layer 0's and the output
+ * matrices, 8 activation rows) within 1e-5 relative of ps_matmul_ref, and the top-K kernel
+ * bitwise against ps_topk_reference on one chunk of real logits. A failure exits 1.
+ * --json prints one JSON object per line instead of the table.
+ */
 #include "cli.h"
+#include "impl.h"
+#include "model.h"
+#include "prof.h"
+
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
-int ps_cli_bench(int argc, char **argv) { (void)argc; fprintf(stderr, "promptscore %s: not built yet\n", argv[0]); return 2; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static const char *BENCH_USAGE =
+    "usage: promptscore bench -m MODEL.gguf [options]\n"
+    "\n"
+    "Scores pseudo-random prompts and reports tokens/s, the time split (matmul, attention,\n"
+    "top-K, rest), matmul GFLOP/s and peak RSS. Kernels are checked against their references\n"
+    "first.\n"
+    "\n"
+    "  -m, --model FILE     the GGUF model (required)\n"
+    "  -t, --threads LIST   thread counts, comma separated (default 1,2; -t N alone means 1,N)\n"
+    "  --lengths LIST       prompt lengths in tokens (default 256,1024,4096)\n"
+    "  -k N                 top-K alternatives per position (default 20)\n"
+    "  --json               one JSON object per line\n";
+
+#define MAX_LIST 16
+
+static bool parse_list(const char *s, int32_t *out, int *n) {
+    *n = 0;
+    while (*s) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno || end == s || v < 1 || v > 1 << 20 || *n == MAX_LIST) return false;
+        out[(*n)++] = (int32_t)v;
+        if (*end == ',') end++;
+        else if (*end) return false;
+        s = end;
+    }
+    return *n > 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* ps_matmul vs ps_matmul_ref on the first rows of w; worst relative error, or -1 on NOMEM. */
+static double check_matmul(const ps_session *s, const ps_mat *w0) {
+    ps_mat w = *w0;
+    w.n_out = PS_MIN(w.n_out, 32);
+    const int64_t m = 8, k = w.n_in;
+    float *x = ps_malloc(sizeof(float) * (size_t)(m * k));
+    float *y = ps_malloc(sizeof(float) * (size_t)(m * w.n_out));
+    float *yr = ps_malloc(sizeof(float) * (size_t)(m * w.n_out));
+    double worst = -1;
+    if (x && y && yr) {
+        uint64_t r = 42;
+        for (int64_t i = 0; i < m * k; i++)
+            x[i] = (float)((double)(rng_next(&r) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+        const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride};
+        ps_matmul(&env, &w, x, k, m, y, w.n_out);
+        if (ps_matmul_ref(&w, x, k, m, yr, w.n_out) == PS_OK) {
+            worst = 0;
+            for (int64_t i = 0; i < m * w.n_out; i++)
+                worst = fmax(worst, fabs((double)y[i] - yr[i]) / (fabs((double)yr[i]) + 1.0));
+        }
+    }
+    ps_free(x);
+    ps_free(y);
+    ps_free(yr);
+    return worst;
+}
+
+/* Fast top-K vs the reference on n rows of logits: true when bitwise equal. */
+static bool check_topk(ps_pool *pool, const float *logits, int32_t n, int32_t n_vocab,
+                       const int32_t *targets, int32_t k) {
+    ps_topk_params tp = ps_topk_default_params();
+    tp.k = k;
+    tp.pool = pool;
+    ps_logits lg = {.data = logits, .dtype = PS_DTYPE_F32, .n_rows = n, .n_vocab = n_vocab,
+                    .row_stride = n_vocab, .targets = targets};
+    size_t nk = (size_t)n * (size_t)PS_MAX(k, 1);
+    float *lp[2] = {ps_malloc(sizeof(float) * (size_t)n), ps_malloc(sizeof(float) * (size_t)n)};
+    int32_t *ids[2] = {ps_malloc(sizeof(int32_t) * nk), ps_malloc(sizeof(int32_t) * nk)};
+    float *tl[2] = {ps_malloc(sizeof(float) * nk), ps_malloc(sizeof(float) * nk)};
+    bool ok = lp[0] && lp[1] && ids[0] && ids[1] && tl[0] && tl[1];
+    if (ok) {
+        ps_topk_out o0 = {NULL, lp[0], ids[0], tl[0]}, o1 = {NULL, lp[1], ids[1], tl[1]};
+        ok = ps_topk_compute(&tp, &lg, &o0, NULL) == PS_OK &&
+             ps_topk_reference(&tp, &lg, &o1, NULL) == PS_OK &&
+             !memcmp(lp[0], lp[1], sizeof(float) * (size_t)n) &&
+             (!k || (!memcmp(ids[0], ids[1], sizeof(int32_t) * nk) &&
+                     !memcmp(tl[0], tl[1], sizeof(float) * nk)));
+    }
+    for (int i = 0; i < 2; i++) {
+        ps_free(lp[i]);
+        ps_free(ids[i]);
+        ps_free(tl[i]);
+    }
+    return ok;
+}
+
+/* Weights that go through ps_matmul per token (every layer matrix and the output). */
+static double matmul_weights(const ps_model *m) {
+    double sum = (double)m->w.output.n_in * (double)m->w.output.n_out;
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        const ps_layer *L = &m->w.layers[l];
+        const ps_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < PS_ARRAY_LEN(mats); i++)
+            sum += (double)mats[i]->n_in * (double)mats[i]->n_out;
+    }
+    return sum;
+}
+
+static int validate(ps_session *s, ps_pool *pool, const int32_t *tokens, int32_t k, bool json) {
+    const ps_model *m = s->model;
+    const ps_layer *L = &m->w.layers[0];
+    const ps_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                            &m->w.output};
+    const char *names[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+                           "ffn_down", "output"};
+    for (size_t i = 0; i < PS_ARRAY_LEN(mats); i++) {
+        double e = check_matmul(s, mats[i]);
+        if (e < 0 || e > 1e-5) {
+            fprintf(stderr, "promptscore bench: matmul %s (%s) on %s: %s %g vs the reference\n",
+                    names[i], ps_ggml_type_name(mats[i]->type), ps_isa_name(s->isa),
+                    e < 0 ? "out of memory" : "max relative error", e);
+            return 1;
+        }
+        if (!json && i == 0)
+            printf("check: matmul %s on %s, max rel error %.2g vs reference\n",
+                   ps_ggml_type_name(mats[i]->type), ps_isa_name(s->isa), e);
+    }
+    const int32_t n = PS_MIN(s->n_batch, 64), n_vocab = m->hp.n_vocab;
+    float *logits = ps_malloc(sizeof(float) * (size_t)n * (size_t)n_vocab);
+    if (!logits) return 1;
+    ps_session_reset(s);
+    ps_error e;
+    bool ok = ps_session_forward(s, tokens, n, logits, &e) == PS_OK &&
+              check_topk(pool, logits, n - 1, n_vocab, tokens + 1, k);
+    ps_free(logits);
+    ps_session_reset(s);
+    if (!ok) {
+        fprintf(stderr, "promptscore bench: top-K kernel differs from its reference\n");
+        return 1;
+    }
+    if (!json) printf("check: top-K (k = %d) bitwise equal to the reference\n", k);
+    return 0;
+}
+
+int ps_cli_bench(int argc, char **argv) {
+    const char *path = NULL;
+    int32_t threads[MAX_LIST] = {1, 2}, lengths[MAX_LIST] = {256, 1024, 4096};
+    int n_threads = 2, n_lengths = 3;
+    int32_t k = 20;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(BENCH_USAGE, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) { json = true; continue; }
+        bool ok = v != NULL;
+        if (ok && (!strcmp(a, "-m") || !strcmp(a, "--model"))) path = v;
+        else if (ok && (!strcmp(a, "-t") || !strcmp(a, "--threads"))) {
+            ok = parse_list(v, threads, &n_threads);
+            if (ok && n_threads == 1 && threads[0] > 1) {
+                threads[1] = threads[0];
+                threads[0] = 1;
+                n_threads = 2;
+            }
+        } else if (ok && !strcmp(a, "--lengths")) ok = parse_list(v, lengths, &n_lengths);
+        else if (ok && !strcmp(a, "-k")) {
+            char *end;
+            long kv = strtol(v, &end, 10);
+            ok = *v && !*end && kv >= 0 && kv <= 1000;
+            k = (int32_t)kv;
+        } else ok = false;
+        if (!ok) {
+            fprintf(stderr, "promptscore bench: bad or incomplete option %s\n%s", a, BENCH_USAGE);
+            return 2;
+        }
+        i++;
+    }
+    if (!path) {
+        fprintf(stderr, "promptscore bench: -m MODEL.gguf is required\n%s", BENCH_USAGE);
+        return 2;
+    }
+    int32_t max_len = 0;
+    for (int i = 0; i < n_lengths; i++) max_len = PS_MAX(max_len, lengths[i]);
+
+    ps_error err;
+    ps_model *model = NULL;
+    ps_model_params mp = ps_model_default_params();
+    mp.n_ctx = max_len;
+    if (ps_model_load(path, &mp, &model, &err) != PS_OK) {
+        fprintf(stderr, "promptscore bench: %s: %s\n", path, err.message);
+        return 1;
+    }
+    ps_model_info info;
+    ps_model_get_info(model, &info);
+    const ps_hparams *hp = &model->hp;
+    const double mm_w = matmul_weights(model);
+    const double kv_bytes = 2.0 * hp->n_layer * hp->n_head_kv * (double)hp->head_dim * max_len * 4;
+    const double logit_bytes = 2.0 * PS_CHUNK * (double)hp->n_vocab * 4;
+    const double budget = (double)info.file_bytes + kv_bytes + logit_bytes + 64.0 * 1048576;
+
+    int32_t *tokens = ps_malloc(sizeof(int32_t) * (size_t)max_len);
+    if (!tokens) {
+        ps_model_free(model);
+        return 1;
+    }
+    uint64_t r = 0x2545F4914F6CDD1Dull;
+    for (int32_t i = 0; i < max_len; i++)
+        tokens[i] = (int32_t)(rng_next(&r) % (uint64_t)hp->n_vocab);
+
+    if (!json)
+        printf("model %s: %s, %d layers, %d wide, vocab %d, %s weights, %.0f MB; k = %d, "
+               "chunk %d, isa %s\n",
+               path, info.arch, hp->n_layer, hp->n_embd, hp->n_vocab,
+               ps_ggml_type_name(model->w.layers[0].wq.type), info.file_bytes / 1048576.0, k,
+               PS_CHUNK, ps_isa_name(ps_isa_best()));
+    int rc = 0;
+    for (int ti = 0; ti < n_threads && !rc; ti++) {
+        ps_pool *pool = NULL;
+        ps_session *s = NULL;
+        if (threads[ti] > 1 && ps_pool_create(threads[ti], &pool) != PS_OK) {
+            rc = 1;
+            break;
+        }
+        ps_session_params sp = ps_session_default_params();
+        sp.n_ctx = max_len;
+        sp.pool = pool;
+        if (ps_session_create(model, &sp, &s, &err) != PS_OK) {
+            fprintf(stderr, "promptscore bench: session: %s\n", err.message);
+            ps_pool_free(pool);
+            rc = 1;
+            break;
+        }
+        if (ti == 0) rc = validate(s, pool, tokens, k, json);
+        /* warm-up: pages the weights in and starts the pool's threads */
+        ps_score_result *warm = NULL;
+        ps_score_params wp = ps_score_default_params();
+        wp.k = k;
+        if (!rc && ps_score_tokens(s, tokens, PS_MIN(max_len, 16), &wp, &warm, &err) == PS_OK)
+            ps_score_result_free(warm);
+        if (!json && !rc)
+            printf("%7s %7s %9s %9s %7s %7s %7s %7s %9s\n", "threads", "tokens", "seconds",
+                   "tok/s", "matmul", "attn", "topk", "rest", "mm GF/s");
+        for (int li = 0; li < n_lengths && !rc; li++) {
+            ps_score_params p = ps_score_default_params();
+            p.k = k;
+            ps_score_result *res = NULL;
+            ps_prof_reset();
+            ps_prof_enable(true);
+            const double t0 = now_s();
+            ps_status st = ps_score_tokens(s, tokens, lengths[li], &p, &res, &err);
+            const double secs = now_s() - t0;
+            ps_prof_enable(false);
+            if (st != PS_OK) {
+                fprintf(stderr, "promptscore bench: scoring %d tokens: %s\n", lengths[li],
+                        err.message);
+                rc = 1;
+                break;
+            }
+            ps_score_result_free(res);
+            uint64_t ns[PS_PROF_N];
+            ps_prof_read(ns);
+            const double mm = ns[PS_PROF_MATMUL] * 1e-9, att = ns[PS_PROF_ATTENTION] * 1e-9,
+                         fwd = ns[PS_PROF_FORWARD] * 1e-9;
+            const double topk = PS_MAX(secs - fwd, 0.0), rest = PS_MAX(fwd - mm - att, 0.0);
+            const double gf = mm > 0 ? 2.0 * mm_w * lengths[li] / mm * 1e-9 : 0;
+            if (json)
+                printf("{\"threads\": %d, \"tokens\": %d, \"k\": %d, \"seconds\": %.3f, "
+                       "\"tokens_per_s\": %.1f, \"matmul_share\": %.3f, \"attention_share\": "
+                       "%.3f, \"topk_share\": %.3f, \"rest_share\": %.3f, \"matmul_gflops\": "
+                       "%.1f, \"isa\": \"%s\"}\n",
+                       threads[ti], lengths[li], k, secs, lengths[li] / secs, mm / secs,
+                       att / secs, topk / secs, rest / secs, gf, ps_isa_name(s->isa));
+            else
+                printf("%7d %7d %9.3f %9.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %9.1f\n", threads[ti],
+                       lengths[li], secs, lengths[li] / secs, 100 * mm / secs, 100 * att / secs,
+                       100 * topk / secs, 100 * rest / secs, gf);
+            fflush(stdout);
+        }
+        ps_session_free(s);
+        ps_pool_free(pool);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const double rss = (double)ru.ru_maxrss * 1024.0;
+    if (!rc) {
+        if (json)
+            printf("{\"peak_rss_mb\": %.1f, \"budget_mb\": %.1f, \"weights_mb\": %.1f, "
+                   "\"kv_cache_mb\": %.1f, \"logits_mb\": %.1f, \"within_budget\": %s}\n",
+                   rss / 1048576, budget / 1048576, info.file_bytes / 1048576.0,
+                   kv_bytes / 1048576, logit_bytes / 1048576, rss <= budget ? "true" : "false");
+        else
+            printf("peak RSS %.1f MB; budget %.1f MB = weights %.1f + KV cache %.1f + 2 chunks of "
+                   "logits %.1f + 64 (%s)\n",
+                   rss / 1048576, budget / 1048576, info.file_bytes / 1048576.0,
+                   kv_bytes / 1048576, logit_bytes / 1048576,
+                   rss <= budget ? "within" : "OVER");
+    }
+    ps_free(tokens);
+    ps_model_free(model);
+    return rc;
+}

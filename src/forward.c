@@ -24,6 +24,7 @@
  * any chunking of a prompt.
  */
 #include "model.h"
+#include "prof.h"
 #include "quant.h"
 
 #include <math.h>
@@ -117,6 +118,7 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
                   dkv = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
     const int32_t half = hp->n_rot / 2;
     const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride};
+    const uint64_t t_fwd = ps_prof_start();
 
     /* x (n, d): embedding rows */
     for (int32_t i = 0; i < n; i++)
@@ -168,8 +170,10 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
             }
         }
         att_job aj = {s, l, n, 1.0f / sqrtf((float)hd)};
+        const uint64_t t_att = ps_prof_start();
         ps_pool_for(s->pool, (int64_t)hp->n_head * ((n + ATT_QBLOCK - 1) / ATT_QBLOCK), att_task,
                     &aj);
+        ps_prof_add(PS_PROF_ATTENTION, t_att);
         ps_matmul(&env, &L->wo, s->att, dq, n, s->ffn_out, d);
         add_bias(s->ffn_out, L->bo, n, d);
         for (int64_t i = 0; i < n * d; i++) s->x[i] += s->ffn_out[i];
@@ -186,8 +190,10 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
         for (int64_t i = 0; i < n * d; i++) s->x[i] += s->ffn_out[i];
     }
 
-    if (!logits) return;
-    for (int32_t i = 0; i < n; i++)
-        rmsnorm(s->xb + i * d, s->x + i * d, w->output_norm, d, hp->rms_eps);
-    ps_matmul(&env, &w->output, s->xb, d, n, logits, hp->n_vocab);
+    if (logits) {
+        for (int32_t i = 0; i < n; i++)
+            rmsnorm(s->xb + i * d, s->x + i * d, w->output_norm, d, hp->rms_eps);
+        ps_matmul(&env, &w->output, s->xb, d, n, logits, hp->n_vocab);
+    }
+    ps_prof_add(PS_PROF_FORWARD, t_fwd);
 }

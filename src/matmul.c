@@ -17,6 +17,7 @@
  * The scalar path is one float accumulator in index order. ps_dot_f32 is the same reduction.
  */
 #include "matmul.h"
+#include "prof.h"
 #include "quant.h"
 
 #include <math.h>
@@ -337,8 +338,10 @@ void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_
     assert(env->scratch_stride >= ps_matmul_scratch_floats(w->n_in) ||
            (w->type == PS_GGML_F32 && env->scratch_stride >= MM_ACC));
     if (n_rows <= 0 || w->n_out <= 0) return;
+    const uint64_t t0 = ps_prof_start();
     mm_job job = {env, w, x, ldx, n_rows, y, ldy};
     ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &job);
+    ps_prof_add(PS_PROF_MATMUL, t0);
 }
 
 ps_status ps_matmul_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,

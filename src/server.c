@@ -1026,10 +1026,12 @@ static void write_metrics(ps_server *s, ps_buf *b) {
     for (int r = 0; r < R_COUNT; r++)
         for (int k = 0; k < N_STATUS; k++)
             if (s->requests[r][k])
-                ps_buf_printf(b,
-                              STATUSES[k] ? "promptscore_requests_total{route=\"%s\",status=\"%d\"} %llu\n"
-                                          : "promptscore_requests_total{route=\"%s\",status=\"other%d\"} %llu\n",
-                              ROUTES[r].path, STATUSES[k], (unsigned long long)s->requests[r][k]);
+            {
+                char st[16];
+                snprintf(st, sizeof st, STATUSES[k] ? "%d" : "other", STATUSES[k]);
+                ps_buf_printf(b, "promptscore_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+                              ROUTES[r].path, st, (unsigned long long)s->requests[r][k]);
+            }
     ps_buf_printf(b,
                   "# HELP promptscore_prompt_tokens_scored_total Prompt tokens scored.\n"
                   "# TYPE promptscore_prompt_tokens_scored_total counter\n"
