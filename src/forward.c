@@ -57,7 +57,31 @@ static void rope_heads(float *v, int32_t n_heads, int32_t hd, int32_t n_rot, ps_
 
 /* ---- attention ---- */
 
-#define ATT_QBLOCK 8 /* query positions per task */
+/* row (n) = softmax(row * scale). The sum runs in 8 interleaved partial sums (element j goes to
+ * sum j % 8), added pairwise at the end: a fixed order that depends only on n, and 8 independent
+ * add chains instead of one. */
+static void softmax_row(float *row, int32_t n, float scale) {
+    float mx = -INFINITY;
+    for (int32_t j = 0; j < n; j++) {
+        row[j] *= scale;
+        mx = row[j] > mx ? row[j] : mx;
+    }
+    float part[8] = {0};
+    int32_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int t = 0; t < 8; t++) {
+            row[j + t] = expf(row[j + t] - mx);
+            part[t] += row[j + t];
+        }
+    for (; j < n; j++) {
+        row[j] = expf(row[j] - mx);
+        part[j % 8] += row[j];
+    }
+    const float sum = ((part[0] + part[1]) + (part[2] + part[3])) +
+                      ((part[4] + part[5]) + (part[6] + part[7]));
+    const float inv = 1.0f / sum;
+    for (j = 0; j < n; j++) row[j] *= inv;
+}
 
 typedef struct {
     const ps_session *s;
@@ -65,41 +89,36 @@ typedef struct {
     float scale;
 } att_job;
 
-/* One task = one head x up to ATT_QBLOCK query positions. For query i (absolute position
- * p = n_past + i): scores over cache positions 0..p, softmax, weighted sum of V. */
+/* One task = one head x up to PS_ATT_QBLOCK query positions i0..i1-1. Query i (absolute
+ * position p = n_past + i) attends to cache positions 0..p:
+ *   S (nq, keys) = Q (nq, hd) @ K^T * scale      (scores of a later query are ignored by
+ *                                                 earlier ones: each row uses its own prefix)
+ *   P = softmax of each row's prefix;  out (nq, hd) = P @ V   */
 static void att_task(void *ctx, int64_t task, int32_t thread) {
     const att_job *job = ctx;
     const ps_session *s = job->s;
     const ps_hparams *hp = &s->model->hp;
-    const int32_t n_qb = (job->n + ATT_QBLOCK - 1) / ATT_QBLOCK;
+    const int32_t n_qb = (job->n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK;
     const int32_t h = (int32_t)(task / n_qb), qb = (int32_t)(task % n_qb);
     const int32_t hd = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
     const int64_t dq = (int64_t)hp->n_head * hd;
     const size_t head_off = ((size_t)job->layer * hp->n_head_kv + (size_t)g) * (size_t)s->n_ctx *
                             (size_t)hd;
     const float *K = s->k_cache + head_off, *V = s->v_cache + head_off;
-    float *sc = s->att_scratch + (size_t)thread * (size_t)s->n_ctx;
-    const int32_t i_end = PS_MIN(job->n, (qb + 1) * ATT_QBLOCK);
-    for (int32_t i = qb * ATT_QBLOCK; i < i_end; i++) {
-        const float *q = s->q + (int64_t)i * dq + (int64_t)h * hd;
-        float *out = s->att + (int64_t)i * dq + (int64_t)h * hd;
-        const int32_t n_keys = s->n_past + i + 1;
-        float mx = -INFINITY;
-        for (int32_t j = 0; j < n_keys; j++) {
-            sc[j] = ps_dot_f32(s->isa, q, K + (int64_t)j * hd, hd) * job->scale;
-            if (sc[j] > mx) mx = sc[j];
-        }
-        float sum = 0.0f;
-        for (int32_t j = 0; j < n_keys; j++) {
-            sc[j] = expf(sc[j] - mx);
-            sum += sc[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int32_t d = 0; d < hd; d++) out[d] = 0.0f;
-        for (int32_t j = 0; j < n_keys; j++) {
-            ps_axpy_f32(s->isa, sc[j] * inv, V + (int64_t)j * hd, out, hd);
-        }
-    }
+    float *sc = s->att_scratch + (size_t)thread * s->att_stride;
+    float *acc = sc + (size_t)PS_ATT_QBLOCK * (size_t)s->n_ctx;
+    const int32_t i0 = qb * PS_ATT_QBLOCK, i1 = PS_MIN(job->n, i0 + PS_ATT_QBLOCK);
+    const int32_t nq = i1 - i0;
+    const int64_t lds = s->n_ctx;
+    const float *q = s->q + (int64_t)i0 * dq + (int64_t)h * hd;
+    int32_t n_keys[PS_ATT_QBLOCK] = {0};
+    for (int32_t r = 0; r < nq; r++) n_keys[r] = s->n_past + i0 + r + 1;
+
+    ps_matmul_f32_serial(s->isa, K, hd, n_keys[nq - 1], q, dq, nq, hd, sc, lds, acc);
+    for (int32_t r = 0; r < nq; r++)
+        softmax_row(sc + r * lds, n_keys[r], job->scale);
+    ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, hd, s->att + (int64_t)i0 * dq + (int64_t)h * hd,
+               dq);
 }
 
 /* ---- the batch ---- */
@@ -170,9 +189,9 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
             }
         }
         att_job aj = {s, l, n, 1.0f / sqrtf((float)hd)};
+        const int64_t n_tasks = (int64_t)hp->n_head * ((n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK);
         const uint64_t t_att = ps_prof_start();
-        ps_pool_for(s->pool, (int64_t)hp->n_head * ((n + ATT_QBLOCK - 1) / ATT_QBLOCK), att_task,
-                    &aj);
+        ps_pool_for(s->pool, n_tasks, att_task, &aj);
         ps_prof_add(PS_PROF_ATTENTION, t_att);
         ps_matmul(&env, &L->wo, s->att, dq, n, s->ffn_out, d);
         add_bias(s->ffn_out, L->bo, n, d);

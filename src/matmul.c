@@ -284,6 +284,92 @@ float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
     return dot_scalar(a, b, n);
 }
 
+/* ---- attention products (single-threaded; the caller's task) ---- */
+
+void ps_matmul_f32_serial(ps_isa isa, const float *w, int64_t ldw, int64_t n_out,
+                          const float *x, int64_t ldx, int64_t n_rows, int64_t n, float *y,
+                          int64_t ldy, float *acc) {
+    for (int64_t j0 = 0; j0 < n_out; j0 += MM_TILE) {
+        const int nw = (int)PS_MIN((int64_t)MM_TILE, n_out - j0);
+        const float *rows[MM_TILE];
+        for (int j = 0; j < nw; j++) rows[j] = w + (j0 + j) * ldw;
+        switch (isa) {
+#if defined(__x86_64__)
+        case PS_ISA_AVX512: tile_avx512(rows, nw, x, ldx, n_rows, n, y + j0, ldy, acc); break;
+        case PS_ISA_AVX2: tile_avx2(rows, nw, x, ldx, n_rows, n, y + j0, ldy, acc); break;
+#endif
+        default: tile_scalar(rows, nw, x, ldx, n_rows, n, y + j0, ldy); break;
+        }
+    }
+}
+
+/* out (nq, hd) = P (nq, keys) @ V (keys, hd) with query q summing keys [0, n_keys[q]) in order,
+ * each term one ps_axpy_f32 step. NQ queries at a time so every V row is loaded once. */
+#if defined(__x86_64__)
+T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
+    int NQ, const float *p, int64_t ldp, const int32_t *n_keys, const float *v, int64_t hd,
+    float *out, int64_t ldo) {
+    int32_t nk_min = n_keys[0], nk_max = n_keys[0];
+    for (int q = 1; q < NQ; q++) {
+        nk_min = PS_MIN(nk_min, n_keys[q]);
+        nk_max = PS_MAX(nk_max, n_keys[q]);
+    }
+    for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+        const __mmask16 m =
+            hd - d0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d0)) - 1u);
+        __m512 acc[8];
+        _Pragma("GCC unroll 8") for (int q = 0; q < NQ; q++) acc[q] = _mm512_setzero_ps();
+        int32_t j = 0;
+        for (; j < nk_min; j++) {
+            const __m512 vj = _mm512_maskz_loadu_ps(m, v + j * hd + d0);
+            _Pragma("GCC unroll 8") for (int q = 0; q < NQ; q++)
+                acc[q] = _mm512_fmadd_ps(_mm512_set1_ps(p[q * ldp + j]), vj, acc[q]);
+        }
+        for (; j < nk_max; j++) {
+            const __m512 vj = _mm512_maskz_loadu_ps(m, v + j * hd + d0);
+            _Pragma("GCC unroll 8") for (int q = 0; q < NQ; q++) if (j < n_keys[q])
+                acc[q] = _mm512_fmadd_ps(_mm512_set1_ps(p[q * ldp + j]), vj, acc[q]);
+        }
+        _Pragma("GCC unroll 8") for (int q = 0; q < NQ; q++)
+            _mm512_mask_storeu_ps(out + q * ldo + d0, m, acc[q]);
+    }
+}
+
+T_AVX512 static void pv_avx512(const float *p, int64_t ldp, const int32_t *n_keys, int nq,
+                               const float *v, int64_t hd, float *out, int64_t ldo) {
+    for (int q0 = 0; q0 < nq;) {
+        const int left = nq - q0;
+        const int k = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        const float *pq = p + q0 * ldp;
+        float *oq = out + q0 * ldo;
+        switch (k) {
+        case 8: pv_avx512_n(8, pq, ldp, n_keys + q0, v, hd, oq, ldo); break;
+        case 4: pv_avx512_n(4, pq, ldp, n_keys + q0, v, hd, oq, ldo); break;
+        case 2: pv_avx512_n(2, pq, ldp, n_keys + q0, v, hd, oq, ldo); break;
+        default: pv_avx512_n(1, pq, ldp, n_keys + q0, v, hd, oq, ldo); break;
+        }
+        q0 += k;
+    }
+}
+#endif
+
+void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
+                const float *v, int64_t hd, float *out, int64_t ldo) {
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) {
+        pv_avx512(p, ldp, n_keys, nq, v, hd, out, ldo);
+        return;
+    }
+#endif
+    for (int32_t q = 0; q < nq; q++) {
+        float *o = out + q * ldo;
+        for (int64_t d = 0; d < hd; d++) o[d] = 0.0f;
+        for (int32_t j = 0; j < n_keys[q]; j++) ps_axpy_f32(isa, p[q * ldp + j], v + j * hd, o, hd);
+    }
+}
+
+size_t ps_matmul_acc_floats(void) { return MM_ACC; }
+
 /* ---- the pool task ---- */
 
 typedef struct {

@@ -49,6 +49,20 @@ ps_status ps_matmul_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_
  * uses for one output element). */
 float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n);
 
+/* y (n_rows, n_out) = x (n_rows, n) @ W^T for float32 W (n_out rows ldw floats apart) on the
+ * calling thread, with the per-element order of ps_matmul / ps_dot_f32 (so attention scores
+ * equal ps_dot_f32(q, k)). acc: ps_matmul_acc_floats() floats of scratch. */
+void ps_matmul_f32_serial(ps_isa isa, const float *w, int64_t ldw, int64_t n_out,
+                          const float *x, int64_t ldx, int64_t n_rows, int64_t n, float *y,
+                          int64_t ldy, float *acc);
+size_t ps_matmul_acc_floats(void);
+
+/* Attention's second product: out (nq, hd) rows ldo apart, out[q] = sum over j < n_keys[q], in
+ * order, of p[q * ldp + j] * v[j] (v rows of hd floats). Bitwise the same as zeroing out[q]
+ * and calling ps_axpy_f32 once per key; V rows are shared by the queries of one call. */
+void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
+                const float *v, int64_t hd, float *out, int64_t ldo);
+
 /* y (n) += a * x (n), element by element (fused multiply-add on the SIMD ISAs; every element
  * is one operation, so the result per ISA does not depend on n or alignment). */
 void ps_axpy_f32(ps_isa isa, float a, const float *x, float *y, int64_t n);

@@ -289,19 +289,41 @@ ps_status ps_model_load(const char *path, const ps_model_params *params, ps_mode
     ps_error_clear(err);
     if (!path || !out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "path and out must be set");
     *out = NULL;
-    ps_model_params defaults = ps_model_default_params();
-    if (!params) params = &defaults;
-    if (params->n_ctx < 0)
+    if (params && params->n_ctx < 0)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d must be >= 0",
                        (int)params->n_ctx);
+    ps_gguf *g = NULL;
+    ps_status st = ps_gguf_open(path, &g, err);
+    if (st != PS_OK) return st;
+    return ps_model_load_gguf(g, base_name(path), params, out, err);
+}
+
+ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params *params,
+                             ps_model **out, ps_error *err) {
+    ps_error_clear(err);
+    if (!g || !out) {
+        ps_gguf_close(g);
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "gguf and out must be set");
+    }
+    *out = NULL;
+    ps_model_params defaults = ps_model_default_params();
+    if (!params) params = &defaults;
+    ps_status st;
+    if (params->n_ctx < 0) {
+        ps_gguf_close(g);
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d must be >= 0",
+                       (int)params->n_ctx);
+    }
     ps_model *m = ps_calloc(1, sizeof *m);
-    if (!m) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (model)");
-    ps_status st = ps_gguf_open(path, &m->gguf, err);
-    if (st != PS_OK) goto fail;
+    if (!m) {
+        ps_gguf_close(g);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (model)");
+    }
+    m->gguf = g;
     ps_model_info *info = &m->info;
     info->vocab_only = params->vocab_only;
     info->file_bytes = (int64_t)ps_gguf_file_size(m->gguf);
-    snprintf(info->name, sizeof info->name, "%s", base_name(path));
+    snprintf(info->name, sizeof info->name, "%s", name ? name : "");
     ps_gguf_str s;
     if (ps_gguf_get_str(m->gguf, "general.name", &s, NULL) == PS_OK && s.len > 0)
         copy_str(info->name, sizeof info->name, s);
@@ -463,7 +485,8 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     s->rope_cos = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
     s->rope_sin = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
     s->mm_scratch = alloc_floats((uint64_t)s->n_threads, s->mm_stride, 1);
-    s->att_scratch = alloc_floats((uint64_t)s->n_threads, (uint64_t)s->n_ctx, 1);
+    s->att_stride = (size_t)PS_ATT_QBLOCK * (size_t)s->n_ctx + ps_matmul_acc_floats();
+    s->att_scratch = alloc_floats((uint64_t)s->n_threads, s->att_stride, 1);
     if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->ffn_out || !s->q || !s->att ||
         !s->k || !s->v || !s->hb || !s->hb2 || !s->rope_cos || !s->rope_sin || !s->mm_scratch ||
         !s->att_scratch) {

@@ -70,11 +70,15 @@ struct ps_model {
     ps_model_info info;
 };
 
+/* Query positions per attention task (forward.c); sizes the attention scratch. */
+#define PS_ATT_QBLOCK 8
+
 /* Mutable per-sequence state. Buffers (float32):
  *   k_cache, v_cache: [n_layer][n_head_kv][n_ctx][head_dim]
  *   x, xb, ffn_out: (n_batch, n_embd)   q, att: (n_batch, n_head*head_dim)
  *   k, v: (n_batch, n_head_kv*head_dim)   hb, hb2: (n_batch, n_ff)
- *   mm_scratch: n_threads * mm_stride   att_scratch: n_threads * n_ctx (scores)
+ *   mm_scratch: n_threads * mm_stride
+ *   att_scratch: n_threads * att_stride (PS_ATT_QBLOCK x n_ctx scores + matmul accumulators)
  *   rope_cos, rope_sin: (n_batch, n_rot/2) for the positions of the current call */
 struct ps_session {
     const ps_model *model;
@@ -88,7 +92,14 @@ struct ps_session {
     float *mm_scratch;
     size_t mm_stride;
     float *att_scratch;
+    size_t att_stride;
 };
+
+/* ps_model_load on an opened GGUF (a file or ps_gguf_open_memory): takes ownership of g
+ * (closed on failure too, and by ps_model_free); name is the default info.name (may be NULL).
+ * Used by ps_model_load and by the fuzz target fuzz/fuzz_model.c. */
+ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params *params,
+                             ps_model **out, ps_error *err);
 
 /* forward.c: runs n (1..n_batch, already validated) tokens at positions n_past.. through the
  * model, appends their K/V to the cache, writes logits (n, n_vocab) when not NULL. */

@@ -133,6 +133,45 @@ static void test_matmul(void) {
     ps_pool_free(pool2);
 }
 
+/* attention kernels: scores equal ps_dot_f32, P@V equals a loop of ps_axpy_f32, bitwise */
+static void test_attention_kernels(void) {
+    enum { NQ = 7, HD = 72, NK = 40 };
+    float q[NQ * HD], k[NK * HD], v[NK * HD], p[NQ * NK], out[NQ * HD], ref[NQ * HD];
+    float sc[NQ * NK];
+    for (int i = 0; i < NQ * HD; i++) q[i] = frand();
+    for (int i = 0; i < NK * HD; i++) { k[i] = frand(); v[i] = frand(); }
+    for (int i = 0; i < NQ * NK; i++) p[i] = frand() * 0.5f + 0.5f;
+    int32_t n_keys[NQ];
+    for (int i = 0; i < NQ; i++) n_keys[i] = NK - NQ + 1 + i;
+    float *acc = ps_aligned_alloc(64, sizeof(float) * ps_matmul_acc_floats());
+    for (size_t t = 0; t < PS_ARRAY_LEN(ISAS); t++) {
+        if (!ps_isa_supported(ISAS[t])) continue;
+        ps_matmul_f32_serial(ISAS[t], k, HD, NK, q, HD, NQ, HD, sc, NK, acc);
+        int bad = 0;
+        for (int i = 0; i < NQ; i++)
+            for (int j = 0; j < NK; j++)
+                bad += sc[i * NK + j] != ps_dot_f32(ISAS[t], q + i * HD, k + j * HD, HD);
+        CHECKF(bad == 0, "%d scores differ from ps_dot_f32 on %s", bad, ps_isa_name(ISAS[t]));
+        ps_attn_pv(ISAS[t], p, NK, n_keys, NQ, v, HD, out, HD);
+        for (int i = 0; i < NQ; i++) {
+            for (int d = 0; d < HD; d++) ref[i * HD + d] = 0.0f;
+            for (int j = 0; j < n_keys[i]; j++)
+                ps_axpy_f32(ISAS[t], p[i * NK + j], v + j * HD, ref + i * HD, HD);
+        }
+        CHECKF(!memcmp(out, ref, sizeof out), "ps_attn_pv differs from axpy steps on %s",
+               ps_isa_name(ISAS[t]));
+        double worst = 0;
+        for (int i = 0; i < NQ; i++)
+            for (int d = 0; d < HD; d++) {
+                double e = 0;
+                for (int j = 0; j < n_keys[i]; j++) e += (double)p[i * NK + j] * v[j * HD + d];
+                worst = fmax(worst, fabs(e - out[i * HD + d]));
+            }
+        CHECKF(worst < 1e-4, "ps_attn_pv on %s: error %g vs double", ps_isa_name(ISAS[t]), worst);
+    }
+    ps_free(acc);
+}
+
 /* ---- stories260K ---- */
 
 typedef struct {
@@ -320,6 +359,7 @@ static void test_stories(const char *shared) {
 int main(void) {
     test_quant();
     test_matmul();
+    test_attention_kernels();
     const char *shared = ps_test_shared();
     if (shared) test_stories(shared);
     else SKIP("stories260K forward tests need ../shared");
