@@ -680,6 +680,50 @@ int main(void) {
     json_decref(j);
     resp_free(&r);
 
+    /* ---- generation: stop strings cut the text, a seed repeats the sample ---- */
+    {
+        char *full = NULL, *cut = NULL;
+        CHECK(http(port, "POST", "/v1/completions",
+                   "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,\"temperature\":0}", &r) &&
+              r.status == 200);
+        j = parse(&r);
+        full = strdup(json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text")) ?: "");
+        json_decref(j);
+        resp_free(&r);
+        CHECK(http(port, "POST", "/v1/completions",
+                   "{\"prompt\":\"Once upon a time\",\"max_tokens\":30,\"temperature\":0,"
+                   "\"stop\":[\"Lily\", \"zzz\"]}",
+                   &r) &&
+              r.status == 200);
+        j = parse(&r);
+        json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+        cut = strdup(json_string_value(json_object_get(c0, "text")) ?: "");
+        const char *fr = json_string_value(json_object_get(c0, "finish_reason"));
+        if (strstr(full, "Lily")) {
+            size_t at = (size_t)(strstr(full, "Lily") - full);
+            CHECKF(fr && !strcmp(fr, "stop") && strlen(cut) == at && !strncmp(cut, full, at),
+                   "stop \"Lily\": got '%s' (%s), full text '%s'", cut, fr ? fr : "?", full);
+        } else {
+            SKIP("the greedy story has no 'Lily' to stop at: '%s'", full);
+        }
+        json_decref(j);
+        resp_free(&r);
+        free(full);
+        free(cut);
+        const char *sampled = "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":1,"
+                              "\"top_p\":0.9,\"seed\":5,\"logprobs\":3}";
+        char *a = NULL, *b = NULL;
+        CHECK(http(port, "POST", "/v1/completions", sampled, &r) && r.status == 200);
+        a = canonical(&r);
+        resp_free(&r);
+        CHECK(http(port, "POST", "/v1/completions", sampled, &r) && r.status == 200);
+        b = canonical(&r);
+        resp_free(&r);
+        CHECKF(a && b && !strcmp(a, b), "the same seed gave different samples");
+        free(a);
+        free(b);
+    }
+
     /* ---- bad inputs: status + OpenAI error, and the next good request is unchanged ---- */
     struct {
         const char *method, *path, *body;
