@@ -16,7 +16,7 @@
  */
 #include "cli.h"
 #include "download.h"
-#include "json.h"
+#include "jsonl.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -182,49 +182,6 @@ static bool load(const char *cmd, const common_opts *o, loaded *l) {
     return true;
 }
 
-/* text -> ids (ps_malloc'd) with a retry when the first guess is short. */
-static ps_status tokenize(const ps_vocab *v, const char *text, size_t len, bool add_bos,
-                          int32_t **ids, int32_t *n, ps_error *err) {
-    int32_t cap = (int32_t)PS_MIN(len + 8, (size_t)INT32_MAX / 8);
-    *ids = NULL;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int32_t *buf = ps_malloc((size_t)cap * sizeof *buf);
-        if (!buf) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory tokenising %zu bytes", len);
-        int32_t need = 0;
-        ps_status st = ps_vocab_tokenize(v, text, len, add_bos, false, buf, cap, &need, err);
-        if (st != PS_OK) {
-            ps_free(buf);
-            return st;
-        }
-        if (need <= cap) {
-            *ids = buf;
-            *n = need;
-            return PS_OK;
-        }
-        ps_free(buf);
-        cap = need;
-    }
-    return ps_fail(err, PS_ERR_INTERNAL, -1, "the tokenizer changed its mind about the length");
-}
-
-/* A double written so that it parses back to the same double; -inf -> -9999.0. */
-static void json_f64(ps_buf *b, double v) {
-    if (isnan(v) || (isinf(v) && v > 0)) {
-        ps_buf_puts(b, "null");
-        return;
-    }
-    if (isinf(v)) {
-        ps_buf_puts(b, "-9999.0");
-        return;
-    }
-    char tmp[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-        if (strtod(tmp, NULL) == v) break;
-    }
-    ps_buf_puts(b, tmp);
-}
-
 /* Progress: a \r-rewritten line on a terminal, a line every few seconds otherwise. */
 typedef struct {
     bool on, tty;
@@ -276,155 +233,41 @@ static const char *SCORE_USAGE =
     "  --strict             exit 1 when any line was an error\n"
     "  --progress           progress on stderr even when it is not a terminal\n";
 
-/* Writes {"id": <id>, "error": {...}} as one line. */
-static void write_error_line(ps_buf *b, const char *id_json, const char *message,
-                             const char *param, const char *code) {
-    ps_buf_printf(b, "{\"id\":%s,\"error\":{\"message\":", id_json ? id_json : "null");
-    ps_json_str(b, message, strlen(message));
-    ps_buf_puts(b, ",\"type\":\"invalid_request_error\",\"param\":");
-    if (param) ps_json_str(b, param, strlen(param));
-    else ps_buf_puts(b, "null");
-    ps_buf_puts(b, ",\"code\":");
-    if (code) ps_json_str(b, code, strlen(code));
-    else ps_buf_puts(b, "null");
-    ps_buf_puts(b, "}}\n");
-}
-
 typedef struct {
     loaded *l;
-    int32_t default_k;
-    bool no_bos;
+    ps_jsonl_limits lim;
     int32_t chunk;
     int64_t tokens;
 } score_ctx;
 
 /* Scores one input line into b (a result or an error line). Returns true when it was scored. */
 static bool score_line(score_ctx *c, const char *line, size_t len, int64_t lineno, ps_buf *b) {
-    char msg[512];
-    json_error_t je;
-    json_t *root = json_loadb(line, len, 0, &je);
-    if (!root) {
-        snprintf(msg, sizeof msg, "line %lld: invalid JSON at column %d: %s", (long long)lineno,
-                 je.column, je.text);
-        write_error_line(b, NULL, msg, NULL, NULL);
-        return false;
-    }
-    char *id_json = NULL;
-    json_t *id = json_object_get(root, "id");
-    if (id) id_json = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
-    bool ok = false;
-    int32_t *ids = NULL;
-    int32_t n = 0;
+    ps_jsonl_req req;
     ps_score_result *r = NULL;
-    const char *param = NULL, *code = NULL;
-    msg[0] = '\0';
-    int32_t n_vocab = c->l->info.n_vocab;
-
-    if (!json_is_object(root)) {
-        snprintf(msg, sizeof msg, "line %lld: expected a JSON object, got %s", (long long)lineno,
-                 json_is_array(root) ? "an array" : "a scalar");
-        goto done;
+    if (ps_jsonl_parse(line, len, lineno, &c->lim, &req) == PS_OK) {
+        ps_score_params sp = ps_score_default_params();
+        sp.k = req.k;
+        sp.chunk = c->chunk;
+        ps_error err;
+        ps_error_clear(&err);
+        ps_status st = ps_score_tokens(c->l->session, req.ids, req.n, &sp, &r, &err);
+        if (st != PS_OK) {
+            req.ok = false;
+            req.param = st == PS_ERR_TOKEN_RANGE || st == PS_ERR_CONTEXT ? "prompt" : NULL;
+            req.code = st == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL;
+            snprintf(req.message, sizeof req.message, "line %lld: %s", (long long)lineno,
+                     err.message);
+        }
     }
-    int32_t k = c->default_k;
-    json_t *jk = json_object_get(root, "logprobs");
-    if (jk && !json_is_null(jk)) {
-        param = "logprobs";
-        if (!json_is_integer(jk) || json_integer_value(jk) < 0) {
-            snprintf(msg, sizeof msg, "line %lld: logprobs must be an integer >= 0, got %s",
-                     (long long)lineno,
-                     json_is_boolean(jk) ? (json_is_true(jk) ? "true" : "false")
-                     : json_is_integer(jk) ? "a negative number" : "another type");
-            goto done;
-        }
-        if (json_integer_value(jk) > n_vocab) {
-            snprintf(msg, sizeof msg, "line %lld: logprobs %lld exceeds the vocabulary size %d",
-                     (long long)lineno, (long long)json_integer_value(jk), n_vocab);
-            goto done;
-        }
-        k = (int32_t)json_integer_value(jk);
-    }
-    param = "prompt";
-    json_t *jp = json_object_get(root, "prompt");
-    ps_error err;
-    ps_error_clear(&err);
-    if (json_is_string(jp)) {
-        size_t tl = json_string_length(jp);
-        if (tl == 0) {
-            snprintf(msg, sizeof msg, "line %lld: the prompt is empty", (long long)lineno);
-            goto done;
-        }
-        bool bos = !c->no_bos && ps_vocab_add_bos(c->l->vocab);
-        if (tokenize(c->l->vocab, json_string_value(jp), tl, bos, &ids, &n, &err) != PS_OK) {
-            snprintf(msg, sizeof msg, "line %lld: cannot tokenise the prompt: %s",
-                     (long long)lineno, err.message);
-            goto done;
-        }
-    } else if (json_is_array(jp)) {
-        size_t na = json_array_size(jp);
-        if (na == 0) {
-            snprintf(msg, sizeof msg, "line %lld: the prompt is empty", (long long)lineno);
-            goto done;
-        }
-        if (na > (size_t)INT32_MAX) {
-            snprintf(msg, sizeof msg, "line %lld: the prompt has too many tokens (%zu)", (long long)lineno, na);
-            goto done;
-        }
-        ids = ps_malloc(na * sizeof *ids);
-        if (!ids) {
-            snprintf(msg, sizeof msg, "line %lld: out of memory for %zu token ids", (long long)lineno, na);
-            goto done;
-        }
-        for (size_t i = 0; i < na; i++) {
-            json_t *x = json_array_get(jp, i);
-            if (!json_is_integer(x)) {
-                snprintf(msg, sizeof msg, "line %lld: prompt[%zu] is not an integer token id",
-                         (long long)lineno, i);
-                goto done;
-            }
-            json_int_t v = json_integer_value(x);
-            if (v < 0 || v >= n_vocab) {
-                snprintf(msg, sizeof msg,
-                         "line %lld: token id %lld at index %zu is outside the vocabulary [0, %d)",
-                         (long long)lineno, (long long)v, i, n_vocab);
-                goto done;
-            }
-            ids[i] = (int32_t)v;
-        }
-        n = (int32_t)na;
+    bool ok = req.ok;
+    if (ok) {
+        ps_jsonl_write_result(b, c->l->vocab, &req, r);
+        c->tokens += req.n;
     } else {
-        snprintf(msg, sizeof msg, "line %lld: \"prompt\" must be a string or a list of token ids%s",
-                 (long long)lineno, jp ? "" : " (missing)");
-        goto done;
+        ps_jsonl_write_error(b, &req);
     }
-    if (n > c->l->info.n_ctx) {
-        code = "context_length_exceeded";
-        snprintf(msg, sizeof msg,
-                 "line %lld: the prompt has %d tokens, more than the context length %d",
-                 (long long)lineno, n, c->l->info.n_ctx);
-        goto done;
-    }
-    ps_score_params sp = ps_score_default_params();
-    sp.k = k;
-    sp.chunk = c->chunk;
-    ps_status st = ps_score_tokens(c->l->session, ids, n, &sp, &r, &err);
-    if (st != PS_OK) {
-        if (st == PS_ERR_CONTEXT) code = "context_length_exceeded";
-        snprintf(msg, sizeof msg, "line %lld: %s", (long long)lineno, err.message);
-        goto done;
-    }
-    ps_buf_printf(b, "{\"id\":%s,\"logprobs\":", id_json ? id_json : "null");
-    ps_json_logprobs(b, c->l->vocab, r, 0, 0, NULL);
-    ps_buf_puts(b, ",\"sum_logprob\":");
-    json_f64(b, r->sum_logprob);
-    ps_buf_printf(b, ",\"n_tokens\":%d}\n", (int)r->n_prompt);
-    c->tokens += n;
-    ok = true;
-done:
-    if (!ok) write_error_line(b, id_json, msg, param, code);
     ps_score_result_free(r);
-    ps_free(ids);
-    free(id_json);
-    json_decref(root);
+    ps_jsonl_req_free(&req);
     return ok;
 }
 
@@ -516,7 +359,12 @@ int ps_cli_score(int argc, char **argv) {
     pr.t0 = pr.last = now_s();
     int64_t total = pr.on ? count_lines(in) : -1;
 
-    score_ctx sc = {.l = &l, .default_k = k, .no_bos = no_bos, .chunk = o.chunk};
+    score_ctx sc = {.l = &l, .chunk = o.chunk};
+    sc.lim.vocab = l.vocab;
+    sc.lim.n_vocab = l.info.n_vocab;
+    sc.lim.n_ctx = l.info.n_ctx;
+    sc.lim.default_k = k;
+    sc.lim.add_bos = !no_bos;
     ps_buf b;
     ps_buf_init(&b);
     char *line = NULL;
@@ -678,7 +526,7 @@ int ps_cli_perplexity(int argc, char **argv) {
     ps_error_clear(&err);
     ps_buf b;
     ps_buf_init(&b);
-    if (tokenize(l.vocab, text, tlen, ps_vocab_add_bos(l.vocab), &ids, &n, &err) != PS_OK) {
+    if (ps_tokenize_text(l.vocab, text, tlen, ps_vocab_add_bos(l.vocab), &ids, &n, &err) != PS_OK) {
         fprintf(stderr, "promptscore %s: cannot tokenise %s: %s\n", cmd, text_path, err.message);
         goto out;
     }

@@ -1,0 +1,215 @@
+/*
+ * jsonl.c — one input line of `promptscore score` to a validated request (token ids, K, the
+ * id to echo), and the result / error lines written back (see jsonl.h for the shapes).
+ *
+ * Parsing uses jansson; every check names the line number and what is wrong (the key, the
+ * index of a bad id, both numbers of a length or range). The echoed "id" is re-serialised
+ * compactly by jansson, so any JSON value round-trips. Text prompts are tokenised with the
+ * model's tokenizer (special-token text stays plain text); id lists are taken verbatim.
+ */
+#include "jsonl.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void ps_jsonl_req_free(ps_jsonl_req *req) {
+    if (!req) return;
+    ps_free(req->id_json);
+    ps_free(req->ids);
+    req->id_json = NULL;
+    req->ids = NULL;
+    req->n = 0;
+}
+
+static ps_status bad(ps_jsonl_req *req, ps_status code, const char *param, const char *fmt, ...)
+    PS_PRINTF(4, 5);
+static ps_status bad(ps_jsonl_req *req, ps_status code, const char *param, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(req->message, sizeof req->message, fmt, ap);
+    va_end(ap);
+    req->ok = false;
+    req->param = param;
+    return code;
+}
+
+ps_status ps_tokenize_text(const ps_vocab *v, const char *text, size_t len, bool add_bos,
+                          int32_t **ids, int32_t *n, ps_error *err) {
+    int32_t cap = (int32_t)PS_MIN(len + 8, (size_t)INT32_MAX / 8);
+    *ids = NULL;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int32_t *buf = ps_malloc((size_t)cap * sizeof *buf);
+        if (!buf) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory tokenising %zu bytes", len);
+        int32_t need = 0;
+        ps_status st = ps_vocab_tokenize(v, text, len, add_bos, false, buf, cap, &need, err);
+        if (st != PS_OK) {
+            ps_free(buf);
+            return st;
+        }
+        if (need <= cap) {
+            *ids = buf;
+            *n = need;
+            return PS_OK;
+        }
+        ps_free(buf);
+        cap = need;
+    }
+    return ps_fail(err, PS_ERR_INTERNAL, -1, "the tokenizer changed its mind about the length");
+}
+
+static const char *type_name(const json_t *j) {
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: return "true";
+    case JSON_FALSE: return "false";
+    default: return "null";
+    }
+}
+
+static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim,
+                            ps_jsonl_req *req) {
+    if (!json_is_object(root))
+        return bad(req, PS_ERR_FORMAT, NULL, "line %lld: expected a JSON object, got %s",
+                   (long long)ln, type_name(root));
+    json_t *id = json_object_get(root, "id");
+    if (id) {
+        char *s = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+        if (!s) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)ln);
+        req->id_json = ps_strdup(s);
+        free(s);
+        if (!req->id_json) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)ln);
+    }
+
+    req->k = lim->default_k;
+    json_t *jk = json_object_get(root, "logprobs");
+    if (jk && !json_is_null(jk)) {
+        if (!json_is_integer(jk) || json_integer_value(jk) < 0)
+            return bad(req, PS_ERR_FORMAT, "logprobs",
+                       "line %lld: logprobs must be an integer >= 0, got %s", (long long)ln,
+                       json_is_integer(jk) ? "a negative number" : type_name(jk));
+        if (json_integer_value(jk) > lim->n_vocab)
+            return bad(req, PS_ERR_FORMAT, "logprobs",
+                       "line %lld: logprobs %lld exceeds the vocabulary size %d", (long long)ln,
+                       (long long)json_integer_value(jk), lim->n_vocab);
+        req->k = (int32_t)json_integer_value(jk);
+    }
+
+    json_t *jp = json_object_get(root, "prompt");
+    if (json_is_string(jp)) {
+        size_t tl = json_string_length(jp);
+        if (tl == 0) return bad(req, PS_ERR_FORMAT, "prompt", "line %lld: the prompt is empty", (long long)ln);
+        if (!lim->vocab)
+            return bad(req, PS_ERR_FORMAT, "prompt",
+                       "line %lld: text prompts need a tokenizer; give token ids", (long long)ln);
+        ps_error err;
+        ps_error_clear(&err);
+        bool bos = lim->add_bos && ps_vocab_add_bos(lim->vocab);
+        ps_status st = ps_tokenize_text(lim->vocab, json_string_value(jp), tl, bos, &req->ids, &req->n, &err);
+        if (st != PS_OK)
+            return bad(req, st, "prompt", "line %lld: cannot tokenise the prompt: %s",
+                       (long long)ln, err.message);
+    } else if (json_is_array(jp)) {
+        size_t na = json_array_size(jp);
+        if (na == 0) return bad(req, PS_ERR_FORMAT, "prompt", "line %lld: the prompt is empty", (long long)ln);
+        if (na > (size_t)lim->n_ctx) {
+            req->code = "context_length_exceeded";
+            return bad(req, PS_ERR_CONTEXT, "prompt",
+                       "line %lld: the prompt has %zu tokens, more than the context length %d",
+                       (long long)ln, na, lim->n_ctx);
+        }
+        req->ids = ps_malloc(na * sizeof *req->ids);
+        if (!req->ids)
+            return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory for %zu token ids",
+                       (long long)ln, na);
+        for (size_t i = 0; i < na; i++) {
+            json_t *x = json_array_get(jp, i);
+            if (!json_is_integer(x))
+                return bad(req, PS_ERR_FORMAT, "prompt",
+                           "line %lld: prompt[%zu] must be an integer token id, got %s",
+                           (long long)ln, i, type_name(x));
+            json_int_t v = json_integer_value(x);
+            if (v < 0 || v >= lim->n_vocab)
+                return bad(req, PS_ERR_TOKEN_RANGE, "prompt",
+                           "line %lld: token id %lld at index %zu is outside the vocabulary "
+                           "[0, %d)", (long long)ln, (long long)v, i, lim->n_vocab);
+            req->ids[i] = (int32_t)v;
+        }
+        req->n = (int32_t)na;
+    } else {
+        return bad(req, PS_ERR_FORMAT, "prompt",
+                   "line %lld: \"prompt\" must be a string or a list of token ids, got %s",
+                   (long long)ln, jp ? type_name(jp) : "nothing (missing)");
+    }
+    if (req->n > lim->n_ctx) {
+        req->code = "context_length_exceeded";
+        return bad(req, PS_ERR_CONTEXT, "prompt",
+                   "line %lld: the prompt has %d tokens, more than the context length %d",
+                   (long long)ln, req->n, lim->n_ctx);
+    }
+    req->ok = true;
+    return PS_OK;
+}
+
+ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
+                         const ps_jsonl_limits *lim, ps_jsonl_req *req) {
+    memset(req, 0, sizeof *req);
+    json_error_t je;
+    json_t *root = json_loadb(line, len, 0, &je);
+    if (!root)
+        return bad(req, PS_ERR_FORMAT, NULL, "line %lld: invalid JSON at column %d: %s",
+                   (long long)lineno, je.column, je.text);
+    ps_status st = parse_root(root, lineno, lim, req);
+    json_decref(root);
+    return st;
+}
+
+static void put_null_or_str(ps_buf *b, const char *s) {
+    if (s) ps_json_str(b, s, strlen(s));
+    else ps_buf_puts(b, "null");
+}
+
+void ps_jsonl_write_error(ps_buf *b, const ps_jsonl_req *req) {
+    ps_buf_printf(b, "{\"id\":%s,\"error\":{\"message\":", req->id_json ? req->id_json : "null");
+    ps_json_str(b, req->message, strlen(req->message));
+    ps_buf_puts(b, ",\"type\":\"invalid_request_error\",\"param\":");
+    put_null_or_str(b, req->param);
+    ps_buf_puts(b, ",\"code\":");
+    put_null_or_str(b, req->code);
+    ps_buf_puts(b, "}}\n");
+}
+
+/* A double that parses back to the same double; -inf -> -9999.0, NaN -> null. */
+static void json_f64(ps_buf *b, double v) {
+    if (isnan(v) || (isinf(v) && v > 0)) {
+        ps_buf_puts(b, "null");
+        return;
+    }
+    if (isinf(v)) {
+        ps_buf_puts(b, "-9999.0");
+        return;
+    }
+    char tmp[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v) break;
+    }
+    ps_buf_puts(b, tmp);
+}
+
+void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req *req,
+                           const ps_score_result *r) {
+    ps_buf_printf(b, "{\"id\":%s,\"logprobs\":", req->id_json ? req->id_json : "null");
+    ps_score_result prompt = *r; /* prompt entries only */
+    prompt.n_gen = 0;
+    prompt.n_total = r->n_prompt;
+    ps_json_logprobs(b, vocab, &prompt, 0, 0, NULL);
+    ps_buf_puts(b, ",\"sum_logprob\":");
+    json_f64(b, r->sum_logprob);
+    ps_buf_printf(b, ",\"n_tokens\":%d}\n", (int)r->n_prompt);
+}

@@ -1,0 +1,55 @@
+/*
+ * jsonl.h — one line of `promptscore score` input (CONTRACT.md section 5), parsed and
+ * validated (jsonl.c), and the output lines written back: a scored line or an error line.
+ * Kept in the library, apart from the CLI, so that fuzz/fuzz_jsonl.c can drive it.
+ *
+ *   in:   {"prompt": "text" | [ids], "id": any, "logprobs": K}   (other keys are ignored)
+ *   out:  {"id": <id>, "logprobs": {...}, "sum_logprob": x, "n_tokens": n}
+ *   err:  {"id": <id>, "error": {"message", "type": "invalid_request_error", "param", "code"}}
+ */
+#ifndef PS_JSONL_H
+#define PS_JSONL_H
+
+#include "json.h"
+
+/* What a line is checked against. */
+typedef struct {
+    const ps_vocab *vocab;  /* tokenises text prompts (NULL: text prompts are an error) */
+    int32_t n_vocab;        /* ids in [0, n_vocab); K <= n_vocab */
+    int32_t n_ctx;          /* at most n_ctx tokens */
+    int32_t default_k;      /* K when the line gives none (or null) */
+    bool add_bos;           /* text prompts: prepend BOS when the vocab asks for it */
+} ps_jsonl_limits;
+
+typedef struct {
+    char *id_json;          /* the line's "id" as compact JSON, or NULL (written as null) */
+    int32_t *ids;           /* n tokens, in range, 1 <= n <= n_ctx (when ok) */
+    int32_t n;
+    int32_t k;              /* 0 <= k <= n_vocab */
+    bool ok;
+    /* when !ok: the error line's fields; message names the line number and what is wrong */
+    char message[400];
+    const char *param;      /* static: "prompt", "logprobs" or NULL */
+    const char *code;       /* static: "context_length_exceeded" or NULL */
+} ps_jsonl_req;
+
+/* Parses and validates one line (len bytes; a trailing newline is fine). Fills *req, which
+ * the caller frees with ps_jsonl_req_free in every case. Returns PS_OK when the line is a
+ * valid request (req->ok), PS_ERR_FORMAT / PS_ERR_TOKEN_RANGE / PS_ERR_CONTEXT for a bad
+ * line (req->message says why), PS_ERR_NOMEM. */
+ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
+                         const ps_jsonl_limits *lim, ps_jsonl_req *req);
+void ps_jsonl_req_free(ps_jsonl_req *req);
+
+/* Appends the error line of req (or of `message` when req has none), newline included. */
+void ps_jsonl_write_error(ps_buf *b, const ps_jsonl_req *req);
+/* Appends the result line for req scored as r (prompt entries only), newline included. */
+void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req *req,
+                           const ps_score_result *r);
+
+/* Text -> a ps_malloc'd array of *n token ids (ps_vocab_tokenize with a buffer of the right
+ * size; special-token text stays plain text). add_bos as in ps_vocab_tokenize. */
+ps_status ps_tokenize_text(const ps_vocab *v, const char *text, size_t len, bool add_bos,
+                           int32_t **ids, int32_t *n, ps_error *err);
+
+#endif /* PS_JSONL_H */
