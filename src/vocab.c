@@ -873,6 +873,7 @@ ps_status ps_vocab_load(const ps_gguf *g, ps_vocab **out, ps_error *err) {
         if ((st = compile_regexes(v, err))) goto fail;
     }
     *out = v;
+    ps_error_clear(err); /* optional keys that were absent left their message there */
     return PS_OK;
 fail:
     ps_vocab_free(v);
@@ -1247,7 +1248,7 @@ static ps_status partition_special(tok_state *s, const char *text, size_t len, b
     frags->n = 0;
     if (len && !span_push(frags, 0, len, -1))
         return ps_fail(s->err, PS_ERR_NOMEM, -1, "out of memory tokenizing");
-    if (len < 2 || v->n_special == 0) return PS_OK;
+    if (len == 0 || v->n_special == 0) return PS_OK;
     /* Which byte pairs occur in the text: most special tokens (thousands of "[PAD123]" in some
      * vocabularies) are rejected with one bit test instead of a scan of the text. */
     uint64_t *pairs = ps_calloc(65536 / 64, sizeof *pairs);

@@ -368,13 +368,13 @@ static ps_status load_built(ps_gguf_writer *w, ps_vocab **v, ps_error *err) {
 
 static ps_gguf_writer *tiny_bpe(const char *pre) {
     ps_gguf_writer *w = ps_gguf_writer_new();
-    const char *toks[] = {"a", "b", "ab", "<|endoftext|>", "\xc4\xa0"};
-    int32_t types[] = {1, 1, 1, 3, 1};
+    const char *toks[] = {"a", "b", "ab", "<|endoftext|>", "\xc4\xa0", "!"};
+    int32_t types[] = {1, 1, 1, 3, 1, 4}; /* "!": user-defined, cut out even as plain text */
     const char *merges[] = {"a b"};
     ps_gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
     if (pre) ps_gguf_set_str(w, "tokenizer.ggml.pre", pre);
-    ps_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, 5);
-    ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types, 5);
+    ps_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, 6);
+    ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types, 6);
     ps_gguf_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, 1);
     ps_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 3);
     return w;
@@ -388,6 +388,9 @@ static void test_built(void) {
     if (v) {
         int32_t ab[] = {2, 4, 0};
         expect_ids(v, "ab a", false, false, ab, 3, "tiny bpe");
+        int32_t bang[] = {5}, abang[] = {2, 5, 0};
+        expect_ids(v, "!", false, false, bang, 1, "tiny bpe one-byte user-defined");
+        expect_ids(v, "ab!a", false, false, abang, 3, "tiny bpe user-defined inside");
         CHECK(ps_vocab_eos(v) == 3 && ps_vocab_bos(v) == -1 && !ps_vocab_add_bos(v));
         ps_vocab_free(v);
         v = NULL;
