@@ -70,12 +70,19 @@ PS_T2_INLINE float blockmax_dt(const void *row, ps_dtype dt, int64_t b0, int64_t
 PS_T2_INLINE void expsum_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                             float *S) {
     const __m256 sh = _mm256_set1_ps(shift);
+    const size_t es = dt == PS_DTYPE_F32 ? 4 : 2;
     for (int half = 0; half < 2; half++) {
         int64_t o = 32 * half;
         __m256 s0 = _mm256_loadu_ps(S + o), s1 = _mm256_loadu_ps(S + o + 8);
         __m256 s2 = _mm256_loadu_ps(S + o + 16), s3 = _mm256_loadu_ps(S + o + 24);
         for (int64_t b = 0; b < nb; b++) {
             int64_t i = (b0 + b) * PS_TOPK_BLOCK + o;
+            if (half == 0) { /* pull the same block of the next chunk in (see topk_avx512.c) */
+                const char *next =
+                    (const char *)row + (size_t)(i + PS_TOPK_BLOCK * PS_TOPK_CHUNK_BLOCKS) * es;
+                for (size_t off = 0; off < PS_TOPK_BLOCK * es; off += 64)
+                    _mm_prefetch(next + off, _MM_HINT_T0);
+            }
             s0 = _mm256_add_ps(s0, exp8(_mm256_sub_ps(load8(row, dt, i), sh)));
             s1 = _mm256_add_ps(s1, exp8(_mm256_sub_ps(load8(row, dt, i + 8), sh)));
             s2 = _mm256_add_ps(s2, exp8(_mm256_sub_ps(load8(row, dt, i + 16), sh)));

@@ -14,6 +14,9 @@
 
 #define PS_T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define PS_T512_INLINE static inline __attribute__((always_inline)) PS_T512
+#ifndef PS_PF_HINT
+#define PS_PF_HINT _MM_HINT_T0
+#endif
 
 /* 16 logits at element i of row, as float32 (exact conversion). */
 PS_T512_INLINE __m512 load16(const void *row, ps_dtype dt, int64_t i) {
@@ -67,8 +70,14 @@ PS_T512_INLINE void expsum_dt(const void *row, ps_dtype dt, int64_t b0, int64_t 
     __m512 s0 = _mm512_loadu_ps(S), s1 = _mm512_loadu_ps(S + 16);
     __m512 s2 = _mm512_loadu_ps(S + 32), s3 = _mm512_loadu_ps(S + 48);
     const __m512 sh = _mm512_set1_ps(shift);
+    const size_t es = dt == PS_DTYPE_F32 ? 4 : 2;
     for (int64_t b = 0; b < nb; b++) {
         int64_t i = (b0 + b) * PS_TOPK_BLOCK;
+        /* this pass is compute-bound and reads L1: meanwhile pull the same block of the next
+         * chunk in, so the block-max pass over it does not wait for DRAM (prefetches never
+         * fault, so running past the row end is harmless) */
+        const char *next = (const char *)row + (size_t)(i + PS_TOPK_BLOCK * PS_TOPK_CHUNK_BLOCKS) * es;
+        for (size_t off = 0; off < PS_TOPK_BLOCK * es; off += 64) _mm_prefetch(next + off, PS_PF_HINT);
         s0 = _mm512_add_ps(s0, exp16(_mm512_sub_ps(load16(row, dt, i), sh)));
         s1 = _mm512_add_ps(s1, exp16(_mm512_sub_ps(load16(row, dt, i + 16), sh)));
         s2 = _mm512_add_ps(s2, exp16(_mm512_sub_ps(load16(row, dt, i + 32), sh)));
@@ -78,6 +87,43 @@ PS_T512_INLINE void expsum_dt(const void *row, ps_dtype dt, int64_t b0, int64_t 
     _mm512_storeu_ps(S + 16, s1);
     _mm512_storeu_ps(S + 32, s2);
     _mm512_storeu_ps(S + 48, s3);
+}
+
+/* bf16: 32 logits per 512-bit load, widened by interleaving with zero words (x << 16): one
+ * unpack per 16 logits instead of a zero-extend and a shift. unpacklo yields logits 8L + m
+ * (L = 128-bit lane 0..3, m = 0..3) of the 32, unpackhi 8L + 4 + m, so the accumulators hold
+ * the 64 lanes in that permuted order; they are permuted in from S and back out per call, and
+ * each canonical lane still sums its own logits, in order. */
+PS_T512_INLINE void expsum_bf16(const void *row, int64_t b0, int64_t nb, float shift, float *S) {
+    const __m512i in_lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+    const __m512i in_hi = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    const __m512i out_0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i out_1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    __m512 s0 = _mm512_loadu_ps(S), s1 = _mm512_loadu_ps(S + 16);
+    __m512 s2 = _mm512_loadu_ps(S + 32), s3 = _mm512_loadu_ps(S + 48);
+    __m512 a0 = _mm512_permutex2var_ps(s0, in_lo, s1), a1 = _mm512_permutex2var_ps(s0, in_hi, s1);
+    __m512 a2 = _mm512_permutex2var_ps(s2, in_lo, s3), a3 = _mm512_permutex2var_ps(s2, in_hi, s3);
+    const __m512 sh = _mm512_set1_ps(shift);
+    const __m512i z = _mm512_setzero_si512();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint16_t *p = (const uint16_t *)row + (b0 + b) * PS_TOPK_BLOCK;
+        const char *next = (const char *)(p + PS_TOPK_BLOCK * PS_TOPK_CHUNK_BLOCKS);
+        _mm_prefetch(next, PS_PF_HINT); /* see expsum_dt */
+        _mm_prefetch(next + 64, PS_PF_HINT);
+        __m512i h0 = _mm512_loadu_si512(p), h1 = _mm512_loadu_si512(p + 32);
+        __m512 x0 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, h0));
+        __m512 x1 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, h0));
+        __m512 x2 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, h1));
+        __m512 x3 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, h1));
+        a0 = _mm512_add_ps(a0, exp16(_mm512_sub_ps(x0, sh)));
+        a1 = _mm512_add_ps(a1, exp16(_mm512_sub_ps(x1, sh)));
+        a2 = _mm512_add_ps(a2, exp16(_mm512_sub_ps(x2, sh)));
+        a3 = _mm512_add_ps(a3, exp16(_mm512_sub_ps(x3, sh)));
+    }
+    _mm512_storeu_ps(S, _mm512_permutex2var_ps(a0, out_0, a1));
+    _mm512_storeu_ps(S + 16, _mm512_permutex2var_ps(a0, out_1, a1));
+    _mm512_storeu_ps(S + 32, _mm512_permutex2var_ps(a2, out_0, a3));
+    _mm512_storeu_ps(S + 48, _mm512_permutex2var_ps(a2, out_1, a3));
 }
 
 PS_T512 float ps_topk_blockmax_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb,
@@ -94,7 +140,7 @@ PS_T512 void ps_topk_expsum_avx512(const void *row, ps_dtype dt, int64_t b0, int
     switch (dt) {
     case PS_DTYPE_F32: expsum_dt(row, PS_DTYPE_F32, b0, nb, shift, S); break;
     case PS_DTYPE_F16: expsum_dt(row, PS_DTYPE_F16, b0, nb, shift, S); break;
-    default: expsum_dt(row, PS_DTYPE_BF16, b0, nb, shift, S); break;
+    default: expsum_bf16(row, b0, nb, shift, S); break;
     }
 }
 
