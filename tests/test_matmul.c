@@ -1,0 +1,221 @@
+/*
+ * test_matmul.c — the matrix kernels of matmul.c against their references, for every weight
+ * type (F32, F16, BF16, Q8_0) x every ISA path the CPU has (scalar, AVX2, AVX-512) x odd shapes:
+ * m (activation rows) in {1, 3, 17, 256}, n (outputs) not a multiple of the 16-row tile, k
+ * (inputs) not a multiple of the vector width for the float types, k a multiple of 32 for Q8_0.
+ *
+ * Tolerances. All kernels compute in float32 from weights converted exactly (f16/bf16 widen
+ * exactly; a Q8_0 weight d*q is exact in float32; activations are NOT quantised), so the only
+ * difference from ps_matmul_ref (double sums) is float32 rounding in the accumulation order:
+ * |y - ref| <= (k + 8) * 2^-24 * sum_i |x_i w_i|, the worst-case bound of any summation order
+ * of k products — a missing, doubled or misplaced term is far above it. The measured error is
+ * also held below 1e-5 * sum_i |x_i w_i| (typical: sqrt(k) * 2^-24, ~2e-6 at k = 1056; one
+ * lost term of k = 1056 would be ~1e-3).
+ *
+ * Bitwise properties (results independent of how the work is cut):
+ *   - 2 threads == 1 thread; the first 17 / 3 / 1 rows of an m = 256 call == the m = 17 / 3 /
+ *     1 call on the same rows; strided x / y (ldx > k, ldy > n) give the same values and never
+ *     write outside the n outputs of a row;
+ *   - ps_matmul_f32_serial == ps_dot_f32 per element, and == ps_matmul on F32 weights;
+ *   - ps_attn_pv == zeroing the output and one ps_axpy_f32 per key, for ragged n_keys.
+ * Runs in about a second.
+ */
+#include "check.h"
+#include "impl.h"
+#include "matmul.h"
+#include "quant.h"
+
+#include <math.h>
+
+static const ps_isa ISAS[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* n rows of k weights of `type` (random, mixed magnitudes); *row_bytes set. */
+static void *make_weights(uint32_t type, int64_t n, int64_t k, size_t *row_bytes) {
+    size_t rb = ps_quant_row_bytes(type, k);
+    uint8_t *w = malloc(rb * (size_t)n);
+    float *tmp = malloc(sizeof(float) * (size_t)k);
+    for (int64_t j = 0; j < n; j++) {
+        uint8_t *row = w + (size_t)j * rb;
+        const float scale = (j % 5 == 0) ? 3.0f : 0.1f;
+        for (int64_t i = 0; i < k; i++) tmp[i] = frand() * scale;
+        switch (type) {
+        case PS_GGML_F32: memcpy(row, tmp, sizeof(float) * (size_t)k); break;
+        case PS_GGML_F16:
+            for (int64_t i = 0; i < k; i++) ((uint16_t *)row)[i] = ps_f32_to_f16(tmp[i]);
+            break;
+        case PS_GGML_BF16:
+            for (int64_t i = 0; i < k; i++) ((uint16_t *)row)[i] = ps_f32_to_bf16(tmp[i]);
+            break;
+        default: ps_quant_f32_to_q8_0(tmp, (ps_block_q8_0 *)row, k); break;
+        }
+    }
+    free(tmp);
+    *row_bytes = rb;
+    return w;
+}
+
+/* y vs the reference: every element within the order bound, and the worst relative error. */
+static void check_close(const char *tag, const ps_mat *w, const float *x, int64_t ldx,
+                        int64_t m, const float *y, int64_t ldy, const float *yref) {
+    float *row = malloc(sizeof(float) * (size_t)w->n_in);
+    int64_t bad = 0;
+    double worst = 0;
+    for (int64_t j = 0; j < w->n_out; j++) {
+        ps_quant_row_to_f32_ref(w->type, (const uint8_t *)w->data + (size_t)j * w->row_bytes, row,
+                                w->n_in);
+        for (int64_t r = 0; r < m; r++) {
+            double mag = 0;
+            for (int64_t i = 0; i < w->n_in; i++) mag += fabs((double)x[r * ldx + i] * row[i]);
+            const double bound = (double)(w->n_in + 8) * ldexp(1.0, -24) * mag + 1e-30;
+            const double e = fabs((double)y[r * ldy + j] - yref[r * w->n_out + j]);
+            if (!(e <= bound)) bad++;
+            worst = fmax(worst, e / (mag + 1e-30));
+        }
+    }
+    CHECKF(bad == 0, "%s: %lld outputs outside the summation-order bound", tag, (long long)bad);
+    CHECKF(worst < 1e-5, "%s: worst error relative to sum |x w| %g", tag, worst);
+    free(row);
+}
+
+static void test_matmul_shapes(ps_pool *pool2) {
+    const uint32_t types[] = {PS_GGML_F32, PS_GGML_F16, PS_GGML_BF16, PS_GGML_Q8_0};
+    /* (n, k): n off the 16-row tile and the 4-row micro-kernel; k off the vector widths (float
+     * types) or a multiple of 32 (Q8_0); k > 512 crosses the kernel's k blocks. */
+    const int64_t shapes[][2] = {{37, 160}, {70, 1056}, {5, 200}, {16, 64}};
+    const int64_t ms[] = {1, 3, 17, 256};
+    const int64_t M = 256, KMAX = 1056 + 24, NMAX = 70 + 9;
+    float *x = malloc(sizeof(float) * (size_t)(M * KMAX));
+    for (int64_t i = 0; i < M * KMAX; i++) x[i] = frand();
+    float *yref = malloc(sizeof(float) * (size_t)(M * NMAX));
+    float *y = malloc(sizeof(float) * (size_t)(M * NMAX)), *y2 = malloc(sizeof(float) * (size_t)(M * NMAX));
+    float *ym = malloc(sizeof(float) * (size_t)(M * NMAX));
+    const size_t stride = ps_matmul_scratch_floats(KMAX);
+    float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
+    for (size_t s = 0; s < PS_ARRAY_LEN(shapes); s++) {
+        for (size_t t = 0; t < PS_ARRAY_LEN(types); t++) {
+            int64_t n = shapes[s][0], k = shapes[s][1];
+            if (types[t] == PS_GGML_Q8_0) k = (k + 31) / 32 * 32;
+            ps_mat w = {0};
+            w.data = make_weights(types[t], n, k, &w.row_bytes);
+            w.type = types[t];
+            w.n_in = k;
+            w.n_out = n;
+            const int64_t ldx = k + 7, ldy = n + 9; /* strided x and y */
+            CHECK(ps_matmul_ref(&w, x, ldx, M, yref, n) == PS_OK);
+            for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+                if (!ps_isa_supported(ISAS[i])) continue;
+                char tag[96];
+                snprintf(tag, sizeof tag, "%s %s n %lld k %lld", ps_ggml_type_name(types[t]),
+                         ps_isa_name(ISAS[i]), (long long)n, (long long)k);
+                ps_matmul_env env = {NULL, ISAS[i], scratch, stride};
+                for (int64_t e = 0; e < M * ldy; e++) y[e] = -7.0f; /* sentinels */
+                ps_matmul(&env, &w, x, ldx, M, y, ldy);
+                check_close(tag, &w, x, ldx, M, y, ldy, yref);
+                bool kept = true;
+                for (int64_t r = 0; r < M; r++)
+                    for (int64_t j = n; j < ldy; j++) kept &= y[r * ldy + j] == -7.0f;
+                CHECKF(kept, "%s: wrote outside the outputs of a row", tag);
+                /* 2 threads: bitwise */
+                ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride};
+                for (int64_t e = 0; e < M * ldy; e++) y2[e] = -7.0f;
+                ps_matmul(&env2, &w, x, ldx, M, y2, ldy);
+                CHECKF(!memcmp(y, y2, sizeof(float) * (size_t)(M * ldy)),
+                       "%s: 2 threads differ from 1", tag);
+                /* fewer rows: bitwise the same rows */
+                for (size_t mi = 0; mi < PS_ARRAY_LEN(ms); mi++) {
+                    const int64_t m = ms[mi];
+                    ps_matmul(mi % 2 ? &env2 : &env, &w, x, ldx, m, ym, n);
+                    bool same = true;
+                    for (int64_t r = 0; r < m; r++)
+                        same &= !memcmp(ym + r * n, y + r * ldy, sizeof(float) * (size_t)n);
+                    CHECKF(same, "%s: m = %lld differs from the rows of m = 256", tag,
+                           (long long)m);
+                }
+            }
+            free((void *)w.data);
+        }
+    }
+    ps_free(scratch);
+    free(x);
+    free(y);
+    free(y2);
+    free(ym);
+    free(yref);
+}
+
+/* ps_matmul_f32_serial (attention scores) == ps_dot_f32 == ps_matmul on F32 weights. */
+static void test_serial_and_dot(void) {
+    const int64_t n_out = 45, m = 11, hd = 72; /* keys, queries, head size (odd tails) */
+    float *kx = malloc(sizeof(float) * n_out * hd), *q = malloc(sizeof(float) * m * hd);
+    for (int64_t i = 0; i < n_out * hd; i++) kx[i] = frand();
+    for (int64_t i = 0; i < m * hd; i++) q[i] = frand();
+    float *acc = ps_aligned_alloc(64, sizeof(float) * ps_matmul_acc_floats());
+    float *scratch = ps_aligned_alloc(64, sizeof(float) * ps_matmul_scratch_floats(hd));
+    float y[11 * 45], y2[11 * 45];
+    for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+        if (!ps_isa_supported(ISAS[i])) continue;
+        ps_matmul_f32_serial(ISAS[i], kx, hd, n_out, q, hd, m, hd, y, n_out, acc);
+        bool same = true;
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t j = 0; j < n_out; j++)
+                same &= y[r * n_out + j] == ps_dot_f32(ISAS[i], q + r * hd, kx + j * hd, hd);
+        CHECKF(same, "matmul_f32_serial != ps_dot_f32 on %s", ps_isa_name(ISAS[i]));
+        ps_mat w = {kx, PS_GGML_F32, hd, n_out, sizeof(float) * hd};
+        ps_matmul_env env = {NULL, ISAS[i], scratch, ps_matmul_scratch_floats(hd)};
+        ps_matmul(&env, &w, q, hd, m, y2, n_out);
+        CHECKF(!memcmp(y, y2, sizeof y), "matmul_f32_serial != ps_matmul on %s",
+               ps_isa_name(ISAS[i]));
+    }
+    ps_free(acc);
+    ps_free(scratch);
+    free(kx);
+    free(q);
+}
+
+/* ps_attn_pv == zero + one ps_axpy_f32 per key, bitwise, for ragged causal n_keys. */
+static void test_attn_pv(void) {
+    const int64_t keys = 70, ldp = 80;
+    const int64_t hds[] = {128, 8, 40};
+    const int32_t nq = 13;
+    float *p = malloc(sizeof(float) * nq * ldp), *v = malloc(sizeof(float) * keys * 128);
+    for (int64_t i = 0; i < nq * ldp; i++) p[i] = frand() * 0.5f + 0.5f;
+    for (int64_t i = 0; i < keys * 128; i++) v[i] = frand();
+    int32_t n_keys[13];
+    for (int32_t q = 0; q < nq; q++) n_keys[q] = (int32_t)(keys - nq + 1 + q); /* causal */
+    n_keys[5] = 1;                                                           /* and ragged */
+    float out[13 * 130], ref[13 * 130];
+    for (size_t h = 0; h < PS_ARRAY_LEN(hds); h++) {
+        const int64_t hd = hds[h], ldo = hd + 2;
+        for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+            if (!ps_isa_supported(ISAS[i])) continue;
+            memset(out, 0, sizeof out);
+            memset(ref, 0, sizeof ref);
+            ps_attn_pv(ISAS[i], p, ldp, n_keys, nq, v, hd, out, ldo);
+            for (int32_t q = 0; q < nq; q++)
+                for (int32_t j = 0; j < n_keys[q]; j++)
+                    ps_axpy_f32(ISAS[i], p[q * ldp + j], v + j * hd, ref + q * ldo, hd);
+            CHECKF(!memcmp(out, ref, sizeof out), "attn_pv on %s, hd %lld differs from axpy steps",
+                   ps_isa_name(ISAS[i]), (long long)hd);
+        }
+    }
+    free(p);
+    free(v);
+}
+
+int main(void) {
+    ps_pool *pool2 = NULL;
+    CHECK(ps_pool_create(2, &pool2) == PS_OK);
+    test_matmul_shapes(pool2);
+    test_serial_and_dot();
+    test_attn_pv();
+    ps_pool_free(pool2);
+    return ps_test_done("matmul");
+}
