@@ -17,6 +17,7 @@
 #include <stdio.h>
 
 #define PS_MAX_DIM (1 << 20) /* sanity bound for every hyperparameter */
+#define PS_MAX_CTX (1 << 26) /* ... and for context lengths */
 
 ps_model_params ps_model_default_params(void) {
     ps_model_params p;
@@ -44,8 +45,8 @@ static void copy_str(char *dst, size_t cap, ps_gguf_str s) {
     dst[n] = '\0';
 }
 
-/* <arch>.<suffix> as u32 in [1, PS_MAX_DIM] (or [0, ..] when allow_zero). Missing: *out = def
- * when !required. */
+/* <arch>.<suffix> as u32 in [1, PS_MAX_DIM] (PS_MAX_CTX for context_length; 0 allowed when
+ * allow_zero). Missing: *out = def when !required. */
 static ps_status key_dim(const ps_gguf *g, const char *arch, const char *suffix, bool required,
                          int32_t def, bool allow_zero, int32_t *out, ps_error *err) {
     char key[128];
@@ -58,9 +59,10 @@ static ps_status key_dim(const ps_gguf *g, const char *arch, const char *suffix,
         return PS_OK;
     }
     if (st != PS_OK) return st;
-    if ((v == 0 && !allow_zero) || v > PS_MAX_DIM)
-        return ps_fail(err, PS_ERR_FORMAT, -1, "key '%s' = %u is out of range (1..%d)", key, v,
-                       PS_MAX_DIM);
+    const uint32_t max = strcmp(suffix, "context_length") ? PS_MAX_DIM : PS_MAX_CTX;
+    if ((v == 0 && !allow_zero) || v > max)
+        return ps_fail(err, PS_ERR_FORMAT, -1, "key '%s' = %u is out of range (%d..%u)", key, v,
+                       allow_zero ? 0 : 1, max);
     *out = (int32_t)v;
     return PS_OK;
 }
@@ -237,6 +239,11 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
         (st = get_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &w->rope_freqs, err)))
         return st;
     if (!w->output.data) w->output = w->token_embd; /* tied */
+    for (int32_t i = 0; w->rope_freqs && i < hp->n_rot / 2; i++)
+        if (!(w->rope_freqs[i] > 0.0f) || !isfinite(w->rope_freqs[i]))
+            return ps_fail(err, PS_ERR_FORMAT, -1,
+                           "tensor 'rope_freqs.weight' element %d = %g must be a positive number",
+                           (int)i, (double)w->rope_freqs[i]);
     w->layers = ps_calloc((size_t)hp->n_layer, sizeof *w->layers);
     if (!w->layers) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (layer table)");
     const bool qkv_bias = hp->arch == PS_ARCH_QWEN2, qk_norm = hp->arch == PS_ARCH_QWEN3;
@@ -289,9 +296,9 @@ ps_status ps_model_load(const char *path, const ps_model_params *params, ps_mode
     ps_error_clear(err);
     if (!path || !out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "path and out must be set");
     *out = NULL;
-    if (params && params->n_ctx < 0)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d must be >= 0",
-                       (int)params->n_ctx);
+    if (params && (params->n_ctx < 0 || params->n_ctx > PS_MAX_CTX))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d is out of range (0..%d)",
+                       (int)params->n_ctx, PS_MAX_CTX);
     ps_gguf *g = NULL;
     ps_status st = ps_gguf_open(path, &g, err);
     if (st != PS_OK) return st;
@@ -309,10 +316,10 @@ ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params
     ps_model_params defaults = ps_model_default_params();
     if (!params) params = &defaults;
     ps_status st;
-    if (params->n_ctx < 0) {
+    if (params->n_ctx < 0 || params->n_ctx > PS_MAX_CTX) {
         ps_gguf_close(g);
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d must be >= 0",
-                       (int)params->n_ctx);
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d is out of range (0..%d)",
+                       (int)params->n_ctx, PS_MAX_CTX);
     }
     ps_model *m = ps_calloc(1, sizeof *m);
     if (!m) {
@@ -362,7 +369,7 @@ ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params
             char key[96];
             snprintf(key, sizeof key, "%s.context_length", info->arch);
             uint32_t v;
-            if (ps_gguf_get_u32(m->gguf, key, &v, NULL) == PS_OK && v <= PS_MAX_DIM)
+            if (ps_gguf_get_u32(m->gguf, key, &v, NULL) == PS_OK && v <= PS_MAX_CTX)
                 n_ctx_train = (int32_t)v;
         }
         info->n_ctx_train = n_ctx_train;
@@ -441,9 +448,9 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
                        "the model was loaded vocab-only; sessions need its weights");
     ps_session_params defaults = ps_session_default_params();
     if (!params) params = &defaults;
-    if (params->n_ctx < 0 || params->n_ctx > PS_MAX_DIM)
+    if (params->n_ctx < 0 || params->n_ctx > PS_MAX_CTX)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d is out of range (0..%d)",
-                       (int)params->n_ctx, PS_MAX_DIM);
+                       (int)params->n_ctx, PS_MAX_CTX);
     if (params->n_batch < 1 || params->n_batch > PS_CHUNK)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_batch = %d is out of range (1..%d)",
                        (int)params->n_batch, PS_CHUNK);

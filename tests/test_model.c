@@ -216,7 +216,9 @@ static void test_vocab_files(const char *shared) {
 
 /* ---- broken files ---- */
 
-typedef enum { V_ARCH, V_NO_KEY, V_NO_TENSOR, V_SHAPE, V_TYPE, V_NORM_TYPE } variant;
+typedef enum {
+    V_ARCH, V_NO_KEY, V_NO_TENSOR, V_SHAPE, V_TYPE, V_NORM_TYPE, V_FREQS_BAD, V_FREQS_ONE
+} variant;
 
 /* Rewrites stories260K with one defect; returns the path of the new file or NULL. */
 static const char *write_variant(const ps_gguf *g, variant v) {
@@ -235,6 +237,11 @@ static const char *write_variant(const ps_gguf *g, variant v) {
             snprintf(prefix, sizeof prefix, "%.*s", (int)k.len, k.ptr);
             ps_gguf_copy_kv(w, g, prefix); /* copies keys with this prefix (this one) */
         }
+    }
+    if (v == V_FREQS_BAD || v == V_FREQS_ONE) { /* n_rot / 2 = 4 frequency divisors */
+        const float f[4] = {1.0f, v == V_FREQS_BAD ? 0.0f : 1.0f, 1.0f, 1.0f};
+        const int64_t ne[1] = {4};
+        ps_gguf_add_tensor(w, "rope_freqs.weight", PS_GGML_F32, 1, ne, f, sizeof f);
     }
     uint8_t *q4 = NULL;
     for (int64_t i = 0; i < ps_gguf_n_tensors(g); i++) {
@@ -319,6 +326,7 @@ static void test_errors(const char *shared) {
         {V_SHAPE, PS_ERR_FORMAT, "blk.1.ffn_gate.weight"},
         {V_TYPE, PS_ERR_UNSUPPORTED, "blk.0.attn_q.weight"},
         {V_NORM_TYPE, PS_ERR_UNSUPPORTED, "blk.3.ffn_norm.weight"},
+        {V_FREQS_BAD, PS_ERR_FORMAT, "rope_freqs.weight"},
     };
     for (size_t i = 0; i < PS_ARRAY_LEN(cases); i++) {
         const char *vp = write_variant(g, cases[i].v);
@@ -341,6 +349,28 @@ static void test_errors(const char *shared) {
         }
         unlink(vp);
     }
+
+    /* rope_freqs.weight of ones: loads, and the logits equal the plain model's bit for bit */
+    const char *vp = write_variant(g, V_FREQS_ONE);
+    ps_model *plain = NULL;
+    m = NULL;
+    if (vp && load(vp, false, &m, &err) == PS_OK && load(path, false, &plain, &err) == PS_OK) {
+        int32_t toks[6] = {1, 403, 407, 261, 378, 432};
+        float a[6 * 512], b[6 * 512];
+        ps_session *sa = NULL, *sb = NULL;
+        CHECK(ps_session_create(m, NULL, &sa, &err) == PS_OK);
+        CHECK(ps_session_create(plain, NULL, &sb, &err) == PS_OK);
+        CHECK(ps_session_forward(sa, toks, 6, a, &err) == PS_OK);
+        CHECK(ps_session_forward(sb, toks, 6, b, &err) == PS_OK);
+        CHECK(!memcmp(a, b, sizeof a));
+        ps_session_free(sa);
+        ps_session_free(sb);
+    } else {
+        CHECKF(false, "rope_freqs variant did not load: %s", err.message);
+    }
+    ps_model_free(m);
+    ps_model_free(plain);
+    if (vp) unlink(vp);
     ps_gguf_close(g);
 }
 
