@@ -727,22 +727,27 @@ static enum MHD_Result respond(ps_server *s, struct MHD_Connection *mc, conn *c,
     return ret;
 }
 
+/* A static 500 "out of memory" answer: needs no allocation of ours. */
+static enum MHD_Result respond_oom(struct MHD_Connection *mc) {
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory serving the request\","
+                              "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(mc, 500, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 static enum MHD_Result respond_buf(ps_server *s, struct MHD_Connection *mc, conn *c,
                                    const char *method, const char *url, int status, ps_buf *b,
                                    const char *ctype) {
     if (b->oom) {
         ps_buf_free(b);
-        static const char oom[] = "{\"error\":{\"message\":\"out of memory writing the response\","
-                                  "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
         c->responded = true;
         record(s, c, method, url, 500);
-        struct MHD_Response *resp =
-            MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
-        if (!resp) return MHD_NO;
-        MHD_add_response_header(resp, "Content-Type", "application/json");
-        enum MHD_Result ret = MHD_queue_response(mc, 500, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return respond_oom(mc);
     }
     char *data = b->data;
     size_t len = b->len;
@@ -1137,15 +1142,25 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
     }
 }
 
+/* The connection state of a request whose own could not be allocated (it was answered 500). */
+static conn g_no_conn;
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
     ps_server *s = cls;
     conn *c = *con_cls;
+    if (c == &g_no_conn) { /* answered 500 without connection state: drop the body */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
     if (!c) {
         c = ps_calloc(1, sizeof *c);
-        if (!c) return MHD_NO;
+        if (!c) {
+            *con_cls = &g_no_conn;
+            return respond_oom(mc);
+        }
         clock_gettime(CLOCK_MONOTONIC, &c->t0);
         ps_buf_init(&c->body);
         c->route = R_OTHER;
@@ -1177,10 +1192,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             c->too_large = true;
             return MHD_YES;
         }
-        ps_buf_append(&c->body, upload_data, n);
-        if (c->body.oom) return MHD_NO;
+        ps_buf_append(&c->body, upload_data, n); /* after a failure: ignored, answered below */
         return MHD_YES;
     }
+    if (c->body.oom) return respond_buf(s, mc, c, method, url, 500, &c->body, NULL);
     return dispatch(s, mc, c, method, url);
 }
 
@@ -1188,7 +1203,10 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
                          enum MHD_RequestTerminationCode code) {
     ps_server *s = cls;
     conn *c = *con_cls;
-    if (!c) return;
+    if (!c || c == &g_no_conn) {
+        *con_cls = NULL;
+        return;
+    }
     ps_buf_free(&c->body);
     ps_free(c);
     *con_cls = NULL;
