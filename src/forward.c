@@ -18,10 +18,11 @@
  *
  * The arithmetic follows llama.cpp's CPU graph where it matters for the last bits (rmsnorm sum of
  * squares in double, then (x * scale) * w; silu(x) = x / (1 + e^-x); RoPE angle
- * p * base^(-2i/n_rot) * freq_scale / freq_factor[i], computed here in double). Matmuls and
- * attention heads run on the pool; every value is computed by a fixed sequence of operations
- * whatever the thread count or batch split, so logits are identical for 1 or N threads and for
- * any chunking of a prompt.
+ * p * base^(-2i/n_rot) * freq_scale / freq_factor[i], computed here in double). Everything runs
+ * on the pool: matmuls by weight tiles, attention by (head, 8 queries), and the row-wise steps
+ * between them (norms, biases, RoPE, cache writes, residual adds, SwiGLU) by position. Every
+ * value is computed by a fixed sequence of operations whatever the thread count or batch split,
+ * so logits are identical for 1 or N threads and for any chunking of a prompt.
  */
 #include "model.h"
 #include "prof.h"
@@ -123,10 +124,100 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
 
 /* ---- the batch ---- */
 
-static void add_bias(float *y, const float *b, int32_t n, int64_t d) {
-    if (!b) return;
-    for (int32_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < d; j++) y[i * d + j] += b[j];
+/* Row-wise work between the matmuls, one pool task per position (rows are independent, so the
+ * result does not depend on the thread that runs a row). */
+typedef enum {
+    ROW_EMBED_NORM,  /* RoPE angles; x = token_embd[token]; xb = rmsnorm(x) * attn_norm[0] */
+    ROW_QKV,         /* biases, qwen3 head norms, RoPE, k/v -> cache */
+    ROW_ATT_OUT,     /* x += ffn_out (+bo); xb = rmsnorm(x) * ffn_norm */
+    ROW_SWIGLU,      /* hb = silu(hb) * hb2 */
+    ROW_FFN_OUT      /* x += ffn_out; xb = rmsnorm(x) * next (next layer's attn_norm, or
+                        output_norm; NULL: no norm) */
+} row_op;
+
+typedef struct {
+    ps_session *s;
+    row_op op;
+    int32_t layer;
+    const int32_t *tokens;
+    const float *next_norm;
+} row_job;
+
+static void row_task(void *ctx, int64_t task, int32_t thread) {
+    (void)thread;
+    const row_job *job = ctx;
+    ps_session *s = job->s;
+    const ps_hparams *hp = &s->model->hp;
+    const ps_weights *w = &s->model->w;
+    const ps_layer *L = &w->layers[job->layer];
+    const int64_t i = task, d = hp->n_embd, hd = hp->head_dim, dq = (int64_t)hp->n_head * hd,
+                  dkv = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
+    float *x = s->x + i * d, *xb = s->xb + i * d, *fo = s->ffn_out + i * d;
+    switch (job->op) {
+    case ROW_EMBED_NORM: {
+        /* RoPE angles of position n_past + i: rope_cos/rope_sin row i (n_rot/2) */
+        const int32_t half = hp->n_rot / 2;
+        const double p = (double)(s->n_past + i);
+        for (int32_t t = 0; t < half; t++) {
+            double theta = p * pow((double)hp->rope_base, -2.0 * t / (double)hp->n_rot) *
+                           (double)hp->rope_freq_scale;
+            if (w->rope_freqs) theta /= (double)w->rope_freqs[t];
+            s->rope_cos[i * half + t] = (float)cos(theta);
+            s->rope_sin[i * half + t] = (float)sin(theta);
+        }
+        ps_quant_row_to_f32(s->isa, w->token_embd.type,
+                            (const uint8_t *)w->token_embd.data +
+                                (size_t)job->tokens[i] * w->token_embd.row_bytes,
+                            x, d);
+        rmsnorm(xb, x, L->attn_norm, d, hp->rms_eps);
+        break;
+    }
+    case ROW_QKV: {
+        float *q = s->q + i * dq, *k = s->k + i * dkv, *v = s->v + i * dkv;
+        for (int64_t j = 0; L->bq && j < dq; j++) q[j] += L->bq[j];
+        for (int64_t j = 0; L->bk && j < dkv; j++) k[j] += L->bk[j];
+        for (int64_t j = 0; L->bv && j < dkv; j++) v[j] += L->bv[j];
+        if (L->q_norm) {
+            for (int32_t h = 0; h < hp->n_head; h++)
+                rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
+            for (int32_t h = 0; h < hp->n_head_kv; h++)
+                rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
+        }
+        const int32_t half = hp->n_rot / 2;
+        const float *cs = s->rope_cos + i * half, *sn = s->rope_sin + i * half;
+        rope_heads(q, hp->n_head, (int32_t)hd, hp->n_rot, hp->rope_mode, cs, sn);
+        rope_heads(k, hp->n_head_kv, (int32_t)hd, hp->n_rot, hp->rope_mode, cs, sn);
+        /* k, v -> cache [layer][kv head][position][hd] */
+        const size_t pos = (size_t)(s->n_past + i);
+        for (int32_t g = 0; g < hp->n_head_kv; g++) {
+            size_t off = (((size_t)job->layer * hp->n_head_kv + g) * (size_t)s->n_ctx + pos) *
+                         (size_t)hd;
+            memcpy(s->k_cache + off, k + g * hd, (size_t)hd * sizeof(float));
+            memcpy(s->v_cache + off, v + g * hd, (size_t)hd * sizeof(float));
+        }
+        break;
+    }
+    case ROW_ATT_OUT:
+        for (int64_t j = 0; L->bo && j < d; j++) fo[j] += L->bo[j];
+        for (int64_t j = 0; j < d; j++) x[j] += fo[j];
+        rmsnorm(xb, x, L->ffn_norm, d, hp->rms_eps);
+        break;
+    case ROW_SWIGLU: {
+        float *g = s->hb + i * ff, *u = s->hb2 + i * ff;
+        for (int64_t j = 0; j < ff; j++) g[j] = (g[j] / (1.0f + expf(-g[j]))) * u[j];
+        break;
+    }
+    case ROW_FFN_OUT:
+        for (int64_t j = 0; j < d; j++) x[j] += fo[j];
+        if (job->next_norm) rmsnorm(xb, x, job->next_norm, d, hp->rms_eps);
+        break;
+    }
+}
+
+static void rows(ps_session *s, int32_t n, row_op op, int32_t layer, const int32_t *tokens,
+                 const float *next_norm) {
+    row_job job = {s, op, layer, tokens, next_norm};
+    ps_pool_for(s->pool, n, row_task, &job);
 }
 
 void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logits) {
@@ -135,84 +226,33 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
     const ps_weights *w = &m->w;
     const int64_t d = hp->n_embd, hd = hp->head_dim, dq = (int64_t)hp->n_head * hd,
                   dkv = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
-    const int32_t half = hp->n_rot / 2;
     const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride};
     const uint64_t t_fwd = ps_prof_start();
 
-    /* x (n, d): embedding rows */
-    for (int32_t i = 0; i < n; i++)
-        ps_quant_row_to_f32(s->isa, w->token_embd.type,
-                            (const uint8_t *)w->token_embd.data +
-                                (size_t)tokens[i] * w->token_embd.row_bytes,
-                            s->x + i * d, d);
-
-    /* RoPE angles (n, n_rot/2) for this call's positions */
-    for (int32_t i = 0; i < n; i++) {
-        const double p = (double)(s->n_past + i);
-        for (int32_t t = 0; t < half; t++) {
-            double theta = p * pow((double)hp->rope_base, -2.0 * t / (double)hp->n_rot) *
-                           (double)hp->rope_freq_scale;
-            if (w->rope_freqs) theta /= (double)w->rope_freqs[t];
-            s->rope_cos[(int64_t)i * half + t] = (float)cos(theta);
-            s->rope_sin[(int64_t)i * half + t] = (float)sin(theta);
-        }
-    }
-
+    /* x (n, d) = embedding rows; xb = first attention norm; RoPE angles of the positions */
+    rows(s, n, ROW_EMBED_NORM, 0, tokens, NULL);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const ps_layer *L = &w->layers[l];
-        for (int32_t i = 0; i < n; i++)
-            rmsnorm(s->xb + i * d, s->x + i * d, L->attn_norm, d, hp->rms_eps);
         ps_matmul(&env, &L->wq, s->xb, d, n, s->q, dq);
         ps_matmul(&env, &L->wk, s->xb, d, n, s->k, dkv);
         ps_matmul(&env, &L->wv, s->xb, d, n, s->v, dkv);
-        add_bias(s->q, L->bq, n, dq);
-        add_bias(s->k, L->bk, n, dkv);
-        add_bias(s->v, L->bv, n, dkv);
-        for (int32_t i = 0; i < n; i++) {
-            float *q = s->q + i * dq, *k = s->k + i * dkv;
-            if (L->q_norm) {
-                for (int32_t h = 0; h < hp->n_head; h++)
-                    rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
-                for (int32_t h = 0; h < hp->n_head_kv; h++)
-                    rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
-            }
-            const float *cs = s->rope_cos + (int64_t)i * half, *sn = s->rope_sin + (int64_t)i * half;
-            rope_heads(q, hp->n_head, (int32_t)hd, hp->n_rot, hp->rope_mode, cs, sn);
-            rope_heads(k, hp->n_head_kv, (int32_t)hd, hp->n_rot, hp->rope_mode, cs, sn);
-            /* k, v -> cache [layer][kv head][position][hd] */
-            const int64_t pos = s->n_past + i;
-            for (int32_t g = 0; g < hp->n_head_kv; g++) {
-                size_t off = (((size_t)l * hp->n_head_kv + g) * (size_t)s->n_ctx + (size_t)pos) *
-                             (size_t)hd;
-                memcpy(s->k_cache + off, k + g * hd, (size_t)hd * sizeof(float));
-                memcpy(s->v_cache + off, s->v + i * dkv + g * hd, (size_t)hd * sizeof(float));
-            }
-        }
+        rows(s, n, ROW_QKV, l, NULL, NULL);
         att_job aj = {s, l, n, 1.0f / sqrtf((float)hd)};
         const int64_t n_tasks = (int64_t)hp->n_head * ((n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK);
         const uint64_t t_att = ps_prof_start();
         ps_pool_for(s->pool, n_tasks, att_task, &aj);
         ps_prof_add(PS_PROF_ATTENTION, t_att);
         ps_matmul(&env, &L->wo, s->att, dq, n, s->ffn_out, d);
-        add_bias(s->ffn_out, L->bo, n, d);
-        for (int64_t i = 0; i < n * d; i++) s->x[i] += s->ffn_out[i];
-
-        for (int32_t i = 0; i < n; i++)
-            rmsnorm(s->xb + i * d, s->x + i * d, L->ffn_norm, d, hp->rms_eps);
+        rows(s, n, ROW_ATT_OUT, l, NULL, NULL);
         ps_matmul(&env, &L->w_gate, s->xb, d, n, s->hb, ff);
         ps_matmul(&env, &L->w_up, s->xb, d, n, s->hb2, ff);
-        for (int64_t i = 0; i < n * ff; i++) {
-            float g = s->hb[i];
-            s->hb[i] = (g / (1.0f + expf(-g))) * s->hb2[i];
-        }
+        rows(s, n, ROW_SWIGLU, l, NULL, NULL);
         ps_matmul(&env, &L->w_down, s->hb, ff, n, s->ffn_out, d);
-        for (int64_t i = 0; i < n * d; i++) s->x[i] += s->ffn_out[i];
+        const float *next = l + 1 < hp->n_layer ? w->layers[l + 1].attn_norm
+                            : logits            ? w->output_norm
+                                                : NULL;
+        rows(s, n, ROW_FFN_OUT, l, NULL, next);
     }
-
-    if (logits) {
-        for (int32_t i = 0; i < n; i++)
-            rmsnorm(s->xb + i * d, s->x + i * d, w->output_norm, d, hp->rms_eps);
-        ps_matmul(&env, &w->output, s->xb, d, n, logits, hp->n_vocab);
-    }
+    if (logits) ps_matmul(&env, &w->output, s->xb, d, n, logits, hp->n_vocab);
     ps_prof_add(PS_PROF_FORWARD, t_fwd);
 }
