@@ -547,6 +547,14 @@ static ps_status compile_regexes(ps_vocab *v, ps_error *err) {
 
 static int cmp_special(const void *a, const void *b, void *ctx);
 
+/* The value of one hex digit, or -1. */
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 /* The detokenised bytes of token id, appended to the blob. */
 static bool make_bytes(ps_vocab *v, int32_t id) {
     token_info *t = &v->tok[id];
@@ -563,9 +571,10 @@ static bool make_bytes(ps_vocab *v, int32_t id) {
     } else if (t->type == TT_UNUSED || t->type == TT_UNDEFINED) {
         o = 0; /* llama.cpp prints nothing for these */
     } else if (v->kind == VOCAB_SPM) {
-        unsigned hi, lo;
+        /* pieces are not NUL-terminated in the blob: parse the two digits by hand */
+        int hi = n == 6 ? hex_digit(piece[3]) : -1, lo = n == 6 ? hex_digit(piece[4]) : -1;
         if (t->type == TT_BYTE && n == 6 && !memcmp(piece, "<0x", 3) && piece[5] == '>' &&
-            sscanf(piece + 3, "%1x%1x", &hi, &lo) == 2) {
+            hi >= 0 && lo >= 0) {
             out[o++] = (char)(hi * 16 + lo);
         } else {
             for (size_t i = 0; i < n;) {
