@@ -27,6 +27,7 @@
 #include "model.h"
 #include "prof.h"
 #include "quant.h"
+#include "vecmath.h"
 
 #include <math.h>
 
@@ -57,32 +58,6 @@ static void rope_heads(float *v, int32_t n_heads, int32_t hd, int32_t n_rot, ps_
 }
 
 /* ---- attention ---- */
-
-/* row (n) = softmax(row * scale). The sum runs in 8 interleaved partial sums (element j goes to
- * sum j % 8), added pairwise at the end: a fixed order that depends only on n, and 8 independent
- * add chains instead of one. */
-static void softmax_row(float *row, int32_t n, float scale) {
-    float mx = -INFINITY;
-    for (int32_t j = 0; j < n; j++) {
-        row[j] *= scale;
-        mx = row[j] > mx ? row[j] : mx;
-    }
-    float part[8] = {0};
-    int32_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int t = 0; t < 8; t++) {
-            row[j + t] = expf(row[j + t] - mx);
-            part[t] += row[j + t];
-        }
-    for (; j < n; j++) {
-        row[j] = expf(row[j] - mx);
-        part[j % 8] += row[j];
-    }
-    const float sum = ((part[0] + part[1]) + (part[2] + part[3])) +
-                      ((part[4] + part[5]) + (part[6] + part[7]));
-    const float inv = 1.0f / sum;
-    for (j = 0; j < n; j++) row[j] *= inv;
-}
 
 typedef struct {
     const ps_session *s;
@@ -117,7 +92,7 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
 
     ps_matmul_f32_serial(s->isa, K, hd, n_keys[nq - 1], q, dq, nq, hd, sc, lds, acc);
     for (int32_t r = 0; r < nq; r++)
-        softmax_row(sc + r * lds, n_keys[r], job->scale);
+        ps_softmax_f32(s->isa, sc + r * lds, n_keys[r], job->scale);
     ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, hd, s->att + (int64_t)i0 * dq + (int64_t)h * hd,
                dq);
 }
@@ -204,7 +179,7 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         break;
     case ROW_SWIGLU: {
         float *g = s->hb + i * ff, *u = s->hb2 + i * ff;
-        for (int64_t j = 0; j < ff; j++) g[j] = (g[j] / (1.0f + expf(-g[j]))) * u[j];
+        ps_silu_mul_f32(s->isa, g, u, ff);
         break;
     }
     case ROW_FFN_OUT:

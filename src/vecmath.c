@@ -1,0 +1,278 @@
+/*
+ * vecmath.c — the element-wise pieces of a layer with SIMD variants: softmax of one attention
+ * row and SwiGLU's silu(g) * u, each with a scalar reference and AVX2 / AVX-512 forms chosen by
+ * the caller's ISA.
+ *
+ * exp: n = round(x * log2 e), r = x - n ln2 (two-part ln2), e^r by Cephes' degree-7 expf
+ * polynomial (|rel err| < 2 ulp on float32), times 2^n (AVX-512: vscalefps, which also gives 0
+ * below -104 and inf above 89; AVX2: two exponent-bit factors, x clamped to [-104, 88.72], so
+ * +large gives ~3.4e38 instead of inf — harmless in a softmax or a silu). NaN inputs stay NaN. Every lane is computed on its own, so a value never depends on its
+ * neighbours, the row length or alignment; the scalar path is libm expf (what forward.c used).
+ *
+ * Reduction orders are fixed per ISA and depend only on n: the softmax max is exact in any
+ * order; the softmax sum runs in 8 partial sums (scalar: element j -> part j % 8), 8 lanes
+ * (AVX2) or 16 lanes (AVX-512), masked tails adding +0, then a fixed pairwise tree.
+ */
+#include "vecmath.h"
+
+#include <math.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#endif
+
+/* Cephes expf polynomial: e^r ~ 1 + r + r^2 * P(r), |r| <= ln2 / 2 */
+#define EXP_P0 1.9875691500E-4f
+#define EXP_P1 1.3981999507E-3f
+#define EXP_P2 8.3334519073E-3f
+#define EXP_P3 4.1665795894E-2f
+#define EXP_P4 1.6666665459E-1f
+#define EXP_P5 5.0000001201E-1f
+#define LN2_HI 0.693359375f
+#define LN2_LO -2.12194440e-4f
+#define LOG2E 1.44269504088896341f
+
+/* ---- scalar (the reference) ---- */
+
+static void softmax_scalar(float *row, int32_t n, float scale) {
+    float mx = -INFINITY;
+    for (int32_t j = 0; j < n; j++) {
+        row[j] *= scale;
+        mx = row[j] > mx ? row[j] : mx;
+    }
+    float part[8] = {0};
+    int32_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int t = 0; t < 8; t++) {
+            row[j + t] = expf(row[j + t] - mx);
+            part[t] += row[j + t];
+        }
+    for (; j < n; j++) {
+        row[j] = expf(row[j] - mx);
+        part[j % 8] += row[j];
+    }
+    const float sum = ((part[0] + part[1]) + (part[2] + part[3])) +
+                      ((part[4] + part[5]) + (part[6] + part[7]));
+    const float inv = 1.0f / sum;
+    for (j = 0; j < n; j++) row[j] *= inv;
+}
+
+static void silu_mul_scalar(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        g[i] = (x / (1.0f + expf(-x))) * u[i];
+    }
+}
+
+#if defined(__x86_64__)
+
+/* ---- AVX2: 8 lanes ---- */
+
+T_AVX2 static inline __m256 exp_avx2(__m256 x) {
+    const __m256 x0 = x, nan_mask = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(88.72f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+    __m256 p = _mm256_set1_ps(EXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P5));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* 2^n for n in [-150, 128] as 2^a * 2^b, a = n >> 1, b = n - a: both factors normal, the
+     * product rounds like a single scaling (gradual underflow) */
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i a = _mm256_srai_epi32(ni, 1), b = _mm256_sub_epi32(ni, a);
+    const __m256i bias = _mm256_set1_epi32(127);
+    p = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(a, bias), 23)));
+    p = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(b, bias), 23)));
+    return _mm256_blendv_ps(p, x0, nan_mask); /* the clamp dropped NaNs: put them back */
+}
+
+T_AVX2 static float hmax256(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+T_AVX2 static float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+T_AVX2 static __m256i tail_mask256(int32_t rem) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+T_AVX2 static void softmax_avx2(float *row, int32_t n, float scale) {
+    const __m256 sc = _mm256_set1_ps(scale);
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    int32_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(row + j), sc);
+        _mm256_storeu_ps(row + j, v);
+        mx = _mm256_max_ps(mx, v);
+    }
+    float m = hmax256(mx);
+    for (int32_t t = j; t < n; t++) {
+        row[t] *= scale;
+        m = row[t] > m ? row[t] : m;
+    }
+    const __m256 mv = _mm256_set1_ps(m);
+    __m256 sum = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= n; j += 8) {
+        __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), mv));
+        _mm256_storeu_ps(row + j, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    if (j < n) {
+        const __m256i mask = tail_mask256(n - j);
+        __m256 e = exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(row + j, mask), mv));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(mask));
+        _mm256_maskstore_ps(row + j, mask, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / hsum256(sum));
+    for (j = 0; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
+    for (; j < n; j++) row[j] *= _mm256_cvtss_f32(inv);
+}
+
+T_AVX2 static void silu_mul_avx2(float *g, const float *u, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i);
+        const __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(zero, x))));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+    }
+    if (i < n) {
+        const __m256i mask = tail_mask256((int32_t)(n - i));
+        const __m256 x = _mm256_maskload_ps(g + i, mask);
+        const __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(zero, x))));
+        _mm256_maskstore_ps(g + i, mask, _mm256_mul_ps(s, _mm256_maskload_ps(u + i, mask)));
+    }
+}
+
+/* ---- AVX-512: 16 lanes ---- */
+
+T_AVX512 static inline __m512 exp_avx512(__m512 x) {
+    /* max(c, x) returns x when x is NaN, so NaN survives; -inf -> -104 -> 0 */
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(LOG2E)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+    __m512 p = _mm512_set1_ps(EXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P5));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+T_AVX512 static void softmax_avx512(float *row, int32_t n, float scale) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    int32_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(row + j), sc);
+        _mm512_storeu_ps(row + j, v);
+        mx = _mm512_max_ps(mx, v);
+    }
+    const __mmask16 tm = (__mmask16)((1u << (n - j)) - 1u);
+    if (j < n) {
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, row + j), sc);
+        _mm512_mask_storeu_ps(row + j, tm, v);
+        mx = _mm512_mask_max_ps(mx, tm, mx, v);
+    }
+    const __m512 mv = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (j = 0; j + 16 <= n; j += 16) {
+        __m512 e = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), mv));
+        _mm512_storeu_ps(row + j, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    if (j < n) {
+        __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tm, row + j), mv));
+        e = _mm512_maskz_mov_ps(tm, e);
+        _mm512_mask_storeu_ps(row + j, tm, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (j = 0; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));
+    if (j < n)
+        _mm512_mask_storeu_ps(row + j, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, row + j), inv));
+}
+
+T_AVX512 static void silu_mul_avx512(float *g, const float *u, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(g + i);
+        const __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, exp_avx512(_mm512_sub_ps(zero, x))));
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(s, _mm512_loadu_ps(u + i)));
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        const __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, exp_avx512(_mm512_sub_ps(zero, x))));
+        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
+T_AVX2 static void exp_many_avx2(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_avx2(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++) {
+        float t[8] = {x[i]};
+        _mm256_storeu_ps(t, exp_avx2(_mm256_loadu_ps(t)));
+        y[i] = t[0];
+    }
+}
+
+T_AVX512 static void exp_many_avx512(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp_avx512(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(y + i, m, exp_avx512(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+#endif
+
+void ps_softmax_f32(ps_isa isa, float *row, int32_t n, float scale) {
+    if (n <= 0) return;
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) { softmax_avx512(row, n, scale); return; }
+    if (isa == PS_ISA_AVX2) { softmax_avx2(row, n, scale); return; }
+#endif
+    softmax_scalar(row, n, scale);
+}
+
+void ps_silu_mul_f32(ps_isa isa, float *g, const float *u, int64_t n) {
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) { silu_mul_avx512(g, u, n); return; }
+    if (isa == PS_ISA_AVX2) { silu_mul_avx2(g, u, n); return; }
+#endif
+    silu_mul_scalar(g, u, n);
+}
+
+void ps_exp_f32(ps_isa isa, const float *x, float *y, int64_t n) {
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) { exp_many_avx512(x, y, n); return; }
+    if (isa == PS_ISA_AVX2) { exp_many_avx2(x, y, n); return; }
+#endif
+    for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]);
+}

@@ -1,0 +1,21 @@
+/*
+ * vecmath.h — element-wise layer pieces with scalar / AVX2 / AVX-512 variants (vecmath.c):
+ * an attention row's softmax, SwiGLU's silu(g) * u, and exp over an array. The scalar variant
+ * uses libm expf; the SIMD ones a polynomial exp within 2 ulp. For a given ISA every result
+ * depends only on its inputs and n (never on threads or batch geometry).
+ */
+#ifndef PS_VECMATH_H
+#define PS_VECMATH_H
+
+#include "impl.h"
+
+/* row (n) = softmax(row * scale): row[j] *= scale; then exp(row[j] - max) / sum. */
+void ps_softmax_f32(ps_isa isa, float *row, int32_t n, float scale);
+
+/* g (n) = (g / (1 + exp(-g))) * u, element by element. */
+void ps_silu_mul_f32(ps_isa isa, float *g, const float *u, int64_t n);
+
+/* y (n) = exp(x (n)); y may equal x. */
+void ps_exp_f32(ps_isa isa, const float *x, float *y, int64_t n);
+
+#endif
