@@ -154,6 +154,61 @@ static void test_f32(void) {
         }
         ps_buf_free(&b);
     }
+    /* values where the fast path decides edges: next to powers of ten and of two, every
+     * decade from 1e-20 to 1e8, integers, and random mantissas over exponents 2^-70..2^30 */
+    float edge[4000];
+    int ne = 0;
+    for (int d = -20; d <= 8; d++) {
+        float p10 = (float)pow(10.0, d);
+        float lo = p10, hi = p10;
+        for (int j = 0; j < 4; j++) {
+            edge[ne++] = lo;
+            edge[ne++] = hi;
+            lo = nextafterf(lo, 0.0f);
+            hi = nextafterf(hi, INFINITY);
+        }
+    }
+    for (int b2 = -70; b2 <= 30; b2++) {
+        float p2 = ldexpf(1.0f, b2);
+        edge[ne++] = p2;
+        edge[ne++] = nextafterf(p2, 0.0f);
+        edge[ne++] = nextafterf(p2, INFINITY);
+    }
+    for (int i = 1; i < 300; i++) edge[ne++] = (float)i * 0.5f;
+    for (int i = 0; i < ne; i++) {
+        for (int sign = 0; sign < 2; sign++) {
+            float v = sign ? -edge[i] : edge[i];
+            char want[40], tmp[40];
+            for (int p = 6; p <= 9; p++) {
+                snprintf(want, sizeof want, "%.*g", p, (double)v);
+                if (strtof(want, NULL) == v) break;
+            }
+            ps_buf b;
+            ps_buf_init(&b);
+            ps_json_f32(&b, v);
+            snprintf(tmp, sizeof tmp, "%s", b.data);
+            if (strcmp(tmp, want) != 0) {
+                if (not_shortest++ < 5) fprintf(stderr, "edge %a: got %s want %s\n", (double)v, tmp, want);
+            }
+            ps_buf_free(&b);
+        }
+    }
+    for (int i = 0; i < 200000; i++) {
+        uint32_t bits = ((uint32_t)rng() & 0x807fffffu) | (uint32_t)((57 + rng() % 100) << 23);
+        float v;
+        memcpy(&v, &bits, 4);
+        char want[40];
+        for (int p = 6; p <= 9; p++) {
+            snprintf(want, sizeof want, "%.*g", p, (double)v);
+            if (strtof(want, NULL) == v) break;
+        }
+        ps_buf b;
+        ps_buf_init(&b);
+        ps_json_f32(&b, v);
+        if (strcmp(b.data, want) != 0 && not_shortest++ < 5)
+            fprintf(stderr, "wide %a: got %s want %s\n", (double)v, b.data, want);
+        ps_buf_free(&b);
+    }
     CHECKF(bad == 0, "%d values did not round-trip", bad);
     CHECKF(not_shortest == 0, "%d values not in the shortest form", not_shortest);
     CHECKF(bad_json == 0, "%d values did not round-trip through jansson", bad_json);
