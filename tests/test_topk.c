@@ -512,6 +512,49 @@ static void check_lse(void) {
     CHECKF(worst <= 2.0, "lse error %.3f ulp > 2", worst);
 }
 
+/* Randomised: vocab, stride, dtype, K, value quantisation (ties), -inf sprinkles and whole
+ * -inf blocks; every path must equal the reference. */
+static void check_random(void) {
+    int bad = 0, cases = 150;
+    for (int c = 0; c < cases; c++) {
+        int64_t n = 1 + (int64_t)(rng_u64() % 5000);
+        int64_t stride = n + (int64_t)(rng_u64() % 3) * 7;
+        ps_dtype dt = (ps_dtype)(rng_u64() % 3);
+        int64_t rows = 1 + (int64_t)(rng_u64() % 4);
+        batch b = batch_new(dt, rows, n, stride);
+        double q = (double)(1u << (rng_u64() % 6)); /* quantisation step 1/q: many ties */
+        int inf_pct = (int)(rng_u64() % 4) * 20;
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t dead = (int64_t)(rng_u64() % (uint64_t)(n / 64 + 1)); /* an all -inf block */
+            for (int64_t i = 0; i < n; i++) {
+                float v = (float)(floor(3.0 * rng_normal() * q) / q);
+                if ((int)(rng_u64() % 100) < inf_pct || i / 64 == dead) v = -INFINITY;
+                bset(&b, r, i, v);
+            }
+        }
+        int32_t k = (int32_t)(rng_u64() % (uint64_t)(n + 6));
+        if (c % 3 == 0) k = (int32_t)(rng_u64() % 40);
+        outs ref = outs_new(rows, k);
+        ps_error err;
+        bool ok = call(true, PS_ISA_AUTO, NULL, k, &b, &ref, &err) == PS_OK;
+        for (int64_t r = 0; ok && r < rows; r++) ok = ref_row_ok(&b, &ref, r);
+        ps_isa isas[3] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+        for (int i = 0; ok && i < 3; i++) {
+            if (!ps_isa_supported(isas[i])) continue;
+            outs o = outs_new(rows, k);
+            ok = call(false, isas[i], c % 2 ? pool7 : pool2, k, &b, &o, &err) == PS_OK &&
+                 outs_equal(&o, &ref);
+            outs_free(&o);
+        }
+        if (!ok && bad++ < 5)
+            fprintf(stderr, "random case %d: n=%lld stride=%lld dtype=%d rows=%lld k=%d q=%g inf=%d%%\n",
+                    c, (long long)n, (long long)stride, (int)dt, (long long)rows, (int)k, q, inf_pct);
+        outs_free(&ref);
+        batch_free(&b);
+    }
+    CHECKF(bad == 0, "%d of %d random cases differ", bad, cases);
+}
+
 int main(void) {
     if (ps_pool_create(2, &pool2) != PS_OK || ps_pool_create(7, &pool7) != PS_OK) {
         fprintf(stderr, "cannot create pools\n");
@@ -525,6 +568,7 @@ int main(void) {
     check_lse();
     check_dtypes();
     check_grid();
+    check_random();
     ps_pool_free(pool2);
     ps_pool_free(pool7);
     return ps_test_done("topk");
