@@ -365,8 +365,9 @@ typedef struct {
 } ps_score_result;
 
 /* Scores tokens (verbatim: no BOS is added here) through the session: forward in chunks of
- * params->chunk positions, the top-K kernel on each chunk's logits, then optional generation.
- * The session is reset first. Memory does not grow with the prompt beyond the KV cache.
+ * params->chunk positions (1..the session's n_batch) into one reused (chunk, n_vocab) logits
+ * buffer, the top-K kernel on each chunk's logits (on the session's pool), then optional
+ * generation. The session is reset first. Memory does not grow with the prompt beyond the KV cache.
  * Returns PS_OK, PS_ERR_INVALID_ARG (n_tokens < 1, bad params), PS_ERR_TOKEN_RANGE (names the
  * index), PS_ERR_CONTEXT (n_tokens + max_tokens > n_ctx, both numbers in the message),
  * PS_ERR_NAN, PS_ERR_CANCELLED, PS_ERR_NOMEM. *out is set only on success. */
