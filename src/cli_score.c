@@ -220,6 +220,7 @@ static const char *SCORE_USAGE =
     "Reads JSON Lines {\"prompt\": \"text\" | [ids], \"id\": any, \"logprobs\": K} and writes one\n"
     "line per input, in order: {\"id\", \"logprobs\": {tokens, token_logprobs, top_logprobs,\n"
     "text_offset, token_ids, top_ids}, \"sum_logprob\", \"n_tokens\"}, or {\"id\", \"error\"}.\n"
+    "Blank lines are skipped. Text prompts get BOS as the model says; id lists are verbatim.\n"
     "\n"
     "  -m, --model FILE     GGUF model\n"
     "  --hf REPO[:FILE]     download from $HF_ENDPOINT (default huggingface.co) into the cache\n"
@@ -359,6 +360,9 @@ int ps_cli_score(int argc, char **argv) {
     pr.t0 = pr.last = now_s();
     int64_t total = pr.on ? count_lines(in) : -1;
 
+    /* a pipe or terminal gets each line as soon as it is scored (streaming producers) */
+    struct stat osb;
+    bool flush_each = fstat(fileno(out), &osb) != 0 || !S_ISREG(osb.st_mode);
     score_ctx sc = {.l = &l, .chunk = o.chunk};
     sc.lim.vocab = l.vocab;
     sc.lim.n_vocab = l.info.n_vocab;
@@ -387,7 +391,7 @@ int ps_cli_score(int argc, char **argv) {
             rc = 1;
             break;
         }
-        if (fwrite(b.data, 1, b.len, out) != b.len) {
+        if (fwrite(b.data, 1, b.len, out) != b.len || (flush_each && fflush(out) != 0)) {
             fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
             rc = 1;
             break;

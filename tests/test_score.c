@@ -348,6 +348,31 @@ static void test_sampling(ps_session *s) {
     ps_score_result_free(b);
     ps_score_result_free(c);
     ps_score_result_free(d);
+
+    /* a tiny nucleus is the top-1 token: greedy */
+    p.top_p = 1e-6f;
+    p.seed = 5;
+    ps_score_result *g = NULL;
+    CHECK(ps_score_tokens(s, &bos, 1, &p, &g, &e) == PS_OK);
+    CHECK(g && same_bits(g->tokens, g_greedy, 41 * 4));
+    ps_score_result_free(g);
+    /* top_p 0.5 at T = 1: the mass of the tokens ranked before each sampled one is < 0.5 */
+    p.top_p = 0.5f;
+    p.k = 512;
+    p.seed = 77;
+    CHECK(ps_score_tokens(s, &bos, 1, &p, &g, &e) == PS_OK);
+    if (g) {
+        int inside = 0;
+        for (int i = 1; i < g->n_total; i++) {
+            double mass = 0;
+            for (int j = 0; j < 512 && g->top_ids[i * 512 + j] != g->tokens[i]; j++)
+                mass += exp((double)g->top_logprobs[i * 512 + j]);
+            inside += mass < 0.5;
+        }
+        CHECKF(inside == g->n_total - 1, "%d of %d sampled tokens inside the nucleus", inside,
+               g->n_total - 1);
+    }
+    ps_score_result_free(g);
 }
 
 static bool cancel_now(void *ctx) {
