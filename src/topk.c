@@ -375,6 +375,8 @@ static uint64_t selector_kth(selector *s) {
     return m;
 }
 
+/* One row of the fast path.  row (n_vocab,) of dtype -> bm (n_blocks,), cmax (n_chunks,) ->
+ * lse, target logprob, top (K,) ids and logprobs. */
 static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
     job *jb = ctx;
     const ps_logits *lg = jb->lg;
@@ -434,6 +436,8 @@ static size_t ref_scratch_bytes(int64_t n_vocab) {
     return (((size_t)n_vocab * 6 * 4) + 63) & ~(size_t)63;
 }
 
+/* One row of the reference.  row (n_vocab,) of dtype -> x (n_vocab,) f32 -> lp (n_vocab,) the
+ * full log-softmax, and every id sorted -> lse, target logprob, top (K,) ids and logprobs. */
 static void ref_row(void *ctx, int64_t r, int32_t thread_index) {
     job *jb = ctx;
     const ps_logits *lg = jb->lg;
