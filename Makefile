@@ -84,7 +84,12 @@ $(BUILD)/fuzz/%_replay: fuzz/%.c fuzz/replay.c $(LIB)
 test: all $(TEST_BIN) $(FUZZ_REPLAY)
 	@BUILD=$(BUILD) sh tests/run.sh
 
+# make check: every finding is fatal (-fno-sanitize-recover=all); LeakSanitizer runs at each
+# test's exit; strict_string_checks flags string functions reading past an unterminated buffer.
+# tests/test_valgrind.sh skips here (PS_SANITIZED): valgrind runs on the plain build.
 check:
+	ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 PS_SANITIZED=1 \
 	$(MAKE) BUILD=build-san SAN=1 OPT="-O1 -g" test
 
 bench: all $(BENCH_BIN)

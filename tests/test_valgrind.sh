@@ -13,6 +13,9 @@ ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 done_() { echo "valgrind: $pass passed, $fail failed, $skip skipped"; [ "$fail" -eq 0 ]; exit $?; }
 
+if [ -n "$PS_SANITIZED" ]; then
+    skip=$((skip + 1)); echo "SKIP sanitizer build (make check): valgrind runs on the plain build"; done_
+fi
 if ! command -v valgrind >/dev/null 2>&1; then
     skip=$((skip + 1)); echo "SKIP valgrind is not installed"; done_
 fi
