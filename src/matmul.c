@@ -155,6 +155,36 @@ T_AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
 
 #define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 
+/* The horizontal sum of one accumulator, spelled out so that the order does not depend on the
+ * compiler's _mm512_reduce_add_ps: 256-bit halves, 128-bit halves, then lanes (0+2, 1+3), then
+ * those two. */
+T_AVX512 static inline float hsum512(__m512 v) {
+    const __m256 t3 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
+    const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+    const __m128 t8 = _mm_add_ps(t6, _mm_permute_ps(t6, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m128 t10 = _mm_add_ps(t8, _mm_permute_ps(t8, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtss_f32(t10);
+}
+
+/* hsum512 of four accumulators at once (each result bitwise equal to hsum512 of its vector):
+ * the same tree, with the halving steps of two or four vectors sharing shuffles. */
+T_AVX512 static inline __m128 hsum512x4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    /* 256-bit halves: [a0+a2, a1+a3, b0+b2, b1+b3] in 128-bit chunks */
+    const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)),
+                                    _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)));
+    const __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)),
+                                    _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)));
+    /* 128-bit halves: chunk i holds vector i's 4 partial sums */
+    const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)),
+                                   _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)));
+    const __m512 v = _mm512_add_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m512 t = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512 idx = _mm512_castsi512_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0,
+                                                             0, 0, 0, 0, 0));
+    return _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_castps_si512(idx), t));
+}
+
 /* The AVX-512 form of mk_avx2 (same contract, 16 lanes). */
 T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(
     int R, int J, const float *x, int64_t ldx, const float *const *w, int64_t k0, int64_t k1,
@@ -189,11 +219,17 @@ T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(
             for (int r = 0; r < R; r++) a[r][j] = _mm512_fmadd_ps(xv[r], wv, a[r][j]);
         }
     }
+    if (last && J == 4) {
+        _Pragma("GCC unroll 6")
+        for (int r = 0; r < R; r++)
+            _mm_storeu_ps(y + r * ldy, hsum512x4(a[r][0], a[r][1], a[r][2], a[r][3]));
+        return;
+    }
     _Pragma("GCC unroll 6")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
         for (int j = 0; j < J; j++) {
-            if (last) y[r * ldy + j] = _mm512_reduce_add_ps(a[r][j]);
+            if (last) y[r * ldy + j] = hsum512(a[r][j]);
             else _mm512_storeu_ps(acc + (r * MM_TILE + j) * 16, a[r][j]);
         }
 }
