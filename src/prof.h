@@ -19,6 +19,11 @@ typedef enum {
 } ps_prof_slot;
 
 void ps_prof_enable(bool on);
+/* Time regions with the process's CPU time instead of the wall clock: meaningful with one
+ * thread on a shared machine (time spent descheduled does not count); wrong with several. */
+void ps_prof_use_cpu_clock(bool on);
+/* The clock the timers use, in ns. */
+uint64_t ps_prof_clock_ns(void);
 bool ps_prof_enabled(void);
 /* Monotonic nanoseconds when profiling is on, else 0 (then ps_prof_add ignores the call). */
 uint64_t ps_prof_start(void);
