@@ -27,7 +27,7 @@ bin="$BUILD/promptscore"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,possible --show-leak-kinds=definite,possible --track-origins=yes"
+VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,possible --show-leak-kinds=definite,possible"  # add --track-origins=yes to find where an uninitialised value came from
 
 # 1. a short scoring run through the CLI
 cat >"$tmp/in.jsonl" <<'EOF'
