@@ -425,6 +425,7 @@ typedef struct {
     int64_t ldx, n_rows;
     float *y;
     int64_t ldy;
+    int32_t n_threads;
 } mm_job;
 
 static void mm_task(void *ctx, int64_t task, int32_t thread) {
@@ -447,6 +448,15 @@ static void mm_task(void *ctx, int64_t task, int32_t thread) {
                                 w->n_in);
             rows[j] = dst;
         }
+    }
+    /* Weights stream from memory once per call: ask for the tile this thread is likely to take
+     * next (task + threads) now, into L2, so its conversion does not wait on DRAM. */
+    const int64_t next = task + job->n_threads;
+    if (next * MM_TILE < w->n_out) {
+        const uint8_t *p = (const uint8_t *)w->data + (size_t)next * MM_TILE * w->row_bytes;
+        const size_t bytes = (size_t)PS_MIN((int64_t)MM_TILE, w->n_out - next * MM_TILE) *
+                             w->row_bytes;
+        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
     }
     float *y = job->y + j0;
     switch (job->env->isa) {
@@ -471,7 +481,7 @@ void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_
            (w->type == PS_GGML_F32 && env->scratch_stride >= MM_ACC));
     if (n_rows <= 0 || w->n_out <= 0) return;
     const uint64_t t0 = ps_prof_start();
-    mm_job job = {env, w, x, ldx, n_rows, y, ldy};
+    mm_job job = {env, w, x, ldx, n_rows, y, ldy, ps_pool_size(env->pool)};
     ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &job);
     ps_prof_add(PS_PROF_MATMUL, t0);
 }
