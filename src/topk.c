@@ -4,9 +4,10 @@
  * id), without materialising the log-softmax.
  *
  * Fast path, per row (rows spread over the pool, one task per row):
- *   1. the canonical row pass (topk.h): per chunk of 64 blocks, block maxima and then the
- *      exp-sum into 64 lane sums, ISA kernels from topk_avx2.c / topk_avx512.c or the scalar
- *      ones below; the block maxima of the prefilter come out of the same pass;
+ *   1. the canonical row pass (topk.h): per chunk of 64 blocks, one pass computes the block
+ *      maxima and the exp-sum into 64 lane sums (ISA kernels from topk_avx2.c /
+ *      topk_avx512.c or the scalar ones below); the block maxima of the prefilter come out
+ *      of the same pass;
  *   2. prefilter: the K blocks with the largest maxima (equal maxima by ascending block index).
  *      Every top-K logit lies in them: a logit outside has K blocks ranked above its own
  *      block, and the first maximum of each of those ranks above it under the tie rule;
@@ -51,37 +52,41 @@ static void logits_f32(const void *row, ps_dtype dt, int64_t i, int64_t len, flo
         for (int64_t j = 0; j < len; j++) dst[j] = ps_bf16_to_f32(h[j]);
 }
 
-static float blockmax_scalar(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float *bm) {
+static void expsum_scalar(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                          float *C) {
+    for (int64_t b = 0; b < nb; b++) {
+        float x[PS_TOPK_BLOCK];
+        logits_f32(row, dt, (b0 + b) * PS_TOPK_BLOCK, PS_TOPK_BLOCK, x);
+        for (int j = 0; j < PS_TOPK_BLOCK; j++) C[j] += ps_exp_canon(x[j] - shift);
+    }
+}
+
+static float fused_scalar(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                          float *bm, float *C) {
     float cm = -INFINITY;
     for (int64_t b = 0; b < nb; b++) {
         float x[PS_TOPK_BLOCK];
         logits_f32(row, dt, (b0 + b) * PS_TOPK_BLOCK, PS_TOPK_BLOCK, x);
         float m = -INFINITY;
-        for (int j = 0; j < PS_TOPK_BLOCK; j++) m = x[j] > m ? x[j] : m;
+        for (int j = 0; j < PS_TOPK_BLOCK; j++) {
+            m = x[j] > m ? x[j] : m;
+            C[j] += ps_exp_canon(x[j] - shift);
+        }
         if (bm) bm[b] = m;
         cm = m > cm ? m : cm;
     }
     return cm;
 }
 
-static void expsum_scalar(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
-                          float *S) {
-    for (int64_t b = 0; b < nb; b++) {
-        float x[PS_TOPK_BLOCK];
-        logits_f32(row, dt, (b0 + b) * PS_TOPK_BLOCK, PS_TOPK_BLOCK, x);
-        for (int j = 0; j < PS_TOPK_BLOCK; j++) S[j] += ps_exp_canon(x[j] - shift);
-    }
-}
-
 typedef struct {
-    ps_blockmax_fn blockmax;
+    ps_fused_fn fused;
     ps_expsum_fn expsum;
 } kernels;
 
 static kernels kernels_for(ps_isa isa) {
-    kernels k = {blockmax_scalar, expsum_scalar};
-    if (isa == PS_ISA_AVX2) k = (kernels){ps_topk_blockmax_avx2, ps_topk_expsum_avx2};
-    if (isa == PS_ISA_AVX512) k = (kernels){ps_topk_blockmax_avx512, ps_topk_expsum_avx512};
+    kernels k = {fused_scalar, expsum_scalar};
+    if (isa == PS_ISA_AVX2) k = (kernels){ps_topk_fused_avx2, ps_topk_expsum_avx2};
+    if (isa == PS_ISA_AVX512) k = (kernels){ps_topk_fused_avx512, ps_topk_expsum_avx512};
     return k;
 }
 
@@ -113,39 +118,47 @@ typedef struct {
     bool bad;   /* NaN or +inf somewhere */
 } row_sum;
 
+/* Raises the shift R to mc: the running sums are rescaled by exp(R - mc). */
+static void raise_shift(float *S, float *R, float mc) {
+    float f = ps_exp_canon(*R - mc);
+    for (int j = 0; j < PS_TOPK_BLOCK; j++) S[j] *= f;
+    *R = mc;
+}
+
 /* The canonical pass (topk.h): block maxima into bm (n_blocks floats, or NULL), chunk maxima
  * into cm (n_chunks(n) floats, or NULL) and the lse. */
 static row_sum row_pass(kernels k, const void *row, ps_dtype dt, int64_t n, float *bm,
                         float *cm) {
     float S[PS_TOPK_BLOCK] = {0};
-    float R = -FLT_MAX, M = -INFINITY;
+    float x[PS_TOPK_BLOCK];
     float local[PS_TOPK_CHUNK_BLOCKS + 1];
     int64_t nfull = n / PS_TOPK_BLOCK, tail = n % PS_TOPK_BLOCK;
+    /* the first shift: the first block's maximum, at least -FLT_MAX (so x - R is never
+     * -inf - -inf) */
+    float R = -FLT_MAX, M = -INFINITY;
+    logits_f32(row, dt, 0, PS_MIN(n, (int64_t)PS_TOPK_BLOCK), x);
+    for (int64_t j = 0; j < PS_MIN(n, (int64_t)PS_TOPK_BLOCK); j++) R = x[j] > R ? x[j] : R;
     for (int64_t b0 = 0; b0 < nfull; b0 += PS_TOPK_CHUNK_BLOCKS) {
         int64_t nb = PS_MIN(PS_TOPK_CHUNK_BLOCKS, nfull - b0);
-        float mc = k.blockmax(row, dt, b0, nb, bm ? bm + b0 : local);
+        float C[PS_TOPK_BLOCK] = {0};
+        float mc = k.fused(row, dt, b0, nb, R, bm ? bm + b0 : local, C);
         if (cm) *cm++ = mc;
         M = mc > M ? mc : M;
-        if (mc > R) {
-            float f = ps_exp_canon(R - mc);
-            for (int j = 0; j < PS_TOPK_BLOCK; j++) S[j] *= f;
-            R = mc;
+        if (mc > R + PS_TOPK_SHIFT_SLACK) { /* redo the chunk with its own maximum */
+            raise_shift(S, &R, mc);
+            memset(C, 0, sizeof C);
+            k.expsum(row, dt, b0, nb, R, C);
         }
-        k.expsum(row, dt, b0, nb, R, S);
+        for (int j = 0; j < PS_TOPK_BLOCK; j++) S[j] += C[j];
     }
     if (tail) { /* the ragged tail block: a chunk of its own, lanes 0..tail-1 */
-        float x[PS_TOPK_BLOCK];
         logits_f32(row, dt, nfull * PS_TOPK_BLOCK, tail, x);
         float mc = -INFINITY;
         for (int64_t j = 0; j < tail; j++) mc = x[j] > mc ? x[j] : mc;
         if (bm) bm[nfull] = mc;
         if (cm) *cm = mc;
         M = mc > M ? mc : M;
-        if (mc > R) {
-            float f = ps_exp_canon(R - mc);
-            for (int j = 0; j < PS_TOPK_BLOCK; j++) S[j] *= f;
-            R = mc;
-        }
+        if (mc > R + PS_TOPK_SHIFT_SLACK) raise_shift(S, &R, mc);
         for (int64_t j = 0; j < tail; j++) S[j] += ps_exp_canon(x[j] - R);
     }
     /* fixed pairwise tree over the 64 lanes */

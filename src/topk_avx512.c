@@ -1,10 +1,10 @@
 /*
- * topk_avx512.c — the AVX-512 variants of the two chunk kernels of the top-K row pass
- * (see topk.h for the canonical procedure they must reproduce bit for bit).
+ * topk_avx512.c — the AVX-512 variants of the chunk kernels of the top-K row pass (see topk.h
+ * for the canonical procedure they must reproduce bit for bit).
  *
  * One 64-logit block is four zmm vectors; vector q holds lanes 16q..16q+15, so the 64 lane
  * sums live in four accumulators. The exp is topk.h's canonical sequence of FMAs, with
- * vscalefps for p * 2^n (exact for n in [-126, 0], like the scalar multiply by 2^n) and a
+ * vscalefps for p * 2^n (exact for n in [-126, 127], like the scalar multiply by 2^n) and a
  * zero-mask for d < -87 (NaN lanes stay NaN).
  */
 #include "topk.h"
@@ -14,9 +14,6 @@
 
 #define PS_T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define PS_T512_INLINE static inline __attribute__((always_inline)) PS_T512
-#ifndef PS_PF_HINT
-#define PS_PF_HINT _MM_HINT_T0
-#endif
 
 /* 16 logits at element i of row, as float32 (exact conversion). */
 PS_T512_INLINE __m512 load16(const void *row, ps_dtype dt, int64_t i) {
@@ -26,7 +23,7 @@ PS_T512_INLINE __m512 load16(const void *row, ps_dtype dt, int64_t i) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* The canonical exp of 16 values d <= 0 (or NaN). */
+/* The canonical exp of 16 values d <= 88 (or NaN). */
 PS_T512_INLINE __m512 exp16(__m512 d) {
     __mmask16 keep = _mm512_cmp_ps_mask(d, _mm512_set1_ps(PS_EXP_LO), _CMP_NLT_UQ);
     const __m512 magic = _mm512_set1_ps(PS_EXP_MAGIC);
@@ -50,107 +47,116 @@ PS_T512_INLINE float hmax16(__m512 v) {
     return _mm_cvtss_f32(b);
 }
 
-/* bm[i] = max(block b0 + i), i < nb; returns their max.  row: (n_blocks, 64) of dt. */
-PS_T512_INLINE float blockmax_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb,
-                                 float *bm) {
-    __m512 cm = _mm512_set1_ps(-INFINITY);
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t i = (b0 + b) * PS_TOPK_BLOCK;
-        __m512 v = _mm512_max_ps(_mm512_max_ps(load16(row, dt, i), load16(row, dt, i + 16)),
-                                 _mm512_max_ps(load16(row, dt, i + 32), load16(row, dt, i + 48)));
-        cm = _mm512_max_ps(cm, v);
-        if (bm) bm[b] = hmax16(v);
-    }
-    return hmax16(cm);
+/* Prefetch the block PF_AHEAD blocks ahead (8 KB of f32; best of 0/8/16/32/64/128 measured):
+ * the loop is compute-bound, so the next data is pulled in while the exps run (prefetches
+ * never fault: running past the row is harmless). */
+#define PF_AHEAD 32
+PS_T512_INLINE void prefetch_block(const void *row, size_t es, int64_t i) {
+    const char *p = (const char *)row + (size_t)(i + PF_AHEAD * PS_TOPK_BLOCK) * es;
+    for (size_t off = 0; off < PS_TOPK_BLOCK * es; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
-/* S[16q + j] += exp(x[64b + 16q + j] - shift) for blocks b0..b0+nb-1 in order. */
-PS_T512_INLINE void expsum_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
-                              float *S) {
-    __m512 s0 = _mm512_loadu_ps(S), s1 = _mm512_loadu_ps(S + 16);
-    __m512 s2 = _mm512_loadu_ps(S + 32), s3 = _mm512_loadu_ps(S + 48);
+/* f32 / f16, one pass: bm[b] = max of block b0 + b (if bm), C[16q + j] += exp(x[64b + 16q + j]
+ * - shift), blocks in order; returns the maximum.  row: (n_blocks, 64) of dt. */
+PS_T512_INLINE float fused_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                              float *bm, float *C, bool with_max) {
+    __m512 s0 = _mm512_loadu_ps(C), s1 = _mm512_loadu_ps(C + 16);
+    __m512 s2 = _mm512_loadu_ps(C + 32), s3 = _mm512_loadu_ps(C + 48);
+    __m512 cm = _mm512_set1_ps(-INFINITY);
     const __m512 sh = _mm512_set1_ps(shift);
     const size_t es = dt == PS_DTYPE_F32 ? 4 : 2;
     for (int64_t b = 0; b < nb; b++) {
         int64_t i = (b0 + b) * PS_TOPK_BLOCK;
-        /* this pass is compute-bound and reads L1: meanwhile pull the same block of the next
-         * chunk in, so the block-max pass over it does not wait for DRAM (prefetches never
-         * fault, so running past the row end is harmless) */
-        const char *next = (const char *)row + (size_t)(i + PS_TOPK_BLOCK * PS_TOPK_CHUNK_BLOCKS) * es;
-        for (size_t off = 0; off < PS_TOPK_BLOCK * es; off += 64) _mm_prefetch(next + off, PS_PF_HINT);
-        s0 = _mm512_add_ps(s0, exp16(_mm512_sub_ps(load16(row, dt, i), sh)));
-        s1 = _mm512_add_ps(s1, exp16(_mm512_sub_ps(load16(row, dt, i + 16), sh)));
-        s2 = _mm512_add_ps(s2, exp16(_mm512_sub_ps(load16(row, dt, i + 32), sh)));
-        s3 = _mm512_add_ps(s3, exp16(_mm512_sub_ps(load16(row, dt, i + 48), sh)));
+        prefetch_block(row, es, i);
+        __m512 x0 = load16(row, dt, i), x1 = load16(row, dt, i + 16);
+        __m512 x2 = load16(row, dt, i + 32), x3 = load16(row, dt, i + 48);
+        if (with_max) {
+            __m512 v = _mm512_max_ps(_mm512_max_ps(x0, x1), _mm512_max_ps(x2, x3));
+            cm = _mm512_max_ps(cm, v);
+            if (bm) bm[b] = hmax16(v);
+        }
+        s0 = _mm512_add_ps(s0, exp16(_mm512_sub_ps(x0, sh)));
+        s1 = _mm512_add_ps(s1, exp16(_mm512_sub_ps(x1, sh)));
+        s2 = _mm512_add_ps(s2, exp16(_mm512_sub_ps(x2, sh)));
+        s3 = _mm512_add_ps(s3, exp16(_mm512_sub_ps(x3, sh)));
     }
-    _mm512_storeu_ps(S, s0);
-    _mm512_storeu_ps(S + 16, s1);
-    _mm512_storeu_ps(S + 32, s2);
-    _mm512_storeu_ps(S + 48, s3);
+    _mm512_storeu_ps(C, s0);
+    _mm512_storeu_ps(C + 16, s1);
+    _mm512_storeu_ps(C + 32, s2);
+    _mm512_storeu_ps(C + 48, s3);
+    return hmax16(cm);
 }
 
-/* bf16: 32 logits per 512-bit load, widened by interleaving with zero words (x << 16): one
- * unpack per 16 logits instead of a zero-extend and a shift. unpacklo yields logits 8L + m
- * (L = 128-bit lane 0..3, m = 0..3) of the 32, unpackhi 8L + 4 + m, so the accumulators hold
- * the 64 lanes in that permuted order; they are permuted in from S and back out per call, and
- * each canonical lane still sums its own logits, in order. */
-PS_T512_INLINE void expsum_bf16(const void *row, int64_t b0, int64_t nb, float shift, float *S) {
+/* bf16, one pass: 32 logits per 512-bit load, widened by interleaving with zero words
+ * (x << 16): one unpack per 16 logits. unpacklo yields logits 8L + m (L = 128-bit lane 0..3,
+ * m = 0..3) of the 32, unpackhi 8L + 4 + m, so the accumulators hold the 64 lanes in that
+ * permuted order; they are permuted in from C and back out per call, and each canonical lane
+ * still sums its own logits, in order. */
+PS_T512_INLINE float fused_bf16(const void *row, int64_t b0, int64_t nb, float shift, float *bm,
+                                float *C, bool with_max) {
     const __m512i in_lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
     const __m512i in_hi = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
     const __m512i out_0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
     const __m512i out_1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
-    __m512 s0 = _mm512_loadu_ps(S), s1 = _mm512_loadu_ps(S + 16);
-    __m512 s2 = _mm512_loadu_ps(S + 32), s3 = _mm512_loadu_ps(S + 48);
+    __m512 s0 = _mm512_loadu_ps(C), s1 = _mm512_loadu_ps(C + 16);
+    __m512 s2 = _mm512_loadu_ps(C + 32), s3 = _mm512_loadu_ps(C + 48);
     __m512 a0 = _mm512_permutex2var_ps(s0, in_lo, s1), a1 = _mm512_permutex2var_ps(s0, in_hi, s1);
     __m512 a2 = _mm512_permutex2var_ps(s2, in_lo, s3), a3 = _mm512_permutex2var_ps(s2, in_hi, s3);
+    __m512 cm = _mm512_set1_ps(-INFINITY);
     const __m512 sh = _mm512_set1_ps(shift);
     const __m512i z = _mm512_setzero_si512();
     for (int64_t b = 0; b < nb; b++) {
-        const uint16_t *p = (const uint16_t *)row + (b0 + b) * PS_TOPK_BLOCK;
-        const char *next = (const char *)(p + PS_TOPK_BLOCK * PS_TOPK_CHUNK_BLOCKS);
-        _mm_prefetch(next, PS_PF_HINT); /* see expsum_dt */
-        _mm_prefetch(next + 64, PS_PF_HINT);
+        int64_t i = (b0 + b) * PS_TOPK_BLOCK;
+        const uint16_t *p = (const uint16_t *)row + i;
+        prefetch_block(row, 2, i);
         __m512i h0 = _mm512_loadu_si512(p), h1 = _mm512_loadu_si512(p + 32);
         __m512 x0 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, h0));
         __m512 x1 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, h0));
         __m512 x2 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, h1));
         __m512 x3 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, h1));
+        if (with_max) {
+            __m512 v = _mm512_max_ps(_mm512_max_ps(x0, x1), _mm512_max_ps(x2, x3));
+            cm = _mm512_max_ps(cm, v);
+            if (bm) bm[b] = hmax16(v);
+        }
         a0 = _mm512_add_ps(a0, exp16(_mm512_sub_ps(x0, sh)));
         a1 = _mm512_add_ps(a1, exp16(_mm512_sub_ps(x1, sh)));
         a2 = _mm512_add_ps(a2, exp16(_mm512_sub_ps(x2, sh)));
         a3 = _mm512_add_ps(a3, exp16(_mm512_sub_ps(x3, sh)));
     }
-    _mm512_storeu_ps(S, _mm512_permutex2var_ps(a0, out_0, a1));
-    _mm512_storeu_ps(S + 16, _mm512_permutex2var_ps(a0, out_1, a1));
-    _mm512_storeu_ps(S + 32, _mm512_permutex2var_ps(a2, out_0, a3));
-    _mm512_storeu_ps(S + 48, _mm512_permutex2var_ps(a2, out_1, a3));
+    _mm512_storeu_ps(C, _mm512_permutex2var_ps(a0, out_0, a1));
+    _mm512_storeu_ps(C + 16, _mm512_permutex2var_ps(a0, out_1, a1));
+    _mm512_storeu_ps(C + 32, _mm512_permutex2var_ps(a2, out_0, a3));
+    _mm512_storeu_ps(C + 48, _mm512_permutex2var_ps(a2, out_1, a3));
+    return hmax16(cm);
 }
 
-PS_T512 float ps_topk_blockmax_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb,
-                                      float *bm) {
+PS_T512 float ps_topk_fused_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb,
+                                   float shift, float *bm, float *C) {
     switch (dt) {
-    case PS_DTYPE_F32: return blockmax_dt(row, PS_DTYPE_F32, b0, nb, bm);
-    case PS_DTYPE_F16: return blockmax_dt(row, PS_DTYPE_F16, b0, nb, bm);
-    default: return blockmax_dt(row, PS_DTYPE_BF16, b0, nb, bm);
+    case PS_DTYPE_F32: return fused_dt(row, PS_DTYPE_F32, b0, nb, shift, bm, C, true);
+    case PS_DTYPE_F16: return fused_dt(row, PS_DTYPE_F16, b0, nb, shift, bm, C, true);
+    default: return fused_bf16(row, b0, nb, shift, bm, C, true);
     }
 }
 
 PS_T512 void ps_topk_expsum_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb,
-                                   float shift, float *S) {
+                                   float shift, float *C) {
     switch (dt) {
-    case PS_DTYPE_F32: expsum_dt(row, PS_DTYPE_F32, b0, nb, shift, S); break;
-    case PS_DTYPE_F16: expsum_dt(row, PS_DTYPE_F16, b0, nb, shift, S); break;
-    default: expsum_bf16(row, b0, nb, shift, S); break;
+    case PS_DTYPE_F32: fused_dt(row, PS_DTYPE_F32, b0, nb, shift, NULL, C, false); break;
+    case PS_DTYPE_F16: fused_dt(row, PS_DTYPE_F16, b0, nb, shift, NULL, C, false); break;
+    default: fused_bf16(row, b0, nb, shift, NULL, C, false); break;
     }
 }
 
 #else /* not x86-64: never dispatched (ps_isa_supported says no) */
-float ps_topk_blockmax_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float *bm) {
-    (void)row; (void)dt; (void)b0; (void)nb; (void)bm;
+float ps_topk_fused_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                           float *bm, float *C) {
+    (void)row; (void)dt; (void)b0; (void)nb; (void)shift; (void)bm; (void)C;
     return NAN;
 }
 void ps_topk_expsum_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
-                           float *S) {
-    (void)row; (void)dt; (void)b0; (void)nb; (void)shift; (void)S;
+                           float *C) {
+    (void)row; (void)dt; (void)b0; (void)nb; (void)shift; (void)C;
 }
 #endif

@@ -555,6 +555,40 @@ static void check_random(void) {
     CHECKF(bad == 0, "%d of %d random cases differ", bad, cases);
 }
 
+/* Rows whose maximum jumps far above the first block's (the chunk-redo path of the canonical
+ * pass) or whose first block is all -inf: every path equal, lse close to float64. */
+static void check_shift_jumps(void) {
+    int64_t n = 3 * 4096 + 100;
+    ps_dtype dts[2] = {PS_DTYPE_F32, PS_DTYPE_BF16};
+    for (int d = 0; d < 2; d++) {
+        batch b = batch_new(dts[d], 4, n, n);
+        for (int64_t i = 0; i < n; i++) {
+            double z = rng_normal();
+            bset(&b, 0, i, (float)(z + (i >= 4096 ? 70 : 0) + (i >= 8192 ? 80 : 0) + (i >= 12288 ? 150 : 0)));
+            bset(&b, 1, i, i < 64 ? -INFINITY : (float)(3 * z));
+            bset(&b, 2, i, (float)(i < 4096 ? z - 200 : z + 1e4));   /* jump inside a chunk */
+            bset(&b, 3, i, (float)(z - (i >= 4096 ? 60 : 0)));        /* falls: no redo */
+        }
+        char label[64];
+        snprintf(label, sizeof label, "shift jumps dtype %d", (int)dts[d]);
+        check_all_paths(&b, 20, label);
+        outs o = outs_new(4, 1);
+        ps_error err;
+        CHECK(call(false, PS_ISA_AUTO, NULL, 1, &b, &o, &err) == PS_OK);
+        for (int64_t r = 0; r < 4; r++) {
+            double m = -INFINITY, sum = 0;
+            for (int64_t i = 0; i < n; i++) m = fmax(m, bget(&b, r, i));
+            for (int64_t i = 0; i < n; i++) sum += exp((double)bget(&b, r, i) - m);
+            double want = m + log(sum);
+            double ulp = nextafterf(fabsf((float)want), INFINITY) - fabsf((float)want);
+            CHECKF(fabs(o.lse[r] - want) <= 2 * ulp, "shift jumps row %lld: lse %.9g want %.9g",
+                   (long long)r, o.lse[r], want);
+        }
+        outs_free(&o);
+        batch_free(&b);
+    }
+}
+
 int main(void) {
     if (ps_pool_create(2, &pool2) != PS_OK || ps_pool_create(7, &pool7) != PS_OK) {
         fprintf(stderr, "cannot create pools\n");
@@ -569,6 +603,7 @@ int main(void) {
     check_dtypes();
     check_grid();
     check_random();
+    check_shift_jumps();
     ps_pool_free(pool2);
     ps_pool_free(pool7);
     return ps_test_done("topk");
