@@ -416,12 +416,24 @@ static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
         } else {
             /* T0: the kb-th largest chunk maximum. The kb best chunks each own a block with
              * that maximum, so the kb-th best block maximum T is >= T0: blocks below T0 can
-             * never be chosen and are not offered. */
+             * never be chosen and are not offered (most of them). */
             float T0 = -INFINITY;
             if (kb <= nch) {
                 selector cs;
                 selector_init(&cs, cbuf, kb);
                 for (int64_t c = 0; c < nch; c++) selector_offer(&cs, cmax[c], (int32_t)c);
+                T0 = key_float((uint32_t)(selector_kth(&cs) >> 32));
+            } else if (nblk / (2 * kb) >= 2) {
+                /* more blocks wanted than there are chunks: the same bound from groups of g
+                 * blocks, about 2 kb groups */
+                int64_t g = nblk / (2 * kb);
+                selector cs;
+                selector_init(&cs, cbuf, kb);
+                for (int64_t b = 0, gi = 0; b < nblk; b += g, gi++) {
+                    float m = -INFINITY;
+                    for (int64_t j = b; j < PS_MIN(b + g, nblk); j++) m = bm[j] > m ? bm[j] : m;
+                    selector_offer(&cs, m, (int32_t)gi);
+                }
                 T0 = key_float((uint32_t)(selector_kth(&cs) >> 32));
             }
             selector bs;
