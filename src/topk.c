@@ -440,15 +440,15 @@ static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
             selector_init(&bs, bbuf, kb);
             for (int64_t b = 0; b < nblk; b++)
                 if (bm[b] >= T0) selector_offer(&bs, bm[b], (int32_t)b);
-            /* The chosen blocks rank at or before the kb-th (T, Tid). T bounds the K-th largest
-             * logit from below (each chosen block holds a logit >= T), so logits < T are
-             * skipped unseen. Blocks are visited in ascending order: ascending ids. */
-            uint64_t kth = selector_kth(&bs);
+            /* The chosen blocks are the kb best (T = the kb-th maximum). T bounds the K-th
+             * largest logit from below (each chosen block holds a logit >= T), so logits < T
+             * are skipped unseen. Blocks are visited in ascending order: ascending ids. */
+            uint64_t kth = selector_kth(&bs); /* bs now holds exactly the kb chosen blocks */
             float T = key_float((uint32_t)(kth >> 32));
-            int64_t Tid = (int64_t)(uint32_t)kth;
-            for (int64_t b = 0; b < nblk; b++)
-                if (bm[b] > T || (bm[b] == T && b <= Tid))
-                    offer_block(&es, row, lg->dtype, n, b, T);
+            for (int64_t i = 0; i < bs.n; i++) bs.buf[i] = (uint32_t)bs.buf[i]; /* ids */
+            sort_u64(bs.buf, bs.n);
+            for (int64_t i = 0; i < bs.n; i++)
+                offer_block(&es, row, lg->dtype, n, (int64_t)bs.buf[i], T);
         }
         n_sel = selector_finish(&es);
     }
