@@ -352,50 +352,68 @@ void ps_matmul_f32_serial(ps_isa isa, const float *w, int64_t ldw, int64_t n_out
 /* out (nq, hd) = P (nq, keys) @ V (keys, hd) with query q summing keys [0, n_keys[q]) in order,
  * each term one ps_axpy_f32 step. NQ queries at a time so every V row is loaded once. */
 #if defined(__x86_64__)
+/* NQ queries x 4 chunks of 16 dimensions (d0 .. d0 + 63) of out: 4 * NQ accumulators; per key
+ * 4 V loads and NQ broadcasts feed 4 * NQ FMAs. Keys below every query's count run for all
+ * queries, the rest per query (j < n_keys[q]), so each query sees its own keys in order. */
 T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
     int NQ, const float *p, int64_t ldp, const int32_t *n_keys, const float *v, int64_t hd,
-    float *out, int64_t ldo) {
+    int64_t d0, float *out, int64_t ldo) {
     int32_t nk_min = n_keys[0], nk_max = n_keys[0];
     for (int q = 1; q < NQ; q++) {
         nk_min = PS_MIN(nk_min, n_keys[q]);
         nk_max = PS_MAX(nk_max, n_keys[q]);
     }
-    for (int64_t d0 = 0; d0 < hd; d0 += 16) {
-        const __mmask16 m =
-            hd - d0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d0)) - 1u);
-        __m512 acc[8];
-        _Pragma("GCC unroll 8") for (int q = 0; q < NQ; q++) acc[q] = _mm512_setzero_ps();
-        int32_t j = 0;
-        for (; j < nk_min; j++) {
-            const __m512 vj = _mm512_maskz_loadu_ps(m, v + j * hd + d0);
-            _Pragma("GCC unroll 8") for (int q = 0; q < NQ; q++)
-                acc[q] = _mm512_fmadd_ps(_mm512_set1_ps(p[q * ldp + j]), vj, acc[q]);
-        }
-        for (; j < nk_max; j++) {
-            const __m512 vj = _mm512_maskz_loadu_ps(m, v + j * hd + d0);
-            _Pragma("GCC unroll 8") for (int q = 0; q < NQ; q++) if (j < n_keys[q])
-                acc[q] = _mm512_fmadd_ps(_mm512_set1_ps(p[q * ldp + j]), vj, acc[q]);
-        }
-        _Pragma("GCC unroll 8") for (int q = 0; q < NQ; q++)
-            _mm512_mask_storeu_ps(out + q * ldo + d0, m, acc[q]);
+    __mmask16 m[4];
+    for (int c = 0; c < 4; c++) {
+        const int64_t left = hd - (d0 + 16 * c);
+        m[c] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
     }
+    __m512 acc[6][4];
+    _Pragma("GCC unroll 6") for (int q = 0; q < NQ; q++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc[q][c] = _mm512_setzero_ps();
+    const float *vd = v + d0;
+    int32_t j = 0;
+    for (; j < nk_min; j++) {
+        __m512 vj[4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+            vj[c] = _mm512_maskz_loadu_ps(m[c], vd + j * hd + 16 * c);
+        _Pragma("GCC unroll 6") for (int q = 0; q < NQ; q++) {
+            const __m512 pj = _mm512_set1_ps(p[q * ldp + j]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+                acc[q][c] = _mm512_fmadd_ps(pj, vj[c], acc[q][c]);
+        }
+    }
+    for (; j < nk_max; j++) {
+        __m512 vj[4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+            vj[c] = _mm512_maskz_loadu_ps(m[c], vd + j * hd + 16 * c);
+        _Pragma("GCC unroll 6") for (int q = 0; q < NQ; q++) if (j < n_keys[q]) {
+            const __m512 pj = _mm512_set1_ps(p[q * ldp + j]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+                acc[q][c] = _mm512_fmadd_ps(pj, vj[c], acc[q][c]);
+        }
+    }
+    _Pragma("GCC unroll 6") for (int q = 0; q < NQ; q++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+            _mm512_mask_storeu_ps(out + q * ldo + d0 + 16 * c, m[c], acc[q][c]);
 }
 
 T_AVX512 static void pv_avx512(const float *p, int64_t ldp, const int32_t *n_keys, int nq,
                                const float *v, int64_t hd, float *out, int64_t ldo) {
-    for (int q0 = 0; q0 < nq;) {
-        const int left = nq - q0;
-        const int k = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-        const float *pq = p + q0 * ldp;
-        float *oq = out + q0 * ldo;
-        switch (k) {
-        case 8: pv_avx512_n(8, pq, ldp, n_keys + q0, v, hd, oq, ldo); break;
-        case 4: pv_avx512_n(4, pq, ldp, n_keys + q0, v, hd, oq, ldo); break;
-        case 2: pv_avx512_n(2, pq, ldp, n_keys + q0, v, hd, oq, ldo); break;
-        default: pv_avx512_n(1, pq, ldp, n_keys + q0, v, hd, oq, ldo); break;
+    for (int64_t d0 = 0; d0 < hd; d0 += 64)
+        for (int q0 = 0; q0 < nq;) {
+            const int left = nq - q0;
+            const int k = left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+            const float *pq = p + q0 * ldp;
+            float *oq = out + q0 * ldo;
+            switch (k) {
+            case 6: pv_avx512_n(6, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo); break;
+            case 4: pv_avx512_n(4, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo); break;
+            case 2: pv_avx512_n(2, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo); break;
+            default: pv_avx512_n(1, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo); break;
+            }
+            q0 += k;
         }
-        q0 += k;
-    }
 }
 #endif
 

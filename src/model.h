@@ -71,7 +71,7 @@ struct ps_model {
 };
 
 /* Query positions per attention task (forward.c); sizes the attention scratch. */
-#define PS_ATT_QBLOCK 8
+#define PS_ATT_QBLOCK 32
 
 /* Mutable per-sequence state. Buffers (float32):
  *   k_cache, v_cache: [n_layer][n_head_kv][n_ctx][head_dim]
