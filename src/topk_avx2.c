@@ -65,7 +65,8 @@ PS_T2_INLINE float fused_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb
         for (int64_t b = 0; b < nb; b++) {
             int64_t i = (b0 + b) * PS_TOPK_BLOCK + o;
             if (half == 0) { /* compute-bound loop: pull the block 32 ahead in */
-                const char *next = (const char *)row + (size_t)(i + 32 * PS_TOPK_BLOCK) * es;
+                const char *next = /* an address that may lie past the row */
+                    (const char *)((uintptr_t)row + (size_t)(i + 32 * PS_TOPK_BLOCK) * es);
                 for (size_t off = 0; off < PS_TOPK_BLOCK * es; off += 64)
                     _mm_prefetch(next + off, _MM_HINT_T0);
             }

@@ -52,7 +52,8 @@ PS_T512_INLINE float hmax16(__m512 v) {
  * never fault: running past the row is harmless). */
 #define PF_AHEAD 32
 PS_T512_INLINE void prefetch_block(const void *row, size_t es, int64_t i) {
-    const char *p = (const char *)row + (size_t)(i + PF_AHEAD * PS_TOPK_BLOCK) * es;
+    /* an address, not a pointer into the row: it may lie past the end */
+    const char *p = (const char *)((uintptr_t)row + (size_t)(i + PF_AHEAD * PS_TOPK_BLOCK) * es);
     for (size_t off = 0; off < PS_TOPK_BLOCK * es; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
