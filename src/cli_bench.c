@@ -306,8 +306,8 @@ int ps_cli_bench(int argc, char **argv) {
             const double topk = PS_MAX(secs - fwd, 0.0), rest = PS_MAX(fwd - mm - att, 0.0);
             const double gf = mm > 0 ? 2.0 * mm_w * lengths[li] / mm * 1e-9 : 0;
             if (json)
-                printf("{\"threads\": %d, \"tokens\": %d, \"k\": %d, \"seconds\": %.3f, "
-                       "\"clock\": \"%s\", \"wall_seconds\": %.3f, \"tokens_per_s\": %.1f, "
+                printf("{\"threads\": %d, \"tokens\": %d, \"k\": %d, \"seconds\": %.6f, "
+                       "\"clock\": \"%s\", \"wall_seconds\": %.6f, \"tokens_per_s\": %.1f, "
                        "\"matmul_share\": %.3f, \"attention_share\": %.3f, \"topk_share\": "
                        "%.3f, \"rest_share\": %.3f, \"matmul_gflops\": %.1f, \"isa\": \"%s\"}\n",
                        threads[ti], lengths[li], k, secs, cpu_clock ? "cpu" : "wall", wall,

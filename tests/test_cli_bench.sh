@@ -1,0 +1,62 @@
+#!/bin/sh
+# tests/test_cli_bench.sh — `promptscore bench` end to end on ../shared/models/stories260K.gguf
+# ($PS_SHARED overrides): --json gives one object per (threads, length) with sane figures
+# (tokens/s > 0, shares in [0, 1] summing to ~1 — matmul, attention, top-K and rest together
+# are the whole score time), then the peak-RSS line within its budget; the table form names
+# the reference checks; bad usage exits 2, a missing model 1. Runs in well under a second.
+# Prints "cli_bench: N passed, N failed, N skipped".
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+SHARED=${PS_SHARED:-../shared}
+MODEL="$SHARED/models/stories260K.gguf"
+BIN="$BUILD/promptscore"
+pass=0; fail=0; skip=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL test_cli_bench.sh: $1"; }
+check() { if eval "$2"; then ok; else bad "$1"; fi; }
+done_() { echo "cli_bench: $pass passed, $fail failed, $skip skipped"; [ "$fail" -eq 0 ]; exit $?; }
+
+if [ ! -r "$MODEL" ]; then
+    echo "NOTE: shared test material not found at $SHARED (set PS_SHARED)"
+    skip=1; done_
+fi
+if [ ! -x "$BIN" ]; then bad "no binary $BIN (make first)"; done_; fi
+command -v python3 >/dev/null 2>&1 || { echo "NOTE: python3 missing"; skip=1; done_; }
+
+T=$(mktemp -d /tmp/ps-test-cli-bench-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+
+"$BIN" bench -m "$MODEL" --json -t 1,2 --lengths 40,300 -k 7 > "$T/out.json" 2> "$T/err"
+check "bench --json exits 0 ($(cat "$T/err"))" '[ $? -eq 0 ]'
+check "bench --json lines" "python3 - '$T/out.json' <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 5, rows
+runs, rss = rows[:4], rows[4]
+assert [(r['threads'], r['tokens']) for r in runs] == [(1, 40), (1, 300), (2, 40), (2, 300)]
+for r in runs:
+    assert r['k'] == 7 and r['tokens_per_s'] > 0 and r['seconds'] > 0, r
+    shares = [r[k] for k in ('matmul_share', 'attention_share', 'topk_share', 'rest_share')]
+    assert all(0 <= s <= 1.0001 for s in shares), r
+    assert 0.9 <= sum(shares) <= 1.05, (sum(shares), r)
+    assert r['matmul_gflops'] > 0, r
+    assert r['clock'] == ('cpu' if r['threads'] == 1 else 'wall'), r
+assert rss['within_budget'] is True and 0 < rss['peak_rss_mb'] <= rss['budget_mb'], rss
+PY"
+
+"$BIN" bench -m "$MODEL" -t 1 --lengths 64 > "$T/table" 2>&1
+check "bench table exits 0" '[ $? -eq 0 ]'
+check "table shows the checks" 'grep -q "check: matmul f32 on" "$T/table" && grep -q "check: top-K (k = 20) bitwise equal" "$T/table"'
+check "table shows one run and the RSS line" '[ $(grep -c "^ *1 *64 " "$T/table") -eq 1 ] && grep -q "^peak RSS .*(within)" "$T/table"'
+
+"$BIN" bench > /dev/null 2>&1
+check "no model: exit 2" '[ $? -eq 2 ]'
+"$BIN" bench -m "$MODEL" --lengths 0 > /dev/null 2>&1
+check "length 0: exit 2" '[ $? -eq 2 ]'
+"$BIN" bench -m "$MODEL" -t x > /dev/null 2>&1
+check "bad threads: exit 2" '[ $? -eq 2 ]'
+"$BIN" bench -m "$T/missing.gguf" > /dev/null 2>&1
+check "missing file: exit 1" '[ $? -eq 1 ]'
+"$BIN" bench --help | grep -q "^usage: promptscore bench"
+check "--help" '[ $? -eq 0 ]'
+done_
