@@ -47,6 +47,36 @@ PS_T512_INLINE float hmax16(__m512 v) {
     return _mm_cvtss_f32(b);
 }
 
+/* One step of reduce16: the max of two shuffles of (a, b) (128-bit quarters or 32-bit lanes). */
+#define FOLD_Q(a, b, s0, s1) _mm512_max_ps(_mm512_shuffle_f32x4(a, b, s0), _mm512_shuffle_f32x4(a, b, s1))
+#define FOLD_L(a, b, s0, s1) _mm512_max_ps(_mm512_shuffle_ps(a, b, s0), _mm512_shuffle_ps(a, b, s1))
+
+/* The maxima of 16 block vectors as one vector, block order: a transposing reduction, 31
+ * shuffles and maxes instead of 16 horizontal reductions of 7 steps. */
+PS_T512_INLINE __m512 reduce16(const __m512 *v) {
+    __m512 w[8], x[4];
+    for (int i = 0; i < 8; i++) w[i] = FOLD_Q(v[2 * i], v[2 * i + 1], 0x44, 0xEE);
+    /* w[i]: quarters 0,1 hold block 2i, quarters 2,3 block 2i+1 */
+    for (int j = 0; j < 4; j++) x[j] = FOLD_Q(w[2 * j], w[2 * j + 1], 0x88, 0xDD);
+    /* x[j]: quarter q holds block 4j + q */
+    __m512 u = FOLD_L(x[0], x[1], 0x44, 0xEE), t = FOLD_L(x[2], x[3], 0x44, 0xEE);
+    /* u quarter q: lanes 0,1 block q, lanes 2,3 block 4 + q; t: blocks 8 + q, 12 + q */
+    __m512 m = FOLD_L(u, t, 0x88, 0xDD);
+    /* lane 4q + r holds block 4r + q */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(idx, m);
+}
+
+/* Block maxima: the 16-lane max vector of each block is parked in vb[b % 16] and every 16
+ * blocks reduced at once into bm (the rest one by one at the end). */
+PS_T512_INLINE void note_block(__m512 *vb, float *bm, int64_t b, __m512 v) {
+    vb[b & 15] = v;
+    if ((b & 15) == 15) _mm512_storeu_ps(bm + b - 15, reduce16(vb));
+}
+PS_T512_INLINE void finish_blocks(const __m512 *vb, float *bm, int64_t nb) {
+    for (int64_t b = nb & ~(int64_t)15; b < nb; b++) bm[b] = hmax16(vb[b & 15]);
+}
+
 /* Prefetch the block PF_AHEAD blocks ahead (8 KB of f32; best of 0/8/16/32/64/128 measured):
  * the loop is compute-bound, so the next data is pulled in while the exps run (prefetches
  * never fault: running past the row is harmless). */
@@ -63,7 +93,7 @@ PS_T512_INLINE float fused_dt(const void *row, ps_dtype dt, int64_t b0, int64_t 
                               float *bm, float *C, bool with_max) {
     __m512 s0 = _mm512_loadu_ps(C), s1 = _mm512_loadu_ps(C + 16);
     __m512 s2 = _mm512_loadu_ps(C + 32), s3 = _mm512_loadu_ps(C + 48);
-    __m512 cm = _mm512_set1_ps(-INFINITY);
+    __m512 cm = _mm512_set1_ps(-INFINITY), vb[16];
     const __m512 sh = _mm512_set1_ps(shift);
     const size_t es = dt == PS_DTYPE_F32 ? 4 : 2;
     for (int64_t b = 0; b < nb; b++) {
@@ -74,7 +104,7 @@ PS_T512_INLINE float fused_dt(const void *row, ps_dtype dt, int64_t b0, int64_t 
         if (with_max) {
             __m512 v = _mm512_max_ps(_mm512_max_ps(x0, x1), _mm512_max_ps(x2, x3));
             cm = _mm512_max_ps(cm, v);
-            if (bm) bm[b] = hmax16(v);
+            if (bm) note_block(vb, bm, b, v);
         }
         s0 = _mm512_add_ps(s0, exp16(_mm512_sub_ps(x0, sh)));
         s1 = _mm512_add_ps(s1, exp16(_mm512_sub_ps(x1, sh)));
@@ -85,6 +115,7 @@ PS_T512_INLINE float fused_dt(const void *row, ps_dtype dt, int64_t b0, int64_t 
     _mm512_storeu_ps(C + 16, s1);
     _mm512_storeu_ps(C + 32, s2);
     _mm512_storeu_ps(C + 48, s3);
+    if (with_max && bm) finish_blocks(vb, bm, nb);
     return hmax16(cm);
 }
 
@@ -103,7 +134,7 @@ PS_T512_INLINE float fused_bf16(const void *row, int64_t b0, int64_t nb, float s
     __m512 s2 = _mm512_loadu_ps(C + 32), s3 = _mm512_loadu_ps(C + 48);
     __m512 a0 = _mm512_permutex2var_ps(s0, in_lo, s1), a1 = _mm512_permutex2var_ps(s0, in_hi, s1);
     __m512 a2 = _mm512_permutex2var_ps(s2, in_lo, s3), a3 = _mm512_permutex2var_ps(s2, in_hi, s3);
-    __m512 cm = _mm512_set1_ps(-INFINITY);
+    __m512 cm = _mm512_set1_ps(-INFINITY), vb[16];
     const __m512 sh = _mm512_set1_ps(shift);
     const __m512i z = _mm512_setzero_si512();
     for (int64_t b = 0; b < nb; b++) {
@@ -118,7 +149,7 @@ PS_T512_INLINE float fused_bf16(const void *row, int64_t b0, int64_t nb, float s
         if (with_max) {
             __m512 v = _mm512_max_ps(_mm512_max_ps(x0, x1), _mm512_max_ps(x2, x3));
             cm = _mm512_max_ps(cm, v);
-            if (bm) bm[b] = hmax16(v);
+            if (bm) note_block(vb, bm, b, v);
         }
         a0 = _mm512_add_ps(a0, exp16(_mm512_sub_ps(x0, sh)));
         a1 = _mm512_add_ps(a1, exp16(_mm512_sub_ps(x1, sh)));
@@ -129,6 +160,7 @@ PS_T512_INLINE float fused_bf16(const void *row, int64_t b0, int64_t nb, float s
     _mm512_storeu_ps(C + 16, _mm512_permutex2var_ps(a0, out_1, a1));
     _mm512_storeu_ps(C + 32, _mm512_permutex2var_ps(a2, out_0, a3));
     _mm512_storeu_ps(C + 48, _mm512_permutex2var_ps(a2, out_1, a3));
+    if (with_max && bm) finish_blocks(vb, bm, nb);
     return hmax16(cm);
 }
 
