@@ -529,14 +529,17 @@ ps_topk_params ps_topk_default_params(void) {
 static ps_status validate(const ps_topk_params *params, const ps_logits *lg,
                           const ps_topk_out *out, ps_error *err) {
     if (!params || !lg || !out)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: params, logits and out must not be NULL");
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "top-k: params, logits and out must not be NULL");
     if (params->k < 0)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: k = %d is negative", (int)params->k);
     if (params->isa != PS_ISA_AUTO && !ps_isa_supported(params->isa))
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: ISA %s (%d) is not available on this CPU",
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "top-k: ISA %s (%d) is not available on this CPU",
                        ps_isa_name(params->isa), (int)params->isa);
     if (lg->dtype != PS_DTYPE_F32 && lg->dtype != PS_DTYPE_F16 && lg->dtype != PS_DTYPE_BF16)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: unknown logits dtype %d", (int)lg->dtype);
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: unknown logits dtype %d",
+                       (int)lg->dtype);
     if (lg->n_rows < 0)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: n_rows = %lld is negative",
                        (long long)lg->n_rows);
@@ -549,8 +552,10 @@ static ps_status validate(const ps_topk_params *params, const ps_logits *lg,
     uint64_t total, outn;
     if (!ps_mul_ok((uint64_t)lg->n_rows, (uint64_t)lg->row_stride, &total) ||
         !ps_mul_ok(total, 4, &total) || total > (uint64_t)INT64_MAX ||
-        !ps_mul_ok((uint64_t)lg->n_rows, (uint64_t)params->k, &outn) || outn > (uint64_t)INT64_MAX / 4)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: %lld rows of stride %lld (k = %d) overflow",
+        !ps_mul_ok((uint64_t)lg->n_rows, (uint64_t)params->k, &outn) ||
+        outn > (uint64_t)INT64_MAX / 4)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "top-k: %lld rows of stride %lld (k = %d) overflow",
                        (long long)lg->n_rows, (long long)lg->row_stride, (int)params->k);
     if (lg->n_rows > 0 && !lg->data)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top-k: logits data is NULL");

@@ -48,8 +48,10 @@ PS_T512_INLINE float hmax16(__m512 v) {
 }
 
 /* One step of reduce16: the max of two shuffles of (a, b) (128-bit quarters or 32-bit lanes). */
-#define FOLD_Q(a, b, s0, s1) _mm512_max_ps(_mm512_shuffle_f32x4(a, b, s0), _mm512_shuffle_f32x4(a, b, s1))
-#define FOLD_L(a, b, s0, s1) _mm512_max_ps(_mm512_shuffle_ps(a, b, s0), _mm512_shuffle_ps(a, b, s1))
+#define FOLD_Q(a, b, s0, s1) \
+    _mm512_max_ps(_mm512_shuffle_f32x4(a, b, s0), _mm512_shuffle_f32x4(a, b, s1))
+#define FOLD_L(a, b, s0, s1) \
+    _mm512_max_ps(_mm512_shuffle_ps(a, b, s0), _mm512_shuffle_ps(a, b, s1))
 
 /* The maxima of 16 block vectors as one vector, block order: a transposing reduction, 31
  * shuffles and maxes instead of 16 horizontal reductions of 7 steps. */
@@ -83,7 +85,8 @@ PS_T512_INLINE void finish_blocks(const __m512 *vb, float *bm, int64_t nb) {
 #define PF_AHEAD 32
 PS_T512_INLINE void prefetch_block(const void *row, size_t es, int64_t i) {
     /* an address, not a pointer into the row: it may lie past the end */
-    const char *p = (const char *)((uintptr_t)row + (size_t)(i + PF_AHEAD * PS_TOPK_BLOCK) * es);
+    const char *p =
+        (const char *)((uintptr_t)row + (size_t)(i + PF_AHEAD * PS_TOPK_BLOCK) * es);
     for (size_t off = 0; off < PS_TOPK_BLOCK * es; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
@@ -126,10 +129,14 @@ PS_T512_INLINE float fused_dt(const void *row, ps_dtype dt, int64_t b0, int64_t 
  * still sums its own logits, in order. */
 PS_T512_INLINE float fused_bf16(const void *row, int64_t b0, int64_t nb, float shift, float *bm,
                                 float *C, bool with_max) {
-    const __m512i in_lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
-    const __m512i in_hi = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-    const __m512i out_0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
-    const __m512i out_1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    const __m512i in_lo =
+        _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+    const __m512i in_hi =
+        _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    const __m512i out_0 =
+        _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i out_1 =
+        _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
     __m512 s0 = _mm512_loadu_ps(C), s1 = _mm512_loadu_ps(C + 16);
     __m512 s2 = _mm512_loadu_ps(C + 32), s3 = _mm512_loadu_ps(C + 48);
     __m512 a0 = _mm512_permutex2var_ps(s0, in_lo, s1), a1 = _mm512_permutex2var_ps(s0, in_hi, s1);
