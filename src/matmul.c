@@ -5,7 +5,7 @@
  * A task converts its tile to float32 in the thread's scratch (F32 weights are used in place),
  * then runs a register micro-kernel over the activation rows: R activation rows x 4 weight rows
  * of independent vector accumulators (AVX-512: R = 6, 24 accumulators, 10 loads per 24 FMAs;
- * AVX2: R = 2), so FMA latency is hidden and each loaded x vector is reused 4 times, each w
+ * AVX2: R = 3, 12 accumulators), so FMA latency is hidden and each loaded x vector is reused 4 times, each w
  * vector R times. Tails use the 4/2/1-row and 1-weight forms of the same kernel. The input dimension
  * is walked in blocks of MM_KB (1024) and the activation rows in blocks of MM_ROWS (96, a
  * multiple of the 6-row form), so a tile's slice (16 rows x 4 KiB) stays in L1/L2 while the
@@ -68,7 +68,22 @@ T_AVX2 static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* R activation rows (1 or 2) x J weight rows (1 or 4) over inputs [k0, k1); shapes: x (R, n)
+/* hsum256 of four accumulators at once, each result bitwise equal to hsum256 of its vector:
+ * 128-bit halves, then lanes (0+2, 1+3), then those two, with shared shuffles. */
+T_AVX2 static inline __m128 hsum256x4(__m256 a, __m256 b, __m256 c, __m256 d) {
+    const __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20),
+                                    _mm256_permute2f128_ps(a, b, 0x31)); /* [sa | sb] */
+    const __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20),
+                                    _mm256_permute2f128_ps(c, d, 0x31)); /* [sc | sd] */
+    const __m256 u = _mm256_add_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 t = _mm256_add_ps(u, _mm256_shuffle_ps(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+    /* a at lane 0, c at 2, b at 4, d at 6 */
+    return _mm256_castps256_ps128(
+        _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 2, 6, 0, 0, 0, 0)));
+}
+
+/* R activation rows (1 to 3) x J weight rows (1 or 4) over inputs [k0, k1); shapes: x (R, n)
  * rows ldx apart, w[J] rows of n. Accumulators start at zero (first) or come from acc (slot
  * (r * MM_TILE + j) * 16); they end in y (R, J) rows ldy apart (last) or go back to acc. */
 T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
@@ -106,6 +121,12 @@ T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
             for (int r = 0; r < R; r++) a[r][j] = _mm256_fmadd_ps(xv[r], wv, a[r][j]);
         }
     }
+    if (last && J == 4) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            _mm_storeu_ps(y + r * ldy, hsum256x4(a[r][0], a[r][1], a[r][2], a[r][3]));
+        return;
+    }
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
@@ -125,6 +146,15 @@ T_AVX2 static void tile_avx2(const float *const *w, int nw, const float *x, int6
             const int64_t k1 = PS_MIN(k0 + MM_KB, n);
             const bool first = k0 == 0, last = k1 == n;
             int64_t r = 0;
+            for (; r + 3 <= nr; r += 3) {
+                int j = 0;
+                for (; j + 4 <= nw; j += 4)
+                    mk_avx2(3, 4, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
+                            first, last, yb + r * ldy + j, ldy);
+                for (; j < nw; j++)
+                    mk_avx2(3, 1, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
+                            first, last, yb + r * ldy + j, ldy);
+            }
             for (; r + 2 <= nr; r += 2) {
                 int j = 0;
                 for (; j + 4 <= nw; j += 4)
