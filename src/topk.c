@@ -78,15 +78,26 @@ static float fused_scalar(const void *row, ps_dtype dt, int64_t b0, int64_t nb, 
     return cm;
 }
 
+static uint64_t gemask_scalar(const void *row, ps_dtype dt, int64_t blk, float T) {
+    float x[PS_TOPK_BLOCK];
+    logits_f32(row, dt, blk * PS_TOPK_BLOCK, PS_TOPK_BLOCK, x);
+    uint64_t m = 0;
+    for (int j = 0; j < PS_TOPK_BLOCK; j++) m |= (uint64_t)(x[j] >= T) << j;
+    return m;
+}
+
 typedef struct {
     ps_fused_fn fused;
     ps_expsum_fn expsum;
+    ps_gemask_fn gemask;
 } kernels;
 
 static kernels kernels_for(ps_isa isa) {
-    kernels k = {fused_scalar, expsum_scalar};
-    if (isa == PS_ISA_AVX2) k = (kernels){ps_topk_fused_avx2, ps_topk_expsum_avx2};
-    if (isa == PS_ISA_AVX512) k = (kernels){ps_topk_fused_avx512, ps_topk_expsum_avx512};
+    kernels k = {fused_scalar, expsum_scalar, gemask_scalar};
+    if (isa == PS_ISA_AVX2)
+        k = (kernels){ps_topk_fused_avx2, ps_topk_expsum_avx2, ps_topk_gemask_avx2};
+    if (isa == PS_ISA_AVX512)
+        k = (kernels){ps_topk_fused_avx512, ps_topk_expsum_avx512, ps_topk_gemask_avx512};
     return k;
 }
 
@@ -361,20 +372,29 @@ static void write_row(const job *jb, int64_t r, float lse, const uint64_t *sel, 
 }
 
 /* Fast-path scratch per thread: block maxima (n_blocks floats), chunk maxima (n_chunks), then
- * selectors for chunks and blocks (kb) and for logits (ke). */
+ * selectors for chunks and blocks (kb) and for logits (ke), and a bitmap of chosen blocks. */
 static size_t fast_scratch_bytes(int64_t n_vocab, int64_t n_blocks, int32_t k) {
     int64_t kb = PS_MIN((int64_t)k, n_blocks), ke = PS_MIN((int64_t)k, n_vocab);
     size_t b = (size_t)(n_blocks + n_chunks(n_vocab) + 1) * sizeof(float) +
-               (2 * selector_cap(kb) + selector_cap(ke)) * sizeof(uint64_t);
+               (2 * selector_cap(kb) + selector_cap(ke) + (size_t)(n_blocks + 63) / 64) *
+                   sizeof(uint64_t);
     return (b + 63) & ~(size_t)63;
 }
 
-/* Offers the logits of block blk that are >= T (ascending id). */
-static void offer_block(selector *es, const void *row, ps_dtype dt, int64_t n, int64_t blk,
-                        float T) {
+/* Offers the logits of block blk that are >= T (ascending id): a SIMD compare picks them in a
+ * full block, the ragged tail block is done in C. */
+static void offer_block(selector *es, kernels k, const void *row, ps_dtype dt, int64_t n,
+                        int64_t blk, float T) {
     int64_t i0 = blk * PS_TOPK_BLOCK;
+    if (i0 + PS_TOPK_BLOCK <= n) {
+        for (uint64_t m = k.gemask(row, dt, blk, T); m; m &= m - 1) {
+            int64_t i = i0 + __builtin_ctzll(m);
+            selector_offer(es, logit_at(row, dt, i), (int32_t)i);
+        }
+        return;
+    }
     float x[PS_TOPK_BLOCK];
-    int64_t len = PS_MIN((int64_t)PS_TOPK_BLOCK, n - i0);
+    int64_t len = n - i0;
     logits_f32(row, dt, i0, len, x);
     for (int64_t j = 0; j < len; j++)
         if (x[j] >= T) selector_offer(es, x[j], (int32_t)(i0 + j));
@@ -400,6 +420,7 @@ static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
     float *bm = (float *)sp, *cmax = bm + nblk;
     uint64_t *kbuf = (uint64_t *)(((uintptr_t)(cmax + nch) + 7) & ~(uintptr_t)7);
     uint64_t *cbuf = kbuf, *bbuf = kbuf + selector_cap(kb), *ebuf = bbuf + selector_cap(kb);
+    uint64_t *chosen = ebuf + selector_cap(ke); /* (n_blocks + 63) / 64 words */
 
     row_sum rs = row_pass(jb->kern, row, lg->dtype, n, jb->k > 0 ? bm : NULL,
                           jb->k > 0 ? cmax : NULL);
@@ -412,7 +433,8 @@ static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
     selector_init(&es, ebuf, ke);
     if (jb->k > 0) {
         if (jb->k >= nblk) {
-            for (int64_t b = 0; b < nblk; b++) offer_block(&es, row, lg->dtype, n, b, -INFINITY);
+            for (int64_t b = 0; b < nblk; b++)
+                offer_block(&es, jb->kern, row, lg->dtype, n, b, -INFINITY);
         } else {
             /* T0: the kb-th largest chunk maximum. The kb best chunks each own a block with
              * that maximum, so the kb-th best block maximum T is >= T0: blocks below T0 can
@@ -445,10 +467,15 @@ static void fast_row(void *ctx, int64_t r, int32_t thread_index) {
              * are skipped unseen. Blocks are visited in ascending order: ascending ids. */
             uint64_t kth = selector_kth(&bs); /* bs now holds exactly the kb chosen blocks */
             float T = key_float((uint32_t)(kth >> 32));
-            for (int64_t i = 0; i < bs.n; i++) bs.buf[i] = (uint32_t)bs.buf[i]; /* ids */
-            sort_u64(bs.buf, bs.n);
-            for (int64_t i = 0; i < bs.n; i++)
-                offer_block(&es, row, lg->dtype, n, (int64_t)bs.buf[i], T);
+            int64_t nw = (nblk + 63) / 64; /* chosen blocks as a bitmap: ascending order */
+            memset(chosen, 0, (size_t)nw * sizeof *chosen);
+            for (int64_t i = 0; i < bs.n; i++) {
+                uint32_t b = (uint32_t)bs.buf[i];
+                chosen[b / 64] |= 1ull << (b % 64);
+            }
+            for (int64_t w = 0; w < nw; w++)
+                for (uint64_t m = chosen[w]; m; m &= m - 1)
+                    offer_block(&es, jb->kern, row, lg->dtype, n, w * 64 + __builtin_ctzll(m), T);
         }
         n_sel = selector_finish(&es);
     }

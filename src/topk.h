@@ -80,6 +80,9 @@ typedef float (*ps_fused_fn)(const void *row, ps_dtype dt, int64_t b0, int64_t n
 typedef void (*ps_expsum_fn)(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                              float *C);
 
+/* Bit j set when logit 64 * blk + j of `row` (a full block) is >= T. */
+typedef uint64_t (*ps_gemask_fn)(const void *row, ps_dtype dt, int64_t blk, float T);
+
 float ps_topk_fused_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                          float *bm, float *C);
 void ps_topk_expsum_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
@@ -88,5 +91,7 @@ float ps_topk_fused_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb,
                            float *bm, float *C);
 void ps_topk_expsum_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                            float *C);
+uint64_t ps_topk_gemask_avx2(const void *row, ps_dtype dt, int64_t blk, float T);
+uint64_t ps_topk_gemask_avx512(const void *row, ps_dtype dt, int64_t blk, float T);
 
 #endif /* PS_TOPK_H */

@@ -111,6 +111,25 @@ PS_T2 void ps_topk_expsum_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t
     }
 }
 
+PS_T2_INLINE uint64_t gemask_dt(const void *row, ps_dtype dt, int64_t blk, float T) {
+    const __m256 t = _mm256_set1_ps(T);
+    int64_t i = blk * PS_TOPK_BLOCK;
+    uint64_t m = 0;
+    for (int q = 0; q < 8; q++) {
+        __m256 ge = _mm256_cmp_ps(load8(row, dt, i + 8 * q), t, _CMP_GE_OQ);
+        m |= (uint64_t)(uint32_t)_mm256_movemask_ps(ge) << (8 * q);
+    }
+    return m;
+}
+
+PS_T2 uint64_t ps_topk_gemask_avx2(const void *row, ps_dtype dt, int64_t blk, float T) {
+    switch (dt) {
+    case PS_DTYPE_F32: return gemask_dt(row, PS_DTYPE_F32, blk, T);
+    case PS_DTYPE_F16: return gemask_dt(row, PS_DTYPE_F16, blk, T);
+    default: return gemask_dt(row, PS_DTYPE_BF16, blk, T);
+    }
+}
+
 #else /* not x86-64: never dispatched (ps_isa_supported says no) */
 float ps_topk_fused_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                          float *bm, float *C) {
@@ -120,5 +139,9 @@ float ps_topk_fused_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, f
 void ps_topk_expsum_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                          float *C) {
     (void)row; (void)dt; (void)b0; (void)nb; (void)shift; (void)C;
+}
+uint64_t ps_topk_gemask_avx2(const void *row, ps_dtype dt, int64_t blk, float T) {
+    (void)row; (void)dt; (void)blk; (void)T;
+    return 0;
 }
 #endif

@@ -189,6 +189,23 @@ PS_T512 void ps_topk_expsum_avx512(const void *row, ps_dtype dt, int64_t b0, int
     }
 }
 
+PS_T512_INLINE uint64_t gemask_dt(const void *row, ps_dtype dt, int64_t blk, float T) {
+    const __m512 t = _mm512_set1_ps(T);
+    int64_t i = blk * PS_TOPK_BLOCK;
+    uint64_t m = 0;
+    for (int q = 0; q < 4; q++)
+        m |= (uint64_t)_mm512_cmp_ps_mask(load16(row, dt, i + 16 * q), t, _CMP_GE_OQ) << (16 * q);
+    return m;
+}
+
+PS_T512 uint64_t ps_topk_gemask_avx512(const void *row, ps_dtype dt, int64_t blk, float T) {
+    switch (dt) {
+    case PS_DTYPE_F32: return gemask_dt(row, PS_DTYPE_F32, blk, T);
+    case PS_DTYPE_F16: return gemask_dt(row, PS_DTYPE_F16, blk, T);
+    default: return gemask_dt(row, PS_DTYPE_BF16, blk, T);
+    }
+}
+
 #else /* not x86-64: never dispatched (ps_isa_supported says no) */
 float ps_topk_fused_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                            float *bm, float *C) {
@@ -198,5 +215,9 @@ float ps_topk_fused_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb,
 void ps_topk_expsum_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                            float *C) {
     (void)row; (void)dt; (void)b0; (void)nb; (void)shift; (void)C;
+}
+uint64_t ps_topk_gemask_avx512(const void *row, ps_dtype dt, int64_t blk, float T) {
+    (void)row; (void)dt; (void)blk; (void)T;
+    return 0;
 }
 #endif
