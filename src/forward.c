@@ -67,7 +67,8 @@ typedef struct {
 
 /* One task = one head x up to PS_ATT_QBLOCK query positions i0..i1-1. Query i (absolute
  * position p = n_past + i) attends to cache positions 0..p:
- *   S (nq, keys) = Q (nq, hd) @ K^T * scale      (scores of a later query are ignored by
+ *   S (nq, keys) = Q (nq, hd) @ K^T * scale      (the K cache is in blocks of 16 keys, see
+ *                                                 ps_attn_scores; scores of a later query are ignored by
  *                                                 earlier ones: each row uses its own prefix)
  *   P = softmax of each row's prefix;  out (nq, hd) = P @ V   */
 static void att_task(void *ctx, int64_t task, int32_t thread) {
@@ -78,11 +79,10 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
     const int32_t h = (int32_t)(task / n_qb), qb = (int32_t)(task % n_qb);
     const int32_t hd = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
     const int64_t dq = (int64_t)hp->n_head * hd;
-    const size_t head_off = ((size_t)job->layer * hp->n_head_kv + (size_t)g) * (size_t)s->n_ctx *
-                            (size_t)hd;
-    const float *K = s->k_cache + head_off, *V = s->v_cache + head_off;
+    const size_t head = (size_t)job->layer * hp->n_head_kv + (size_t)g;
+    const float *K = s->k_cache + head * PS_KCACHE_POS(s->n_ctx) * (size_t)hd;
+    const float *V = s->v_cache + head * (size_t)s->n_ctx * (size_t)hd;
     float *sc = s->att_scratch + (size_t)thread * s->att_stride;
-    float *acc = sc + (size_t)PS_ATT_QBLOCK * (size_t)s->n_ctx;
     const int32_t i0 = qb * PS_ATT_QBLOCK, i1 = PS_MIN(job->n, i0 + PS_ATT_QBLOCK);
     const int32_t nq = i1 - i0;
     const int64_t lds = s->n_ctx;
@@ -90,7 +90,7 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
     int32_t n_keys[PS_ATT_QBLOCK] = {0};
     for (int32_t r = 0; r < nq; r++) n_keys[r] = s->n_past + i0 + r + 1;
 
-    ps_matmul_f32_serial(s->isa, K, hd, n_keys[nq - 1], q, dq, nq, hd, sc, lds, acc);
+    ps_attn_scores(s->isa, q, dq, nq, K, n_keys[nq - 1], hd, sc, lds);
     for (int32_t r = 0; r < nq; r++)
         ps_softmax_f32(s->isa, sc + r * lds, n_keys[r], job->scale);
     ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, hd, s->att + (int64_t)i0 * dq + (int64_t)h * hd,
@@ -162,13 +162,15 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         const float *cs = s->rope_cos + i * half, *sn = s->rope_sin + i * half;
         rope_heads(q, hp->n_head, (int32_t)hd, hp->n_rot, hp->rope_mode, cs, sn);
         rope_heads(k, hp->n_head_kv, (int32_t)hd, hp->n_rot, hp->rope_mode, cs, sn);
-        /* k, v -> cache [layer][kv head][position][hd] */
+        /* v -> cache [layer][kv head][position][hd]; k -> cache [layer][kv head] in blocks of
+         * 16 positions x hd (ps_attn_scores' layout; n_ctx rounded up to 16 per head) */
         const size_t pos = (size_t)(s->n_past + i);
         for (int32_t g = 0; g < hp->n_head_kv; g++) {
-            size_t off = (((size_t)job->layer * hp->n_head_kv + g) * (size_t)s->n_ctx + pos) *
-                         (size_t)hd;
-            memcpy(s->k_cache + off, k + g * hd, (size_t)hd * sizeof(float));
-            memcpy(s->v_cache + off, v + g * hd, (size_t)hd * sizeof(float));
+            const size_t head = (size_t)job->layer * hp->n_head_kv + g;
+            memcpy(s->v_cache + (head * (size_t)s->n_ctx + pos) * (size_t)hd, v + g * hd,
+                   (size_t)hd * sizeof(float));
+            ps_attn_k_store(s->k_cache + head * PS_KCACHE_POS(s->n_ctx) * (size_t)hd,
+                            (int32_t)hd, (int32_t)pos, k + g * hd);
         }
         break;
     }

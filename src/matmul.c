@@ -449,6 +449,122 @@ T_AVX512 static void pv_avx512(const float *p, int64_t ldp, const int32_t *n_key
 }
 #endif
 
+/* ---- attention scores over a K cache in key blocks ---- */
+
+/* K layout (PS_ATT_KBLOCK = 16 keys per block): key j, dimension d at
+ *     kt[(j / 16) * hd * 16 + d * 16 + j % 16]
+ * so one block is hd x 16 contiguous floats and a vector of 16 keys of one dimension is one
+ * aligned 64-byte line; the score kernel walks a block front to back.
+ * s[r][j] = sum over d of q[r][d] * k_j[d], d = 0 .. hd-1 in order, one rounding per step
+ * (scalar: multiply then add; SIMD: fused multiply-add), so a score depends only on its query
+ * and key, never on how queries or keys are grouped. Keys j < n_keys are read, none beyond. */
+#define KT(kt, hd, j, d) ((kt)[((int64_t)(j) / 16) * (hd) * 16 + (int64_t)(d) * 16 + (j) % 16])
+
+static void scores_scalar(const float *q, int64_t ldq, int32_t nq, const float *kt,
+                          int32_t n_keys, int32_t hd, float *s, int64_t lds) {
+    for (int32_t r = 0; r < nq; r++)
+        for (int32_t j = 0; j < n_keys; j++) {
+            float acc = 0.0f;
+            for (int32_t d = 0; d < hd; d++) acc += q[r * ldq + d] * KT(kt, hd, j, d);
+            s[r * lds + j] = acc;
+        }
+}
+
+#if defined(__x86_64__)
+/* R queries x C vectors of 8 keys from key j0 (a multiple of 16): R * C accumulators; per
+ * dimension C key loads and R broadcasts. Lanes past n_keys are masked off. */
+T_AVX2 static inline __attribute__((always_inline)) void scores_avx2_n(
+    int R, int C, const float *q, int64_t ldq, const float *kt, int32_t n_keys, int32_t j0,
+    int32_t hd, float *s, int64_t lds) {
+    __m256i m[2];
+    for (int c = 0; c < C; c++)
+        m[c] = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_keys - (j0 + 8 * c)),
+                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const float *blk = kt + (int64_t)(j0 / 16) * hd * 16;
+    __m256 acc[4][2];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+    for (int32_t d = 0; d < hd; d++) {
+        __m256 kv[2];
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++)
+            kv[c] = _mm256_maskload_ps(blk + d * 16 + 8 * c, m[c]);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            const __m256 qv = _mm256_broadcast_ss(q + r * ldq + d);
+            _Pragma("GCC unroll 2") for (int c = 0; c < C; c++)
+                acc[r][c] = _mm256_fmadd_ps(qv, kv[c], acc[r][c]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++)
+            _mm256_maskstore_ps(s + r * lds + j0 + 8 * c, m[c], acc[r][c]);
+}
+
+T_AVX2 static void scores_avx2(const float *q, int64_t ldq, int32_t nq, const float *kt,
+                               int32_t n_keys, int32_t hd, float *s, int64_t lds) {
+    for (int32_t j0 = 0; j0 < n_keys; j0 += 16) {
+        int32_t r = 0;
+        for (; r + 4 <= nq; r += 4)
+            scores_avx2_n(4, 2, q + r * ldq, ldq, kt, n_keys, j0, hd, s + r * lds, lds);
+        for (; r < nq; r++)
+            scores_avx2_n(1, 2, q + r * ldq, ldq, kt, n_keys, j0, hd, s + r * lds, lds);
+    }
+}
+
+/* The AVX-512 form: R queries x C blocks of 16 keys from key j0 (a multiple of 16). */
+T_AVX512 static inline __attribute__((always_inline)) void scores_avx512_n(
+    int R, int C, const float *q, int64_t ldq, const float *kt, int32_t n_keys, int32_t j0,
+    int32_t hd, float *s, int64_t lds) {
+    __mmask16 m[4];
+    for (int c = 0; c < C; c++) {
+        const int32_t left = n_keys - (j0 + 16 * c);
+        m[c] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+    }
+    const float *blk = kt + (int64_t)(j0 / 16) * hd * 16;
+    __m512 acc[6][4];
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int32_t d = 0; d < hd; d++) {
+        __m512 kv[4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+            kv[c] = _mm512_maskz_loadu_ps(m[c], blk + (int64_t)c * hd * 16 + d * 16);
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            const __m512 qv = _mm512_set1_ps(q[r * ldq + d]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+                acc[r][c] = _mm512_fmadd_ps(qv, kv[c], acc[r][c]);
+        }
+    }
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+            _mm512_mask_storeu_ps(s + r * lds + j0 + 16 * c, m[c], acc[r][c]);
+}
+
+T_AVX512 static void scores_avx512(const float *q, int64_t ldq, int32_t nq, const float *kt,
+                                   int32_t n_keys, int32_t hd, float *s, int64_t lds) {
+    for (int32_t j0 = 0; j0 < n_keys; j0 += 64) {
+        int32_t r = 0;
+        for (; r + 6 <= nq; r += 6)
+            scores_avx512_n(6, 4, q + r * ldq, ldq, kt, n_keys, j0, hd, s + r * lds, lds);
+        for (; r + 2 <= nq; r += 2)
+            scores_avx512_n(2, 4, q + r * ldq, ldq, kt, n_keys, j0, hd, s + r * lds, lds);
+        for (; r < nq; r++)
+            scores_avx512_n(1, 4, q + r * ldq, ldq, kt, n_keys, j0, hd, s + r * lds, lds);
+    }
+}
+#endif
+
+void ps_attn_scores(ps_isa isa, const float *q, int64_t ldq, int32_t nq, const float *kt,
+                    int32_t n_keys, int32_t hd, float *s, int64_t lds) {
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) { scores_avx512(q, ldq, nq, kt, n_keys, hd, s, lds); return; }
+    if (isa == PS_ISA_AVX2) { scores_avx2(q, ldq, nq, kt, n_keys, hd, s, lds); return; }
+#endif
+    scores_scalar(q, ldq, nq, kt, n_keys, hd, s, lds);
+}
+
+void ps_attn_k_store(float *kt, int32_t hd, int32_t j, const float *k) {
+    for (int32_t d = 0; d < hd; d++) KT(kt, hd, j, d) = k[d];
+}
+
 void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
                 const float *v, int64_t hd, float *out, int64_t ldo) {
 #if defined(__x86_64__)

@@ -57,6 +57,17 @@ void ps_matmul_f32_serial(ps_isa isa, const float *w, int64_t ldw, int64_t n_out
                           int64_t ldy, float *acc);
 size_t ps_matmul_acc_floats(void);
 
+/* Attention scores against a K cache kept in blocks of 16 keys: key j, dimension d at
+ * kt[(j / 16) * hd * 16 + d * 16 + j % 16] (a block is hd x 16 contiguous floats; a cache of
+ * n keys needs hd * round_up(n, 16) floats). s (nq, n_keys) rows lds apart,
+ *     s[r][j] = sum over d = 0 .. hd-1, in order, of q[r * ldq + d] * k_j[d]
+ * (SIMD: one fused multiply-add per step; scalar: multiply, then add), so each score depends
+ * only on its query and key. Reads keys j < n_keys only; writes s[r][0 .. n_keys). */
+void ps_attn_scores(ps_isa isa, const float *q, int64_t ldq, int32_t nq, const float *kt,
+                    int32_t n_keys, int32_t hd, float *s, int64_t lds);
+/* Writes key j (hd floats) into that layout. */
+void ps_attn_k_store(float *kt, int32_t hd, int32_t j, const float *k);
+
 /* Attention's second product: out (nq, hd) rows ldo apart, out[q] = sum over j < n_keys[q], in
  * order, of p[q * ldp + j] * v[j] (v rows of hd floats). Bitwise the same as zeroing out[q]
  * and calling ps_axpy_f32 once per key; V rows are shared by the queries of one call. */

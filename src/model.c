@@ -478,7 +478,7 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     s->mm_stride = ps_matmul_scratch_floats(max_in);
     uint64_t kv_per_layer;
     bool ok = ps_mul_ok(dkv, (uint64_t)s->n_ctx, &kv_per_layer);
-    s->k_cache = ok ? alloc_floats(hp->n_layer, kv_per_layer, 1) : NULL;
+    s->k_cache = ok ? alloc_floats(hp->n_layer, dkv, PS_KCACHE_POS(s->n_ctx)) : NULL; /* 16-key blocks */
     s->v_cache = ok ? alloc_floats(hp->n_layer, kv_per_layer, 1) : NULL;
     s->x = alloc_floats(nb, hp->n_embd, 1);
     s->xb = alloc_floats(nb, hp->n_embd, 1);

@@ -70,11 +70,15 @@ struct ps_model {
     ps_model_info info;
 };
 
+/* Positions the K cache holds per head: n_ctx rounded up to whole blocks of 16 keys. */
+#define PS_KCACHE_POS(n_ctx) (((size_t)(n_ctx) + 15) & ~(size_t)15)
+
 /* Query positions per attention task (forward.c); sizes the attention scratch. */
 #define PS_ATT_QBLOCK 32
 
 /* Mutable per-sequence state. Buffers (float32):
- *   k_cache, v_cache: [n_layer][n_head_kv][n_ctx][head_dim]
+ *   k_cache: [n_layer][n_head_kv][PS_KCACHE_POS(n_ctx) / 16][head_dim][16] (ps_attn_scores)
+ *   v_cache: [n_layer][n_head_kv][n_ctx][head_dim]
  *   x, xb, ffn_out: (n_batch, n_embd)   q, att: (n_batch, n_head*head_dim)
  *   k, v: (n_batch, n_head_kv*head_dim)   hb, hb2: (n_batch, n_ff)
  *   mm_scratch: n_threads * mm_stride

@@ -17,7 +17,9 @@
  *     1 call on the same rows; strided x / y (ldx > k, ldy > n) give the same values and never
  *     write outside the n outputs of a row;
  *   - ps_matmul_f32_serial == ps_dot_f32 per element, and == ps_matmul on F32 weights;
- *   - ps_attn_pv == zeroing the output and one ps_axpy_f32 per key, for ragged n_keys.
+ *   - ps_attn_pv == zeroing the output and one ps_axpy_f32 per key, for ragged n_keys;
+ *   - ps_attn_scores (16-key block K layout) within the bound of the double dot, per query
+ *     independent of the others, never reading keys >= n_keys nor writing scores there.
  * Runs in about a second.
  */
 #include "check.h"
@@ -210,12 +212,70 @@ static void test_attn_pv(void) {
     free(v);
 }
 
+/* ps_attn_scores over the 16-key block layout: within the order bound of the double dot
+ * product; a query's scores do not depend on the other queries of the call (13 at once ==
+ * one at a time, bitwise); keys past n_keys are never read (NaN there stays out) and scores
+ * past n_keys never written; scalar == the plain sequential sum bitwise. */
+static void test_attn_scores(void) {
+    const int32_t nq = 13, n_keys = 75, cap = 80; /* cap: n_keys rounded up to 16 */
+    const int32_t hds[] = {128, 8, 40};
+    for (size_t h = 0; h < PS_ARRAY_LEN(hds); h++) {
+        const int32_t hd = hds[h];
+        const int64_t ldq = hd + 3, lds = 83;
+        float *q = malloc(sizeof(float) * nq * ldq), *kt = malloc(sizeof(float) * cap * hd);
+        float *k = malloc(sizeof(float) * cap * hd);
+        float *sc = malloc(sizeof(float) * nq * lds), *s1 = malloc(sizeof(float) * nq * lds);
+        for (int64_t i = 0; i < nq * ldq; i++) q[i] = frand();
+        for (int32_t j = 0; j < cap; j++)
+            for (int32_t d = 0; d < hd; d++) k[j * hd + d] = j < n_keys ? frand() : NAN;
+        for (int32_t j = 0; j < cap; j++) ps_attn_k_store(kt, hd, j, k + j * hd);
+        for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+            if (!ps_isa_supported(ISAS[i])) continue;
+            for (int64_t e = 0; e < nq * lds; e++) sc[e] = s1[e] = -7.0f;
+            ps_attn_scores(ISAS[i], q, ldq, nq, kt, n_keys, hd, sc, lds);
+            for (int32_t r = 0; r < nq; r++)
+                ps_attn_scores(ISAS[i], q + r * ldq, ldq, 1, kt, n_keys, hd, s1 + r * lds, lds);
+            CHECKF(!memcmp(sc, s1, sizeof(float) * nq * lds),
+                   "attn_scores on %s, hd %d: a query's scores depend on the others",
+                   ps_isa_name(ISAS[i]), hd);
+            int64_t bad = 0, untouched = 0, seq = 0;
+            for (int32_t r = 0; r < nq; r++) {
+                for (int32_t j = 0; j < n_keys; j++) {
+                    double exact = 0, mag = 0;
+                    float plain = 0.0f;
+                    for (int32_t d = 0; d < hd; d++) {
+                        exact += (double)q[r * ldq + d] * k[j * hd + d];
+                        mag += fabs((double)q[r * ldq + d] * k[j * hd + d]);
+                        plain += q[r * ldq + d] * k[j * hd + d];
+                    }
+                    const float got = sc[r * lds + j];
+                    if (!(fabs(got - exact) <= (hd + 2) * ldexp(1.0, -24) * mag + 1e-30)) bad++;
+                    if (got != plain) seq++;
+                }
+                for (int32_t j = n_keys; j < lds; j++) untouched += sc[r * lds + j] == -7.0f;
+            }
+            CHECKF(bad == 0, "attn_scores on %s, hd %d: %lld scores outside the bound",
+                   ps_isa_name(ISAS[i]), hd, (long long)bad);
+            CHECKF(untouched == nq * (lds - n_keys), "attn_scores on %s: wrote past n_keys",
+                   ps_isa_name(ISAS[i]));
+            if (ISAS[i] == PS_ISA_SCALAR)
+                CHECKF(seq == 0, "scalar attn_scores != sequential sum (%lld)", (long long)seq);
+        }
+        free(q);
+        free(kt);
+        free(k);
+        free(sc);
+        free(s1);
+    }
+}
+
 int main(void) {
     ps_pool *pool2 = NULL;
     CHECK(ps_pool_create(2, &pool2) == PS_OK);
     test_matmul_shapes(pool2);
     test_serial_and_dot();
     test_attn_pv();
+    test_attn_scores();
     ps_pool_free(pool2);
     return ps_test_done("matmul");
 }
