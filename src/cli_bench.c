@@ -142,7 +142,8 @@ static double matmul_weights(const ps_model *m) {
     return sum;
 }
 
-static int validate(ps_session *s, ps_pool *pool, const int32_t *tokens, int32_t k, bool json) {
+static int validate(ps_session *s, ps_pool *pool, const int32_t *tokens, int32_t n_tokens,
+                    int32_t k, bool json) {
     const ps_model *m = s->model;
     const ps_layer *L = &m->w.layers[0];
     const ps_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
@@ -161,17 +162,24 @@ static int validate(ps_session *s, ps_pool *pool, const int32_t *tokens, int32_t
             printf("check: matmul %s on %s, max rel error %.2g vs reference\n",
                    ps_ggml_type_name(mats[i]->type), ps_isa_name(s->isa), e);
     }
-    const int32_t n = PS_MIN(s->n_batch, 64), n_vocab = m->hp.n_vocab;
+    const int32_t n = PS_MIN(PS_MIN(s->n_batch, 64), PS_MIN(n_tokens, s->n_ctx)),
+                  n_vocab = m->hp.n_vocab;
+    if (n < 2) return 0; /* nothing to check the top-K kernel on */
     float *logits = ps_malloc(sizeof(float) * (size_t)n * (size_t)n_vocab);
     if (!logits) return 1;
     ps_session_reset(s);
     ps_error e;
-    bool ok = ps_session_forward(s, tokens, n, logits, &e) == PS_OK &&
-              check_topk(pool, logits, n - 1, n_vocab, tokens + 1, k);
+    if (ps_session_forward(s, tokens, n, logits, &e) != PS_OK) {
+        fprintf(stderr, "promptscore bench: forward pass for the top-K check: %s\n", e.message);
+        ps_free(logits);
+        return 1;
+    }
+    bool ok = check_topk(pool, logits, n - 1, n_vocab, tokens + 1, k);
     ps_free(logits);
     ps_session_reset(s);
     if (!ok) {
-        fprintf(stderr, "promptscore bench: top-K kernel differs from its reference\n");
+        fprintf(stderr, "promptscore bench: top-K kernel differs from its reference (%d rows)\n",
+                n - 1);
         return 1;
     }
     if (!json) printf("check: top-K (k = %d) bitwise equal to the reference\n", k);
@@ -247,10 +255,12 @@ int ps_cli_bench(int argc, char **argv) {
 
     if (!json)
         printf("model %s: %s, %d layers, %d wide, vocab %d, %s weights, %.0f MB; k = %d, "
-               "chunk %d, isa %s\n",
+               "chunk %d, isa %s (avx512bf16 %s, avx512vnni %s: not used, kernels stay exact "
+               "f32)\n",
                path, info.arch, hp->n_layer, hp->n_embd, hp->n_vocab,
                ps_ggml_type_name(model->w.layers[0].wq.type), info.file_bytes / 1048576.0, k,
-               PS_CHUNK, ps_isa_name(ps_isa_best()));
+               PS_CHUNK, ps_isa_name(ps_isa_best()), ps_cpu_has_avx512bf16() ? "yes" : "no",
+               ps_cpu_has_avx512vnni() ? "yes" : "no");
     int rc = 0;
     for (int ti = 0; ti < n_threads && !rc; ti++) {
         ps_pool *pool = NULL;
@@ -271,7 +281,7 @@ int ps_cli_bench(int argc, char **argv) {
         /* one thread: shares and tokens/s from the process's CPU time (the machine may be
          * shared); several: wall time */
         const bool cpu_clock = threads[ti] == 1;
-        if (ti == 0) rc = validate(s, pool, tokens, k, json);
+        if (ti == 0) rc = validate(s, pool, tokens, max_len, k, json);
         /* warm-up: pages the weights in and starts the pool's threads */
         ps_score_result *warm = NULL;
         ps_score_params wp = ps_score_default_params();

@@ -26,6 +26,12 @@
 #define PS_UNUSED
 #endif
 
+/* CPU features beyond the ISA levels (isa.c): AVX-512 BF16 (vdpbf16ps) and VNNI (vpdpbusd).
+ * False unless the AVX-512 level is usable. Reported by `promptscore bench`; the kernels keep
+ * exact float32 arithmetic and do not use them (see matmul.c). */
+bool ps_cpu_has_avx512bf16(void);
+bool ps_cpu_has_avx512vnni(void);
+
 /* Positions per forward pass and per top-K call: part of the definition of a score. */
 #define PS_CHUNK 256
 

@@ -44,6 +44,28 @@ static int cpu_best(void) {
     return cached;
 }
 
+/* CPUID.(EAX=7,ECX=1):EAX bit 5 = AVX512_BF16; CPUID.(EAX=7,ECX=0):ECX bit 11 = AVX512_VNNI;
+ * both also need the AVX-512 state enabled (the AVX512 ISA level). */
+bool ps_cpu_has_avx512bf16(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (cpu_best() < PS_ISA_AVX512 || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return a & (1u << 5);
+#else
+    return false;
+#endif
+}
+
+bool ps_cpu_has_avx512vnni(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (cpu_best() < PS_ISA_AVX512 || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return c & (1u << 11);
+#else
+    return false;
+#endif
+}
+
 bool ps_isa_supported(ps_isa isa) {
     if (isa == PS_ISA_AUTO || isa == PS_ISA_SCALAR) return true;
     if (isa != PS_ISA_AVX2 && isa != PS_ISA_AVX512) return false;

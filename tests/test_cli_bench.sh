@@ -49,6 +49,9 @@ check "bench table exits 0" '[ $? -eq 0 ]'
 check "table shows the checks" 'grep -q "check: matmul f32 on" "$T/table" && grep -q "check: top-K (k = 20) bitwise equal" "$T/table"'
 check "table shows one run and the RSS line" '[ $(grep -c "^ *1 *64 " "$T/table") -eq 1 ] && grep -q "^peak RSS .*(within)" "$T/table"'
 
+"$BIN" bench -m "$MODEL" -t 1 --lengths 5 > "$T/short" 2>&1
+check "a prompt shorter than the check chunk ($(tail -n 1 "$T/short"))" '[ $? -eq 0 ] && grep -q "check: top-K" "$T/short"'
+
 "$BIN" bench > /dev/null 2>&1
 check "no model: exit 2" '[ $? -eq 2 ]'
 "$BIN" bench -m "$MODEL" --lengths 0 > /dev/null 2>&1
