@@ -3,8 +3,11 @@
  * id to echo), and the result / error lines written back (see jsonl.h for the shapes).
  *
  * Parsing uses jansson; every check names the line number and what is wrong (the key, the
- * index of a bad id, both numbers of a length or range). The echoed "id" is re-serialised
- * compactly by jansson, so any JSON value round-trips. Text prompts are tokenised with the
+ * index of a bad id, both numbers of a length or range). The echoed "id" is the raw text of
+ * the value, byte for byte (a scan of the top-level object finds its span; jansson validates
+ * it), so 0.1 stays 0.1 and ids jansson alone would refuse (integers over 2^63, \u0000 in a
+ * string) pass through; the line is then parsed with that value blanked to null, padded with
+ * spaces so that error columns do not move. Text prompts are tokenised with the
  * model's tokenizer (special-token text stays plain text); id lists are taken verbatim.
  */
 #include "jsonl.h"
@@ -78,7 +81,7 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
         return bad(req, PS_ERR_FORMAT, NULL, "line %lld: expected a JSON object, got %s",
                    (long long)ln, type_name(root));
     json_t *id = json_object_get(root, "id");
-    if (id) {
+    if (id && !req->id_json) { /* only when no raw span was found (e.g. an escaped key) */
         char *s = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
         if (!s) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)ln);
         req->id_json = ps_strdup(s);
@@ -156,14 +159,119 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
     return PS_OK;
 }
 
+/* Span scanning for the raw "id": these only find boundaries on well-formed input (NULL on
+ * anything unexpected); validity is jansson's business. */
+static const char *skip_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+    return p;
+}
+
+/* p at '"': the byte after the closing quote. */
+static const char *skip_string(const char *p, const char *end) {
+    for (p++; p < end; p++) {
+        if (*p == '\\') {
+            p++;
+        } else if (*p == '"') {
+            return p + 1;
+        }
+    }
+    return NULL;
+}
+
+static const char *skip_value(const char *p, const char *end) {
+    if (p >= end) return NULL;
+    if (*p == '"') return skip_string(p, end);
+    if (*p == '{' || *p == '[') {
+        size_t depth = 0;
+        while (p < end) {
+            if (*p == '"') {
+                p = skip_string(p, end);
+                if (!p) return NULL;
+                continue;
+            }
+            if (*p == '{' || *p == '[') depth++;
+            if (*p == '}' || *p == ']') {
+                if (--depth == 0) return p + 1;
+            }
+            p++;
+        }
+        return NULL;
+    }
+    const char *q = p;
+    while (q < end && !strchr(",}] \t\r\n", *q)) q++;
+    return q > p ? q : NULL;
+}
+
+/* The byte span [*v0, *v1) of the last top-level "id" value of the object in line, if any. */
+static bool find_id_span(const char *line, size_t len, const char **v0, const char **v1) {
+    const char *p = line, *end = line + len;
+    bool found = false;
+    p = skip_ws(p, end);
+    if (p >= end || *p != '{') return false;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}') return false;
+    for (;;) {
+        if (p >= end || *p != '"') return false;
+        const char *k = p;
+        p = skip_string(p, end);
+        if (!p) return false;
+        bool is_id = p - k == 4 && memcmp(k, "\"id\"", 4) == 0;
+        p = skip_ws(p, end);
+        if (p >= end || *p != ':') return false;
+        p = skip_ws(p + 1, end);
+        const char *a = p;
+        p = skip_value(p, end);
+        if (!p) return false;
+        if (is_id) {
+            *v0 = a;
+            *v1 = p;
+            found = true;
+        }
+        p = skip_ws(p, end);
+        if (p < end && *p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        return p < end && *p == '}' && found;
+    }
+}
+
 ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
                          const ps_jsonl_limits *lim, ps_jsonl_req *req) {
     memset(req, 0, sizeof *req);
     json_error_t je;
+    const char *v0 = NULL, *v1 = NULL;
+    char *blanked = NULL;
+    if (find_id_span(line, len, &v0, &v1)) {
+        size_t n = (size_t)(v1 - v0);
+        /* ints as reals: only validity matters here, and integers past 2^63 are valid JSON */
+        json_t *idv = json_loadb(v0, n, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
+        if (idv) {
+            json_decref(idv);
+            req->id_json = ps_malloc(n + 1);
+            if (!req->id_json) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
+            memcpy(req->id_json, v0, n);
+            req->id_json[n] = '\0';
+            if (n >= 4) { /* "null" and spaces in its place: same length, same error columns */
+                blanked = ps_malloc(len);
+                if (!blanked) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
+                memcpy(blanked, line, len);
+                size_t off = (size_t)(v0 - line);
+                memset(blanked + off, ' ', n);
+                memcpy(blanked + off, "null", 4);
+                line = blanked;
+            }
+        }
+    }
     json_t *root = json_loadb(line, len, 0, &je);
+    ps_free(blanked);
+    if (!root) {
+        ps_free(req->id_json); /* the line is not JSON: its error line carries id null */
+        req->id_json = NULL;
     if (!root)
         return bad(req, PS_ERR_FORMAT, NULL, "line %lld: invalid JSON at column %d: %s",
                    (long long)lineno, je.column, je.text);
+    }
     ps_status st = parse_root(root, lineno, lim, req);
     json_decref(root);
     return st;

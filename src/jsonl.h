@@ -22,7 +22,7 @@ typedef struct {
 } ps_jsonl_limits;
 
 typedef struct {
-    char *id_json;          /* the line's "id" as compact JSON, or NULL (written as null) */
+    char *id_json;          /* the line's "id" value as written (raw bytes), or NULL (null) */
     int32_t *ids;           /* n tokens, in range, 1 <= n <= n_ctx (when ok) */
     int32_t n;
     int32_t k;              /* 0 <= k <= n_vocab */

@@ -121,6 +121,44 @@ sys.exit(1 if fails else 0)
 EOF
 if python3 "$T/check.py" "$T/out.jsonl" >"$T/py" 2>&1; then ok; else bad "output checks:"; cat "$T/py"; fi
 
+# ---- "id" comes back byte for byte, whatever JSON it is --------------------------------------
+# (jansson would re-serialise 0.1 as 0.10000000000000001, refuse integers over 2^63 and
+# \u0000 in strings; the raw text of the value is echoed instead)
+cat > "$T/ids.jsonl" <<'EOF'
+{"id": 0.1, "prompt": [1, 403]}
+{"id":1.5e300,"prompt":[1,403]}
+{"id": 12345678901234567890, "prompt": [1, 403]}
+{"id": "a\u0000b\"c\\d\u00e9", "prompt": [1, 403]}
+{"id": {"x": [1, {"y": null}], "z": -0.0}, "prompt": [1, 403]}
+{"prompt": [1, 403], "id": [ ], "logprobs": 0}
+{"id": null, "prompt": [1, 403]}
+{"prompt": [1, 403]}
+{"id": 1, "id": 2, "prompt": [1, 403]}
+{"id": 0.1, "prompt": [1, 9999]}
+{"id": 1e99999, "prompt": [1, 403]}
+{"id": "\ud800", "prompt": [1, 403]}
+EOF
+"$BIN" score -m "$MODEL" -i "$T/ids.jsonl" -o "$T/ids.out" 2>/dev/null
+python3 - "$T/ids.out" >"$T/ids.py" 2>&1 <<'EOF'
+import json, sys
+lines = open(sys.argv[1], 'rb').read().split(b'\n')[:-1]
+want = [b'0.1', b'1.5e300', b'12345678901234567890', b'"a\\u0000b\\"c\\\\d\\u00e9"',
+        b'{"x": [1, {"y": null}], "z": -0.0}', b'[ ]', b'null', b'null', b'2', b'0.1']
+fails = []
+if len(lines) != 12: fails.append('%d lines' % len(lines))
+for i, w in enumerate(want):
+    if not lines[i].startswith(b'{"id":' + w + b','): fails.append('line %d: %r' % (i + 1, lines[i][:60]))
+for i in range(12):
+    try: o = json.loads(lines[i])
+    except Exception as e: fails.append('line %d not JSON: %s' % (i + 1, e)); continue
+    if i < 9 and 'logprobs' not in o: fails.append('line %d not scored: %r' % (i + 1, lines[i][:200]))
+if b'"error"' not in lines[9]: fails.append('line 10 should be an error line')
+for i in (10, 11):  # not valid for the parser: error line, id null
+    if not lines[i].startswith(b'{"id":null,"error"'): fails.append('line %d: %r' % (i + 1, lines[i][:80]))
+print('\n'.join(fails)); sys.exit(1 if fails else 0)
+EOF
+if [ $? -eq 0 ]; then ok; else bad "ids echoed verbatim:"; cat "$T/ids.py"; fi
+
 # ---- pipes, --no-bos, --logprobs, threads ---------------------------------------------------
 printf '{"id":1,"prompt":"Once upon a time"}\n' | "$BIN" score -m "$MODEL" --no-bos --logprobs 3 -t 2 \
     >"$T/nobos.jsonl" 2>/dev/null
