@@ -98,7 +98,10 @@ static void describe(const json_t *v, char *out, size_t cap) {
     case JSON_ARRAY: snprintf(out, cap, "an array"); break;
     case JSON_OBJECT: snprintf(out, cap, "an object"); break;
     case JSON_INTEGER: snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); break;
-    case JSON_REAL: snprintf(out, cap, "%.17g", json_real_value(v)); break;
+    case JSON_REAL: /* 2.0 reads "2.0", not "2": the message must show why it is no integer */
+        snprintf(out, cap, "%.17g", json_real_value(v));
+        if (!strpbrk(out, ".eEin")) snprintf(out + strlen(out), cap - strlen(out), ".0");
+        break;
     default: snprintf(out, cap, "an unknown value"); break;
     }
 }

@@ -750,7 +750,9 @@ int main(void) {
         {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"logprobs\": -1}", 400, "logprobs",
          NULL, NULL},
         {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"logprobs\": 2.0}", 400, "logprobs",
-         NULL, NULL},
+         NULL, "got 2.0"}, /* not "got 2": the message must show why 2.0 is not an integer */
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"max_tokens\": 1.0}", 400,
+         "max_tokens", NULL, "got 1.0"},
         {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"logprobs\": 129}", 400, "logprobs",
          NULL, "128"},
         {"POST", "/v1/completions", "{\"prompt\": \"\"}", 400, "prompt", NULL, "empty"},
