@@ -230,6 +230,18 @@ static ps_status topk_rows(const ps_session *s, const ps_score_params *p, const 
     ps_error e;
     ps_error_clear(&e);
     ps_status st = ps_topk_compute(&tp, &lg, &out, &e);
+    if (st == PS_ERR_NAN) { /* name the position and the token id, not the chunk's row */
+        for (int32_t j = 0; j < n_rows; j++) {
+            const float *row = logits + (size_t)j * (size_t)n_vocab;
+            for (int32_t c = 0; c < n_vocab; c++) {
+                if (isnan(row[c]) || (isinf(row[c]) && row[c] > 0))
+                    return ps_fail(err, st, -1,
+                                   "the logits after position %d (the distribution of token %d) "
+                                   "hold %s at token id %d: the model computes non-finite values",
+                                   pos0 + j, entry0 + j, isnan(row[c]) ? "NaN" : "+inf", c);
+            }
+        }
+    }
     if (st != PS_OK)
         return ps_fail(err, st, -1, "scoring positions %d..%d: %s", pos0, pos0 + n_rows - 1,
                        e.message);

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "genmodel.h"
 #include "json.h"
+#include "model.h"
 
 #include <math.h>
 #include <sys/resource.h>
@@ -528,6 +529,68 @@ static void test_peak_memory(void) {
     unlink(path);
 }
 
+
+/* A NaN logit is an error that names the position (not the row of the chunk it fell in) and
+ * the token id. A generated model whose embedding row of token 300 is NaN: the first NaN
+ * logits are those after position 270 (where token 300 sits), in the second chunk. */
+static void test_nan_position(void) {
+    char path[] = "/tmp/ps-test-score-nan-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        SKIP("no temp file");
+        return;
+    }
+    close(fd);
+    ps_genmodel_params gp = ps_genmodel_default_params(); /* tiny: F32, vocab 512, ctx 512 */
+    ps_error e;
+    void *buf = NULL;
+    long size = 0;
+    FILE *f = NULL;
+    if (ps_genmodel_write(&gp, path, &e) == PS_OK && (f = fopen(path, "rb")) &&
+        fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)size)) && fread(buf, 1, (size_t)size, f) == (size_t)size) {
+        ps_gguf *g = NULL;
+        ps_model *m = NULL;
+        ps_session *s = NULL;
+        ps_score_result *r = NULL;
+        CHECK(ps_gguf_open_memory(buf, (size_t)size, &g, &e) == PS_OK);
+        const ps_gguf_tensor *t = g ? ps_gguf_find_tensor(g, "token_embd.weight") : NULL;
+        CHECK(t && t->type == PS_GGML_F32);
+        if (t && t->type == PS_GGML_F32) {
+            float *row = (float *)((char *)buf + ((const char *)t->data - (const char *)buf)) +
+                         300 * t->ne[0];
+            for (int64_t i = 0; i < t->ne[0]; i++) row[i] = NAN;
+            ps_model_params mp = ps_model_default_params();
+            CHECK(ps_model_load_gguf(g, "nan", &mp, &m, &e) == PS_OK);
+            g = NULL; /* owned by the model now */
+            ps_session_params sp = ps_session_default_params();
+            if (m && ps_session_create(m, &sp, &s, &e) == PS_OK) {
+                int32_t ids[280];
+                for (int i = 0; i < 280; i++) ids[i] = 3 + i % 200;
+                ids[270] = 300;
+                ps_score_params p = ps_score_default_params();
+                ps_status st = ps_score_tokens(s, ids, 280, &p, &r, &e);
+                CHECKF(st == PS_ERR_NAN && r == NULL, "status %d", (int)st);
+                CHECKF(strstr(e.message, "after position 270") && strstr(e.message, "NaN"),
+                       "message should name position 270: %s", e.message);
+                /* generation: the row after the last prompt position */
+                p.max_tokens = 3;
+                st = ps_score_tokens(s, ids, 271, &p, &r, &e);
+                CHECKF(st == PS_ERR_NAN && strstr(e.message, "after position 270"),
+                       "generation: %s", e.message);
+            }
+        }
+        ps_session_free(s);
+        ps_model_free(m);
+        ps_gguf_close(g);
+    } else {
+        CHECKF(0, "could not write and read back a generated model at %s", path);
+    }
+    if (f) fclose(f);
+    free(buf);
+    unlink(path);
+}
+
 int main(void) {
     g_shared = ps_test_shared();
     if (g_shared) {
@@ -558,6 +621,7 @@ int main(void) {
     } else {
         SKIP("stories260K tests: no ../shared");
     }
+    test_nan_position();
     test_peak_memory();
     return ps_test_done("score");
 }
