@@ -92,10 +92,19 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
     req->k = lim->default_k;
     json_t *jk = json_object_get(root, "logprobs");
     if (jk && !json_is_null(jk)) {
-        if (!json_is_integer(jk) || json_integer_value(jk) < 0)
+        if (!json_is_integer(jk) || json_integer_value(jk) < 0) {
+            char d[48]; /* the value as written: -2, 2.0 (a real is no integer), a string */
+            if (json_is_integer(jk)) {
+                snprintf(d, sizeof d, "%lld", (long long)json_integer_value(jk));
+            } else if (json_is_real(jk)) {
+                snprintf(d, sizeof d, "%.17g", json_real_value(jk));
+                if (!strpbrk(d, ".eEin")) snprintf(d + strlen(d), sizeof d - strlen(d), ".0");
+            } else {
+                snprintf(d, sizeof d, "%s", type_name(jk));
+            }
             return bad(req, PS_ERR_FORMAT, "logprobs",
-                       "line %lld: logprobs must be an integer >= 0, got %s", (long long)ln,
-                       json_is_integer(jk) ? "a negative number" : type_name(jk));
+                       "line %lld: logprobs must be an integer >= 0, got %s", (long long)ln, d);
+        }
         if (json_integer_value(jk) > lim->n_vocab)
             return bad(req, PS_ERR_FORMAT, "logprobs",
                        "line %lld: logprobs %lld exceeds the vocabulary size %d", (long long)ln,

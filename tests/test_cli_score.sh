@@ -159,6 +159,11 @@ print('\n'.join(fails)); sys.exit(1 if fails else 0)
 EOF
 if [ $? -eq 0 ]; then ok; else bad "ids echoed verbatim:"; cat "$T/ids.py"; fi
 
+# ---- a bad logprobs is shown as written ---------------------------------------------------------
+printf '%s\n' '{"id":1,"prompt":[1,403],"logprobs":-2}' '{"id":2,"prompt":[1,403],"logprobs":2.0}' \
+    '{"id":3,"prompt":[1,403],"logprobs":"5"}' | "$BIN" score -m "$MODEL" >"$T/k.out" 2>/dev/null
+check "bad logprobs messages show the value (-2, 2.0, a string)" 'grep -q "got -2\"" "$T/k.out" && grep -q "got 2.0\"" "$T/k.out" && grep -q "got a string\"" "$T/k.out"'
+
 # ---- pipes, --no-bos, --logprobs, threads ---------------------------------------------------
 printf '{"id":1,"prompt":"Once upon a time"}\n' | "$BIN" score -m "$MODEL" --no-bos --logprobs 3 -t 2 \
     >"$T/nobos.jsonl" 2>/dev/null
