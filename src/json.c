@@ -425,7 +425,16 @@ static bool scratch_seen(topmap_scratch *sc, size_t e) {
 }
 
 /* Entries of row i for top_logprobs/top_ids: the top K ids (skipping -1 padding), then the
- * scored token when it is not among them. Returns the count; ids/lps point to scratch. */
+ * scored token when it is not among them. Returns the count; ids/lps point to scratch.
+ *
+ * Order: the kernel's rank order, i.e. by LOGIT descending, equal logits by ascending id
+ * (CONTRACT.md section 6). CONTRACT section 2's "sorted by logprob descending, ties by
+ * ascending id" is read as that: two logits one ulp apart can round to the same logprob
+ * after subtracting the logsumexp (measured: ~40 such pairs in the 512-wide rows of a
+ * 10-token stories260K prompt), and they stay in logit order, larger logit first, whatever
+ * their ids. Not re-sorted on purpose: the first key with the largest value is then the
+ * model's true argmax, which is what lm-eval <= 0.4.2 compares with tokens[i], and the set
+ * is the K largest logits either way. */
 static size_t row_entries(const ps_score_result *r, int32_t i, int32_t *ids, float *lps) {
     size_t n = 0;
     bool have = false;
