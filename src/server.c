@@ -797,12 +797,24 @@ static void append_sanitized(ps_buf *b, const char *s, size_t n) {
     }
 }
 
-/* The choice's text: with echo the display text of the prompt's tokens, then the generated
- * text (the tokens' bytes, cut at the stop string or before EOS when generation stopped). */
+/* The choice's text. Without echo: the generated text (the tokens' bytes decoded together,
+ * so a character split over byte tokens comes out whole; cut at the stop string or before
+ * EOS when generation stopped). With echo: the display text of every token, prompt and
+ * generated (CONTRACT.md section 2: text is the concatenation of tokens, so text_offset
+ * holds); when a stop string begins inside the last generated token, only that token's
+ * bytes before it (a token that is cut keeps its whole text in tokens[]). */
 static void choice_text(ps_server *s, const ps_completion_req *r, const ps_score_result *res,
                         ps_buf *text) {
-    if (r->echo)
-        for (int32_t i = 0; i < res->n_prompt; i++) ps_token_text(text, s->vocab, res->tokens[i]);
+    if (r->echo) {
+        bool cut = res->finish == PS_FINISH_STOP && res->stop_text_len >= 0 && res->n_gen > 0;
+        int32_t whole = cut ? res->n_total - 1 : res->n_total;
+        for (int32_t i = 0; i < whole; i++) ps_token_text(text, s->vocab, res->tokens[i]);
+        const char *bytes;
+        size_t n;
+        if (cut && ps_vocab_token_bytes(s->vocab, res->tokens[whole], &bytes, &n) == PS_OK)
+            append_sanitized(text, bytes, PS_MIN(n, (size_t)res->stop_text_len));
+        return;
+    }
     if (res->n_gen == 0) return;
     ps_buf gen;
     ps_buf_init(&gen);

@@ -724,6 +724,48 @@ int main(void) {
         free(b);
     }
 
+    /* ---- echo + generation: text is the concatenation of tokens, generated ones included.
+     * Near-uniform sampling (temperature 100) emits lone byte tokens back to back: each is
+     * its own U+FFFD in tokens, so text must not merge them (or join bytes into a character
+     * that no token shows). With a stop string, text ends before it, inside the last token. */
+    {
+        int n_cases = 0;
+        for (int seed = 1; seed <= 6; seed++) {
+            char body[256];
+            snprintf(body, sizeof body,
+                     "{\"prompt\":[1],\"echo\":true,\"max_tokens\":60,\"temperature\":100,"
+                     "\"seed\":%d,\"logprobs\":0%s}",
+                     seed, seed == 6 ? ",\"stop\":[\"e\"]" : "");
+            CHECK(http(port, "POST", "/v1/completions", body, &r) && r.status == 200);
+            j = parse(&r);
+            json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+            json_t *toks = json_object_get(json_object_get(c0, "logprobs"), "tokens");
+            const char *text = json_string_value(json_object_get(c0, "text"));
+            const char *fr = json_string_value(json_object_get(c0, "finish_reason"));
+            char cat[8192] = "";
+            size_t nt = json_array_size(toks), len = 0, len_but_last = 0;
+            for (size_t i = 0; i < nt; i++) {
+                const char *t = json_string_value(json_array_get(toks, i));
+                if (i + 1 == nt) len_but_last = len;
+                len += (size_t)snprintf(cat + len, sizeof cat - len, "%s", t ? t : "");
+                if (len >= sizeof cat) len = sizeof cat - 1;
+            }
+            if (text && fr && !strcmp(fr, "stop")) { /* cut inside or right after the last token */
+                CHECKF(strlen(text) >= len_but_last && strlen(text) <= len &&
+                           !strncmp(text, cat, strlen(text)) && !strchr(text + 4, 'e'),
+                       "seed %d, stop: text '%s' is not the tokens' text cut before 'e': '%s'",
+                       seed, text, cat);
+            } else {
+                CHECKF(text && !strcmp(text, cat), "seed %d: text '%s' != tokens '%s'", seed,
+                       text ? text : "(none)", cat);
+            }
+            n_cases++;
+            json_decref(j);
+            resp_free(&r);
+        }
+        CHECK(n_cases == 6);
+    }
+
     /* ---- bad inputs: status + OpenAI error, and the next good request is unchanged ---- */
     struct {
         const char *method, *path, *body;
