@@ -120,7 +120,9 @@ static json_t *load_object(const char *body, size_t len, ps_http_error *e) {
         return NULL;
     }
     json_error_t jerr;
-    json_t *root = json_loadb(body, len, JSON_DECODE_ANY, &jerr);
+    /* U+0000 is valid JSON text (a prompt may hold the byte 0); strings are used with their
+     * lengths, and the few kept as C strings (model, stop) are checked for it */
+    json_t *root = json_loadb(body, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
     if (!root) {
         ps_http_fail(e, 400, NULL, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
                      jerr.column, jerr.text);
@@ -203,7 +205,7 @@ static bool check_model(json_t *root, const ps_req_limits *lim, ps_http_error *e
         return ps_http_fail(e, 400, "model", NULL, "model must be a string, got %s", d);
     }
     const char *name = lim->model_name ? lim->model_name : "";
-    if (strcmp(json_string_value(v), name) != 0)
+    if (json_string_length(v) != strlen(name) || strcmp(json_string_value(v), name) != 0)
         return ps_http_fail(e, 404, "model", "model_not_found",
                             "The model '%.120s' does not exist: this server serves '%.120s'",
                             json_string_value(v), name);
@@ -304,6 +306,9 @@ static bool parse_stop(json_t *root, ps_completion_req *r, ps_http_error *e) {
             return ps_http_fail(e, 400, "stop", NULL, "stop[%zu] must be a string, got %s", i, d);
         }
         if (json_string_length(s) == 0) continue; /* an empty stop string never matches */
+        if (memchr(json_string_value(s), 0, json_string_length(s)))
+            return ps_http_fail(e, 400, "stop", NULL,
+                                "stop[%zu] contains U+0000, which a stop string cannot hold", i);
         char *copy = ps_strndup(json_string_value(s), json_string_length(s));
         if (!copy) return ps_http_fail(e, 500, NULL, NULL, "out of memory reading stop");
         r->stop[r->n_stop++] = copy;

@@ -214,7 +214,7 @@ static bool http(int port, const char *method, const char *path, const char *bod
 }
 
 static json_t *parse(const resp *r) {
-    return r->body ? json_loadb(r->body, r->len, 0, NULL) : NULL;
+    return r->body ? json_loadb(r->body, r->len, JSON_ALLOW_NUL, NULL) : NULL;
 }
 
 /* The answer without its per-request fields (id, created), as canonical text. */
@@ -766,6 +766,31 @@ int main(void) {
         CHECK(n_cases == 6);
     }
 
+    /* ---- a prompt holding U+0000 is valid JSON text: scored (its byte token), not a 400 ---- */
+    {
+        CHECK(http(port, "POST", "/v1/completions",
+                   "{\"prompt\": \"a\\u0000b\", \"echo\": true, \"max_tokens\": 0, \"logprobs\": 0}",
+                   &r));
+        CHECKF(r.status == 200 && r.body && strstr(r.body, "\"tokens\":[\"<s>\",\" a\",\"\\u0000\",\"b\"]"),
+               "NUL in a prompt: %ld %s", r.status, r.body ? r.body : "");
+        resp_free(&r);
+        /* (jansson refuses U+0000 in object keys, as top_logprobs has here: parse without) */
+        CHECK(http(port, "POST", "/v1/completions",
+                   "{\"prompt\": \"a\\u0000b\", \"echo\": true, \"max_tokens\": 0}", &r));
+        j = parse(&r);
+        json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+        json_t *text = json_object_get(c0, "text");
+        CHECKF(json_is_string(text) && json_string_length(text) >= 3 &&
+                   memchr(json_string_value(text), 0, json_string_length(text)),
+               "the NUL is in the echoed text: %s", r.body ? r.body : "(none)");
+        json_decref(j);
+        resp_free(&r);
+        CHECK(http(port, "POST", "/tokenize", "{\"prompt\": \"a\\u0000b\", \"add_special_tokens\": false}", &r));
+        CHECKF(r.status == 200 && r.body && strstr(r.body, "\"count\":3"), "tokenize NUL: %s",
+               r.body ? r.body : "");
+        resp_free(&r);
+    }
+
     /* ---- bad inputs: status + OpenAI error, and the next good request is unchanged ---- */
     struct {
         const char *method, *path, *body;
@@ -808,6 +833,10 @@ int main(void) {
          NULL},
         {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"max_tokens\": 2047}", 400, "prompt",
          "context_length_exceeded", "2048"},
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"model\": \"stories\\u0000x\"}", 404,
+         "model", "model_not_found", NULL}, /* not the served name cut at the NUL */
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"stop\": [\"a\", \"b\\u0000c\"]}", 400,
+         "stop", NULL, "stop[1]"},
         {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"model\": \"gpt-4\"}", 404, "model",
          "model_not_found", "gpt-4"},
         {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"model\": 7}", 400, "model", NULL, NULL},
