@@ -272,7 +272,7 @@ ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
             }
         }
     }
-    json_t *root = json_loadb(line, len, 0, &je);
+    json_t *root = json_loadb(line, len, JSON_ALLOW_NUL, &je); /* U+0000 is text; lengths used */
     ps_free(blanked);
     if (!root) {
         ps_free(req->id_json); /* the line is not JSON: its error line carries id null */

@@ -164,6 +164,10 @@ printf '%s\n' '{"id":1,"prompt":[1,403],"logprobs":-2}' '{"id":2,"prompt":[1,403
     '{"id":3,"prompt":[1,403],"logprobs":"5"}' | "$BIN" score -m "$MODEL" >"$T/k.out" 2>/dev/null
 check "bad logprobs messages show the value (-2, 2.0, a string)" 'grep -q "got -2\"" "$T/k.out" && grep -q "got 2.0\"" "$T/k.out" && grep -q "got a string\"" "$T/k.out"'
 
+# ---- U+0000 in a text prompt is text (its byte token), as on the server -----------------------
+printf '%s\n' '{"id":1,"prompt":"a\u0000b","logprobs":0}' | "$BIN" score -m "$MODEL" >"$T/nul.out" 2>/dev/null
+check "a prompt holding U+0000 is scored" 'grep -q "\"tokens\":\[\"<s>\",\" a\",\"\\\\u0000\",\"b\"\]" "$T/nul.out"'
+
 # ---- pipes, --no-bos, --logprobs, threads ---------------------------------------------------
 printf '{"id":1,"prompt":"Once upon a time"}\n' | "$BIN" score -m "$MODEL" --no-bos --logprobs 3 -t 2 \
     >"$T/nobos.jsonl" 2>/dev/null
