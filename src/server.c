@@ -124,8 +124,14 @@ static json_t *load_object(const char *body, size_t len, ps_http_error *e) {
      * lengths, and the few kept as C strings (model, stop) are checked for it */
     json_t *root = json_loadb(body, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
     if (!root) {
-        ps_http_fail(e, 400, NULL, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
-                     jerr.column, jerr.text);
+        if (json_error_code(&jerr) == json_error_numeric_overflow) /* valid JSON, too large */
+            ps_http_fail(e, 400, NULL, NULL,
+                         "the number at line %d, column %d does not fit (integers must fit in "
+                         "64 bits, reals in a double): %s",
+                         jerr.line, jerr.column, jerr.text);
+        else
+            ps_http_fail(e, 400, NULL, NULL, "malformed JSON at line %d, column %d: %s",
+                         jerr.line, jerr.column, jerr.text);
         return NULL;
     }
     if (!json_is_object(root)) {

@@ -830,7 +830,9 @@ int main(void) {
         {"POST", "/v1/completions", "{\"prompt\": [1, 512]}", 400, "prompt", NULL, "512"},
         {"POST", "/v1/completions", "{\"prompt\": [[1], [1, -3]]}", 400, "prompt", NULL, "-3"},
         {"POST", "/v1/completions", "{\"prompt\": [1, 99999999999999999999]}", 400, NULL, NULL,
-         NULL},
+         "does not fit"}, /* valid JSON: not "malformed JSON" */
+        {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"seed\": 1e999}", 400, NULL, NULL,
+         "does not fit"},
         {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"max_tokens\": 2047}", 400, "prompt",
          "context_length_exceeded", "2048"},
         {"POST", "/v1/completions", "{\"prompt\": [1, 2], \"model\": \"stories\\u0000x\"}", 404,
