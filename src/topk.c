@@ -180,6 +180,11 @@ static row_sum row_pass(kernels k, const void *row, ps_dtype dt, int64_t n, floa
     if (rs.bad) rs.lse = NAN;
     else if (M == -INFINITY) rs.lse = -INFINITY;
     else rs.lse = (float)((double)R + log_canon((double)S[0]));
+    /* The exact logsumexp is at least the row maximum. When the maximum lies far above the
+     * first shift, the rounding of x - R and of the exp can leave the lse one ulp below it,
+     * which would give the top token a positive logprob: raise it to the maximum (a pure
+     * function of the row, so every path still gives the same bits). */
+    if (rs.lse < M) rs.lse = M;
     return rs;
 }
 

@@ -16,7 +16,9 @@
  *     <= 64 (no overflow: 2^31 * e^64 < FLT_MAX) and the data is read once, except in the
  *     rare chunk whose maximum jumps 64 above everything before it;
  *   - at the end a fixed pairwise tree over the 64 lane sums, and lse = R + log(sum) in
- *     double, rounded once to float (sum >= 1: the maximum's own term is >= exp(0) = 1).
+ *     double, rounded once to float (sum >= 1: the maximum's own term is >= exp(0) = 1),
+ *     then raised to the row maximum M if rounding left it below (the exact lse is >= M, and
+ *     so every logprob is <= 0).
  * Because each lane sees its elements in the same order and every exp is the same sequence of
  * fused multiply-adds, the scalar, AVX2 and AVX-512 paths give the same bits.
  */
