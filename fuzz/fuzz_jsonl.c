@@ -77,7 +77,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         /* "\u0000" is valid JSON but jansson refuses it in object keys: check the structure
          * with it read as "\u0001" (in place: b is not used afterwards) */
         for (char *q = b.data; (q = strstr(q, "\\u0000")) != NULL; q += 6) q[5] = '1';
-        json_t *j = json_loadb(b.data, b.len, 0, &je);
+        /* the id is echoed verbatim: integers past 2^63 are valid JSON that jansson reads
+         * only as reals */
+        json_t *j = json_loadb(b.data, b.len, JSON_DECODE_INT_AS_REAL, &je);
         if (!json_is_object(j)) abort();
         if (n_entries >= 0) {
             json_t *lp = json_object_get(j, "logprobs");
