@@ -83,7 +83,7 @@ static const pre_tokenizer PRE_TOKENIZERS[] = {
     {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}, false, false},
     {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b", {"\\p{N}", RE_GPT2}, false,
      false},
-    {"gpt-2|phi-2|roberta-bpe|mpt|olmo|jais", {RE_GPT2}, false, false},
+    {"gpt-2|gpt-neox|phi-2|roberta-bpe|mpt|olmo|jais", {RE_GPT2}, false, false},
     {"qwen2|stablelm2|megrez", {RE_QWEN2}, false, false},
     {"poro-chat|bloom|gpt3-finnish", {" ?[^(\\s|.,!?…。，、।۔،)]+"}, false, false},
     {"viking", {" ?[^(\\s|.,!?…。，、।۔،)]+", "\\p{N}"}, false, false},
@@ -92,7 +92,7 @@ static const pre_tokenizer PRE_TOKENIZERS[] = {
 /* For error messages (the most used first). */
 static const char PRE_NAMES[] =
     "default, gpt-2, llama-bpe (llama3, llama-v3), qwen2, deepseek-llm, deepseek-coder, falcon, "
-    "starcoder, refact, mpt, smollm, dbrx, smaug-bpe, falcon3, command-r, stablelm2, olmo, "
+    "starcoder, refact, mpt, gpt-neox, smollm, dbrx, smaug-bpe, falcon3, command-r, stablelm2, olmo, "
     "poro-chat, viking, codeshell, exaone, bloom, jais, phi-2, ...";
 
 /* llama.cpp's whitespace set, as the body of a character class. */

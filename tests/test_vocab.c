@@ -397,6 +397,19 @@ static void test_built(void) {
     }
     ps_gguf_writer_free(w);
 
+    /* every pre-tokenizer name the project promises loads */
+    static const char *const promised[] = {"default", "gpt-2", "llama-bpe", "qwen2",
+        "deepseek-llm", "deepseek-coder", "falcon", "starcoder", "refact", "mpt", "gpt-neox",
+        "smollm"};
+    for (size_t i = 0; i < sizeof promised / sizeof promised[0]; i++) {
+        w = tiny_bpe(promised[i]);
+        ps_status st = load_built(w, &v, &err);
+        CHECKF(st == PS_OK, "pre-tokenizer %s: %s", promised[i], err.message);
+        ps_vocab_free(v);
+        v = NULL;
+        ps_gguf_writer_free(w);
+    }
+
     w = tiny_bpe("klingon-9000");
     CHECK(load_built(w, &v, &err) == PS_ERR_UNSUPPORTED);
     CHECKF(strstr(err.message, "klingon-9000") && strstr(err.message, "qwen2") &&
