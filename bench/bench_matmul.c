@@ -3,7 +3,10 @@
  * shapes of a Qwen3-0.6B-shaped model, m = 256 activation rows:
  *     (n, k) = (2048,1024) q, (1024,1024) k/v, (1024,2048) o, (3072,1024) gate/up,
  *              (1024,3072) down, (151936,1024) output
- * next to OpenBLAS cblas_sgemm on f32 weights of the same shape, in the same run.
+ * next to OpenBLAS cblas_sgemm on f32 weights of the same shape, in the same run. Q8_0 runs the
+ * int8 kernel (activations quantised to Q8_0 blocks per call; AVX-512 VNNI vpdpbusd when the CPU
+ * has it, else AVX2 maddubs) and is validated against ps_matmul_ref's Q8_0 form (the same
+ * activation quantisation, sums in double).
  *
  * Every kernel is first validated against ps_matmul_ref on the first 48 weight rows (max
  * relative error printed, exit 1 above 1e-5), then timed: the median of several runs (at least
@@ -150,8 +153,11 @@ int main(int argc, char **argv) {
     const int64_t m = 256;
     const size_t n_shapes = sizeof shapes / sizeof shapes[0] - (with_output ? 0 : 1);
     if (!json)
-        printf("bench_matmul: m = %lld, %d thread(s), isa %s; GFLOP/s (median, %s time)\n",
-               (long long)m, threads, ps_isa_name(isa), use_cpu_time ? "CPU" : "wall");
+        printf("bench_matmul: m = %lld, %d thread(s), isa %s (q8_0: %s); GFLOP/s (median, %s "
+               "time)\n", (long long)m, threads, ps_isa_name(isa),
+               isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni() ? "avx512-vnni int8"
+               : isa == PS_ISA_SCALAR ? "scalar int8" : "avx2 int8",
+               use_cpu_time ? "CPU" : "wall");
     int rc = 0;
     for (size_t s = 0; s < n_shapes; s++) {
         const int64_t n = shapes[s].n, k = shapes[s].k;

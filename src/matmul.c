@@ -36,8 +36,21 @@
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
+/* Per-thread scratch, in floats: [tile | quantised activations | accumulators]. The tile holds
+ * 16 rows converted to float32 or (Q8_0) the packed int8 tile; the activation slot holds
+ * MM_ROWS rows of Q8_0-quantised activations (bytes, then scales). */
+static size_t tile_floats(int64_t n) {
+    const size_t f32 = (size_t)MM_TILE * (size_t)(round16(n) + 16);
+    const size_t q8 = (size_t)round16((n / PS_Q8_0_BLOCK) * 640 / 4);
+    return f32 > q8 ? f32 : q8;
+}
+static size_t qx_floats(int64_t n) {
+    return (size_t)MM_ROWS * (size_t)((n + 63) & ~(int64_t)63) / 4 +
+           (size_t)MM_ROWS * (size_t)round16(n / PS_Q8_0_BLOCK);
+}
+
 size_t ps_matmul_scratch_floats(int64_t max_n_in) {
-    return (size_t)MM_TILE * (size_t)(round16(max_n_in) + 16) + MM_ACC;
+    return tile_floats(max_n_in) + qx_floats(max_n_in) + MM_ACC;
 }
 
 /* ---- scalar ---- */
@@ -582,6 +595,209 @@ void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, 
 
 size_t ps_matmul_acc_floats(void) { return MM_ACC; }
 
+/* ---- Q8_0 weights x Q8_0-quantised activations: int8 dot products ----
+ *
+ * Per output y[r][j] (activation row r, weight row j), with Q8_0 blocks b = 0 .. n/32-1:
+ *     isum_b = sum over the block's 32 k of qw[j][k] * qx[r][k]        (int32, exact)
+ *     acc    = fmaf((float)isum_b, dw[j][b] * dx[r][b], acc)          (b in order, acc = 0)
+ * isum is exact on every path and |isum| < 2^24 converts exactly, so scalar, AVX2 and AVX-512
+ * run the same float operations in the same order and agree bit for bit (test_matmul checks).
+ *
+ * Layout: a task packs its tile of 16 weight rows into scratch, per block 640 bytes:
+ *     [g = 0..7][row i = 0..15][4 int8: qw[i][4g .. 4g+3]]   512 bytes
+ *     int32 corr[16] = -128 * sum_k qw[i][k]                  (AVX-512 VNNI only)
+ *     float dw[16]   = the rows' scales (0 for rows past the tile's end)
+ * so one vector holds 4 inputs of 16 (AVX2: 8) weight rows, and a broadcast of 4 activation
+ * bytes against it gives every lane a 4-product partial sum of its own weight row: after the 8
+ * groups each lane holds isum_b of (r, j) with no horizontal sum.
+ * AVX-512 VNNI: vpdpbusd wants u8 x s8; activations are stored as qx + 128 (u8) and the lanes
+ * start from corr, so sum (qx + 128) * qw - 128 * sum qw = isum exactly (no saturation in
+ * vpdpbusd's int32 sums).
+ * AVX2: maddubs (u8 x s8 -> saturating int16 pairs) takes |qw| and sign(qw) * qx: each pair is
+ * at most 2 * 128 * 127 = 32512 < 32767, so it never saturates even for qw = -128; madd with
+ * ones widens to int32.
+ * Activations are quantised once per call into the threads' scratch (row block t of MM_ROWS
+ * rows lives in thread slot t; a call with more rows than slots runs in passes). */
+
+#define QB 640 /* packed bytes per block of a 16-row tile */
+
+static int64_t round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
+
+/* Quantised activation rows of one pass: row i at q + (i / MM_ROWS) * region + (i % MM_ROWS) * ldq
+ * (bytes), its scales at d + (i / MM_ROWS) * dregion + (i % MM_ROWS) * ldd (floats). */
+typedef struct {
+    const uint8_t *q;
+    const float *d;
+    size_t region, dregion; /* bytes / floats between thread slots */
+    int64_t ldq, ldd;
+    int64_t n_rows;
+} qx_pass;
+
+/* Scalar reference: y[r * ldy + j] for r < n_rows, j < nw straight from the GGUF rows. */
+static void tile_q8_scalar(const uint8_t *const *w, int nw, const qx_pass *qp, int64_t nb,
+                           float *y, int64_t ldy) {
+    for (int64_t r = 0; r < qp->n_rows; r++) {
+        const int8_t *qx = (const int8_t *)(qp->q + (size_t)(r / MM_ROWS) * qp->region +
+                                            (size_t)(r % MM_ROWS) * (size_t)qp->ldq);
+        const float *dx = qp->d + (size_t)(r / MM_ROWS) * qp->dregion + (r % MM_ROWS) * qp->ldd;
+        for (int j = 0; j < nw; j++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                ps_block_q8_0 blk;
+                memcpy(&blk, w[j] + (size_t)b * sizeof blk, sizeof blk);
+                int32_t isum = 0;
+                for (int k = 0; k < PS_Q8_0_BLOCK; k++)
+                    isum += (int32_t)blk.qs[k] * (int32_t)qx[b * PS_Q8_0_BLOCK + k];
+                const float sc = ps_f16_to_f32(blk.d) * dx[b];
+                acc = fmaf((float)isum, sc, acc);
+            }
+            y[r * ldy + j] = acc;
+        }
+    }
+}
+
+/* Packs nw (<= 16) rows of nb blocks into the layout above (corr left 0: see pack_corr). */
+static void pack_q8_tile(const uint8_t *const *w, int nw, int64_t nb, uint8_t *wp) {
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *dst = wp + b * QB;
+        float dw[16];
+        for (int i = 0; i < 16; i++) {
+            if (i < nw) {
+                const uint8_t *blk = w[i] + (size_t)b * sizeof(ps_block_q8_0);
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                dw[i] = ps_f16_to_f32(h);
+                for (int g = 0; g < 8; g++) memcpy(dst + 64 * g + 4 * i, blk + 2 + 4 * g, 4);
+            } else {
+                dw[i] = 0.0f;
+                for (int g = 0; g < 8; g++) memset(dst + 64 * g + 4 * i, 0, 4);
+            }
+        }
+        memset(dst + 512, 0, 64);
+        memcpy(dst + 576, dw, 64);
+    }
+}
+
+#if defined(__x86_64__)
+
+#define T_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+
+/* corr[i] = -128 * sum_k qw[i][k] per packed block: vpdpbusd with all-ones u8 sums each
+ * lane's 4 bytes, 8 groups give the row's block sum. */
+T_VNNI static void pack_corr_vnni(uint8_t *wp, int64_t nb) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *dst = wp + b * QB;
+        __m512i s = _mm512_setzero_si512();
+        for (int g = 0; g < 8; g++)
+            s = _mm512_dpbusd_epi32(s, ones, _mm512_load_si512((const void *)(dst + 64 * g)));
+        _mm512_store_si512((void *)(dst + 512), _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                                 _mm512_slli_epi32(s, 7)));
+    }
+}
+
+/* R activation rows (qx + 128 as u8, rows ldq bytes apart; scales dx rows ldd apart) x the
+ * 16-row packed tile wp over all nb blocks -> y (R rows ldy apart, lanes m stored).
+ * Per block and row: 8 broadcasts + 8 vpdpbusd, then convert, scale and one FMA. */
+T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
+    int R, const uint8_t *qx, int64_t ldq, const float *dx, int64_t ldd, const uint8_t *wp,
+    int64_t nb, float *y, int64_t ldy, __mmask16 m) {
+    __m512 acc[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wp + b * QB;
+        const __m512i corr = _mm512_load_si512((const void *)(wb + 512));
+        __m512i s[8];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) s[r] = corr;
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m512i wv = _mm512_load_si512((const void *)(wb + 64 * g));
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                int32_t xv;
+                memcpy(&xv, qx + r * ldq + b * PS_Q8_0_BLOCK + 4 * g, 4);
+                s[r] = _mm512_dpbusd_epi32(s[r], _mm512_set1_epi32(xv), wv);
+            }
+        }
+        const __m512 dw = _mm512_load_ps((const float *)(wb + 576));
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(dx[r * ldd + b])), acc[r]);
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
+}
+
+T_VNNI static void tile_q8_vnni(const uint8_t *wp, int nw, const qx_pass *qp, int64_t nb,
+                                float *y, int64_t ldy) {
+    const __mmask16 m = (__mmask16)((1u << nw) - 1u);
+    for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_ROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_ROWS, qp->n_rows - r0);
+        const uint8_t *q = qp->q + (size_t)(r0 / MM_ROWS) * qp->region;
+        const float *d = qp->d + (size_t)(r0 / MM_ROWS) * qp->dregion;
+        const int64_t ldq = qp->ldq, ldd = qp->ldd;
+        float *yb = y + r0 * ldy;
+        int64_t r = 0;
+        for (; r + 8 <= nr; r += 8)
+            mk_vnni(8, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, yb + r * ldy, ldy, m);
+        for (; r + 4 <= nr; r += 4)
+            mk_vnni(4, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, yb + r * ldy, ldy, m);
+        for (; r < nr; r++)
+            mk_vnni(1, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, yb + r * ldy, ldy, m);
+    }
+}
+
+/* AVX2: R activation rows (int8) x the 8 weight rows of half h of the packed tile. */
+T_AVX2 static inline __attribute__((always_inline)) void mk_i8_avx2(
+    int R, const uint8_t *qx, int64_t ldq, const float *dx, int64_t ldd, const uint8_t *wp,
+    int64_t nb, int h, float *y, int64_t ldy, int nl) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wp + b * QB + 32 * h;
+        __m256i s[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m256i wv = _mm256_load_si256((const __m256i *)(wb + 64 * g));
+            const __m256i aw = _mm256_abs_epi8(wv);
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                int32_t xv;
+                memcpy(&xv, qx + r * ldq + b * PS_Q8_0_BLOCK + 4 * g, 4);
+                const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(xv), wv);
+                s[r] = _mm256_add_epi32(
+                    s[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
+            }
+        }
+        const __m256 dw = _mm256_load_ps((const float *)(wp + b * QB + 576 + 32 * h));
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]),
+                                     _mm256_mul_ps(dw, _mm256_set1_ps(dx[r * ldd + b])), acc[r]);
+    }
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _mm256_maskstore_ps(y + r * ldy, mask, acc[r]);
+}
+
+T_AVX2 static void tile_q8_avx2(const uint8_t *wp, int nw, const qx_pass *qp, int64_t nb,
+                                float *y, int64_t ldy) {
+    for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_ROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_ROWS, qp->n_rows - r0);
+        const uint8_t *q = qp->q + (size_t)(r0 / MM_ROWS) * qp->region;
+        const float *d = qp->d + (size_t)(r0 / MM_ROWS) * qp->dregion;
+        const int64_t ldq = qp->ldq, ldd = qp->ldd;
+        for (int h = 0; h * 8 < nw; h++) {
+            const int nl = PS_MIN(8, nw - 8 * h);
+            float *yb = y + r0 * ldy + 8 * h;
+            int64_t r = 0;
+            for (; r + 4 <= nr; r += 4)
+                mk_i8_avx2(4, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, h, yb + r * ldy, ldy, nl);
+            for (; r < nr; r++)
+                mk_i8_avx2(1, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, h, yb + r * ldy, ldy, nl);
+        }
+    }
+}
+#endif
+
 /* ---- the pool task ---- */
 
 typedef struct {
@@ -593,6 +809,17 @@ typedef struct {
     int64_t ldy;
     int32_t n_threads;
 } mm_job;
+
+/* Weights stream from memory once per call: ask for the tile this thread is likely to take
+ * next (task + threads) now, into L2, so its conversion does not wait on DRAM. */
+static void prefetch_tile(const ps_mat *w, int64_t next) {
+    if (next * MM_TILE < w->n_out) {
+        const uint8_t *p = (const uint8_t *)w->data + (size_t)next * MM_TILE * w->row_bytes;
+        const size_t bytes = (size_t)PS_MIN((int64_t)MM_TILE, w->n_out - next * MM_TILE) *
+                             w->row_bytes;
+        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+    }
+}
 
 static void mm_task(void *ctx, int64_t task, int32_t thread) {
     const mm_job *job = ctx;
@@ -615,15 +842,7 @@ static void mm_task(void *ctx, int64_t task, int32_t thread) {
             rows[j] = dst;
         }
     }
-    /* Weights stream from memory once per call: ask for the tile this thread is likely to take
-     * next (task + threads) now, into L2, so its conversion does not wait on DRAM. */
-    const int64_t next = task + job->n_threads;
-    if (next * MM_TILE < w->n_out) {
-        const uint8_t *p = (const uint8_t *)w->data + (size_t)next * MM_TILE * w->row_bytes;
-        const size_t bytes = (size_t)PS_MIN((int64_t)MM_TILE, w->n_out - next * MM_TILE) *
-                             w->row_bytes;
-        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
-    }
+    prefetch_tile(w, task + job->n_threads);
     float *y = job->y + j0;
     switch (job->env->isa) {
 #if defined(__x86_64__)
@@ -640,6 +859,83 @@ static void mm_task(void *ctx, int64_t task, int32_t thread) {
     }
 }
 
+/* ---- the Q8_0 call: quantise a pass of rows, then one task per weight tile ---- */
+
+typedef enum { Q8_SCALAR, Q8_AVX2, Q8_VNNI } q8_kind;
+
+typedef struct {
+    const ps_matmul_env *env;
+    const ps_mat *w;
+    const float *x;
+    int64_t ldx, row0; /* the pass starts at activation row row0 */
+    float *y;
+    int64_t ldy;
+    int32_t n_threads;
+    q8_kind kind;
+    ps_isa qisa; /* the quantiser's variant */
+    qx_pass qp;
+} q8_job;
+
+static void q8_quant_task(void *ctx, int64_t i, int32_t thread) {
+    const q8_job *job = ctx;
+    const qx_pass *qp = &job->qp;
+    uint8_t *q = (uint8_t *)qp->q + (size_t)(i / MM_ROWS) * qp->region +
+                 (size_t)(i % MM_ROWS) * (size_t)qp->ldq;
+    float *d = (float *)qp->d + (size_t)(i / MM_ROWS) * qp->dregion + (i % MM_ROWS) * qp->ldd;
+    ps_quant_act_q8(job->qisa, job->x + (job->row0 + i) * job->ldx, job->w->n_in, q, d,
+                    job->kind == Q8_VNNI);
+}
+
+static void q8_tile_task(void *ctx, int64_t task, int32_t thread) {
+    const q8_job *job = ctx;
+    const ps_mat *w = job->w;
+    const int64_t j0 = task * MM_TILE, nb = w->n_in / PS_Q8_0_BLOCK;
+    const int nw = (int)PS_MIN((int64_t)MM_TILE, w->n_out - j0);
+    const uint8_t *rows[MM_TILE];
+    for (int j = 0; j < nw; j++)
+        rows[j] = (const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes;
+    uint8_t *wp = (uint8_t *)(job->env->scratch + (size_t)thread * job->env->scratch_stride);
+    float *y = job->y + job->row0 * job->ldy + j0;
+    if (job->kind != Q8_SCALAR) pack_q8_tile(rows, nw, nb, wp);
+    prefetch_tile(w, task + job->n_threads);
+    switch (job->kind) {
+#if defined(__x86_64__)
+    case Q8_VNNI:
+        pack_corr_vnni(wp, nb);
+        tile_q8_vnni(wp, nw, &job->qp, nb, y, job->ldy);
+        break;
+    case Q8_AVX2: tile_q8_avx2(wp, nw, &job->qp, nb, y, job->ldy); break;
+#endif
+    default: tile_q8_scalar(rows, nw, &job->qp, nb, y, job->ldy); break;
+    }
+}
+
+static void matmul_q8(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+                      int64_t n_rows, float *y, int64_t ldy) {
+    const int64_t n = w->n_in, nb = n / PS_Q8_0_BLOCK;
+    const int32_t nt = ps_pool_size(env->pool);
+    q8_job job = {env, w, x, ldx, 0, y, ldy, nt, Q8_SCALAR, PS_ISA_SCALAR, {0}};
+#if defined(__x86_64__)
+    if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = Q8_VNNI;
+    else if (env->isa == PS_ISA_AVX512 || env->isa == PS_ISA_AVX2) job.kind = Q8_AVX2;
+    job.qisa = env->isa;
+#endif
+    float *slot = env->scratch + tile_floats(n);
+    job.qp.q = (const uint8_t *)slot;
+    job.qp.d = slot + (size_t)MM_ROWS * (size_t)round64(n) / 4;
+    job.qp.region = env->scratch_stride * sizeof(float);
+    job.qp.dregion = env->scratch_stride;
+    job.qp.ldq = round64(n);
+    job.qp.ldd = round16(nb);
+    const int64_t cap = (int64_t)nt * MM_ROWS;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += cap) {
+        job.row0 = r0;
+        job.qp.n_rows = PS_MIN(cap, n_rows - r0);
+        ps_pool_for(env->pool, job.qp.n_rows, q8_quant_task, &job);
+        ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, q8_tile_task, &job);
+    }
+}
+
 void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                int64_t n_rows, float *y, int64_t ldy) {
     assert(env->isa != PS_ISA_AUTO);
@@ -647,13 +943,52 @@ void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_
            (w->type == PS_GGML_F32 && env->scratch_stride >= MM_ACC));
     if (n_rows <= 0 || w->n_out <= 0) return;
     const uint64_t t0 = ps_prof_start();
+    if (w->type == PS_GGML_Q8_0) {
+        matmul_q8(env, w, x, ldx, n_rows, y, ldy);
+        ps_prof_add(PS_PROF_MATMUL, t0);
+        return;
+    }
     mm_job job = {env, w, x, ldx, n_rows, y, ldy, ps_pool_size(env->pool)};
     ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &job);
     ps_prof_add(PS_PROF_MATMUL, t0);
 }
 
+/* Q8_0: activations quantised by ps_quant_act_q8_ref, exact int block sums, then
+ * sum_b dw * dx * isum in double, rounded once. */
+static ps_status matmul_ref_q8(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                               float *y, int64_t ldy) {
+    const int64_t nb = w->n_in / PS_Q8_0_BLOCK;
+    int8_t *q = ps_malloc((size_t)PS_MAX(w->n_in, 1));
+    float *d = ps_malloc((size_t)PS_MAX(nb, 1) * sizeof(float));
+    if (!q || !d) {
+        ps_free(q);
+        ps_free(d);
+        return PS_ERR_NOMEM;
+    }
+    for (int64_t r = 0; r < n_rows; r++) {
+        ps_quant_act_q8_ref(x + r * ldx, w->n_in, (uint8_t *)q, d, false);
+        for (int64_t j = 0; j < w->n_out; j++) {
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)j * w->row_bytes;
+            double s = 0.0;
+            for (int64_t b = 0; b < nb; b++) {
+                ps_block_q8_0 blk;
+                memcpy(&blk, row + (size_t)b * sizeof blk, sizeof blk);
+                int64_t isum = 0;
+                for (int k = 0; k < PS_Q8_0_BLOCK; k++)
+                    isum += (int64_t)blk.qs[k] * q[b * PS_Q8_0_BLOCK + k];
+                s += (double)ps_f16_to_f32(blk.d) * (double)d[b] * (double)isum;
+            }
+            y[r * ldy + j] = (float)s;
+        }
+    }
+    ps_free(q);
+    ps_free(d);
+    return PS_OK;
+}
+
 ps_status ps_matmul_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
                         int64_t ldy) {
+    if (w->type == PS_GGML_Q8_0) return matmul_ref_q8(w, x, ldx, n_rows, y, ldy);
     float *row = ps_malloc((size_t)PS_MAX(w->n_in, 1) * sizeof(float));
     if (!row) return PS_ERR_NOMEM;
     for (int64_t j = 0; j < w->n_out; j++) {

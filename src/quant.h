@@ -27,4 +27,15 @@ void ps_quant_row_to_f32_ref(uint32_t type, const void *row, float *out, int64_t
  * d = max|x| / 127 stored as f16, q = round(x / d) (round half away from zero). */
 void ps_quant_f32_to_q8_0(const float *x, ps_block_q8_0 *out, int64_t n);
 
+/* Activations for the int8 Q8_0 matmul (llama.cpp's quantize_row_q8_0, as forward.py --q8-act):
+ * x (n floats, n a multiple of 32) -> q (n bytes) and d (n/32 floats), per block of 32:
+ *     amax = max|x|, dd = amax / 127, id = dd != 0 ? 1 / dd : 0 (float32),
+ *     d = f16(dd) widened back to float, q = round-half-away(clamp(x * id, -127, 127)).
+ * A block holding NaN or +-inf gets d = NaN and q = 0, so every product it feeds is NaN.
+ * offset: q is stored as q + 128 (uint8, the unsigned operand of AVX-512 VNNI), otherwise as
+ * int8. |q| <= 127 always. isa picks the variant; every variant writes the same bytes. */
+void ps_quant_act_q8(ps_isa isa, const float *x, int64_t n, uint8_t *q, float *d, bool offset);
+/* The plain reference (roundf, fmaxf/fminf). */
+void ps_quant_act_q8_ref(const float *x, int64_t n, uint8_t *q, float *d, bool offset);
+
 #endif

@@ -67,15 +67,23 @@ static void *make_weights(uint32_t type, int64_t n, int64_t k, size_t *row_bytes
 /* y vs the reference: every element within the order bound, and the worst relative error. */
 static void check_close(const char *tag, const ps_mat *w, const float *x, int64_t ldx,
                         int64_t m, const float *y, int64_t ldy, const float *yref) {
-    float *row = malloc(sizeof(float) * (size_t)w->n_in);
+    float *row = malloc(sizeof(float) * (size_t)w->n_in), *xq = malloc(sizeof(float) * (size_t)w->n_in);
+    float *qd = malloc(sizeof(float) * (size_t)(w->n_in / 32 + 1));
+    uint8_t *qb = malloc((size_t)w->n_in);
     int64_t bad = 0;
     double worst = 0;
     for (int64_t j = 0; j < w->n_out; j++) {
         ps_quant_row_to_f32_ref(w->type, (const uint8_t *)w->data + (size_t)j * w->row_bytes, row,
                                 w->n_in);
         for (int64_t r = 0; r < m; r++) {
+            const float *xr = x + r * ldx;
+            if (w->type == PS_GGML_Q8_0) { /* the kernel multiplies the quantised row */
+                ps_quant_act_q8_ref(xr, w->n_in, qb, qd, false);
+                for (int64_t i = 0; i < w->n_in; i++) xq[i] = (float)(int8_t)qb[i] * qd[i / 32];
+                xr = xq;
+            }
             double mag = 0;
-            for (int64_t i = 0; i < w->n_in; i++) mag += fabs((double)x[r * ldx + i] * row[i]);
+            for (int64_t i = 0; i < w->n_in; i++) mag += fabs((double)xr[i] * row[i]);
             const double bound = (double)(w->n_in + 8) * ldexp(1.0, -24) * mag + 1e-30;
             const double e = fabs((double)y[r * ldy + j] - yref[r * w->n_out + j]);
             if (!(e <= bound)) bad++;
@@ -85,6 +93,9 @@ static void check_close(const char *tag, const ps_mat *w, const float *x, int64_
     CHECKF(bad == 0, "%s: %lld outputs outside the summation-order bound", tag, (long long)bad);
     CHECKF(worst < 1e-5, "%s: worst error relative to sum |x w| %g", tag, worst);
     free(row);
+    free(xq);
+    free(qd);
+    free(qb);
 }
 
 static void test_matmul_shapes(ps_pool *pool2) {
@@ -98,7 +109,7 @@ static void test_matmul_shapes(ps_pool *pool2) {
     for (int64_t i = 0; i < M * KMAX; i++) x[i] = frand();
     float *yref = malloc(sizeof(float) * (size_t)(M * NMAX));
     float *y = malloc(sizeof(float) * (size_t)(M * NMAX)), *y2 = malloc(sizeof(float) * (size_t)(M * NMAX));
-    float *ym = malloc(sizeof(float) * (size_t)(M * NMAX));
+    float *ym = malloc(sizeof(float) * (size_t)(M * NMAX)), *ys = malloc(sizeof(float) * (size_t)(M * NMAX));
     const size_t stride = ps_matmul_scratch_floats(KMAX);
     float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
     for (size_t s = 0; s < PS_ARRAY_LEN(shapes); s++) {
@@ -112,6 +123,7 @@ static void test_matmul_shapes(ps_pool *pool2) {
             w.n_out = n;
             const int64_t ldx = k + 7, ldy = n + 9; /* strided x and y */
             CHECK(ps_matmul_ref(&w, x, ldx, M, yref, n) == PS_OK);
+            bool have_scalar = false;
             for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
                 if (!ps_isa_supported(ISAS[i])) continue;
                 char tag[96];
@@ -125,6 +137,16 @@ static void test_matmul_shapes(ps_pool *pool2) {
                 for (int64_t r = 0; r < M; r++)
                     for (int64_t j = n; j < ldy; j++) kept &= y[r * ldy + j] == -7.0f;
                 CHECKF(kept, "%s: wrote outside the outputs of a row", tag);
+                /* Q8_0: exact int32 block sums and one float order on every ISA -> bitwise */
+                if (types[t] == PS_GGML_Q8_0) {
+                    if (ISAS[i] == PS_ISA_SCALAR) {
+                        memcpy(ys, y, sizeof(float) * (size_t)(M * ldy));
+                        have_scalar = true;
+                    } else {
+                        CHECKF(have_scalar && !memcmp(ys, y, sizeof(float) * (size_t)(M * ldy)),
+                               "%s: differs from the scalar reference kernel", tag);
+                    }
+                }
                 /* 2 threads: bitwise */
                 ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride};
                 for (int64_t e = 0; e < M * ldy; e++) y2[e] = -7.0f;
@@ -150,7 +172,102 @@ static void test_matmul_shapes(ps_pool *pool2) {
     free(y);
     free(y2);
     free(ym);
+    free(ys);
     free(yref);
+}
+
+/* Activation quantiser: every ISA writes the reference's bytes and scales, signed and offset;
+ * ties (x / d exactly k + 0.5) round away from zero; a block with NaN or inf gets d = NaN. */
+static void test_quant_act(void) {
+    enum { N = 32 * 40 };
+    float *x = malloc(sizeof(float) * N), d0[N / 32], d1[N / 32];
+    uint8_t q0[N], q1[N];
+    for (int i = 0; i < N; i++) x[i] = frand() * (i < 640 ? 1.0f : 1e-3f);
+    for (int i = 0; i < 32; i++) x[i] = (float)(i - 16) + 0.5f; /* amax 15.5: not ties */
+    for (int i = 0; i < 32; i++) x[32 + i] = i == 0 ? 127.0f : (float)(i % 9) - 4.5f; /* d = 1: ties */
+    for (int i = 0; i < 32; i++) x[64 + i] = 0.0f;   /* zero block: d = 0, q = 0 */
+    x[96 + 5] = NAN;                                 /* NaN block */
+    x[128 + 31] = -INFINITY;                         /* inf block */
+    x[160] = 1e-40f;                                 /* subnormal amax */
+    for (int i = 1; i < 32; i++) x[160 + i] = 0.0f;
+    for (int off = 0; off < 2; off++) {
+        ps_quant_act_q8_ref(x, N, q0, d0, off);
+        for (size_t k = 0; k < PS_ARRAY_LEN(ISAS); k++) {
+            if (!ps_isa_supported(ISAS[k])) continue;
+            memset(q1, 0x55, sizeof q1);
+            ps_quant_act_q8(ISAS[k], x, N, q1, d1, off);
+            bool same = !memcmp(q0, q1, N);
+            for (int b = 0; b < N / 32; b++)
+                same &= (isnan(d0[b]) && isnan(d1[b])) || !memcmp(&d0[b], &d1[b], 4);
+            CHECKF(same, "act q8 on %s (offset %d) differs from the reference", ps_isa_name(ISAS[k]),
+                   off);
+        }
+        const int o = off ? 128 : 0;
+        CHECK(d0[1] == 1.0f && q0[32] == (uint8_t)(127 + o));
+        bool ties = true; /* -4.5 -> -5, 4.5 -> 5 (not banker's rounding) */
+        for (int i = 1; i < 32; i++) {
+            const float v = (float)(i % 9) - 4.5f;
+            const int want = v < 0 ? -(int)(-v + 0.5f) : (int)(v + 0.5f);
+            ties &= q0[32 + i] == (uint8_t)(int8_t)(want + o);
+        }
+        CHECKF(ties, "act q8 ties do not round half away from zero (offset %d)", off);
+        CHECK(d0[2] == 0.0f && q0[64] == o && isnan(d0[3]) && isnan(d0[4]) && q0[96] == o);
+        bool small = true;
+        for (int i = 0; i < N; i++) small &= abs(off ? (int)q0[i] - 128 : (int)(int8_t)q0[i]) <= 127;
+        CHECK(small);
+    }
+    free(x);
+}
+
+/* Weights with every int8 value including -128 against activations at +-127: the AVX2 maddubs
+ * path must not saturate (then it equals the scalar kernel bitwise) and all agree with the
+ * reference; a NaN in one activation row makes that row NaN and leaves the others finite. */
+static void test_q8_extremes(ps_pool *pool2) {
+    const int64_t n = 21, k = 256, m = 13;
+    const size_t rb = ps_quant_row_bytes(PS_GGML_Q8_0, k);
+    uint8_t *wd = malloc(rb * (size_t)n);
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t b = 0; b < k / 32; b++) {
+            ps_block_q8_0 blk;
+            blk.d = ps_f32_to_f16(0.01f * (float)(1 + (j + b) % 7));
+            for (int i = 0; i < 32; i++)
+                blk.qs[i] = (int8_t)(j % 3 == 0 ? -128 : j % 3 == 1 ? 127 : (int)(rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 24);
+            memcpy(wd + (size_t)j * rb + (size_t)b * sizeof blk, &blk, sizeof blk);
+        }
+    float *x = malloc(sizeof(float) * (size_t)(m * k));
+    for (int64_t i = 0; i < m * k; i++) x[i] = (i / k) % 2 ? ((i % 2) ? 1.0f : -1.0f) : frand();
+    x[5 * k + 77] = NAN;
+    ps_mat w = {wd, PS_GGML_Q8_0, k, n, rb};
+    float *yref = malloc(sizeof(float) * (size_t)(m * n)), *y = malloc(sizeof(float) * (size_t)(m * n));
+    float *ys = malloc(sizeof(float) * (size_t)(m * n));
+    const size_t stride = ps_matmul_scratch_floats(k);
+    float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
+    CHECK(ps_matmul_ref(&w, x, k, m, yref, n) == PS_OK);
+    for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+        if (!ps_isa_supported(ISAS[i])) continue;
+        ps_matmul_env env = {i % 2 ? pool2 : NULL, ISAS[i], scratch, stride};
+        ps_matmul(&env, &w, x, k, m, y, n);
+        if (ISAS[i] == PS_ISA_SCALAR) memcpy(ys, y, sizeof(float) * (size_t)(m * n));
+        int64_t bad = 0, nan_ok = 0;
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t j = 0; j < n; j++) {
+                const float a = y[r * n + j], e = yref[r * n + j];
+                if (r == 5) nan_ok += isnan(a);
+                else if (!(fabsf(a - e) <= 1e-5f * (fabsf(e) + 1.0f))) bad++;
+            }
+        CHECKF(bad == 0 && nan_ok == n, "q8 extremes on %s: %lld off the reference, %lld NaN of %lld",
+               ps_isa_name(ISAS[i]), (long long)bad, (long long)nan_ok, (long long)n);
+        bool same = true;
+        for (int64_t e = 0; e < m * n; e++)
+            same &= (isnan(y[e]) && isnan(ys[e])) || y[e] == ys[e];
+        CHECKF(same, "q8 extremes on %s differ from the scalar kernel", ps_isa_name(ISAS[i]));
+    }
+    ps_free(scratch);
+    free(wd);
+    free(x);
+    free(yref);
+    free(y);
+    free(ys);
 }
 
 /* ps_matmul_f32_serial (attention scores) == ps_dot_f32 == ps_matmul on F32 weights. */
@@ -273,6 +390,8 @@ int main(void) {
     ps_pool *pool2 = NULL;
     CHECK(ps_pool_create(2, &pool2) == PS_OK);
     test_matmul_shapes(pool2);
+    test_quant_act();
+    test_q8_extremes(pool2);
     test_serial_and_dot();
     test_attn_pv();
     test_attn_scores();

@@ -12,16 +12,23 @@
  * logits of ps_session_forward over a 300-token prompt in chunks of 256 (so the second chunk
  * attends to a cached first one) are compared with forward.py's float64 logits.
  *
- * Tolerance: max |logit_C - logit_ref| <= 1e-4 for every weight type. Why one number: the C
- * kernels convert F16, BF16 and Q8_0 weights to float32 exactly (f16/bf16 widen exactly; a Q8_0
- * weight d*q is an 11-bit mantissa times an 8-bit integer, exact in float32) and keep
- * activations in float32 (no 8-bit activation quantisation), while the reference dequantises
- * the same weights exactly into float64. So the weights are identical on both sides for every
- * type and the only difference is float32 rounding of activations and accumulations, which
- * is independent of the weight type: measured ~1e-6 on these logits of unit scale. 1e-4 leaves
- * two orders of magnitude of headroom and still catches any real mistake (a wrong RoPE pair,
- * a missing bias or norm moves logits by 1e-2 or more). If a Q8_0 kernel ever quantises
- * activations like llama.cpp does, run forward.py with --q8-act and widen the Q8_0 bound.
+ * Tolerance: max |logit_C - logit_ref| <= 1e-4 for F32 / F16 / BF16 and the shared models. Why
+ * one number: the C kernels convert F16 and BF16 weights to float32 exactly and keep
+ * activations in float32, while the reference dequantises the same weights exactly into
+ * float64, so the only difference is float32 rounding of activations and accumulations: measured
+ * ~5e-6 on these logits of unit scale. 1e-4 leaves headroom and still catches any real mistake
+ * (a wrong RoPE pair, a missing bias or norm moves logits by 1e-2 or more).
+ *
+ * Q8_0 fixtures: the C matmul quantises activations to Q8_0 blocks like llama.cpp (int8 dot
+ * products), so they are compared with forward.py --q8-act. One 1e-4 bound cannot hold there:
+ * q = round(x / d) is discontinuous, and a float32 activation that differs from the float64 one
+ * by an ulp flips q by one when x / d sits at a .5 boundary; that moves a product by d_x * w
+ * (~1e-2 of a logit), and every later layer and position sees the moved value, so flips
+ * cascade. Before the first flip C follows the reference to 1e-4 (measured: the first 124 to 245
+ * of 300 positions, 146 to 299 positions in all); after it, to within quantisation noise (max
+ * 0.02-0.1, rms 3e-4-7e-3, against rms ~0.02 and max 0.12-0.16 without --q8-act). So Q8_0 checks:
+ * the first 64 positions within 1e-4 (fails at position 0 without --q8-act), at least a third
+ * of all positions within 1e-4, and every logit within 0.25.
  *
  * Fixtures go to tests/out/reference/ (gitignored; a temp dir when run elsewhere). Part 2
  * needs /usr/bin/python3 with numpy (skipped otherwise); the shared models are skipped when
@@ -40,7 +47,8 @@
 #define FORWARD_PY "tests/reference/forward.py"
 #define PYTHON "/usr/bin/python3"
 
-static const double TOL = 1e-4;
+static const double TOL = 1e-4, TOL_Q8 = 0.25;
+static const int32_t Q8_PREFIX = 64;
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -426,7 +434,7 @@ static void test_cli(void) {
 
 /* Runs forward.py on the ids; returns the T x n_vocab float64 logits (malloc) or NULL. */
 static double *reference_logits(const char *model, const int32_t *ids, int32_t n,
-                                int64_t n_vocab, const char *tag) {
+                                int64_t n_vocab, const char *tag, bool q8_act) {
     char ids_path[700], out_path[700], cmd[2400];
     snprintf(ids_path, sizeof ids_path, "%s/%s.ids", out_dir, tag);
     snprintf(out_path, sizeof out_path, "%s/%s.ref.f64", out_dir, tag);
@@ -435,8 +443,8 @@ static double *reference_logits(const char *model, const int32_t *ids, int32_t n
     for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
     fclose(f);
     remove(out_path);
-    snprintf(cmd, sizeof cmd, PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s'", model,
-             ids_path, out_path);
+    snprintf(cmd, sizeof cmd, PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s'%s", model,
+             ids_path, out_path, q8_act ? " --q8-act" : "");
     if (system(cmd) != 0) {
         fprintf(stderr, "  command failed: %s\n", cmd);
         return NULL;
@@ -489,7 +497,8 @@ static float *c_logits(const char *model_path, const int32_t *ids, int32_t n, ps
 }
 
 /* Compares C with the reference on `n` pseudo-random ids (the first = BOS 1). */
-static void compare(const char *tag, const char *model_path, int32_t n, double tol) {
+static void compare(const char *tag, const char *model_path, int32_t n, double tol,
+                    bool q8_act) {
     ps_gguf *g = NULL;
     if (ps_gguf_open(model_path, &g, NULL) != PS_OK) {
         CHECKF(0, "%s: cannot open %s", tag, model_path);
@@ -510,7 +519,7 @@ static void compare(const char *tag, const char *model_path, int32_t n, double t
      * pool of 2 threads (must be bitwise the same as 1 thread) */
     static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
     int64_t n_vocab = (int64_t)nv;
-    double *r = reference_logits(model_path, ids, n, n_vocab, tag);
+    double *r = reference_logits(model_path, ids, n, n_vocab, tag, q8_act);
     CHECKF(r != NULL, "%s: no reference logits", tag);
     float *best = NULL;
     for (size_t k = 0; r && k < PS_ARRAY_LEN(isas); k++) {
@@ -524,19 +533,38 @@ static void compare(const char *tag, const char *model_path, int32_t n, double t
             free(c);
             continue;
         }
-        double max_diff = 0, max_ref = 0;
+        double max_diff = 0, max_ref = 0, sq = 0;
         int64_t at = 0;
         for (int64_t i = 0; i < (int64_t)n * n_vocab; i++) {
             double dd = fabs((double)c[i] - r[i]);
+            sq += dd * dd;
             if (!(dd <= max_diff)) max_diff = dd, at = i; /* NaN counts */
             if (fabs(r[i]) > max_ref) max_ref = fabs(r[i]);
         }
-        printf("  %-22s %-6s T=%d V=%lld max|ref| %.3f max|C-ref| %.3g (row %lld, id %lld)\n",
-               tag, ps_isa_name(isas[k]), n, (long long)n_vocab, max_ref, max_diff,
-               (long long)(at / n_vocab), (long long)(at % n_vocab));
+        const double rms = sqrt(sq / (double)((int64_t)n * n_vocab));
+        /* positions whose every logit is within TOL, and the first that is not */
+        int32_t rows_in = 0, first_off = n;
+        for (int32_t t = 0; t < n; t++) {
+            double m = 0;
+            for (int64_t v = 0; v < n_vocab; v++)
+                m = fmax(m, fabs((double)c[t * n_vocab + v] - r[t * n_vocab + v]));
+            if (m <= TOL) rows_in++;
+            else if (first_off == n) first_off = t;
+        }
+        printf("  %-22s %-6s T=%d V=%lld max|ref| %.3f max|C-ref| %.3g (row %lld, id %lld) "
+               "rms %.3g, rows within %g: %d, first beyond: %d\n", tag, ps_isa_name(isas[k]),
+               n, (long long)n_vocab, max_ref, max_diff, (long long)(at / n_vocab),
+               (long long)(at % n_vocab), rms, TOL, rows_in, first_off);
         CHECKF(max_diff <= tol, "%s %s: max |C - ref| = %g > %g at row %lld id %lld (C %.6f "
                "ref %.6f)", tag, ps_isa_name(isas[k]), max_diff, tol, (long long)(at / n_vocab),
                (long long)(at % n_vocab), (double)c[at], r[at]);
+        if (q8_act) {
+            CHECKF(first_off >= Q8_PREFIX, "%s %s: position %d is beyond %g of --q8-act (the "
+                   "first %d must be within)", tag, ps_isa_name(isas[k]), first_off, TOL,
+                   Q8_PREFIX);
+            CHECKF(rows_in * 3 >= n, "%s %s: only %d of %d positions within %g of --q8-act",
+                   tag, ps_isa_name(isas[k]), rows_in, n, TOL);
+        }
         free(best);
         best = c;
     }
@@ -600,7 +628,9 @@ static void test_compare_generated(void) {
         ps_error e;
         ps_status st = ps_genmodel_write(&p, path, &e);
         CHECKF(st == PS_OK, "%s: %s", tag, e.message);
-        if (st == PS_OK) compare(tag, path, 300, TOL);
+        if (st == PS_OK)
+            compare(tag, path, 300, fx[i].type == PS_GGML_Q8_0 ? TOL_Q8 : TOL,
+                    fx[i].type == PS_GGML_Q8_0);
     }
 }
 
@@ -611,9 +641,9 @@ static void test_compare_shared(const char *shared) {
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/models/llama-2-tiny-random.gguf", shared);
-    compare("llama-2-tiny-random", path, 300, TOL);
+    compare("llama-2-tiny-random", path, 300, TOL, false);
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
-    compare("stories260K", path, 300, TOL);
+    compare("stories260K", path, 300, TOL, false);
     /* the reference itself against the stories260K golden (NLLs to 1e-6, 60 greedy ids) */
     char cmd[9000];
     snprintf(cmd, sizeof cmd,
