@@ -18,6 +18,14 @@
  * then one horizontal sum. Which micro-kernel form, tile or thread computes it does not change
  * that sequence, so results are independent of threads and of how positions are batched.
  * The scalar path is one float accumulator in index order. ps_dot_f32 is the same reduction.
+ *
+ * Q8_0 weights take another road (see "int8 dot products" below): the activation rows are
+ * quantised to Q8_0 blocks once per call (as llama.cpp does), each task packs its 16 weight rows
+ * so that one vector lane belongs to one weight row, and int8 dot products (AVX-512 VNNI
+ * vpdpbusd, or AVX2 maddubs) give exact int32 block sums that are scaled and accumulated with
+ * one fused multiply-add per block in block order: bitwise the same on every ISA, thread count
+ * and batch split. ~470-495 GFLOP/s on one core for the 256-row Qwen3-0.6B shapes (3.8-4.0x
+ * cblas_sgemm in the same run; the float32-widening path it replaced ran ~195-205).
  */
 #include "matmul.h"
 #include "prof.h"

@@ -7,6 +7,10 @@
  * dot product the attention uses. Every output element is reduced in a fixed order that depends
  * only on the ISA and n_in — never on the thread count, the tile a row lands in or how many rows
  * the call has — so logits do not change with threads or batch geometry.
+ * Q8_0 weights are multiplied as llama.cpp does: each activation row is quantised to Q8_0 blocks
+ * (ps_quant_act_q8), y = sum over blocks b, in order, of fmaf(isum_b, dw_b * dx_b, acc) with
+ * isum_b the exact int32 dot product of the block's int8 values; that order is the same on
+ * every ISA, so Q8_0 results are bitwise equal across scalar / AVX2 / AVX-512 too.
  */
 #ifndef PS_MATMUL_H
 #define PS_MATMUL_H
@@ -32,7 +36,9 @@ typedef struct {
 } ps_matmul_env;
 
 /* Floats of per-thread scratch ps_matmul needs for weights with up to max_n_in inputs (a
- * multiple of 16, so that strides keep 64-byte alignment). */
+ * multiple of 16, so that strides keep 64-byte alignment): a weight tile, a slot for 96 rows of
+ * quantised activations (Q8_0 calls quantise up to 96 x threads rows per pass into the slots of
+ * all threads, so the scratch must be one block of n_threads strides) and accumulators. */
 size_t ps_matmul_scratch_floats(int64_t max_n_in);
 
 /* y (n_rows, n_out) = x (n_rows, n_in) @ W^T. x rows are ldx floats apart, y rows ldy apart.
@@ -41,7 +47,9 @@ void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_
                int64_t n_rows, float *y, int64_t ldy);
 
 /* The plain reference: each row converted by ps_quant_row_to_f32_ref, dot products summed in
- * double, rounded once to float. Single-threaded. PS_OK or PS_ERR_NOMEM (one row buffer). */
+ * double, rounded once to float. Q8_0: activations quantised by ps_quant_act_q8_ref, exact
+ * integer block sums, sum of dw * dx * isum in double. Single-threaded. PS_OK or PS_ERR_NOMEM
+ * (row buffers). */
 ps_status ps_matmul_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
                         int64_t ldy);
 

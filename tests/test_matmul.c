@@ -4,13 +4,21 @@
  * m (activation rows) in {1, 3, 17, 256}, n (outputs) not a multiple of the 16-row tile, k
  * (inputs) not a multiple of the vector width for the float types, k a multiple of 32 for Q8_0.
  *
- * Tolerances. All kernels compute in float32 from weights converted exactly (f16/bf16 widen
- * exactly; a Q8_0 weight d*q is exact in float32; activations are NOT quantised), so the only
- * difference from ps_matmul_ref (double sums) is float32 rounding in the accumulation order:
- * |y - ref| <= (k + 8) * 2^-24 * sum_i |x_i w_i|, the worst-case bound of any summation order
- * of k products — a missing, doubled or misplaced term is far above it. The measured error is
- * also held below 1e-5 * sum_i |x_i w_i| (typical: sqrt(k) * 2^-24, ~2e-6 at k = 1056; one
- * lost term of k = 1056 would be ~1e-3).
+ * Tolerances. The float kernels compute in float32 from weights converted exactly (f16/bf16
+ * widen exactly), so the only difference from ps_matmul_ref (double sums) is float32 rounding
+ * in the accumulation order: |y - ref| <= (k + 8) * 2^-24 * sum_i |x_i w_i|, the worst-case
+ * bound of any summation order of k products — a missing, doubled or misplaced term is far
+ * above it. The measured error is also held below 1e-5 * sum_i |x_i w_i| (typical: sqrt(k) *
+ * 2^-24, ~2e-6 at k = 1056; one lost term of k = 1056 would be ~1e-3). Q8_0 quantises the
+ * activations (as llama.cpp); ps_matmul_ref does the same quantisation, so the same bound holds
+ * with x replaced by the dequantised activations (the block sums are exact integers; the float
+ * part is one product and one fma per block of 32).
+ *
+ * Q8_0 also: every ISA path is bitwise equal to the scalar kernel (exact int32 block sums, one
+ * float order); the activation quantiser writes the reference's bytes on every ISA, rounds ties
+ * away from zero and marks NaN/inf blocks NaN; weights of -128 / 127 against activations of
+ * +-127 (the AVX2 maddubs saturation case) agree with the reference and the scalar kernel; a
+ * NaN activation makes its row NaN and no other.
  *
  * Bitwise properties (results independent of how the work is cut):
  *   - 2 threads == 1 thread; the first 17 / 3 / 1 rows of an m = 256 call == the m = 17 / 3 /
