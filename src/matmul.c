@@ -40,21 +40,22 @@
 #define MM_TILE 16  /* weight rows per task */
 #define MM_ROWS 96  /* activation rows per pass over a k block */
 #define MM_KB 1024  /* inputs per k block (a multiple of 16) */
+#define MM_QROWS PS_CHUNK /* Q8_0: quantised activation rows per thread slot (multiple of 8) */
 #define MM_ACC (MM_ROWS * MM_TILE * 16) /* accumulator vectors parked between k blocks */
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
 /* Per-thread scratch, in floats: [tile | quantised activations | accumulators]. The tile holds
  * 16 rows converted to float32 or (Q8_0) the packed int8 tile; the activation slot holds
- * MM_ROWS rows of Q8_0-quantised activations (bytes, then scales). */
+ * MM_QROWS rows of Q8_0-quantised activations (bytes, then scales). */
 static size_t tile_floats(int64_t n) {
     const size_t f32 = (size_t)MM_TILE * (size_t)(round16(n) + 16);
     const size_t q8 = (size_t)round16((n / PS_Q8_0_BLOCK) * 640 / 4);
     return f32 > q8 ? f32 : q8;
 }
 static size_t qx_floats(int64_t n) {
-    return (size_t)MM_ROWS * (size_t)((n + 63) & ~(int64_t)63) / 4 +
-           (size_t)MM_ROWS * (size_t)round16(n / PS_Q8_0_BLOCK);
+    return (size_t)MM_QROWS * (size_t)((n + 63) & ~(int64_t)63) / 4 +
+           (size_t)MM_QROWS * (size_t)round16(n / PS_Q8_0_BLOCK);
 }
 
 size_t ps_matmul_scratch_floats(int64_t max_n_in) {
@@ -624,15 +625,15 @@ size_t ps_matmul_acc_floats(void) { return MM_ACC; }
  * AVX2: maddubs (u8 x s8 -> saturating int16 pairs) takes |qw| and sign(qw) * qx: each pair is
  * at most 2 * 128 * 127 = 32512 < 32767, so it never saturates even for qw = -128; madd with
  * ones widens to int32.
- * Activations are quantised once per call into the threads' scratch (row block t of MM_ROWS
+ * Activations are quantised once per call into the threads' scratch (row block t of MM_QROWS
  * rows lives in thread slot t; a call with more rows than slots runs in passes). */
 
 #define QB 640 /* packed bytes per block of a 16-row tile */
 
 static int64_t round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 
-/* Quantised activation rows of one pass: row i at q + (i / MM_ROWS) * region + (i % MM_ROWS) * ldq
- * (bytes), its scales at d + (i / MM_ROWS) * dregion + (i % MM_ROWS) * ldd (floats). */
+/* Quantised activation rows of one pass: row i at q + (i / MM_QROWS) * region + (i % MM_QROWS) * ldq
+ * (bytes), its scales at d + (i / MM_QROWS) * dregion + (i % MM_QROWS) * ldd (floats). */
 typedef struct {
     const uint8_t *q;
     const float *d;
@@ -645,9 +646,9 @@ typedef struct {
 static void tile_q8_scalar(const uint8_t *const *w, int nw, const qx_pass *qp, int64_t nb,
                            float *y, int64_t ldy) {
     for (int64_t r = 0; r < qp->n_rows; r++) {
-        const int8_t *qx = (const int8_t *)(qp->q + (size_t)(r / MM_ROWS) * qp->region +
-                                            (size_t)(r % MM_ROWS) * (size_t)qp->ldq);
-        const float *dx = qp->d + (size_t)(r / MM_ROWS) * qp->dregion + (r % MM_ROWS) * qp->ldd;
+        const int8_t *qx = (const int8_t *)(qp->q + (size_t)(r / MM_QROWS) * qp->region +
+                                            (size_t)(r % MM_QROWS) * (size_t)qp->ldq);
+        const float *dx = qp->d + (size_t)(r / MM_QROWS) * qp->dregion + (r % MM_QROWS) * qp->ldd;
         for (int j = 0; j < nw; j++) {
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
@@ -664,7 +665,8 @@ static void tile_q8_scalar(const uint8_t *const *w, int nw, const qx_pass *qp, i
     }
 }
 
-/* Packs nw (<= 16) rows of nb blocks into the layout above (corr left 0: see pack_corr). */
+/* Packs nw (<= 16) rows of nb blocks into the layout above (corr left 0: the AVX2 kernel does
+ * not use it). */
 static void pack_q8_tile(const uint8_t *const *w, int nw, int64_t nb, uint8_t *wp) {
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *dst = wp + b * QB;
@@ -690,17 +692,33 @@ static void pack_q8_tile(const uint8_t *const *w, int nw, int64_t nb, uint8_t *w
 
 #define T_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
-/* corr[i] = -128 * sum_k qw[i][k] per packed block: vpdpbusd with all-ones u8 sums each
- * lane's 4 bytes, 8 groups give the row's block sum. */
-T_VNNI static void pack_corr_vnni(uint8_t *wp, int64_t nb) {
+/* pack_q8_tile for rows row_bytes apart from w0, with gathers: group g of block b is one
+ * 16-lane gather (lane i from row i), the scales one more; rows past nw are masked to 0. Also
+ * fills corr[i] = -128 * sum_k qw[i][k]: vpdpbusd with all-ones u8 sums each lane's 4 bytes, 8
+ * groups give the row's block sum. */
+T_VNNI static void pack_q8_tile_vnni(const uint8_t *w0, size_t row_bytes, int nw, int64_t nb,
+                                     uint8_t *wp) {
     const __m512i ones = _mm512_set1_epi8(1);
+    const __mmask16 m = (__mmask16)((1u << nw) - 1u);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                             11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)row_bytes));
     for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *src = w0 + (size_t)b * sizeof(ps_block_q8_0);
         uint8_t *dst = wp + b * QB;
         __m512i s = _mm512_setzero_si512();
-        for (int g = 0; g < 8; g++)
-            s = _mm512_dpbusd_epi32(s, ones, _mm512_load_si512((const void *)(dst + 64 * g)));
+        for (int g = 0; g < 8; g++) {
+            const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx,
+                                                          (const void *)(src + 2 + 4 * g), 1);
+            _mm512_store_si512((void *)(dst + 64 * g), v);
+            s = _mm512_dpbusd_epi32(s, ones, v);
+        }
         _mm512_store_si512((void *)(dst + 512), _mm512_sub_epi32(_mm512_setzero_si512(),
                                                                  _mm512_slli_epi32(s, 7)));
+        /* the f16 scale is the low half of the dword at the block start */
+        const __m512i dh = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx,
+                                                       (const void *)src, 1);
+        _mm512_store_ps((void *)(dst + 576), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh)));
     }
 }
 
@@ -737,10 +755,10 @@ T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
 T_VNNI static void tile_q8_vnni(const uint8_t *wp, int nw, const qx_pass *qp, int64_t nb,
                                 float *y, int64_t ldy) {
     const __mmask16 m = (__mmask16)((1u << nw) - 1u);
-    for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_ROWS) {
-        const int64_t nr = PS_MIN((int64_t)MM_ROWS, qp->n_rows - r0);
-        const uint8_t *q = qp->q + (size_t)(r0 / MM_ROWS) * qp->region;
-        const float *d = qp->d + (size_t)(r0 / MM_ROWS) * qp->dregion;
+    for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_QROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0);
+        const uint8_t *q = qp->q + (size_t)(r0 / MM_QROWS) * qp->region;
+        const float *d = qp->d + (size_t)(r0 / MM_QROWS) * qp->dregion;
         const int64_t ldq = qp->ldq, ldd = qp->ldd;
         float *yb = y + r0 * ldy;
         int64_t r = 0;
@@ -788,10 +806,10 @@ T_AVX2 static inline __attribute__((always_inline)) void mk_i8_avx2(
 
 T_AVX2 static void tile_q8_avx2(const uint8_t *wp, int nw, const qx_pass *qp, int64_t nb,
                                 float *y, int64_t ldy) {
-    for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_ROWS) {
-        const int64_t nr = PS_MIN((int64_t)MM_ROWS, qp->n_rows - r0);
-        const uint8_t *q = qp->q + (size_t)(r0 / MM_ROWS) * qp->region;
-        const float *d = qp->d + (size_t)(r0 / MM_ROWS) * qp->dregion;
+    for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_QROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0);
+        const uint8_t *q = qp->q + (size_t)(r0 / MM_QROWS) * qp->region;
+        const float *d = qp->d + (size_t)(r0 / MM_QROWS) * qp->dregion;
         const int64_t ldq = qp->ldq, ldd = qp->ldd;
         for (int h = 0; h * 8 < nw; h++) {
             const int nl = PS_MIN(8, nw - 8 * h);
@@ -887,9 +905,9 @@ typedef struct {
 static void q8_quant_task(void *ctx, int64_t i, int32_t thread) {
     const q8_job *job = ctx;
     const qx_pass *qp = &job->qp;
-    uint8_t *q = (uint8_t *)qp->q + (size_t)(i / MM_ROWS) * qp->region +
-                 (size_t)(i % MM_ROWS) * (size_t)qp->ldq;
-    float *d = (float *)qp->d + (size_t)(i / MM_ROWS) * qp->dregion + (i % MM_ROWS) * qp->ldd;
+    uint8_t *q = (uint8_t *)qp->q + (size_t)(i / MM_QROWS) * qp->region +
+                 (size_t)(i % MM_QROWS) * (size_t)qp->ldq;
+    float *d = (float *)qp->d + (size_t)(i / MM_QROWS) * qp->dregion + (i % MM_QROWS) * qp->ldd;
     ps_quant_act_q8(job->qisa, job->x + (job->row0 + i) * job->ldx, job->w->n_in, q, d,
                     job->kind == Q8_VNNI);
 }
@@ -904,15 +922,17 @@ static void q8_tile_task(void *ctx, int64_t task, int32_t thread) {
         rows[j] = (const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes;
     uint8_t *wp = (uint8_t *)(job->env->scratch + (size_t)thread * job->env->scratch_stride);
     float *y = job->y + job->row0 * job->ldy + j0;
-    if (job->kind != Q8_SCALAR) pack_q8_tile(rows, nw, nb, wp);
     prefetch_tile(w, task + job->n_threads);
     switch (job->kind) {
 #if defined(__x86_64__)
     case Q8_VNNI:
-        pack_corr_vnni(wp, nb);
+        pack_q8_tile_vnni(rows[0], w->row_bytes, nw, nb, wp);
         tile_q8_vnni(wp, nw, &job->qp, nb, y, job->ldy);
         break;
-    case Q8_AVX2: tile_q8_avx2(wp, nw, &job->qp, nb, y, job->ldy); break;
+    case Q8_AVX2:
+        pack_q8_tile(rows, nw, nb, wp);
+        tile_q8_avx2(wp, nw, &job->qp, nb, y, job->ldy);
+        break;
 #endif
     default: tile_q8_scalar(rows, nw, &job->qp, nb, y, job->ldy); break;
     }
@@ -930,12 +950,12 @@ static void matmul_q8(const ps_matmul_env *env, const ps_mat *w, const float *x,
 #endif
     float *slot = env->scratch + tile_floats(n);
     job.qp.q = (const uint8_t *)slot;
-    job.qp.d = slot + (size_t)MM_ROWS * (size_t)round64(n) / 4;
+    job.qp.d = slot + (size_t)MM_QROWS * (size_t)round64(n) / 4;
     job.qp.region = env->scratch_stride * sizeof(float);
     job.qp.dregion = env->scratch_stride;
     job.qp.ldq = round64(n);
     job.qp.ldd = round16(nb);
-    const int64_t cap = (int64_t)nt * MM_ROWS;
+    const int64_t cap = (int64_t)nt * MM_QROWS;
     for (int64_t r0 = 0; r0 < n_rows; r0 += cap) {
         job.row0 = r0;
         job.qp.n_rows = PS_MIN(cap, n_rows - r0);
