@@ -36,9 +36,10 @@ typedef struct {
 } ps_matmul_env;
 
 /* Floats of per-thread scratch ps_matmul needs for weights with up to max_n_in inputs (a
- * multiple of 16, so that strides keep 64-byte alignment): a weight tile, a slot for 96 rows of
- * quantised activations (Q8_0 calls quantise up to 96 x threads rows per pass into the slots of
- * all threads, so the scratch must be one block of n_threads strides) and accumulators. */
+ * multiple of 16, so that strides keep 64-byte alignment): a weight tile, a slot for PS_CHUNK
+ * (256) rows of quantised activations (~1.13 bytes per input; a Q8_0 call quantises up to
+ * 256 x threads rows per pass into the slots of all threads, so the scratch must be one block
+ * of n_threads strides; a forward chunk only touches the first slot) and accumulators. */
 size_t ps_matmul_scratch_floats(int64_t max_n_in);
 
 /* y (n_rows, n_out) = x (n_rows, n_in) @ W^T. x rows are ldx floats apart, y rows ldy apart.
