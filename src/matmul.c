@@ -665,9 +665,10 @@ static void tile_q8_scalar(const uint8_t *const *w, int nw, const qx_pass *qp, i
     }
 }
 
-/* Packs nw (<= 16) rows of nb blocks into the layout above (corr left 0: the AVX2 kernel does
- * not use it). */
-static void pack_q8_tile(const uint8_t *const *w, int nw, int64_t nb, uint8_t *wp) {
+/* Packs nw (<= 16) rows of nb blocks into the layout above; corr only when asked (the AVX2
+ * kernel does not use it). The VNNI path packs with gathers (pack_q8_tile_vnni) unless the
+ * row stride does not fit their 32-bit offsets. */
+static void pack_q8_tile(const uint8_t *const *w, int nw, int64_t nb, uint8_t *wp, bool corr) {
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *dst = wp + b * QB;
         float dw[16];
@@ -683,7 +684,12 @@ static void pack_q8_tile(const uint8_t *const *w, int nw, int64_t nb, uint8_t *w
                 for (int g = 0; g < 8; g++) memset(dst + 64 * g + 4 * i, 0, 4);
             }
         }
-        memset(dst + 512, 0, 64);
+        int32_t cr[16] = {0};
+        for (int i = 0; corr && i < nw; i++) {
+            const int8_t *q = (const int8_t *)(w[i] + (size_t)b * sizeof(ps_block_q8_0) + 2);
+            for (int k = 0; k < PS_Q8_0_BLOCK; k++) cr[i] -= 128 * (int32_t)q[k];
+        }
+        memcpy(dst + 512, cr, 64);
         memcpy(dst + 576, dw, 64);
     }
 }
@@ -926,11 +932,14 @@ static void q8_tile_task(void *ctx, int64_t task, int32_t thread) {
     switch (job->kind) {
 #if defined(__x86_64__)
     case Q8_VNNI:
-        pack_q8_tile_vnni(rows[0], w->row_bytes, nw, nb, wp);
+        if (w->row_bytes <= (size_t)INT32_MAX / MM_TILE)
+            pack_q8_tile_vnni(rows[0], w->row_bytes, nw, nb, wp);
+        else
+            pack_q8_tile(rows, nw, nb, wp, true);
         tile_q8_vnni(wp, nw, &job->qp, nb, y, job->ldy);
         break;
     case Q8_AVX2:
-        pack_q8_tile(rows, nw, nb, wp);
+        pack_q8_tile(rows, nw, nb, wp, false);
         tile_q8_avx2(wp, nw, &job->qp, nb, y, job->ldy);
         break;
 #endif
