@@ -255,8 +255,8 @@ int ps_cli_bench(int argc, char **argv) {
 
     if (!json)
         printf("model %s: %s, %d layers, %d wide, vocab %d, %s weights, %.0f MB; k = %d, "
-               "chunk %d, isa %s (avx512bf16 %s, avx512vnni %s: not used, kernels stay exact "
-               "f32)\n",
+               "chunk %d, isa %s (avx512bf16 %s: not used, bf16 weights are widened to f32; "
+               "avx512vnni %s: used by q8_0)\n",
                path, info.arch, hp->n_layer, hp->n_embd, hp->n_vocab,
                ps_ggml_type_name(model->w.layers[0].wq.type), info.file_bytes / 1048576.0, k,
                PS_CHUNK, ps_isa_name(ps_isa_best()), ps_cpu_has_avx512bf16() ? "yes" : "no",
