@@ -248,6 +248,12 @@ static bool find_id_span(const char *line, size_t len, const char **v0, const ch
 ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
                          const ps_jsonl_limits *lim, ps_jsonl_req *req) {
     memset(req, 0, sizeof *req);
+    /* A raw NUL byte is never valid JSON; jansson lets one pass right after a number, and the
+     * id would then be echoed with it */
+    const char *nul = memchr(line, '\0', len);
+    if (nul)
+        return bad(req, PS_ERR_FORMAT, NULL, "line %lld: invalid JSON: a raw NUL byte at column %zu",
+                   (long long)lineno, (size_t)(nul - line) + 1);
     json_error_t je;
     const char *v0 = NULL, *v1 = NULL;
     char *blanked = NULL;

@@ -119,6 +119,14 @@ static json_t *load_object(const char *body, size_t len, ps_http_error *e) {
                      (unsigned)(unsigned char)body[bad], bad);
         return NULL;
     }
+    /* A raw NUL byte is never valid JSON (jansson lets one pass right after a number) */
+    const char *nul = memchr(body, '\0', len);
+    if (nul) {
+        ps_http_fail(e, 400, NULL, NULL,
+                     "malformed JSON: a raw NUL byte at offset %zu (inside a string write it "
+                     "as \\u0000)", (size_t)(nul - body));
+        return NULL;
+    }
     json_error_t jerr;
     /* U+0000 is valid JSON text (a prompt may hold the byte 0); strings are used with their
      * lengths, and the few kept as C strings (model, stop) are checked for it */

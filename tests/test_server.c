@@ -18,6 +18,7 @@
  * Skips when ../shared (or $PS_SHARED) is absent.
  */
 #include "check.h"
+#include "server.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -439,7 +440,22 @@ static char *heavy_body(int n_prompts, int len) {
     return b;
 }
 
+/* The validator alone: a raw NUL byte is malformed JSON even where jansson lets it pass
+ * (right after a number). */
+static void check_raw_nul(void) {
+    static const char body[] = "{\"prompt\": [1, 2], \"logprobs\": 5\0, \"max_tokens\": 0}";
+    ps_req_limits lim = {.model_name = "m", .n_vocab = 512, .n_ctx = 64, .max_logprobs = 5};
+    ps_completion_req r;
+    ps_http_error e;
+    memset(&e, 0, sizeof e);
+    bool ok = ps_completion_req_parse(body, sizeof body - 1, &lim, &r, &e);
+    CHECKF(!ok && e.status == 400 && strstr(e.message, "NUL"), "status %d: %s", e.status,
+           e.message);
+    if (ok) ps_completion_req_free(&r);
+}
+
 int main(void) {
+    check_raw_nul();
     const char *shared = ps_test_shared();
     if (!shared) {
         SKIP("no shared test material: the server tests need models/stories260K.gguf");
