@@ -267,6 +267,10 @@ ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
             if (!req->id_json) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
             memcpy(req->id_json, v0, n);
             req->id_json[n] = '\0';
+            /* a line break inside the id can only be whitespace between tokens (JSON strings
+             * cannot hold one raw): a space keeps the output one line */
+            for (size_t i = 0; i < n; i++)
+                if (req->id_json[i] == '\n' || req->id_json[i] == '\r') req->id_json[i] = ' ';
             if (n >= 4) { /* "null" and spaces in its place: same length, same error columns */
                 blanked = ps_malloc(len);
                 if (!blanked) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
