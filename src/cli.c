@@ -4,7 +4,9 @@
 #include "cli.h"
 #include "promptscore.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *USAGE =
@@ -22,6 +24,32 @@ static const char *USAGE =
     "\n"
     "  --version    print the version\n"
     "  --help       print this help\n";
+
+char *ps_cli_read_all(FILE *f, size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    for (;;) {
+        if (n == cap) {
+            char *p = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!p) {
+                free(buf);
+                return NULL;
+            }
+            buf = p;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
 
 int main(int argc, char **argv) {
     if (argc < 2) {

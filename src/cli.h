@@ -13,4 +13,10 @@ int ps_cli_serve(int argc, char **argv);      /* cli_serve.c */
 int ps_cli_bench(int argc, char **argv);      /* cli_bench.c */
 int ps_cli_gen_model(int argc, char **argv);  /* cli_gen.c */
 
+#include <stdio.h>
+
+/* Reads all of f into a malloc'd buffer (free with free()); *len bytes, any content. NULL on a
+ * read error or when memory runs out. (cli.c) */
+char *ps_cli_read_all(FILE *f, size_t *len);
+
 #endif

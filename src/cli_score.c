@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "download.h"
 #include "jsonl.h"
+#include "vocab.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -443,32 +444,6 @@ static const char *PPL_USAGE =
     "  --chunk N            positions per forward pass (default 256)\n"
     "  --progress           progress on stderr even when it is not a terminal\n";
 
-static char *read_all(FILE *f, size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = ps_malloc(cap);
-    if (!buf) return NULL;
-    for (;;) {
-        if (n == cap) {
-            char *nb = ps_realloc(buf, cap * 2);
-            if (!nb) {
-                ps_free(buf);
-                return NULL;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) {
-        ps_free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 int ps_cli_perplexity(int argc, char **argv) {
     const char *cmd = argv[0];
     common_opts o = {.chunk = PS_CHUNK};
@@ -513,7 +488,7 @@ int ps_cli_perplexity(int argc, char **argv) {
         return 1;
     }
     size_t tlen = 0;
-    char *text = read_all(f, &tlen);
+    char *text = ps_cli_read_all(f, &tlen);
     if (f != stdin) fclose(f);
     if (!text) {
         fprintf(stderr, "promptscore %s: cannot read %s\n", cmd, text_path);
@@ -521,7 +496,7 @@ int ps_cli_perplexity(int argc, char **argv) {
     }
     loaded l;
     if (!load(cmd, &o, &l)) {
-        ps_free(text);
+        free(text);
         return 1;
     }
     int rc = 1;
@@ -530,7 +505,7 @@ int ps_cli_perplexity(int argc, char **argv) {
     ps_error_clear(&err);
     ps_buf b;
     ps_buf_init(&b);
-    if (ps_tokenize_text(l.vocab, text, tlen, ps_vocab_add_bos(l.vocab), &ids, &n, &err) != PS_OK) {
+    if (ps_vocab_tokenize_alloc(l.vocab, text, tlen, ps_vocab_add_bos(l.vocab), false, &ids, &n, &err) != PS_OK) {
         fprintf(stderr, "promptscore %s: cannot tokenise %s: %s\n", cmd, text_path, err.message);
         goto out;
     }
@@ -600,7 +575,7 @@ int ps_cli_perplexity(int argc, char **argv) {
 out:
     ps_buf_free(&b);
     ps_free(ids);
-    ps_free(text);
+    free(text);
     unload(&l);
     return rc;
 }

@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 #include "promptscore.h"
+#include "vocab.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,32 +28,6 @@ static const char *USAGE =
     "  -h, --help          this help\n";
 
 /* Reads all of f; returns a malloc'd buffer (NULL on no memory or read error). */
-static char *read_stream(FILE *f, size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) return NULL;
-    for (;;) {
-        if (n == cap) {
-            char *p = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-            if (!p) {
-                free(buf);
-                return NULL;
-            }
-            buf = p;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 /* Prints bytes as a JSON string (invalid UTF-8 bytes as \u00XX escapes of the byte value,
  * so that nothing is lost). */
 static void print_json_bytes(const char *s, size_t n) {
@@ -129,27 +104,17 @@ int ps_cli_tokenize(int argc, char **argv) {
     const ps_vocab *vocab = ps_model_vocab(model);
 
     size_t len = 0;
-    char *text = read_stream(stdin, &len);
+    char *text = ps_cli_read_all(stdin, &len);
     if (!text) {
         fprintf(stderr, "promptscore tokenize: cannot read stdin (out of memory or read error)\n");
         ps_model_free(model);
         return 1;
     }
     int rc = 0;
-    int32_t n_ids = 0, cap = (int32_t)(len + 2 < ((size_t)1 << 20) ? len + 2 : ((size_t)1 << 20));
-    int32_t *ids = malloc(sizeof *ids * (size_t)cap);
-    st = ids ? ps_vocab_tokenize(vocab, text, len, bos, special, ids, cap, &n_ids, &err)
-             : PS_ERR_NOMEM;
-    if (st == PS_OK && n_ids > cap) { /* only when the first guess was too small */
-        free(ids);
-        cap = n_ids;
-        ids = malloc(sizeof *ids * (size_t)cap);
-        st = ids ? ps_vocab_tokenize(vocab, text, len, bos, special, ids, cap, &n_ids, &err)
-                 : PS_ERR_NOMEM;
-    }
+    int32_t n_ids = 0, *ids = NULL;
+    st = ps_vocab_tokenize_alloc(vocab, text, len, bos, special, &ids, &n_ids, &err);
     if (st != PS_OK) {
-        fprintf(stderr, "promptscore tokenize: %s\n",
-                st == PS_ERR_NOMEM && !ids ? "out of memory" : err.message);
+        fprintf(stderr, "promptscore tokenize: %s\n", err.message);
         rc = 1;
     } else if (pieces) {
         for (int32_t i = 0; i < n_ids; i++) {
@@ -170,7 +135,7 @@ int ps_cli_tokenize(int argc, char **argv) {
         fprintf(stderr, "promptscore tokenize: cannot write stdout\n");
         rc = 1;
     }
-    free(ids);
+    ps_free(ids);
     free(text);
     ps_model_free(model);
     return rc;

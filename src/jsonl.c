@@ -11,6 +11,7 @@
  * model's tokenizer (special-token text stays plain text); id lists are taken verbatim.
  */
 #include "jsonl.h"
+#include "vocab.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -36,30 +37,6 @@ static ps_status bad(ps_jsonl_req *req, ps_status code, const char *param, const
     req->ok = false;
     req->param = param;
     return code;
-}
-
-ps_status ps_tokenize_text(const ps_vocab *v, const char *text, size_t len, bool add_bos,
-                          int32_t **ids, int32_t *n, ps_error *err) {
-    int32_t cap = (int32_t)PS_MIN(len + 8, (size_t)INT32_MAX / 8);
-    *ids = NULL;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int32_t *buf = ps_malloc((size_t)cap * sizeof *buf);
-        if (!buf) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory tokenising %zu bytes", len);
-        int32_t need = 0;
-        ps_status st = ps_vocab_tokenize(v, text, len, add_bos, false, buf, cap, &need, err);
-        if (st != PS_OK) {
-            ps_free(buf);
-            return st;
-        }
-        if (need <= cap) {
-            *ids = buf;
-            *n = need;
-            return PS_OK;
-        }
-        ps_free(buf);
-        cap = need;
-    }
-    return ps_fail(err, PS_ERR_INTERNAL, -1, "the tokenizer changed its mind about the length");
 }
 
 static const char *type_name(const json_t *j) {
@@ -122,7 +99,7 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
         ps_error err;
         ps_error_clear(&err);
         bool bos = lim->add_bos && ps_vocab_add_bos(lim->vocab);
-        ps_status st = ps_tokenize_text(lim->vocab, json_string_value(jp), tl, bos, &req->ids, &req->n, &err);
+        ps_status st = ps_vocab_tokenize_alloc(lim->vocab, json_string_value(jp), tl, bos, false, &req->ids, &req->n, &err);
         if (st != PS_OK)
             return bad(req, st, "prompt", "line %lld: cannot tokenise the prompt: %s",
                        (long long)ln, err.message);

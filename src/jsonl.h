@@ -47,9 +47,4 @@ void ps_jsonl_write_error(ps_buf *b, const ps_jsonl_req *req);
 void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req *req,
                            const ps_score_result *r);
 
-/* Text -> a ps_malloc'd array of *n token ids (ps_vocab_tokenize with a buffer of the right
- * size; special-token text stays plain text). add_bos as in ps_vocab_tokenize. */
-ps_status ps_tokenize_text(const ps_vocab *v, const char *text, size_t len, bool add_bos,
-                           int32_t **ids, int32_t *n, ps_error *err);
-
 #endif /* PS_JSONL_H */

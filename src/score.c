@@ -398,17 +398,11 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
     }
     r->n_gen = n_gen;
     r->n_total = n_tokens + n_gen;
-
-    ps_free(logits);
-    ps_free(targets);
-    ps_free(w);
-    ps_free(idx);
-    ps_free(ss.start);
-    ps_buf_free(&ss.text);
     *out = r;
-    return PS_OK;
+    r = NULL;
+    st = PS_OK;
 
-fail:
+fail: /* also the way out on success, with r handed over */
     ps_score_result_free(r);
     ps_free(logits);
     ps_free(targets);

@@ -18,6 +18,7 @@
  */
 #include "server.h"
 #include "json.h"
+#include "vocab.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -234,31 +235,18 @@ static bool tokenize_text(const ps_req_limits *lim, const char *text, size_t len
     if (!lim->vocab)
         return ps_http_fail(e, 400, "prompt", NULL,
                             "%s: text prompts need a tokenizer, which this build lacks", what);
-    if (len > (size_t)INT32_MAX / 2)
+    ps_error err;
+    ps_error_clear(&err);
+    ps_status st = ps_vocab_tokenize_alloc(lim->vocab, text, len, add_bos, true, ids, n_ids, &err);
+    if (st == PS_ERR_NOMEM)
+        return ps_http_fail(e, 500, NULL, NULL, "out of memory tokenizing %s", what);
+    if (st == PS_ERR_INVALID_ARG)
         return ps_http_fail(e, 400, "prompt", NULL, "%s is too long (%zu bytes)", what, len);
-    int32_t cap = (int32_t)len + 4;
-    for (int attempt = 0; attempt < 3; attempt++) {
-        int32_t *buf = ps_malloc((size_t)cap * sizeof *buf);
-        if (!buf) return ps_http_fail(e, 500, NULL, NULL, "out of memory tokenizing %s", what);
-        int32_t n = 0;
-        ps_error err;
-        ps_error_clear(&err);
-        ps_status st = ps_vocab_tokenize(lim->vocab, text, len, add_bos, true, buf, cap, &n, &err);
-        if (st != PS_OK) {
-            ps_free(buf);
-            return ps_http_fail(e, st == PS_ERR_NOMEM ? 500 : 400, "prompt", NULL,
-                                "%s could not be tokenized: %s", what,
-                                err.message[0] ? err.message : ps_status_str(st));
-        }
-        if (n <= cap) {
-            *ids = buf;
-            *n_ids = n;
-            return true;
-        }
-        ps_free(buf);
-        cap = n;
-    }
-    return ps_http_fail(e, 500, NULL, NULL, "%s: the tokenizer's size answer kept changing", what);
+    if (st != PS_OK)
+        return ps_http_fail(e, st == PS_ERR_INTERNAL ? 500 : 400, "prompt", NULL,
+                            "%s could not be tokenized: %s", what,
+                            err.message[0] ? err.message : ps_status_str(st));
+    return true;
 }
 
 /* One list of token ids, verbatim; every id in [0, n_vocab). `where` names it ("prompt[2]"). */

@@ -1436,3 +1436,26 @@ done:
     ps_free(tmp.v);
     return st;
 }
+
+ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t len, bool add_bos,
+                                  bool parse_special, int32_t **ids, int32_t *n, ps_error *err) {
+    *ids = NULL;
+    *n = 0;
+    if (len > (size_t)INT32_MAX / 2)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "the text is too long (%zu bytes)", len);
+    int32_t cap = (int32_t)len + 8; /* enough unless a byte becomes several tokens */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int32_t *buf = ps_malloc((size_t)cap * sizeof *buf);
+        if (!buf) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory tokenising %zu bytes", len);
+        int32_t need = 0;
+        ps_status st = ps_vocab_tokenize(v, text, len, add_bos, parse_special, buf, cap, &need, err);
+        if (st != PS_OK || need <= cap) {
+            if (st != PS_OK) ps_free(buf);
+            else *ids = buf, *n = need;
+            return st;
+        }
+        ps_free(buf);
+        cap = need;
+    }
+    return ps_fail(err, PS_ERR_INTERNAL, -1, "the tokenizer changed its mind about the length");
+}

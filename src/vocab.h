@@ -17,4 +17,10 @@ ps_status ps_vocab_load(const ps_gguf *g, ps_vocab **out, ps_error *err);
 /* NULL is a no-op. */
 void ps_vocab_free(ps_vocab *v);
 
+/* ps_vocab_tokenize into a ps_malloc'd array of exactly the right size: *ids (free with ps_free)
+ * and *n. Returns what ps_vocab_tokenize returns, PS_ERR_INVALID_ARG for a text of more than
+ * INT32_MAX / 2 bytes, or PS_ERR_NOMEM; *ids is NULL on error. */
+ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t len, bool add_bos,
+                                  bool parse_special, int32_t **ids, int32_t *n, ps_error *err);
+
 #endif /* PS_VOCAB_H */
