@@ -3,18 +3,23 @@
  * shapes of a Qwen3-0.6B-shaped model, m = 256 activation rows:
  *     (n, k) = (2048,1024) q, (1024,1024) k/v, (1024,2048) o, (3072,1024) gate/up,
  *              (1024,3072) down, (151936,1024) output
- * next to OpenBLAS cblas_sgemm on f32 weights of the same shape, in the same run. Q8_0 runs the
- * int8 kernel (activations quantised to Q8_0 blocks per call; AVX-512 VNNI vpdpbusd when the CPU
- * has it, else AVX2 maddubs) and is validated against ps_matmul_ref's Q8_0 form (the same
- * activation quantisation, sums in double).
+ * next to OpenBLAS cblas_sgemm on f32 weights of the same shape, in the same run. With the
+ * default (native) activations Q8_0 runs the int8 kernel (activations quantised to Q8_0 blocks
+ * per call; AVX-512 VNNI vpdpbusd when the CPU has it, else AVX2 maddubs) and BF16 the bf16
+ * kernel (activations rounded to bf16 per call; AVX-512 BF16 vdpbf16ps when the CPU has it,
+ * else float32 FMA on the rounded values); each is validated against ps_matmul_ref's form with
+ * the same activation rounding (sums in double). --act f32 runs every type on float32
+ * activations (weights widened exactly), validated against the plain reference.
  *
  * Every kernel is first validated against ps_matmul_ref on the first 48 weight rows (max
  * relative error printed, exit 1 above 1e-5), then timed: the median of several runs (at least
  * 5, or as many as fit in ~0.5 s). FLOPs = 2 m n k. With one thread (the default) times are the
  * process's CPU time, so a busy shared machine disturbs the figures less; with -t N, wall time.
- * Usage: bench_matmul [--json] [-t THREADS] [--types f32,f16,bf16,q8_0] [--no-output]
+ * Usage: bench_matmul [--json] [-t THREADS] [--types f32,f16,bf16,q8_0] [--act native|f32]
+ *                     [--no-output]
  * --json prints one object per line:
- *   {"type": "bf16", "m": 256, "n": 2048, "k": 1024, "gflops": ..., "sgemm_gflops": ...}
+ *   {"type": "bf16", "m": 256, "n": 2048, "k": 1024, "gflops": ..., "sgemm_gflops": ...,
+ *    "threads": 1, "isa": "avx512", "act": "native", "max_rel_err": ...}
  */
 #include "impl.h"
 #include "matmul.h"
@@ -121,18 +126,35 @@ static void run_sgemm(void *p) {
                 a->x, (int)a->k, a->w, (int)a->k, 0.0f, a->y, (int)a->n);
 }
 
+/* True when the comma-separated list holds name as a whole item ("bf16" does not hold "f16"). */
+static bool list_has(const char *list, const char *name) {
+    const size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return true;
+        if (!end) break;
+        p = end + 1;
+    }
+    return false;
+}
+
 int main(int argc, char **argv) {
     bool json = false, with_output = true;
     int threads = 1;
     const char *types_arg = "f32,f16,bf16,q8_0";
+    bool f32_act = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "--no-output")) with_output = false;
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types_arg = argv[++i];
+        else if (!strcmp(argv[i], "--act") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "native")))
+            f32_act = !strcmp(argv[++i], "f32");
         else {
             fprintf(stderr, "usage: bench_matmul [--json] [-t N] [--types f32,f16,bf16,q8_0] "
-                            "[--no-output]\n");
+                            "[--act native|f32] [--no-output]\n");
             return 2;
         }
     }
@@ -153,9 +175,14 @@ int main(int argc, char **argv) {
     const int64_t m = 256;
     const size_t n_shapes = sizeof shapes / sizeof shapes[0] - (with_output ? 0 : 1);
     if (!json)
-        printf("bench_matmul: m = %lld, %d thread(s), isa %s (q8_0: %s); GFLOP/s (median, %s "
-               "time)\n", (long long)m, threads, ps_isa_name(isa),
-               isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni() ? "avx512-vnni int8"
+        printf("bench_matmul: m = %lld, %d thread(s), isa %s, activations %s (bf16: %s; q8_0: "
+               "%s); GFLOP/s (median, %s time)\n", (long long)m, threads, ps_isa_name(isa),
+               f32_act ? "f32" : "native",
+               f32_act ? "widened to f32"
+               : isa == PS_ISA_AVX512 && ps_cpu_has_avx512bf16() ? "avx512-bf16 vdpbf16ps"
+                                                                 : "bf16-rounded, f32 fma",
+               f32_act ? "widened to f32"
+               : isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni() ? "avx512-vnni int8"
                : isa == PS_ISA_SCALAR ? "scalar int8" : "avx2 int8",
                use_cpu_time ? "CPU" : "wall");
     int rc = 0;
@@ -169,7 +196,7 @@ int main(int argc, char **argv) {
         float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * (size_t)threads);
         if (!x || !y || !yref || !scratch) { fprintf(stderr, "out of memory\n"); return 1; }
         for (int64_t i = 0; i < m * k; i++) x[i] = frand();
-        ps_matmul_env env = {pool, isa, scratch, stride};
+        ps_matmul_env env = {pool, isa, scratch, stride, f32_act};
         /* OpenBLAS on f32 weights of this shape */
         size_t rb;
         float *wf = make_weights(PS_GGML_F32, n, k, &rb);
@@ -180,7 +207,7 @@ int main(int argc, char **argv) {
             printf("%-8s n %6lld k %4lld   sgemm %7.1f\n", shapes[s].name, (long long)n,
                    (long long)k, sgemm);
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-            if (!strstr(types_arg, types[t].name)) continue;
+            if (!list_has(types_arg, types[t].name)) continue;
             ps_mat w = {0};
             w.data = make_weights(types[t].type, n, k, &w.row_bytes);
             w.type = types[t].type;
@@ -190,7 +217,7 @@ int main(int argc, char **argv) {
             ps_mat wv = w;
             wv.n_out = 48;
             ps_matmul(&env, &w, x, k, m, y, n);
-            if (ps_matmul_ref(&wv, x, k, m, yref, 48) != PS_OK) return 1;
+            if (ps_matmul_ref(&wv, env.f32_act, x, k, m, yref, 48) != PS_OK) return 1;
             double worst = 0;
             for (int64_t r = 0; r < m; r++)
                 for (int64_t j = 0; j < 48; j++)
@@ -206,9 +233,9 @@ int main(int argc, char **argv) {
             if (json)
                 printf("{\"type\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"gflops\": %.1f, "
                        "\"sgemm_gflops\": %.1f, \"threads\": %d, \"isa\": \"%s\", "
-                       "\"max_rel_err\": %.3g}\n",
+                       "\"act\": \"%s\", \"max_rel_err\": %.3g}\n",
                        types[t].name, (long long)m, (long long)n, (long long)k, g, sgemm, threads,
-                       ps_isa_name(isa), worst);
+                       ps_isa_name(isa), f32_act ? "f32" : "native", worst);
             else
                 printf("         %-5s %7.1f  (%.2fx sgemm, max rel err %.2g)\n", types[t].name, g,
                        g / sgemm, worst);

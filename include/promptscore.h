@@ -289,17 +289,37 @@ ps_status ps_vocab_detokenize(const ps_vocab *vocab, const int32_t *ids, int32_t
 
 typedef struct ps_session ps_session;
 
+/* What the matrix products take as activations (the weights are never changed).
+ * PS_ACT_NATIVE, the default, as llama.cpp: BF16 weights meet activations rounded to bf16
+ * (AVX-512 BF16 vdpbf16ps where the CPU has it, twice the products per instruction of float32),
+ * Q8_0 weights meet activations quantised to Q8_0 blocks (int8 dot products); F32 and F16
+ * weights meet float32 activations. PS_ACT_F32: float32 activations for every weight type
+ * (weights widened exactly to float32), the closest to a float64 forward pass (logits within
+ * 1e-4 of the numpy reference in tests/reference, against ~1e-2 for the native rounding), at
+ * about half (BF16) or a third (Q8_0) of the matrix speed. F32/F16 models compute the same
+ * either way. The choice is part of what a score means: it changes logprobs by ~1e-3..1e-2. */
+typedef enum {
+    PS_ACT_NATIVE = 0,
+    PS_ACT_F32 = 1
+} ps_act;
+
+/* "native" / "f32"; "?" for other values. */
+const char *ps_act_name(ps_act act);
+
 typedef struct {
     int32_t n_ctx;     /* positions the KV cache holds; 0 = the model's n_ctx */
     int32_t n_batch;   /* positions per forward call, 1..256; default 256 */
     ps_pool *pool;     /* threads for the forward pass; NULL = calling thread */
     ps_isa isa;        /* kernels; PS_ISA_AUTO */
+    ps_act act;        /* activations of the matrix products; default PS_ACT_NATIVE */
 } ps_session_params;
 
+/* n_ctx = 0, n_batch = 256, pool NULL, PS_ISA_AUTO, PS_ACT_NATIVE. */
 ps_session_params ps_session_default_params(void);
 
 /* Allocates a float32 KV cache of n_ctx positions and scratch for n_batch positions.
- * Returns PS_OK, PS_ERR_INVALID_ARG (vocab-only model, bad sizes), PS_ERR_NOMEM. */
+ * Returns PS_OK, PS_ERR_INVALID_ARG (vocab-only model, bad sizes, an unknown act),
+ * PS_ERR_NOMEM. */
 ps_status ps_session_create(const ps_model *model, const ps_session_params *params,
                             ps_session **out, ps_error *err);
 void ps_session_free(ps_session *session);

@@ -25,6 +25,13 @@ static const char *USAGE =
     "  --version    print the version\n"
     "  --help       print this help\n";
 
+bool ps_cli_parse_act(const char *s, ps_act *out) {
+    if (s && !strcmp(s, "native")) *out = PS_ACT_NATIVE;
+    else if (s && !strcmp(s, "f32")) *out = PS_ACT_F32;
+    else return false;
+    return true;
+}
+
 char *ps_cli_read_all(FILE *f, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);

@@ -15,6 +15,16 @@ int ps_cli_gen_model(int argc, char **argv);  /* cli_gen.c */
 
 #include <stdio.h>
 
+#include "promptscore.h"
+
+/* The --act option of score, perplexity, serve and bench: "native" or "f32" -> *out. False
+ * (nothing written) for anything else. (cli.c) */
+bool ps_cli_parse_act(const char *s, ps_act *out);
+#define PS_CLI_ACT_HELP                                                                        \
+    "  --act native|f32     activations of the matrix products: native (default, as llama.cpp:\n" \
+    "                       bf16 for BF16 weights, Q8_0 blocks for Q8_0 weights) or f32 (float32\n" \
+    "                       for every weight type: closest to float64, slower; part of the score)\n"
+
 /* Reads all of f into a malloc'd buffer (free with free()); *len bytes, any content. NULL on a
  * read error or when memory runs out. (cli.c) */
 char *ps_cli_read_all(FILE *f, size_t *len);

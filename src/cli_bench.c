@@ -42,6 +42,7 @@ static const char *BENCH_USAGE =
     "  -t, --threads LIST   thread counts, comma separated (default 1,2; -t N alone means 1,N)\n"
     "  --lengths LIST       prompt lengths in tokens (default 256,1024,4096)\n"
     "  -k N                 top-K alternatives per position (default 20)\n"
+    PS_CLI_ACT_HELP
     "  --json               one JSON object per line\n";
 
 #define MAX_LIST 16
@@ -87,9 +88,9 @@ static double check_matmul(const ps_session *s, const ps_mat *w0) {
         uint64_t r = 42;
         for (int64_t i = 0; i < m * k; i++)
             x[i] = (float)((double)(rng_next(&r) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-        const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride};
+        const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride, s->f32_act};
         ps_matmul(&env, &w, x, k, m, y, w.n_out);
-        if (ps_matmul_ref(&w, x, k, m, yr, w.n_out) == PS_OK) {
+        if (ps_matmul_ref(&w, env.f32_act, x, k, m, yr, w.n_out) == PS_OK) {
             worst = 0;
             for (int64_t i = 0; i < m * w.n_out; i++)
                 worst = fmax(worst, fabs((double)y[i] - yr[i]) / (fabs((double)yr[i]) + 1.0));
@@ -191,6 +192,7 @@ int ps_cli_bench(int argc, char **argv) {
     int32_t threads[MAX_LIST] = {1, 2}, lengths[MAX_LIST] = {256, 1024, 4096};
     int n_threads = 2, n_lengths = 3;
     int32_t k = 20;
+    ps_act act = PS_ACT_NATIVE;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -209,6 +211,7 @@ int ps_cli_bench(int argc, char **argv) {
                 n_threads = 2;
             }
         } else if (ok && !strcmp(a, "--lengths")) ok = parse_list(v, lengths, &n_lengths);
+        else if (ok && !strcmp(a, "--act")) ok = ps_cli_parse_act(v, &act);
         else if (ok && !strcmp(a, "-k")) {
             char *end;
             long kv = strtol(v, &end, 10);
@@ -255,12 +258,13 @@ int ps_cli_bench(int argc, char **argv) {
 
     if (!json)
         printf("model %s: %s, %d layers, %d wide, vocab %d, %s weights, %.0f MB; k = %d, "
-               "chunk %d, isa %s (avx512bf16 %s: not used, bf16 weights are widened to f32; "
-               "avx512vnni %s: used by q8_0)\n",
+               "chunk %d, isa %s, activations %s (avx512bf16 %s, avx512vnni %s: %s)\n",
                path, info.arch, hp->n_layer, hp->n_embd, hp->n_vocab,
                ps_ggml_type_name(model->w.layers[0].wq.type), info.file_bytes / 1048576.0, k,
-               PS_CHUNK, ps_isa_name(ps_isa_best()), ps_cpu_has_avx512bf16() ? "yes" : "no",
-               ps_cpu_has_avx512vnni() ? "yes" : "no");
+               PS_CHUNK, ps_isa_name(ps_isa_best()), ps_act_name(act),
+               ps_cpu_has_avx512bf16() ? "yes" : "no", ps_cpu_has_avx512vnni() ? "yes" : "no",
+               act == PS_ACT_F32 ? "not used, every weight type is widened to f32"
+                                 : "bf16 weights use vdpbf16ps, q8_0 weights vpdpbusd");
     int rc = 0;
     for (int ti = 0; ti < n_threads && !rc; ti++) {
         ps_pool *pool = NULL;
@@ -272,6 +276,7 @@ int ps_cli_bench(int argc, char **argv) {
         ps_session_params sp = ps_session_default_params();
         sp.n_ctx = max_len;
         sp.pool = pool;
+        sp.act = act;
         if (ps_session_create(model, &sp, &s, &err) != PS_OK) {
             fprintf(stderr, "promptscore bench: session: %s\n", err.message);
             ps_pool_free(pool);
@@ -319,10 +324,11 @@ int ps_cli_bench(int argc, char **argv) {
                 printf("{\"threads\": %d, \"tokens\": %d, \"k\": %d, \"seconds\": %.6f, "
                        "\"clock\": \"%s\", \"wall_seconds\": %.6f, \"tokens_per_s\": %.1f, "
                        "\"matmul_share\": %.3f, \"attention_share\": %.3f, \"topk_share\": "
-                       "%.3f, \"rest_share\": %.3f, \"matmul_gflops\": %.1f, \"isa\": \"%s\"}\n",
+                       "%.3f, \"rest_share\": %.3f, \"matmul_gflops\": %.1f, \"isa\": \"%s\", "
+                       "\"act\": \"%s\"}\n",
                        threads[ti], lengths[li], k, secs, cpu_clock ? "cpu" : "wall", wall,
                        lengths[li] / secs, mm / secs, att / secs, topk / secs, rest / secs, gf,
-                       ps_isa_name(s->isa));
+                       ps_isa_name(s->isa), ps_act_name(act));
             else
                 printf("%7d %7d %9.3f %9.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %9.1f  (%s; wall %.3f s)\n",
                        threads[ti], lengths[li], secs, lengths[li] / secs, 100 * mm / secs,

@@ -36,6 +36,7 @@ typedef struct {
     int32_t threads;
     int32_t n_ctx;
     int32_t chunk;
+    ps_act act;     /* --act */
     bool progress;  /* --progress: even when stderr is not a terminal */
 } common_opts;
 
@@ -76,6 +77,15 @@ static int common_opt(const char *cmd, int argc, char **argv, int *i, common_opt
     }
     if (!strcmp(a, "--progress")) {
         o->progress = true;
+        return 1;
+    }
+    if (!strcmp(a, "--act")) {
+        if (!v) goto missing;
+        if (!ps_cli_parse_act(v, &o->act)) {
+            fprintf(stderr, "promptscore %s: --act wants native or f32, got '%s'\n", cmd, v);
+            return -1;
+        }
+        (*i)++;
         return 1;
     }
     if (!strcmp(a, "-t") || !strcmp(a, "--threads")) dst = &o->threads, lo = 0, hi = 1024;
@@ -174,6 +184,7 @@ static bool load(const char *cmd, const common_opts *o, loaded *l) {
     sp.n_ctx = l->info.n_ctx;
     sp.n_batch = o->chunk;
     sp.pool = l->pool;
+    sp.act = o->act;
     if ((st = ps_session_create(l->model, &sp, &l->session, &err)) != PS_OK) {
         fprintf(stderr, "promptscore %s: cannot create a session of %d positions: %s\n", cmd,
                 sp.n_ctx, err.message);
@@ -231,6 +242,7 @@ static const char *SCORE_USAGE =
     "  -t, --threads N      threads (default: all CPUs); results do not depend on it\n"
     "  --no-bos             do not add BOS to text prompts (id prompts are always verbatim)\n"
     "  --chunk N            positions per forward pass, 1..256 (default 256; part of the score)\n"
+    PS_CLI_ACT_HELP
     "  --ctx N              context length (default: the model's)\n"
     "  --strict             exit 1 when any line was an error\n"
     "  --progress           progress on stderr even when it is not a terminal\n";
@@ -442,6 +454,7 @@ static const char *PPL_USAGE =
     "                       the summary then goes to stderr\n"
     "  -t, --threads N      threads (default: all CPUs)\n"
     "  --chunk N            positions per forward pass (default 256)\n"
+    PS_CLI_ACT_HELP
     "  --progress           progress on stderr even when it is not a terminal\n";
 
 int ps_cli_perplexity(int argc, char **argv) {

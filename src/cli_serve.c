@@ -35,6 +35,7 @@ static const char *USAGE =
     "  --queue N            requests admitted at once (default 64); more get 503 + Retry-After\n"
     "  --name NAME          model name clients must send (default: the GGUF's general.name)\n"
     "  --ctx N              context length (default: the model's)\n"
+    PS_CLI_ACT_HELP
     "  -q, --quiet          no access log\n";
 
 static void log_line(void *ctx, const char *line) {
@@ -112,6 +113,13 @@ int ps_cli_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--ctx")) {
             NEED_INT(0, INT32_MAX);
             ctx = n;
+        } else if (!strcmp(a, "--act")) {
+            if (!v) goto missing;
+            if (!ps_cli_parse_act(v, &cfg.act)) {
+                fprintf(stderr, "promptscore serve: --act wants native or f32, got '%s'\n", v);
+                return 2;
+            }
+            i++;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else {

@@ -203,7 +203,7 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
     const ps_weights *w = &m->w;
     const int64_t d = hp->n_embd, hd = hp->head_dim, dq = (int64_t)hp->n_head * hd,
                   dkv = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
-    const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride};
+    const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride, s->f32_act};
     const uint64_t t_fwd = ps_prof_start();
 
     /* x (n, d) = embedding rows; xb = first attention norm; RoPE angles of the positions */

@@ -47,15 +47,19 @@ static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
 /* Per-thread scratch, in floats: [tile | quantised activations | accumulators]. The tile holds
  * 16 rows converted to float32 or (Q8_0) the packed int8 tile; the activation slot holds
- * MM_QROWS rows of Q8_0-quantised activations (bytes, then scales). */
+ * MM_QROWS rows of Q8_0-quantised activations (bytes, then scales) or of bf16-rounded ones
+ * (bf16 bits for vdpbf16ps, or widened back to float32 where the CPU lacks it). */
 static size_t tile_floats(int64_t n) {
     const size_t f32 = (size_t)MM_TILE * (size_t)(round16(n) + 16);
     const size_t q8 = (size_t)round16((n / PS_Q8_0_BLOCK) * 640 / 4);
     return f32 > q8 ? f32 : q8;
 }
 static size_t qx_floats(int64_t n) {
-    return (size_t)MM_QROWS * (size_t)((n + 63) & ~(int64_t)63) / 4 +
-           (size_t)MM_QROWS * (size_t)round16(n / PS_Q8_0_BLOCK);
+    const size_t q8 = (size_t)MM_QROWS * (size_t)((n + 63) & ~(int64_t)63) / 4 +
+                      (size_t)MM_QROWS * (size_t)round16(n / PS_Q8_0_BLOCK);
+    const size_t bf16 = (size_t)MM_QROWS * (size_t)((n + 63) & ~(int64_t)63) / 2;
+    const size_t f32 = (size_t)MM_QROWS * (size_t)round16(n); /* bf16-rounded, widened */
+    return PS_MAX(q8, PS_MAX(bf16, f32));
 }
 
 size_t ps_matmul_scratch_floats(int64_t max_n_in) {
@@ -830,6 +834,116 @@ T_AVX2 static void tile_q8_avx2(const uint8_t *wp, int nw, const qx_pass *qp, in
 }
 #endif
 
+/* ---- BF16 weights x bf16-rounded activations: vdpbf16ps ----
+ *
+ * As llama.cpp does for BF16 weights, each activation row is rounded to bf16 once per call
+ * (ps_quant_act_bf16: round to nearest even). A bf16 x bf16 product is exact in float32, so
+ * what remains is the order of the float32 sums:
+ *   - AVX-512 BF16: the weights are used in place (no conversion) and every output is one
+ *     accumulator vector fed by vdpbf16ps over k = 0, 32, 64, ... in order (the tail masked to
+ *     zeros): lane i takes (acc + x[2i+1] w[2i+1]) + x[2i] w[2i], each step rounded to nearest
+ *     even (Intel's definition; measured the same on this AMD core, 32M random cases), input
+ *     subnormals read as zero. Then hsum512, as every other AVX-512 path.
+ *   - other ISAs: the rounded activations are widened back to float32 and go through the
+ *     float32 kernels above (weights widened exactly, one fma per product).
+ * So every ISA computes sum_k bf16(x[k]) * w[k] in float32, each in its own fixed order:
+ * results do not depend on threads or batch split; across ISAs they differ by float32 rounding
+ * only. vdpbf16ps retires two 16-lane dot pairs per cycle on this core: twice the products of
+ * a float32 FMA. Register tile: R activation rows x 4 weight rows (R = 6: 24 accumulators; per
+ * 32 inputs 10 loads feed 24 vdpbf16ps). Blocking as mk_avx512 (MM_KB inputs, MM_ROWS rows). */
+
+#if defined(__x86_64__)
+#define T_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+/* The vdpbf16ps form of mk_avx512: x (R, n) bf16 rows ldx elements apart, w[J] bf16 rows. */
+T_BF16 static inline __attribute__((always_inline)) void mk_bf16(
+    int R, int J, const uint16_t *x, int64_t ldx, const uint16_t *const *w, int64_t k0,
+    int64_t k1, float *acc, bool first, bool last, float *y, int64_t ldy) {
+    __m512 a[6][4];
+    _Pragma("GCC unroll 6")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++)
+            a[r][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + (r * MM_TILE + j) * 16);
+    int64_t k = k0;
+    for (; k + 32 <= k1; k += 32) {
+        __m512i xv[6];
+        _Pragma("GCC unroll 6")
+        for (int r = 0; r < R; r++) xv[r] = _mm512_loadu_si512((const void *)(x + r * ldx + k));
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            const __m512i wv = _mm512_loadu_si512((const void *)(w[j] + k));
+            _Pragma("GCC unroll 6")
+            for (int r = 0; r < R; r++)
+                a[r][j] = _mm512_dpbf16_ps(a[r][j], (__m512bh)xv[r], (__m512bh)wv);
+        }
+    }
+    if (k < k1) {
+        const __mmask32 m = (__mmask32)((1ull << (k1 - k)) - 1u);
+        __m512i xv[6];
+        _Pragma("GCC unroll 6")
+        for (int r = 0; r < R; r++) xv[r] = _mm512_maskz_loadu_epi16(m, x + r * ldx + k);
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            const __m512i wv = _mm512_maskz_loadu_epi16(m, w[j] + k);
+            _Pragma("GCC unroll 6")
+            for (int r = 0; r < R; r++)
+                a[r][j] = _mm512_dpbf16_ps(a[r][j], (__m512bh)xv[r], (__m512bh)wv);
+        }
+    }
+    if (last && J == 4) {
+        _Pragma("GCC unroll 6")
+        for (int r = 0; r < R; r++)
+            _mm_storeu_ps(y + r * ldy, hsum512x4(a[r][0], a[r][1], a[r][2], a[r][3]));
+        return;
+    }
+    _Pragma("GCC unroll 6")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            if (last) y[r * ldy + j] = hsum512(a[r][j]);
+            else _mm512_storeu_ps(acc + (r * MM_TILE + j) * 16, a[r][j]);
+        }
+}
+
+#define BF16_MK(R, J)                                                                        \
+    mk_bf16(R, J, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16, first, last, \
+            yb + r * ldy + j, ldy)
+
+/* tile_avx512 with mk_bf16: nw weight rows x n_rows bf16 activation rows. */
+T_BF16 static void tile_bf16(const uint16_t *const *w, int nw, const uint16_t *x, int64_t ldx,
+                             int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
+    for (int64_t rb = 0; rb < n_rows; rb += MM_ROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_ROWS, n_rows - rb);
+        const uint16_t *xb = x + rb * ldx;
+        float *yb = y + rb * ldy;
+        for (int64_t k0 = 0; k0 < n; k0 += MM_KB) {
+            const int64_t k1 = PS_MIN(k0 + MM_KB, n);
+            const bool first = k0 == 0, last = k1 == n;
+            int64_t r = 0;
+            int j;
+            for (; r + 6 <= nr; r += 6) {
+                for (j = 0; j + 4 <= nw; j += 4) BF16_MK(6, 4);
+                for (; j < nw; j++) BF16_MK(6, 1);
+            }
+            for (; r + 4 <= nr; r += 4) {
+                for (j = 0; j + 4 <= nw; j += 4) BF16_MK(4, 4);
+                for (; j < nw; j++) BF16_MK(4, 1);
+            }
+            for (; r + 2 <= nr; r += 2) {
+                for (j = 0; j + 4 <= nw; j += 4) BF16_MK(2, 4);
+                for (; j < nw; j++) BF16_MK(2, 1);
+            }
+            for (; r < nr; r++) {
+                for (j = 0; j + 4 <= nw; j += 4) BF16_MK(1, 4);
+                for (; j < nw; j++) BF16_MK(1, 1);
+            }
+        }
+    }
+}
+#undef BF16_MK
+#endif
+
 /* ---- the pool task ---- */
 
 typedef struct {
@@ -973,6 +1087,78 @@ static void matmul_q8(const ps_matmul_env *env, const ps_mat *w, const float *x,
     }
 }
 
+/* ---- the BF16 call: round a pass of rows to bf16, then one task per weight tile ---- */
+
+typedef struct {
+    const ps_matmul_env *env;
+    const ps_mat *w;
+    const float *x;
+    int64_t ldx, row0;
+    float *y;
+    int64_t ldy;
+    int32_t n_threads;
+    bool dp;         /* vdpbf16ps on bf16 rows; else float32 rows through mm_task */
+    void *slot;      /* the pass's rounded rows (uint16_t or float), ldb elements apart */
+    int64_t ldb, n_pass;
+} bf16_job;
+
+static void bf16_round_task(void *ctx, int64_t i, int32_t thread) {
+    const bf16_job *job = ctx;
+    const int64_t n = job->w->n_in;
+    const float *x = job->x + (job->row0 + i) * job->ldx;
+    (void)thread;
+    if (job->dp) {
+        uint16_t *dst = (uint16_t *)job->slot + i * job->ldb;
+        ps_quant_act_bf16(job->env->isa, x, n, dst, NULL);
+    } else {
+        ps_quant_act_bf16(job->env->isa, x, n, NULL, (float *)job->slot + i * job->ldb);
+    }
+}
+
+#if defined(__x86_64__)
+static void bf16_tile_task(void *ctx, int64_t task, int32_t thread) {
+    const bf16_job *job = ctx;
+    const ps_mat *w = job->w;
+    const int64_t j0 = task * MM_TILE;
+    const int nw = (int)PS_MIN((int64_t)MM_TILE, w->n_out - j0);
+    const uint16_t *rows[MM_TILE];
+    for (int j = 0; j < nw; j++)
+        rows[j] = (const uint16_t *)((const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes);
+    float *acc = job->env->scratch + (size_t)thread * job->env->scratch_stride +
+                 (job->env->scratch_stride - MM_ACC);
+    prefetch_tile(w, task + job->n_threads);
+    tile_bf16(rows, nw, (const uint16_t *)job->slot, job->ldb, job->n_pass, w->n_in,
+              job->y + job->row0 * job->ldy + j0, job->ldy, acc);
+}
+#endif
+
+static void matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+                        int64_t n_rows, float *y, int64_t ldy) {
+    const int64_t n = w->n_in;
+    bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, NULL, 0, 0};
+#if defined(__x86_64__)
+    job.dp = env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512bf16();
+#endif
+    /* thread 0's activation slot holds the pass (MM_QROWS rows); tasks only read it */
+    job.slot = env->scratch + tile_floats(n);
+    job.ldb = job.dp ? round64(n) : round16(n);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += MM_QROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_QROWS, n_rows - r0);
+        job.row0 = r0;
+        job.n_pass = nr;
+        ps_pool_for(env->pool, nr, bf16_round_task, &job);
+#if defined(__x86_64__)
+        if (job.dp) {
+            ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, bf16_tile_task, &job);
+            continue;
+        }
+#endif
+        mm_job mj = {env, w, (const float *)job.slot, job.ldb, nr, y + r0 * ldy, ldy,
+                     job.n_threads};
+        ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &mj);
+    }
+}
+
 void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                int64_t n_rows, float *y, int64_t ldy) {
     assert(env->isa != PS_ISA_AUTO);
@@ -980,8 +1166,13 @@ void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_
            (w->type == PS_GGML_F32 && env->scratch_stride >= MM_ACC));
     if (n_rows <= 0 || w->n_out <= 0) return;
     const uint64_t t0 = ps_prof_start();
-    if (w->type == PS_GGML_Q8_0) {
+    if (w->type == PS_GGML_Q8_0 && !env->f32_act) {
         matmul_q8(env, w, x, ldx, n_rows, y, ldy);
+        ps_prof_add(PS_PROF_MATMUL, t0);
+        return;
+    }
+    if (w->type == PS_GGML_BF16 && !env->f32_act) {
+        matmul_bf16(env, w, x, ldx, n_rows, y, ldy);
         ps_prof_add(PS_PROF_MATMUL, t0);
         return;
     }
@@ -1023,20 +1214,33 @@ static ps_status matmul_ref_q8(const ps_mat *w, const float *x, int64_t ldx, int
     return PS_OK;
 }
 
-ps_status ps_matmul_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
-                        int64_t ldy) {
-    if (w->type == PS_GGML_Q8_0) return matmul_ref_q8(w, x, ldx, n_rows, y, ldy);
-    float *row = ps_malloc((size_t)PS_MAX(w->n_in, 1) * sizeof(float));
-    if (!row) return PS_ERR_NOMEM;
-    for (int64_t j = 0; j < w->n_out; j++) {
-        ps_quant_row_to_f32_ref(w->type, (const uint8_t *)w->data + (size_t)j * w->row_bytes, row,
-                                w->n_in);
-        for (int64_t r = 0; r < n_rows; r++) {
+ps_status ps_matmul_ref(const ps_mat *w, bool f32_act, const float *x, int64_t ldx,
+                        int64_t n_rows, float *y, int64_t ldy) {
+    if (w->type == PS_GGML_Q8_0 && !f32_act) return matmul_ref_q8(w, x, ldx, n_rows, y, ldy);
+    const bool bf16_act = w->type == PS_GGML_BF16 && !f32_act;
+    const size_t n = (size_t)PS_MAX(w->n_in, 1);
+    float *row = ps_malloc(n * sizeof(float));
+    float *xr = bf16_act ? ps_malloc(n * sizeof(float)) : NULL;
+    if (!row || (bf16_act && !xr)) {
+        ps_free(row);
+        ps_free(xr);
+        return PS_ERR_NOMEM;
+    }
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *xv = x + r * ldx;
+        if (bf16_act) {
+            ps_quant_act_bf16_ref(xv, w->n_in, NULL, xr);
+            xv = xr;
+        }
+        for (int64_t j = 0; j < w->n_out; j++) {
+            ps_quant_row_to_f32_ref(w->type, (const uint8_t *)w->data + (size_t)j * w->row_bytes,
+                                    row, w->n_in);
             double s = 0.0;
-            for (int64_t k = 0; k < w->n_in; k++) s += (double)x[r * ldx + k] * (double)row[k];
+            for (int64_t k = 0; k < w->n_in; k++) s += (double)xv[k] * (double)row[k];
             y[r * ldy + j] = (float)s;
         }
     }
     ps_free(row);
+    ps_free(xr);
     return PS_OK;
 }

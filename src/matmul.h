@@ -11,6 +11,10 @@
  * (ps_quant_act_q8), y = sum over blocks b, in order, of fmaf(isum_b, dw_b * dx_b, acc) with
  * isum_b the exact int32 dot product of the block's int8 values; that order is the same on
  * every ISA, so Q8_0 results are bitwise equal across scalar / AVX2 / AVX-512 too.
+ * BF16 weights, also as llama.cpp: each activation row is rounded to bf16 (ps_quant_act_bf16)
+ * and the exact bf16 x bf16 products are summed in float32 (AVX-512 BF16 vdpbf16ps where the CPU
+ * has it). With env->f32_act both take float32 activations like F32/F16 (weights widened
+ * exactly): the closest to the float64 reference, at half (BF16) to a third (Q8_0) the speed.
  */
 #ifndef PS_MATMUL_H
 #define PS_MATMUL_H
@@ -33,6 +37,7 @@ typedef struct {
     ps_isa isa;
     float *scratch;
     size_t scratch_stride;
+    bool f32_act;        /* float32 activations for every weight type (PS_ACT_F32) */
 } ps_matmul_env;
 
 /* Floats of per-thread scratch ps_matmul needs for weights with up to max_n_in inputs (a
@@ -48,11 +53,12 @@ void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_
                int64_t n_rows, float *y, int64_t ldy);
 
 /* The plain reference: each row converted by ps_quant_row_to_f32_ref, dot products summed in
- * double, rounded once to float. Q8_0: activations quantised by ps_quant_act_q8_ref, exact
- * integer block sums, sum of dw * dx * isum in double. Single-threaded. PS_OK or PS_ERR_NOMEM
- * (row buffers). */
-ps_status ps_matmul_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
-                        int64_t ldy);
+ * double, rounded once to float. Unless f32_act: Q8_0 activations are quantised by
+ * ps_quant_act_q8_ref (exact integer block sums, sum of dw * dx * isum in double) and BF16
+ * activations rounded by ps_quant_act_bf16_ref, as ps_matmul does. Single-threaded. PS_OK or
+ * PS_ERR_NOMEM (row buffers). */
+ps_status ps_matmul_ref(const ps_mat *w, bool f32_act, const float *x, int64_t ldx,
+                        int64_t n_rows, float *y, int64_t ldy);
 
 /* sum_i a[i] * b[i] in float with the ISA's fixed reduction order (the same order ps_matmul
  * uses for one output element). */

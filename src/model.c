@@ -34,7 +34,16 @@ ps_session_params ps_session_default_params(void) {
     p.n_batch = PS_CHUNK;
     p.pool = NULL;
     p.isa = PS_ISA_AUTO;
+    p.act = PS_ACT_NATIVE;
     return p;
+}
+
+const char *ps_act_name(ps_act act) {
+    switch (act) {
+    case PS_ACT_NATIVE: return "native";
+    case PS_ACT_F32: return "f32";
+    }
+    return "?";
 }
 
 /* ---- keys ---- */
@@ -454,6 +463,9 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     if (params->n_batch < 1 || params->n_batch > PS_CHUNK)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_batch = %d is out of range (1..%d)",
                        (int)params->n_batch, PS_CHUNK);
+    if (params->act != PS_ACT_NATIVE && params->act != PS_ACT_F32)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "act = %d is not PS_ACT_NATIVE or PS_ACT_F32",
+                       (int)params->act);
     ps_isa isa = params->isa == PS_ISA_AUTO ? ps_isa_best() : params->isa;
     if (!ps_isa_supported(isa) || isa == PS_ISA_AUTO)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "isa %s is not available on this CPU",
@@ -467,6 +479,7 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     s->pool = params->pool;
     s->n_threads = ps_pool_size(params->pool);
     s->isa = isa;
+    s->f32_act = params->act == PS_ACT_F32;
     s->n_past = 0;
     if (s->n_ctx < 1) {
         ps_session_free(s);

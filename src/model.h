@@ -90,6 +90,7 @@ struct ps_session {
     int32_t n_past;
     ps_pool *pool;
     ps_isa isa;
+    bool f32_act;             /* PS_ACT_F32 */
     float *k_cache, *v_cache;
     float *x, *xb, *q, *k, *v, *att, *ffn_out, *hb, *hb2;
     float *rope_cos, *rope_sin;

@@ -310,3 +310,76 @@ void ps_quant_act_q8(ps_isa isa, const float *x, int64_t n, uint8_t *q, float *d
 #endif
     ps_quant_act_q8_ref(x, n, q, d, offset);
 }
+
+/* ---- activations -> bf16 for the BF16 matmul ----
+ *
+ * Round to nearest even on the bits, as ps_f32_to_bf16: u + 0x7fff + ((u >> 16) & 1), then the
+ * high half; a NaN keeps its sign and payload top and is made quiet (| 0x40). Integer
+ * arithmetic, so the SIMD forms give the same bits as the scalar one for every input,
+ * subnormals included (vcvtneps2bf16 would flush those to zero). */
+
+void ps_quant_act_bf16_ref(const float *x, int64_t n, uint16_t *out, float *out_f32) {
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t h = ps_f32_to_bf16(x[i]);
+        if (out) out[i] = h;
+        if (out_f32) out_f32[i] = ps_bf16_to_f32(h);
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2")))
+static void act_bf16_avx2(const float *x, int64_t n, uint16_t *out, float *out_f32) {
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    const __m256i quiet = _mm256_set1_epi32(0x400000), hi = _mm256_set1_epi32((int)0xffff0000u);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+        const __m256i r = _mm256_add_epi32(
+            u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+        /* high halves: rounded, or the NaN made quiet */
+        const __m256i h = _mm256_and_si256(_mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan), hi);
+        if (out_f32) _mm256_storeu_si256((__m256i *)(out_f32 + i), h);
+        if (out) {
+            const __m256i p = _mm256_packus_epi32(_mm256_srli_epi32(h, 16), _mm256_setzero_si256());
+            const __m256i o = _mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0));
+            _mm_storeu_si128((__m128i *)(out + i), _mm256_castsi256_si128(o));
+        }
+    }
+    ps_quant_act_bf16_ref(x + i, n - i, out ? out + i : NULL, out_f32 ? out_f32 + i : NULL);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+static void act_bf16_avx512(const float *x, int64_t n, uint16_t *out, float *out_f32) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    const __m512i quiet = _mm512_set1_epi32(0x400000), hi = _mm512_set1_epi32((int)0xffff0000u);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        const __m512i u = _mm512_maskz_loadu_epi32(m, x + i);
+        const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs), inf);
+        __m512i r = _mm512_add_epi32(
+            u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+        r = _mm512_mask_or_epi32(r, nan, u, quiet);
+        const __m512i h = _mm512_and_si512(r, hi);
+        if (out_f32) _mm512_mask_storeu_epi32(out_f32 + i, m, h);
+        if (out) _mm256_mask_storeu_epi16(out + i, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+    }
+}
+#endif
+
+void ps_quant_act_bf16(ps_isa isa, const float *x, int64_t n, uint16_t *out, float *out_f32) {
+    if (isa == PS_ISA_AUTO) isa = ps_isa_best();
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) {
+        act_bf16_avx512(x, n, out, out_f32);
+        return;
+    }
+    if (isa == PS_ISA_AVX2) {
+        act_bf16_avx2(x, n, out, out_f32);
+        return;
+    }
+#endif
+    ps_quant_act_bf16_ref(x, n, out, out_f32);
+}

@@ -1,7 +1,7 @@
 /*
  * quant.h — weight row formats: conversion of one row of F32 / F16 / BF16 / Q8_0 weights to
  * float32 (the kernels dequantise rows on the fly, never whole tensors), float32 -> Q8_0
- * blocks (weights, and the activations of the int8 Q8_0 matmul), and the byte size of a row. Each conversion has a scalar reference and SIMD variants
+ * blocks (weights, and the activations of the int8 Q8_0 matmul), float32 -> bf16 activations, and the byte size of a row. Each conversion has a scalar reference and SIMD variants
  * chosen by the caller's ISA; every variant gives bitwise the same floats (the conversions are
  * exact: f16/bf16 -> f32 is exact, and Q8_0 is one f32 multiply per weight).
  */
@@ -37,5 +37,14 @@ void ps_quant_f32_to_q8_0(const float *x, ps_block_q8_0 *out, int64_t n);
 void ps_quant_act_q8(ps_isa isa, const float *x, int64_t n, uint8_t *q, float *d, bool offset);
 /* The plain reference (roundf, fmaxf/fminf). */
 void ps_quant_act_q8_ref(const float *x, int64_t n, uint8_t *q, float *d, bool offset);
+
+/* Activations for the BF16 matmul: x (n floats) rounded to bfloat16, to nearest even, exactly
+ * as ps_f32_to_bf16 (NaN stays NaN, made quiet; +-inf stays; subnormals are kept, not flushed;
+ * a finite value past the largest bf16 rounds to inf). Writes the bf16 bits to out and/or the
+ * same values widened back to float32 to out_f32 (either may be NULL). isa picks the variant;
+ * every variant writes the same bits. */
+void ps_quant_act_bf16(ps_isa isa, const float *x, int64_t n, uint16_t *out, float *out_f32);
+/* The plain reference (ps_f32_to_bf16 per element). */
+void ps_quant_act_bf16_ref(const float *x, int64_t n, uint16_t *out, float *out_f32);
 
 #endif

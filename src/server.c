@@ -1340,6 +1340,7 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
         }
         ps_session_params sp = ps_session_default_params();
         sp.pool = w->pool;
+        sp.act = cfg.act;
         st = ps_session_create(model, &sp, &w->session, err);
         if (st != PS_OK) {
             server_free(s);

@@ -87,6 +87,7 @@ typedef struct {
     int64_t max_body;        /* request body cap in bytes; default 16 MiB */
     int32_t queue;           /* requests admitted and not finished; more get 503; default 64 */
     const char *name;        /* served model name; NULL = the model's name */
+    ps_act act;              /* activations of the matrix products; default PS_ACT_NATIVE */
     /* one line per request (no newline); NULL = no log. Called from connection threads. */
     void (*log)(void *ctx, const char *line);
     void *log_ctx;

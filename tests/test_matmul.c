@@ -12,7 +12,15 @@
  * 2^-24, ~2e-6 at k = 1056; one lost term of k = 1056 would be ~1e-3). Q8_0 quantises the
  * activations (as llama.cpp); ps_matmul_ref does the same quantisation, so the same bound holds
  * with x replaced by the dequantised activations (the block sums are exact integers; the float
- * part is one product and one fma per block of 32).
+ * part is one product and one fma per block of 32). BF16 with native activations rounds them to
+ * bf16 (AVX-512 BF16: vdpbf16ps, weights in place); bf16 x bf16 products are exact in float32,
+ * so the same bound holds with x replaced by the rounded activations. BF16 and Q8_0 also run
+ * with float32 activations (f32_act) against the plain reference.
+ *
+ * BF16 native also: the activation rounding writes the reference's bits on every ISA (ties to
+ * even, NaN/inf/overflow/subnormals, tails); 300 rows (two passes of the activation slot) with
+ * NaN / inf / overflowing activations poison exactly their rows; 2 threads and a row subset are
+ * bitwise the same.
  *
  * Q8_0 also: every ISA path is bitwise equal to the scalar kernel (exact int32 block sums, one
  * float order); the activation quantiser writes the reference's bytes on every ISA, rounds ties
@@ -73,8 +81,8 @@ static void *make_weights(uint32_t type, int64_t n, int64_t k, size_t *row_bytes
 }
 
 /* y vs the reference: every element within the order bound, and the worst relative error. */
-static void check_close(const char *tag, const ps_mat *w, const float *x, int64_t ldx,
-                        int64_t m, const float *y, int64_t ldy, const float *yref) {
+static void check_close(const char *tag, const ps_mat *w, bool f32_act, const float *x,
+                        int64_t ldx, int64_t m, const float *y, int64_t ldy, const float *yref) {
     float *row = malloc(sizeof(float) * (size_t)w->n_in), *xq = malloc(sizeof(float) * (size_t)w->n_in);
     float *qd = malloc(sizeof(float) * (size_t)(w->n_in / 32 + 1));
     uint8_t *qb = malloc((size_t)w->n_in);
@@ -85,9 +93,12 @@ static void check_close(const char *tag, const ps_mat *w, const float *x, int64_
                                 w->n_in);
         for (int64_t r = 0; r < m; r++) {
             const float *xr = x + r * ldx;
-            if (w->type == PS_GGML_Q8_0) { /* the kernel multiplies the quantised row */
+            if (w->type == PS_GGML_Q8_0 && !f32_act) { /* the kernel multiplies the quantised row */
                 ps_quant_act_q8_ref(xr, w->n_in, qb, qd, false);
                 for (int64_t i = 0; i < w->n_in; i++) xq[i] = (float)(int8_t)qb[i] * qd[i / 32];
+                xr = xq;
+            } else if (w->type == PS_GGML_BF16 && !f32_act) { /* ... or the bf16-rounded one */
+                ps_quant_act_bf16_ref(xr, w->n_in, NULL, xq);
                 xr = xq;
             }
             double mag = 0;
@@ -121,32 +132,37 @@ static void test_matmul_shapes(ps_pool *pool2) {
     const size_t stride = ps_matmul_scratch_floats(KMAX);
     float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
     for (size_t s = 0; s < PS_ARRAY_LEN(shapes); s++) {
-        for (size_t t = 0; t < PS_ARRAY_LEN(types); t++) {
+        for (size_t t = 0; t < 2 * PS_ARRAY_LEN(types); t++) {
+            /* each type with native activations, then BF16 and Q8_0 with float32 ones */
+            const bool f32_act = t >= PS_ARRAY_LEN(types);
+            const uint32_t type = types[t % PS_ARRAY_LEN(types)];
+            if (f32_act && type != PS_GGML_BF16 && type != PS_GGML_Q8_0) continue;
             int64_t n = shapes[s][0], k = shapes[s][1];
-            if (types[t] == PS_GGML_Q8_0) k = (k + 31) / 32 * 32;
+            if (type == PS_GGML_Q8_0) k = (k + 31) / 32 * 32;
             ps_mat w = {0};
-            w.data = make_weights(types[t], n, k, &w.row_bytes);
-            w.type = types[t];
+            w.data = make_weights(type, n, k, &w.row_bytes);
+            w.type = type;
             w.n_in = k;
             w.n_out = n;
             const int64_t ldx = k + 7, ldy = n + 9; /* strided x and y */
-            CHECK(ps_matmul_ref(&w, x, ldx, M, yref, n) == PS_OK);
+            CHECK(ps_matmul_ref(&w, f32_act, x, ldx, M, yref, n) == PS_OK);
             bool have_scalar = false;
             for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
                 if (!ps_isa_supported(ISAS[i])) continue;
                 char tag[96];
-                snprintf(tag, sizeof tag, "%s %s n %lld k %lld", ps_ggml_type_name(types[t]),
-                         ps_isa_name(ISAS[i]), (long long)n, (long long)k);
-                ps_matmul_env env = {NULL, ISAS[i], scratch, stride};
+                snprintf(tag, sizeof tag, "%s %s%s n %lld k %lld", ps_ggml_type_name(type),
+                         ps_isa_name(ISAS[i]), f32_act ? " f32-act" : "", (long long)n,
+                         (long long)k);
+                ps_matmul_env env = {NULL, ISAS[i], scratch, stride, f32_act};
                 for (int64_t e = 0; e < M * ldy; e++) y[e] = -7.0f; /* sentinels */
                 ps_matmul(&env, &w, x, ldx, M, y, ldy);
-                check_close(tag, &w, x, ldx, M, y, ldy, yref);
+                check_close(tag, &w, f32_act, x, ldx, M, y, ldy, yref);
                 bool kept = true;
                 for (int64_t r = 0; r < M; r++)
                     for (int64_t j = n; j < ldy; j++) kept &= y[r * ldy + j] == -7.0f;
                 CHECKF(kept, "%s: wrote outside the outputs of a row", tag);
                 /* Q8_0: exact int32 block sums and one float order on every ISA -> bitwise */
-                if (types[t] == PS_GGML_Q8_0) {
+                if (type == PS_GGML_Q8_0 && !f32_act) {
                     if (ISAS[i] == PS_ISA_SCALAR) {
                         memcpy(ys, y, sizeof(float) * (size_t)(M * ldy));
                         have_scalar = true;
@@ -156,7 +172,7 @@ static void test_matmul_shapes(ps_pool *pool2) {
                     }
                 }
                 /* 2 threads: bitwise */
-                ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride};
+                ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride, f32_act};
                 for (int64_t e = 0; e < M * ldy; e++) y2[e] = -7.0f;
                 ps_matmul(&env2, &w, x, ldx, M, y2, ldy);
                 CHECKF(!memcmp(y, y2, sizeof(float) * (size_t)(M * ldy)),
@@ -250,10 +266,10 @@ static void test_q8_extremes(ps_pool *pool2) {
     float *ys = malloc(sizeof(float) * (size_t)(m * n));
     const size_t stride = ps_matmul_scratch_floats(k);
     float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
-    CHECK(ps_matmul_ref(&w, x, k, m, yref, n) == PS_OK);
+    CHECK(ps_matmul_ref(&w, false, x, k, m, yref, n) == PS_OK);
     for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
         if (!ps_isa_supported(ISAS[i])) continue;
-        ps_matmul_env env = {i % 2 ? pool2 : NULL, ISAS[i], scratch, stride};
+        ps_matmul_env env = {i % 2 ? pool2 : NULL, ISAS[i], scratch, stride, false};
         ps_matmul(&env, &w, x, k, m, y, n);
         if (ISAS[i] == PS_ISA_SCALAR) memcpy(ys, y, sizeof(float) * (size_t)(m * n));
         int64_t bad = 0, nan_ok = 0;
@@ -278,6 +294,113 @@ static void test_q8_extremes(ps_pool *pool2) {
     free(ys);
 }
 
+/* bf16 activation rounding: every ISA writes the reference's bits (both outputs), on lengths
+ * off the vector widths; ties go to even, NaN stays NaN (quiet, sign kept), inf stays, values
+ * past the largest bf16 round to inf, subnormals are kept. */
+static void test_quant_act_bf16(void) {
+    enum { N = 203 };
+    float x[N];
+    for (int i = 0; i < N; i++) x[i] = frand() * (i % 3 ? 1.0f : 1e3f);
+    const uint32_t specials[] = {
+        0x3f808000u, /* 1 + 2^-8: tie, rounds down to even 1.0 */
+        0x3f818000u, /* 1 + 3 * 2^-8: tie, rounds up to even */
+        0x3f808001u, /* just above the tie: up */
+        0x7f7fffffu, /* FLT_MAX: rounds to inf */
+        0xff800000u, /* -inf */
+        0x7fc00001u, /* quiet NaN */
+        0xff800001u, /* signalling NaN, negative: stays a NaN */
+        0x00000001u, /* smallest subnormal: rounds to +0 */
+        0x00018000u, /* subnormal tie */
+        0x007fffffu, /* largest subnormal: rounds up to the smallest normal */
+        0x80000000u, /* -0 */
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(specials); i++) memcpy(&x[7 * i + 3], &specials[i], 4);
+    uint16_t h0[N], h1[N];
+    float f0[N], f1[N];
+    ps_quant_act_bf16_ref(x, N, h0, f0);
+    for (int i = 0; i < N; i++) {
+        uint32_t u;
+        memcpy(&u, &f0[i], 4);
+        CHECKF(u == (uint32_t)h0[i] << 16, "bf16 ref: float output %d is not its bits", i);
+    }
+    CHECK(h0[3] == 0x3f80 && h0[10] == 0x3f82 && h0[17] == 0x3f81 && h0[24] == 0x7f80 &&
+          h0[31] == 0xff80 && h0[38] == 0x7fc0 && h0[45] == 0xffc0 && h0[52] == 0x0000 &&
+          h0[59] == 0x0002 && h0[66] == 0x0080 && h0[73] == 0x8000);
+    for (int len = N; len >= N - 17; len -= 17) /* tails of every width */
+        for (size_t k = 0; k < PS_ARRAY_LEN(ISAS); k++) {
+            if (!ps_isa_supported(ISAS[k])) continue;
+            memset(h1, 0x55, sizeof h1);
+            memset(f1, 0x55, sizeof f1);
+            ps_quant_act_bf16(ISAS[k], x, len, h1, f1);
+            CHECKF(!memcmp(h0, h1, 2 * (size_t)len) && !memcmp(f0, f1, 4 * (size_t)len),
+                   "act bf16 on %s (n %d) differs from the reference", ps_isa_name(ISAS[k]), len);
+            uint32_t past = 0x55555555u;
+            CHECKF(len == N || (h1[len] == 0x5555 && !memcmp(&f1[len], &past, 4)),
+                   "act bf16 on %s wrote past n = %d", ps_isa_name(ISAS[k]), len);
+            memset(h1, 0x55, sizeof h1);
+            ps_quant_act_bf16(ISAS[k], x, len, h1, NULL);
+            CHECKF(!memcmp(h0, h1, 2 * (size_t)len), "act bf16 on %s, bits only", ps_isa_name(ISAS[k]));
+        }
+}
+
+/* BF16 weights, native activations, beyond the shape test: 300 rows (two passes of the
+ * 256-row activation slot), a NaN and an inf activation poisoning their rows only, an
+ * activation past the largest bf16 (rounds to inf), and every ISA / thread count within the
+ * order bound of the reference, 2 threads bitwise == 1, rows of the 300-row call bitwise ==
+ * the same rows alone. */
+static void test_bf16_native(ps_pool *pool2) {
+    const int64_t n = 45, k = 2100, m = 300;
+    size_t rb;
+    void *wd = make_weights(PS_GGML_BF16, n, k, &rb);
+    ps_mat w = {wd, PS_GGML_BF16, k, n, rb};
+    float *x = malloc(sizeof(float) * (size_t)(m * k));
+    for (int64_t i = 0; i < m * k; i++) x[i] = frand();
+    x[7 * k + 1000] = NAN;
+    x[260 * k + 5] = -INFINITY;
+    x[290 * k + 2099] = 3.4e38f; /* rounds to +inf in bf16 */
+    float *yref = malloc(sizeof(float) * (size_t)(m * n)), *y = malloc(sizeof(float) * (size_t)(m * n));
+    float *y2 = malloc(sizeof(float) * (size_t)(m * n)), *ym = malloc(sizeof(float) * (size_t)(m * n));
+    const size_t stride = ps_matmul_scratch_floats(k);
+    float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
+    CHECK(ps_matmul_ref(&w, false, x, k, m, yref, n) == PS_OK);
+    for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+        if (!ps_isa_supported(ISAS[i])) continue;
+        const char *isa = ps_isa_name(ISAS[i]);
+        ps_matmul_env env = {NULL, ISAS[i], scratch, stride, false};
+        ps_matmul(&env, &w, x, k, m, y, n);
+        int64_t poisoned = 0;
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t j = 0; j < n; j++)
+                if (r == 7 || r == 260 || r == 290)
+                    poisoned += !isfinite(y[r * n + j]) && !isfinite(yref[r * n + j]);
+        CHECKF(poisoned == 3 * n, "bf16 native on %s: %lld of %lld poisoned outputs are not "
+               "NaN/inf with the reference", isa, (long long)poisoned, (long long)(3 * n));
+        /* the finite rows between the poisoned ones, within the order bound */
+        const int64_t seg[][2] = {{0, 7}, {8, 260}, {261, 290}, {291, 300}};
+        for (size_t g = 0; g < PS_ARRAY_LEN(seg); g++) {
+            char tag[64];
+            snprintf(tag, sizeof tag, "bf16 native %s rows %lld..", isa, (long long)seg[g][0]);
+            check_close(tag, &w, false, x + seg[g][0] * k, k, seg[g][1] - seg[g][0],
+                        y + seg[g][0] * n, n, yref + seg[g][0] * n);
+        }
+        ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride, false};
+        ps_matmul(&env2, &w, x, k, m, y2, n);
+        bool same = true;
+        for (int64_t e = 0; e < m * n; e++) same &= !memcmp(&y[e], &y2[e], 4);
+        CHECKF(same, "bf16 native on %s: 2 threads differ from 1", isa);
+        ps_matmul(&env, &w, x + 250 * k, k, 50, ym, n);
+        CHECKF(!memcmp(ym, y + 250 * n, sizeof(float) * (size_t)(50 * n)),
+               "bf16 native on %s: rows 250..299 alone differ from the 300-row call", isa);
+    }
+    ps_free(scratch);
+    free(wd);
+    free(x);
+    free(yref);
+    free(y);
+    free(y2);
+    free(ym);
+}
+
 /* ps_matmul_f32_serial (attention scores) == ps_dot_f32 == ps_matmul on F32 weights. */
 static void test_serial_and_dot(void) {
     const int64_t n_out = 45, m = 11, hd = 72; /* keys, queries, head size (odd tails) */
@@ -296,7 +419,7 @@ static void test_serial_and_dot(void) {
                 same &= y[r * n_out + j] == ps_dot_f32(ISAS[i], q + r * hd, kx + j * hd, hd);
         CHECKF(same, "matmul_f32_serial != ps_dot_f32 on %s", ps_isa_name(ISAS[i]));
         ps_mat w = {kx, PS_GGML_F32, hd, n_out, sizeof(float) * hd};
-        ps_matmul_env env = {NULL, ISAS[i], scratch, ps_matmul_scratch_floats(hd)};
+        ps_matmul_env env = {NULL, ISAS[i], scratch, ps_matmul_scratch_floats(hd), false};
         ps_matmul(&env, &w, q, hd, m, y2, n_out);
         CHECKF(!memcmp(y, y2, sizeof y), "matmul_f32_serial != ps_matmul on %s",
                ps_isa_name(ISAS[i]));
@@ -400,6 +523,8 @@ int main(void) {
     test_matmul_shapes(pool2);
     test_quant_act();
     test_q8_extremes(pool2);
+    test_quant_act_bf16();
+    test_bf16_native(pool2);
     test_serial_and_dot();
     test_attn_pv();
     test_attn_scores();

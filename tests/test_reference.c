@@ -12,23 +12,28 @@
  * logits of ps_session_forward over a 300-token prompt in chunks of 256 (so the second chunk
  * attends to a cached first one) are compared with forward.py's float64 logits.
  *
- * Tolerance: max |logit_C - logit_ref| <= 1e-4 for F32 / F16 / BF16 and the shared models. Why
- * one number: the C kernels convert F16 and BF16 weights to float32 exactly and keep
- * activations in float32, while the reference dequantises the same weights exactly into
- * float64, so the only difference is float32 rounding of activations and accumulations: measured
- * ~5e-6 on these logits of unit scale. 1e-4 leaves headroom and still catches any real mistake
- * (a wrong RoPE pair, a missing bias or norm moves logits by 1e-2 or more).
+ * Tolerance: max |logit_C - logit_ref| <= 1e-4 for F32 / F16 and the shared models, and for
+ * BF16 / Q8_0 with float32 activations (PS_ACT_F32). Why one number: the C kernels convert
+ * F16, BF16 and Q8_0 weights to float32 exactly and keep activations in float32, while the
+ * reference dequantises the same weights exactly into float64, so the only difference is
+ * float32 rounding of activations and accumulations: measured ~5e-6 on these logits of unit
+ * scale. 1e-4 leaves headroom and still catches any real mistake (a wrong RoPE pair, a missing
+ * bias or norm moves logits by 1e-2 or more).
  *
- * Q8_0 fixtures: the C matmul quantises activations to Q8_0 blocks like llama.cpp (int8 dot
- * products), so they are compared with forward.py --q8-act. One 1e-4 bound cannot hold there:
- * q = round(x / d) is discontinuous, and a float32 activation that differs from the float64 one
- * by an ulp flips q by one when x / d sits at a .5 boundary; that moves a product by d_x * w
- * (~1e-2 of a logit), and every later layer and position sees the moved value, so flips
- * cascade. Before the first flip C follows the reference to 1e-4 (measured: the first 124 to 245
- * of 300 positions, 146 to 299 positions in all); after it, to within quantisation noise (max
- * 0.02-0.1, rms 3e-4-7e-3, against rms ~0.02 and max 0.12-0.16 without --q8-act). So Q8_0 checks:
- * the first 64 positions within 1e-4 (fails at position 0 without --q8-act), at least a third
- * of all positions within 1e-4, and every logit within 0.25.
+ * The default activations (PS_ACT_NATIVE) round like llama.cpp before BF16 and Q8_0 weights:
+ * to bf16, or to Q8_0 blocks (int8 dot products). Those are compared with forward.py
+ * --bf16-act / --q8-act, which round the same way. One 1e-4 bound cannot hold there: rounding
+ * is discontinuous, and a float32 activation that differs from the float64 one by an ulp
+ * rounds the other way when it sits at a rounding boundary; that moves a product by a rounding
+ * step (~1e-2 of a logit), and every later layer and position sees the moved value, so flips
+ * cascade. Before the first flip C follows the reference to 1e-4; after it, to within rounding
+ * noise. Q8_0 (measured): the first 124 to 245 of 300 positions within 1e-4, 146 to 299 in
+ * all, max 0.02-0.1, rms 3e-4-7e-3 (rms ~0.02, max 0.12-0.16 without --q8-act). BF16 rounds
+ * every activation at 2^-9 relative, so flips come sooner: the first 13 to 65 positions within
+ * 1e-4, 39 to 295 in all, max 0.010-0.025, rms 2e-4-3e-3 (without --bf16-act position 0 is
+ * already 0.014 off, no position within 1e-4, rms 0.0056). So the checks: the first 64 (Q8_0)
+ * or 8 (BF16) positions within 1e-4 (both fail at position 0 without the flag), at least a
+ * third (Q8_0) or a tenth (BF16) of all positions within 1e-4, and every logit within 0.25.
  *
  * Fixtures go to tests/out/reference/ (gitignored; a temp dir when run elsewhere). Part 2
  * needs /usr/bin/python3 with numpy (skipped otherwise); the shared models are skipped when
@@ -47,8 +52,10 @@
 #define FORWARD_PY "tests/reference/forward.py"
 #define PYTHON "/usr/bin/python3"
 
-static const double TOL = 1e-4, TOL_Q8 = 0.25;
-static const int32_t Q8_PREFIX = 64;
+static const double TOL = 1e-4, TOL_ROUND = 0.25;
+/* rounded activations: positions that must be within TOL from the start, and the share of all
+ * positions within TOL (1/ROUND_SHARE); see the header */
+static const int32_t Q8_PREFIX = 64, Q8_SHARE = 3, BF16_PREFIX = 8, BF16_SHARE = 10;
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -434,7 +441,7 @@ static void test_cli(void) {
 
 /* Runs forward.py on the ids; returns the T x n_vocab float64 logits (malloc) or NULL. */
 static double *reference_logits(const char *model, const int32_t *ids, int32_t n,
-                                int64_t n_vocab, const char *tag, bool q8_act) {
+                                int64_t n_vocab, const char *tag, const char *ref_flag) {
     char ids_path[700], out_path[700], cmd[2400];
     snprintf(ids_path, sizeof ids_path, "%s/%s.ids", out_dir, tag);
     snprintf(out_path, sizeof out_path, "%s/%s.ref.f64", out_dir, tag);
@@ -443,8 +450,8 @@ static double *reference_logits(const char *model, const int32_t *ids, int32_t n
     for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
     fclose(f);
     remove(out_path);
-    snprintf(cmd, sizeof cmd, PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s'%s", model,
-             ids_path, out_path, q8_act ? " --q8-act" : "");
+    snprintf(cmd, sizeof cmd, PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s' %s",
+             model, ids_path, out_path, ref_flag ? ref_flag : "");
     if (system(cmd) != 0) {
         fprintf(stderr, "  command failed: %s\n", cmd);
         return NULL;
@@ -463,7 +470,7 @@ static double *reference_logits(const char *model, const int32_t *ids, int32_t n
 /* promptscore's logits for the ids, forward in chunks of 256 with the given ISA and threads
  * (malloc) or NULL. */
 static float *c_logits(const char *model_path, const int32_t *ids, int32_t n, ps_isa isa,
-                       ps_pool *pool, int64_t *n_vocab) {
+                       ps_act act, ps_pool *pool, int64_t *n_vocab) {
     ps_error e;
     ps_model *m = NULL;
     ps_model_params mp = ps_model_default_params();
@@ -477,6 +484,7 @@ static float *c_logits(const char *model_path, const int32_t *ids, int32_t n, ps
     sp.n_ctx = n;
     sp.n_batch = 256;
     sp.isa = isa;
+    sp.act = act;
     sp.pool = pool;
     ps_session *s = NULL;
     st = ps_session_create(m, &sp, &s, &e);
@@ -496,9 +504,12 @@ static float *c_logits(const char *model_path, const int32_t *ids, int32_t n, ps
     return logits;
 }
 
-/* Compares C with the reference on `n` pseudo-random ids (the first = BOS 1). */
-static void compare(const char *tag, const char *model_path, int32_t n, double tol,
-                    bool q8_act) {
+/* Compares C (activations `act`) with the reference on `n` pseudo-random ids (the first =
+ * BOS 1). ref_flag: forward.py's rounding of activations (--q8-act, --bf16-act) or NULL; with
+ * one, the rounded-activation check of the header applies, else max |C - ref| <= TOL. */
+static void compare(const char *tag, const char *model_path, int32_t n, ps_act act,
+                    const char *ref_flag) {
+    const double tol = ref_flag ? TOL_ROUND : TOL;
     ps_gguf *g = NULL;
     if (ps_gguf_open(model_path, &g, NULL) != PS_OK) {
         CHECKF(0, "%s: cannot open %s", tag, model_path);
@@ -519,13 +530,13 @@ static void compare(const char *tag, const char *model_path, int32_t n, double t
      * pool of 2 threads (must be bitwise the same as 1 thread) */
     static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
     int64_t n_vocab = (int64_t)nv;
-    double *r = reference_logits(model_path, ids, n, n_vocab, tag, q8_act);
+    double *r = reference_logits(model_path, ids, n, n_vocab, tag, ref_flag);
     CHECKF(r != NULL, "%s: no reference logits", tag);
     float *best = NULL;
     for (size_t k = 0; r && k < PS_ARRAY_LEN(isas); k++) {
         if (!ps_isa_supported(isas[k])) continue;
         int64_t cv = 0;
-        float *c = c_logits(model_path, ids, n, isas[k], NULL, &cv);
+        float *c = c_logits(model_path, ids, n, isas[k], act, NULL, &cv);
         if (!c) continue;
         CHECKF(cv == n_vocab, "%s: n_vocab %lld, the file has %lld tokens", tag, (long long)cv,
                (long long)n_vocab);
@@ -551,19 +562,23 @@ static void compare(const char *tag, const char *model_path, int32_t n, double t
             if (m <= TOL) rows_in++;
             else if (first_off == n) first_off = t;
         }
-        printf("  %-22s %-6s T=%d V=%lld max|ref| %.3f max|C-ref| %.3g (row %lld, id %lld) "
+        printf("  %-22s %-6s %-6s T=%d V=%lld max|ref| %.3f max|C-ref| %.3g (row %lld, id %lld) "
                "rms %.3g, rows within %g: %d, first beyond: %d\n", tag, ps_isa_name(isas[k]),
+               ps_act_name(act),
                n, (long long)n_vocab, max_ref, max_diff, (long long)(at / n_vocab),
                (long long)(at % n_vocab), rms, TOL, rows_in, first_off);
         CHECKF(max_diff <= tol, "%s %s: max |C - ref| = %g > %g at row %lld id %lld (C %.6f "
                "ref %.6f)", tag, ps_isa_name(isas[k]), max_diff, tol, (long long)(at / n_vocab),
                (long long)(at % n_vocab), (double)c[at], r[at]);
-        if (q8_act) {
-            CHECKF(first_off >= Q8_PREFIX, "%s %s: position %d is beyond %g of --q8-act (the "
-                   "first %d must be within)", tag, ps_isa_name(isas[k]), first_off, TOL,
-                   Q8_PREFIX);
-            CHECKF(rows_in * 3 >= n, "%s %s: only %d of %d positions within %g of --q8-act",
-                   tag, ps_isa_name(isas[k]), rows_in, n, TOL);
+        if (ref_flag) {
+            const bool bf16 = !strcmp(ref_flag, "--bf16-act");
+            const int32_t prefix = bf16 ? BF16_PREFIX : Q8_PREFIX;
+            const int32_t share = bf16 ? BF16_SHARE : Q8_SHARE;
+            CHECKF(first_off >= prefix, "%s %s: position %d is beyond %g of %s (the first %d "
+                   "must be within)", tag, ps_isa_name(isas[k]), first_off, TOL, ref_flag,
+                   prefix);
+            CHECKF(rows_in * share >= n, "%s %s: only %d of %d positions within %g of %s (1/%d "
+                   "must be)", tag, ps_isa_name(isas[k]), rows_in, n, TOL, ref_flag, share);
         }
         free(best);
         best = c;
@@ -571,7 +586,7 @@ static void compare(const char *tag, const char *model_path, int32_t n, double t
     ps_pool *pool = NULL;
     if (best && ps_pool_create(2, &pool) == PS_OK) {
         int64_t cv = 0;
-        float *c = c_logits(model_path, ids, n, ps_isa_best(), pool, &cv);
+        float *c = c_logits(model_path, ids, n, ps_isa_best(), act, pool, &cv);
         CHECKF(c && cv == n_vocab && !memcmp(c, best, (size_t)n * (size_t)n_vocab * 4),
                "%s: 2 threads do not give the same logits as 1", tag);
         free(c);
@@ -628,9 +643,14 @@ static void test_compare_generated(void) {
         ps_error e;
         ps_status st = ps_genmodel_write(&p, path, &e);
         CHECKF(st == PS_OK, "%s: %s", tag, e.message);
-        if (st == PS_OK)
-            compare(tag, path, 300, fx[i].type == PS_GGML_Q8_0 ? TOL_Q8 : TOL,
-                    fx[i].type == PS_GGML_Q8_0);
+        if (st != PS_OK) continue;
+        /* the default (native) activations against the reference rounding them the same way;
+         * BF16 and Q8_0 also with float32 activations against the plain reference */
+        const char *flag = fx[i].type == PS_GGML_Q8_0   ? "--q8-act"
+                           : fx[i].type == PS_GGML_BF16 ? "--bf16-act"
+                                                        : NULL;
+        compare(tag, path, 300, PS_ACT_NATIVE, flag);
+        if (flag) compare(tag, path, 300, PS_ACT_F32, NULL);
     }
 }
 
@@ -641,9 +661,9 @@ static void test_compare_shared(const char *shared) {
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/models/llama-2-tiny-random.gguf", shared);
-    compare("llama-2-tiny-random", path, 300, TOL, false);
+    compare("llama-2-tiny-random", path, 300, PS_ACT_NATIVE, NULL);
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
-    compare("stories260K", path, 300, TOL, false);
+    compare("stories260K", path, 300, PS_ACT_NATIVE, NULL);
     /* the reference itself against the stories260K golden (NLLs to 1e-6, 60 greedy ids) */
     char cmd[9000];
     snprintf(cmd, sizeof cmd,

@@ -23,6 +23,9 @@ Weights in numpy are (ne[1], ne[0]) arrays, so y = W @ x for a GGUF matrix of ne
 --q8-act mirrors llama.cpp's Q8_0 matrix product: the activation row is quantised to Q8_0
 (blocks of 32, d = amax/127 stored as f16, q = round-half-away(x / d)) before it is multiplied
 with a Q8_0 weight. Without it, Q8_0 weights are exact and activations stay float64.
+--bf16-act likewise mirrors the BF16 product of llama.cpp and promptscore's default: the
+activation row is rounded to float32, then to bfloat16 (nearest even) before it meets a BF16
+weight.
 
 usage:
   forward.py MODEL.gguf --tokens 1,2,3 [--out logits.f64]   raw little-endian float64, T x n_vocab
@@ -153,8 +156,16 @@ def quantize_q8_0_rows(x):
     return (q.astype(np.float64) * dh[:, None]).reshape(shp)
 
 
+def round_bf16_rows(x):
+    """x rounded to float32, then to bfloat16 (round to nearest even on the bits, as
+    ps_f32_to_bf16), returned as float64. Finite inputs only (activations here are finite)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
 class Model:
-    def __init__(self, path, q8_act=False):
+    def __init__(self, path, q8_act=False, bf16_act=False):
         self.kv, self.t = read_gguf(path)
         kv = self.kv
         self.arch = kv["general.architecture"]
@@ -177,6 +188,7 @@ class Model:
         self.freq_scale = 1.0 / factor if factor not in (0.0,) and stype != "none" else 1.0
         self.neox = a in ("qwen2", "qwen3")
         self.q8_act = q8_act
+        self.bf16_act = bf16_act
         emb, _ = self.t["token_embd.weight"]
         self.n_vocab = emb.shape[0]
         self.ff = self.t["rope_freqs.weight"][0] if "rope_freqs.weight" in self.t else None
@@ -192,6 +204,8 @@ class Model:
         w, ttype = self.t[name]
         if self.q8_act and ttype == GGML_Q8_0:
             x = quantize_q8_0_rows(x)
+        if self.bf16_act and ttype == GGML_BF16:
+            x = round_bf16_rows(x)
         return x @ w.T
 
     def rmsnorm(self, x, w):
@@ -314,9 +328,11 @@ def main():
     ap.add_argument("--nll", action="store_true", help="print the teacher-forced NLL")
     ap.add_argument("--greedy", type=int, default=0, help="greedy ids after the tokens")
     ap.add_argument("--q8-act", action="store_true", help="quantise activations for Q8_0 weights")
+    ap.add_argument("--bf16-act", action="store_true",
+                    help="round activations to bfloat16 for BF16 weights")
     ap.add_argument("--check-stories", metavar="GOLDEN")
     a = ap.parse_args()
-    m = Model(a.model, q8_act=a.q8_act)
+    m = Model(a.model, q8_act=a.q8_act, bf16_act=a.bf16_act)
     if a.check_stories:
         bad = check_stories(m, a.check_stories)
         print("stories260K reference: %s" % ("ok" if not bad else "%d MISMATCHES" % bad))
