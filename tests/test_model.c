@@ -7,6 +7,9 @@
  * missing key, missing tensor, bad shape, unsupported tensor type) — each must name what is
  * wrong. Sessions: token out of range and context exceeded leave the cache unchanged; bad
  * parameters; allocation failures during load and session creation are clean PS_ERR_NOMEM.
+ * act (--act): default params carry PS_ACT_NATIVE, PS_ACT_F32 is accepted, any other value
+ * (7, -1, 2) is PS_ERR_INVALID_ARG with a message naming act and no session; ps_act_name gives
+ * "native", "f32" and "?" for the rest.
  * Skips (never passes) when ../shared is absent.
  */
 #include "check.h"
@@ -58,6 +61,24 @@ static void test_stories_info(const char *shared) {
     ps_session *s = NULL;
     ps_session_params sp = ps_session_default_params();
     CHECK(sp.n_batch == 256 && sp.n_ctx == 0 && sp.isa == PS_ISA_AUTO);
+    /* act: the default is native; a value that is neither native nor f32 is refused, named */
+    CHECK(sp.act == PS_ACT_NATIVE);
+    CHECK(!strcmp(ps_act_name(PS_ACT_NATIVE), "native") && !strcmp(ps_act_name(PS_ACT_F32), "f32"));
+    CHECK(!strcmp(ps_act_name((ps_act)7), "?") && !strcmp(ps_act_name((ps_act)-1), "?"));
+    const ps_act bad_acts[] = {(ps_act)7, (ps_act)-1, (ps_act)2};
+    for (size_t i = 0; i < sizeof bad_acts / sizeof bad_acts[0]; i++) {
+        sp.act = bad_acts[i];
+        memset(&err, 0, sizeof err);
+        st = ps_session_create(m, &sp, &s, &err);
+        CHECKF(st == PS_ERR_INVALID_ARG && !s && err.code == PS_ERR_INVALID_ARG &&
+                   strstr(err.message, "act"),
+               "act %d: status %d, message '%s'", (int)bad_acts[i], (int)st, err.message);
+    }
+    sp.act = PS_ACT_F32;
+    CHECK(ps_session_create(m, &sp, &s, &err) == PS_OK && s);
+    ps_session_free(s);
+    s = NULL;
+    sp.act = PS_ACT_NATIVE;
     sp.n_batch = 0;
     CHECK(ps_session_create(m, &sp, &s, &err) == PS_ERR_INVALID_ARG && !s);
     sp.n_batch = 257;

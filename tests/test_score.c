@@ -8,7 +8,10 @@
  *   - greedy generation from BOS = the 60 golden ids, each = the kernel's top-1;
  *   - seeded sampling is reproducible; top_p; stop strings cut the text; cancel; errors
  *     (token range with its index, context with both numbers, bad params); fault injection;
- *   - peak RSS of a 4096-token prompt vs a 512-token one on a gen-model model, in children.
+ *   - peak RSS of a 4096-token prompt vs a 512-token one on a gen-model model, in children;
+ *   - act: on generated F32/F16/BF16/Q8_0 models (qwen3, tiny), a PS_ACT_F32 session's logits
+ *     equal the PS_ACT_NATIVE ones bit for bit for F32/F16 and differ but stay within 0.25 for
+ *     BF16/Q8_0, on every ISA the CPU has.
  */
 #include "check.h"
 #include "genmodel.h"
@@ -591,6 +594,87 @@ static void test_nan_position(void) {
     unlink(path);
 }
 
+/* --act end to end on generated models (the tiny preset as qwen3, 16 tokens, every ISA the CPU
+ * has): the logits of a PS_ACT_F32 session against a PS_ACT_NATIVE one. BF16 and Q8_0 weights
+ * meet other activations (bf16-rounded / Q8_0 blocks vs float32), so the logits must differ
+ * somewhere yet stay close; F32 and F16 weights take float32 activations either way, so the
+ * logits must be bitwise equal. Measured (max |logit| ~3.7, every ISA alike): all 8192 logits
+ * differ, max |diff| 0.021 for BF16 and 0.072 for Q8_0; the bound 0.25 (test_reference's bound
+ * for every native BF16 logit) leaves 3.5x room and still catches a broken path (a wrong
+ * activation type or layout gives differences of the logits' own size). How close each is to
+ * float64 is test_reference's business. */
+static void test_act_generated(void) {
+    static const uint32_t types[] = {PS_GGML_F32, PS_GGML_F16, PS_GGML_BF16, PS_GGML_Q8_0};
+    static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+    enum { N = 16 };
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        char path[] = "/tmp/ps-test-score-act-XXXXXX";
+        int fd = mkstemp(path);
+        if (fd < 0) {
+            SKIP("no temp file");
+            return;
+        }
+        close(fd);
+        const char *tn = ps_ggml_type_name(types[t]);
+        ps_genmodel_params gp = ps_genmodel_default_params();
+        snprintf(gp.arch, sizeof gp.arch, "qwen3");
+        gp.type = types[t];
+        gp.seed = 7 + t;
+        ps_error e;
+        ps_model *m = NULL;
+        ps_model_params mp = ps_model_default_params();
+        if (ps_genmodel_write(&gp, path, &e) != PS_OK || ps_model_load(path, &mp, &m, &e) != PS_OK) {
+            CHECKF(0, "%s model: %s", tn, e.message);
+            unlink(path);
+            continue;
+        }
+        int32_t ids[N];
+        for (int i = 0; i < N; i++) ids[i] = (int32_t)(1 + (i * 37) % 500);
+        const size_t n_logits = (size_t)N * (size_t)gp.n_vocab;
+        float *a = malloc(n_logits * sizeof *a), *b = malloc(n_logits * sizeof *b);
+        for (size_t ii = 0; ii < sizeof isas / sizeof isas[0] && a && b; ii++) {
+            if (!ps_isa_supported(isas[ii])) continue;
+            ps_session *sn = NULL, *sf = NULL;
+            ps_session_params sp = ps_session_default_params();
+            sp.isa = isas[ii];
+            sp.n_ctx = N;
+            bool ok = ps_session_create(m, &sp, &sn, &e) == PS_OK &&
+                      ps_session_forward(sn, ids, N, a, &e) == PS_OK;
+            sp.act = PS_ACT_F32;
+            ok = ok && ps_session_create(m, &sp, &sf, &e) == PS_OK &&
+                 ps_session_forward(sf, ids, N, b, &e) == PS_OK;
+            CHECKF(ok, "%s on %s: %s", tn, ps_isa_name(isas[ii]), e.message);
+            if (ok) {
+                double worst = 0, scale = 0;
+                size_t n_diff = 0;
+                for (size_t i = 0; i < n_logits; i++) {
+                    worst = fmax(worst, fabs((double)a[i] - b[i]));
+                    scale = fmax(scale, fabs((double)a[i]));
+                    n_diff += memcmp(&a[i], &b[i], sizeof a[i]) != 0;
+                }
+                printf("act %s on %s: f32 vs native: %zu of %zu logits differ, max |diff| %.3g "
+                       "(max |logit| %.3g)\n", tn, ps_isa_name(isas[ii]), n_diff, n_logits,
+                       worst, scale);
+                if (types[t] == PS_GGML_F32 || types[t] == PS_GGML_F16) {
+                    CHECKF(n_diff == 0, "%s on %s: --act f32 changed %zu logits (max %g)", tn,
+                           ps_isa_name(isas[ii]), n_diff, worst);
+                } else {
+                    CHECKF(n_diff > 0, "%s on %s: --act f32 gave the native logits bit for bit",
+                           tn, ps_isa_name(isas[ii]));
+                    CHECKF(worst < 0.25, "%s on %s: f32 vs native max |diff| %g", tn,
+                           ps_isa_name(isas[ii]), worst);
+                }
+            }
+            ps_session_free(sn);
+            ps_session_free(sf);
+        }
+        free(a);
+        free(b);
+        ps_model_free(m);
+        unlink(path);
+    }
+}
+
 int main(void) {
     g_shared = ps_test_shared();
     if (g_shared) {
@@ -622,6 +706,7 @@ int main(void) {
         SKIP("stories260K tests: no ../shared");
     }
     test_nan_position();
+    test_act_generated();
     test_peak_memory();
     return ps_test_done("score");
 }
