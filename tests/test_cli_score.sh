@@ -4,6 +4,9 @@
 # through, per-line K, every kind of bad line answered by an error line while the others are
 # scored, output order, --strict exit status, --no-bos, files vs pipes, the README command,
 # and perplexity (whole text = the score's NLL; sliding windows score every token once).
+# --act: native/f32 give identical lines on the F32 stories260K (score and perplexity); bad
+# or missing values exit 2 naming --act; on a gen-model BF16 model f32 and native differ
+# (sum_logprob) within a bound explained there, and the default is native.
 # JSON is checked with python3's json module. Prints "cli_score: N passed, N failed, N skipped".
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -216,6 +219,63 @@ rows=[json.loads(l) for l in open(sys.argv[1])]
 sys.exit(0 if [r[\"i\"] for r in rows]==list(range(1,54)) else 1)" "$T/pt" && grep -q "tokens 53  (windows 9, ctx 16, stride 5" "$T/pterr"'
 "$BIN" perplexity -m "$MODEL" -f "$T/text.txt" --ctx 16 --stride 17 >/dev/null 2>&1; rc=$?
 check "stride > ctx exits 2 (got $rc)" '[ $rc -eq 2 ]'
+
+# ---- --act: activations of the matrix products -------------------------------------------
+# stories260K has F32 matrices: float32 activations either way, so the output is identical.
+"$BIN" score -m "$MODEL" --act f32 -i "$T/in.jsonl" >"$T/af32.jsonl" 2>/dev/null; rc1=$?
+"$BIN" score -m "$MODEL" --act native -i "$T/in.jsonl" >"$T/anat.jsonl" 2>/dev/null; rc2=$?
+check "--act f32 / native on an F32 model: same lines as the default (rc $rc1, $rc2)" '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && cmp -s "$T/af32.jsonl" "$T/out.jsonl" && cmp -s "$T/anat.jsonl" "$T/out.jsonl"'
+"$BIN" score -m "$MODEL" --act bogus </dev/null >/dev/null 2>"$T/e"; rc=$?
+check "--act bogus exits 2 naming --act (got $rc: $(cat "$T/e"))" '[ $rc -eq 2 ] && grep -q -- "--act" "$T/e" && grep -q bogus "$T/e"'
+"$BIN" score -m "$MODEL" --act </dev/null >/dev/null 2>"$T/e"; rc=$?
+check "--act without a value exits 2 naming --act (got $rc: $(cat "$T/e"))" '[ $rc -eq 2 ] && grep -q -- "--act" "$T/e"'
+"$BIN" perplexity -m "$MODEL" -f "$T/text.txt" --act f32 >"$T/ppl32" 2>/dev/null; rc=$?
+check "perplexity --act f32 = the default on an F32 model (rc $rc)" '[ $rc -eq 0 ] && grep -q "perplexity " "$T/ppl32" && cmp -s "$T/ppl32" "$T/ppl"'
+"$BIN" perplexity -m "$MODEL" -f "$T/text.txt" --act nope >/dev/null 2>"$T/e"; rc=$?
+check "perplexity --act nope exits 2 naming --act (got $rc)" '[ $rc -eq 2 ] && grep -q -- "--act" "$T/e"'
+check "score --help lists --act" '"$BIN" score --help 2>&1 | grep -q -- "--act native|f32"'
+
+# A generated BF16 model (qwen3, tiny, synthetic vocab): native rounds the activations to bf16,
+# f32 does not, so sum_logprob must differ; and stay close. Bound, per scored token: a logprob
+# is logit - logsumexp(logits), so it moves by at most twice the largest logit change; the
+# logits of such a model move by <= 0.021 (test_score, BF16 on every ISA), hence |d logprob|
+# <= ~0.042 < 0.05 for every token. The mean |d sum| / n is far smaller (errors of both signs
+# cancel): measured 4.0e-4 (63 tokens) and 3.4e-4 (13 tokens), bound 0.01 (25x room).
+"$BIN" gen-model -o "$T/bf16.gguf" --arch qwen3 --type bf16 --seed 3 >/dev/null 2>"$T/e"; rc=$?
+check "gen-model --type bf16 (rc $rc: $(cat "$T/e"))" '[ $rc -eq 0 ] && [ -s "$T/bf16.gguf" ]'
+python3 -c '
+import json
+print(json.dumps({"id": "ids", "prompt": [1] + [(i * 37) % 500 + 3 for i in range(63)]}))
+print(json.dumps({"id": "text", "prompt": "Once upon a time"}))' > "$T/act.jsonl"
+"$BIN" score -m "$T/bf16.gguf" --act native -i "$T/act.jsonl" >"$T/bn.jsonl" 2>/dev/null; rc1=$?
+"$BIN" score -m "$T/bf16.gguf" --act f32 -i "$T/act.jsonl" >"$T/bf.jsonl" 2>/dev/null; rc2=$?
+"$BIN" score -m "$T/bf16.gguf" -i "$T/act.jsonl" >"$T/bd.jsonl" 2>/dev/null; rc3=$?
+check "BF16 model scored with each --act (rc $rc1 $rc2 $rc3)" '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ]'
+check "BF16: the default is --act native" 'cmp -s "$T/bn.jsonl" "$T/bd.jsonl"'
+python3 - "$T/bn.jsonl" "$T/bf.jsonl" >"$T/act.py" 2>&1 <<'EOF'
+import json, sys
+na = [json.loads(l) for l in open(sys.argv[1])]
+fa = [json.loads(l) for l in open(sys.argv[2])]
+fails = []
+if len(na) != 2 or len(fa) != 2: fails.append('%d / %d lines' % (len(na), len(fa)))
+for a, b in zip(na, fa):
+    if 'error' in a or 'error' in b: fails.append('error line: %r %r' % (a, b)); continue
+    la, lb = a['logprobs'], b['logprobs']
+    if la['token_ids'] != lb['token_ids']: fails.append('%s: tokens differ' % a['id'])
+    n = a['n_tokens'] - 1
+    d = abs(a['sum_logprob'] - b['sum_logprob'])
+    worst = max(abs(x - y) for x, y in zip(la['token_logprobs'][1:], lb['token_logprobs'][1:]))
+    print('%s: %d tokens, sum_logprob native %.6f f32 %.6f, |d|/n %.2e, worst token %.2e'
+          % (a['id'], n, a['sum_logprob'], b['sum_logprob'], d / n, worst))
+    if a['sum_logprob'] == b['sum_logprob']: fails.append('%s: sum_logprob equal: --act ignored?' % a['id'])
+    if not d / n < 0.01: fails.append('%s: |d sum_logprob| / n = %g' % (a['id'], d / n))
+    if not worst < 0.05: fails.append('%s: a token logprob moved by %g' % (a['id'], worst))
+print('\n'.join(fails)); sys.exit(1 if fails else 0)
+EOF
+if [ $? -eq 0 ]; then ok; else bad "--act on a BF16 model:"; cat "$T/act.py"; fi
+"$BIN" perplexity -m "$T/bf16.gguf" -f "$T/text.txt" --act f32 >"$T/bp32" 2>/dev/null; rc1=$?
+"$BIN" perplexity -m "$T/bf16.gguf" -f "$T/text.txt" >"$T/bpn" 2>/dev/null; rc2=$?
+check "perplexity on BF16: --act f32 differs from native (rc $rc1 $rc2)" '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q "perplexity " "$T/bp32" && ! cmp -s "$T/bp32" "$T/bpn"'
 
 # ---- --hf through a local HTTP server (python's http.server: HEAD + GET, no Range) -----------
 mkdir -p "$T/hub/org/tiny/resolve/main" "$T/hub/api/models/org"
