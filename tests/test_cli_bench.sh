@@ -3,7 +3,10 @@
 # ($PS_SHARED overrides): --json gives one object per (threads, length) with sane figures
 # (tokens/s > 0, shares in [0, 1] summing to ~1 — matmul, attention, top-K and rest together
 # are the whole score time), then the peak-RSS line within its budget; the table form names
-# the reference checks; bad usage exits 2, a missing model 1. Runs in well under a second.
+# the reference checks; bad usage exits 2, a missing model 1. --act: every --json run line
+# carries "act" ("native" by default, "f32" with --act f32); --act bogus or without a value
+# exits 2 naming --act; on a gen-model BF16 model the banner names the activations and the
+# bf16 matmul check passes with either. Runs in well under a second.
 # Prints "cli_bench: N passed, N failed, N skipped".
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -52,6 +55,41 @@ check "table shows one run and the RSS line" '[ $(grep -c "^ *1 *64 " "$T/table"
 "$BIN" bench -m "$MODEL" -t 1 --lengths 5 > "$T/short" 2>&1
 check "a prompt shorter than the check chunk ($(tail -n 1 "$T/short"))" '[ $? -eq 0 ] && grep -q "check: top-K" "$T/short"'
 
+# ---- --act: the activations of the matrix products, reported in every --json run line ------
+check "default --json lines carry \"act\": \"native\"" "python3 - '$T/out.json' <<'PY'
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])][:-1]
+assert runs and all(r['act'] == 'native' for r in runs), runs
+PY"
+"$BIN" bench -m "$MODEL" --json -t 1 --lengths 40 -k 7 --act f32 > "$T/f32.json" 2> "$T/err"; rc=$?
+check "bench --act f32 --json exits 0 (rc $rc: $(cat "$T/err"))" '[ $rc -eq 0 ]'
+check "--act f32 --json lines carry \"act\": \"f32\"" "python3 - '$T/f32.json' <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 2, rows
+r = rows[0]
+assert (r['threads'], r['tokens'], r['k'], r['act']) == (1, 40, 7, 'f32'), r
+assert r['tokens_per_s'] > 0 and r['isa'], r
+assert 'act' not in rows[1] and rows[1]['within_budget'] is True, rows[1]
+PY"
+"$BIN" bench -m "$MODEL" -t 1 --lengths 8 --act native --json > "$T/nat.json" 2>/dev/null
+check "--act native --json carries \"native\"" 'grep -q "\"act\": \"native\"" "$T/nat.json"'
+"$BIN" bench -m "$MODEL" --act bogus > /dev/null 2> "$T/e"
+check "--act bogus: exit 2 naming --act" '[ $? -eq 2 ] && grep -q -- "--act" "$T/e"'
+"$BIN" bench -m "$MODEL" --act > /dev/null 2> "$T/e"
+check "--act without a value: exit 2 naming --act" '[ $? -eq 2 ] && grep -q -- "--act" "$T/e"'
+check "--help lists --act" '"$BIN" bench --help | grep -q -- "--act native|f32"'
+# a generated BF16 model: the banner names the activations, and the matmul check (against the
+# reference with the same activations) passes either way
+if "$BIN" gen-model -o "$T/bf16.gguf" --arch qwen3 --type bf16 > /dev/null 2>&1; then
+    for a in native f32; do
+        "$BIN" bench -m "$T/bf16.gguf" -t 1 --lengths 16 --act $a > "$T/b_$a" 2>&1; rc=$?
+        check "BF16 model, --act $a: exit 0, banner and matmul check (rc $rc: $(head -c 300 "$T/b_$a"))" \
+            '[ $rc -eq 0 ] && grep -q "bf16 weights.*activations $a" "$T/b_$a" && grep -q "^check: matmul bf16 on .*vs reference" "$T/b_$a"'
+    done
+else
+    bad "gen-model --type bf16 failed"
+fi
 "$BIN" bench > /dev/null 2>&1
 check "no model: exit 2" '[ $? -eq 2 ]'
 "$BIN" bench -m "$MODEL" --lengths 0 > /dev/null 2>&1
