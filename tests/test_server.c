@@ -14,10 +14,14 @@
  *   - load: 8 threads x 200 requests, zero errors, every answer equal to the single-client one,
  *     server RSS flat from request 100 to the end;
  *   - a client that hangs up mid-request does not disturb the next one; --queue 1 answers 503
- *     with Retry-After under pressure; SIGTERM while idle exits 0.
+ *     with Retry-After under pressure; SIGTERM while idle exits 0;
+ *   - --act on a generated BF16 model: serve --act f32 = score --act f32 bit for bit and differs
+ *     from native (within 0.05 per logprob), serve without --act = score --act native; --act
+ *     bogus and --act without a value exit 2 naming --act.
  * Skips when ../shared (or $PS_SHARED) is absent.
  */
 #include "check.h"
+#include "genmodel.h"
 #include "server.h"
 
 #include <curl/curl.h>
@@ -70,7 +74,7 @@ static double now_s(void) {
 }
 
 /* Starts the server with extra options; waits for its "listening on" line. */
-static bool server_start(server *s, const char *const *extra) {
+static bool server_start_model(server *s, const char *model, const char *const *extra) {
     memset(s, 0, sizeof *s);
     static int n_started;
     const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
@@ -81,7 +85,7 @@ static bool server_start(server *s, const char *const *extra) {
     argv[argc++] = g_bin;
     argv[argc++] = "serve";
     argv[argc++] = "-m";
-    argv[argc++] = g_model;
+    argv[argc++] = model;
     argv[argc++] = "--port";
     argv[argc++] = "0";
     argv[argc++] = "-t";
@@ -122,6 +126,10 @@ static bool server_start(server *s, const char *const *extra) {
     waitpid(pid, NULL, 0);
     s->pid = 0;
     return false;
+}
+
+static bool server_start(server *s, const char *const *extra) {
+    return server_start_model(s, g_model, extra);
 }
 
 /* SIGTERM; returns the exit status (or -1 when it did not exit normally within 60 s). */
@@ -340,8 +348,10 @@ static void check_lmeval_choice(json_t *choice, int idx, int n, int k) {
     (void)argmax_hits;
 }
 
-/* The CLI's per-token logprobs and sum for ids; false when the CLI is not built. */
-static bool cli_score(const int32_t *ids, int n, double *vals, double *sum) {
+/* The CLI's per-token logprobs and sum for ids on model, with `--act act` when act is not NULL;
+ * false when the CLI is not built. */
+static bool cli_score_model(const char *model, const char *act, const int32_t *ids, int n,
+                            double *vals, double *sum) {
     char in[64], out[64];
     const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
     snprintf(in, sizeof in, "%s/tests/cli-in-%d.jsonl", build, (int)getpid());
@@ -353,8 +363,8 @@ static bool cli_score(const int32_t *ids, int n, double *vals, double *sum) {
     fprintf(f, "{\"prompt\": %s, \"id\": 7, \"logprobs\": 1}\n", ids_s);
     fclose(f);
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' score -m '%s' < '%s' > '%s' 2>/dev/null", g_bin, g_model, in,
-             out);
+    snprintf(cmd, sizeof cmd, "'%s' score -m '%s' %s%s < '%s' > '%s' 2>/dev/null", g_bin, model,
+             act ? "--act " : "", act ? act : "", in, out);
     int rc = system(cmd);
     bool ok = false;
     if (rc == 0) {
@@ -370,6 +380,130 @@ static bool cli_score(const int32_t *ids, int n, double *vals, double *sum) {
     unlink(in);
     unlink(out);
     return ok;
+}
+
+static bool cli_score(const int32_t *ids, int n, double *vals, double *sum) {
+    return cli_score_model(g_model, NULL, ids, n, vals, sum);
+}
+
+/* ---- --act -------------------------------------------------------------------------------- */
+
+/* token_logprobs (entries 1..n-1 into vals) of an echo request for ids; false on any failure. */
+static bool server_logprobs(int port, const int32_t *ids, int n, double *vals) {
+    char ids_s[4096], body[4300];
+    ids_json(ids_s, sizeof ids_s, ids, n);
+    snprintf(body, sizeof body, "{\"prompt\": %s, \"echo\": true, \"max_tokens\": 0, "
+             "\"logprobs\": 1}", ids_s);
+    resp r;
+    bool ok = http(port, "POST", "/v1/completions", body, &r) && r.status == 200;
+    json_t *j = ok ? parse(&r) : NULL;
+    json_t *tl = json_object_get(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs"),
+        "token_logprobs");
+    ok = ok && (int)json_array_size(tl) == n;
+    for (int i = 1; ok && i < n; i++) {
+        ok = json_is_number(json_array_get(tl, i));
+        vals[i] = json_number_value(json_array_get(tl, i));
+    }
+    if (!ok) fprintf(stderr, "act request: %ld %.300s\n", r.status, r.body ? r.body : "");
+    json_decref(j);
+    resp_free(&r);
+    return ok;
+}
+
+/* `serve --act`: on a generated BF16 model (qwen3, tiny; native rounds the activations to bf16,
+ * f32 does not) a server started with --act f32 answers exactly what `score --act f32` gives
+ * and differs from `score --act native`; a server started without --act answers the native
+ * scores. Both are the CLI's numbers bit for bit, so the option reaches the server's sessions.
+ * --act bogus / --act without a value: exit 2 naming --act, nothing served. */
+static void test_act(const char *build) {
+    char path[1100];
+    snprintf(path, sizeof path, "%.1000s/tests/act-%d.gguf", build, (int)getpid());
+    ps_genmodel_params gp = ps_genmodel_default_params();
+    snprintf(gp.arch, sizeof gp.arch, "qwen3");
+    gp.type = PS_GGML_BF16;
+    gp.seed = 3;
+    ps_error e;
+    if (ps_genmodel_write(&gp, path, &e) != PS_OK) {
+        CHECKF(0, "gen-model BF16: %s", e.message);
+        return;
+    }
+    enum { N = 40 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = i ? (int32_t)(3 + (i * 37) % 500) : 1;
+    double cli_f32[N] = {0}, cli_nat[N] = {0}, srv_f32[N] = {0}, srv_def[N] = {0}, sum;
+    bool have_cli = cli_score_model(path, "f32", ids, N, cli_f32, &sum) &&
+                    cli_score_model(path, "native", ids, N, cli_nat, &sum);
+    CHECKF(have_cli, "`promptscore score --act` on %s failed", path);
+    const char *f32_opts[] = {"--act", "f32", "-q", NULL}, *def_opts[] = {"-q", NULL};
+    server a, b;
+    bool got_a = false, got_b = false;
+    if (server_start_model(&a, path, f32_opts)) {
+        got_a = server_logprobs(a.port, ids, N, srv_f32);
+        CHECKF(got_a, "scoring request to the --act f32 server (log %s)", a.log);
+        CHECKF(server_stop(&a) == 0, "--act f32 server did not exit 0 (log %s)", a.log);
+    } else {
+        CHECKF(0, "serve --act f32 did not start (log %s)", a.log);
+    }
+    if (server_start_model(&b, path, def_opts)) {
+        got_b = server_logprobs(b.port, ids, N, srv_def);
+        CHECKF(got_b, "scoring request to the default server (log %s)", b.log);
+        CHECKF(server_stop(&b) == 0, "default server did not exit 0 (log %s)", b.log);
+    } else {
+        CHECKF(0, "serve on the BF16 model did not start (log %s)", b.log);
+    }
+    if (have_cli && got_a && got_b) {
+        int same_f32 = 1, same_def = 1, n_diff = 0;
+        double worst = 0;
+        for (int i = 1; i < N; i++) {
+            same_f32 &= srv_f32[i] == cli_f32[i];
+            same_def &= srv_def[i] == cli_nat[i];
+            n_diff += srv_f32[i] != srv_def[i];
+            worst = fmax(worst, fabs(srv_f32[i] - srv_def[i]));
+        }
+        CHECKF(same_f32, "serve --act f32 differs from score --act f32");
+        CHECKF(same_def, "serve (default act) differs from score --act native");
+        /* bound as in test_cli_score.sh: logits move by <= ~0.02 here, a logprob by twice that */
+        CHECKF(n_diff > 0 && worst < 0.05,
+               "serve --act f32 vs native: %d of %d logprobs differ, max |diff| %g", n_diff,
+               N - 1, worst);
+        fprintf(stderr, "NOTE: serve --act f32 vs native on a BF16 model: %d of %d logprobs "
+                "differ, max |diff| %.3g\n", n_diff, N - 1, worst);
+    }
+    /* bad values: exit 2 before anything is served */
+    static const char *const bad[][2] = {{"--act", "bogus"}, {"--act", NULL}};
+    for (int k = 0; k < 2; k++) {
+        char log[1100];
+        snprintf(log, sizeof log, "%.1000s/tests/act-bad-%d.log", build, (int)getpid());
+        pid_t pid = fork();
+        if (pid == 0) {
+            FILE *f = freopen(log, "w", stderr);
+            (void)f;
+            const char *argv[] = {g_bin, "serve", "-m", path, "--port", "0", bad[k][0], bad[k][1],
+                                  NULL};
+            execv(g_bin, (char *const *)argv);
+            _exit(127);
+        }
+        int st = -1;
+        double t0 = now_s();
+        while (pid > 0 && now_s() - t0 < 20 && waitpid(pid, &st, WNOHANG) != pid) usleep(10000);
+        if (pid > 0 && now_s() - t0 >= 20) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+        }
+        char msg[512] = "";
+        FILE *f = fopen(log, "r");
+        if (f) {
+            size_t got = fread(msg, 1, sizeof msg - 1, f);
+            msg[got] = 0;
+            fclose(f);
+        }
+        CHECKF(pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(msg, "--act"),
+               "serve --act %s: status %d, stderr '%s'", bad[k][1] ? bad[k][1] : "(no value)",
+               st, msg);
+        unlink(log);
+    }
+    unlink(path);
 }
 
 /* ---- load ---------------------------------------------------------------------------------- */
@@ -1038,6 +1172,7 @@ int main(void) {
             CHECKF(0, "the --queue 1 server did not start (log %s)", q.log);
         }
     }
+    test_act(build);
     free(baseline);
     curl_global_cleanup();
     return ps_test_done("server");
