@@ -31,15 +31,6 @@
 
 #include <math.h>
 
-/* out (d) = (x * 1/sqrt(mean(x^2) + eps)) * w */
-static void rmsnorm(float *out, const float *x, const float *w, int64_t d, float eps) {
-    double ss = 0.0;
-    for (int64_t i = 0; i < d; i++) ss += (double)(x[i] * x[i]);
-    float mean = (float)(ss / (double)d);
-    float scale = 1.0f / sqrtf(mean + eps);
-    for (int64_t i = 0; i < d; i++) out[i] = (x[i] * scale) * w[i];
-}
-
 /* Rotates n_heads heads of hd floats each (v (n_heads, hd)) by the angles of one position:
  * cs, sn (n_rot/2). Dimensions n_rot..hd-1 pass through. */
 static void rope_heads(float *v, int32_t n_heads, int32_t hd, int32_t n_rot, ps_rope_mode mode,
@@ -144,7 +135,7 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
                             (const uint8_t *)w->token_embd.data +
                                 (size_t)job->tokens[i] * w->token_embd.row_bytes,
                             x, d);
-        rmsnorm(xb, x, L->attn_norm, d, hp->rms_eps);
+        ps_rmsnorm_f32(s->isa, xb, x, L->attn_norm, d, hp->rms_eps);
         break;
     }
     case ROW_QKV: {
@@ -154,9 +145,9 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         for (int64_t j = 0; L->bv && j < dkv; j++) v[j] += L->bv[j];
         if (L->q_norm) {
             for (int32_t h = 0; h < hp->n_head; h++)
-                rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
+                ps_rmsnorm_f32(s->isa, q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
             for (int32_t h = 0; h < hp->n_head_kv; h++)
-                rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
+                ps_rmsnorm_f32(s->isa, k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
         }
         const int32_t half = hp->n_rot / 2;
         const float *cs = s->rope_cos + i * half, *sn = s->rope_sin + i * half;
@@ -177,7 +168,7 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
     case ROW_ATT_OUT:
         for (int64_t j = 0; L->bo && j < d; j++) fo[j] += L->bo[j];
         for (int64_t j = 0; j < d; j++) x[j] += fo[j];
-        rmsnorm(xb, x, L->ffn_norm, d, hp->rms_eps);
+        ps_rmsnorm_f32(s->isa, xb, x, L->ffn_norm, d, hp->rms_eps);
         break;
     case ROW_SWIGLU: {
         float *g = s->hb + i * ff, *u = s->hb2 + i * ff;
@@ -186,7 +177,7 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
     }
     case ROW_FFN_OUT:
         for (int64_t j = 0; j < d; j++) x[j] += fo[j];
-        if (job->next_norm) rmsnorm(xb, x, job->next_norm, d, hp->rms_eps);
+        if (job->next_norm) ps_rmsnorm_f32(s->isa, xb, x, job->next_norm, d, hp->rms_eps);
         break;
     }
 }

@@ -7,6 +7,7 @@
  */
 #include "impl.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -38,15 +39,21 @@ static int detect(void) {
 static int detect(void) { return PS_ISA_SCALAR; }
 #endif
 
+/* cpuid is slow under a hypervisor (it traps), and the kernels ask on every matmul call: the
+ * answers are cached (atomics, since sessions on several threads may ask first at once). */
 static int cpu_best(void) {
-    static int cached = 0;
-    if (!cached) cached = detect();
-    return cached;
+    static _Atomic int cached = 0;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (!v) {
+        v = detect();
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
 }
 
 /* CPUID.(EAX=7,ECX=1):EAX bit 5 = AVX512_BF16; CPUID.(EAX=7,ECX=0):ECX bit 11 = AVX512_VNNI;
  * both also need the AVX-512 state enabled (the AVX512 ISA level). */
-bool ps_cpu_has_avx512bf16(void) {
+static bool detect_bf16(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
     if (cpu_best() < PS_ISA_AVX512 || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
@@ -56,7 +63,7 @@ bool ps_cpu_has_avx512bf16(void) {
 #endif
 }
 
-bool ps_cpu_has_avx512vnni(void) {
+static bool detect_vnni(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
     if (cpu_best() < PS_ISA_AVX512 || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
@@ -64,6 +71,27 @@ bool ps_cpu_has_avx512vnni(void) {
 #else
     return false;
 #endif
+}
+
+/* 0 = not asked yet, 1 = no, 2 = yes */
+bool ps_cpu_has_avx512bf16(void) {
+    static _Atomic int cached = 0;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (!v) {
+        v = detect_bf16() ? 2 : 1;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v == 2;
+}
+
+bool ps_cpu_has_avx512vnni(void) {
+    static _Atomic int cached = 0;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (!v) {
+        v = detect_vnni() ? 2 : 1;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v == 2;
 }
 
 bool ps_isa_supported(ps_isa isa) {

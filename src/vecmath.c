@@ -1,7 +1,7 @@
 /*
  * vecmath.c — the element-wise pieces of a layer with SIMD variants: softmax of one attention
- * row and SwiGLU's silu(g) * u, each with a scalar reference and AVX2 / AVX-512 forms chosen by
- * the caller's ISA.
+ * row, SwiGLU's silu(g) * u and RMSNorm, each with a scalar reference and AVX2 / AVX-512 forms
+ * chosen by the caller's ISA.
  *
  * exp: n = round(x * log2 e), r = x - n ln2 (two-part ln2), e^r by Cephes' degree-7 expf
  * polynomial (|rel err| < 2 ulp on float32), times 2^n (AVX-512: vscalefps, which also gives 0
@@ -275,4 +275,97 @@ void ps_exp_f32(ps_isa isa, const float *x, float *y, int64_t n) {
     if (isa == PS_ISA_AVX2) { exp_many_avx2(x, y, n); return; }
 #endif
     for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]);
+}
+
+/* ---- RMSNorm ----
+ * out[i] = (x[i] * scale) * w[i], scale = 1 / sqrtf((float)(ss / d) + eps), ss = the sum of the
+ * float32 squares x[i] * x[i] in double (as llama.cpp). The scalar form adds in index order;
+ * AVX2 / AVX-512 keep 8 / 16 double partial sums (element i -> lane i % 8 / i % 16, masked
+ * tails adding +0) and add them in a fixed tree. Double sums of float squares differ between
+ * orders by ~1e-16 relative, so scale almost always has the same bits on every ISA; the element
+ * step is the same two roundings everywhere. out may equal x. */
+
+static void rmsnorm_scale_apply(float *out, const float *x, const float *w, int64_t d,
+                                double ss, float eps) {
+    const float mean = (float)(ss / (double)d);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < d; i++) out[i] = (x[i] * scale) * w[i];
+}
+
+static void rmsnorm_scalar(float *out, const float *x, const float *w, int64_t d, float eps) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < d; i++) ss += (double)(x[i] * x[i]);
+    rmsnorm_scale_apply(out, x, w, d, ss, eps);
+}
+
+#if defined(__x86_64__)
+T_AVX2 static void rmsnorm_avx2(float *out, const float *x, const float *w, int64_t d,
+                                float eps) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= d; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 p = _mm256_mul_ps(v, v);
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+    }
+    if (i < d) {
+        const __m256 v = _mm256_maskload_ps(x + i, tail_mask256((int32_t)(d - i)));
+        const __m256 p = _mm256_mul_ps(v, v);
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+    }
+    /* lanes 0..7: (0+4, 1+5, 2+6, 3+7), then (0+2, 1+3), then the two */
+    const __m256d s4 = _mm256_add_pd(a0, a1);
+    const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+    const double ss = _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+    const float mean = (float)(ss / (double)d);
+    const __m256 sc = _mm256_set1_ps(1.0f / sqrtf(mean + eps));
+    for (i = 0; i + 8 <= d; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sc),
+                                                _mm256_loadu_ps(w + i)));
+    const float scale = _mm256_cvtss_f32(sc);
+    for (; i < d; i++) out[i] = (x[i] * scale) * w[i];
+}
+
+T_AVX512 static void rmsnorm_avx512(float *out, const float *x, const float *w, int64_t d,
+                                    float eps) {
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    for (int64_t i = 0; i < d; i += 16) {
+        const __mmask16 m = d - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (d - i)) - 1u);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        const __m512 p = _mm512_mul_ps(v, v);
+        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                   _mm512_castps_pd(p), 1))));
+    }
+    /* 16 lanes -> 8 (i + 8) -> 4 -> 2 -> 1, each step adding the upper half */
+    const __m512d s8 = _mm512_add_pd(a0, a1);
+    const __m256d s4 = _mm256_add_pd(_mm512_castpd512_pd256(s8), _mm512_extractf64x4_pd(s8, 1));
+    const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+    const double ss = _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+    const float mean = (float)(ss / (double)d);
+    const __m512 sc = _mm512_set1_ps(1.0f / sqrtf(mean + eps));
+    for (int64_t i = 0; i < d; i += 16) {
+        const __mmask16 m = d - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (d - i)) - 1u);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(
+                                              _mm512_maskz_loadu_ps(m, x + i), sc),
+                                              _mm512_maskz_loadu_ps(m, w + i)));
+    }
+}
+#endif
+
+void ps_rmsnorm_f32(ps_isa isa, float *out, const float *x, const float *w, int64_t d,
+                    float eps) {
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) {
+        rmsnorm_avx512(out, x, w, d, eps);
+        return;
+    }
+    if (isa == PS_ISA_AVX2) {
+        rmsnorm_avx2(out, x, w, d, eps);
+        return;
+    }
+#endif
+    rmsnorm_scalar(out, x, w, d, eps);
 }

@@ -1,6 +1,6 @@
 /*
  * vecmath.h — element-wise layer pieces with scalar / AVX2 / AVX-512 variants (vecmath.c):
- * an attention row's softmax, SwiGLU's silu(g) * u, and exp over an array. The scalar variant
+ * an attention row's softmax, SwiGLU's silu(g) * u, RMSNorm, and exp over an array. The scalar variant
  * uses libm expf; the SIMD ones a polynomial exp within 2 ulp. For a given ISA every result
  * depends only on its inputs and n (never on threads or batch geometry).
  */
@@ -17,5 +17,10 @@ void ps_silu_mul_f32(ps_isa isa, float *g, const float *u, int64_t n);
 
 /* y (n) = exp(x (n)); y may equal x. */
 void ps_exp_f32(ps_isa isa, const float *x, float *y, int64_t n);
+
+/* out (d) = (x * scale) * w, scale = 1 / sqrtf((float)(sum of x[i]^2 in double / d) + eps)
+ * (llama.cpp's rms_norm). The sum's order is fixed per ISA (see vecmath.c); out may equal x. */
+void ps_rmsnorm_f32(ps_isa isa, float *out, const float *x, const float *w, int64_t d,
+                    float eps);
 
 #endif
