@@ -433,7 +433,8 @@ void ps_session_free(ps_session *s) {
     if (!s) return;
     float *bufs[] = {s->k_cache, s->v_cache, s->x,        s->xb,       s->q,
                      s->k,       s->v,       s->att,      s->ffn_out,  s->hb,
-                     s->hb2,     s->rope_cos, s->rope_sin, s->mm_scratch, s->att_scratch};
+                     s->hb2,     s->rope_cos, s->rope_sin, s->mm_scratch, s->att_scratch,
+                     s->score_logits};
     for (size_t i = 0; i < PS_ARRAY_LEN(bufs); i++) ps_free(bufs[i]);
     ps_free(s);
 }

@@ -98,6 +98,8 @@ struct ps_session {
     size_t mm_stride;
     float *att_scratch;
     size_t att_stride;
+    float *score_logits;         /* score.c's (chunk, n_vocab) logits, kept between calls */
+    size_t score_logits_floats;
 };
 
 /* ps_model_load on an opened GGUF (a file or ps_gguf_open_memory): takes ownership of g
