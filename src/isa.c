@@ -73,25 +73,24 @@ static bool detect_vnni(void) {
 #endif
 }
 
-/* 0 = not asked yet, 1 = no, 2 = yes */
-bool ps_cpu_has_avx512bf16(void) {
-    static _Atomic int cached = 0;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+/* *cache: 0 = not asked yet, 1 = no, 2 = yes */
+static bool cached_flag(_Atomic int *cache, bool (*detect_flag)(void)) {
+    int v = atomic_load_explicit(cache, memory_order_relaxed);
     if (!v) {
-        v = detect_bf16() ? 2 : 1;
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
+        v = detect_flag() ? 2 : 1;
+        atomic_store_explicit(cache, v, memory_order_relaxed);
     }
     return v == 2;
 }
 
+bool ps_cpu_has_avx512bf16(void) {
+    static _Atomic int cache = 0;
+    return cached_flag(&cache, detect_bf16);
+}
+
 bool ps_cpu_has_avx512vnni(void) {
-    static _Atomic int cached = 0;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (!v) {
-        v = detect_vnni() ? 2 : 1;
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v == 2;
+    static _Atomic int cache = 0;
+    return cached_flag(&cache, detect_vnni);
 }
 
 bool ps_isa_supported(ps_isa isa) {

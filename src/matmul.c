@@ -245,16 +245,41 @@ T_AVX512 static inline __m128 hsum512x4(__m512 a, __m512 b, __m512 c, __m512 d) 
         _mm512_permutexvar_ps(_mm512_castps_si512(idx), t));
 }
 
+/* The accumulators of an R x J register tile (AVX-512 kernels): start at zero (first) or from
+ * the parked vectors acc + (r * stride + j) * 16; end as sums in y (R, J) rows ldy apart (last:
+ * hsum512, four at a time for J = 4) or parked again. */
+T_AVX512 static inline __attribute__((always_inline)) void acc512_start(
+    int R, int J, __m512 a[6][4], const float *acc, int stride, bool first) {
+    _Pragma("GCC unroll 6")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++)
+            a[r][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + (r * stride + j) * 16);
+}
+
+T_AVX512 static inline __attribute__((always_inline)) void acc512_end(
+    int R, int J, __m512 a[6][4], float *acc, int stride, bool last, float *y, int64_t ldy) {
+    if (last && J == 4) {
+        _Pragma("GCC unroll 6")
+        for (int r = 0; r < R; r++)
+            _mm_storeu_ps(y + r * ldy, hsum512x4(a[r][0], a[r][1], a[r][2], a[r][3]));
+        return;
+    }
+    _Pragma("GCC unroll 6")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            if (last) y[r * ldy + j] = hsum512(a[r][j]);
+            else _mm512_storeu_ps(acc + (r * stride + j) * 16, a[r][j]);
+        }
+}
+
 /* The AVX-512 form of mk_avx2 (same contract, 16 lanes). */
 T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(
     int R, int J, const float *x, int64_t ldx, const float *const *w, int64_t k0, int64_t k1,
     float *acc, bool first, bool last, float *y, int64_t ldy) {
     __m512 a[6][4];
-    _Pragma("GCC unroll 6")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < J; j++)
-            a[r][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + (r * MM_TILE + j) * 16);
+    acc512_start(R, J, a, acc, MM_TILE, first);
     int64_t k = k0;
     for (; k + 16 <= k1; k += 16) {
         __m512 xv[6];
@@ -279,19 +304,7 @@ T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(
             for (int r = 0; r < R; r++) a[r][j] = _mm512_fmadd_ps(xv[r], wv, a[r][j]);
         }
     }
-    if (last && J == 4) {
-        _Pragma("GCC unroll 6")
-        for (int r = 0; r < R; r++)
-            _mm_storeu_ps(y + r * ldy, hsum512x4(a[r][0], a[r][1], a[r][2], a[r][3]));
-        return;
-    }
-    _Pragma("GCC unroll 6")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < J; j++) {
-            if (last) y[r * ldy + j] = hsum512(a[r][j]);
-            else _mm512_storeu_ps(acc + (r * MM_TILE + j) * 16, a[r][j]);
-        }
+    acc512_end(R, J, a, acc, MM_TILE, last, y, ldy);
 }
 
 T_AVX512 static void tile_avx512(const float *const *w, int nw, const float *x, int64_t ldx,
@@ -890,11 +903,7 @@ T_BF16 static inline __attribute__((always_inline)) void mk_bf16(
     int R, int J, const uint16_t *x, int64_t ldx, const uint16_t *const *w, int64_t k0,
     int64_t k1, float *acc, bool first, bool last, float *y, int64_t ldy) {
     __m512 a[6][4];
-    _Pragma("GCC unroll 6")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < J; j++)
-            a[r][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + (r * BF16_TW + j) * 16);
+    acc512_start(R, J, a, acc, BF16_TW, first);
     int64_t k = k0;
     for (; k + 32 <= k1; k += 32) {
         __m512i xv[6];
@@ -921,19 +930,7 @@ T_BF16 static inline __attribute__((always_inline)) void mk_bf16(
                 a[r][j] = _mm512_dpbf16_ps(a[r][j], (__m512bh)xv[r], (__m512bh)wv);
         }
     }
-    if (last && J == 4) {
-        _Pragma("GCC unroll 6")
-        for (int r = 0; r < R; r++)
-            _mm_storeu_ps(y + r * ldy, hsum512x4(a[r][0], a[r][1], a[r][2], a[r][3]));
-        return;
-    }
-    _Pragma("GCC unroll 6")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < J; j++) {
-            if (last) y[r * ldy + j] = hsum512(a[r][j]);
-            else _mm512_storeu_ps(acc + (r * BF16_TW + j) * 16, a[r][j]);
-        }
+    acc512_end(R, J, a, acc, BF16_TW, last, y, ldy);
 }
 
 #define BF16_MK(R, J)                                                                        \
