@@ -8,7 +8,7 @@
  * input must come back with a known status and a message. An accepted one must have sane
  * numbers in its info, and then runs for real: a session of 8 positions, one forward call of
  * 3 tokens and ps_score_tokens with K = 3 (PS_ERR_NAN is allowed: fuzzed weights may hold
- * NaNs). The same bytes are loaded once more vocab-only and a short text is tokenised and
+ * NaNs), with native activations for inputs of even size and float32 ones for odd sizes. The same bytes are loaded once more vocab-only and a short text is tokenised and
  * detokenised. Seeds: tiny generated models of every architecture and matrix type
  * (fuzz/corpus/fuzz_model/), dictionary fuzz/model.dict.
  */
@@ -26,7 +26,7 @@ static void check_error(ps_status st, const ps_error *e) {
     FUZZ_REQUIRE(e->code == st && e->message[0] != '\0');
 }
 
-static void run_model(const ps_model *m) {
+static void run_model(const ps_model *m, ps_act act) {
     ps_model_info info;
     ps_model_get_info(m, &info);
     FUZZ_REQUIRE(info.n_vocab >= 1 && info.n_embd >= 1 && info.n_layer >= 1);
@@ -38,6 +38,7 @@ static void run_model(const ps_model *m) {
     sp.n_ctx = 8;
     sp.n_batch = 4;
     sp.isa = PS_ISA_AUTO;
+    sp.act = act;
     ps_session *s = NULL;
     ps_error e;
     ps_status st = ps_session_create(m, &sp, &s, &e);
@@ -116,7 +117,7 @@ static void load(const uint8_t *buf, size_t size, bool vocab_only) {
         return;
     }
     if (vocab_only) run_vocab(m);
-    else run_model(m);
+    else run_model(m, size % 2 ? PS_ACT_F32 : PS_ACT_NATIVE); /* both matmul roads */
     ps_model_free(m);
 }
 
