@@ -24,8 +24,13 @@
  * so that one vector lane belongs to one weight row, and int8 dot products (AVX-512 VNNI
  * vpdpbusd, or AVX2 maddubs) give exact int32 block sums that are scaled and accumulated with
  * one fused multiply-add per block in block order: bitwise the same on every ISA, thread count
- * and batch split. ~520-680 GFLOP/s on one core for the 256-row Qwen3-0.6B shapes (4.4-5.5x
- * cblas_sgemm in the same run; the float32-widening path it replaced ran ~195-205).
+ * and batch split. ~600-750 GFLOP/s on one core for the 256-row Qwen3-0.6B shapes (4.9-6.0x
+ * cblas_sgemm in the same run; the float32-widening path, still used with f32_act, ~195-215).
+ *
+ * BF16 weights take a third road (see "vdpbf16ps" below): the activation rows are rounded to
+ * bf16 once per call (as llama.cpp does) and AVX-512 BF16 vdpbf16ps multiplies them with the
+ * weights in place, 32 products per instruction: ~430-480 GFLOP/s (3.5-3.8x sgemm). With
+ * env->f32_act, BF16 and Q8_0 both go through the float32 tiles above instead.
  */
 #include "matmul.h"
 #include "prof.h"
