@@ -120,8 +120,9 @@ static void check_close(const char *tag, const ps_mat *w, bool f32_act, const fl
 static void test_matmul_shapes(ps_pool *pool2) {
     const uint32_t types[] = {PS_GGML_F32, PS_GGML_F16, PS_GGML_BF16, PS_GGML_Q8_0};
     /* (n, k): n off the 16-row tile and the 4-row micro-kernel; k off the vector widths (float
-     * types) or a multiple of 32 (Q8_0); k > 512 crosses the kernel's k blocks. */
-    const int64_t shapes[][2] = {{37, 160}, {70, 1056}, {5, 200}, {16, 64}};
+     * types; odd k leaves a bf16 pair half empty) or a multiple of 32 (Q8_0); k > 1024 crosses
+     * the kernels' k blocks. */
+    const int64_t shapes[][2] = {{37, 160}, {70, 1056}, {5, 201}, {16, 64}, {19, 33}};
     const int64_t ms[] = {1, 3, 17, 256};
     const int64_t M = 256, KMAX = 1056 + 24, NMAX = 70 + 9;
     float *x = malloc(sizeof(float) * (size_t)(M * KMAX));
