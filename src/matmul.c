@@ -169,6 +169,10 @@ T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
         }
 }
 
+#define AVX2_MK(R, J)                                                                        \
+    mk_avx2(R, J, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16, first, last,  \
+            yb + r * ldy + j, ldy)
+
 T_AVX2 static void tile_avx2(const float *const *w, int nw, const float *x, int64_t ldx,
                              int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
     for (int64_t rb = 0; rb < n_rows; rb += MM_ROWS) {
@@ -179,36 +183,24 @@ T_AVX2 static void tile_avx2(const float *const *w, int nw, const float *x, int6
             const int64_t k1 = PS_MIN(k0 + MM_KB, n);
             const bool first = k0 == 0, last = k1 == n;
             int64_t r = 0;
+            int j;
             for (; r + 3 <= nr; r += 3) {
-                int j = 0;
-                for (; j + 4 <= nw; j += 4)
-                    mk_avx2(3, 4, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
-                            first, last, yb + r * ldy + j, ldy);
-                for (; j < nw; j++)
-                    mk_avx2(3, 1, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
-                            first, last, yb + r * ldy + j, ldy);
+                for (j = 0; j + 4 <= nw; j += 4) AVX2_MK(3, 4);
+                for (; j < nw; j++) AVX2_MK(3, 1);
             }
             for (; r + 2 <= nr; r += 2) {
-                int j = 0;
-                for (; j + 4 <= nw; j += 4)
-                    mk_avx2(2, 4, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
-                            first, last, yb + r * ldy + j, ldy);
-                for (; j < nw; j++)
-                    mk_avx2(2, 1, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
-                            first, last, yb + r * ldy + j, ldy);
+                for (j = 0; j + 4 <= nw; j += 4) AVX2_MK(2, 4);
+                for (; j < nw; j++) AVX2_MK(2, 1);
             }
             for (; r < nr; r++) {
-                int j = 0;
-                for (; j + 4 <= nw; j += 4)
-                    mk_avx2(1, 4, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
-                            first, last, yb + r * ldy + j, ldy);
-                for (; j < nw; j++)
-                    mk_avx2(1, 1, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16,
-                            first, last, yb + r * ldy + j, ldy);
+                for (j = 0; j + 4 <= nw; j += 4) AVX2_MK(1, 4);
+                for (; j < nw; j++) AVX2_MK(1, 1);
             }
         }
     }
 }
+
+#undef AVX2_MK
 
 T_AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
     float y;
@@ -312,6 +304,10 @@ T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(
     acc512_end(R, J, a, acc, MM_TILE, last, y, ldy);
 }
 
+#define AVX512_MK(R, J)                                                                      \
+    mk_avx512(R, J, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16, first,    \
+              last, yb + r * ldy + j, ldy)
+
 T_AVX512 static void tile_avx512(const float *const *w, int nw, const float *x, int64_t ldx,
                                  int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
     for (int64_t rb = 0; rb < n_rows; rb += MM_ROWS) {
@@ -322,45 +318,28 @@ T_AVX512 static void tile_avx512(const float *const *w, int nw, const float *x, 
             const int64_t k1 = PS_MIN(k0 + MM_KB, n);
             const bool first = k0 == 0, last = k1 == n;
             int64_t r = 0;
+            int j;
             for (; r + 6 <= nr; r += 6) {
-                int j = 0;
-                for (; j + 4 <= nw; j += 4)
-                    mk_avx512(6, 4, xb + r * ldx, ldx, w + j, k0, k1,
-                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
-                for (; j < nw; j++)
-                    mk_avx512(6, 1, xb + r * ldx, ldx, w + j, k0, k1,
-                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
+                for (j = 0; j + 4 <= nw; j += 4) AVX512_MK(6, 4);
+                for (; j < nw; j++) AVX512_MK(6, 1);
             }
             for (; r + 4 <= nr; r += 4) {
-                int j = 0;
-                for (; j + 4 <= nw; j += 4)
-                    mk_avx512(4, 4, xb + r * ldx, ldx, w + j, k0, k1,
-                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
-                for (; j < nw; j++)
-                    mk_avx512(4, 1, xb + r * ldx, ldx, w + j, k0, k1,
-                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
+                for (j = 0; j + 4 <= nw; j += 4) AVX512_MK(4, 4);
+                for (; j < nw; j++) AVX512_MK(4, 1);
             }
             for (; r + 2 <= nr; r += 2) {
-                int j = 0;
-                for (; j + 4 <= nw; j += 4)
-                    mk_avx512(2, 4, xb + r * ldx, ldx, w + j, k0, k1,
-                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
-                for (; j < nw; j++)
-                    mk_avx512(2, 1, xb + r * ldx, ldx, w + j, k0, k1,
-                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
+                for (j = 0; j + 4 <= nw; j += 4) AVX512_MK(2, 4);
+                for (; j < nw; j++) AVX512_MK(2, 1);
             }
             for (; r < nr; r++) {
-                int j = 0;
-                for (; j + 4 <= nw; j += 4)
-                    mk_avx512(1, 4, xb + r * ldx, ldx, w + j, k0, k1,
-                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
-                for (; j < nw; j++)
-                    mk_avx512(1, 1, xb + r * ldx, ldx, w + j, k0, k1,
-                              acc + (r * MM_TILE + j) * 16, first, last, yb + r * ldy + j, ldy);
+                for (j = 0; j + 4 <= nw; j += 4) AVX512_MK(1, 4);
+                for (; j < nw; j++) AVX512_MK(1, 1);
             }
         }
     }
 }
+
+#undef AVX512_MK
 
 T_AVX512 static float dot_avx512(const float *a, const float *b, int64_t n) {
     float y;
