@@ -169,35 +169,39 @@ T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
         }
 }
 
+/* The blocking shared by the tile functions (tile_avx2, tile_avx512, tile_bf16): activation
+ * rows in blocks of MM_ROWS, inputs in blocks of MM_KB, and inside each the micro-kernel forms
+ * FORM(MK, R) from the most rows down, each over 4-weight groups then single weights. The
+ * function provides w, nw, x (rows of XT), ldx, n_rows, n, y, ldy and acc. */
+#define TILE_FORM(MK, R)                                                                       \
+    for (; r + (R) <= nr; r += (R)) {                                                          \
+        for (j = 0; j + 4 <= nw; j += 4) MK(R, 4);                                             \
+        for (; j < nw; j++) MK(R, 1);                                                          \
+    }
+#define TILE_BLOCKS(XT, FORMS)                                                                 \
+    for (int64_t rb = 0; rb < n_rows; rb += MM_ROWS) {                                         \
+        const int64_t nr = PS_MIN((int64_t)MM_ROWS, n_rows - rb);                              \
+        const XT *xb = x + rb * ldx;                                                           \
+        float *yb = y + rb * ldy;                                                              \
+        for (int64_t k0 = 0; k0 < n; k0 += MM_KB) {                                            \
+            const int64_t k1 = PS_MIN(k0 + MM_KB, n);                                          \
+            const bool first = k0 == 0, last = k1 == n;                                        \
+            int64_t r = 0;                                                                     \
+            int j;                                                                             \
+            FORMS                                                                              \
+        }                                                                                      \
+    }
+
 #define AVX2_MK(R, J)                                                                        \
     mk_avx2(R, J, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16, first, last,  \
             yb + r * ldy + j, ldy)
 
 T_AVX2 static void tile_avx2(const float *const *w, int nw, const float *x, int64_t ldx,
                              int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
-    for (int64_t rb = 0; rb < n_rows; rb += MM_ROWS) {
-        const int64_t nr = PS_MIN((int64_t)MM_ROWS, n_rows - rb);
-        const float *xb = x + rb * ldx;
-        float *yb = y + rb * ldy;
-        for (int64_t k0 = 0; k0 < n; k0 += MM_KB) {
-            const int64_t k1 = PS_MIN(k0 + MM_KB, n);
-            const bool first = k0 == 0, last = k1 == n;
-            int64_t r = 0;
-            int j;
-            for (; r + 3 <= nr; r += 3) {
-                for (j = 0; j + 4 <= nw; j += 4) AVX2_MK(3, 4);
-                for (; j < nw; j++) AVX2_MK(3, 1);
-            }
-            for (; r + 2 <= nr; r += 2) {
-                for (j = 0; j + 4 <= nw; j += 4) AVX2_MK(2, 4);
-                for (; j < nw; j++) AVX2_MK(2, 1);
-            }
-            for (; r < nr; r++) {
-                for (j = 0; j + 4 <= nw; j += 4) AVX2_MK(1, 4);
-                for (; j < nw; j++) AVX2_MK(1, 1);
-            }
-        }
-    }
+    TILE_BLOCKS(float,
+                TILE_FORM(AVX2_MK, 3)
+                TILE_FORM(AVX2_MK, 2)
+                TILE_FORM(AVX2_MK, 1))
 }
 
 #undef AVX2_MK
@@ -310,33 +314,11 @@ T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(
 
 T_AVX512 static void tile_avx512(const float *const *w, int nw, const float *x, int64_t ldx,
                                  int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
-    for (int64_t rb = 0; rb < n_rows; rb += MM_ROWS) {
-        const int64_t nr = PS_MIN((int64_t)MM_ROWS, n_rows - rb);
-        const float *xb = x + rb * ldx;
-        float *yb = y + rb * ldy;
-        for (int64_t k0 = 0; k0 < n; k0 += MM_KB) {
-            const int64_t k1 = PS_MIN(k0 + MM_KB, n);
-            const bool first = k0 == 0, last = k1 == n;
-            int64_t r = 0;
-            int j;
-            for (; r + 6 <= nr; r += 6) {
-                for (j = 0; j + 4 <= nw; j += 4) AVX512_MK(6, 4);
-                for (; j < nw; j++) AVX512_MK(6, 1);
-            }
-            for (; r + 4 <= nr; r += 4) {
-                for (j = 0; j + 4 <= nw; j += 4) AVX512_MK(4, 4);
-                for (; j < nw; j++) AVX512_MK(4, 1);
-            }
-            for (; r + 2 <= nr; r += 2) {
-                for (j = 0; j + 4 <= nw; j += 4) AVX512_MK(2, 4);
-                for (; j < nw; j++) AVX512_MK(2, 1);
-            }
-            for (; r < nr; r++) {
-                for (j = 0; j + 4 <= nw; j += 4) AVX512_MK(1, 4);
-                for (; j < nw; j++) AVX512_MK(1, 1);
-            }
-        }
-    }
+    TILE_BLOCKS(float,
+                TILE_FORM(AVX512_MK, 6)
+                TILE_FORM(AVX512_MK, 4)
+                TILE_FORM(AVX512_MK, 2)
+                TILE_FORM(AVX512_MK, 1))
 }
 
 #undef AVX512_MK
@@ -929,33 +911,11 @@ T_BF16 static inline __attribute__((always_inline)) void mk_bf16(
  * ~440 -> ~460). */
 T_BF16 static void tile_bf16(const uint16_t *const *w, int nw, const uint16_t *x, int64_t ldx,
                              int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
-    for (int64_t rb = 0; rb < n_rows; rb += MM_ROWS) {
-        const int64_t nr = PS_MIN((int64_t)MM_ROWS, n_rows - rb);
-        const uint16_t *xb = x + rb * ldx;
-        float *yb = y + rb * ldy;
-        for (int64_t k0 = 0; k0 < n; k0 += MM_KB) {
-            const int64_t k1 = PS_MIN(k0 + MM_KB, n);
-            const bool first = k0 == 0, last = k1 == n;
-            int64_t r = 0;
-            int j;
-            for (; r + 6 <= nr; r += 6) {
-                for (j = 0; j + 4 <= nw; j += 4) BF16_MK(6, 4);
-                for (; j < nw; j++) BF16_MK(6, 1);
-            }
-            for (; r + 4 <= nr; r += 4) {
-                for (j = 0; j + 4 <= nw; j += 4) BF16_MK(4, 4);
-                for (; j < nw; j++) BF16_MK(4, 1);
-            }
-            for (; r + 2 <= nr; r += 2) {
-                for (j = 0; j + 4 <= nw; j += 4) BF16_MK(2, 4);
-                for (; j < nw; j++) BF16_MK(2, 1);
-            }
-            for (; r < nr; r++) {
-                for (j = 0; j + 4 <= nw; j += 4) BF16_MK(1, 4);
-                for (; j < nw; j++) BF16_MK(1, 1);
-            }
-        }
-    }
+    TILE_BLOCKS(uint16_t,
+                TILE_FORM(BF16_MK, 6)
+                TILE_FORM(BF16_MK, 4)
+                TILE_FORM(BF16_MK, 2)
+                TILE_FORM(BF16_MK, 1))
 }
 #undef BF16_MK
 #endif

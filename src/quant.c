@@ -339,7 +339,8 @@ static void act_bf16_avx2(const float *x, int64_t n, uint16_t *out, float *out_f
         const __m256i r = _mm256_add_epi32(
             u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
         /* high halves: rounded, or the NaN made quiet */
-        const __m256i h = _mm256_and_si256(_mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan), hi);
+        const __m256i h =
+            _mm256_and_si256(_mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan), hi);
         if (out_f32) _mm256_storeu_si256((__m256i *)(out_f32 + i), h);
         if (out) {
             const __m256i p = _mm256_packus_epi32(_mm256_srli_epi32(h, 16), _mm256_setzero_si256());
@@ -364,7 +365,8 @@ static void act_bf16_avx512(const float *x, int64_t n, uint16_t *out, float *out
         r = _mm512_mask_or_epi32(r, nan, u, quiet);
         const __m512i h = _mm512_and_si512(r, hi);
         if (out_f32) _mm512_mask_storeu_epi32(out_f32 + i, m, h);
-        if (out) _mm256_mask_storeu_epi16(out + i, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+        if (out)
+            _mm256_mask_storeu_epi16(out + i, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
     }
 }
 #endif

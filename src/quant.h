@@ -1,9 +1,11 @@
 /*
  * quant.h — weight row formats: conversion of one row of F32 / F16 / BF16 / Q8_0 weights to
  * float32 (the kernels dequantise rows on the fly, never whole tensors), float32 -> Q8_0
- * blocks (weights, and the activations of the int8 Q8_0 matmul), float32 -> bf16 activations, and the byte size of a row. Each conversion has a scalar reference and SIMD variants
- * chosen by the caller's ISA; every variant gives bitwise the same floats (the conversions are
- * exact: f16/bf16 -> f32 is exact, and Q8_0 is one f32 multiply per weight).
+ * blocks (weights, and the activations of the int8 Q8_0 matmul), float32 -> bf16 activations
+ * (the BF16 matmul), and the byte size of a row. Each conversion has a scalar reference and
+ * SIMD variants chosen by the caller's ISA; every variant gives bitwise the same result (the
+ * conversions are exact: f16/bf16 -> f32 is exact, and Q8_0 is one f32 multiply per weight;
+ * the roundings to Q8_0 and bf16 are defined per element).
  */
 #ifndef PS_QUANT_H
 #define PS_QUANT_H
