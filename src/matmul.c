@@ -859,7 +859,8 @@ T_AVX2 static void tile_q8_avx2(const uint8_t *wp, int nw, const qx_pass *qp, in
  * results do not depend on threads or batch split; across ISAs they differ by float32 rounding
  * only. vdpbf16ps retires two 16-lane dot pairs per cycle on this core: twice the products of
  * a float32 FMA. Register tile: R activation rows x 4 weight rows (R = 6: 24 accumulators; per
- * 32 inputs 10 loads feed 24 vdpbf16ps). Blocking as mk_avx512: MM_KB inputs, BF16_ROWS rows. */
+ * 32 inputs 10 loads feed 24 vdpbf16ps). Blocking as mk_avx512: MM_KB inputs, BF16_ROWS rows.
+ */
 
 #if defined(__x86_64__)
 
