@@ -180,7 +180,7 @@ T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
         for (j = 0; j + 4 <= nw; j += 4) MK(R, 4);                                             \
         for (; j < nw; j++) MK(R, 1);                                                          \
     }
-#define TILE_BLOCKS(XT, ROWS, FORMS)                                                                 \
+#define TILE_BLOCKS(XT, ROWS, FORMS)                                                           \
     for (int64_t rb = 0; rb < n_rows; rb += (ROWS)) {                                          \
         const int64_t nr = PS_MIN((int64_t)(ROWS), n_rows - rb);                               \
         const XT *xb = x + rb * ldx;                                                           \
