@@ -25,10 +25,14 @@ static const char *USAGE =
     "  --version    print the version\n"
     "  --help       print this help\n";
 
-bool ps_cli_parse_act(const char *s, ps_act *out) {
-    if (s && !strcmp(s, "native")) *out = PS_ACT_NATIVE;
-    else if (s && !strcmp(s, "f32")) *out = PS_ACT_F32;
-    else return false;
+bool ps_cli_parse_act(const char *cmd, const char *value, ps_act *out) {
+    if (value && !strcmp(value, "native")) *out = PS_ACT_NATIVE;
+    else if (value && !strcmp(value, "f32")) *out = PS_ACT_F32;
+    else {
+        fprintf(stderr, "promptscore %s: --act wants native or f32, got %s%s%s\n", cmd,
+                value ? "'" : "", value ? value : "nothing", value ? "'" : "");
+        return false;
+    }
     return true;
 }
 

@@ -17,9 +17,10 @@ int ps_cli_gen_model(int argc, char **argv);  /* cli_gen.c */
 
 #include "promptscore.h"
 
-/* The --act option of score, perplexity, serve and bench: "native" or "f32" -> *out. False
- * (nothing written) for anything else. (cli.c) */
-bool ps_cli_parse_act(const char *s, ps_act *out);
+/* The value of the --act option of score, perplexity, serve and bench: "native" or "f32" ->
+ * *out. Anything else (or no value) prints "promptscore CMD: --act wants native or f32, got
+ * ..." to stderr and returns false, *out unchanged. (cli.c) */
+bool ps_cli_parse_act(const char *cmd, const char *value, ps_act *out);
 #define PS_CLI_ACT_HELP                                                                        \
     "  --act native|f32     activations of the matrix products: native (default, as llama.cpp:\n" \
     "                       bf16 for BF16 weights, Q8_0 blocks for Q8_0 weights) or f32 (float32\n" \

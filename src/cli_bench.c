@@ -201,6 +201,11 @@ int ps_cli_bench(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(a, "--json")) { json = true; continue; }
+        if (!strcmp(a, "--act")) {
+            if (!ps_cli_parse_act("bench", v, &act)) return 2;
+            i++;
+            continue;
+        }
         bool ok = v != NULL;
         if (ok && (!strcmp(a, "-m") || !strcmp(a, "--model"))) path = v;
         else if (ok && (!strcmp(a, "-t") || !strcmp(a, "--threads"))) {
@@ -211,7 +216,6 @@ int ps_cli_bench(int argc, char **argv) {
                 n_threads = 2;
             }
         } else if (ok && !strcmp(a, "--lengths")) ok = parse_list(v, lengths, &n_lengths);
-        else if (ok && !strcmp(a, "--act")) ok = ps_cli_parse_act(v, &act);
         else if (ok && !strcmp(a, "-k")) {
             char *end;
             long kv = strtol(v, &end, 10);

@@ -80,11 +80,7 @@ static int common_opt(const char *cmd, int argc, char **argv, int *i, common_opt
         return 1;
     }
     if (!strcmp(a, "--act")) {
-        if (!v) goto missing;
-        if (!ps_cli_parse_act(v, &o->act)) {
-            fprintf(stderr, "promptscore %s: --act wants native or f32, got '%s'\n", cmd, v);
-            return -1;
-        }
+        if (!ps_cli_parse_act(cmd, v, &o->act)) return -1;
         (*i)++;
         return 1;
     }

@@ -114,11 +114,7 @@ int ps_cli_serve(int argc, char **argv) {
             NEED_INT(0, INT32_MAX);
             ctx = n;
         } else if (!strcmp(a, "--act")) {
-            if (!v) goto missing;
-            if (!ps_cli_parse_act(v, &cfg.act)) {
-                fprintf(stderr, "promptscore serve: --act wants native or f32, got '%s'\n", v);
-                return 2;
-            }
+            if (!ps_cli_parse_act("serve", v, &cfg.act)) return 2;
             i++;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;

@@ -935,17 +935,16 @@ typedef struct {
     int32_t n_threads;
 } mm_job;
 
-/* Weights stream from memory once per call: ask for the tile this thread is likely to take
- * next (task + threads) now, into L2, so its conversion does not wait on DRAM. */
-static void prefetch_rows(const ps_mat *w, int64_t row0, int64_t rows) {
+/* Weights stream from memory once per call: ask for a tile this thread is likely to take
+ * soon (task + threads, or + 2 x threads for Q8_0) now, into L2, so its conversion or packing
+ * does not wait on DRAM. */
+static void prefetch_tile(const ps_mat *w, int64_t next) {
+    const int64_t row0 = next * MM_TILE;
     if (row0 < w->n_out) {
         const uint8_t *p = (const uint8_t *)w->data + (size_t)row0 * w->row_bytes;
-        const size_t bytes = (size_t)PS_MIN(rows, w->n_out - row0) * w->row_bytes;
+        const size_t bytes = (size_t)PS_MIN((int64_t)MM_TILE, w->n_out - row0) * w->row_bytes;
         for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
     }
-}
-static void prefetch_tile(const ps_mat *w, int64_t next) {
-    prefetch_rows(w, next * MM_TILE, MM_TILE);
 }
 
 static void mm_task(void *ctx, int64_t task, int32_t thread) {
@@ -1198,26 +1197,28 @@ static ps_status matmul_ref_q8(const ps_mat *w, const float *x, int64_t ldx, int
 ps_status ps_matmul_ref(const ps_mat *w, bool f32_act, const float *x, int64_t ldx,
                         int64_t n_rows, float *y, int64_t ldy) {
     if (w->type == PS_GGML_Q8_0 && !f32_act) return matmul_ref_q8(w, x, ldx, n_rows, y, ldy);
-    const bool bf16_act = w->type == PS_GGML_BF16 && !f32_act;
     const size_t n = (size_t)PS_MAX(w->n_in, 1);
     float *row = ps_malloc(n * sizeof(float));
-    float *xr = bf16_act ? ps_malloc(n * sizeof(float)) : NULL;
-    if (!row || (bf16_act && !xr)) {
+    /* BF16 with native activations: every row rounded once, up front */
+    const bool round = w->type == PS_GGML_BF16 && !f32_act && n_rows > 0;
+    float *xr = round ? ps_malloc((size_t)n_rows * n * sizeof(float)) : NULL;
+    if (!row || (round && !xr)) {
         ps_free(row);
         ps_free(xr);
         return PS_ERR_NOMEM;
     }
-    for (int64_t r = 0; r < n_rows; r++) {
-        const float *xv = x + r * ldx;
-        if (bf16_act) {
-            ps_quant_act_bf16_ref(xv, w->n_in, NULL, xr);
-            xv = xr;
-        }
-        for (int64_t j = 0; j < w->n_out; j++) {
-            ps_quant_row_to_f32_ref(w->type, (const uint8_t *)w->data + (size_t)j * w->row_bytes,
-                                    row, w->n_in);
+    if (xr) {
+        for (int64_t r = 0; r < n_rows; r++)
+            ps_quant_act_bf16_ref(x + r * ldx, w->n_in, NULL, xr + (size_t)r * n);
+        x = xr;
+        ldx = (int64_t)n;
+    }
+    for (int64_t j = 0; j < w->n_out; j++) {
+        ps_quant_row_to_f32_ref(w->type, (const uint8_t *)w->data + (size_t)j * w->row_bytes, row,
+                                w->n_in);
+        for (int64_t r = 0; r < n_rows; r++) {
             double s = 0.0;
-            for (int64_t k = 0; k < w->n_in; k++) s += (double)xv[k] * (double)row[k];
+            for (int64_t k = 0; k < w->n_in; k++) s += (double)x[r * ldx + k] * (double)row[k];
             y[r * ldy + j] = (float)s;
         }
     }
