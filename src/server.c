@@ -1373,8 +1373,7 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     s->daemon = MHD_start_daemon(
         flags, (uint16_t)cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 1000u,
-        MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-        MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon) {
         int e = errno;

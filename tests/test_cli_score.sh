@@ -201,8 +201,12 @@ check "missing model exits 1 with its name (got $rc)" '[ $rc -eq 1 ] && grep -q 
 # ---- perplexity ----------------------------------------------------------------------------
 text='Once upon a time there was a little girl who loved to play outside. She ran through the meadow and laughed at the clouds.'
 printf '%s' "$text" > "$T/text.txt"
-"$BIN" perplexity -m "$MODEL" -f "$T/text.txt" >"$T/ppl" 2>/dev/null; rc=$?
+"$BIN" perplexity -m "$MODEL" -f "$T/text.txt" >"$T/ppl" 2>"$T/pplerr"; rc=$?
 check "perplexity exits 0 (got $rc)" '[ $rc -eq 0 ]'
+# stdout is the result only: no wall-clock figure (two runs are compared byte for byte below);
+# the elapsed time is on stderr
+check "perplexity stdout holds no elapsed time ($(cat "$T/ppl"))" '[ "$(wc -l < "$T/ppl")" -eq 1 ] && grep -qE "^perplexity [0-9.]+  mean NLL [0-9.]+  tokens 53  \(windows 1, ctx 2048, stride 1024\)$" "$T/ppl"'
+check "perplexity elapsed time on stderr ($(cat "$T/pplerr"))" 'grep -qE "^promptscore perplexity: 53 tokens in [0-9.]+s" "$T/pplerr"'
 # the golden: 54 tokens (BOS included), NLL 48.669974 -> 53 scored tokens
 check "perplexity = golden NLL (whole text in one window)" 'python3 - "$T/ppl" <<EOF
 import math, re, sys

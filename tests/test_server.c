@@ -1124,6 +1124,58 @@ int main(void) {
         free(expect);
     }
 
+    /* ---- a second serve on the busy port: exit 1 within 5 s naming the address; the first
+     *      server still answers (no second listener sharing the port) ---- */
+    {
+        char portstr[16], elog[1100];
+        snprintf(portstr, sizeof portstr, "%d", port);
+        snprintf(elog, sizeof elog, "%.1000s/tests/server-busy-%d.log", build, (int)getpid());
+        pid_t pid = fork();
+        if (pid == 0) {
+            FILE *f = freopen(elog, "w", stderr);
+            (void)f;
+            execl(g_bin, g_bin, "serve", "-m", g_model, "--port", portstr, "-t", "1", "-q",
+                  (char *)NULL);
+            _exit(127);
+        }
+        int st = -1;
+        bool exited = false;
+        double t0 = now_s(), limit = 5.0 * PS_TEST_TIME_SCALE;
+        while (pid > 0 && now_s() - t0 < limit) {
+            if (waitpid(pid, &st, WNOHANG) == pid) {
+                exited = true;
+                break;
+            }
+            usleep(10000);
+        }
+        double secs = now_s() - t0;
+        if (pid > 0 && !exited) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+        }
+        char msg[1024] = "";
+        FILE *f = fopen(elog, "r");
+        if (f) {
+            size_t n = fread(msg, 1, sizeof msg - 1, f);
+            msg[n] = 0;
+            fclose(f);
+        }
+        char addr[64];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+        CHECKF(exited && WIFEXITED(st) && WEXITSTATUS(st) == 1,
+               "a second serve on busy port %d: %s (status %d after %.2f s): %s", port,
+               exited ? "exited" : "still running", st, secs, msg);
+        CHECKF(strstr(msg, addr) && strstr(msg, "in use") && !strstr(msg, "listening"),
+               "the busy-port error does not name %s as in use: %s", addr, msg);
+        fprintf(stderr, "NOTE: a second serve on the busy port exited in %.3f s: %s", secs, msg);
+        unlink(elog);
+        for (int i = 0; i < 6; i++) {
+            CHECK(http(port, "GET", "/v1/models", NULL, &r) && r.status == 200 &&
+                  strstr(r.body, "\"id\":\"stories\""));
+            resp_free(&r);
+        }
+    }
+
     /* ---- SIGTERM while idle -> exit 0 ---- */
     CHECKF(server_stop(&srv) == 0, "SIGTERM while idle did not exit 0 (log %s)", srv.log);
 
