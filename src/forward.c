@@ -1,5 +1,6 @@
 /*
- * forward.c — the transformer over one batch of positions (llama / qwen2 / qwen3).
+ * forward.c — the transformer over one batch of positions: the layer loop and the attention and
+ * dense-FFN pieces (which pieces a layer runs is its feature set, arch.h).
  *
  * For n new tokens at positions p0 = n_past .. n_past + n - 1, with x (n, n_embd) the residual:
  *
@@ -188,12 +189,42 @@ static void rows(ps_session *s, int32_t n, row_op op, int32_t layer, const int32
     ps_pool_for(s->pool, n, row_task, &job);
 }
 
+/* The attention piece (PS_L_ATTN): q, k, v; biases, head norms, RoPE and the cache (rows);
+ * attention over the cache; ffn_out = att @ Wo^T; then (rows) x += ffn_out (+bo) and
+ * xb = rmsnorm(x) * ffn_norm for the FFN that follows. */
+static void attention(ps_session *s, const ps_matmul_env *env, int32_t l, int32_t n) {
+    const ps_hparams *hp = &s->model->hp;
+    const ps_layer *L = &s->model->w.layers[l];
+    const int64_t d = hp->n_embd, hd = hp->head_dim, dq = (int64_t)hp->n_head * hd,
+                  dkv = (int64_t)hp->n_head_kv * hd;
+    ps_matmul(env, &L->wq, s->xb, d, n, s->q, dq);
+    ps_matmul(env, &L->wk, s->xb, d, n, s->k, dkv);
+    ps_matmul(env, &L->wv, s->xb, d, n, s->v, dkv);
+    rows(s, n, ROW_QKV, l, NULL, NULL);
+    att_job aj = {s, l, n, 1.0f / sqrtf((float)hd)};
+    const int64_t n_tasks = (int64_t)hp->n_head * ((n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK);
+    const uint64_t t_att = ps_prof_start();
+    ps_pool_for(s->pool, n_tasks, att_task, &aj);
+    ps_prof_add(PS_PROF_ATTENTION, t_att);
+    ps_matmul(env, &L->wo, s->att, dq, n, s->ffn_out, d);
+    rows(s, n, ROW_ATT_OUT, l, NULL, NULL);
+}
+
+/* The dense FFN piece (PS_L_FFN_DENSE): ffn_out = (silu(xb @ Wgate^T) * (xb @ Wup^T)) @ Wdown^T */
+static void ffn_dense(ps_session *s, const ps_matmul_env *env, int32_t l, int32_t n) {
+    const ps_hparams *hp = &s->model->hp;
+    const ps_layer *L = &s->model->w.layers[l];
+    const int64_t d = hp->n_embd, ff = hp->n_ff;
+    ps_matmul(env, &L->w_gate, s->xb, d, n, s->hb, ff);
+    ps_matmul(env, &L->w_up, s->xb, d, n, s->hb2, ff);
+    rows(s, n, ROW_SWIGLU, l, NULL, NULL);
+    ps_matmul(env, &L->w_down, s->hb, ff, n, s->ffn_out, d);
+}
+
 void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logits) {
     const ps_model *m = s->model;
     const ps_hparams *hp = &m->hp;
     const ps_weights *w = &m->w;
-    const int64_t d = hp->n_embd, hd = hp->head_dim, dq = (int64_t)hp->n_head * hd,
-                  dkv = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
     const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride, s->f32_act};
     const uint64_t t_fwd = ps_prof_start();
 
@@ -201,26 +232,14 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
     rows(s, n, ROW_EMBED_NORM, 0, tokens, NULL);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const ps_layer *L = &w->layers[l];
-        ps_matmul(&env, &L->wq, s->xb, d, n, s->q, dq);
-        ps_matmul(&env, &L->wk, s->xb, d, n, s->k, dkv);
-        ps_matmul(&env, &L->wv, s->xb, d, n, s->v, dkv);
-        rows(s, n, ROW_QKV, l, NULL, NULL);
-        att_job aj = {s, l, n, 1.0f / sqrtf((float)hd)};
-        const int64_t n_tasks = (int64_t)hp->n_head * ((n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK);
-        const uint64_t t_att = ps_prof_start();
-        ps_pool_for(s->pool, n_tasks, att_task, &aj);
-        ps_prof_add(PS_PROF_ATTENTION, t_att);
-        ps_matmul(&env, &L->wo, s->att, dq, n, s->ffn_out, d);
-        rows(s, n, ROW_ATT_OUT, l, NULL, NULL);
-        ps_matmul(&env, &L->w_gate, s->xb, d, n, s->hb, ff);
-        ps_matmul(&env, &L->w_up, s->xb, d, n, s->hb2, ff);
-        rows(s, n, ROW_SWIGLU, l, NULL, NULL);
-        ps_matmul(&env, &L->w_down, s->hb, ff, n, s->ffn_out, d);
+        /* the layer's pieces, as its features (arch.h) say */
+        if (L->feat & PS_L_ATTN) attention(s, &env, l, n);
+        if (L->feat & PS_L_FFN_DENSE) ffn_dense(s, &env, l, n);
         const float *next = l + 1 < hp->n_layer ? w->layers[l + 1].attn_norm
                             : logits            ? w->output_norm
                                                 : NULL;
         rows(s, n, ROW_FFN_OUT, l, NULL, next);
     }
-    if (logits) ps_matmul(&env, &w->output, s->xb, d, n, logits, hp->n_vocab);
+    if (logits) ps_matmul(&env, &w->output, s->xb, hp->n_embd, n, logits, hp->n_vocab);
     ps_prof_add(PS_PROF_FORWARD, t_fwd);
 }

@@ -15,6 +15,7 @@
  * too, so a tied output gives logits of about unit spread), norms 1 + N(0, 0.1), biases N(0, 0.1).
  */
 #include "genmodel.h"
+#include "arch.h"
 #include "quant.h"
 
 #include <errno.h>
@@ -120,9 +121,9 @@ static ps_status list_add(tensor_list *l, const char *name, tensor_kind kind, ui
 }
 
 static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
-    if (strcmp(p->arch, "llama") && strcmp(p->arch, "qwen2") && strcmp(p->arch, "qwen3"))
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                       "arch '%s' is not one of llama, qwen2, qwen3", p->arch);
+    if (!ps_arch_find(p->arch))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "arch '%s' is not one of %s", p->arch,
+                       ps_arch_names());
     struct { const char *name; int32_t v; } pos[] = {
         {"n_embd", p->n_embd}, {"n_layer", p->n_layer}, {"n_head", p->n_head},
         {"n_head_kv", p->n_head_kv}, {"head_dim", p->head_dim}, {"n_ff", p->n_ff},
@@ -184,7 +185,8 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
     ADD("output_norm.weight", T_NORM, PS_GGML_F32, E, 1);
     if (!p->tied) ADD("output.weight", T_MATRIX, ty, E, n_vocab);
     if (p->rope_freqs) ADD("rope_freqs.weight", T_ROPE_FREQS, PS_GGML_F32, p->head_dim / 2, 1);
-    const bool qwen2 = !strcmp(p->arch, "qwen2"), qwen3 = !strcmp(p->arch, "qwen3");
+    const uint32_t feat = ps_arch_find(p->arch)->layer; /* validate() checked the name */
+    const bool qwen2 = feat & PS_L_QKV_BIAS, qwen3 = feat & PS_L_QK_NORM;
     for (int32_t i = 0; i < p->n_layer; i++) {
         char n[64];
 #define BLK(suffix) (snprintf(n, sizeof n, "blk.%d.%s", (int)i, suffix), n)

@@ -2,8 +2,9 @@
  * model.c — GGUF keys and tensors -> hyperparameters + weight views; sessions (KV cache and
  * scratch) and the checked entry to the forward pass.
  *
- * Loading maps the file (gguf.c), builds the tokenizer (vocab.c) and, unless vocab_only, reads
- * the <arch>.* keys and checks every tensor the architecture needs: present, type F32 / F16 /
+ * Loading maps the file (gguf.c), builds the tokenizer (vocab.c) and, unless vocab_only, finds
+ * the family in the architecture table (arch.c), reads the <arch>.* keys and checks every
+ * tensor the features of each layer name (ps_layer_tensors): present, type F32 / F16 /
  * BF16 / Q8_0 (norms and biases F32), shape in GGUF order (ne[0] = input dim). Weights stay in
  * the mapping; ps_mat records a pointer and row stride per matrix. Any problem is an error that
  * names the key or tensor and gives the numbers. A session owns everything that changes while a
@@ -101,8 +102,10 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
         (st = key_dim(g, arch, "attention.head_count", true, 0, false, &hp->n_head, err)) ||
         (st = key_dim(g, arch, "attention.head_count_kv", false, hp->n_head, false,
                       &hp->n_head_kv, err)) ||
-        (st = key_dim(g, arch, "feed_forward_length", true, 0, false, &hp->n_ff, err)) ||
         (st = key_dim(g, arch, "context_length", true, 0, false, &hp->n_ctx_train, err)))
+        return st;
+    const bool dense = hp->info->layer & PS_L_FFN_DENSE;
+    if ((st = key_dim(g, arch, "feed_forward_length", dense, 0, !dense, &hp->n_ff, err)))
         return st;
     if (hp->n_head % hp->n_head_kv != 0)
         return ps_fail(err, PS_ERR_FORMAT, -1,
@@ -164,7 +167,7 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
         return ps_fail(err, PS_ERR_FORMAT, -1, "%s.rope.scaling.factor = %g must be > 0", arch,
                        (double)factor);
     hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
-    hp->rope_mode = hp->arch == PS_ARCH_LLAMA ? PS_ROPE_NORMAL : PS_ROPE_NEOX;
+    hp->rope_mode = hp->info->rope_mode;
     return PS_OK;
 }
 
@@ -236,12 +239,80 @@ static ps_status get_vec(ps_model *m, const char *name, int64_t n, bool required
     return PS_OK;
 }
 
+/* A 3-D tensor `name` with ne = [n_in, n_out, n] in a matmul type: n matrices, each checked
+ * as get_mat checks one; absent and !required -> data NULL. */
+static ps_status get_mat3(ps_model *m, const char *name, int64_t n_in, int64_t n_out, int64_t n,
+                          bool required, ps_mat3 *out, ps_error *err) {
+    memset(out, 0, sizeof *out);
+    const ps_gguf_tensor *t = ps_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (!required) return PS_OK;
+        return ps_fail(err, PS_ERR_NOT_FOUND, -1, "missing tensor '%s'", name);
+    }
+    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n ||
+        t->ne[3] != 1)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "tensor '%s' has %u dimensions [%lld, %lld, %lld, %lld], expected 3: "
+                       "[%lld, %lld, %lld]",
+                       name, t->n_dims, (long long)t->ne[0], (long long)t->ne[1],
+                       (long long)t->ne[2], (long long)t->ne[3], (long long)n_in,
+                       (long long)n_out, (long long)n);
+    if (!ps_quant_supported(t->type))
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                       "tensor '%s' has type %s (%u); supported: f32, f16, bf16, q8_0", name,
+                       type_name(t->type), t->type);
+    size_t rb = ps_quant_row_bytes(t->type, n_in);
+    if (rb == 0)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "tensor '%s': row length %lld is not a multiple of the %s block", name,
+                       (long long)n_in, type_name(t->type));
+    uint64_t per = 0, need = 0;
+    if (!ps_mul_ok(rb, (uint64_t)n_out, &per) || !ps_mul_ok(per, (uint64_t)n, &need) ||
+        t->nbytes < need)
+        return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' holds %llu bytes, expected %llu",
+                       name, (unsigned long long)t->nbytes, (unsigned long long)need);
+    if (t->type == PS_GGML_F32 && ((uintptr_t)t->data & 3u))
+        return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' (f32) is not 4-byte aligned", name);
+    out->m.data = t->data;
+    out->m.type = t->type;
+    out->m.n_in = n_in;
+    out->m.n_out = n_out;
+    out->m.row_bytes = rb;
+    out->stride = (size_t)per;
+    out->n = n;
+    return PS_OK;
+}
+
+/* A symbolic dimension of arch.h as a number. */
+static int64_t dim_value(const ps_hparams *hp, ps_dim d) {
+    switch (d) {
+    case PS_D_1: return 1;
+    case PS_D_EMBD: return hp->n_embd;
+    case PS_D_Q: return (int64_t)hp->n_head * hp->head_dim;
+    case PS_D_KV: return (int64_t)hp->n_head_kv * hp->head_dim;
+    case PS_D_HEAD: return hp->head_dim;
+    case PS_D_FF: return hp->n_ff;
+    case PS_D_FF_EXP: return hp->n_ff_exp;
+    case PS_D_EXPERT: return hp->n_expert;
+    }
+    return 0;
+}
+
+/* Features of layer l: the family's, with the dense FFN swapped for experts where the family
+ * says so (llama with <arch>.expert_count > 0). */
+static uint32_t layer_features(const ps_hparams *hp, int32_t l) {
+    (void)l;
+    uint32_t f = hp->info->layer;
+    if ((hp->info->flags & PS_A_EXPERTS_BY_KEY) && hp->n_expert > 0)
+        f = (f & ~(uint32_t)PS_L_FFN_DENSE) | PS_L_FFN_MOE;
+    return f;
+}
+
 static ps_status load_weights(ps_model *m, ps_error *err) {
     const ps_hparams *hp = &m->hp;
     ps_weights *w = &m->w;
     ps_status st;
-    const int64_t d = hp->n_embd, dq = (int64_t)hp->n_head * hp->head_dim,
-                  dkv = (int64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff, nv = hp->n_vocab;
+    const int64_t d = hp->n_embd, nv = hp->n_vocab;
     if ((st = get_mat(m, "token_embd.weight", d, nv, true, &w->token_embd, err)) ||
         (st = get_vec(m, "output_norm.weight", d, true, &w->output_norm, err)) ||
         (st = get_mat(m, "output.weight", d, nv, false, &w->output, err)) ||
@@ -255,32 +326,26 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
                            (int)i, (double)w->rope_freqs[i]);
     w->layers = ps_calloc((size_t)hp->n_layer, sizeof *w->layers);
     if (!w->layers) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (layer table)");
-    const bool qkv_bias = hp->arch == PS_ARCH_QWEN2, qk_norm = hp->arch == PS_ARCH_QWEN3;
+    /* every layer: the tensors of its features, in the order of ps_layer_tensors */
     for (int32_t l = 0; l < hp->n_layer; l++) {
         ps_layer *L = &w->layers[l];
-        char n[15][64];
-        static const char *const names[15] = {
-            "attn_norm.weight", "attn_q.weight",   "attn_k.weight",      "attn_v.weight",
-            "attn_output.weight", "attn_q.bias",   "attn_k.bias",        "attn_v.bias",
-            "attn_output.bias", "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight",
-            "ffn_gate.weight",  "ffn_up.weight",   "ffn_down.weight"};
-        for (int i = 0; i < 15; i++) snprintf(n[i], sizeof n[i], "blk.%d.%s", (int)l, names[i]);
-        if ((st = get_vec(m, n[0], d, true, &L->attn_norm, err)) ||
-            (st = get_mat(m, n[1], d, dq, true, &L->wq, err)) ||
-            (st = get_mat(m, n[2], d, dkv, true, &L->wk, err)) ||
-            (st = get_mat(m, n[3], d, dkv, true, &L->wv, err)) ||
-            (st = get_mat(m, n[4], dq, d, true, &L->wo, err)) ||
-            (st = get_vec(m, n[5], dq, qkv_bias, &L->bq, err)) ||
-            (st = get_vec(m, n[6], dkv, qkv_bias, &L->bk, err)) ||
-            (st = get_vec(m, n[7], dkv, qkv_bias, &L->bv, err)) ||
-            (st = get_vec(m, n[8], d, false, &L->bo, err)) ||
-            (st = get_vec(m, n[9], hp->head_dim, qk_norm, &L->q_norm, err)) ||
-            (st = get_vec(m, n[10], hp->head_dim, qk_norm, &L->k_norm, err)) ||
-            (st = get_vec(m, n[11], d, true, &L->ffn_norm, err)) ||
-            (st = get_mat(m, n[12], d, ff, true, &L->w_gate, err)) ||
-            (st = get_mat(m, n[13], d, ff, true, &L->w_up, err)) ||
-            (st = get_mat(m, n[14], ff, d, true, &L->w_down, err)))
-            return st;
+        L->feat = layer_features(hp, l);
+        for (size_t i = 0; i < ps_n_layer_tensors; i++) {
+            const ps_layer_tensor *lt = &ps_layer_tensors[i];
+            if (!(L->feat & lt->feature)) continue;
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s", (int)l, lt->name);
+            void *field = (uint8_t *)L + lt->field;
+            const int64_t n0 = dim_value(hp, lt->ne[0]), n1 = dim_value(hp, lt->ne[1]),
+                          n2 = dim_value(hp, lt->ne[2]);
+            const bool req = (L->feat & lt->required) != 0;
+            switch (lt->kind) {
+            case PS_T_VEC: st = get_vec(m, name, n0, req, field, err); break;
+            case PS_T_MAT: st = get_mat(m, name, n0, n1, req, field, err); break;
+            case PS_T_MAT3: st = get_mat3(m, name, n0, n1, n2, req, field, err); break;
+            }
+            if (st) return st;
+        }
     }
     return PS_OK;
 }
@@ -355,15 +420,14 @@ ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params
         goto fail;
     }
     if (!params->vocab_only) {
-        if (!strcmp(info->arch, "llama")) m->hp.arch = PS_ARCH_LLAMA;
-        else if (!strcmp(info->arch, "qwen2")) m->hp.arch = PS_ARCH_QWEN2;
-        else if (!strcmp(info->arch, "qwen3")) m->hp.arch = PS_ARCH_QWEN3;
-        else {
+        m->hp.info = ps_arch_find(info->arch);
+        if (!m->hp.info) {
             st = ps_fail(err, PS_ERR_UNSUPPORTED, -1,
-                         "general.architecture = '%s' is not supported (llama, qwen2, qwen3)",
-                         info->arch);
+                         "general.architecture = '%s' is not supported (%s)", info->arch,
+                         ps_arch_names());
             goto fail;
         }
+        m->hp.arch = m->hp.info->id;
     }
 
     st = ps_vocab_load(m->gguf, &m->vocab, err);

@@ -10,34 +10,50 @@
 #ifndef PS_MODEL_H
 #define PS_MODEL_H
 
+#include "arch.h"
 #include "gguf.h"
 #include "matmul.h"
-
-typedef enum { PS_ARCH_LLAMA = 0, PS_ARCH_QWEN2 = 1, PS_ARCH_QWEN3 = 2 } ps_arch;
-
-/* How RoPE pairs dimensions (llama.cpp's names): NORMAL rotates (x[2i], x[2i+1]) (llama);
- * NEOX rotates (x[i], x[i + n_rot/2]) (qwen2, qwen3). */
-typedef enum { PS_ROPE_NORMAL = 0, PS_ROPE_NEOX = 1 } ps_rope_mode;
 
 /* Hyperparameters. */
 typedef struct {
     ps_arch arch;
+    const ps_arch_info *info; /* the family's row of the architecture table (arch.c) */
     int32_t n_vocab;
     int32_t n_embd;
     int32_t n_layer;
     int32_t n_head;
     int32_t n_head_kv;
     int32_t head_dim;      /* <arch>.attention.key_length, default n_embd / n_head */
-    int32_t n_ff;
+    int32_t n_ff;          /* <arch>.feed_forward_length (dense FFN layers; 0 when none) */
     int32_t n_ctx_train;   /* <arch>.context_length */
     int32_t n_rot;         /* <arch>.rope.dimension_count, default head_dim; even, <= head_dim */
     float rope_base;       /* <arch>.rope.freq_base, default 10000 */
     float rope_freq_scale; /* 1 / <arch>.rope.scaling.factor (linear scaling), default 1 */
     float rms_eps;         /* <arch>.attention.layer_norm_rms_epsilon */
     ps_rope_mode rope_mode;
+    /* experts (layers with PS_L_FFN_MOE; all 0 without) */
+    int32_t n_expert;      /* <arch>.expert_count */
+    int32_t n_expert_used; /* <arch>.expert_used_count: experts per token, 1..n_expert */
+    int32_t n_ff_exp;      /* one expert's FFN width */
+    bool expert_norm;      /* renormalise the selected experts' weights to sum 1 */
 } ps_hparams;
 
-/* One transformer block's weights. Shapes are GGUF ne order (ne[0] = input dim):
+/* A 3-D GGUF tensor read as n stacked matrices (one per expert): matrix e is m with data
+ * advanced by e * stride bytes (ps_mat3_at). */
+typedef struct {
+    ps_mat m;            /* matrix 0: ne[0] = n_in, ne[1] = n_out */
+    size_t stride;       /* bytes between matrices */
+    int64_t n;           /* ne[2] */
+} ps_mat3;
+
+static inline ps_mat ps_mat3_at(const ps_mat3 *t, int64_t e) {
+    ps_mat m = t->m;
+    m.data = (const uint8_t *)t->m.data + (size_t)e * t->stride;
+    return m;
+}
+
+/* One transformer block's weights; which of them a layer has is its feature set (arch.h; the
+ * tensor list is ps_layer_tensors in arch.c). Shapes are GGUF ne order (ne[0] = input dim):
  *   attn_norm (n_embd)          wq (n_embd -> n_head*head_dim)   bq (n_head*head_dim) | NULL
  *   wk, wv (n_embd -> n_head_kv*head_dim)                        bk, bv | NULL
  *   q_norm, k_norm (head_dim) | NULL (qwen3 only)
@@ -45,6 +61,7 @@ typedef struct {
  *   ffn_norm (n_embd)   w_gate, w_up (n_embd -> n_ff)   w_down (n_ff -> n_embd)
  * Norm and bias vectors are float32 in the file (checked at load). */
 typedef struct {
+    uint32_t feat;              /* PS_L_* */
     const float *attn_norm;
     ps_mat wq, wk, wv, wo;
     const float *bq, *bk, *bv, *bo;

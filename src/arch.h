@@ -1,0 +1,92 @@
+/*
+ * arch.h — the architecture table: every model family promptscore runs, in one place.
+ *
+ * A family is one row of ps_arch_table (arch.c): its GGUF name (general.architecture), its RoPE
+ * pairing, and the features its layers have. A feature is a group of tensors plus the compute
+ * that uses them (PS_L_*): the loader (model.c) reads exactly the tensors of a layer's features
+ * from ps_layer_tensors (arch.c: name, shape in symbolic dimensions, optional or required, where
+ * the view goes in ps_layer), and the forward pass (forward.c) runs the pieces the features
+ * name. The hyperparameter keys a feature needs are read by model.c (the common ones for every
+ * family, the expert keys for PS_L_FFN_MOE). So adding a family is a table row; a family with
+ * new compute adds a feature bit, its tensor rows, and one function in one file (as moe.c does
+ * for the router and experts).
+ */
+#ifndef PS_ARCH_H
+#define PS_ARCH_H
+
+#include "impl.h"
+
+typedef enum {
+    PS_ARCH_LLAMA = 0,
+    PS_ARCH_QWEN2,
+    PS_ARCH_QWEN3,
+    PS_ARCH_QWEN3MOE,
+    PS_ARCH_N
+} ps_arch;
+
+/* How RoPE pairs dimensions (llama.cpp's names): NORMAL rotates (x[2i], x[2i+1]) (llama);
+ * NEOX rotates (x[i], x[i + n_rot/2]) (qwen2, qwen3, qwen3moe). */
+typedef enum { PS_ROPE_NORMAL = 0, PS_ROPE_NEOX = 1 } ps_rope_mode;
+
+/* Layer features (a bit set per layer). */
+enum {
+    PS_L_ATTN = 1u << 0,      /* attn_norm, attn_q/k/v/output (+ optional attn_output.bias) */
+    PS_L_QKV_BIAS = 1u << 1,  /* attn_q/k/v.bias (qwen2) */
+    PS_L_QK_NORM = 1u << 2,   /* attn_q_norm, attn_k_norm: RMSNorm per head (qwen3) */
+    PS_L_FFN_DENSE = 1u << 3, /* ffn_norm, ffn_gate/up/down: SwiGLU */
+    PS_L_FFN_MOE = 1u << 4,   /* ffn_norm, ffn_gate_inp router, ffn_{gate,up,down}_exps (moe.c) */
+};
+
+/* Family flags. */
+enum {
+    PS_A_EXPERTS_BY_KEY = 1u << 0, /* PS_L_FFN_DENSE becomes PS_L_FFN_MOE when <arch>.expert_count
+                                    * > 0 (llama with experts: Mixtral) */
+};
+
+typedef struct {
+    ps_arch id;
+    const char *name;        /* general.architecture */
+    ps_rope_mode rope_mode;
+    uint32_t layer;          /* PS_L_* of every layer */
+    uint32_t flags;          /* PS_A_* */
+} ps_arch_info;
+
+/* The row for general.architecture = name, or NULL. */
+const ps_arch_info *ps_arch_find(const char *name);
+/* "llama, qwen2, ..." (for error messages). */
+const char *ps_arch_names(void);
+
+/* Symbolic tensor dimensions, resolved from the hyperparameters by the loader. */
+typedef enum {
+    PS_D_1 = 0,   /* absent dimension */
+    PS_D_EMBD,    /* n_embd */
+    PS_D_Q,       /* n_head * head_dim */
+    PS_D_KV,      /* n_head_kv * head_dim */
+    PS_D_HEAD,    /* head_dim */
+    PS_D_FF,      /* n_ff (dense FFN) */
+    PS_D_FF_EXP,  /* n_ff_exp (one expert's FFN) */
+    PS_D_EXPERT,  /* n_expert */
+} ps_dim;
+
+typedef enum {
+    PS_T_VEC,     /* float32 vector (norm, bias): const float * */
+    PS_T_MAT,     /* 2-D weight in a matmul type: ps_mat */
+    PS_T_MAT3,    /* 3-D stack of matrices, one per expert: ps_mat3 */
+} ps_tensor_kind;
+
+/* One per-layer tensor: "blk.<l>.<name>", read in layers with feature `feature` (used when the
+ * file has it), required in layers with any feature of `required`; shape ne[0..2] in GGUF
+ * order; the view goes to byte offset `field` of ps_layer. */
+typedef struct {
+    const char *name;
+    uint32_t feature;
+    uint32_t required;
+    ps_tensor_kind kind;
+    ps_dim ne[3];
+    size_t field;
+} ps_layer_tensor;
+
+extern const ps_layer_tensor ps_layer_tensors[];
+extern const size_t ps_n_layer_tensors;
+
+#endif /* PS_ARCH_H */
