@@ -2,7 +2,7 @@
 #   make            the library (build/libpromptscore.a) and the CLI (build/promptscore)
 #   make test       builds and runs every test (tests/test_*.c, then the script tests)
 #   make check      the same suite rebuilt with AddressSanitizer + UBSan (in build-san/)
-#   make bench      kernel benchmarks (validate first, then time)
+#   make bench      kernel benchmarks (validate first, then time; `make test` runs their --check)
 # SIMD kernels use per-function target attributes, so the binary runs on any x86-64 and picks
 # AVX2 / AVX-512 paths at run time.
 
@@ -39,6 +39,9 @@ TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+# tests/load/*.c: standalone clients for a running server (tests/test_load.sh drives them)
+LOAD_SRC  := $(wildcard tests/load/*.c)
+LOAD_BIN  := $(patsubst tests/load/%.c,$(BUILD)/load/%,$(LOAD_SRC))
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRC))
 
@@ -71,9 +74,13 @@ $(BUILD)/tests/%: tests/%.c tests/check.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-$(BUILD)/bench/%: bench/%.c $(LIB)
+$(BUILD)/bench/%: bench/%.c tests/check.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/load/%: tests/load/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
 # Every fuzz target also builds with a plain main() that replays its corpus (fuzz/replay.c),
 # so `make test` catches regressions without clang's libFuzzer.
@@ -81,7 +88,9 @@ $(BUILD)/fuzz/%_replay: fuzz/%.c fuzz/replay.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< fuzz/replay.c $(LIB) $(LDLIBS)
 
-test: all $(TEST_BIN) $(FUZZ_REPLAY)
+# tests/run.sh also runs every benchmark's --check (fast kernels against their references on
+# small shapes, no timing) and reports the fuzz corpus replays on their own line.
+test: all $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 # make check: every finding is fatal (-fno-sanitize-recover=all); LeakSanitizer runs at each

@@ -16,7 +16,11 @@
  * 5, or as many as fit in ~0.5 s). FLOPs = 2 m n k. With one thread (the default) times are the
  * process's CPU time, so a busy shared machine disturbs the figures less; with -t N, wall time.
  * Usage: bench_matmul [--json] [-t THREADS] [--types f32,f16,bf16,q8_0] [--act native|f32]
- *                     [--no-output]
+ *                     [--no-output] | --check
+ * --check (what `make test` runs): no timing; on small shapes (m 1 / 7 / 33 / 64 rows, odd n,
+ * k 64..1024) every weight type x activations x ISA the CPU has is validated against
+ * ps_matmul_ref (max rel error <= 1e-5, printed) and 2 threads against 1 (bitwise); prints the
+ * test closing line "bench_matmul: N passed, N failed, N skipped".
  * --json prints one object per line:
  *   {"type": "bf16", "m": 256, "n": 2048, "k": 1024, "gflops": ..., "sgemm_gflops": ...,
  *    "threads": 1, "isa": "avx512", "act": "native", "max_rel_err": ...}
@@ -24,6 +28,8 @@
 #include "impl.h"
 #include "matmul.h"
 #include "quant.h"
+
+#include "../tests/check.h" /* --check: CHECKF, PS_TEST_CPU_LACKS and the closing line */
 
 #include <cblas.h>
 #include <math.h>
@@ -139,7 +145,82 @@ static bool list_has(const char *list, const char *name) {
     return false;
 }
 
+/* --check: fast against reference on small shapes, 1 thread against 2; no timing. */
+static int run_check(void) {
+    static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+    static const struct { const char *name; uint32_t type; } types[] = {
+        {"f32", PS_GGML_F32}, {"f16", PS_GGML_F16}, {"bf16", PS_GGML_BF16}, {"q8_0", PS_GGML_Q8_0},
+    };
+    static const struct { int64_t m, n, k; } shapes[] = {
+        {1, 40, 64}, {7, 67, 96}, {33, 130, 256}, {64, 48, 1024},
+    };
+    ps_pool *pool2 = NULL;
+    CHECK(ps_pool_create(2, &pool2) == PS_OK);
+    if (!pool2) return ps_test_done("bench_matmul");
+    if (!ps_cpu_has_avx512bf16())
+        PS_TEST_CPU_LACKS("AVX-512 BF16 (vdpbf16ps): native bf16 checked on the fallback only");
+    if (!ps_cpu_has_avx512vnni())
+        PS_TEST_CPU_LACKS("AVX-512 VNNI (vpdpbusd): q8_0 checked on the AVX2/scalar int8 path only");
+    double worst_all[4] = {0};
+    for (size_t ii = 0; ii < sizeof isas / sizeof isas[0]; ii++) {
+        if (!ps_isa_supported(isas[ii])) {
+            PS_TEST_CPU_LACKS("isa %s: its matmul kernels", ps_isa_name(isas[ii]));
+            continue;
+        }
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            for (int act = 0; act < 2; act++) {
+                for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                    const int64_t m = shapes[si].m, n = shapes[si].n, k = shapes[si].k;
+                    ps_mat w = {0};
+                    w.data = make_weights(types[t].type, n, k, &w.row_bytes);
+                    w.type = types[t].type;
+                    w.n_in = k;
+                    w.n_out = n;
+                    float *x = ps_aligned_alloc(64, sizeof(float) * (size_t)(m * k));
+                    float *y1 = malloc(sizeof(float) * (size_t)(m * n));
+                    float *y2 = malloc(sizeof(float) * (size_t)(m * n));
+                    float *yr = malloc(sizeof(float) * (size_t)(m * n));
+                    size_t stride = ps_matmul_scratch_floats(k);
+                    float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
+                    if (!x || !y1 || !y2 || !yr || !scratch) {
+                        fprintf(stderr, "out of memory\n");
+                        return 1;
+                    }
+                    for (int64_t i = 0; i < m * k; i++) x[i] = frand();
+                    ps_matmul_env e1 = {NULL, isas[ii], scratch, stride, act == 1};
+                    ps_matmul_env e2 = {pool2, isas[ii], scratch, stride, act == 1};
+                    ps_matmul(&e1, &w, x, k, m, y1, n);
+                    ps_matmul(&e2, &w, x, k, m, y2, n);
+                    CHECK(ps_matmul_ref(&w, act == 1, x, k, m, yr, n) == PS_OK);
+                    double worst = 0;
+                    for (int64_t i = 0; i < m * n; i++)
+                        worst = fmax(worst, fabs((double)y1[i] - yr[i]) / (fabs((double)yr[i]) + 1.0));
+                    worst_all[t] = fmax(worst_all[t], worst);
+                    CHECKF(worst <= 1e-5, "%s %s act %s m %lld n %lld k %lld: max rel error %g "
+                           "vs ps_matmul_ref", ps_isa_name(isas[ii]), types[t].name,
+                           act ? "f32" : "native", (long long)m, (long long)n, (long long)k, worst);
+                    CHECKF(!memcmp(y1, y2, sizeof(float) * (size_t)(m * n)),
+                           "%s %s act %s m %lld n %lld k %lld: 2 threads differ from 1",
+                           ps_isa_name(isas[ii]), types[t].name, act ? "f32" : "native",
+                           (long long)m, (long long)n, (long long)k);
+                    free((void *)w.data);
+                    ps_free(x);
+                    ps_free(scratch);
+                    free(y1);
+                    free(y2);
+                    free(yr);
+                }
+            }
+        }
+    }
+    printf("NOTE: max rel error vs ps_matmul_ref: f32 %.2g, f16 %.2g, bf16 %.2g, q8_0 %.2g\n",
+           worst_all[0], worst_all[1], worst_all[2], worst_all[3]);
+    ps_pool_free(pool2);
+    return ps_test_done("bench_matmul");
+}
+
 int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--check")) return run_check();
     bool json = false, with_output = true;
     int threads = 1;
     const char *types_arg = "f32,f16,bf16,q8_0";

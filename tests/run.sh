@@ -1,36 +1,83 @@
 #!/bin/sh
-# Runs every test binary of $BUILD/tests, every fuzz corpus replay of $BUILD/fuzz and every
-# tests/test_*.sh script; adds up their "N passed, N failed, N skipped" lines. Exit 1 when any
-# test failed or any binary crashed.
+# Runs every test binary of $BUILD/tests, the quick validating mode of every benchmark
+# ($BUILD/bench/bench_* --check: fast kernels against their references on small shapes, no
+# timing) and every tests/test_*.sh script, and adds up their closing lines
+# "<name>: N passed, N failed, N skipped[, N not available on this CPU]". Then replays every
+# fuzz corpus ($BUILD/fuzz/*_replay) and reports those inputs on a line of their own, outside
+# the test total. Exit 1 when any test failed, any binary crashed or any replay failed.
+#
+# Skips: a test skips a case when something it needs is missing, saying why. With CI=true
+# (CI installs everything) a skip is a failure: tests/check.h and tests/check.sh count it so,
+# and this script fails any test whose closing line still reports a skip. "Not available on
+# this CPU" (an instruction set the machine lacks) is never a failure.
 BUILD=${BUILD:-build}
 export BUILD
-pass=0; fail=0; skip=0; bad=""
+case "${CI:-}" in "" | 0 | false) ci=0 ;; *) ci=1 ;; esac
+pass=0; fail=0; skip=0; cpu=0; bad=""
+fz_n=0; fz_inputs=0; fz_fail=0
 log=$(mktemp)
-for t in "$BUILD"/tests/test_* "$BUILD"/fuzz/*_replay tests/test_*.sh; do
-    [ -e "$t" ] || continue
-    case "$t" in *.sh) cmd="sh $t";; *) cmd="$t";; esac
+trap 'rm -f "$log"' EXIT
+
+# run KIND CMD NAME: runs one test, reads its closing line, adds it to the tally of KIND
+# (test or fuzz)
+run() {
+    kind=$1; cmd=$2; t=$3
     start=$(date +%s)
     $cmd >"$log" 2>&1
     rc=$?
-    line=$(grep -E '^[A-Za-z0-9_.-]+: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    line=$(grep -E '^[A-Za-z0-9_.-]+: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$log" | tail -n 1)
     secs=$(( $(date +%s) - start ))
     if [ -z "$line" ]; then
         echo "CRASH $t (exit $rc, no summary line):"; tail -n 30 "$log"
-        fail=$((fail + 1)); bad="$bad $t"; continue
+        if [ "$kind" = fuzz ]; then fz_fail=$((fz_fail + 1)); else fail=$((fail + 1)); fi
+        bad="$bad $t"; return
     fi
-    p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
+    p=$(echo "$line" | sed -E 's/^[^:]*: ([0-9]+) passed.*/\1/')
     f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
-    s=$(echo "$line" | sed -nE 's/.* ([0-9]+) skipped.*/\1/p'); s=${s:-0}
-    pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
-    if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then
-        [ "$f" -eq 0 ] && fail=$((fail + 1))
-        echo "FAILED $t (exit $rc):"; grep -E 'FAIL|SKIP|NOTE' "$log" | head -n 40; bad="$bad $t"
+    s=$(echo "$line" | sed -E 's/.* ([0-9]+) skipped.*/\1/')
+    u=$(echo "$line" | sed -nE 's/.* ([0-9]+) not available on this CPU.*/\1/p'); u=${u:-0}
+    if [ "$kind" = fuzz ]; then
+        fz_n=$((fz_n + 1)); fz_inputs=$((fz_inputs + p)); fz_fail=$((fz_fail + f))
     else
-        grep -E '^(SKIP|NOTE)' "$log" | head -n 10
+        pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s)); cpu=$((cpu + u))
+    fi
+    why=""
+    [ "$rc" -ne 0 ] && why="exit $rc"
+    [ "$f" -ne 0 ] && why="${why:+$why, }$f failed"
+    if [ "$ci" = 1 ] && [ "$s" -ne 0 ]; then why="${why:+$why, }$s skipped under CI=true"; fi
+    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$s" -eq 0 ] && [ "$u" -eq 0 ]; then
+        why="${why:+$why, }it checked nothing"
+    fi
+    if [ -n "$why" ]; then
+        if [ "$f" -eq 0 ]; then
+            if [ "$kind" = fuzz ]; then fz_fail=$((fz_fail + 1)); else fail=$((fail + 1)); fi
+        fi
+        echo "FAILED $t ($why):"; grep -E 'FAIL|SKIP|CRASH|NOTE' "$log" | head -n 40
+        bad="$bad $t"
+    else
+        grep -E '^(SKIP|NOTE|UNAVAILABLE)' "$log" | head -n 10
     fi
     echo "  $line  (${secs}s)"
+}
+
+for t in "$BUILD"/tests/test_* "$BUILD"/bench/bench_* tests/test_*.sh; do
+    [ -f "$t" ] || continue
+    case "$t" in
+        *.sh)
+            # valgrind checks the plain build; ASan's shadow memory and valgrind do not mix
+            if [ -n "${PS_SANITIZED:-}" ] && [ "${t##*/}" = test_valgrind.sh ]; then
+                echo "  (not run in the sanitizer build: $t checks the plain build)"; continue
+            fi
+            run test "sh $t" "$t" ;;
+        */bench/*) run test "$t --check" "$t --check" ;;
+        *) [ -x "$t" ] && run test "$t" "$t" ;;
+    esac
 done
-rm -f "$log"
-echo "total: $pass passed, $fail failed, $skip skipped"
+for t in "$BUILD"/fuzz/*_replay; do
+    [ -x "$t" ] || continue
+    run fuzz "$t" "$t"
+done
+echo "fuzz corpora: $fz_inputs inputs replayed over $fz_n targets, $fz_fail failed (not in the total)"
+echo "total: $pass passed, $fail failed, $skip skipped, $cpu not available on this CPU"
 [ -z "$bad" ] || { echo "failing:$bad"; exit 1; }
 exit 0

@@ -13,18 +13,14 @@ cd "$(dirname "$0")/.." || exit 1
 SHARED=${PS_SHARED:-../shared}
 MODEL="$SHARED/models/stories260K.gguf"
 BIN="$BUILD/promptscore"
-pass=0; fail=0; skip=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL test_cli_bench.sh: $1"; }
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
-done_() { echo "cli_bench: $pass passed, $fail failed, $skip skipped"; [ "$fail" -eq 0 ]; exit $?; }
+NAME=cli_bench; FILE=test_cli_bench.sh
+. tests/check.sh
 
 if [ ! -r "$MODEL" ]; then
-    echo "NOTE: shared test material not found at $SHARED (set PS_SHARED)"
-    skip=1; done_
+    skip "shared test material not found at $SHARED (set PS_SHARED)"; done_
 fi
 if [ ! -x "$BIN" ]; then bad "no binary $BIN (make first)"; done_; fi
-command -v python3 >/dev/null 2>&1 || { echo "NOTE: python3 missing"; skip=1; done_; }
+command -v python3 >/dev/null 2>&1 || { skip "python3 missing"; done_; }
 
 T=$(mktemp -d /tmp/ps-test-cli-bench-XXXXXX)
 trap 'rm -rf "$T"' EXIT

@@ -13,18 +13,14 @@ cd "$(dirname "$0")/.." || exit 1
 SHARED=${PS_SHARED:-../shared}
 MODEL="$SHARED/models/stories260K.gguf"
 BIN="$BUILD/promptscore"
-pass=0; fail=0; skip=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL test_cli_score.sh: $1"; }
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
-done_() { echo "cli_score: $pass passed, $fail failed, $skip skipped"; [ "$fail" -eq 0 ]; exit $?; }
+NAME=cli_score; FILE=test_cli_score.sh
+. tests/check.sh
 
 if [ ! -r "$MODEL" ]; then
-    echo "NOTE: shared test material not found at $SHARED (set PS_SHARED)"
-    skip=1; done_
+    skip "shared test material not found at $SHARED (set PS_SHARED)"; done_
 fi
 if [ ! -x "$BIN" ]; then bad "no binary $BIN (make first)"; done_; fi
-command -v python3 >/dev/null 2>&1 || { echo "NOTE: python3 missing"; skip=1; done_; }
+command -v python3 >/dev/null 2>&1 || { skip "python3 missing"; done_; }
 
 T=$(mktemp -d /tmp/ps-test-cli-score-XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -294,7 +290,7 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
     sleep 0.3
 done
 if [ -z "$port" ]; then
-    echo "NOTE: could not start python3 -m http.server; --hf CLI test skipped"; skip=$((skip + 1))
+    skip "could not start python3 -m http.server: --hf CLI test not run"
 else
     printf '{"id":1,"prompt":"Once upon a time"}\n' > "$T/one.jsonl"
     PS_CACHE="$T/cache" HF_ENDPOINT="http://127.0.0.1:$port" "$BIN" score --hf org/tiny \

@@ -54,7 +54,7 @@ static void test_quant(void) {
         ps_quant_row_to_f32_ref(types[t], w, ref, n);
         for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
             if (!ps_isa_supported(ISAS[i])) {
-                SKIP("isa %s not on this CPU", ps_isa_name(ISAS[i]));
+                PS_TEST_CPU_LACKS("isa %s", ps_isa_name(ISAS[i]));
                 continue;
             }
             ps_quant_row_to_f32(ISAS[i], types[t], w, out, n);

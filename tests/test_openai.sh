@@ -5,11 +5,13 @@
 BUILD=${BUILD:-build}
 SHARED=${PS_SHARED:-../shared}
 MODEL="$SHARED/models/stories260K.gguf"
-skip() { echo "SKIP $1"; echo "openai: 0 passed, 0 failed, 1 skipped"; exit 0; }
-[ -r "$MODEL" ] || skip "no $MODEL (set PS_SHARED)"
-[ -x "$BUILD/promptscore" ] || skip "$BUILD/promptscore is not built"
-command -v node >/dev/null 2>&1 || skip "node is not installed"
-[ -d tests/openai/node_modules/openai ] || skip "tests/openai/node_modules is missing: run 'npm ci' in tests/openai"
+cd "$(dirname "$0")/.." || exit 1
+NAME=openai; FILE=test_openai.sh
+. tests/check.sh
+[ -r "$MODEL" ] || { skip "no $MODEL (set PS_SHARED)"; done_; }
+[ -x "$BUILD/promptscore" ] || { skip "$BUILD/promptscore is not built"; done_; }
+command -v node >/dev/null 2>&1 || { skip "node is not installed"; done_; }
+[ -d tests/openai/node_modules/openai ] || { skip "tests/openai/node_modules is missing: run 'npm ci' in tests/openai"; done_; }
 
 log="$BUILD/tests/openai-server-$$.log"
 mkdir -p "$BUILD/tests"
@@ -24,12 +26,11 @@ while [ $i -lt 200 ]; do
     sleep 0.05; i=$((i + 1))
 done
 if [ -z "$port" ]; then
-    echo "FAIL the server did not start:"; cat "$log"; kill $pid 2>/dev/null
-    echo "openai: 0 passed, 1 failed, 0 skipped"; exit 1
+    bad "the server did not start:"; cat "$log"; kill $pid 2>/dev/null; done_
 fi
 PS_BASE_URL="http://127.0.0.1:$port/v1" PS_MODEL=stories node tests/openai/test.mjs
 rc=$?
 kill -TERM $pid; wait $pid; src=$?
-if [ $src -ne 0 ]; then echo "FAIL the server exited $src after SIGTERM"; echo "openai: 0 passed, 1 failed, 0 skipped"; exit 1; fi
+if [ $src -ne 0 ]; then bad "the server exited $src after SIGTERM"; done_; fi
 rm -f "$log"
 exit $rc

@@ -208,7 +208,7 @@ static void check_all_paths(const batch *b, int32_t k, const char *label) {
     ps_pool *pools[3] = {NULL, pool2, pool7};
     for (int i = 0; i < 3; i++) {
         if (!ps_isa_supported(isas[i])) {
-            SKIP("%s: ISA %s not on this CPU", label, ps_isa_name(isas[i]));
+            PS_TEST_CPU_LACKS("%s: ISA %s", label, ps_isa_name(isas[i]));
             continue;
         }
         for (int t = 0; t < 3; t++) {

@@ -8,19 +8,21 @@
 # scalar kernels run here (the sanitizer build covers every ISA).
 BUILD=${BUILD:-build}
 SHARED=${PS_SHARED:-../shared}
-pass=0; fail=0; skip=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-done_() { echo "valgrind: $pass passed, $fail failed, $skip skipped"; [ "$fail" -eq 0 ]; exit $?; }
+cd "$(dirname "$0")/.." || exit 1
+NAME=valgrind; FILE=test_valgrind.sh
+. tests/check.sh
 
+# valgrind checks the plain build; tests/run.sh does not run this script under `make check`
+# (ASan's shadow memory and valgrind do not mix)
 if [ -n "$PS_SANITIZED" ]; then
-    skip=$((skip + 1)); echo "SKIP sanitizer build (make check): valgrind runs on the plain build"; done_
+    echo "NOTE: the sanitizer build is not run under valgrind (make test runs this)"; done_
 fi
+
 if ! command -v valgrind >/dev/null 2>&1; then
-    skip=$((skip + 1)); echo "SKIP valgrind is not installed"; done_
+    skip "valgrind is not installed"; done_
 fi
 if [ ! -r "$SHARED/models/stories260K.gguf" ]; then
-    skip=$((skip + 1)); echo "SKIP shared test material not found at $SHARED (set PS_SHARED)"; done_
+    skip "shared test material not found at $SHARED (set PS_SHARED)"; done_
 fi
 bin="$BUILD/promptscore"
 [ -x "$bin" ] || { bad "no binary at $bin (build first)"; done_; }
@@ -67,6 +69,6 @@ if [ -x "$faults" ]; then
         ok
     fi
 else
-    skip=$((skip + 1)); echo "SKIP $faults not built"
+    skip "$faults not built"
 fi
 done_

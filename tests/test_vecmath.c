@@ -135,7 +135,7 @@ static void test_rmsnorm(ps_isa isa) {
 int main(void) {
     for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
         if (!ps_isa_supported(ISAS[i])) {
-            SKIP("%s not on this CPU", ps_isa_name(ISAS[i]));
+            PS_TEST_CPU_LACKS("%s", ps_isa_name(ISAS[i]));
             continue;
         }
         test_exp(ISAS[i]);

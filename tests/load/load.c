@@ -4,11 +4,13 @@
  * one (minus "id" and "created"); prints requests/s, latency percentiles and errors.
  * The same check runs bounded inside tests/test_server.c (8 x 200 on stories260K); this
  * standalone client is for bigger models and longer runs:
- *   cc -O2 -o build/load tests/load/load.c -lcurl -ljansson -pthread
- *   build/load http://127.0.0.1:8080/v1/completions 8 200 body.json
+ *   make test   (builds build/load/load; tests/test_load.sh runs it against a real server)
+ *   build/load/load http://127.0.0.1:8080/v1/completions 8 200 body.json
  * Exit status 0 only when every request got 200 and the same answer.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
