@@ -17,6 +17,7 @@
 #include "genmodel.h"
 #include "arch.h"
 #include "quant.h"
+#include "types.h"
 
 #include <errno.h>
 #include <math.h>
@@ -279,34 +280,11 @@ static void gen_rope_freqs(const ps_genmodel_params *p, float *out, int64_t n) {
     }
 }
 
-/* n floats -> the tensor type, appended to dst. */
+/* n floats -> the tensor type (the table's round-to-nearest quantiser), at dst. */
 static void convert_row(uint32_t type, const float *x, int64_t n, uint8_t *dst) {
-    switch (type) {
-    case PS_GGML_F32: memcpy(dst, x, (size_t)n * 4); break;
-    case PS_GGML_F16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = ps_f32_to_f16(x[i]);
-            memcpy(dst + 2 * i, &h, 2);
-        }
-        break;
-    case PS_GGML_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = ps_f32_to_bf16(x[i]);
-            memcpy(dst + 2 * i, &h, 2);
-        }
-        break;
-    case PS_GGML_Q8_0: {
-        /* dst may be unaligned for the struct: quantise a block at a time through a local */
-        for (int64_t b = 0; b < n / PS_Q8_0_BLOCK; b++) {
-            ps_block_q8_0 blk;
-            ps_quant_f32_to_q8_0(x + b * PS_Q8_0_BLOCK, &blk, PS_Q8_0_BLOCK);
-            memcpy(dst + b * 34, &blk.d, 2);
-            memcpy(dst + b * 34 + 2, blk.qs, PS_Q8_0_BLOCK);
-        }
-        break;
-    }
-    default: assert(!"unsupported type"); /* validate() rejects others */
-    }
+    const ps_wtype *t = ps_wtype_get(type);
+    assert(t); /* validate() and the type plan only pick table types */
+    t->from_f32(x, dst, n);
 }
 
 /* ---------------------------------------------------------------- synthetic vocabulary */

@@ -552,9 +552,10 @@ static ps_status parse(ps_gguf *g, ps_error *err) {
         if (t->offset > room || t->nbytes > room - t->offset) {
             ps_status r = ps_fail(
                 err, PS_ERR_FORMAT, (int64_t)info_off[i],
-                "tensor '%s': data [%llu, +%llu) lies past the end of the file (%llu data "
+                "tensor '%s' (%s): data [%llu, +%llu) lies past the end of the file (%llu data "
                 "bytes from byte %llu; truncated?)",
-                safe(t->name.ptr, t->name.len).s, (unsigned long long)t->offset,
+                safe(t->name.ptr, t->name.len).s, ps_ggml_type_name(t->type),
+                (unsigned long long)t->offset,
                 (unsigned long long)t->nbytes, (unsigned long long)room,
                 (unsigned long long)g->data_off);
             ps_free(info_off);

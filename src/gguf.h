@@ -43,22 +43,21 @@ typedef enum {
     PS_GGML_Q5_K = 13,
     PS_GGML_Q6_K = 14,
     PS_GGML_Q8_K = 15,
+    PS_GGML_IQ4_NL = 20,
+    PS_GGML_IQ4_XS = 23,
     PS_GGML_I8 = 24,
     PS_GGML_I16 = 25,
     PS_GGML_I32 = 26,
     PS_GGML_I64 = 27,
     PS_GGML_F64 = 28,
-    PS_GGML_BF16 = 30
-    /* also known to the reader (sizes only): iq2_xxs 16 .. iq4_xs 23, iq1_m 29, tq1_0 34,
-     * tq2_0 35, mxfp4 39; 4, 5, 31-33, 36-38 were removed from ggml and are unknown. */
+    PS_GGML_BF16 = 30,
+    PS_GGML_MXFP4 = 39
+    /* also known to the reader (sizes only): iq2_xxs 16 .. iq2_s 22, iq1_m 29, tq1_0 34,
+     * tq2_0 35; 4, 5, 31-33, 36-38 were removed from ggml and are unknown. */
 } ps_ggml_type;
 
-/* Q8_0: blocks of 32 weights = one f16 scale + 32 int8. */
-#define PS_Q8_0_BLOCK 32
-typedef struct {
-    uint16_t d; /* f16 scale */
-    int8_t qs[PS_Q8_0_BLOCK];
-} ps_block_q8_0;
+/* The block layouts (Q8_0: one f16 scale + 32 int8, ...) are in qblocks.h. */
+#include "qblocks.h"
 
 /* A string inside the file: NOT NUL-terminated. */
 typedef struct {

@@ -35,6 +35,7 @@
 #include "matmul.h"
 #include "prof.h"
 #include "quant.h"
+#include "types.h"
 
 #include <math.h>
 
@@ -1040,8 +1041,8 @@ static void q8_tile_task(void *ctx, int64_t task, int32_t thread) {
     }
 }
 
-static void matmul_q8(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
-                      int64_t n_rows, float *y, int64_t ldy) {
+void ps_matmul_q8_0(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+                    int64_t n_rows, float *y, int64_t ldy) {
     const int64_t n = w->n_in, nb = n / PS_Q8_0_BLOCK;
     const int32_t nt = ps_pool_size(env->pool);
     q8_job job = {env, w, x, ldx, 0, y, ldy, nt, Q8_SCALAR, PS_ISA_SCALAR, {0}};
@@ -1112,8 +1113,8 @@ static void bf16_tile_task(void *ctx, int64_t task, int32_t thread) {
 }
 #endif
 
-static void matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
-                        int64_t n_rows, float *y, int64_t ldy) {
+void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+                    int64_t n_rows, float *y, int64_t ldy) {
     const int64_t n = w->n_in;
     bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, NULL, 0, 0};
 #if defined(__x86_64__)
@@ -1146,13 +1147,12 @@ void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_
            (w->type == PS_GGML_F32 && env->scratch_stride >= MM_ACC));
     if (n_rows <= 0 || w->n_out <= 0) return;
     const uint64_t t0 = ps_prof_start();
-    if (w->type == PS_GGML_Q8_0 && !env->f32_act) {
-        matmul_q8(env, w, x, ldx, n_rows, y, ldy);
-        ps_prof_add(PS_PROF_MATMUL, t0);
-        return;
-    }
-    if (w->type == PS_GGML_BF16 && !env->f32_act) {
-        matmul_bf16(env, w, x, ldx, n_rows, y, ldy);
+    /* the type's native kernel, unless float32 activations were asked for or it has none:
+     * then the weights are widened exactly into the float32 tiles */
+    const ps_wtype *t = ps_wtype_get(w->type);
+    assert(t);
+    if (t->matmul && !env->f32_act) {
+        t->matmul(env, w, x, ldx, n_rows, y, ldy);
         ps_prof_add(PS_PROF_MATMUL, t0);
         return;
     }
@@ -1163,8 +1163,8 @@ void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_
 
 /* Q8_0: activations quantised by ps_quant_act_q8_ref, exact int block sums, then
  * sum_b dw * dx * isum in double, rounded once. */
-static ps_status matmul_ref_q8(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
-                               float *y, int64_t ldy) {
+ps_status ps_matmul_q8_0_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                             float *y, int64_t ldy) {
     const int64_t nb = w->n_in / PS_Q8_0_BLOCK;
     int8_t *q = ps_malloc((size_t)PS_MAX(w->n_in, 1));
     float *d = ps_malloc((size_t)PS_MAX(nb, 1) * sizeof(float));
@@ -1194,28 +1194,16 @@ static ps_status matmul_ref_q8(const ps_mat *w, const float *x, int64_t ldx, int
     return PS_OK;
 }
 
-ps_status ps_matmul_ref(const ps_mat *w, bool f32_act, const float *x, int64_t ldx,
-                        int64_t n_rows, float *y, int64_t ldy) {
-    if (w->type == PS_GGML_Q8_0 && !f32_act) return matmul_ref_q8(w, x, ldx, n_rows, y, ldy);
-    const size_t n = (size_t)PS_MAX(w->n_in, 1);
-    float *row = ps_malloc(n * sizeof(float));
-    /* BF16 with native activations: every row rounded once, up front */
-    const bool round = w->type == PS_GGML_BF16 && !f32_act && n_rows > 0;
-    float *xr = round ? ps_malloc((size_t)n_rows * n * sizeof(float)) : NULL;
-    if (!row || (round && !xr)) {
-        ps_free(row);
-        ps_free(xr);
-        return PS_ERR_NOMEM;
-    }
-    if (xr) {
-        for (int64_t r = 0; r < n_rows; r++)
-            ps_quant_act_bf16_ref(x + r * ldx, w->n_in, NULL, xr + (size_t)r * n);
-        x = xr;
-        ldx = (int64_t)n;
-    }
+/* Float32 activations: each weight row widened by the type's to_f32 (once), dot products in
+ * double, rounded once. */
+static ps_status matmul_ref_widen(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                                  float *y, int64_t ldy) {
+    const ps_wtype *t = ps_wtype_get(w->type);
+    assert(t);
+    float *row = ps_malloc((size_t)PS_MAX(w->n_in, 1) * sizeof(float));
+    if (!row) return PS_ERR_NOMEM;
     for (int64_t j = 0; j < w->n_out; j++) {
-        ps_quant_row_to_f32_ref(w->type, (const uint8_t *)w->data + (size_t)j * w->row_bytes, row,
-                                w->n_in);
+        t->to_f32((const uint8_t *)w->data + (size_t)j * w->row_bytes, row, w->n_in);
         for (int64_t r = 0; r < n_rows; r++) {
             double s = 0.0;
             for (int64_t k = 0; k < w->n_in; k++) s += (double)x[r * ldx + k] * (double)row[k];
@@ -1223,6 +1211,27 @@ ps_status ps_matmul_ref(const ps_mat *w, bool f32_act, const float *x, int64_t l
         }
     }
     ps_free(row);
-    ps_free(xr);
     return PS_OK;
+}
+
+/* BF16: every activation row rounded to bf16 once, up front, then as float32. */
+ps_status ps_matmul_bf16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                             float *y, int64_t ldy) {
+    if (n_rows <= 0) return PS_OK;
+    const size_t n = (size_t)PS_MAX(w->n_in, 1);
+    float *xr = ps_malloc((size_t)n_rows * n * sizeof(float));
+    if (!xr) return PS_ERR_NOMEM;
+    for (int64_t r = 0; r < n_rows; r++)
+        ps_quant_act_bf16_ref(x + r * ldx, w->n_in, NULL, xr + (size_t)r * n);
+    const ps_status st = matmul_ref_widen(w, xr, (int64_t)n, n_rows, y, ldy);
+    ps_free(xr);
+    return st;
+}
+
+ps_status ps_matmul_ref(const ps_mat *w, bool f32_act, const float *x, int64_t ldx,
+                        int64_t n_rows, float *y, int64_t ldy) {
+    const ps_wtype *t = ps_wtype_get(w->type);
+    assert(t);
+    if (t->matmul_ref && !f32_act) return t->matmul_ref(w, x, ldx, n_rows, y, ldy);
+    return matmul_ref_widen(w, x, ldx, n_rows, y, ldy);
 }

@@ -4,14 +4,16 @@
  *
  * Loading maps the file (gguf.c), builds the tokenizer (vocab.c) and, unless vocab_only, finds
  * the family in the architecture table (arch.c), reads the <arch>.* keys and checks every
- * tensor the features of each layer name (ps_layer_tensors): present, type F32 / F16 /
- * BF16 / Q8_0 (norms and biases F32), shape in GGUF order (ne[0] = input dim). Weights stay in
+ * tensor the features of each layer name (ps_layer_tensors): present, a type of the
+ * weight-type table (types.c; each matrix in its own type, so mixed files load; norms and
+ * biases F32), shape in GGUF order (ne[0] = input dim), whole blocks per row, bytes. Weights stay in
  * the mapping; ps_mat records a pointer and row stride per matrix. Any problem is an error that
  * names the key or tensor and gives the numbers. A session owns everything that changes while a
  * sequence is scored: the float32 KV cache of n_ctx positions and buffers for n_batch positions.
  */
 #include "model.h"
 #include "quant.h"
+#include "types.h"
 #include "vocab.h"
 
 #include <math.h>
@@ -175,6 +177,23 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
 
 static const char *type_name(uint32_t t) { return ps_ggml_type_name(t); }
 
+/* The weight type of matrix tensor t (rows of n_in): a row of the type table, whole blocks per
+ * row; *rb = bytes per row. */
+static ps_status mat_type(const ps_gguf_tensor *t, const char *name, int64_t n_in,
+                          const ps_wtype **wt, size_t *rb, ps_error *err) {
+    *wt = ps_wtype_get(t->type);
+    if (!*wt)
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1, "tensor '%s' has type %s (%u); supported: %s",
+                       name, type_name(t->type), t->type, ps_wtype_names());
+    *rb = ps_wtype_row_bytes(*wt, n_in);
+    if (*rb == 0)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "tensor '%s' (%s): row length %lld is not a multiple of the %s block of "
+                       "%d",
+                       name, (*wt)->name, (long long)n_in, (*wt)->name, (int)(*wt)->blck);
+    return PS_OK;
+}
+
 /* Matrix `name` with ne = [n_in, n_out] in a supported type; absent and !required -> data NULL */
 static ps_status get_mat(ps_model *m, const char *name, int64_t n_in, int64_t n_out,
                          bool required, ps_mat *out, ps_error *err) {
@@ -189,19 +208,14 @@ static ps_status get_mat(ps_model *m, const char *name, int64_t n_in, int64_t n_
                        "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
                        name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                        (long long)t->ne[3], (long long)n_in, (long long)n_out);
-    if (!ps_quant_supported(t->type))
-        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
-                       "tensor '%s' has type %s (%u); supported: f32, f16, bf16, q8_0", name,
-                       type_name(t->type), t->type);
-    size_t rb = ps_quant_row_bytes(t->type, n_in);
-    if (rb == 0)
-        return ps_fail(err, PS_ERR_FORMAT, -1,
-                       "tensor '%s': row length %lld is not a multiple of the %s block", name,
-                       (long long)n_in, type_name(t->type));
+    const ps_wtype *wt;
+    size_t rb;
+    ps_status st = mat_type(t, name, n_in, &wt, &rb, err);
+    if (st) return st;
     uint64_t need;
     if (!ps_mul_ok(rb, (uint64_t)n_out, &need) || t->nbytes < need)
-        return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' holds %llu bytes, expected %llu",
-                       name, (unsigned long long)t->nbytes, (unsigned long long)need);
+        return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' (%s) holds %llu bytes, expected %llu",
+                       name, wt->name, (unsigned long long)t->nbytes, (unsigned long long)need);
     if (t->type == PS_GGML_F32 && ((uintptr_t)t->data & 3u))
         return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' (f32) is not 4-byte aligned", name);
     out->data = t->data;
@@ -257,20 +271,15 @@ static ps_status get_mat3(ps_model *m, const char *name, int64_t n_in, int64_t n
                        name, t->n_dims, (long long)t->ne[0], (long long)t->ne[1],
                        (long long)t->ne[2], (long long)t->ne[3], (long long)n_in,
                        (long long)n_out, (long long)n);
-    if (!ps_quant_supported(t->type))
-        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
-                       "tensor '%s' has type %s (%u); supported: f32, f16, bf16, q8_0", name,
-                       type_name(t->type), t->type);
-    size_t rb = ps_quant_row_bytes(t->type, n_in);
-    if (rb == 0)
-        return ps_fail(err, PS_ERR_FORMAT, -1,
-                       "tensor '%s': row length %lld is not a multiple of the %s block", name,
-                       (long long)n_in, type_name(t->type));
+    const ps_wtype *wt;
+    size_t rb;
+    ps_status st = mat_type(t, name, n_in, &wt, &rb, err);
+    if (st) return st;
     uint64_t per = 0, need = 0;
     if (!ps_mul_ok(rb, (uint64_t)n_out, &per) || !ps_mul_ok(per, (uint64_t)n, &need) ||
         t->nbytes < need)
-        return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' holds %llu bytes, expected %llu",
-                       name, (unsigned long long)t->nbytes, (unsigned long long)need);
+        return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' (%s) holds %llu bytes, expected %llu",
+                       name, wt->name, (unsigned long long)t->nbytes, (unsigned long long)need);
     if (t->type == PS_GGML_F32 && ((uintptr_t)t->data & 3u))
         return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' (f32) is not 4-byte aligned", name);
     out->m.data = t->data;

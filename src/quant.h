@@ -1,5 +1,5 @@
 /*
- * quant.h — weight row formats: conversion of one row of F32 / F16 / BF16 / Q8_0 weights to
+ * quant.h — weight row formats: conversion of one row of weights of any supported type to
  * float32 (the kernels dequantise rows on the fly, never whole tensors), float32 -> Q8_0
  * blocks (weights, and the activations of the int8 Q8_0 matmul), float32 -> bf16 activations
  * (the BF16 matmul), and the byte size of a row. Each conversion has a scalar reference and
@@ -12,15 +12,17 @@
 
 #include "gguf.h"
 
-/* True for the tensor types the kernels compute with: F32, F16, BF16, Q8_0. */
+/* True for the tensor types the kernels compute with: those with a row in the weight-type
+ * table (types.h). */
 bool ps_quant_supported(uint32_t type);
 
 /* Bytes of one row of n elements of `type`; 0 when n is not a multiple of the type's block or
  * the type is unsupported. */
 size_t ps_quant_row_bytes(uint32_t type, int64_t n);
 
-/* row (n elements of `type`, n a multiple of the block size) -> out (n floats).
- * isa: PS_ISA_SCALAR / AVX2 / AVX512 (AUTO = ps_isa_best()). Same result for every isa. */
+/* row (n elements of `type`, n a multiple of the block size) -> out (n floats), bitwise
+ * ggml's dequantisation (the table's to_f32). isa: PS_ISA_SCALAR / AVX2 / AVX512
+ * (AUTO = ps_isa_best()). Same result for every isa. */
 void ps_quant_row_to_f32(ps_isa isa, uint32_t type, const void *row, float *out, int64_t n);
 /* The plain reference. */
 void ps_quant_row_to_f32_ref(uint32_t type, const void *row, float *out, int64_t n);

@@ -81,7 +81,8 @@ static void test_quant(void) {
     for (int i = 0; i < 32; i++) worst = fmaxf(worst, fabsf(back[i] - x[i]));
     CHECKF(worst <= d * 0.5f + 1e-3f, "q8_0 round trip error %g, d %g", worst, d);
     CHECK(ps_quant_row_bytes(PS_GGML_Q8_0, 64) == 68 && ps_quant_row_bytes(PS_GGML_Q8_0, 63) == 0);
-    CHECK(ps_quant_row_bytes(PS_GGML_F16, 5) == 10 && !ps_quant_supported(PS_GGML_Q4_0));
+    CHECK(ps_quant_row_bytes(PS_GGML_F16, 5) == 10 && ps_quant_supported(PS_GGML_Q4_0) &&
+          !ps_quant_supported(PS_GGML_Q8_K) && !ps_quant_supported(16 /* iq2_xxs */));
 }
 
 static void test_matmul(void) {
