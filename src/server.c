@@ -18,6 +18,7 @@
  */
 #include "server.h"
 #include "json.h"
+#include "testhooks.h"
 #include "vocab.h"
 
 #include <arpa/inet.h>
@@ -611,6 +612,7 @@ struct ps_server {
     uint64_t lat_count[R_COUNT];
     double lat_sum[R_COUNT];
     uint64_t tokens_scored, tokens_generated, cancelled;
+    ps_test_hold hold; /* test-only: see testhooks.h */
 };
 
 static bool job_cancelled(void *ctx) { return atomic_load(&((job *)ctx)->cancel); }
@@ -641,6 +643,7 @@ static void *worker_main(void *arg) {
         if (atomic_load(&j->cancel)) {
             st = PS_ERR_CANCELLED;
         } else {
+            ps_test_hold_wait(&s->hold);
             ps_score_params p = ps_score_default_params();
             p.k = r->logprobs > 0 ? r->logprobs : 0;
             p.max_tokens = r->max_tokens;
@@ -1320,6 +1323,7 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     s->limits.n_ctx = info.n_ctx;
     s->limits.max_logprobs = cfg.max_logprobs;
     atomic_init(&s->next_id, ((uint64_t)time(NULL) << 24) ^ (uint64_t)getpid());
+    s->hold = ps_test_hold_from_env();
 
     /* engine workers: one session + pool each; threads split evenly */
     s->workers = ps_calloc((size_t)cfg.n_workers, sizeof *s->workers);

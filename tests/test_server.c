@@ -13,8 +13,13 @@
  *     good request still gets exactly the baseline answer;
  *   - load: 8 threads x 200 requests, zero errors, every answer equal to the single-client one,
  *     server RSS flat from request 100 to the end;
- *   - a client that hangs up mid-request does not disturb the next one; --queue 1 answers 503
- *     with Retry-After under pressure; SIGTERM while idle exits 0;
+ *   - a client that hangs up mid-request does not disturb the next one; SIGTERM while idle
+ *     exits 0; a second serve on the busy port exits 1 naming the address, the first answers;
+ *   - a request held by the test (the PS_TEST_HOLD_FDS hook of src/testhooks.h: the engine
+ *     worker announces each prompt on a pipe and waits for the test's byte on another), so
+ *     nothing races: --queue 1 answers a second request 503 with Retry-After; SIGTERM, and
+ *     then SIGINT on a second server, while it runs: it gets exactly the baseline answer and
+ *     the server exits 0;
  *   - --act on a generated BF16 model: serve --act f32 = score --act f32 bit for bit and differs
  *     from native (within 0.05 per logprob), serve without --act = score --act native; --act
  *     bogus and --act without a value exit 2 naming --act.
@@ -25,7 +30,9 @@
 #include "server.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -47,6 +54,10 @@ enum { HEAVY_LEN = PS_T_SAN ? 1000 : 2000, RSS_SLACK_KB = PS_T_SAN ? 16384 : 204
 
 static char g_bin[1024];
 static char g_model[4200];
+/* For the next server started: PS_TEST_HOLD_FDS (src/testhooks.h) and the two descriptors the
+ * child keeps (every pipe end is opened close-on-exec; the child clears it on these). */
+static char g_hold_env[32];
+static int g_hold_keep[2] = {-1, -1};
 
 typedef struct {
     pid_t pid;
@@ -96,6 +107,10 @@ static bool server_start_model(server *s, const char *model, const char *const *
     if (pid < 0) return false;
     if (pid == 0) {
         if (PS_T_SAN) setenv("ASAN_OPTIONS", "quarantine_size_mb=0:detect_leaks=1", 1);
+        if (g_hold_env[0]) {
+            setenv("PS_TEST_HOLD_FDS", g_hold_env, 1);
+            for (int i = 0; i < 2; i++) fcntl(g_hold_keep[i], F_SETFD, 0);
+        }
         FILE *f = freopen(s->log, "w", stderr);
         (void)f;
         execv(g_bin, (char *const *)argv);
@@ -574,6 +589,103 @@ static char *heavy_body(int n_prompts, int len) {
     return b;
 }
 
+/* Waits up to secs for a byte on fd; true when one came. */
+static bool wait_byte(int fd, double secs) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char c;
+    return poll(&p, 1, (int)(secs * 1000)) == 1 && read(fd, &c, 1) == 1;
+}
+
+/* True once the server's log holds needle (polled up to secs). */
+static bool log_has(const char *log, const char *needle, double secs) {
+    double t0 = now_s();
+    do {
+        FILE *f = fopen(log, "r");
+        if (f) {
+            char line[1024];
+            bool found = false;
+            while (!found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+            fclose(f);
+            if (found) return true;
+        }
+        usleep(10000);
+    } while (now_s() - t0 < secs);
+    return false;
+}
+
+/* A --queue 1 server whose engine worker holds each prompt until the test releases it (the
+ * PS_TEST_HOLD_FDS hook): while the lm-eval request is held, a second request gets 503 with
+ * Retry-After; then the signal sig; once the server says it is finishing, the held request is
+ * released and must get exactly the baseline answer, and the server must exit 0. Every step
+ * waits on an event, never on a race. */
+static void test_held(const char *lmeval, const char *baseline, const char *signame, int sig) {
+    int rel[2], ann[2]; /* release: test -> server; announce: server -> test */
+    if (pipe2(rel, O_CLOEXEC) || pipe2(ann, O_CLOEXEC)) {
+        CHECKF(0, "%s: pipe2 failed", signame);
+        return;
+    }
+    snprintf(g_hold_env, sizeof g_hold_env, "%d,%d", rel[0], ann[1]);
+    g_hold_keep[0] = rel[0];
+    g_hold_keep[1] = ann[1];
+    server q;
+    const char *qopts[] = {"--queue", "1", "--name", "stories", "-q", NULL};
+    bool started = server_start(&q, qopts);
+    g_hold_env[0] = 0;
+    close(rel[0]);
+    close(ann[1]);
+    if (!started) {
+        CHECKF(0, "%s: the --queue 1 server did not start (log %s)", signame, q.log);
+        close(rel[1]);
+        close(ann[0]);
+        return;
+    }
+    const double T = 20 * PS_TEST_TIME_SCALE;
+    bg_arg bg = {.port = q.port, .body = lmeval, .timeout_ms = (long)(60000 * PS_TEST_TIME_SCALE)};
+    pthread_t t;
+    pthread_create(&t, NULL, bg_main, &bg);
+    bool held = wait_byte(ann[0], T);
+    CHECKF(held, "%s: the engine worker never reached the hold point", signame);
+    if (held) {
+        resp qr;
+        CHECK(http(q.port, "POST", "/v1/completions", "{\"prompt\":[1,2]}", &qr));
+        check_error(&qr, 503, NULL, NULL, "queue", "queue full");
+        CHECKF(atoi(qr.retry_after) >= 1, "503 without Retry-After: '%s'", qr.retry_after);
+        resp_free(&qr);
+        kill(q.pid, sig);
+        char said[64];
+        snprintf(said, sizeof said, "%s: finishing running requests", signame);
+        CHECKF(log_has(q.log, said, T), "%s: the server did not say it was finishing (log %s)",
+               signame, q.log);
+    }
+    /* the request has a second prompt: release both (a byte each) */
+    CHECK(write(rel[1], "gg", 2) == 2);
+    pthread_join(t, NULL);
+    char *c = canonical(&bg.r);
+    CHECKF(bg.r.status == 200 && c && baseline && !strcmp(c, baseline),
+           "the request running at %s got %ld (%zu bytes), %s the baseline", signame, bg.r.status,
+           bg.r.len, c && baseline && !strcmp(c, baseline) ? "equal to" : "not");
+    free(c);
+    resp_free(&bg.r);
+    close(rel[1]);
+    close(ann[0]);
+    if (held) {
+        double t0 = now_s();
+        int st = -1;
+        bool exited = false;
+        while (!exited && now_s() - t0 < T) {
+            if (waitpid(q.pid, &st, WNOHANG) == q.pid) exited = true;
+            else usleep(10000);
+        }
+        if (exited) q.pid = 0;
+        CHECKF(exited && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+               "%s during a request: the server did not exit 0 (status %d, log %s)", signame, st,
+               q.log);
+        CHECKF(exited && log_has(q.log, "promptscore serve: stopped", 0),
+               "%s: no 'stopped' line (log %s)", signame, q.log);
+    }
+    if (q.pid) server_stop(&q);
+}
+
 /* The validator alone: a raw NUL byte is malformed JSON even where jansson lets it pass
  * (right after a number). */
 static void check_raw_nul(void) {
@@ -589,6 +701,7 @@ static void check_raw_nul(void) {
 }
 
 int main(void) {
+    signal(SIGPIPE, SIG_IGN); /* a server that died must fail checks, not kill the test */
     check_raw_nul();
     const char *shared = ps_test_shared();
     if (!shared) {
@@ -1179,51 +1292,11 @@ int main(void) {
     /* ---- SIGTERM while idle -> exit 0 ---- */
     CHECKF(server_stop(&srv) == 0, "SIGTERM while idle did not exit 0 (log %s)", srv.log);
 
-    /* ---- --queue 1: a second request while one runs gets 503 + Retry-After ---- */
-    {
-        server q;
-        const char *qopts[] = {"--queue", "1", "-q", NULL};
-        if (server_start(&q, qopts)) {
-            char *heavy = heavy_body(2, HEAVY_LEN);
-            bg_arg bg = {.port = q.port, .body = heavy, .timeout_ms = 60000};
-            pthread_t t;
-            pthread_create(&t, NULL, bg_main, &bg);
-            resp qr;
-            bool got503 = false, joined = false;
-            double t0 = now_s();
-            while (!got503 && now_s() - t0 < 5) {
-                usleep(20000);
-                if (http(q.port, "POST", "/v1/completions", "{\"prompt\":[1,2]}", &qr) &&
-                    qr.status == 503) {
-                    got503 = true;
-                    check_error(&qr, 503, NULL, NULL, NULL, "queue full");
-                    CHECKF(atoi(qr.retry_after) >= 1, "503 without Retry-After");
-                }
-                resp_free(&qr);
-                if (pthread_tryjoin_np(t, NULL) == 0) {
-                    joined = true;
-                    break;
-                }
-            }
-            /* SIGTERM while the heavy request runs: it still gets its answer, exit 0 */
-            if (!joined) {
-                CHECKF(server_stop(&q) == 0, "SIGTERM during a request did not exit 0 (log %s)",
-                       q.log);
-                pthread_join(t, NULL);
-                CHECKF(bg.r.status == 200 && bg.r.len > 1000,
-                       "the request running at SIGTERM got %ld (%zu bytes)", bg.r.status, bg.r.len);
-            } else {
-                SKIP("the heavy request finished before SIGTERM could be sent");
-            }
-            if (got503) CHECK(bg.r.status == 200);
-            else SKIP("the heavy request finished before a second one could be refused");
-            resp_free(&bg.r);
-            free(heavy);
-            if (q.pid) CHECKF(server_stop(&q) == 0, "--queue 1 server did not exit 0");
-        } else {
-            CHECKF(0, "the --queue 1 server did not start (log %s)", q.log);
-        }
-    }
+    /* ---- a held request (src/testhooks.h): --queue 1 answers a second one 503 with
+     *      Retry-After; SIGTERM, then SIGINT, while it runs: it still gets its full answer and
+     *      the server exits 0 ---- */
+    test_held(lmeval, baseline, "SIGTERM", SIGTERM);
+    test_held(lmeval, baseline, "SIGINT", SIGINT);
     test_act(build);
     free(baseline);
     curl_global_cleanup();

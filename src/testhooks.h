@@ -1,0 +1,47 @@
+/*
+ * testhooks.h — test-only hooks, inert unless a test's environment turns them on. Internal:
+ * not part of the public API (include/promptscore.h), and nothing but the tests sets them.
+ *
+ * PS_TEST_HOLD_FDS="R,W" (two inherited file descriptors): each engine worker of the HTTP
+ * server, before it scores a prompt, writes one byte to W ("holding a prompt") and then waits
+ * for one byte on R (or its end of file). A test that owns the other ends of the two pipes
+ * thus knows when a request is running and keeps it running for exactly as long as it needs:
+ * the 503 + Retry-After of a full queue, SIGTERM / SIGINT during a request. Without the
+ * variable (or with a malformed one) the hook does nothing.
+ */
+#ifndef PS_TESTHOOKS_H
+#define PS_TESTHOOKS_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct {
+    int r, w; /* -1: off */
+} ps_test_hold;
+
+/* Reads PS_TEST_HOLD_FDS; {-1, -1} when unset or malformed. */
+static inline ps_test_hold ps_test_hold_from_env(void) {
+    ps_test_hold h = {-1, -1};
+    const char *e = getenv("PS_TEST_HOLD_FDS");
+    int r, w;
+    char end;
+    if (e && sscanf(e, "%d,%d%c", &r, &w, &end) == 2 && r >= 0 && w >= 0) {
+        h.r = r;
+        h.w = w;
+    }
+    return h;
+}
+
+/* The hold point: announce, then wait for the test's byte (or EOF / an error). */
+static inline void ps_test_hold_wait(const ps_test_hold *h) {
+    if (h->r < 0) return;
+    char c = 'h';
+    while (write(h->w, &c, 1) < 0 && errno == EINTR) {
+    }
+    while (read(h->r, &c, 1) < 0 && errno == EINTR) {
+    }
+}
+
+#endif
