@@ -21,6 +21,7 @@ static const char *USAGE =
     "  serve        OpenAI-compatible HTTP server (/v1/completions with echo + logprobs)\n"
     "  bench        scoring throughput and where the time goes\n"
     "  gen-model    write a GGUF model with deterministic random weights (for tests, benchmarks)\n"
+    "  merge        the outputs of score --shard I/N back into one, in input order\n"
     "\n"
     "  --version    print the version\n"
     "  --help       print this help\n";
@@ -83,6 +84,7 @@ int main(int argc, char **argv) {
         {"score", ps_cli_score},         {"perplexity", ps_cli_perplexity},
         {"tokenize", ps_cli_tokenize},   {"serve", ps_cli_serve},
         {"bench", ps_cli_bench},         {"gen-model", ps_cli_gen_model},
+        {"merge", ps_cli_merge},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);

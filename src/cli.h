@@ -12,6 +12,7 @@ int ps_cli_tokenize(int argc, char **argv);   /* cli_tokenize.c */
 int ps_cli_serve(int argc, char **argv);      /* cli_serve.c */
 int ps_cli_bench(int argc, char **argv);      /* cli_bench.c */
 int ps_cli_gen_model(int argc, char **argv);  /* cli_gen.c */
+int ps_cli_merge(int argc, char **argv);      /* cli_merge.c */
 
 #include <stdio.h>
 

@@ -10,11 +10,19 @@
  * the exit status 1 at the end). Progress goes to stderr when it is a terminal (or with
  * --progress); one summary line always ends the run on stderr.
  *
+ * --shard I/N scores only the input lines whose number L (from 1) has (L - 1) mod N == I and
+ * writes them tagged with L and the line's hash (cli_shard.h); --resume appends to such an
+ * output after checking it against the input, skipping the lines it holds. Shards are taken
+ * modulo N, not as contiguous ranges: a task streams its input without counting it first
+ * (stdin works), and a corpus sorted by length or source spreads evenly over the tasks.
+ * `promptscore merge` (cli_merge.c) puts the shards back in input order as plain lines.
+ *
  * perplexity scores windows of --ctx tokens advancing by --stride: the first window scores
  * all its tokens, each later one only the tokens no window has scored yet, so every token is
  * scored exactly once with as much context as the window allows.
  */
 #include "cli.h"
+#include "cli_shard.h"
 #include "download.h"
 #include "jsonl.h"
 #include "vocab.h"
@@ -241,7 +249,17 @@ static const char *SCORE_USAGE =
     PS_CLI_ACT_HELP
     "  --ctx N              context length (default: the model's)\n"
     "  --strict             exit 1 when any line was an error\n"
-    "  --progress           progress on stderr even when it is not a terminal\n";
+    "  --progress           progress on stderr even when it is not a terminal\n"
+    "  --shard I/N          score only the lines L with (L - 1) mod N == I (0 <= I < N), each\n"
+    "                       tagged with its line number and a hash of the input line, between\n"
+    "                       a header and an end record; `promptscore merge` restores input\n"
+    "                       order. Modulo, not ranges: no counting pass, stdin works, and a\n"
+    "                       sorted corpus spreads evenly over the shards\n"
+    "  --resume             append to the -o file of an earlier (killed) run of this shard,\n"
+    "                       skipping the lines it holds after checking each against the input\n"
+    "                       (a file that does not match: exit 2, left untouched); a half line\n"
+    "                       at its end is cut off; a missing or empty file starts afresh.\n"
+    "                       Alone it means --shard 0/1\n";
 
 typedef struct {
     loaded *l;
@@ -309,7 +327,8 @@ int ps_cli_score(int argc, char **argv) {
     common_opts o = {.chunk = PS_CHUNK};
     const char *in_path = NULL, *out_path = NULL;
     int32_t k = 5;
-    bool no_bos = false, strict = false;
+    bool no_bos = false, strict = false, sharded = false, resume = false;
+    int64_t shard_i = 0, shard_n = 1;
     for (int i = 1; i < argc; i++) {
         int c = common_opt(cmd, argc, argv, &i, &o);
         if (c < 0) return 2;
@@ -318,6 +337,16 @@ int ps_cli_score(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(SCORE_USAGE, stdout);
             return 0;
+        } else if (!strcmp(a, "--shard")) {
+            char why[200];
+            if (!ps_shard_parse_spec(v, &shard_i, &shard_n, why, sizeof why)) {
+                fprintf(stderr, "promptscore %s: %s\n", cmd, why);
+                return 2;
+            }
+            sharded = true;
+            i++;
+        } else if (!strcmp(a, "--resume")) {
+            resume = sharded = true;
         } else if (!strcmp(a, "-i") || !strcmp(a, "-o") || !strcmp(a, "--logprobs")) {
             if (!v) {
                 fprintf(stderr, "promptscore %s: %s needs a value\n", cmd, a);
@@ -340,6 +369,10 @@ int ps_cli_score(int argc, char **argv) {
             return 2;
         }
     }
+    if (resume && (!out_path || !strcmp(out_path, "-"))) {
+        fprintf(stderr, "promptscore %s: --resume needs the output file (-o FILE)\n", cmd);
+        return 2;
+    }
     FILE *in = stdin, *out = stdout;
     if (in_path && strcmp(in_path, "-") && !(in = fopen(in_path, "rb"))) {
         fprintf(stderr, "promptscore %s: cannot open %s: %s\n", cmd, in_path, strerror(errno));
@@ -357,17 +390,52 @@ int ps_cli_score(int argc, char **argv) {
         if (in != stdin) fclose(in);
         return 2;
     }
-    if (out_path && strcmp(out_path, "-") && !(out = fopen(out_path, "wb"))) {
+    progress pr = {.tty = isatty(STDERR_FILENO) != 0};
+    pr.on = pr.tty || o.progress;
+    int64_t total = pr.on ? count_lines(in) : -1;
+    ps_shard_out so = {.fd = -1};
+    if (sharded) {
+        /* everything the plain lines depend on, so --resume and merge refuse a mix */
+        char config[256], arch[32];
+        snprintf(arch, sizeof arch, "%s", l.info.arch);
+        for (char *p = arch; *p; p++)
+            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) *p = '_';
+        snprintf(config, sizeof config,
+                 "v1 k=%d chunk=%d act=%s bos=%d ctx=%d arch=%s bytes=%lld vocab=%d layers=%d embd=%d",
+                 k, o.chunk, o.act == PS_ACT_F32 ? "f32" : "native", !no_bos, l.info.n_ctx,
+                 arch, (long long)l.info.file_bytes, l.info.n_vocab, l.info.n_layer,
+                 l.info.n_embd);
+        char why[1024];
+        int src = ps_shard_open(out_path, shard_i, shard_n, config, resume, in, &so, why,
+                                sizeof why);
+        if (src != 0) {
+            fprintf(stderr, "promptscore %s: %s%s\n", cmd, resume ? "--resume: " : "", why);
+            unload(&l);
+            if (in != stdin) fclose(in);
+            return src;
+        }
+        if (total > shard_i) total = (total - shard_i + shard_n - 1) / shard_n - so.kept;
+        else if (total > 0) total = 0;
+        if (so.kept > 0 || so.cut)
+            fprintf(stderr, "promptscore %s: --resume: %s holds %lld lines of shard %lld/%lld "
+                            "(input lines 1..%lld checked)%s%s\n", cmd, out_path,
+                    (long long)so.kept, (long long)shard_i, (long long)shard_n,
+                    (long long)so.lineno, so.cut ? "; a half-written last line was cut off" : "",
+                    so.complete ? "; it is complete" : "");
+        if (so.complete) {
+            ps_shard_close(&so);
+            unload(&l);
+            if (in != stdin) fclose(in);
+            return 0;
+        }
+    } else if (out_path && strcmp(out_path, "-") && !(out = fopen(out_path, "wb"))) {
         fprintf(stderr, "promptscore %s: cannot create %s: %s\n", cmd, out_path, strerror(errno));
         unload(&l);
         if (in != stdin) fclose(in);
         return 1;
     }
 
-    progress pr = {.tty = isatty(STDERR_FILENO) != 0};
-    pr.on = pr.tty || o.progress;
     pr.t0 = pr.last = now_s();
-    int64_t total = pr.on ? count_lines(in) : -1;
 
     /* a pipe or terminal gets each line as soon as it is scored (streaming producers) */
     struct stat osb;
@@ -383,12 +451,22 @@ int ps_cli_score(int argc, char **argv) {
     char *line = NULL;
     size_t line_cap = 0;
     ssize_t got;
-    int64_t lineno = 0, done = 0, errors = 0;
+    int64_t lineno = so.lineno, done = 0, errors = 0;
     int rc = 0;
     while ((got = getline(&line, &line_cap, in)) >= 0) {
         lineno++;
+        uint64_t lh = 0;
+        if (sharded) {
+            lh = ps_shard_consume(&so, line, (size_t)got);
+            if (!ps_shard_mine(&so, lineno)) continue;
+        }
         if (blank(line, (size_t)got)) {
             if (total > 0) total--;
+            if (sharded && !ps_shard_write(&so, lineno, lh, NULL, 0)) {
+                fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+                rc = 1;
+                break;
+            }
             continue;
         }
         ps_buf_reset(&b);
@@ -400,7 +478,8 @@ int ps_cli_score(int argc, char **argv) {
             rc = 1;
             break;
         }
-        if (fwrite(b.data, 1, b.len, out) != b.len || (flush_each && fflush(out) != 0)) {
+        if (sharded ? !ps_shard_write(&so, lineno, lh, b.data, b.len)
+                    : fwrite(b.data, 1, b.len, out) != b.len || (flush_each && fflush(out) != 0)) {
             fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
             rc = 1;
             break;
@@ -413,6 +492,14 @@ int ps_cli_score(int argc, char **argv) {
         rc = 1;
     }
     progress_end(&pr);
+    if (sharded && rc == 0 && !ps_shard_write_end(&so)) {
+        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+        rc = 1;
+    }
+    if (sharded && !ps_shard_close(&so) && rc == 0) {
+        fprintf(stderr, "promptscore %s: closing %s failed: %s\n", cmd, out_path, strerror(errno));
+        rc = 1;
+    }
     if (fflush(out) != 0) {
         fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
         rc = 1;
