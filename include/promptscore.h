@@ -327,7 +327,9 @@ void ps_session_free(ps_session *session);
 void ps_session_reset(ps_session *session);
 /* Number of positions now in the KV cache. */
 int32_t ps_session_n_past(const ps_session *session);
-/* Drops cached positions from n_keep on (n_keep <= n_past), e.g. to reuse a shared prefix. */
+/* Drops cached positions from n_keep on (n_keep <= n_past), e.g. to reuse a shared prefix.
+ * Models with recurrent layers (qwen35, qwen35moe) keep one state for all positions, so there
+ * n_keep must be 0 or n_past: otherwise PS_ERR_UNSUPPORTED and nothing changes. */
 ps_status ps_session_truncate(ps_session *session, int32_t n_keep);
 
 /* Runs n_tokens (1..n_batch) positions after the cached ones and appends them to the KV cache.

@@ -8,6 +8,11 @@
  *   qwen3      neox    attention with q/k head norms, dense       -
  *   qwen3moe   neox    attention with q/k head norms, experts     expert_count, expert_used_count,
  *                                                                 expert_feed_forward_length
+ *   qwen35     neox,   3 of 4 layers Gated DeltaNet, every 4th    ssm.conv_kernel, state_size,
+ *              multi-  gated attention with q/k head norms;       group_count, time_step_rank,
+ *              section post_attention_norm, dense SwiGLU          inner_size, full_attention_
+ *                                                                 interval, rope.dimension_
+ *                                                                 sections, nextn_predict_layers
  *
  * The common keys (model.c read_hparams): embedding_length, block_count, attention.head_count,
  * attention.head_count_kv, attention.key_length / value_length, context_length,
@@ -25,6 +30,7 @@ static const ps_arch_info table[] = {
     {PS_ARCH_LLAMA, "llama", PS_ROPE_NORMAL, PS_L_ATTN | PS_L_FFN_DENSE, 0},
     {PS_ARCH_QWEN2, "qwen2", PS_ROPE_NEOX, PS_L_ATTN | PS_L_QKV_BIAS | PS_L_FFN_DENSE, 0},
     {PS_ARCH_QWEN3, "qwen3", PS_ROPE_NEOX, PS_L_ATTN | PS_L_QK_NORM | PS_L_FFN_DENSE, 0},
+    {PS_ARCH_QWEN35, "qwen35", PS_ROPE_NEOX, PS_L_POST_NORM | PS_L_FFN_DENSE, PS_A_HYBRID},
 };
 
 const ps_arch_info *ps_arch_find(const char *name) {
@@ -48,22 +54,34 @@ const char *ps_arch_names(void) {
 
 #define F(x) offsetof(ps_layer, x)
 const ps_layer_tensor ps_layer_tensors[] = {
-    /* name                  read in         required in     kind       ne                     field */
-    {"attn_norm.weight",     PS_L_ATTN,      PS_L_ATTN,      PS_T_VEC,  {PS_D_EMBD},           F(attn_norm)},
-    {"attn_q.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_Q},   F(wq)},
-    {"attn_k.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_KV},  F(wk)},
-    {"attn_v.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_KV},  F(wv)},
-    {"attn_output.weight",   PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_Q, PS_D_EMBD},   F(wo)},
-    {"attn_q.bias",          PS_L_ATTN,      PS_L_QKV_BIAS,  PS_T_VEC,  {PS_D_Q},              F(bq)},
-    {"attn_k.bias",          PS_L_ATTN,      PS_L_QKV_BIAS,  PS_T_VEC,  {PS_D_KV},             F(bk)},
-    {"attn_v.bias",          PS_L_ATTN,      PS_L_QKV_BIAS,  PS_T_VEC,  {PS_D_KV},             F(bv)},
-    {"attn_output.bias",     PS_L_ATTN,      0,              PS_T_VEC,  {PS_D_EMBD},           F(bo)},
-    {"attn_q_norm.weight",   PS_L_ATTN,      PS_L_QK_NORM,   PS_T_VEC,  {PS_D_HEAD},           F(q_norm)},
-    {"attn_k_norm.weight",   PS_L_ATTN,      PS_L_QK_NORM,   PS_T_VEC,  {PS_D_HEAD},           F(k_norm)},
-    {"ffn_norm.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_VEC,  {PS_D_EMBD},           F(ffn_norm)},
-    {"ffn_gate.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_EMBD, PS_D_FF},  F(w_gate)},
-    {"ffn_up.weight",        PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_EMBD, PS_D_FF},  F(w_up)},
-    {"ffn_down.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_FF, PS_D_EMBD},  F(w_down)},
+    /* name                  read in         required in     kind       ne                     field   unless */
+    {"attn_norm.weight",     PS_L_ATTN | PS_L_DELTANET, PS_L_ATTN | PS_L_DELTANET, PS_T_VEC, {PS_D_EMBD}, F(attn_norm), 0},
+    {"attn_q.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_Q},   F(wq), PS_L_ATTN_GATED},
+    {"attn_q.weight",        PS_L_ATTN_GATED, PS_L_ATTN_GATED, PS_T_MAT, {PS_D_EMBD, PS_D_Q2}, F(wq), 0},
+    {"attn_k.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_KV},  F(wk), 0},
+    {"attn_v.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_KV},  F(wv), 0},
+    {"attn_output.weight",   PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_Q, PS_D_EMBD},   F(wo), 0},
+    {"attn_q.bias",          PS_L_ATTN,      PS_L_QKV_BIAS,  PS_T_VEC,  {PS_D_Q},              F(bq), 0},
+    {"attn_k.bias",          PS_L_ATTN,      PS_L_QKV_BIAS,  PS_T_VEC,  {PS_D_KV},             F(bk), 0},
+    {"attn_v.bias",          PS_L_ATTN,      PS_L_QKV_BIAS,  PS_T_VEC,  {PS_D_KV},             F(bv), 0},
+    {"attn_output.bias",     PS_L_ATTN,      0,              PS_T_VEC,  {PS_D_EMBD},           F(bo), 0},
+    {"attn_q_norm.weight",   PS_L_ATTN,      PS_L_QK_NORM,   PS_T_VEC,  {PS_D_HEAD},           F(q_norm), 0},
+    {"attn_k_norm.weight",   PS_L_ATTN,      PS_L_QK_NORM,   PS_T_VEC,  {PS_D_HEAD},           F(k_norm), 0},
+    {"ffn_norm.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_VEC,  {PS_D_EMBD},           F(ffn_norm), PS_L_POST_NORM},
+    {"post_attention_norm.weight", PS_L_POST_NORM, PS_L_POST_NORM, PS_T_VEC, {PS_D_EMBD},      F(ffn_norm), 0},
+    /* Gated DeltaNet (qwen35*) */
+    {"attn_qkv.weight",      PS_L_DELTANET,  PS_L_DELTANET,  PS_T_MAT,  {PS_D_EMBD, PS_D_SSM_CH}, F(wqkv), 0},
+    {"attn_gate.weight",     PS_L_DELTANET,  PS_L_DELTANET,  PS_T_MAT,  {PS_D_EMBD, PS_D_SSM_V},  F(wz), 0},
+    {"ssm_conv1d.weight",    PS_L_DELTANET,  PS_L_DELTANET,  PS_T_F32MAT, {PS_D_SSM_CONV, PS_D_SSM_CH}, F(conv1d), 0},
+    {"ssm_dt.bias",          PS_L_DELTANET,  PS_L_DELTANET,  PS_T_VEC,  {PS_D_SSM_NV},         F(dt_bias), 0},
+    {"ssm_a",                PS_L_DELTANET,  PS_L_DELTANET,  PS_T_VEC,  {PS_D_SSM_NV},         F(ssm_a), 0},
+    {"ssm_beta.weight",      PS_L_DELTANET,  PS_L_DELTANET,  PS_T_MAT,  {PS_D_EMBD, PS_D_SSM_NV}, F(w_beta), 0},
+    {"ssm_alpha.weight",     PS_L_DELTANET,  PS_L_DELTANET,  PS_T_MAT,  {PS_D_EMBD, PS_D_SSM_NV}, F(w_alpha), 0},
+    {"ssm_norm.weight",      PS_L_DELTANET,  PS_L_DELTANET,  PS_T_VEC,  {PS_D_SSM_DK},         F(ssm_norm), 0},
+    {"ssm_out.weight",       PS_L_DELTANET,  PS_L_DELTANET,  PS_T_MAT,  {PS_D_SSM_V, PS_D_EMBD}, F(ssm_out), 0},
+    {"ffn_gate.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_EMBD, PS_D_FF},  F(w_gate), 0},
+    {"ffn_up.weight",        PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_EMBD, PS_D_FF},  F(w_up), 0},
+    {"ffn_down.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_FF, PS_D_EMBD},  F(w_down), 0},
 };
 #undef F
 const size_t ps_n_layer_tensors = PS_ARRAY_LEN(ps_layer_tensors);

@@ -21,6 +21,8 @@ typedef enum {
     PS_ARCH_QWEN2,
     PS_ARCH_QWEN3,
     PS_ARCH_QWEN3MOE,
+    PS_ARCH_QWEN35,     /* Qwen3.5 / 3.6 hybrid: Gated DeltaNet + gated full attention */
+    PS_ARCH_QWEN35MOE,  /* the same with experts and a gated shared expert */
     PS_ARCH_N
 } ps_arch;
 
@@ -35,12 +37,20 @@ enum {
     PS_L_QK_NORM = 1u << 2,   /* attn_q_norm, attn_k_norm: RMSNorm per head (qwen3) */
     PS_L_FFN_DENSE = 1u << 3, /* ffn_norm, ffn_gate/up/down: SwiGLU */
     PS_L_FFN_MOE = 1u << 4,   /* ffn_norm, ffn_gate_inp router, ffn_{gate,up,down}_exps (moe.c) */
+    PS_L_DELTANET = 1u << 5,  /* Gated DeltaNet instead of attention: attn_qkv, attn_gate,
+                               * ssm_conv1d, ssm_dt.bias, ssm_a, ssm_beta, ssm_alpha, ssm_norm,
+                               * ssm_out (deltanet.c; forward.c runs it) */
+    PS_L_ATTN_GATED = 1u << 6,/* attn_q gives q and a gate per head: att *= sigmoid(gate) */
+    PS_L_POST_NORM = 1u << 7, /* the FFN's input norm is post_attention_norm (not ffn_norm) */
 };
 
 /* Family flags. */
 enum {
     PS_A_EXPERTS_BY_KEY = 1u << 0, /* PS_L_FFN_DENSE becomes PS_L_FFN_MOE when <arch>.expert_count
                                     * > 0 (llama with experts: Mixtral) */
+    PS_A_HYBRID = 1u << 1,         /* qwen35*: layer l is PS_L_ATTN | PS_L_QK_NORM |
+                                    * PS_L_ATTN_GATED when (l + 1) % full_attention_interval
+                                    * == 0, else PS_L_DELTANET; the ssm.* keys (model.c) */
 };
 
 typedef struct {
@@ -66,17 +76,24 @@ typedef enum {
     PS_D_FF,      /* n_ff (dense FFN) */
     PS_D_FF_EXP,  /* n_ff_exp (one expert's FFN) */
     PS_D_EXPERT,  /* n_expert */
+    PS_D_Q2,      /* 2 * n_head * head_dim (gated attention's q + gate) */
+    PS_D_SSM_CH,  /* DeltaNet conv channels: 2 * n_k * d_state + n_v * d_state */
+    PS_D_SSM_V,   /* n_v * d_state (value width) */
+    PS_D_SSM_NV,  /* n_v (value heads) */
+    PS_D_SSM_DK,  /* d_state (head size) */
+    PS_D_SSM_CONV,/* d_conv (conv width) */
 } ps_dim;
 
 typedef enum {
     PS_T_VEC,     /* float32 vector (norm, bias): const float * */
     PS_T_MAT,     /* 2-D weight in a matmul type: ps_mat */
     PS_T_MAT3,    /* 3-D stack of matrices, one per expert: ps_mat3 */
+    PS_T_F32MAT,  /* float32 2-D tensor used element-wise (ssm_conv1d): const float * */
 } ps_tensor_kind;
 
 /* One per-layer tensor: "blk.<l>.<name>", read in layers with feature `feature` (used when the
- * file has it), required in layers with any feature of `required`; shape ne[0..2] in GGUF
- * order; the view goes to byte offset `field` of ps_layer. */
+ * file has it) and none of `unless`, required in layers with any feature of `required`; shape
+ * ne[0..2] in GGUF order; the view goes to byte offset `field` of ps_layer. */
 typedef struct {
     const char *name;
     uint32_t feature;
@@ -84,6 +101,7 @@ typedef struct {
     ps_tensor_kind kind;
     ps_dim ne[3];
     size_t field;
+    uint32_t unless;   /* not read in layers with any of these features (0: none) */
 } ps_layer_tensor;
 
 extern const ps_layer_tensor ps_layer_tensors[];

@@ -20,9 +20,13 @@ static const char *GEN_USAGE =
     "  -o, --output FILE    the GGUF to write (required)\n"
     "  --preset NAME        tiny (default: llama, 64 wide, 2 layers, 4/2 heads of 16, FFN 128,\n"
     "                       vocab 512) or qwen3-0.6b (28 layers, 1024 wide, 16/8 heads of 128,\n"
-    "                       FFN 3072, vocab 151936, tied)\n"
-    "  --arch A             llama | qwen2 | qwen3\n"
+    "                       FFN 3072, vocab 151936, tied), qwen35-tiny (qwen35: 4 layers = 3\n"
+    "                       Gated DeltaNet + 1 gated attention, 64 wide, one MTP block) or\n"
+    "                       qwen35-4l (qwen35 at Qwen3.6-35B-A3B's widths, 4 layers, vocab 248320)\n"
+    "  --arch A             llama | qwen2 | qwen3 | qwen35\n"
     "  --n-embd N  --n-layer N  --n-head N  --n-head-kv N  --head-dim N  --n-ff N  --n-ctx N\n"
+    "  --n-rot N  --ssm-state N  --ssm-k-heads N  --ssm-v-heads N   qwen35: rotated dims, the\n"
+    "                       DeltaNet head size and its key / value head counts\n"
     "  --rope-base F        rope frequency base (default 10000)\n"
     "  --rms-eps F          RMSNorm epsilon (default 1e-5)\n"
     "  --type T             f32 | f16 | bf16 | q8_0 for the matrices (norms stay f32)\n"
@@ -94,6 +98,10 @@ int ps_cli_gen_model(int argc, char **argv) {
         else if (!strcmp(a, "--head-dim")) ip = &p.head_dim;
         else if (!strcmp(a, "--n-ff")) ip = &p.n_ff;
         else if (!strcmp(a, "--n-ctx")) ip = &p.n_ctx;
+        else if (!strcmp(a, "--n-rot")) ip = &p.n_rot;
+        else if (!strcmp(a, "--ssm-state")) ip = &p.ssm_d_state;
+        else if (!strcmp(a, "--ssm-k-heads")) ip = &p.ssm_n_k;
+        else if (!strcmp(a, "--ssm-v-heads")) ip = &p.ssm_n_v;
         else if (!strcmp(a, "--rope-base")) ok = parse_f32(v, &p.rope_base);
         else if (!strcmp(a, "--rms-eps")) ok = parse_f32(v, &p.rms_eps);
         else if (!strcmp(a, "--seed")) {

@@ -25,6 +25,7 @@
  * value is computed by a fixed sequence of operations whatever the thread count or batch split,
  * so logits are identical for 1 or N threads and for any chunking of a prompt.
  */
+#include "deltanet.h"
 #include "model.h"
 #include "prof.h"
 #include "quant.h"
@@ -49,11 +50,60 @@ static void rope_heads(float *v, int32_t n_heads, int32_t hd, int32_t n_rot, ps_
     }
 }
 
+/* Multi-section rope (llama.cpp's imrope, qwen35*) for text: the t, h and w sections all see the
+ * token's position and the fourth (e) sees position 0. True when rope pair t falls in e. */
+static bool imrope_pos0(const int32_t sec[4], int32_t t) {
+    const int32_t sector = t % (sec[0] + sec[1] + sec[2] + sec[3]);
+    if (sector % 3 == 1 && sector < 3 * sec[1]) return false;
+    if (sector % 3 == 2 && sector < 3 * sec[2]) return false;
+    if (sector % 3 == 0 && sector < 3 * sec[0]) return false;
+    return true;
+}
+
+/* ---- Gated DeltaNet ---- */
+
+typedef struct {
+    const ps_session *s;
+    const ps_layer *L;
+    int32_t n;
+} dn_job;
+
+#define DN_CONV_CHANNELS 64 /* channels per conv task */
+
+/* dn_conv (n, ch) = silu(causal conv of the layer's state ++ dn_qkv); the state advances */
+static void dn_conv_task(void *ctx, int64_t task, int32_t thread) {
+    (void)thread;
+    const dn_job *job = ctx;
+    const ps_session *s = job->s;
+    const ps_hparams *hp = &s->model->hp;
+    const int64_t dk = hp->ssm_d_state, ch = 2 * (int64_t)hp->ssm_n_k * dk + hp->ssm_n_v * dk;
+    const int64_t c0 = task * DN_CONV_CHANNELS, c1 = PS_MIN(ch, c0 + DN_CONV_CHANNELS);
+    float *state = s->conv_state + (size_t)job->L->rs_slot * (size_t)(hp->ssm_d_conv - 1) * ch;
+    ps_dn_conv_silu(s->dn_qkv, ch, job->n, state, job->L->conv1d, hp->ssm_d_conv, ch, c0, c1,
+                    s->dn_conv, ch);
+}
+
+/* One value head h over the chunk's tokens: q, k of key head h % n_k (llama.cpp tiles the key
+ * heads over the value heads), v of head h, out -> dn_out. */
+static void dn_delta_task(void *ctx, int64_t task, int32_t thread) {
+    (void)thread;
+    const dn_job *job = ctx;
+    const ps_session *s = job->s;
+    const ps_hparams *hp = &s->model->hp;
+    const int64_t dk = hp->ssm_d_state, nk = hp->ssm_n_k, nv = hp->ssm_n_v, dv = nv * dk,
+                  ch = 2 * nk * dk + dv, h = task, hk = h % nk;
+    float *S = s->ssm_state + ((size_t)job->L->rs_slot * (size_t)nv + (size_t)h) * dk * dk;
+    const float *q = s->dn_conv + hk * dk, *k = s->dn_conv + nk * dk + hk * dk,
+                *v = s->dn_conv + 2 * nk * dk + h * dk;
+    ps_dn_delta_head(s->isa, S, dk, job->n, q, k, ch, v, ch, s->dn_out + h * dk, dv,
+                     s->dn_alpha + h, s->dn_beta + h, nv, 1.0f / sqrtf((float)dk));
+}
+
 /* ---- attention ---- */
 
 typedef struct {
     const ps_session *s;
-    int32_t layer, n;
+    int32_t kv_slot, n; /* the layer's KV cache slot (ps_layer.kv_slot) */
     float scale;
 } att_job;
 
@@ -71,7 +121,7 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
     const int32_t h = (int32_t)(task / n_qb), qb = (int32_t)(task % n_qb);
     const int32_t hd = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
     const int64_t dq = (int64_t)hp->n_head * hd;
-    const size_t head = (size_t)job->layer * hp->n_head_kv + (size_t)g;
+    const size_t head = (size_t)job->kv_slot * hp->n_head_kv + (size_t)g;
     const float *K = s->k_cache + head * PS_KCACHE_POS(s->n_ctx) * (size_t)hd;
     const float *V = s->v_cache + head * (size_t)s->n_ctx * (size_t)hd;
     float *sc = s->att_scratch + (size_t)thread * s->att_stride;
@@ -96,6 +146,10 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
 typedef enum {
     ROW_EMBED_NORM,  /* RoPE angles; x = token_embd[token]; xb = rmsnorm(x) * attn_norm[0] */
     ROW_QKV,         /* biases, qwen3 head norms, RoPE, k/v -> cache */
+    ROW_QG_SPLIT,    /* hybrid attention: dn_qkv (q|gate per head) -> q, att_gate; then ROW_QKV */
+    ROW_ATT_GATE,    /* hybrid attention: att *= sigmoid(att_gate) */
+    ROW_DN_PRE,      /* DeltaNet: l2norm q, k heads; beta = sigmoid; g = softplus(alpha + dt) a */
+    ROW_DN_POST,     /* DeltaNet: out head = rmsnorm(head) * ssm_norm * silu(z head) */
     ROW_ATT_OUT,     /* x += ffn_out (+bo); xb = rmsnorm(x) * ffn_norm */
     ROW_SWIGLU,      /* hb = silu(hb) * hb2 */
     ROW_FFN_OUT      /* x += ffn_out; xb = rmsnorm(x) * next (next layer's attn_norm, or
@@ -128,6 +182,7 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         for (int32_t t = 0; t < half; t++) {
             double theta = p * pow((double)hp->rope_base, -2.0 * t / (double)hp->n_rot) *
                            (double)hp->rope_freq_scale;
+            if (hp->n_layer_rs > 0 && imrope_pos0(hp->rope_sections, t)) theta = 0.0;
             if (w->rope_freqs) theta /= (double)w->rope_freqs[t];
             s->rope_cos[i * half + t] = (float)cos(theta);
             s->rope_sin[i * half + t] = (float)sin(theta);
@@ -139,8 +194,17 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         ps_rmsnorm_f32(s->isa, xb, x, L->attn_norm, d, hp->rms_eps);
         break;
     }
+    case ROW_QG_SPLIT:
     case ROW_QKV: {
         float *q = s->q + i * dq, *k = s->k + i * dkv, *v = s->v + i * dkv;
+        if (job->op == ROW_QG_SPLIT) {
+            const float *qg = s->dn_qkv + i * 2 * dq;
+            for (int32_t h = 0; h < hp->n_head; h++) {
+                memcpy(q + h * hd, qg + 2 * h * hd, (size_t)hd * sizeof(float));
+                memcpy(s->att_gate + i * dq + h * hd, qg + (2 * h + 1) * hd,
+                       (size_t)hd * sizeof(float));
+            }
+        }
         for (int64_t j = 0; L->bq && j < dq; j++) q[j] += L->bq[j];
         for (int64_t j = 0; L->bk && j < dkv; j++) k[j] += L->bk[j];
         for (int64_t j = 0; L->bv && j < dkv; j++) v[j] += L->bv[j];
@@ -158,12 +222,39 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
          * 16 positions x hd (ps_attn_scores' layout; n_ctx rounded up to 16 per head) */
         const size_t pos = (size_t)(s->n_past + i);
         for (int32_t g = 0; g < hp->n_head_kv; g++) {
-            const size_t head = (size_t)job->layer * hp->n_head_kv + g;
+            const size_t head = (size_t)L->kv_slot * hp->n_head_kv + g;
             memcpy(s->v_cache + (head * (size_t)s->n_ctx + pos) * (size_t)hd, v + g * hd,
                    (size_t)hd * sizeof(float));
             ps_attn_k_store(s->k_cache + head * PS_KCACHE_POS(s->n_ctx) * (size_t)hd,
                             (int32_t)hd, (int32_t)pos, k + g * hd);
         }
+        break;
+    }
+    case ROW_ATT_GATE: {
+        float *a = s->att + i * dq;
+        const float *gt = s->att_gate + i * dq;
+        for (int64_t j = 0; j < dq; j++) a[j] *= ps_dn_sigmoid(gt[j]);
+        break;
+    }
+    case ROW_DN_PRE: {
+        const int64_t dk = hp->ssm_d_state, nk = hp->ssm_n_k, nv = hp->ssm_n_v,
+                      ch = 2 * nk * dk + nv * dk;
+        float *c = s->dn_conv + i * ch;
+        for (int64_t h = 0; h < 2 * nk; h++) ps_dn_l2norm(c + h * dk, dk, hp->rms_eps);
+        float *b = s->dn_beta + i * nv, *a = s->dn_alpha + i * nv;
+        for (int64_t h = 0; h < nv; h++) {
+            b[h] = ps_dn_sigmoid(b[h]);
+            a[h] = ps_dn_softplus(a[h] + L->dt_bias[h]) * L->ssm_a[h];
+        }
+        break;
+    }
+    case ROW_DN_POST: {
+        const int64_t dk = hp->ssm_d_state, dv = hp->ssm_n_v * dk;
+        float *o = s->dn_out + i * dv;
+        const float *z = s->dn_z + i * dv;
+        for (int64_t h = 0; h < hp->ssm_n_v; h++)
+            ps_rmsnorm_f32(s->isa, o + h * dk, o + h * dk, L->ssm_norm, dk, hp->rms_eps);
+        for (int64_t j = 0; j < dv; j++) o[j] *= z[j] / (1.0f + expf(-z[j]));
         break;
     }
     case ROW_ATT_OUT:
@@ -190,23 +281,50 @@ static void rows(ps_session *s, int32_t n, row_op op, int32_t layer, const int32
 }
 
 /* The attention piece (PS_L_ATTN): q, k, v; biases, head norms, RoPE and the cache (rows);
- * attention over the cache; ffn_out = att @ Wo^T; then (rows) x += ffn_out (+bo) and
+ * attention over the cache; PS_L_ATTN_GATED: att *= sigmoid(gate), the gate being the second
+ * half of each head's wq output; ffn_out = att @ Wo^T; then (rows) x += ffn_out (+bo) and
  * xb = rmsnorm(x) * ffn_norm for the FFN that follows. */
 static void attention(ps_session *s, const ps_matmul_env *env, int32_t l, int32_t n) {
     const ps_hparams *hp = &s->model->hp;
     const ps_layer *L = &s->model->w.layers[l];
     const int64_t d = hp->n_embd, hd = hp->head_dim, dq = (int64_t)hp->n_head * hd,
                   dkv = (int64_t)hp->n_head_kv * hd;
-    ps_matmul(env, &L->wq, s->xb, d, n, s->q, dq);
+    const bool gated = (L->feat & PS_L_ATTN_GATED) != 0;
+    ps_matmul(env, &L->wq, s->xb, d, n, gated ? s->dn_qkv : s->q, gated ? 2 * dq : dq);
     ps_matmul(env, &L->wk, s->xb, d, n, s->k, dkv);
     ps_matmul(env, &L->wv, s->xb, d, n, s->v, dkv);
-    rows(s, n, ROW_QKV, l, NULL, NULL);
-    att_job aj = {s, l, n, 1.0f / sqrtf((float)hd)};
+    rows(s, n, gated ? ROW_QG_SPLIT : ROW_QKV, l, NULL, NULL);
+    att_job aj = {s, L->kv_slot, n, 1.0f / sqrtf((float)hd)};
     const int64_t n_tasks = (int64_t)hp->n_head * ((n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK);
     const uint64_t t_att = ps_prof_start();
     ps_pool_for(s->pool, n_tasks, att_task, &aj);
     ps_prof_add(PS_PROF_ATTENTION, t_att);
+    if (gated) rows(s, n, ROW_ATT_GATE, l, NULL, NULL);
     ps_matmul(env, &L->wo, s->att, dq, n, s->ffn_out, d);
+    rows(s, n, ROW_ATT_OUT, l, NULL, NULL);
+}
+
+/* The Gated DeltaNet piece (PS_L_DELTANET), in place of attention: qkv, z, beta, alpha
+ * projections; causal conv + silu over the qkv channels (channel tasks); l2-normalised q, k,
+ * sigmoid(beta), decay g (rows); the delta rule, one task per value head, token by token;
+ * gated RMSNorm (rows); ffn_out = out @ ssm_out^T; then x += ffn_out and the FFN norm (rows). */
+static void deltanet(ps_session *s, const ps_matmul_env *env, int32_t l, int32_t n) {
+    const ps_hparams *hp = &s->model->hp;
+    const ps_layer *L = &s->model->w.layers[l];
+    const int64_t d = hp->n_embd, dk = hp->ssm_d_state, nv = hp->ssm_n_v, dv = nv * dk,
+                  ch = 2 * (int64_t)hp->ssm_n_k * dk + dv;
+    ps_matmul(env, &L->wqkv, s->xb, d, n, s->dn_qkv, ch);
+    ps_matmul(env, &L->wz, s->xb, d, n, s->dn_z, dv);
+    ps_matmul(env, &L->w_beta, s->xb, d, n, s->dn_beta, nv);
+    ps_matmul(env, &L->w_alpha, s->xb, d, n, s->dn_alpha, nv);
+    const uint64_t t_dn = ps_prof_start();
+    dn_job dj = {s, L, n};
+    ps_pool_for(s->pool, (ch + DN_CONV_CHANNELS - 1) / DN_CONV_CHANNELS, dn_conv_task, &dj);
+    rows(s, n, ROW_DN_PRE, l, NULL, NULL);
+    ps_pool_for(s->pool, nv, dn_delta_task, &dj);
+    rows(s, n, ROW_DN_POST, l, NULL, NULL);
+    ps_prof_add(PS_PROF_DELTANET, t_dn);
+    ps_matmul(env, &L->ssm_out, s->dn_out, dv, n, s->ffn_out, d);
     rows(s, n, ROW_ATT_OUT, l, NULL, NULL);
 }
 
@@ -228,12 +346,20 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
     const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride, s->f32_act};
     const uint64_t t_fwd = ps_prof_start();
 
+    /* a sequence starts from zero recurrent state (hybrid models) */
+    if (s->n_past == 0 && hp->n_layer_rs > 0) {
+        const size_t dk = (size_t)hp->ssm_d_state, nv = (size_t)hp->ssm_n_v,
+                     ch = 2 * (size_t)hp->ssm_n_k * dk + nv * dk, nrs = (size_t)hp->n_layer_rs;
+        memset(s->conv_state, 0, nrs * (size_t)(hp->ssm_d_conv - 1) * ch * sizeof(float));
+        memset(s->ssm_state, 0, nrs * nv * dk * dk * sizeof(float));
+    }
     /* x (n, d) = embedding rows; xb = first attention norm; RoPE angles of the positions */
     rows(s, n, ROW_EMBED_NORM, 0, tokens, NULL);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const ps_layer *L = &w->layers[l];
         /* the layer's pieces, as its features (arch.h) say */
         if (L->feat & PS_L_ATTN) attention(s, &env, l, n);
+        if (L->feat & PS_L_DELTANET) deltanet(s, &env, l, n);
         if (L->feat & PS_L_FFN_DENSE) ffn_dense(s, &env, l, n);
         const float *next = l + 1 < hp->n_layer ? w->layers[l + 1].attn_norm
                             : logits            ? w->output_norm

@@ -77,13 +77,37 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->tied = true;
         return PS_OK;
     }
-    return ps_fail(err, PS_ERR_NOT_FOUND, -1, "unknown preset '%s' (known: tiny, qwen3-0.6b)",
-                   name);
+    if (!strcmp(name, "qwen35-tiny") || !strcmp(name, "qwen35-4l")) {
+        const bool tiny = !strcmp(name, "qwen35-tiny");
+        snprintf(p->arch, sizeof p->arch, "qwen35");
+        p->n_vocab = tiny ? 1000 : 248320;
+        p->n_embd = tiny ? 64 : 2048;
+        p->n_layer = 4;
+        p->n_head = tiny ? 4 : 16;
+        p->n_head_kv = 2;
+        p->head_dim = tiny ? 32 : 256;
+        p->n_ff = tiny ? 96 : 4608;
+        p->n_ctx = tiny ? 1024 : 262144;
+        p->rope_base = tiny ? 1000000.0f : 10000000.0f;
+        p->rms_eps = 1e-6f;
+        p->tied = false;
+        p->full_attn_interval = 4;
+        p->n_rot = tiny ? 16 : 64;
+        p->ssm_d_state = tiny ? 16 : 128;
+        p->ssm_n_k = tiny ? 2 : 16;
+        p->ssm_n_v = tiny ? 4 : 32;
+        p->ssm_d_conv = 4;
+        p->n_nextn = tiny ? 1 : 0;
+        memset(p->rope_sections, 0, sizeof p->rope_sections);
+        return PS_OK;
+    }
+    return ps_fail(err, PS_ERR_NOT_FOUND, -1,
+                   "unknown preset '%s' (known: tiny, qwen3-0.6b, qwen35-tiny, qwen35-4l)", name);
 }
 
 /* ---------------------------------------------------------------- the tensor list */
 
-typedef enum { T_MATRIX, T_NORM, T_BIAS, T_ROPE_FREQS } tensor_kind;
+typedef enum { T_MATRIX, T_NORM, T_BIAS, T_ROPE_FREQS, T_SSM_A, T_DT_BIAS } tensor_kind;
 
 typedef struct {
     char name[64];
@@ -119,6 +143,27 @@ static ps_status list_add(tensor_list *l, const char *name, tensor_kind kind, ui
     t->n_dims = ne1 > 1 || kind == T_MATRIX ? 2 : 1;
     t->nbytes = ps_quant_row_bytes(type, ne0) * (uint64_t)ne1;
     return PS_OK;
+}
+
+static bool is_hybrid(const ps_genmodel_params *p) { return !strcmp(p->arch, "qwen35"); }
+
+/* The qwen35 fields with their defaults filled in (see genmodel.h). */
+static ps_genmodel_params hybrid_defaults(const ps_genmodel_params *in) {
+    ps_genmodel_params p = *in;
+    if (!p.full_attn_interval) p.full_attn_interval = 4;
+    if (!p.n_rot) p.n_rot = p.head_dim / 4 / 2 * 2;
+    if (!p.ssm_d_state) p.ssm_d_state = 16;
+    if (!p.ssm_n_k) p.ssm_n_k = 2;
+    if (!p.ssm_n_v) p.ssm_n_v = 4;
+    if (!p.ssm_d_conv) p.ssm_d_conv = 4;
+    if (!p.rope_sections[0] && !p.rope_sections[1] && !p.rope_sections[2] &&
+        !p.rope_sections[3]) {
+        const int32_t half = p.n_rot / 2, third = half / 3;
+        p.rope_sections[0] = half - 2 * third;
+        p.rope_sections[1] = third;
+        p.rope_sections[2] = third;
+    }
+    return p;
 }
 
 static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
@@ -168,6 +213,22 @@ static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
                                "q8_0 needs row lengths that are multiples of 32, but %s = %lld",
                                rows[i].what, (long long)rows[i].v);
     }
+    if (is_hybrid(p)) {
+        ps_genmodel_params h = hybrid_defaults(p);
+        if (h.full_attn_interval < 1 || h.n_rot < 2 || h.n_rot % 2 || h.n_rot > h.head_dim ||
+            h.ssm_d_state < 1 || h.ssm_n_k < 1 || h.ssm_n_v < 1 || h.ssm_n_v % h.ssm_n_k ||
+            h.ssm_d_conv < 2 || h.ssm_d_conv > 16 || h.n_nextn < 0)
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "qwen35: bad shape (full_attn_interval %d, n_rot %d, ssm d_state %d, "
+                           "n_k %d, n_v %d, d_conv %d, nextn %d)",
+                           h.full_attn_interval, h.n_rot, h.ssm_d_state, h.ssm_n_k, h.ssm_n_v,
+                           h.ssm_d_conv, h.n_nextn);
+        if (p->type == PS_GGML_Q8_0 && ((int64_t)h.ssm_n_v * h.ssm_d_state) % PS_Q8_0_BLOCK)
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "q8_0 needs row lengths that are multiples of 32, but ssm n_v * "
+                           "d_state = %lld",
+                           (long long)h.ssm_n_v * h.ssm_d_state);
+    }
     int64_t q = (int64_t)p->n_head * p->head_dim;
     if (q > INT32_MAX || (int64_t)p->n_embd * p->n_ff > ((int64_t)1 << 40))
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "model dimensions are too large");
@@ -188,7 +249,46 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
     if (p->rope_freqs) ADD("rope_freqs.weight", T_ROPE_FREQS, PS_GGML_F32, p->head_dim / 2, 1);
     const uint32_t feat = ps_arch_find(p->arch)->layer; /* validate() checked the name */
     const bool qwen2 = feat & PS_L_QKV_BIAS, qwen3 = feat & PS_L_QK_NORM;
-    for (int32_t i = 0; i < p->n_layer; i++) {
+    if (is_hybrid(p)) {
+        const ps_genmodel_params h = hybrid_defaults(p);
+        const int64_t dk = h.ssm_d_state, dv = (int64_t)h.ssm_n_v * dk,
+                      ch = 2 * (int64_t)h.ssm_n_k * dk + dv, nv = h.ssm_n_v;
+        for (int32_t i = 0; i < p->n_layer + h.n_nextn; i++) {
+            char n[64];
+#define BLK(suffix) (snprintf(n, sizeof n, "blk.%d.%s", (int)i, suffix), n)
+            ADD(BLK("attn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
+            if (i >= p->n_layer) { /* an MTP block: a few of its tensors, never read */
+                ADD(BLK("nextn.eh_proj.weight"), T_MATRIX, ty, 2 * E, E);
+                ADD(BLK("nextn.enorm.weight"), T_NORM, PS_GGML_F32, E, 1);
+                ADD(BLK("nextn.hnorm.weight"), T_NORM, PS_GGML_F32, E, 1);
+                continue;
+            }
+            if ((i + 1) % h.full_attn_interval == 0) {
+                ADD(BLK("attn_q.weight"), T_MATRIX, ty, E, 2 * Q);
+                ADD(BLK("attn_k.weight"), T_MATRIX, ty, E, KV);
+                ADD(BLK("attn_v.weight"), T_MATRIX, ty, E, KV);
+                ADD(BLK("attn_q_norm.weight"), T_NORM, PS_GGML_F32, p->head_dim, 1);
+                ADD(BLK("attn_k_norm.weight"), T_NORM, PS_GGML_F32, p->head_dim, 1);
+                ADD(BLK("attn_output.weight"), T_MATRIX, ty, Q, E);
+            } else {
+                ADD(BLK("attn_qkv.weight"), T_MATRIX, ty, E, ch);
+                ADD(BLK("attn_gate.weight"), T_MATRIX, ty, E, dv);
+                ADD(BLK("ssm_conv1d.weight"), T_MATRIX, PS_GGML_F32, h.ssm_d_conv, ch);
+                ADD(BLK("ssm_dt.bias"), T_DT_BIAS, PS_GGML_F32, nv, 1);
+                ADD(BLK("ssm_a"), T_SSM_A, PS_GGML_F32, nv, 1);
+                ADD(BLK("ssm_beta.weight"), T_MATRIX, ty, E, nv);
+                ADD(BLK("ssm_alpha.weight"), T_MATRIX, ty, E, nv);
+                ADD(BLK("ssm_norm.weight"), T_NORM, PS_GGML_F32, dk, 1);
+                ADD(BLK("ssm_out.weight"), T_MATRIX, ty, dv, E);
+            }
+            ADD(BLK("post_attention_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
+            ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
+            ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, F);
+            ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
+#undef BLK
+        }
+    }
+    for (int32_t i = 0; !is_hybrid(p) && i < p->n_layer; i++) {
         char n[64];
 #define BLK(suffix) (snprintf(n, sizeof n, "blk.%d.%s", (int)i, suffix), n)
         ADD(BLK("attn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
@@ -379,6 +479,28 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
     }
     snprintf(key, sizeof key, "%s.rope.freq_base", a);
     if ((st = ps_gguf_set_f32(w, key, p->rope_base)) != PS_OK) return st;
+    if (is_hybrid(p)) {
+        const ps_genmodel_params h = hybrid_defaults(p);
+        struct { const char *k; uint32_t v; } hu[] = {
+            {"block_count", (uint32_t)(p->n_layer + h.n_nextn)},
+            {"rope.dimension_count", (uint32_t)h.n_rot},
+            {"full_attention_interval", (uint32_t)h.full_attn_interval},
+            {"ssm.conv_kernel", (uint32_t)h.ssm_d_conv},
+            {"ssm.state_size", (uint32_t)h.ssm_d_state},
+            {"ssm.group_count", (uint32_t)h.ssm_n_k},
+            {"ssm.time_step_rank", (uint32_t)h.ssm_n_v},
+            {"ssm.inner_size", (uint32_t)(h.ssm_n_v * h.ssm_d_state)},
+            {"nextn_predict_layers", (uint32_t)h.n_nextn},
+        };
+        for (size_t i = 0; i < PS_ARRAY_LEN(hu); i++) {
+            if (!strcmp(hu[i].k, "nextn_predict_layers") && !hu[i].v) continue;
+            snprintf(key, sizeof key, "%s.%s", a, hu[i].k);
+            if ((st = ps_gguf_set_u32(w, key, hu[i].v)) != PS_OK) return st;
+        }
+        snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
+        if ((st = ps_gguf_set_arr(w, key, PS_GGUF_INT32, h.rope_sections, 4)) != PS_OK)
+            return st;
+    }
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
     return ps_gguf_set_f32(w, key, p->rms_eps);
 }
@@ -486,6 +608,11 @@ static ps_status write_tensor_data(out_file *o, const ps_genmodel_params *p, con
     switch (t->kind) {
     case T_NORM: mean = 1.0f; sigma = 0.1f; break;
     case T_BIAS: sigma = 0.1f; break;
+    case T_DT_BIAS: mean = -3.0f; sigma = 0.5f; break; /* softplus ~ 0.05: slow decay */
+    case T_SSM_A: /* -exp(A_log), as the converter stores it; A_log ~ N(0, 0.5) */
+        gen_row_normal(tseed, 0, 0.0f, 0.5f, fbuf, ne0);
+        for (int64_t i = 0; i < ne0; i++) fbuf[i] = -expf(fbuf[i]);
+        return out_write(o, fbuf, (size_t)ne0 * 4, err);
     default: sigma = (float)(1.0 / sqrt((double)ne0)); break; /* fan_in = ne[0] */
     }
     int64_t rows_per_block = GEN_BLOCK_ELEMS / ne0;

@@ -10,7 +10,8 @@
 #include "gguf.h"
 
 typedef struct {
-    char arch[16];            /* "llama", "qwen2" (q/k/v biases), "qwen3" (q/k head norms) */
+    char arch[16];            /* "llama", "qwen2" (q/k/v biases), "qwen3" (q/k head norms),
+                                 "qwen35" (Gated DeltaNet hybrid, see below) */
     char name[64];            /* general.name; "" = "promptscore-random-<arch>" */
     int32_t n_vocab;          /* synthetic vocabulary size (>= 259); ignored with vocab_path */
     int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
@@ -21,6 +22,14 @@ typedef struct {
     bool rope_freqs;          /* add Llama-3-style rope_freqs.weight (factors dividing freqs) */
     const char *vocab_path;   /* copy tokenizer.* from this GGUF; NULL = synthetic vocab */
     uint64_t seed;
+    /* qwen35 only: every full_attn_interval-th layer is gated full attention (q/k norms, rope
+     * on the first n_rot dims with rope_sections), the others Gated DeltaNet with n_k key
+     * heads and n_v value heads of ssm_d_state, a conv of width ssm_d_conv; n_nextn trailing
+     * MTP blocks (a few of their tensors) inside block_count. 0 = defaults (4, head_dim / 4,
+     * [n_rot/2 - 2 * (n_rot/6), n_rot/6, n_rot/6, 0] as 32 -> [11, 11, 10, 0], d_state 16, n_k 2,
+     * n_v 4, width 4). */
+    int32_t full_attn_interval, n_rot, ssm_d_state, ssm_n_k, ssm_n_v, ssm_d_conv, n_nextn;
+    int32_t rope_sections[4];
 } ps_genmodel_params;
 
 /* The "tiny" preset: llama, n_embd 64, 2 layers, 4/2 heads of 16, n_ff 128, ctx 512, synthetic
@@ -28,7 +37,13 @@ typedef struct {
 ps_genmodel_params ps_genmodel_default_params(void);
 
 /* Overwrites the shape fields of *p with a named preset: "tiny", "qwen3-0.6b" (28 layers, 1024
- * wide, 16/8 heads of 128, FFN 3072, vocab 151,936, tied, qwen3, ctx 40960).
+ * wide, 16/8 heads of 128, FFN 3072, vocab 151,936, tied, qwen3, ctx 40960), "qwen35-tiny"
+ * (qwen35, 64 wide, 4 layers = 3 DeltaNet + 1 attention, 4/2 heads of 32, rope on 16 dims,
+ * DeltaNet 2 key / 4 value heads of 16, FFN 96, vocab 1000, one MTP block), "qwen35-4l"
+ * (qwen35 at Qwen3.6-35B-A3B's widths: 2048 wide, 4 layers, 16/2 heads of 256, rope on 64 dims
+ * [11, 11, 10, 0], DeltaNet 16 key / 32 value heads of 128, vocab 248,320, ctx 262144,
+ * theta 1e7, FFN 4608 = the width one token activates in the MoE model: 8 routed + 1 shared
+ * expert of 512).
  * Returns PS_OK or PS_ERR_NOT_FOUND (the message lists the presets). */
 ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *err);
 

@@ -95,6 +95,85 @@ static ps_status key_f32(const ps_gguf *g, const char *arch, const char *suffix,
     return PS_OK;
 }
 
+/* qwen35 / qwen35moe: the Gated DeltaNet sizes, the layer pattern, the MTP blocks and the
+ * rope sections, as llama.cpp reads them (see model.h). Called after the common keys. */
+static ps_status read_hybrid_hparams(ps_model *m, const char *arch, ps_error *err) {
+    const ps_gguf *g = m->gguf;
+    ps_hparams *hp = &m->hp;
+    ps_status st;
+    int32_t interval = 4;
+    if ((st = key_dim(g, arch, "ssm.conv_kernel", true, 0, false, &hp->ssm_d_conv, err)) ||
+        (st = key_dim(g, arch, "ssm.state_size", true, 0, false, &hp->ssm_d_state, err)) ||
+        (st = key_dim(g, arch, "ssm.group_count", true, 0, false, &hp->ssm_n_k, err)) ||
+        (st = key_dim(g, arch, "ssm.time_step_rank", true, 0, false, &hp->ssm_n_v, err)) ||
+        (st = key_dim(g, arch, "ssm.inner_size", true, 0, false, &hp->ssm_d_inner, err)) ||
+        (st = key_dim(g, arch, "full_attention_interval", false, 4, false, &interval, err)) ||
+        (st = key_dim(g, arch, "nextn_predict_layers", false, 0, true, &hp->n_layer_nextn,
+                      err)))
+        return st;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", arch);
+    if (ps_gguf_find_key(g, key) >= 0)
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                       "key '%s' (an explicit layer pattern) is not supported; "
+                       "%s.full_attention_interval is",
+                       key, arch);
+    if (hp->ssm_d_conv < 2 || hp->ssm_d_conv > 16)
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1, "%s.ssm.conv_kernel = %d is not in 2..16",
+                       arch, hp->ssm_d_conv);
+    if (hp->ssm_n_v % hp->ssm_n_k != 0)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "%s.ssm.time_step_rank = %d (value heads) is not a multiple of "
+                       "ssm.group_count = %d (key heads)",
+                       arch, hp->ssm_n_v, hp->ssm_n_k);
+    if ((int64_t)hp->ssm_n_v * hp->ssm_d_state != hp->ssm_d_inner)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "%s.ssm.inner_size = %d differs from time_step_rank %d x state_size %d",
+                       arch, hp->ssm_d_inner, hp->ssm_n_v, hp->ssm_d_state);
+    if (hp->n_layer_nextn >= hp->n_layer)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "%s.nextn_predict_layers = %d must be below block_count = %d", arch,
+                       hp->n_layer_nextn, hp->n_layer);
+    hp->n_layer -= hp->n_layer_nextn; /* the MTP blocks are not run */
+    hp->full_attn_interval = interval;
+    hp->n_layer_kv = 0;
+    hp->n_layer_rs = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        if ((l + 1) % interval == 0) hp->n_layer_kv++;
+        else hp->n_layer_rs++;
+    }
+    /* rope.dimension_sections: 4 non-negative counts of rope pairs (ggml_rope_multi) */
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", arch);
+    ps_gguf_type et;
+    uint64_t n = 0;
+    const void *data = NULL;
+    st = ps_gguf_get_arr(g, key, &et, &n, &data, err);
+    if (st == PS_ERR_NOT_FOUND) return ps_fail(err, st, -1, "missing key '%s'", key);
+    if (st != PS_OK) return st;
+    if ((et != PS_GGUF_INT32 && et != PS_GGUF_UINT32) || n != 4 || !data)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "key '%s' must be an array of 4 integers (got %llu elements of type %d)",
+                       key, (unsigned long long)n, (int)et);
+    int64_t total = 0;
+    for (int i = 0; i < 4; i++) {
+        int32_t v;
+        memcpy(&v, (const uint8_t *)data + 4 * i, 4);
+        if (v < 0 || (et == PS_GGUF_UINT32 && v > PS_MAX_DIM))
+            return ps_fail(err, PS_ERR_FORMAT, -1, "key '%s' element %d = %d is negative", key,
+                           i, v);
+        hp->rope_sections[i] = v;
+        total += v;
+    }
+    if (hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] == 0 ||
+        total > hp->head_dim)
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                       "key '%s' = [%d, %d, %d, %d]: the first three must not all be 0 and the "
+                       "sum must be at most head_dim = %d",
+                       key, hp->rope_sections[0], hp->rope_sections[1], hp->rope_sections[2],
+                       hp->rope_sections[3], hp->head_dim);
+    return PS_OK;
+}
+
 static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     const ps_gguf *g = m->gguf;
     ps_hparams *hp = &m->hp;
@@ -170,6 +249,8 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
                        (double)factor);
     hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
     hp->rope_mode = hp->info->rope_mode;
+    hp->n_layer_kv = hp->n_layer;
+    if (hp->info->flags & PS_A_HYBRID) return read_hybrid_hparams(m, arch, err);
     return PS_OK;
 }
 
@@ -303,6 +384,12 @@ static int64_t dim_value(const ps_hparams *hp, ps_dim d) {
     case PS_D_FF: return hp->n_ff;
     case PS_D_FF_EXP: return hp->n_ff_exp;
     case PS_D_EXPERT: return hp->n_expert;
+    case PS_D_Q2: return 2 * (int64_t)hp->n_head * hp->head_dim;
+    case PS_D_SSM_CH: return (2 * (int64_t)hp->ssm_n_k + hp->ssm_n_v) * hp->ssm_d_state;
+    case PS_D_SSM_V: return (int64_t)hp->ssm_n_v * hp->ssm_d_state;
+    case PS_D_SSM_NV: return hp->ssm_n_v;
+    case PS_D_SSM_DK: return hp->ssm_d_state;
+    case PS_D_SSM_CONV: return hp->ssm_d_conv;
     }
     return 0;
 }
@@ -310,11 +397,35 @@ static int64_t dim_value(const ps_hparams *hp, ps_dim d) {
 /* Features of layer l: the family's, with the dense FFN swapped for experts where the family
  * says so (llama with <arch>.expert_count > 0). */
 static uint32_t layer_features(const ps_hparams *hp, int32_t l) {
-    (void)l;
     uint32_t f = hp->info->layer;
+    if (hp->info->flags & PS_A_HYBRID)
+        f |= (l + 1) % hp->full_attn_interval == 0
+                 ? (uint32_t)(PS_L_ATTN | PS_L_QK_NORM | PS_L_ATTN_GATED)
+                 : (uint32_t)PS_L_DELTANET;
     if ((hp->info->flags & PS_A_EXPERTS_BY_KEY) && hp->n_expert > 0)
         f = (f & ~(uint32_t)PS_L_FFN_DENSE) | PS_L_FFN_MOE;
     return f;
+}
+
+/* A float32 2-D tensor `name` with ne = {ne0, ne1} (ssm_conv1d); absent -> error. */
+static ps_status get_f32_2d(ps_model *m, const char *name, int64_t ne0, int64_t ne1,
+                            const float **out, ps_error *err) {
+    *out = NULL;
+    const ps_gguf_tensor *t = ps_gguf_find_tensor(m->gguf, name);
+    if (!t) return ps_fail(err, PS_ERR_NOT_FOUND, -1, "missing tensor '%s'", name);
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                       name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                       (long long)t->ne[3], (long long)ne0, (long long)ne1);
+    if (t->type != PS_GGML_F32)
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1, "tensor '%s' has type %s, expected f32",
+                       name, type_name(t->type));
+    if (t->nbytes < (uint64_t)ne0 * (uint64_t)ne1 * 4 || ((uintptr_t)t->data & 3u))
+        return ps_fail(err, PS_ERR_FORMAT, -1, "tensor '%s' is short or not 4-byte aligned",
+                       name);
+    *out = t->data;
+    return PS_OK;
 }
 
 static ps_status load_weights(ps_model *m, ps_error *err) {
@@ -336,12 +447,15 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
     w->layers = ps_calloc((size_t)hp->n_layer, sizeof *w->layers);
     if (!w->layers) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (layer table)");
     /* every layer: the tensors of its features, in the order of ps_layer_tensors */
-    for (int32_t l = 0; l < hp->n_layer; l++) {
+    for (int32_t l = 0, kv = 0, rs = 0; l < hp->n_layer; l++) {
         ps_layer *L = &w->layers[l];
         L->feat = layer_features(hp, l);
+        L->recurrent = (L->feat & PS_L_DELTANET) != 0;
+        L->kv_slot = L->recurrent ? -1 : kv++;
+        L->rs_slot = L->recurrent ? rs++ : -1;
         for (size_t i = 0; i < ps_n_layer_tensors; i++) {
             const ps_layer_tensor *lt = &ps_layer_tensors[i];
-            if (!(L->feat & lt->feature)) continue;
+            if (!(L->feat & lt->feature) || (L->feat & lt->unless)) continue;
             char name[96];
             snprintf(name, sizeof name, "blk.%d.%s", (int)l, lt->name);
             void *field = (uint8_t *)L + lt->field;
@@ -352,6 +466,7 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
             case PS_T_VEC: st = get_vec(m, name, n0, req, field, err); break;
             case PS_T_MAT: st = get_mat(m, name, n0, n1, req, field, err); break;
             case PS_T_MAT3: st = get_mat3(m, name, n0, n1, n2, req, field, err); break;
+            case PS_T_F32MAT: st = get_f32_2d(m, name, n0, n1, field, err); break;
             }
             if (st) return st;
         }
@@ -507,7 +622,8 @@ void ps_session_free(ps_session *s) {
     float *bufs[] = {s->k_cache, s->v_cache, s->x,        s->xb,       s->q,
                      s->k,       s->v,       s->att,      s->ffn_out,  s->hb,
                      s->hb2,     s->rope_cos, s->rope_sin, s->mm_scratch, s->att_scratch,
-                     s->score_logits};
+                     s->score_logits, s->conv_state, s->ssm_state, s->dn_qkv, s->dn_conv,
+                     s->dn_z,     s->dn_out,   s->dn_beta, s->dn_alpha, s->att_gate};
     for (size_t i = 0; i < PS_ARRAY_LEN(bufs); i++) ps_free(bufs[i]);
     ps_free(s);
 }
@@ -562,11 +678,32 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     const uint64_t nb = (uint64_t)s->n_batch, dq = (uint64_t)hp->n_head * hp->head_dim,
                    dkv = (uint64_t)hp->n_head_kv * hp->head_dim;
     int64_t max_in = PS_MAX(PS_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), (int64_t)dq);
-    s->mm_stride = ps_matmul_scratch_floats(max_in);
     uint64_t kv_per_layer;
     bool ok = ps_mul_ok(dkv, (uint64_t)s->n_ctx, &kv_per_layer);
-    s->k_cache = ok ? alloc_floats(hp->n_layer, dkv, PS_KCACHE_POS(s->n_ctx)) : NULL; /* 16-key blocks */
-    s->v_cache = ok ? alloc_floats(hp->n_layer, kv_per_layer, 1) : NULL;
+    /* 16-key blocks; a hybrid model caches only its full-attention layers (at least one
+     * buffer is allocated so that the checks below stay simple) */
+    const uint64_t n_kv_layer = hp->n_layer_kv > 0 ? (uint64_t)hp->n_layer_kv : 1;
+    s->k_cache = ok ? alloc_floats(n_kv_layer, dkv, PS_KCACHE_POS(s->n_ctx)) : NULL;
+    s->v_cache = ok ? alloc_floats(n_kv_layer, kv_per_layer, 1) : NULL;
+    bool hy_ok = true;
+    if (hp->info->flags & PS_A_HYBRID) {
+        const uint64_t dk = (uint64_t)hp->ssm_d_state, nv = (uint64_t)hp->ssm_n_v,
+                       dv = nv * dk, ch = 2 * (uint64_t)hp->ssm_n_k * dk + dv;
+        const uint64_t nrs = hp->n_layer_rs > 0 ? (uint64_t)hp->n_layer_rs : 1;
+        s->conv_state = alloc_floats(nrs, (uint64_t)(hp->ssm_d_conv - 1), ch);
+        s->ssm_state = alloc_floats(nrs, dv, dk);
+        s->dn_qkv = alloc_floats(nb, PS_MAX(ch, 2 * dq), 1);
+        s->dn_conv = alloc_floats(nb, ch, 1);
+        s->dn_z = alloc_floats(nb, dv, 1);
+        s->dn_out = alloc_floats(nb, dv, 1);
+        s->dn_beta = alloc_floats(nb, nv, 1);
+        s->dn_alpha = alloc_floats(nb, nv, 1);
+        s->att_gate = alloc_floats(nb, dq, 1);
+        hy_ok = s->conv_state && s->ssm_state && s->dn_qkv && s->dn_conv && s->dn_z &&
+                s->dn_out && s->dn_beta && s->dn_alpha && s->att_gate;
+        max_in = PS_MAX(max_in, (int64_t)dv);
+    }
+    s->mm_stride = ps_matmul_scratch_floats(max_in);
     s->x = alloc_floats(nb, hp->n_embd, 1);
     s->xb = alloc_floats(nb, hp->n_embd, 1);
     s->ffn_out = alloc_floats(nb, hp->n_embd, 1);
@@ -583,9 +720,9 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     s->att_scratch = alloc_floats((uint64_t)s->n_threads, s->att_stride, 1);
     if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->ffn_out || !s->q || !s->att ||
         !s->k || !s->v || !s->hb || !s->hb2 || !s->rope_cos || !s->rope_sin || !s->mm_scratch ||
-        !s->att_scratch) {
+        !s->att_scratch || !hy_ok) {
         int n_ctx = (int)s->n_ctx;
-        double kv_mib = 2.0 * (double)hp->n_layer * (double)dkv * (double)n_ctx * 4.0 /
+        double kv_mib = 2.0 * (double)hp->n_layer_kv * (double)dkv * (double)n_ctx * 4.0 /
                         (1024.0 * 1024.0);
         ps_session_free(s);
         return ps_fail(err, PS_ERR_NOMEM, -1,
@@ -604,6 +741,9 @@ int32_t ps_session_n_past(const ps_session *s) { return s ? s->n_past : 0; }
 
 ps_status ps_session_truncate(ps_session *s, int32_t n_keep) {
     if (!s || n_keep < 0 || n_keep > s->n_past) return PS_ERR_INVALID_ARG;
+    /* a recurrent state holds every position at once: it can only start over */
+    if (s->model->hp.n_layer_rs > 0 && n_keep != 0 && n_keep != s->n_past)
+        return PS_ERR_UNSUPPORTED;
     s->n_past = n_keep;
     return PS_OK;
 }

@@ -36,6 +36,17 @@ typedef struct {
     int32_t n_expert_used; /* <arch>.expert_used_count: experts per token, 1..n_expert */
     int32_t n_ff_exp;      /* one expert's FFN width */
     bool expert_norm;      /* renormalise the selected experts' weights to sum 1 */
+    int32_t n_layer_kv;    /* layers with a KV cache (all but the recurrent ones) */
+    /* qwen35 / qwen35moe (hybrid; 0 otherwise), llama.cpp's names:
+     *   ssm.conv_kernel d_conv, ssm.state_size d_state (= head size of q, k and v),
+     *   ssm.group_count n_k (q/k heads), ssm.time_step_rank n_v (value heads),
+     *   ssm.inner_size d_inner = n_v * d_state; rope.dimension_sections (4 counts of rope pairs:
+     *   text positions use the first three, the fourth sees position 0);
+     *   nextn_predict_layers trailing MTP blocks inside block_count (loaded past: n_layer
+     *   excludes them). Layer l is recurrent unless (l + 1) % full_attention_interval == 0. */
+    int32_t ssm_d_conv, ssm_d_state, ssm_n_k, ssm_n_v, ssm_d_inner;
+    int32_t rope_sections[4];
+    int32_t full_attn_interval, n_layer_nextn, n_layer_rs;
 } ps_hparams;
 
 /* A 3-D GGUF tensor read as n stacked matrices (one per expert): matrix e is m with data
@@ -60,6 +71,16 @@ static inline ps_mat ps_mat3_at(const ps_mat3 *t, int64_t e) {
  *   wo (n_head*head_dim -> n_embd)
  *   ffn_norm (n_embd)   w_gate, w_up (n_embd -> n_ff)   w_down (n_ff -> n_embd)
  * Norm and bias vectors are float32 in the file (checked at load). */
+/*
+ * Hybrid layers (qwen35*): ffn_norm is blk.N.post_attention_norm. A full-attention layer's wq
+ * gives 2 * n_head * head_dim outputs, per head [q (head_dim), gate (head_dim)]; q_norm, k_norm
+ * always. A recurrent (Gated DeltaNet) layer has instead, with dk = d_state, ch = 2 n_k dk +
+ * n_v dk (conv channels: q of the n_k heads, then k, then v of the n_v heads):
+ *   wqkv (n_embd -> ch)   wz = attn_gate (n_embd -> n_v dk)   w_beta, w_alpha (n_embd -> n_v)
+ *   conv1d (ch, d_conv) f32   dt_bias, ssm_a (n_v) f32 (ssm_a = -exp(A_log))
+ *   ssm_norm (dk) f32   ssm_out (n_v dk -> n_embd)
+ * kv_slot / rs_slot: the layer's index among the KV-cached / recurrent layers (-1: none).
+ */
 typedef struct {
     uint32_t feat;              /* PS_L_* */
     const float *attn_norm;
@@ -68,6 +89,10 @@ typedef struct {
     const float *q_norm, *k_norm;
     const float *ffn_norm;
     ps_mat w_gate, w_up, w_down;
+    bool recurrent;
+    int32_t kv_slot, rs_slot;
+    ps_mat wqkv, wz, w_beta, w_alpha, ssm_out;
+    const float *conv1d, *dt_bias, *ssm_a, *ssm_norm;
 } ps_layer;
 
 /* Read-only weights, all pointing into the mapping. */
@@ -115,6 +140,13 @@ struct ps_session {
     size_t mm_stride;
     float *att_scratch;
     size_t att_stride;
+    /* hybrid models: per recurrent layer the conv state (d_conv - 1, ch) and the delta-rule
+     * state (n_v, dk, dk) (zeroed when a forward starts at position 0, so a reset session starts
+     * from zero state); scratch qkv (n_batch, max(ch, 2 n_head head_dim): also a full-attention layer's q + gate
+     * output), conv (n_batch, ch), z, dn (n_batch, n_v dk),
+     * beta, alpha (n_batch, n_v), gate (n_batch, n_head*head_dim) (NULL otherwise) */
+    float *conv_state, *ssm_state;
+    float *dn_qkv, *dn_conv, *dn_z, *dn_out, *dn_beta, *dn_alpha, *att_gate;
     float *score_logits;         /* score.c's (chunk, n_vocab) logits, kept between calls */
     size_t score_logits_floats;
 };

@@ -15,6 +15,7 @@ typedef enum {
     PS_PROF_ATTENTION,  /* attention over the KV cache */
     PS_PROF_FORWARD,    /* ps_forward_run as a whole */
     PS_PROF_TOPK,       /* the top-K kernel on a chunk's logits */
+    PS_PROF_DELTANET,   /* Gated DeltaNet conv, norms and delta rule (not its matmuls) */
     PS_PROF_N
 } ps_prof_slot;
 

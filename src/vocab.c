@@ -59,6 +59,10 @@ enum {
 #define RE_QWEN2                                                                                \
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" \
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* qwen35 (Qwen3.5 / 3.6): qwen2's split with combining marks (\p{M}) kept inside words */
+#define RE_QWEN35                                                                               \
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|" \
+    "\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_CJK "[一-龥ࠀ-一가-퟿]+"
 #define RE_DEEPSEEK_LETTERS                                                                     \
     "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\\x{1F7D}" \
@@ -85,13 +89,14 @@ static const pre_tokenizer PRE_TOKENIZERS[] = {
      false},
     {"gpt-2|gpt-neox|phi-2|roberta-bpe|mpt|olmo|jais", {RE_GPT2}, false, false},
     {"qwen2|stablelm2|megrez", {RE_QWEN2}, false, false},
+    {"qwen35", {RE_QWEN35}, false, false},
     {"poro-chat|bloom|gpt3-finnish", {" ?[^(\\s|.,!?…。，、।۔،)]+"}, false, false},
     {"viking", {" ?[^(\\s|.,!?…。，、।۔،)]+", "\\p{N}"}, false, false},
 };
 
 /* For error messages (the most used first). */
 static const char PRE_NAMES[] =
-    "default, gpt-2, llama-bpe (llama3, llama-v3), qwen2, deepseek-llm, deepseek-coder, falcon, "
+    "default, gpt-2, llama-bpe (llama3, llama-v3), qwen2, qwen35, deepseek-llm, deepseek-coder, falcon, "
     "starcoder, refact, mpt, gpt-neox, smollm, dbrx, smaug-bpe, falcon3, command-r, stablelm2, olmo, "
     "poro-chat, viking, codeshell, exaone, bloom, jais, phi-2, ...";
 

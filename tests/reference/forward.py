@@ -18,6 +18,10 @@ no chunks), in float64:
               x += Wdown (silu(Wgate h2) * Wup h2),  h2 = rmsnorm(x) * ffn_norm
   logits = output (rmsnorm(x) * output_norm)       (output = token_embd when the file has none)
 
+qwen35 (Qwen3.5 / 3.6 hybrid, llama.cpp's definition; see forward_hybrid): layer l is gated
+full attention when (l + 1) % full_attention_interval == 0, else Gated DeltaNet; the FFN input
+norm is post_attention_norm; nextn_predict_layers trailing MTP blocks are not run.
+
 Weights in numpy are (ne[1], ne[0]) arrays, so y = W @ x for a GGUF matrix of ne = {in, out}.
 
 --q8-act mirrors llama.cpp's Q8_0 matrix product: the activation row is quantised to Q8_0
@@ -169,7 +173,7 @@ class Model:
         self.kv, self.t = read_gguf(path)
         kv = self.kv
         self.arch = kv["general.architecture"]
-        if self.arch not in ("llama", "qwen2", "qwen3"):
+        if self.arch not in ("llama", "qwen2", "qwen3", "qwen35"):
             raise ValueError("architecture %s not supported" % self.arch)
         a = self.arch
         self.n_embd = int(kv[a + ".embedding_length"])
@@ -192,6 +196,14 @@ class Model:
         emb, _ = self.t["token_embd.weight"]
         self.n_vocab = emb.shape[0]
         self.ff = self.t["rope_freqs.weight"][0] if "rope_freqs.weight" in self.t else None
+        if self.arch == "qwen35":
+            self.n_layer -= int(kv.get(a + ".nextn_predict_layers", 0))
+            self.interval = int(kv.get(a + ".full_attention_interval", 4))
+            self.d_conv = int(kv[a + ".ssm.conv_kernel"])
+            self.dk = int(kv[a + ".ssm.state_size"])
+            self.nk = int(kv[a + ".ssm.group_count"])
+            self.nv = int(kv[a + ".ssm.time_step_rank"])
+            self.sections = [int(v) for v in kv[a + ".rope.dimension_sections"]]
 
     def W(self, name):
         return self.t[name][0]
@@ -234,6 +246,8 @@ class Model:
 
     def forward(self, tokens):
         """tokens: list of ids -> logits (T, n_vocab) float64."""
+        if self.arch == "qwen35":
+            return self.forward_hybrid(tokens)
         tok = np.asarray(tokens, dtype=np.int64)
         if tok.min() < 0 or tok.max() >= self.n_vocab:
             raise ValueError("token id outside [0, %d)" % self.n_vocab)
@@ -278,6 +292,114 @@ class Model:
             x = x + self.matmul(gt / (1.0 + np.exp(-gt)) * up, p + "ffn_down.weight")
         x = self.rmsnorm(x, self.W("output_norm.weight"))
         return self.matmul(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
+
+
+    # ------------------------------------------------------------ qwen35 (hybrid)
+    def rope_text_angles(self, T):
+        """(T, n_rot/2) angles of the multi-section ("interleaved mrope") rope for text: pair i
+        lies in section sector = i % sum(sections); sectors cycle t, h, w (sector % 3 == 0, 1, 2)
+        while each section has pairs left, the rest belong to the fourth section. Text gives t,
+        h and w the token position and the fourth position 0."""
+        half = self.n_rot // 2
+        s0, s1, s2, s3 = self.sections
+        total = s0 + s1 + s2 + s3
+        use_pos = np.zeros(half)
+        for i in range(half):
+            sec = i % total
+            r = sec % 3
+            limit = (s0, s1, s2)[r]
+            use_pos[i] = 1.0 if sec < 3 * limit else 0.0
+        inv = self.rope_base ** (-2.0 * np.arange(half) / self.n_rot)
+        pos = np.arange(T, dtype=np.float64)[:, None]
+        return self.freq_scale * pos * use_pos[None, :] * inv[None, :]
+
+    def gated_attention(self, h, p):
+        T = h.shape[0]
+        H, HK, D = self.n_head, self.n_head_kv, self.head_dim
+        qg = self.matmul(h, p + "attn_q.weight").reshape(T, H, 2 * D)
+        q, gate = qg[..., :D], qg[..., D:]
+        k = self.matmul(h, p + "attn_k.weight").reshape(T, HK, D)
+        v = self.matmul(h, p + "attn_v.weight").reshape(T, HK, D)
+        q = self.rmsnorm(q, self.W(p + "attn_q_norm.weight"))
+        k = self.rmsnorm(k, self.W(p + "attn_k_norm.weight"))
+        ang = self.rope_text_angles(T)
+        c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        half = self.n_rot // 2
+
+        def rot(x):
+            y = x.copy()
+            x0, x1 = x[..., :half], x[..., half:2 * half]
+            y[..., :half] = x0 * c - x1 * s
+            y[..., half:2 * half] = x0 * s + x1 * c
+            return y
+        q, k = rot(q), rot(k)
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        out = np.empty((T, H, D))
+        grp = H // HK
+        for hh in range(H):
+            sc = q[:, hh, :] @ k[:, hh // grp, :].T / np.sqrt(D) + mask
+            e = np.exp(sc - sc.max(axis=1, keepdims=True))
+            out[:, hh, :] = (e / e.sum(axis=1, keepdims=True)) @ v[:, hh // grp, :]
+        out = out * (1.0 / (1.0 + np.exp(-gate)))
+        return self.matmul(out.reshape(T, H * D), p + "attn_output.weight")
+
+    def deltanet(self, h, p):
+        """Gated DeltaNet: S (per value head, key dim x value dim) starts at zero; per token
+        S <- exp(g) S;  S <- S + k (beta (v - S^T k))^T;  o = S^T q / sqrt(dk)."""
+        T = h.shape[0]
+        dk, nk, nv = self.dk, self.nk, self.nv
+        qkv = self.matmul(h, p + "attn_qkv.weight")                      # (T, ch)
+        z = self.matmul(h, p + "attn_gate.weight").reshape(T, nv, dk)
+        beta = 1.0 / (1.0 + np.exp(-self.matmul(h, p + "ssm_beta.weight")))
+        a = self.matmul(h, p + "ssm_alpha.weight") + self.W(p + "ssm_dt.bias")
+        softplus = np.where(a > 20.0, a, np.log1p(np.exp(np.minimum(a, 20.0))))
+        g = softplus * self.W(p + "ssm_a")                                 # (T, nv)
+        w = self.W(p + "ssm_conv1d.weight")                                 # (ch, d_conv)
+        padded = np.vstack([np.zeros((self.d_conv - 1, qkv.shape[1])), qkv])
+        conv = np.zeros_like(qkv)
+        for i in range(self.d_conv):
+            conv += padded[i:i + T, :] * w[None, :, i]
+        conv = conv / (1.0 + np.exp(-conv))
+        q = conv[:, :nk * dk].reshape(T, nk, dk)
+        k = conv[:, nk * dk:2 * nk * dk].reshape(T, nk, dk)
+        v = conv[:, 2 * nk * dk:].reshape(T, nv, dk)
+
+        def l2(x):
+            return x / np.maximum(np.sqrt((x * x).sum(axis=-1, keepdims=True)), self.eps)
+        q, k = l2(q), l2(k)
+        o = np.empty((T, nv, dk))
+        for hv in range(nv):
+            hk = hv % nk  # llama.cpp tiles the key heads over the value heads
+            S = np.zeros((dk, dk))
+            for t in range(T):
+                S = S * np.exp(g[t, hv])
+                d = beta[t, hv] * (v[t, hv] - S.T @ k[t, hk])
+                S = S + np.outer(k[t, hk], d)
+                o[t, hv] = S.T @ q[t, hk] / np.sqrt(dk)
+        o = self.rmsnorm(o, self.W(p + "ssm_norm.weight")) * (z / (1.0 + np.exp(-z)))
+        return self.matmul(o.reshape(T, nv * dk), p + "ssm_out.weight")
+
+    def forward_hybrid(self, tokens):
+        tok = np.asarray(tokens, dtype=np.int64)
+        if tok.min() < 0 or tok.max() >= self.n_vocab:
+            raise ValueError("token id outside [0, %d)" % self.n_vocab)
+        x = self.W("token_embd.weight")[tok].copy()
+        for l in range(self.n_layer):
+            p = "blk.%d." % l
+            h = self.rmsnorm(x, self.W(p + "attn_norm.weight"))
+            if (l + 1) % self.interval == 0:
+                x = x + self.gated_attention(h, p)
+            else:
+                x = x + self.deltanet(h, p)
+            h = self.rmsnorm(x, self.W(p + "post_attention_norm.weight"))
+            x = x + self.ffn(h, p)
+        x = self.rmsnorm(x, self.W("output_norm.weight"))
+        return self.matmul(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
+
+    def ffn(self, h, p):
+        gt = self.matmul(h, p + "ffn_gate.weight")
+        up = self.matmul(h, p + "ffn_up.weight")
+        return self.matmul(gt / (1.0 + np.exp(-gt)) * up, p + "ffn_down.weight")
 
 
 def log_softmax(z):

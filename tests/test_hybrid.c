@@ -1,0 +1,469 @@
+/*
+ * test_hybrid.c — the Qwen3.5 / 3.6 hybrid (`qwen35`): Gated DeltaNet layers and gated
+ * full-attention layers, with recurrent state in the session.
+ *
+ * Kernels: ps_dn_delta_head (ps_dot_f32 / ps_axpy_f32 order) against its double-precision
+ * reference on random heads, every ISA the CPU has; split into token runs of 1, 7 and the rest
+ * it gives the same bits as one call (the state carries exactly).
+ * Reference: gen-model qwen35 fixtures x F32 / F16 / BF16 / Q8_0 (GQA 4/2 and 4/1, MHA 4/4, tied
+ * and untied, key heads tiled over value heads, rope on part of the head with 4 sections and
+ * an MTP block in the file) over 600 tokens (three chunks of 256, so state and KV carry across
+ * chunk boundaries twice) with float32 activations against tests/reference/forward.py within
+ * 1e-4, on every ISA; 2 threads bitwise equal to 1.
+ * Invariance: chunks of 1, 7, 100 and 256 give bitwise identical logits; a reset session gives
+ * the same bits again; truncating into a recurrent state is refused.
+ * Bad input: a missing ssm tensor, rope sections unknown (missing key, wrong length, all zero),
+ * a conv kernel of the wrong shape, value heads not a multiple of key heads — each an error
+ * naming the key or tensor.
+ * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
+ */
+#include "check.h"
+#include "deltanet.h"
+#include "genmodel.h"
+#include "gguf.h"
+#include "impl.h"
+#include "promptscore.h"
+#include "vocab.h"
+
+#include <math.h>
+#include <sys/stat.h>
+
+#define FORWARD_PY "tests/reference/forward.py"
+#define PYTHON "/usr/bin/python3"
+#define N_TOK 600
+
+static char out_dir[512];
+
+static const char *outp(const char *name) {
+    static char buf[8][640];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", out_dir, name);
+    return buf[k];
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng_state >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+static void test_delta_kernel(void) {
+    const int64_t d = 24;
+    const int32_t n = 20;
+    float *q = malloc(sizeof(float) * n * d), *k = malloc(sizeof(float) * n * d),
+          *v = malloc(sizeof(float) * n * d), g[20], b[20];
+    for (int64_t i = 0; i < n * d; i++) q[i] = frand(), k[i] = frand(), v[i] = frand();
+    for (int32_t t = 0; t < n; t++) g[t] = -0.5f * (frand() + 1.0f), b[t] = 0.5f + 0.5f * frand();
+    float S0[24 * 24];
+    for (int64_t i = 0; i < d * d; i++) S0[i] = 0.1f * frand();
+    float Sr[24 * 24], orf[20 * 24];
+    memcpy(Sr, S0, sizeof S0);
+    ps_dn_delta_head_ref(Sr, d, n, q, k, d, v, d, orf, d, g, b, 1, 0.2f);
+    static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+    for (size_t ii = 0; ii < PS_ARRAY_LEN(isas); ii++) {
+        if (!ps_isa_supported(isas[ii])) continue;
+        float S[24 * 24], o[20 * 24], S2[24 * 24], o2[20 * 24];
+        memcpy(S, S0, sizeof S0);
+        ps_dn_delta_head(isas[ii], S, d, n, q, k, d, v, d, o, d, g, b, 1, 0.2f);
+        double md = 0;
+        for (int64_t i = 0; i < n * d; i++) md = fmax(md, fabs((double)o[i] - orf[i]));
+        for (int64_t i = 0; i < d * d; i++) md = fmax(md, fabs((double)S[i] - Sr[i]));
+        CHECKF(md < 1e-5, "delta rule %s vs reference: max diff %g", ps_isa_name(isas[ii]), md);
+        /* token runs 1, 7, 12: the same bits as one call */
+        memcpy(S2, S0, sizeof S0);
+        const int32_t runs[3] = {1, 7, 12};
+        for (int32_t r = 0, t0 = 0; r < 3; t0 += runs[r], r++)
+            ps_dn_delta_head(isas[ii], S2, d, runs[r], q + t0 * d, k + t0 * d, d, v + t0 * d, d,
+                             o2 + t0 * d, d, g + t0, b + t0, 1, 0.2f);
+        CHECKF(!memcmp(S, S2, sizeof S) && !memcmp(o, o2, sizeof o),
+               "delta rule %s: split runs differ from one call", ps_isa_name(isas[ii]));
+    }
+    /* conv: channel slices and token splits give the same bits */
+    const int64_t ch = 10;
+    float x[12 * 10], w[10 * 4], st0[3 * 10], y1[12 * 10], y2[12 * 10], st1[30], st2[30];
+    for (int i = 0; i < 120; i++) x[i] = frand();
+    for (int i = 0; i < 40; i++) w[i] = frand();
+    for (int i = 0; i < 30; i++) st0[i] = frand();
+    memcpy(st1, st0, sizeof st0);
+    memcpy(st2, st0, sizeof st0);
+    ps_dn_conv_silu(x, ch, 12, st1, w, 4, ch, 0, ch, y1, ch);
+    ps_dn_conv_silu(x, ch, 5, st2, w, 4, ch, 0, 4, y2, ch);
+    ps_dn_conv_silu(x, ch, 5, st2, w, 4, ch, 4, ch, y2, ch);
+    ps_dn_conv_silu(x + 5 * ch, ch, 7, st2, w, 4, ch, 0, ch, y2 + 5 * ch, ch);
+    CHECK(!memcmp(y1, y2, sizeof y1) && !memcmp(st1, st2, sizeof st1));
+    /* and the formula at one point: t = 1, channel 3, taps over state[1], state[2], x0, x1 */
+    float want = st0[1 * ch + 3] * w[3 * 4 + 0] + st0[2 * ch + 3] * w[3 * 4 + 1] +
+                 x[3] * w[3 * 4 + 2] + x[ch + 3] * w[3 * 4 + 3];
+    want = want / (1.0f + expf(-want));
+    CHECKF(fabsf(y1[ch + 3] - want) < 1e-6f, "conv: %g, want %g", (double)y1[ch + 3],
+           (double)want);
+    free(q);
+    free(k);
+    free(v);
+}
+
+/* ---------------------------------------------------------------- the model */
+
+static ps_genmodel_params fixture(uint32_t type, int32_t n_head_kv, bool tied, uint64_t seed) {
+    ps_genmodel_params p = ps_genmodel_default_params();
+    ps_genmodel_preset("qwen35-tiny", &p, NULL);
+    p.type = type;
+    p.n_head_kv = n_head_kv;
+    p.tied = tied;
+    p.seed = seed;
+    p.n_ctx = 1024;
+    return p;
+}
+
+static int32_t *make_ids(int32_t n, int32_t n_vocab) {
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    uint64_t s = 0x1234567ull;
+    for (int32_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = i == 0 ? 1 : (int32_t)((s >> 33) % (uint64_t)n_vocab);
+    }
+    return ids;
+}
+
+/* Logits (n, n_vocab) of the ids in chunks of `chunk` (malloc) or NULL. Forwards the whole
+ * prompt `passes` times on one session, resetting in between, and checks each pass is the same. */
+static float *c_logits(const char *path, const int32_t *ids, int32_t n, int32_t chunk,
+                       ps_isa isa, ps_act act, int32_t threads, int passes, int64_t *n_vocab) {
+    ps_error e;
+    ps_model *m = NULL;
+    ps_model_params mp = ps_model_default_params();
+    if (ps_model_load(path, &mp, &m, &e) != PS_OK) {
+        CHECKF(0, "load %s: %s", path, e.message);
+        return NULL;
+    }
+    ps_model_info info;
+    ps_model_get_info(m, &info);
+    *n_vocab = info.n_vocab;
+    ps_pool *pool = NULL;
+    if (threads > 1) ps_pool_create(threads, &pool);
+    ps_session_params sp = ps_session_default_params();
+    sp.n_ctx = n;
+    sp.n_batch = chunk;
+    sp.isa = isa;
+    sp.act = act;
+    sp.pool = pool;
+    ps_session *s = NULL;
+    ps_status st = ps_session_create(m, &sp, &s, &e);
+    CHECKF(st == PS_OK, "session: %s", e.message);
+    const size_t nf = (size_t)n * (size_t)info.n_vocab;
+    float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
+    float *again = passes > 1 && out ? malloc(nf * sizeof(float)) : NULL;
+    for (int pass = 0; out && pass < passes; pass++) {
+        float *dst = pass ? again : out;
+        ps_session_reset(s);
+        for (int32_t i = 0; i < n; i += chunk) {
+            int32_t k = PS_MIN(chunk, n - i);
+            st = ps_session_forward(s, ids + i, k, dst + (size_t)i * (size_t)info.n_vocab, &e);
+            if (st != PS_OK) {
+                CHECKF(0, "forward at %d: %s", i, e.message);
+                free(out);
+                out = NULL;
+                break;
+            }
+        }
+        if (out && pass) CHECKF(!memcmp(out, again, nf * 4), "a reset session differs");
+    }
+    if (out) {
+        /* one state for every position: only 0 or n_past can be kept */
+        CHECK(ps_session_truncate(s, n / 2) == PS_ERR_UNSUPPORTED);
+        CHECK(ps_session_n_past(s) == n);
+        CHECK(ps_session_truncate(s, n) == PS_OK);
+    }
+    free(again);
+    ps_session_free(s);
+    ps_pool_free(pool);
+    ps_model_free(m);
+    return out;
+}
+
+static double *ref_logits(const char *path, const int32_t *ids, int32_t n, int64_t n_vocab,
+                          const char *tag) {
+    char ids_path[700], out_path[700], cmd[2400];
+    snprintf(ids_path, sizeof ids_path, "%s", outp(tag));
+    strcat(ids_path, ".ids");
+    snprintf(out_path, sizeof out_path, "%s.ref.f64", outp(tag));
+    FILE *f = fopen(ids_path, "w");
+    if (!f) return NULL;
+    for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
+    fclose(f);
+    remove(out_path);
+    snprintf(cmd, sizeof cmd, PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s'", path,
+             ids_path, out_path);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "  command failed: %s\n", cmd);
+        return NULL;
+    }
+    FILE *g = fopen(out_path, "rb");
+    if (!g) return NULL;
+    const size_t nf = (size_t)n * (size_t)n_vocab;
+    double *r = malloc(nf * sizeof(double));
+    size_t got = fread(r, sizeof(double), nf, g);
+    fclose(g);
+    if (got != nf) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+typedef struct {
+    uint32_t type;
+    int32_t n_head_kv;
+    bool tied;
+} fx;
+
+static void test_reference(bool numpy) {
+    static const fx fxs[] = {
+        {PS_GGML_F32, 2, false}, {PS_GGML_F16, 4, true}, {PS_GGML_BF16, 1, false},
+        {PS_GGML_Q8_0, 2, true},
+    };
+    static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+    for (size_t i = 0; i < PS_ARRAY_LEN(fxs); i++) {
+        ps_genmodel_params p = fixture(fxs[i].type, fxs[i].n_head_kv, fxs[i].tied, 300 + i);
+        char tag[64];
+        snprintf(tag, sizeof tag, "qwen35-%s-kv%d%s", ps_ggml_type_name(fxs[i].type),
+                 fxs[i].n_head_kv, fxs[i].tied ? "-tied" : "");
+        char path[700];
+        snprintf(path, sizeof path, "%s.gguf", outp(tag));
+        ps_error e;
+        ps_status st = ps_genmodel_write(&p, path, &e);
+        CHECKF(st == PS_OK, "%s: %s", tag, e.message);
+        if (st != PS_OK) continue;
+        int32_t *ids = make_ids(N_TOK, p.n_vocab);
+        int64_t nv = 0;
+        double *r = numpy ? ref_logits(path, ids, N_TOK, p.n_vocab, tag) : NULL;
+        if (numpy) CHECKF(r != NULL, "%s: no reference logits", tag);
+        float *best = NULL;
+        for (size_t k = 0; k < PS_ARRAY_LEN(isas); k++) {
+            if (!ps_isa_supported(isas[k])) continue;
+            float *c = c_logits(path, ids, N_TOK, 256, isas[k], PS_ACT_F32, 1, k == 0 ? 2 : 1,
+                                &nv);
+            if (!c) continue;
+            if (r) {
+                double md = 0, mr = 0;
+                int64_t at = 0;
+                for (int64_t j = 0; j < (int64_t)N_TOK * nv; j++) {
+                    double dd = fabs((double)c[j] - r[j]);
+                    if (!(dd <= md)) md = dd, at = j;
+                    mr = fmax(mr, fabs(r[j]));
+                }
+                printf("  %-24s %-6s f32  T=%d max|ref| %.3f max|C-ref| %.3g (row %lld)\n", tag,
+                       ps_isa_name(isas[k]), N_TOK, mr, md, (long long)(at / nv));
+                CHECKF(md <= 1e-4, "%s %s: max |C - ref| = %g at row %lld", tag,
+                       ps_isa_name(isas[k]), md, (long long)(at / nv));
+            }
+            free(best);
+            best = c;
+        }
+        /* 2 threads and other chunkings: the same bits as 1 thread in chunks of 256 */
+        if (best) {
+            const size_t nf = (size_t)N_TOK * (size_t)nv;
+            float *c2 = c_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, 1, &nv);
+            CHECKF(c2 && !memcmp(c2, best, nf * 4), "%s: 2 threads differ from 1", tag);
+            free(c2);
+            const int32_t chunks[3] = {1, 7, 100};
+            for (int j = 0; j < 3; j++) {
+                if (chunks[j] == 1 && i != 0) continue; /* chunk 1 once: it is slow */
+                float *cc = c_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), PS_ACT_F32,
+                                     j == 1 ? 2 : 1, 1, &nv);
+                CHECKF(cc && !memcmp(cc, best, nf * 4), "%s: chunk %d differs from 256", tag,
+                       chunks[j]);
+                free(cc);
+            }
+            /* native activations: runs, is chunk- and thread-invariant too */
+            float *n1 = c_logits(path, ids, 300, 256, ps_isa_best(), PS_ACT_NATIVE, 1, 1, &nv);
+            float *n2 = c_logits(path, ids, 300, 7, ps_isa_best(), PS_ACT_NATIVE, 2, 1, &nv);
+            CHECKF(n1 && n2 && !memcmp(n1, n2, (size_t)300 * nv * 4),
+                   "%s native: chunk 7 on 2 threads differs from chunk 256 on 1", tag);
+            free(n1);
+            free(n2);
+        }
+        free(best);
+        free(r);
+        free(ids);
+    }
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+typedef enum { B_NO_SSM, B_NO_SECTIONS, B_SECTIONS_3, B_SECTIONS_ZERO, B_CONV_SHAPE, B_HEADS } bad;
+
+/* Rewrites the F32 tiny qwen35 file with one defect; loads it; returns the error. */
+static ps_status load_bad(const char *src, bad b, ps_error *e) {
+    ps_gguf *g = NULL;
+    if (ps_gguf_open(src, &g, e) != PS_OK) return PS_ERR_IO;
+    ps_gguf_writer *w = ps_gguf_writer_new();
+    for (int64_t i = 0; i < ps_gguf_n_kv(g); i++) {
+        ps_gguf_str k = ps_gguf_key(g, i);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+        if (b == B_NO_SECTIONS && !strcmp(key, "qwen35.rope.dimension_sections")) continue;
+        ps_gguf_copy_kv(w, g, key);
+    }
+    if (b == B_SECTIONS_3) {
+        const int32_t sec[3] = {4, 2, 2};
+        ps_gguf_set_arr(w, "qwen35.rope.dimension_sections", PS_GGUF_INT32, sec, 3);
+    }
+    if (b == B_SECTIONS_ZERO) {
+        const int32_t sec[4] = {0, 0, 0, 4};
+        ps_gguf_set_arr(w, "qwen35.rope.dimension_sections", PS_GGUF_INT32, sec, 4);
+    }
+    if (b == B_HEADS) ps_gguf_set_u32(w, "qwen35.ssm.time_step_rank", 3);
+    for (int64_t i = 0; i < ps_gguf_n_tensors(g); i++) {
+        const ps_gguf_tensor *t = ps_gguf_tensor_at(g, i);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        if (b == B_NO_SSM && !strcmp(name, "blk.1.ssm_a")) continue;
+        if (b == B_CONV_SHAPE && !strcmp(name, "blk.2.ssm_conv1d.weight")) {
+            ne[0] = t->ne[1];
+            ne[1] = t->ne[0];
+        }
+        ps_gguf_add_tensor(w, name, t->type, t->n_dims, ne, t->data, t->nbytes);
+    }
+    const char *path = outp("bad.gguf");
+    ps_status st = ps_gguf_write_file(w, path, e);
+    ps_gguf_writer_free(w);
+    ps_gguf_close(g);
+    if (st != PS_OK) return PS_ERR_IO;
+    ps_model *m = NULL;
+    ps_model_params mp = ps_model_default_params();
+    st = ps_model_load(path, &mp, &m, e);
+    ps_model_free(m);
+    return st;
+}
+
+static void test_bad_input(void) {
+    ps_genmodel_params p = fixture(PS_GGML_F32, 2, false, 7);
+    const char *src = outp("bad-src.gguf");
+    ps_error e;
+    CHECK(ps_genmodel_write(&p, src, &e) == PS_OK);
+    /* the source itself loads */
+    ps_model *m = NULL;
+    ps_model_params mp = ps_model_default_params();
+    CHECKF(ps_model_load(src, &mp, &m, &e) == PS_OK, "%s", e.message);
+    ps_model_info info;
+    ps_model_get_info(m, &info);
+    CHECKF(info.n_layer == 4, "n_layer %d: the MTP block is not counted", info.n_layer);
+    ps_model_free(m);
+    struct {
+        bad b;
+        ps_status code;
+        const char *names;
+    } cases[] = {
+        {B_NO_SSM, PS_ERR_NOT_FOUND, "blk.1.ssm_a"},
+        {B_NO_SECTIONS, PS_ERR_NOT_FOUND, "qwen35.rope.dimension_sections"},
+        {B_SECTIONS_3, PS_ERR_FORMAT, "qwen35.rope.dimension_sections"},
+        {B_SECTIONS_ZERO, PS_ERR_UNSUPPORTED, "qwen35.rope.dimension_sections"},
+        {B_CONV_SHAPE, PS_ERR_FORMAT, "blk.2.ssm_conv1d.weight"},
+        {B_HEADS, PS_ERR_FORMAT, "qwen35.ssm.time_step_rank"},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(cases); i++) {
+        ps_status st = load_bad(src, cases[i].b, &e);
+        CHECKF(st == cases[i].code && strstr(e.message, cases[i].names),
+               "bad input %d: status %d (want %d), message '%s' should name %s",
+               (int)cases[i].b, (int)st, (int)cases[i].code, e.message, cases[i].names);
+    }
+}
+
+/* ---------------------------------------------------------------- pre-tokenizer */
+
+/* qwen2's vocabulary with tokenizer.ggml.pre = name (vocab only), or NULL. */
+static ps_vocab *vocab_as(const char *shared, const char *name) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-qwen2.gguf", shared);
+    ps_gguf *g = NULL;
+    if (ps_gguf_open(path, &g, NULL) != PS_OK) return NULL;
+    ps_gguf_writer *w = ps_gguf_writer_new();
+    ps_gguf_copy_kv(w, g, NULL);
+    ps_gguf_set_str(w, "tokenizer.ggml.pre", name);
+    void *mem = NULL;
+    size_t size = 0;
+    ps_vocab *v = NULL;
+    if (ps_gguf_write_memory(w, &mem, &size, NULL) == PS_OK) {
+        ps_gguf *g2 = NULL;
+        if (ps_gguf_open_memory(mem, size, &g2, NULL) == PS_OK) {
+            ps_error e;
+            ps_status st = ps_vocab_load(g2, &v, &e);
+            CHECKF(st == PS_OK, "vocab with pre %s: %s", name, e.message);
+            ps_gguf_close(g2);
+        }
+    }
+    ps_free(mem);
+    ps_gguf_writer_free(w);
+    ps_gguf_close(g);
+    return v;
+}
+
+static int32_t tok(const ps_vocab *v, const char *text, int32_t *ids, int32_t cap) {
+    int32_t *a = NULL, n = 0;
+    if (ps_vocab_tokenize_alloc(v, text, strlen(text), false, false, &a, &n, NULL) != PS_OK)
+        return -1;
+    for (int32_t i = 0; i < n && i < cap; i++) ids[i] = a[i];
+    ps_free(a);
+    return n;
+}
+
+/* qwen35 = qwen2's split, except that combining marks (\p{M}) stay inside a word: text with
+ * none tokenises the same; Thai "\u0e01\u0e34\u0e19" (a consonant, a vowel mark, a consonant)
+ * is one word for qwen35 (one token of this vocabulary, 129454) and "\u0e01" + "\u0e34\u0e19"
+ * for qwen2 (25200 85045). */
+static void test_pretokenizer(const char *shared) {
+    if (!shared) {
+        SKIP("qwen35 pre-tokenizer: no shared material (the qwen2 vocabulary)");
+        return;
+    }
+    ps_vocab *q2 = vocab_as(shared, "qwen2"), *q35 = vocab_as(shared, "qwen35");
+    CHECK(q2 && q35);
+    if (q2 && q35) {
+        static const char *same[] = {"Hello world, it's 2024!\n  tabs\tand  spaces",
+                                     "caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd 123"};
+        for (size_t i = 0; i < PS_ARRAY_LEN(same); i++) {
+            int32_t a[64], b[64];
+            int32_t na = tok(q2, same[i], a, 64), nb = tok(q35, same[i], b, 64);
+            CHECKF(na > 0 && na == nb && !memcmp(a, b, (size_t)na * 4),
+                   "qwen35 differs from qwen2 on text without marks (%d vs %d ids)", na, nb);
+        }
+        const char *marked = "\xe0\xb8\x81\xe0\xb8\xb4\xe0\xb8\x99";
+        int32_t a[64], b[64];
+        int32_t na = tok(q2, marked, a, 64), nb = tok(q35, marked, b, 64);
+        CHECKF(na == 2 && a[0] == 25200 && a[1] == 85045, "qwen2 on a marked word: %d ids", na);
+        CHECKF(nb == 1 && b[0] == 129454, "qwen35 on a marked word: %d ids (want 129454)", nb);
+        char text[64];
+        size_t len = 0;
+        CHECKF(ps_vocab_detokenize(q35, b, nb, false, text, sizeof text, &len) == PS_OK &&
+                   len == strlen(marked) && !memcmp(text, marked, len),
+               "qwen35 ids do not give the text back");
+    }
+    ps_vocab_free(q2);
+    ps_vocab_free(q35);
+}
+
+int main(void) {
+    mkdir("tests/out", 0755);
+    mkdir("tests/out/reference", 0755);
+    struct stat sb;
+    if (stat("tests/out/reference", &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(out_dir, sizeof out_dir, "tests/out/reference");
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(out_dir, sizeof out_dir, "%s/ps-hybrid-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
+    }
+    test_delta_kernel();
+    test_pretokenizer(ps_test_shared());
+    test_bad_input();
+    bool numpy = access(FORWARD_PY, R_OK) == 0 &&
+                 system(PYTHON " -c 'import numpy' 2>/dev/null") == 0;
+    if (!numpy) SKIP("C vs numpy: " PYTHON " with numpy or " FORWARD_PY " is not available");
+    test_reference(numpy);
+    return ps_test_done("hybrid");
+}
