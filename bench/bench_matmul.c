@@ -27,6 +27,7 @@
  */
 #include "impl.h"
 #include "matmul.h"
+#include "matmul_amx.h"
 #include "quant.h"
 
 #include "../tests/check.h" /* --check: CHECKF, PS_TEST_CPU_LACKS and the closing line */
@@ -132,6 +133,21 @@ static void run_sgemm(void *p) {
                 a->x, (int)a->k, a->w, (int)a->k, 0.0f, a->y, (int)a->n);
 }
 
+/* One result row: a text line or (--json) one object. path: the kernel ("avx512", "amx-bf16",
+ * "amx-bf16-norepack", "amx-int8", "scalar"). */
+static void report(bool json, const char *type, const char *path, int64_t m, int64_t n,
+                   int64_t k, double g, double sgemm, int threads, bool f32_act, double worst) {
+    if (json)
+        printf("{\"type\": \"%s\", \"path\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, "
+               "\"gflops\": %.1f, \"sgemm_gflops\": %.1f, \"threads\": %d, \"isa\": \"%s\", "
+               "\"act\": \"%s\", \"max_rel_err\": %.3g}\n",
+               type, path, (long long)m, (long long)n, (long long)k, g, sgemm, threads,
+               ps_isa_name(ps_isa_best()), f32_act ? "f32" : "native", worst);
+    else
+        printf("         %-5s %-17s %7.1f  (%.2fx sgemm, max rel err %.2g)\n", type, path, g,
+               g / sgemm, worst);
+}
+
 /* True when the comma-separated list holds name as a whole item ("bf16" does not hold "f16"). */
 static bool list_has(const char *list, const char *name) {
     const size_t n = strlen(name);
@@ -187,8 +203,8 @@ static int run_check(void) {
                         return 1;
                     }
                     for (int64_t i = 0; i < m * k; i++) x[i] = frand();
-                    ps_matmul_env e1 = {NULL, isas[ii], scratch, stride, act == 1};
-                    ps_matmul_env e2 = {pool2, isas[ii], scratch, stride, act == 1};
+                    ps_matmul_env e1 = {NULL, isas[ii], scratch, stride, act == 1, false};
+                    ps_matmul_env e2 = {pool2, isas[ii], scratch, stride, act == 1, false};
                     ps_matmul(&e1, &w, x, k, m, y1, n);
                     ps_matmul(&e2, &w, x, k, m, y2, n);
                     CHECK(ps_matmul_ref(&w, act == 1, x, k, m, yr, n) == PS_OK);
@@ -245,6 +261,8 @@ int main(int argc, char **argv) {
     ps_pool *pool = NULL;
     if (threads > 1 && ps_pool_create(threads, &pool) != PS_OK) return 1;
     const ps_isa isa = ps_isa_best();
+    /* AMX rows where the CPU allows them, unless PS_ISA turns AMX off */
+    const bool amx = isa == PS_ISA_AVX512 && ps_isa_env_amx() != 0 && ps_cpu_has_amx();
 
     static const struct { const char *name; int64_t n, k; } shapes[] = {
         {"q", 2048, 1024}, {"k/v", 1024, 1024}, {"o", 1024, 2048}, {"gate/up", 3072, 1024},
@@ -266,6 +284,8 @@ int main(int argc, char **argv) {
                : isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni() ? "avx512-vnni int8"
                : isa == PS_ISA_SCALAR ? "scalar int8" : "avx2 int8",
                use_cpu_time ? "CPU" : "wall");
+    if (!json) printf("amx: %s\n", amx ? ps_amx_status() : ps_isa_env_amx() ? ps_amx_status()
+                                                                            : "off (PS_ISA)");
     int rc = 0;
     for (size_t s = 0; s < n_shapes; s++) {
         const int64_t n = shapes[s].n, k = shapes[s].k;
@@ -277,7 +297,7 @@ int main(int argc, char **argv) {
         float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * (size_t)threads);
         if (!x || !y || !yref || !scratch) { fprintf(stderr, "out of memory\n"); return 1; }
         for (int64_t i = 0; i < m * k; i++) x[i] = frand();
-        ps_matmul_env env = {pool, isa, scratch, stride, f32_act};
+        ps_matmul_env env = {pool, isa, scratch, stride, f32_act, false};
         /* OpenBLAS on f32 weights of this shape */
         size_t rb;
         float *wf = make_weights(PS_GGML_F32, n, k, &rb);
@@ -311,15 +331,62 @@ int main(int argc, char **argv) {
             }
             mm_args a = {&env, &w, x, y, m};
             double g = time_median(run_ps, &a, flops);
-            if (json)
-                printf("{\"type\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"gflops\": %.1f, "
-                       "\"sgemm_gflops\": %.1f, \"threads\": %d, \"isa\": \"%s\", "
-                       "\"act\": \"%s\", \"max_rel_err\": %.3g}\n",
-                       types[t].name, (long long)m, (long long)n, (long long)k, g, sgemm, threads,
-                       ps_isa_name(isa), f32_act ? "f32" : "native", worst);
-            else
-                printf("         %-5s %7.1f  (%.2fx sgemm, max rel err %.2g)\n", types[t].name, g,
-                       g / sgemm, worst);
+            report(json, types[t].name, isa == PS_ISA_SCALAR ? "scalar" : "avx512", m, n, k, g,
+                   sgemm, threads, f32_act, worst);
+            /* AMX rows: BF16 with the tile copy (made here, timed as the load would) and
+             * without it, Q8_0; validated as above, Q8_0 also bitwise against the row above */
+            if (amx && !f32_act &&
+                (types[t].type == PS_GGML_BF16 || types[t].type == PS_GGML_Q8_0)) {
+                float *y0 = malloc(sizeof(float) * (size_t)(m * n));
+                if (!y0) { fprintf(stderr, "out of memory\n"); return 1; }
+                memcpy(y0, y, sizeof(float) * (size_t)(m * n));
+                ps_matmul_env ea = env;
+                ea.amx = true;
+                for (int pass = 0; pass < (types[t].type == PS_GGML_BF16 ? 2 : 1); pass++) {
+                    ps_mat wa = w;
+                    void *tiles = NULL;
+                    double pack_ms = 0;
+                    if (pass == 0 && types[t].type == PS_GGML_BF16) {
+                        const double t0 = now_s();
+                        size_t tb;
+                        tiles = ps_amx_bf16_pack(&w, &tb);
+                        pack_ms = (now_s() - t0) * 1e3;
+                        if (!tiles) { fprintf(stderr, "out of memory\n"); return 1; }
+                        wa.tiles = tiles;
+                    }
+                    ps_matmul(&ea, &wa, x, k, m, y, n);
+                    double wa_err = 0, vs_avx = 0;
+                    for (int64_t r = 0; r < m; r++)
+                        for (int64_t j = 0; j < 48; j++)
+                            wa_err = fmax(wa_err, fabs((double)y[r * n + j] - yref[r * 48 + j]) /
+                                                      (fabs((double)yref[r * 48 + j]) + 1.0));
+                    for (int64_t i = 0; i < m * n; i++)
+                        vs_avx = fmax(vs_avx, fabs((double)y[i] - y0[i]));
+                    if (wa_err > 1e-5 || (types[t].type == PS_GGML_Q8_0 &&
+                                          memcmp(y, y0, sizeof(float) * (size_t)(m * n)))) {
+                        fprintf(stderr, "bench_matmul: amx %s %s: max rel error %g vs reference, "
+                                        "max |amx - avx512| %g\n",
+                                types[t].name, shapes[s].name, wa_err, vs_avx);
+                        rc = 1;
+                    }
+                    mm_args aa = {&ea, &wa, x, y, m};
+                    double ga = time_median(run_ps, &aa, flops);
+                    const char *path = types[t].type == PS_GGML_Q8_0 ? "amx-int8"
+                                       : pass == 0                  ? "amx-bf16"
+                                                                    : "amx-bf16-norepack";
+                    report(json, types[t].name, path, m, n, k, ga, sgemm, threads, f32_act,
+                           wa_err);
+                    if (!json)
+                        printf("               %.2fx the avx512 row; max |amx - avx512| %.3g%s",
+                               ga / g, vs_avx,
+                               types[t].type == PS_GGML_Q8_0 ? " (bitwise)\n" : "");
+                    if (!json && types[t].type == PS_GGML_BF16)
+                        printf(pass == 0 ? "; tile copy %.1f MiB in %.1f ms\n" : "\n",
+                               (double)ps_amx_bf16_tiles_bytes(&w) / 1048576.0, pack_ms);
+                    ps_free(tiles);
+                }
+                free(y0);
+            }
             fflush(stdout);
             free((void *)w.data);
         }

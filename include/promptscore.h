@@ -87,15 +87,20 @@ typedef enum {
     PS_ISA_AUTO = 0,    /* the best the CPU has, or the PS_ISA environment variable */
     PS_ISA_SCALAR = 1,  /* portable C */
     PS_ISA_AVX2 = 2,    /* AVX2 + FMA + F16C */
-    PS_ISA_AVX512 = 3   /* AVX-512 F/BW/VL/DQ (+ BF16, VNNI where present) */
+    PS_ISA_AVX512 = 3,  /* AVX-512 F/BW/VL/DQ (+ BF16, VNNI where present) */
+    PS_ISA_AMX = 4      /* AVX-512 plus Intel AMX tiles for the BF16 and Q8_0 matrix products
+                         * (needs AMX-TILE/BF16/INT8 and the OS's permission; see
+                         * ps_session_params.isa) */
 } ps_isa;
 
-/* The ISA that PS_ISA_AUTO resolves to: the best the CPU supports, lowered by the environment
- * variable PS_ISA=scalar|avx2|avx512 when it is set (an ISA the CPU lacks is never chosen). */
+/* The vector ISA that PS_ISA_AUTO resolves to: the best the CPU supports, lowered by the
+ * environment variable PS_ISA=scalar|avx2|avx512 when it is set (an ISA the CPU lacks is never
+ * chosen). Never PS_ISA_AMX: PS_ISA=amx reads as avx512 here; whether a session adds the AMX
+ * tiles is decided by ps_session_create. */
 ps_isa ps_isa_best(void);
-/* True when the CPU can run `isa`. */
+/* True when the CPU can run `isa` (PS_ISA_AMX: the CPU has AMX and the OS allowed it). */
 bool ps_isa_supported(ps_isa isa);
-/* "scalar", "avx2", "avx512", "auto". */
+/* "scalar", "avx2", "avx512", "amx", "auto". */
 const char *ps_isa_name(ps_isa isa);
 
 /* A fixed set of worker threads that runs parallel-for loops. Output of every promptscore
@@ -207,9 +212,14 @@ typedef struct ps_vocab ps_vocab;
 typedef struct {
     int32_t n_ctx;       /* context length; 0 = the model's own (`<arch>.context_length`) */
     bool vocab_only;     /* load only the tokenizer (files without tensors load this way) */
+    bool no_repack;      /* keep BF16 weights only in the file's layout. By default, where AMX
+                          * is usable (and PS_ISA does not turn it off), BF16 matrices are also
+                          * copied once at load into the AMX tile layout (as many bytes again
+                          * as the BF16 weights; info.tile_bytes); without the copy the AMX
+                          * kernel builds the tiles per call (same results, slower) */
 } ps_model_params;
 
-/* n_ctx = 0, vocab_only = false. */
+/* n_ctx = 0, vocab_only = false, no_repack = false. */
 ps_model_params ps_model_default_params(void);
 
 /* Loads a GGUF file (memory-mapped; weights are used in place, never copied).
@@ -233,6 +243,8 @@ typedef struct {
     int64_t n_params;       /* weights in the file (0 for vocab-only) */
     int64_t file_bytes;
     bool vocab_only;
+    int64_t tile_bytes;     /* bytes of BF16 weights copied into the AMX tile layout (0: none) */
+    double tile_seconds;    /* the time that copy took at load */
 } ps_model_info;
 
 void ps_model_get_info(const ps_model *model, ps_model_info *info);
@@ -310,7 +322,9 @@ typedef struct {
     int32_t n_ctx;     /* positions the KV cache holds; 0 = the model's n_ctx */
     int32_t n_batch;   /* positions per forward call, 1..256; default 256 */
     ps_pool *pool;     /* threads for the forward pass; NULL = calling thread */
-    ps_isa isa;        /* kernels; PS_ISA_AUTO */
+    ps_isa isa;        /* kernels; PS_ISA_AUTO: ps_isa_best(), plus AMX tiles where usable
+                        * unless PS_ISA says otherwise (PS_ISA=amx requires them). PS_ISA_AMX
+                        * requires AMX; PS_ISA_AVX512 keeps it off */
     ps_act act;        /* activations of the matrix products; default PS_ACT_NATIVE */
 } ps_session_params;
 

@@ -2,6 +2,7 @@
  * cli.c — main(): dispatches `promptscore <command> [options]` to the subcommands of cli.h.
  */
 #include "cli.h"
+#include "impl.h"
 #include "promptscore.h"
 
 #include <stdint.h>
@@ -25,6 +26,20 @@ static const char *USAGE =
     "\n"
     "  --version    print the version\n"
     "  --help       print this help\n";
+
+void ps_cli_paths(char *buf, size_t size) {
+    const ps_isa isa = ps_isa_best();
+    const int env = ps_isa_env_amx();
+    const bool amx = env != 0 && isa == PS_ISA_AVX512 && ps_cpu_has_amx();
+    const char *bf16 = amx ? "amx-bf16 (tdpbf16ps)"
+                       : isa == PS_ISA_AVX512 && ps_cpu_has_avx512bf16() ? "avx512-bf16 (vdpbf16ps)"
+                                                                         : "bf16-rounded, f32 fma";
+    const char *q8 = amx ? "amx-int8 (tdpbssd)"
+                     : isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni() ? "avx512-vnni (vpdpbusd)"
+                     : isa == PS_ISA_SCALAR ? "scalar int8" : "avx2 int8 (maddubs)";
+    snprintf(buf, size, "isa %s; bf16 %s, q8_0 %s; amx: %s", ps_isa_name(isa), bf16, q8,
+             env == 0 ? "off (PS_ISA)" : ps_amx_status());
+}
 
 bool ps_cli_parse_act(const char *cmd, const char *value, ps_act *out) {
     if (value && !strcmp(value, "native")) *out = PS_ACT_NATIVE;
@@ -74,7 +89,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
-        printf("promptscore %s\n", ps_version());
+        char paths[256];
+        ps_cli_paths(paths, sizeof paths);
+        printf("promptscore %s\nmatmul paths: %s\n", ps_version(), paths);
         return 0;
     }
     static const struct {

@@ -27,6 +27,15 @@ bool ps_cli_parse_act(const char *cmd, const char *value, ps_act *out);
     "                       bf16 for BF16 weights, Q8_0 blocks for Q8_0 weights) or f32 (float32\n" \
     "                       for every weight type: closest to float64, slower; part of the score)\n"
 
+/* One line naming the matrix kernels a session created now (PS_ISA as set, the CPU as it is)
+ * uses for BF16 and Q8_0 weights with native activations, and whether AMX is on, and if not
+ * why, e.g. "bf16 amx-bf16 (tdpbf16ps), q8_0 amx-int8 (tdpbssd); amx: amx-bf16, amx-int8".
+ * Printed by --version and bench. (cli.c) */
+void ps_cli_paths(char *buf, size_t size);
+#define PS_CLI_REPACK_HELP                                                                     \
+    "  --no-repack          no AMX tile copy of BF16 weights at load (the AMX kernel builds the\n" \
+    "                       tiles per call: same scores, less memory, slower)\n"
+
 /* Reads all of f into a malloc'd buffer (free with free()); *len bytes, any content. NULL on a
  * read error or when memory runs out. (cli.c) */
 char *ps_cli_read_all(FILE *f, size_t *len);

@@ -43,6 +43,7 @@ static const char *BENCH_USAGE =
     "  --lengths LIST       prompt lengths in tokens (default 256,1024,4096)\n"
     "  -k N                 top-K alternatives per position (default 20)\n"
     PS_CLI_ACT_HELP
+    PS_CLI_REPACK_HELP
     "  --json               one JSON object per line\n";
 
 #define MAX_LIST 16
@@ -88,7 +89,7 @@ static double check_matmul(const ps_session *s, const ps_mat *w0) {
         uint64_t r = 42;
         for (int64_t i = 0; i < m * k; i++)
             x[i] = (float)((double)(rng_next(&r) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-        const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride, s->f32_act};
+        const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride, s->f32_act, s->amx};
         ps_matmul(&env, &w, x, k, m, y, w.n_out);
         if (ps_matmul_ref(&w, env.f32_act, x, k, m, yr, w.n_out) == PS_OK) {
             worst = 0;
@@ -193,7 +194,7 @@ int ps_cli_bench(int argc, char **argv) {
     int n_threads = 2, n_lengths = 3;
     int32_t k = 20;
     ps_act act = PS_ACT_NATIVE;
-    bool json = false;
+    bool json = false, no_repack = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -201,6 +202,7 @@ int ps_cli_bench(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(a, "--json")) { json = true; continue; }
+        if (!strcmp(a, "--no-repack")) { no_repack = true; continue; }
         if (!strcmp(a, "--act")) {
             if (!ps_cli_parse_act("bench", v, &act)) return 2;
             i++;
@@ -239,6 +241,7 @@ int ps_cli_bench(int argc, char **argv) {
     ps_model *model = NULL;
     ps_model_params mp = ps_model_default_params();
     mp.n_ctx = max_len;
+    mp.no_repack = no_repack;
     if (ps_model_load(path, &mp, &model, &err) != PS_OK) {
         fprintf(stderr, "promptscore bench: %s: %s\n", path, err.message);
         return 1;
@@ -268,7 +271,16 @@ int ps_cli_bench(int argc, char **argv) {
                PS_CHUNK, ps_isa_name(ps_isa_best()), ps_act_name(act),
                ps_cpu_has_avx512bf16() ? "yes" : "no", ps_cpu_has_avx512vnni() ? "yes" : "no",
                act == PS_ACT_F32 ? "not used, every weight type is widened to f32"
-                                 : "bf16 weights use vdpbf16ps, q8_0 weights vpdpbusd");
+                                 : "see matmul paths");
+    if (!json) {
+        char paths[256];
+        ps_cli_paths(paths, sizeof paths);
+        printf("matmul paths: %s%s\n", act == PS_ACT_F32 ? "(not used: --act f32) " : "", paths);
+        if (info.tile_bytes > 0)
+            printf("amx tile copy of the BF16 weights: %.1f MiB, made at load in %.2f s "
+                   "(--no-repack: none)\n",
+                   (double)info.tile_bytes / 1048576.0, info.tile_seconds);
+    }
     int rc = 0;
     for (int ti = 0; ti < n_threads && !rc; ti++) {
         ps_pool *pool = NULL;

@@ -45,6 +45,7 @@ typedef struct {
     int32_t n_ctx;
     int32_t chunk;
     ps_act act;     /* --act */
+    bool no_repack; /* --no-repack */
     bool progress;  /* --progress: even when stderr is not a terminal */
 } common_opts;
 
@@ -85,6 +86,10 @@ static int common_opt(const char *cmd, int argc, char **argv, int *i, common_opt
     }
     if (!strcmp(a, "--progress")) {
         o->progress = true;
+        return 1;
+    }
+    if (!strcmp(a, "--no-repack")) {
+        o->no_repack = true;
         return 1;
     }
     if (!strcmp(a, "--act")) {
@@ -170,6 +175,7 @@ static bool load(const char *cmd, const common_opts *o, loaded *l) {
     }
     ps_model_params mp = ps_model_default_params();
     mp.n_ctx = o->n_ctx;
+    mp.no_repack = o->no_repack;
     ps_status st = ps_model_load(path, &mp, &l->model, &err);
     if (st != PS_OK) {
         fprintf(stderr, "promptscore %s: cannot load %s: %s\n", cmd, path, err.message);
@@ -247,6 +253,7 @@ static const char *SCORE_USAGE =
     "  --no-bos             do not add BOS to text prompts (id prompts are always verbatim)\n"
     "  --chunk N            positions per forward pass, 1..256 (default 256; part of the score)\n"
     PS_CLI_ACT_HELP
+    PS_CLI_REPACK_HELP
     "  --ctx N              context length (default: the model's)\n"
     "  --strict             exit 1 when any line was an error\n"
     "  --progress           progress on stderr even when it is not a terminal\n"
@@ -538,6 +545,7 @@ static const char *PPL_USAGE =
     "  -t, --threads N      threads (default: all CPUs)\n"
     "  --chunk N            positions per forward pass (default 256)\n"
     PS_CLI_ACT_HELP
+    PS_CLI_REPACK_HELP
     "  --progress           progress on stderr even when it is not a terminal\n";
 
 int ps_cli_perplexity(int argc, char **argv) {

@@ -36,6 +36,7 @@ static const char *USAGE =
     "  --name NAME          model name clients must send (default: the GGUF's general.name)\n"
     "  --ctx N              context length (default: the model's)\n"
     PS_CLI_ACT_HELP
+    PS_CLI_REPACK_HELP
     "  -q, --quiet          no access log\n";
 
 static void log_line(void *ctx, const char *line) {
@@ -63,7 +64,7 @@ int ps_cli_serve(int argc, char **argv) {
     const char *model_path = NULL;
     ps_server_config cfg = ps_server_default_config();
     long long ctx = 0;
-    bool quiet = false;
+    bool quiet = false, no_repack = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -116,6 +117,8 @@ int ps_cli_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--act")) {
             if (!ps_cli_parse_act("serve", v, &cfg.act)) return 2;
             i++;
+        } else if (!strcmp(a, "--no-repack")) {
+            no_repack = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else {
@@ -145,6 +148,7 @@ int ps_cli_serve(int argc, char **argv) {
     ps_error_clear(&err);
     ps_model_params mp = ps_model_default_params();
     mp.n_ctx = (int32_t)ctx;
+    mp.no_repack = no_repack;
     ps_model *model = NULL;
     ps_status st = ps_model_load(model_path, &mp, &model, &err);
     if (st != PS_OK) {

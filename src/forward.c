@@ -343,7 +343,7 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
     const ps_model *m = s->model;
     const ps_hparams *hp = &m->hp;
     const ps_weights *w = &m->w;
-    const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride, s->f32_act};
+    const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride, s->f32_act, s->amx};
     const uint64_t t_fwd = ps_prof_start();
 
     /* a sequence starts from zero recurrent state (hybrid models) */

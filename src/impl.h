@@ -31,6 +31,13 @@
  * exact float32 arithmetic and do not use them (see matmul.c). */
 bool ps_cpu_has_avx512bf16(void);
 bool ps_cpu_has_avx512vnni(void);
+/* AMX-TILE + AMX-BF16 + AMX-INT8 usable: cpuid, XCR0 and the OS's tile-data permission (asked
+ * once per process, thread-safe). ps_amx_status(): why not, or the features in use. */
+bool ps_cpu_has_amx(void);
+const char *ps_amx_status(void);
+/* What PS_ISA says about AMX: 0 = off (scalar, avx2, avx512), 2 = required (amx), 1 = use it
+ * where usable (unset or anything else, which ps_isa_best ignores too). */
+int ps_isa_env_amx(void);
 
 /* Positions per forward pass and per top-K call: part of the definition of a score. */
 #define PS_CHUNK 256

@@ -33,6 +33,7 @@
  * env->f32_act, BF16 and Q8_0 both go through the float32 tiles above instead.
  */
 #include "matmul.h"
+#include "matmul_amx.h"
 #include "prof.h"
 #include "quant.h"
 #include "types.h"
@@ -62,7 +63,8 @@ static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 static size_t tile_floats(int64_t n) {
     const size_t f32 = (size_t)MM_TILE * (size_t)(round16(n) + 16);
     const size_t q8 = (size_t)round16((n / PS_Q8_0_BLOCK) * 640 / 4);
-    return f32 > q8 ? f32 : q8;
+    const size_t amx = (size_t)round16((int64_t)(ps_amx_bf16_scratch_bytes(n) + 3) / 4);
+    return PS_MAX(PS_MAX(f32, q8), amx);
 }
 static size_t qx_floats(int64_t n) {
     const size_t q8 = (size_t)MM_QROWS * (size_t)((n + 63) & ~(int64_t)63) / 4 +
@@ -988,7 +990,7 @@ static void mm_task(void *ctx, int64_t task, int32_t thread) {
 
 /* ---- the Q8_0 call: quantise a pass of rows, then one task per weight tile ---- */
 
-typedef enum { Q8_SCALAR, Q8_AVX2, Q8_VNNI } q8_kind;
+typedef enum { Q8_SCALAR, Q8_AVX2, Q8_VNNI, Q8_AMX } q8_kind;
 
 typedef struct {
     const ps_matmul_env *env;
@@ -1032,6 +1034,18 @@ static void q8_tile_task(void *ctx, int64_t task, int32_t thread) {
         pack_q8_tile_vnni(rows[0], w->row_bytes, nw, nb, wp);
         tile_q8_vnni(wp, nw, &job->qp, nb, y, job->ldy);
         break;
+    case Q8_AMX: {
+        /* the same packed tile: its 8 x 64-byte quads per block are an AMX B tile */
+        pack_q8_tile_vnni(rows[0], w->row_bytes, nw, nb, wp);
+        const qx_pass *qp = &job->qp;
+        for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_QROWS)
+            ps_amx_q8_tile(wp, nw, nb,
+                           (const int8_t *)(qp->q + (size_t)(r0 / MM_QROWS) * qp->region),
+                           qp->ldq, qp->d + (size_t)(r0 / MM_QROWS) * qp->dregion, qp->ldd,
+                           PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0), y + r0 * job->ldy,
+                           job->ldy);
+        break;
+    }
     case Q8_AVX2:
         pack_q8_tile(rows, nw, nb, wp);
         tile_q8_avx2(wp, nw, &job->qp, nb, y, job->ldy);
@@ -1047,7 +1061,8 @@ void ps_matmul_q8_0(const ps_matmul_env *env, const ps_mat *w, const float *x, i
     const int32_t nt = ps_pool_size(env->pool);
     q8_job job = {env, w, x, ldx, 0, y, ldy, nt, Q8_SCALAR, PS_ISA_SCALAR, {0}};
 #if defined(__x86_64__)
-    if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = Q8_VNNI;
+    if (env->isa == PS_ISA_AVX512 && env->amx) job.kind = Q8_AMX;
+    else if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = Q8_VNNI;
     else if (env->isa == PS_ISA_AVX512 || env->isa == PS_ISA_AVX2) job.kind = Q8_AVX2;
     job.qisa = env->isa;
 #endif
@@ -1063,6 +1078,15 @@ void ps_matmul_q8_0(const ps_matmul_env *env, const ps_mat *w, const float *x, i
         job.row0 = r0;
         job.qp.n_rows = PS_MIN(cap, n_rows - r0);
         ps_pool_for(env->pool, job.qp.n_rows, q8_quant_task, &job);
+        if (job.kind == Q8_AMX) /* AMX reads whole groups of 16 rows: zero the last one's tail */
+            for (int64_t i = job.qp.n_rows; i % 16; i++) {
+                memset((uint8_t *)job.qp.q + (size_t)(i / MM_QROWS) * job.qp.region +
+                           (size_t)(i % MM_QROWS) * (size_t)job.qp.ldq,
+                       0, (size_t)job.qp.ldq);
+                memset((float *)job.qp.d + (size_t)(i / MM_QROWS) * job.qp.dregion +
+                           (i % MM_QROWS) * job.qp.ldd,
+                       0, sizeof(float) * (size_t)job.qp.ldd);
+            }
         ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, q8_tile_task, &job);
     }
 }
@@ -1078,6 +1102,7 @@ typedef struct {
     int64_t ldy;
     int32_t n_threads;
     bool dp;         /* vdpbf16ps on bf16 rows; else float32 rows through mm_task */
+    bool amx;        /* AMX tdpbf16ps on the same bf16 rows (dp is true too) */
     void *slot;      /* the pass's rounded rows (uint16_t or float), ldb elements apart */
     int64_t ldb, n_pass;
 } bf16_job;
@@ -1090,6 +1115,8 @@ static void bf16_round_task(void *ctx, int64_t i, int32_t thread) {
     if (job->dp) {
         uint16_t *dst = (uint16_t *)job->slot + i * job->ldb;
         ps_quant_act_bf16(job->env->isa, x, n, dst, NULL);
+        /* AMX reads whole 32-input chunks: zeros (not stale NaNs) meet the zero weights */
+        if (job->amx) memset(dst + n, 0, sizeof(uint16_t) * (size_t)((32 - n % 32) % 32));
     } else {
         ps_quant_act_bf16(job->env->isa, x, n, NULL, (float *)job->slot + i * job->ldb);
     }
@@ -1111,14 +1138,26 @@ static void bf16_tile_task(void *ctx, int64_t task, int32_t thread) {
     tile_bf16(rows, nw, (const uint16_t *)job->slot, job->ldb, job->n_pass, w->n_in,
               job->y + job->row0 * job->ldy + j0, job->ldy, acc);
 }
+
+static void bf16_amx_task(void *ctx, int64_t task, int32_t thread) {
+    const bf16_job *job = ctx;
+    const ps_mat *w = job->w;
+    const int64_t j0 = task * PS_AMX_BF16_TW;
+    const int nw = (int)PS_MIN((int64_t)PS_AMX_BF16_TW, w->n_out - j0);
+    ps_amx_bf16_task(w, j0, nw, (const uint16_t *)job->slot, job->ldb, job->n_pass,
+                     job->y + job->row0 * job->ldy + j0, job->ldy,
+                     job->env->scratch + (size_t)thread * job->env->scratch_stride);
+}
 #endif
 
 void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                     int64_t n_rows, float *y, int64_t ldy) {
     const int64_t n = w->n_in;
-    bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, NULL, 0, 0};
+    bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, false, NULL, 0,
+                    0};
 #if defined(__x86_64__)
-    job.dp = env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512bf16();
+    job.amx = env->isa == PS_ISA_AVX512 && env->amx;
+    job.dp = job.amx || (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512bf16());
 #endif
     /* thread 0's activation slot holds the pass (MM_QROWS rows); tasks only read it */
     job.slot = env->scratch + tile_floats(n);
@@ -1129,6 +1168,14 @@ void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, i
         job.n_pass = nr;
         ps_pool_for(env->pool, nr, bf16_round_task, &job);
 #if defined(__x86_64__)
+        if (job.amx) {
+            /* AMX reads whole groups of 16 rows: the last group's tail rows are zeros */
+            for (int64_t i = nr; i % 16; i++)
+                memset((uint16_t *)job.slot + i * job.ldb, 0, sizeof(uint16_t) * (size_t)job.ldb);
+            ps_pool_for(env->pool, (w->n_out + PS_AMX_BF16_TW - 1) / PS_AMX_BF16_TW,
+                        bf16_amx_task, &job);
+            continue;
+        }
         if (job.dp) {
             ps_pool_for(env->pool, (w->n_out + BF16_TW - 1) / BF16_TW, bf16_tile_task, &job);
             continue;

@@ -28,6 +28,7 @@ typedef struct {
     int64_t n_in;        /* ne[0] */
     int64_t n_out;       /* ne[1] */
     size_t row_bytes;
+    const void *tiles;   /* BF16 only: the AMX tile copy (ps_amx_bf16_pack), or NULL */
 } ps_mat;
 
 /* Where a matmul runs: the pool, the resolved ISA (never AUTO) and per-thread scratch
@@ -38,6 +39,8 @@ typedef struct {
     float *scratch;
     size_t scratch_stride;
     bool f32_act;        /* float32 activations for every weight type (PS_ACT_F32) */
+    bool amx;            /* BF16 and Q8_0 through AMX tiles (isa must be AVX512, and
+                          * ps_cpu_has_amx() true); unused with f32_act */
 } ps_matmul_env;
 
 /* Floats of per-thread scratch ps_matmul needs for weights with up to max_n_in inputs (a

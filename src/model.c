@@ -12,12 +12,14 @@
  * sequence is scored: the float32 KV cache of n_ctx positions and buffers for n_batch positions.
  */
 #include "model.h"
+#include "matmul_amx.h"
 #include "quant.h"
 #include "types.h"
 #include "vocab.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <time.h>
 
 #define PS_MAX_DIM (1 << 20) /* sanity bound for every hyperparameter */
 #define PS_MAX_CTX (1 << 26) /* ... and for context lengths */
@@ -481,8 +483,49 @@ static const char *base_name(const char *path) {
     return s ? s + 1 : path;
 }
 
+/* The AMX tile copy of every BF16 matrix the matmuls read (the layers' seven and the output;
+ * token_embd is only read row by row): one block, each matrix's tiles set in its ps_mat.
+ * Made where AMX is usable and PS_ISA does not turn it off, unless params->no_repack. */
+static ps_mat *matmul_weight(ps_model *m, size_t i) {
+    if (i == 7 * (size_t)m->hp.n_layer) return &m->w.output;
+    ps_layer *L = &m->w.layers[i / 7];
+    ps_mat *ls[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    return ls[i % 7];
+}
+
+static ps_status repack_tiles(ps_model *m, ps_error *err) {
+    const size_t n = 7 * (size_t)m->hp.n_layer + 1;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        if (matmul_weight(m, i)->type == PS_GGML_BF16)
+            total += ps_amx_bf16_tiles_bytes(matmul_weight(m, i));
+    if (total == 0) return PS_OK;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint8_t *t = ps_aligned_alloc(64, total);
+    if (!t)
+        return ps_fail(err, PS_ERR_NOMEM, -1,
+                       "out of memory for the AMX tile copy of the BF16 weights (%.1f MiB; "
+                       "no_repack / --no-repack does without it)",
+                       (double)total / 1048576.0);
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        ps_mat *w = matmul_weight(m, i);
+        if (w->type != PS_GGML_BF16) continue;
+        ps_amx_bf16_pack_to(w, t + off);
+        w->tiles = t + off;
+        off += ps_amx_bf16_tiles_bytes(w);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    m->tiles = t;
+    m->info.tile_bytes = (int64_t)total;
+    m->info.tile_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return PS_OK;
+}
+
 void ps_model_free(ps_model *m) {
     if (!m) return;
+    ps_free(m->tiles);
     ps_vocab_free(m->vocab);
     ps_free(m->w.layers);
     ps_gguf_close(m->gguf);
@@ -579,6 +622,9 @@ ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params
     m->hp.n_vocab = n_vocab;
     if ((st = read_hparams(m, info->arch, err))) goto fail;
     if ((st = load_weights(m, err))) goto fail;
+    if (!params->no_repack && ps_isa_env_amx() != 0 && ps_cpu_has_amx() &&
+        (st = repack_tiles(m, err)))
+        goto fail;
 
     const ps_hparams *hp = &m->hp;
     info->n_ctx_train = hp->n_ctx_train;
@@ -658,8 +704,16 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
                        (int)params->act);
     ps_isa isa = params->isa == PS_ISA_AUTO ? ps_isa_best() : params->isa;
     if (!ps_isa_supported(isa) || isa == PS_ISA_AUTO)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "isa %s is not available on this CPU",
-                       ps_isa_name(params->isa));
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "isa %s is not available on this CPU (%s)",
+                       ps_isa_name(params->isa),
+                       isa == PS_ISA_AMX ? ps_amx_status() : "cpuid");
+    /* AMX: asked for (PS_ISA_AMX, or PS_ISA=amx with AUTO), or by default where usable */
+    const int env_amx = params->isa == PS_ISA_AUTO ? ps_isa_env_amx() : 0;
+    if (env_amx == 2 && !ps_cpu_has_amx())
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "PS_ISA=amx: %s", ps_amx_status());
+    const bool amx = isa == PS_ISA_AMX ||
+                     (env_amx != 0 && isa == PS_ISA_AVX512 && ps_cpu_has_amx());
+    if (isa == PS_ISA_AMX) isa = PS_ISA_AVX512;
     const ps_hparams *hp = &model->hp;
     ps_session *s = ps_calloc(1, sizeof *s);
     if (!s) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (session)");
@@ -669,6 +723,7 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     s->pool = params->pool;
     s->n_threads = ps_pool_size(params->pool);
     s->isa = isa;
+    s->amx = amx;
     s->f32_act = params->act == PS_ACT_F32;
     s->n_past = 0;
     if (s->n_ctx < 1) {

@@ -109,6 +109,7 @@ struct ps_model {
     ps_weights w;
     ps_vocab *vocab;
     ps_gguf *gguf;            /* the mapping the weights live in */
+    void *tiles;              /* the AMX tile copies of the BF16 matrices (one block), or NULL */
     ps_model_info info;
 };
 
@@ -133,6 +134,7 @@ struct ps_session {
     ps_pool *pool;
     ps_isa isa;
     bool f32_act;             /* PS_ACT_F32 */
+    bool amx;                 /* BF16 / Q8_0 matmuls through AMX tiles (isa is AVX512) */
     float *k_cache, *v_cache;
     float *x, *xb, *q, *k, *v, *att, *ffn_out, *hb, *hb2;
     float *rope_cos, *rope_sin;

@@ -104,7 +104,7 @@ static void test_matmul(void) {
         CHECK(ps_matmul_ref(&w, false, x, n_in, n_rows, yref, n_out) == PS_OK);
         for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
             if (!ps_isa_supported(ISAS[i])) continue;
-            ps_matmul_env env = {NULL, ISAS[i], scratch, stride, false};
+            ps_matmul_env env = {NULL, ISAS[i], scratch, stride, false, false};
             ps_matmul(&env, &w, x, n_in, n_rows, y, n_out);
             double worst = 0;
             for (int64_t k = 0; k < n_rows * n_out; k++)
@@ -112,7 +112,7 @@ static void test_matmul(void) {
             CHECKF(worst < 1e-5, "%s matmul on %s: worst rel error %g",
                    ps_ggml_type_name(types[t]), ps_isa_name(ISAS[i]), worst);
             /* 2 threads: bitwise equal */
-            ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride, false};
+            ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride, false, false};
             ps_matmul(&env2, &w, x, n_in, n_rows, y2, n_out);
             CHECKF(!memcmp(y, y2, sizeof y), "%s matmul on %s differs with 2 threads",
                    ps_ggml_type_name(types[t]), ps_isa_name(ISAS[i]));

@@ -154,7 +154,7 @@ static void test_matmul_shapes(ps_pool *pool2) {
                 snprintf(tag, sizeof tag, "%s %s%s n %lld k %lld", ps_ggml_type_name(type),
                          ps_isa_name(ISAS[i]), f32_act ? " f32-act" : "", (long long)n,
                          (long long)k);
-                ps_matmul_env env = {NULL, ISAS[i], scratch, stride, f32_act};
+                ps_matmul_env env = {NULL, ISAS[i], scratch, stride, f32_act, false};
                 for (int64_t e = 0; e < M * ldy; e++) y[e] = -7.0f; /* sentinels */
                 ps_matmul(&env, &w, x, ldx, M, y, ldy);
                 check_close(tag, &w, f32_act, x, ldx, M, y, ldy, yref);
@@ -173,7 +173,7 @@ static void test_matmul_shapes(ps_pool *pool2) {
                     }
                 }
                 /* 2 threads: bitwise */
-                ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride, f32_act};
+                ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride, f32_act, false};
                 for (int64_t e = 0; e < M * ldy; e++) y2[e] = -7.0f;
                 ps_matmul(&env2, &w, x, ldx, M, y2, ldy);
                 CHECKF(!memcmp(y, y2, sizeof(float) * (size_t)(M * ldy)),
@@ -262,7 +262,7 @@ static void test_q8_extremes(ps_pool *pool2) {
     float *x = malloc(sizeof(float) * (size_t)(m * k));
     for (int64_t i = 0; i < m * k; i++) x[i] = (i / k) % 2 ? ((i % 2) ? 1.0f : -1.0f) : frand();
     x[5 * k + 77] = NAN;
-    ps_mat w = {wd, PS_GGML_Q8_0, k, n, rb};
+    ps_mat w = {wd, PS_GGML_Q8_0, k, n, rb, NULL};
     float *yref = malloc(sizeof(float) * (size_t)(m * n)), *y = malloc(sizeof(float) * (size_t)(m * n));
     float *ys = malloc(sizeof(float) * (size_t)(m * n));
     const size_t stride = ps_matmul_scratch_floats(k);
@@ -270,7 +270,7 @@ static void test_q8_extremes(ps_pool *pool2) {
     CHECK(ps_matmul_ref(&w, false, x, k, m, yref, n) == PS_OK);
     for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
         if (!ps_isa_supported(ISAS[i])) continue;
-        ps_matmul_env env = {i % 2 ? pool2 : NULL, ISAS[i], scratch, stride, false};
+        ps_matmul_env env = {i % 2 ? pool2 : NULL, ISAS[i], scratch, stride, false, false};
         ps_matmul(&env, &w, x, k, m, y, n);
         if (ISAS[i] == PS_ISA_SCALAR) memcpy(ys, y, sizeof(float) * (size_t)(m * n));
         int64_t bad = 0, nan_ok = 0;
@@ -353,7 +353,7 @@ static void test_bf16_native(ps_pool *pool2) {
     const int64_t n = 45, k = 2100, m = 300;
     size_t rb;
     void *wd = make_weights(PS_GGML_BF16, n, k, &rb);
-    ps_mat w = {wd, PS_GGML_BF16, k, n, rb};
+    ps_mat w = {wd, PS_GGML_BF16, k, n, rb, NULL};
     float *x = malloc(sizeof(float) * (size_t)(m * k));
     for (int64_t i = 0; i < m * k; i++) x[i] = frand();
     x[7 * k + 1000] = NAN;
@@ -367,7 +367,7 @@ static void test_bf16_native(ps_pool *pool2) {
     for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
         if (!ps_isa_supported(ISAS[i])) continue;
         const char *isa = ps_isa_name(ISAS[i]);
-        ps_matmul_env env = {NULL, ISAS[i], scratch, stride, false};
+        ps_matmul_env env = {NULL, ISAS[i], scratch, stride, false, false};
         ps_matmul(&env, &w, x, k, m, y, n);
         int64_t poisoned = 0;
         for (int64_t r = 0; r < m; r++)
@@ -384,7 +384,7 @@ static void test_bf16_native(ps_pool *pool2) {
             check_close(tag, &w, false, x + seg[g][0] * k, k, seg[g][1] - seg[g][0],
                         y + seg[g][0] * n, n, yref + seg[g][0] * n);
         }
-        ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride, false};
+        ps_matmul_env env2 = {pool2, ISAS[i], scratch, stride, false, false};
         ps_matmul(&env2, &w, x, k, m, y2, n);
         bool same = true;
         for (int64_t e = 0; e < m * n; e++) same &= !memcmp(&y[e], &y2[e], 4);
@@ -419,8 +419,8 @@ static void test_serial_and_dot(void) {
             for (int64_t j = 0; j < n_out; j++)
                 same &= y[r * n_out + j] == ps_dot_f32(ISAS[i], q + r * hd, kx + j * hd, hd);
         CHECKF(same, "matmul_f32_serial != ps_dot_f32 on %s", ps_isa_name(ISAS[i]));
-        ps_mat w = {kx, PS_GGML_F32, hd, n_out, sizeof(float) * hd};
-        ps_matmul_env env = {NULL, ISAS[i], scratch, ps_matmul_scratch_floats(hd), false};
+        ps_mat w = {kx, PS_GGML_F32, hd, n_out, sizeof(float) * hd, NULL};
+        ps_matmul_env env = {NULL, ISAS[i], scratch, ps_matmul_scratch_floats(hd), false, false};
         ps_matmul(&env, &w, q, hd, m, y2, n_out);
         CHECKF(!memcmp(y, y2, sizeof y), "matmul_f32_serial != ps_matmul on %s",
                ps_isa_name(ISAS[i]));

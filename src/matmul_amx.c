@@ -1,0 +1,326 @@
+/*
+ * matmul_amx.c — the BF16 and Q8_0 matmul tiles on Intel AMX (tile registers + TMUL).
+ *
+ * AMX has 8 tile registers of up to 16 rows x 64 bytes, configured per thread (ldtilecfg), and
+ * instructions C (16 x 16 float32 / int32) += A (16 rows x K) . B (K x 16, in "VNNI" pairs or
+ * quads: row kk of B holds, for each of the 16 columns, the K-adjacent 2 bf16 or 4 int8 values
+ * 2kk.. / 4kk..). Here A is always 16 activation rows (row-major, as matmul.c prepares them per
+ * call) and B 16 weight rows in that pair/quad layout, so C is 16 activation rows x 16 outputs.
+ *
+ *   BF16 (tdpbf16ps): y[r][j] = sum over k of bf16(x[r][k]) * w[j][k], float32. Per output, one
+ *     C element accumulates the 32-input chunks kc = 0, 1, 2, ... in order (between k blocks the
+ *     C tiles are parked in scratch and reloaded exactly), so the result depends only on the
+ *     activation row, the weight row and n_in: not on threads, tiles or batch split. The weights
+ *     are read from their tile copy (ps_amx_bf16_pack, made once at load) or, without it, each
+ *     task packs its 32 rows into scratch with the same code, so both give the same bits.
+ *     Against the vdpbf16ps path (16 lane partial sums over k mod 32, then a tree) the order
+ *     differs, so results differ by float32 rounding; both are bounded by the usual
+ *     |y - exact| <= n_in * 2^-24 * sum_k |x_k w_k| (test_matmul checks it, and prints the
+ *     largest measured share of that bound).
+ *   Q8_0 (tdpbssd, int8 x int8 -> int32): per 32-input block b, C = the exact int32 isum_b of
+ *     16 x 16 (row, output) pairs; then, as the VNNI path does, acc = fmaf((float)isum_b,
+ *     dw[j][b] * dx[r][b], acc) in block order with AVX-512. The same float operations in the
+ *     same order: bitwise equal to the VNNI, AVX2 and scalar paths (test_matmul checks).
+ *
+ * Tiles are configured at the start of every task and released at its end (tilerelease), so
+ * any thread of any pool can run a task and no thread keeps tile state between calls.
+ * The functions here are only called when ps_cpu_has_amx() (isa.c) said yes.
+ */
+#include "matmul_amx.h"
+
+#include <math.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define T_AMX                                                                                  \
+    __attribute__((target("amx-tile,amx-bf16,amx-int8,avx512f,avx512bw,avx512vl,avx512dq")))
+
+/* The tile intrinsics are asm statements that tell the compiler nothing about the memory they
+ * read or write: a barrier before loads of data written by C code and after stores. */
+#define AMX_FENCE() __asm__ volatile("" ::: "memory")
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+/* BF16: tiles 0-3 C (16 x 16 float), 4-5 A (16 rows x 32 bf16), 6-7 B (16 pairs x 16). */
+T_AMX static void cfg_bf16(void) {
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        c.colsb[t] = 64;
+        c.rows[t] = 16;
+    }
+    AMX_FENCE();
+    _tile_loadconfig(&c);
+}
+
+/* Q8_0: tiles 0-3 C (16 x 16 int32), 4-5 A (16 rows x 32 int8), 6-7 B (8 quads x 16). */
+T_AMX static void cfg_q8(void) {
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 4; t++) {
+        c.colsb[t] = 64;
+        c.rows[t] = 16;
+    }
+    c.colsb[4] = c.colsb[5] = 32;
+    c.rows[4] = c.rows[5] = 16;
+    c.colsb[6] = c.colsb[7] = 64;
+    c.rows[6] = c.rows[7] = 8;
+    AMX_FENCE();
+    _tile_loadconfig(&c);
+}
+
+/* ---- BF16 ---- */
+
+static int64_t n_chunks(int64_t n_in) { return (n_in + 31) / 32; }
+
+size_t ps_amx_bf16_tiles_bytes(const ps_mat *w) {
+    return (size_t)((w->n_out + 15) / 16) * (size_t)n_chunks(w->n_in) * 1024u;
+}
+
+/* 16 x 16 dword transpose: out[k] lane i = in[i] lane k. */
+T_AMX static inline void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* now, in each 128-bit lane L of r[4q + s], dwords = column 4L + s' of rows 4q..4q+3 */
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+        r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+    }
+}
+
+/* Weight rows 16 g .. 16 g + 15 into n_chunks 1 KiB B tiles at dst: chunk kc, row kk, column i
+ * = the bf16 pair w[16 g + i][32 kc + 2 kk], [.. + 1]; zeros past n_in and past n_out. */
+T_AMX static void pack_group(const ps_mat *w, int64_t g, uint8_t *dst) {
+    const int64_t nkc = n_chunks(w->n_in);
+    for (int64_t kc = 0; kc < nkc; kc++) {
+        const int64_t k0 = kc * 32, rem = PS_MIN((int64_t)32, w->n_in - k0);
+        const __mmask32 m = rem == 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << rem) - 1u);
+        __m512i r[16];
+        for (int i = 0; i < 16; i++) {
+            const int64_t row = 16 * g + i;
+            r[i] = row < w->n_out
+                       ? _mm512_maskz_loadu_epi16(
+                             m, (const uint8_t *)w->data + (size_t)row * w->row_bytes + 2 * k0)
+                       : _mm512_setzero_si512();
+        }
+        transpose16(r);
+        for (int kk = 0; kk < 16; kk++)
+            _mm512_storeu_si512((void *)(dst + kc * 1024 + kk * 64), r[kk]);
+    }
+}
+
+void ps_amx_bf16_pack_to(const ps_mat *w, void *dst) {
+    const size_t per_group = (size_t)n_chunks(w->n_in) * 1024u;
+    for (int64_t g = 0; g < (w->n_out + 15) / 16; g++)
+        pack_group(w, g, (uint8_t *)dst + (size_t)g * per_group);
+}
+
+void *ps_amx_bf16_pack(const ps_mat *w, size_t *bytes) {
+    const size_t nb = ps_amx_bf16_tiles_bytes(w);
+    if (bytes) *bytes = 0;
+    if (w->type != PS_GGML_BF16 || nb == 0) return NULL;
+    uint8_t *t = ps_aligned_alloc(64, nb);
+    if (!t) return NULL;
+    ps_amx_bf16_pack_to(w, t);
+    if (bytes) *bytes = nb;
+    return t;
+}
+
+size_t ps_amx_bf16_scratch_bytes(int64_t n_in) {
+    return (size_t)(PS_AMX_BF16_TW / 16) * (size_t)n_chunks(n_in) * 1024u + /* packed B */
+           (size_t)PS_CHUNK * PS_AMX_BF16_TW * sizeof(float) +              /* parked C */
+           64;
+}
+
+#define AMX_KB 8 /* BF16: 32-input chunks per k block (256 inputs: the task's B slice, 16 KiB,
+                  * stays in L1 while the activation rows pass) */
+
+/* One 32- or 16-row by 32- or 16-output block over chunks [c0, c1): RA A tiles, RB B tiles.
+ * first: C starts at zero, else from the park; the C tiles go back to the park. */
+T_AMX static inline __attribute__((always_inline)) void bf16_block(
+    int RA, int RB, const uint16_t *x, int64_t ldx, const uint8_t *b0, const uint8_t *b1,
+    int64_t c0, int64_t c1, float *park, bool first) {
+    /* park layout: C(a, b) at park + (a * 2 + b) * 256 floats, rows 64 bytes apart */
+    if (first) {
+        _tile_zero(0);
+        if (RB == 2) _tile_zero(1);
+        if (RA == 2) _tile_zero(2);
+        if (RA == 2 && RB == 2) _tile_zero(3);
+    } else {
+        _tile_loadd(0, park, 64);
+        if (RB == 2) _tile_loadd(1, park + 256, 64);
+        if (RA == 2) _tile_loadd(2, park + 512, 64);
+        if (RA == 2 && RB == 2) _tile_loadd(3, park + 768, 64);
+    }
+    const long sx = (long)(ldx * 2);
+    for (int64_t kc = c0; kc < c1; kc++) {
+        _tile_loadd(4, x + kc * 32, sx);
+        if (RA == 2) _tile_loadd(5, x + 16 * ldx + kc * 32, sx);
+        _tile_loadd(6, b0 + kc * 1024, 64);
+        if (RB == 2) _tile_loadd(7, b1 + kc * 1024, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        if (RB == 2) _tile_dpbf16ps(1, 4, 7);
+        if (RA == 2) _tile_dpbf16ps(2, 5, 6);
+        if (RA == 2 && RB == 2) _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, park, 64);
+    if (RB == 2) _tile_stored(1, park + 256, 64);
+    if (RA == 2) _tile_stored(2, park + 512, 64);
+    if (RA == 2 && RB == 2) _tile_stored(3, park + 768, 64);
+}
+
+T_AMX void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, int64_t ldx,
+                            int64_t n_rows, float *y, int64_t ldy, void *scratch) {
+    const int64_t nkc = n_chunks(w->n_in);
+    const size_t per_group = (size_t)nkc * 1024u;
+    const int ng = (nw + 15) / 16;
+    const uint8_t *bt;
+    uint8_t *sb = scratch;
+    if (w->tiles) {
+        bt = (const uint8_t *)w->tiles + (size_t)(j0 / 16) * per_group;
+    } else {
+        for (int g = 0; g < ng; g++) pack_group(w, j0 / 16 + g, sb + (size_t)g * per_group);
+        bt = sb;
+    }
+    float *park = (float *)(sb + (size_t)(PS_AMX_BF16_TW / 16) * per_group);
+    const uint8_t *b0 = bt, *b1 = bt + per_group;
+    const int64_t nrg = (n_rows + 15) / 16; /* row groups; x holds nrg * 16 readable rows */
+    cfg_bf16();
+    AMX_FENCE();
+    for (int64_t c0 = 0; c0 < nkc; c0 += AMX_KB) {
+        const int64_t c1 = PS_MIN(c0 + AMX_KB, nkc);
+        const bool first = c0 == 0;
+        int64_t rg = 0;
+        for (; rg + 2 <= nrg; rg += 2) {
+            const uint16_t *xr = x + rg * 16 * ldx;
+            float *p = park + rg * 16 * PS_AMX_BF16_TW;
+            if (ng == 2) bf16_block(2, 2, xr, ldx, b0, b1, c0, c1, p, first);
+            else bf16_block(2, 1, xr, ldx, b0, b1, c0, c1, p, first);
+        }
+        if (rg < nrg) {
+            const uint16_t *xr = x + rg * 16 * ldx;
+            float *p = park + rg * 16 * PS_AMX_BF16_TW;
+            if (ng == 2) bf16_block(1, 2, xr, ldx, b0, b1, c0, c1, p, first);
+            else bf16_block(1, 1, xr, ldx, b0, b1, c0, c1, p, first);
+        }
+    }
+    _tile_release();
+    AMX_FENCE();
+    /* park -> y: row group pair rp holds C(a, b) of rows 32 rp + 16 a, outputs 16 b */
+    for (int64_t r = 0; r < n_rows; r++) {
+        const int64_t rp = r / 32, a = (r / 16) % 2, rr = r % 16;
+        for (int b = 0; b < ng; b++) {
+            const float *src = park + rp * 32 * PS_AMX_BF16_TW + (a * 2 + b) * 256 + rr * 16;
+            const int nl = PS_MIN(16, nw - 16 * b);
+            _mm512_mask_storeu_ps(y + r * ldy + 16 * b, (__mmask16)((1u << nl) - 1u),
+                                  _mm512_loadu_ps(src));
+        }
+    }
+}
+
+/* ---- Q8_0 ---- */
+
+/* 16 activation rows x the 16-row packed tile over all nb blocks (see matmul.c's Q8_0 layout:
+ * per block 512 bytes of B quads, 64 of unused corrections, 64 of float scales). Blocks go in
+ * groups of 4: four tdpbssd into C tiles 0-3 (A and B alternating between two tiles each, so a
+ * load need not wait for the previous product), four stores, then the float part of the four
+ * blocks in block order; the next group's tile work overlaps it. */
+#define Q8_TDP(C, A, B, bb)                                                                    \
+    do {                                                                                       \
+        _tile_zero(C);                                                                         \
+        _tile_loadd(A, q + (bb) * 32, sq);                                                     \
+        _tile_loadd(B, wp + (bb) * PS_AMX_Q8_QB, 64);                                          \
+        _tile_dpbssd(C, A, B);                                                                 \
+    } while (0)
+
+T_AMX static inline __attribute__((always_inline)) void q8_float(
+    __m512 acc[16], const int32_t *cb, const uint8_t *wb, const float *d, int64_t ldd,
+    int64_t b) {
+    const __m512 dw = _mm512_load_ps((const float *)(wb + 576));
+    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++)
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb + 16 * r)),
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(d[r * ldd + b])), acc[r]);
+}
+
+T_AMX static inline __attribute__((always_inline)) void q8_rows16(
+    const int8_t *q, int64_t ldq, const float *d, int64_t ldd, const uint8_t *wp, int64_t nb,
+    int nr, float *y, int64_t ldy, __mmask16 m, int32_t *buf) {
+    __m512 acc[16];
+    for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+    const long sq = (long)ldq;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        Q8_TDP(0, 4, 6, b);
+        Q8_TDP(1, 5, 7, b + 1);
+        Q8_TDP(2, 4, 6, b + 2);
+        Q8_TDP(3, 5, 7, b + 3);
+        _tile_stored(0, buf, 64);
+        _tile_stored(1, buf + 256, 64);
+        _tile_stored(2, buf + 512, 64);
+        _tile_stored(3, buf + 768, 64);
+        AMX_FENCE();
+        for (int i = 0; i < 4; i++)
+            q8_float(acc, buf + 256 * i, wp + (b + i) * PS_AMX_Q8_QB, d, ldd, b + i);
+        AMX_FENCE();
+    }
+    for (; b < nb; b++) {
+        Q8_TDP(0, 4, 6, b);
+        _tile_stored(0, buf, 64);
+        AMX_FENCE();
+        q8_float(acc, buf, wp + b * PS_AMX_Q8_QB, d, ldd, b);
+        AMX_FENCE();
+    }
+    for (int r = 0; r < nr; r++) _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
+}
+
+T_AMX void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int64_t ldq,
+                          const float *d, int64_t ldd, int64_t n_rows, float *y, int64_t ldy) {
+    const __mmask16 m = (__mmask16)((1u << nw) - 1u);
+    int32_t buf[1024] __attribute__((aligned(64)));
+    cfg_q8();
+    AMX_FENCE();
+    for (int64_t r = 0; r < n_rows; r += 16)
+        q8_rows16(q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, (int)PS_MIN(16, n_rows - r),
+                  y + r * ldy, ldy, m, buf);
+    _tile_release();
+    AMX_FENCE();
+}
+
+#else /* not x86-64: never called (ps_cpu_has_amx() is false) */
+
+size_t ps_amx_bf16_tiles_bytes(const ps_mat *w) { return 0; }
+void ps_amx_bf16_pack_to(const ps_mat *w, void *dst) {}
+void *ps_amx_bf16_pack(const ps_mat *w, size_t *bytes) {
+    if (bytes) *bytes = 0;
+    return NULL;
+}
+size_t ps_amx_bf16_scratch_bytes(int64_t n_in) { return 0; }
+void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, int64_t ldx,
+                      int64_t n_rows, float *y, int64_t ldy, void *scratch) {}
+void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int64_t ldq,
+                    const float *d, int64_t ldd, int64_t n_rows, float *y, int64_t ldy) {}
+#endif
