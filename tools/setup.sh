@@ -11,6 +11,9 @@ apt-get install -y -q --no-install-recommends build-essential pkg-config \
 # tests: numpy reference, clang fuzzing + sanitizer runtime, valgrind, the browser test
 apt-get install -y -q --no-install-recommends python3-numpy clang-14 libclang-rt-14-dev \
     valgrind chromium
+# the cluster tests: a one-node Slurm (tests/test_slurm.sh) and nginx in front of two servers
+# (tests/test_nginx.sh); the tests start their own daemons (own key, sockets, ports, temp dirs)
+apt-get install -y -q --no-install-recommends slurm-wlm munge nginx
 command -v node >/dev/null 2>&1 || apt-get install -y -q --no-install-recommends nodejs npm
 # the official openai SDK and playwright-core (drives Debian's chromium; downloads no browser)
 for d in tests/openai tests/browser; do
