@@ -9,7 +9,8 @@
  * numbers in its info, and then runs for real: a session of 8 positions, one forward call of
  * 3 tokens and ps_score_tokens with K = 3 (PS_ERR_NAN is allowed: fuzzed weights may hold
  * NaNs), with native activations for inputs of even size and float32 ones for odd sizes. The same bytes are loaded once more vocab-only and a short text is tokenised and
- * detokenised. Seeds: tiny generated models of every architecture and matrix type
+ * detokenised. Seeds: tiny generated models of every architecture (experts too: qwen3moe and
+ * llama with experts) and matrix type
  * (fuzz/corpus/fuzz_model/), dictionary fuzz/model.dict.
  */
 #include "model.h"

@@ -234,12 +234,14 @@ ps_status ps_model_load(const char *path, const ps_model_params *params, ps_mode
 void ps_model_free(ps_model *model);
 
 typedef struct {
-    char arch[32];          /* "llama", "qwen2", "qwen3" */
+    char arch[32];          /* "llama", "qwen2", "qwen3", "qwen3moe" */
     char name[128];         /* general.name, or the file's base name */
     int32_t n_vocab;
     int32_t n_ctx;          /* effective context length */
     int32_t n_ctx_train;    /* from the file */
-    int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    int32_t n_embd, n_layer, n_head, n_head_kv, head_dim;
+    int32_t n_ff;           /* the dense FFN's width, or one expert's when the file has none */
+    int32_t n_expert, n_expert_used; /* experts per layer and per token (0 without experts) */
     int64_t n_params;       /* weights in the file (0 for vocab-only) */
     int64_t file_bytes;
     bool vocab_only;

@@ -27,10 +27,11 @@
 #include <stdio.h>
 
 static const ps_arch_info table[] = {
-    {PS_ARCH_LLAMA, "llama", PS_ROPE_NORMAL, PS_L_ATTN | PS_L_FFN_DENSE, 0},
+    {PS_ARCH_LLAMA, "llama", PS_ROPE_NORMAL, PS_L_ATTN | PS_L_FFN_DENSE, PS_A_EXPERTS_BY_KEY},
     {PS_ARCH_QWEN2, "qwen2", PS_ROPE_NEOX, PS_L_ATTN | PS_L_QKV_BIAS | PS_L_FFN_DENSE, 0},
     {PS_ARCH_QWEN3, "qwen3", PS_ROPE_NEOX, PS_L_ATTN | PS_L_QK_NORM | PS_L_FFN_DENSE, 0},
     {PS_ARCH_QWEN35, "qwen35", PS_ROPE_NEOX, PS_L_POST_NORM | PS_L_FFN_DENSE, PS_A_HYBRID},
+    {PS_ARCH_QWEN3MOE, "qwen3moe", PS_ROPE_NEOX, PS_L_ATTN | PS_L_QK_NORM | PS_L_FFN_MOE, 0},
 };
 
 const ps_arch_info *ps_arch_find(const char *name) {
@@ -82,6 +83,11 @@ const ps_layer_tensor ps_layer_tensors[] = {
     {"ffn_gate.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_EMBD, PS_D_FF},  F(w_gate), 0},
     {"ffn_up.weight",        PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_EMBD, PS_D_FF},  F(w_up), 0},
     {"ffn_down.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_FF, PS_D_EMBD},  F(w_down), 0},
+    {"ffn_norm.weight",      PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_VEC,  {PS_D_EMBD},           F(ffn_norm), PS_L_POST_NORM},
+    {"ffn_gate_inp.weight",  PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT,  {PS_D_EMBD, PS_D_EXPERT}, F(gate_inp), 0},
+    {"ffn_gate_exps.weight", PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT3, {PS_D_EMBD, PS_D_FF_EXP, PS_D_EXPERT}, F(gate_exps), 0},
+    {"ffn_up_exps.weight",   PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT3, {PS_D_EMBD, PS_D_FF_EXP, PS_D_EXPERT}, F(up_exps), 0},
+    {"ffn_down_exps.weight", PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT3, {PS_D_FF_EXP, PS_D_EMBD, PS_D_EXPERT}, F(down_exps), 0},
 };
 #undef F
 const size_t ps_n_layer_tensors = PS_ARRAY_LEN(ps_layer_tensors);

@@ -6,7 +6,10 @@
  * chunks of 256) and prints tokens/s and the share of the wall time spent in the matmuls, the
  * attention, the top-K kernel (+ result bookkeeping: the score time outside the forward pass)
  * and the rest of the forward pass (norms, RoPE, SwiGLU, residuals, embedding rows), taken from
- * the prof.h timers, plus the GFLOP/s the matmuls reached (2 x weights x tokens / matmul time).
+ * the prof.h timers, plus the GFLOP/s the matmuls reached (2 x weights x tokens / matmul time;
+ * with experts the weights of the router and of n_expert_used experts per layer). Models with
+ * experts also get the share of the routing (router matmul, softmax, top-k, grouping, gather,
+ * weighted sum) and of the expert matmuls with their SwiGLU (also counted in matmul).
  * With one thread the seconds, tokens/s and shares come from the process's CPU time (so a
  * shared, busy machine disturbs them less; the wall time is printed too), with more threads
  * from the wall clock. At the end: the process's peak RSS next to the budget
@@ -132,37 +135,65 @@ static bool check_topk(ps_pool *pool, const float *logits, int32_t n, int32_t n_
     return ok;
 }
 
-/* Weights that go through ps_matmul per token (every layer matrix and the output). */
+/* Weights that go through ps_matmul per token (every layer matrix and the output; with
+ * experts the router and n_expert_used experts' three matrices). */
 static double matmul_weights(const ps_model *m) {
     double sum = (double)m->w.output.n_in * (double)m->w.output.n_out;
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         const ps_layer *L = &m->w.layers[l];
-        const ps_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const ps_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                                &L->gate_inp};
         for (size_t i = 0; i < PS_ARRAY_LEN(mats); i++)
             sum += (double)mats[i]->n_in * (double)mats[i]->n_out;
+        const ps_mat3 *exps[] = {&L->gate_exps, &L->up_exps, &L->down_exps};
+        for (size_t i = 0; i < PS_ARRAY_LEN(exps); i++)
+            sum += (double)m->hp.n_expert_used * (double)exps[i]->m.n_in *
+                   (double)exps[i]->m.n_out;
     }
     return sum;
+}
+
+/* The matrices of layer 0 that the check multiplies (expert 0's for a layer with experts). */
+static int layer0_mats(const ps_model *m, ps_mat *mats, const char **names) {
+    const ps_layer *L = &m->w.layers[0];
+    int n = 0;
+#define M(x, nm) (mats[n] = (x), names[n++] = (nm))
+    M(L->wq, "attn_q");
+    M(L->wk, "attn_k");
+    M(L->wv, "attn_v");
+    M(L->wo, "attn_output");
+    if (L->feat & PS_L_FFN_MOE) {
+        M(L->gate_inp, "ffn_gate_inp");
+        M(ps_mat3_at(&L->gate_exps, 0), "ffn_gate_exps[0]");
+        M(ps_mat3_at(&L->up_exps, 0), "ffn_up_exps[0]");
+        M(ps_mat3_at(&L->down_exps, 0), "ffn_down_exps[0]");
+    } else {
+        M(L->w_gate, "ffn_gate");
+        M(L->w_up, "ffn_up");
+        M(L->w_down, "ffn_down");
+    }
+    M(m->w.output, "output");
+#undef M
+    return n;
 }
 
 static int validate(ps_session *s, ps_pool *pool, const int32_t *tokens, int32_t n_tokens,
                     int32_t k, bool json) {
     const ps_model *m = s->model;
-    const ps_layer *L = &m->w.layers[0];
-    const ps_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                            &m->w.output};
-    const char *names[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
-                           "ffn_down", "output"};
-    for (size_t i = 0; i < PS_ARRAY_LEN(mats); i++) {
-        double e = check_matmul(s, mats[i]);
+    ps_mat mats[16];
+    const char *names[16];
+    const int n_mats = layer0_mats(m, mats, names);
+    for (int i = 0; i < n_mats; i++) {
+        double e = check_matmul(s, &mats[i]);
         if (e < 0 || e > 1e-5) {
             fprintf(stderr, "promptscore bench: matmul %s (%s) on %s: %s %g vs the reference\n",
-                    names[i], ps_ggml_type_name(mats[i]->type), ps_isa_name(s->isa),
+                    names[i], ps_ggml_type_name(mats[i].type), ps_isa_name(s->isa),
                     e < 0 ? "out of memory" : "max relative error", e);
             return 1;
         }
         if (!json && i == 0)
             printf("check: matmul %s on %s, max rel error %.2g vs reference\n",
-                   ps_ggml_type_name(mats[i]->type), ps_isa_name(s->isa), e);
+                   ps_ggml_type_name(mats[i].type), ps_isa_name(s->isa), e);
     }
     const int32_t n = PS_MIN(PS_MIN(s->n_batch, 64), PS_MIN(n_tokens, s->n_ctx)),
                   n_vocab = m->hp.n_vocab;
@@ -263,6 +294,12 @@ int ps_cli_bench(int argc, char **argv) {
     for (int32_t i = 0; i < max_len; i++)
         tokens[i] = (int32_t)(rng_next(&r) % (uint64_t)hp->n_vocab);
 
+    const bool moe = hp->n_expert > 0;
+    if (!json && moe)
+        printf("experts: %d per layer, %d per token, FFN %d; route = router matmul, softmax, "
+               "top-k, gather, weighted sum; experts = the expert matmuls and SwiGLU (their "
+               "matmul time is inside matmul too)\n",
+               hp->n_expert, hp->n_expert_used, hp->n_ff_exp);
     if (!json)
         printf("model %s: %s, %d layers, %d wide, vocab %d, %s weights, %.0f MB; k = %d, "
                "chunk %d, isa %s, activations %s (avx512bf16 %s, avx512vnni %s: %s)\n",
@@ -310,8 +347,9 @@ int ps_cli_bench(int argc, char **argv) {
         if (!rc && ps_score_tokens(s, tokens, PS_MIN(max_len, 16), &wp, &warm, &err) == PS_OK)
             ps_score_result_free(warm);
         if (!json && !rc)
-            printf("%7s %7s %9s %9s %7s %7s %7s %7s %9s\n", "threads", "tokens", "seconds",
-                   "tok/s", "matmul", "attn", "topk", "rest", "mm GF/s");
+            printf("%7s %7s %9s %9s %7s %7s %7s %7s %9s%s\n", "threads", "tokens", "seconds",
+                   "tok/s", "matmul", "attn", "topk", "rest", "mm GF/s",
+                   moe ? "   route experts" : "");
         for (int li = 0; li < n_lengths && !rc; li++) {
             ps_score_params p = ps_score_default_params();
             p.k = k;
@@ -335,20 +373,29 @@ int ps_cli_bench(int argc, char **argv) {
             const double mm = ns[PS_PROF_MATMUL] * 1e-9, att = ns[PS_PROF_ATTENTION] * 1e-9,
                          fwd = ns[PS_PROF_FORWARD] * 1e-9;
             const double topk = PS_MAX(secs - fwd, 0.0), rest = PS_MAX(fwd - mm - att, 0.0);
+            const double route = ns[PS_PROF_MOE_ROUTE] * 1e-9,
+                         experts = ns[PS_PROF_MOE_EXPERTS] * 1e-9;
+            char moe_cols[64] = "";
+            if (moe && json)
+                snprintf(moe_cols, sizeof moe_cols, ", \"route_share\": %.3f, "
+                         "\"experts_share\": %.3f", route / secs, experts / secs);
+            else if (moe)
+                snprintf(moe_cols, sizeof moe_cols, " %6.1f%% %6.1f%%", 100 * route / secs,
+                         100 * experts / secs);
             const double gf = mm > 0 ? 2.0 * mm_w * lengths[li] / mm * 1e-9 : 0;
             if (json)
                 printf("{\"threads\": %d, \"tokens\": %d, \"k\": %d, \"seconds\": %.6f, "
                        "\"clock\": \"%s\", \"wall_seconds\": %.6f, \"tokens_per_s\": %.1f, "
                        "\"matmul_share\": %.3f, \"attention_share\": %.3f, \"topk_share\": "
                        "%.3f, \"rest_share\": %.3f, \"matmul_gflops\": %.1f, \"isa\": \"%s\", "
-                       "\"act\": \"%s\"}\n",
+                       "\"act\": \"%s\"%s}\n",
                        threads[ti], lengths[li], k, secs, cpu_clock ? "cpu" : "wall", wall,
                        lengths[li] / secs, mm / secs, att / secs, topk / secs, rest / secs, gf,
-                       ps_isa_name(s->isa), ps_act_name(act));
+                       ps_isa_name(s->isa), ps_act_name(act), moe_cols);
             else
-                printf("%7d %7d %9.3f %9.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %9.1f  (%s; wall %.3f s)\n",
+                printf("%7d %7d %9.3f %9.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %9.1f%s  (%s; wall %.3f s)\n",
                        threads[ti], lengths[li], secs, lengths[li] / secs, 100 * mm / secs,
-                       100 * att / secs, 100 * topk / secs, 100 * rest / secs, gf,
+                       100 * att / secs, 100 * topk / secs, 100 * rest / secs, gf, moe_cols,
                        cpu_clock ? "CPU time" : "wall time", wall);
             fflush(stdout);
         }

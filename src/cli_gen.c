@@ -19,14 +19,20 @@ static const char *GEN_USAGE =
     "\n"
     "  -o, --output FILE    the GGUF to write (required)\n"
     "  --preset NAME        tiny (default: llama, 64 wide, 2 layers, 4/2 heads of 16, FFN 128,\n"
-    "                       vocab 512) or qwen3-0.6b (28 layers, 1024 wide, 16/8 heads of 128,\n"
+    "                       vocab 512), qwen3-0.6b (28 layers, 1024 wide, 16/8 heads of 128,\n"
     "                       FFN 3072, vocab 151936, tied), qwen35-tiny (qwen35: 4 layers = 3\n"
-    "                       Gated DeltaNet + 1 gated attention, 64 wide, one MTP block) or\n"
-    "                       qwen35-4l (qwen35 at Qwen3.6-35B-A3B's widths, 4 layers, vocab 248320)\n"
-    "  --arch A             llama | qwen2 | qwen3 | qwen35\n"
+    "                       Gated DeltaNet + 1 gated attention, 64 wide, one MTP block),\n"
+    "                       qwen35-4l (qwen35 at Qwen3.6-35B-A3B's widths, 4 layers, vocab 248320),\n"
+    "                       qwen3moe-tiny (tiny's attention, 8 experts of FFN 32, 2 used),\n"
+    "                       mixtral-tiny (llama, 4 experts of FFN 64, 2 used) or\n"
+    "                       qwen3-30b-a3b-2l (Qwen3-30B-A3B's widths, 2 layers: 2048 wide, 32/4\n"
+    "                       heads of 128, 128 experts of FFN 768, 8 used, vocab 151936)\n"
+    "  --arch A             llama | qwen2 | qwen3 | qwen3moe | qwen35\n"
     "  --n-embd N  --n-layer N  --n-head N  --n-head-kv N  --head-dim N  --n-ff N  --n-ctx N\n"
     "  --n-rot N  --ssm-state N  --ssm-k-heads N  --ssm-v-heads N   qwen35: rotated dims, the\n"
     "                       DeltaNet head size and its key / value head counts\n"
+    "  --n-expert N  --n-expert-used N  --n-ff-exp N   experts (qwen3moe; llama: Mixtral layout,\n"
+    "                       experts of FFN n-ff)\n"
     "  --rope-base F        rope frequency base (default 10000)\n"
     "  --rms-eps F          RMSNorm epsilon (default 1e-5)\n"
     "  --type T             f32 | f16 | bf16 | q8_0 for the matrices (norms stay f32)\n"
@@ -102,6 +108,9 @@ int ps_cli_gen_model(int argc, char **argv) {
         else if (!strcmp(a, "--ssm-state")) ip = &p.ssm_d_state;
         else if (!strcmp(a, "--ssm-k-heads")) ip = &p.ssm_n_k;
         else if (!strcmp(a, "--ssm-v-heads")) ip = &p.ssm_n_v;
+        else if (!strcmp(a, "--n-expert")) ip = &p.n_expert;
+        else if (!strcmp(a, "--n-expert-used")) ip = &p.n_expert_used;
+        else if (!strcmp(a, "--n-ff-exp")) ip = &p.n_ff_exp;
         else if (!strcmp(a, "--rope-base")) ok = parse_f32(v, &p.rope_base);
         else if (!strcmp(a, "--rms-eps")) ok = parse_f32(v, &p.rms_eps);
         else if (!strcmp(a, "--seed")) {

@@ -27,6 +27,7 @@
  */
 #include "deltanet.h"
 #include "model.h"
+#include "moe.h"
 #include "prof.h"
 #include "quant.h"
 #include "vecmath.h"
@@ -361,6 +362,7 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
         if (L->feat & PS_L_ATTN) attention(s, &env, l, n);
         if (L->feat & PS_L_DELTANET) deltanet(s, &env, l, n);
         if (L->feat & PS_L_FFN_DENSE) ffn_dense(s, &env, l, n);
+        if (L->feat & PS_L_FFN_MOE) ps_moe_ffn(s, &env, l, n, s->ffn_out);
         const float *next = l + 1 < hp->n_layer ? w->layers[l + 1].attn_norm
                             : logits            ? w->output_norm
                                                 : NULL;

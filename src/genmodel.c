@@ -60,6 +60,7 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->rope_base = d.rope_base;
         p->rms_eps = d.rms_eps;
         p->tied = d.tied;
+        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
         return PS_OK;
     }
     if (!strcmp(name, "qwen3-0.6b")) {
@@ -75,6 +76,7 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->rope_base = 1000000.0f;
         p->rms_eps = 1e-6f;
         p->tied = true;
+        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
         return PS_OK;
     }
     if (!strcmp(name, "qwen35-tiny") || !strcmp(name, "qwen35-4l")) {
@@ -101,8 +103,38 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         memset(p->rope_sections, 0, sizeof p->rope_sections);
         return PS_OK;
     }
+    if (!strcmp(name, "qwen3moe-tiny") || !strcmp(name, "mixtral-tiny")) {
+        ps_genmodel_preset("tiny", p, NULL);
+        const bool q = name[0] == 'q';
+        snprintf(p->arch, sizeof p->arch, q ? "qwen3moe" : "llama");
+        p->n_expert = q ? 8 : 4;
+        p->n_expert_used = 2;
+        p->n_ff_exp = q ? 32 : 0;
+        p->n_ff = q ? 0 : 64;
+        return PS_OK;
+    }
+    if (!strcmp(name, "qwen3-30b-a3b-2l")) {
+        snprintf(p->arch, sizeof p->arch, "qwen3moe");
+        p->n_vocab = 151936;
+        p->n_embd = 2048;
+        p->n_layer = 2;
+        p->n_head = 32;
+        p->n_head_kv = 4;
+        p->head_dim = 128;
+        p->n_ff = 6144;
+        p->n_expert = 128;
+        p->n_expert_used = 8;
+        p->n_ff_exp = 768;
+        p->n_ctx = 40960;
+        p->rope_base = 1000000.0f;
+        p->rms_eps = 1e-6f;
+        p->tied = false;
+        return PS_OK;
+    }
     return ps_fail(err, PS_ERR_NOT_FOUND, -1,
-                   "unknown preset '%s' (known: tiny, qwen3-0.6b, qwen35-tiny, qwen35-4l)", name);
+                   "unknown preset '%s' (known: tiny, qwen3-0.6b, qwen3moe-tiny, mixtral-tiny, "
+                   "qwen3-30b-a3b-2l, qwen35-tiny, qwen35-4l)",
+                   name);
 }
 
 /* ---------------------------------------------------------------- the tensor list */
@@ -113,7 +145,7 @@ typedef struct {
     char name[64];
     tensor_kind kind;
     uint32_t type;
-    int64_t ne[2]; /* ne[0] contiguous; ne[1] = 1 for vectors */
+    int64_t ne[3]; /* ne[0] contiguous; ne[1] = 1 for vectors; ne[2] experts (else 1) */
     uint32_t n_dims;
     uint64_t nbytes;
     uint64_t offset; /* in the data section */
@@ -125,7 +157,7 @@ typedef struct {
 } tensor_list;
 
 static ps_status list_add(tensor_list *l, const char *name, tensor_kind kind, uint32_t type,
-                          int64_t ne0, int64_t ne1, ps_error *err) {
+                          int64_t ne0, int64_t ne1, int64_t ne2, ps_error *err) {
     if (l->n == l->cap) {
         int64_t cap = l->cap ? l->cap * 2 : 64;
         gen_tensor *t = ps_realloc(l->t, (size_t)cap * sizeof *t);
@@ -140,8 +172,9 @@ static ps_status list_add(tensor_list *l, const char *name, tensor_kind kind, ui
     t->type = type;
     t->ne[0] = ne0;
     t->ne[1] = ne1;
-    t->n_dims = ne1 > 1 || kind == T_MATRIX ? 2 : 1;
-    t->nbytes = ps_quant_row_bytes(type, ne0) * (uint64_t)ne1;
+    t->ne[2] = ne2;
+    t->n_dims = ne2 > 1 ? 3 : ne1 > 1 || kind == T_MATRIX ? 2 : 1;
+    t->nbytes = ps_quant_row_bytes(type, ne0) * (uint64_t)ne1 * (uint64_t)ne2;
     return PS_OK;
 }
 
@@ -167,13 +200,16 @@ static ps_genmodel_params hybrid_defaults(const ps_genmodel_params *in) {
 }
 
 static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
-    if (!ps_arch_find(p->arch))
+    const ps_arch_info *ai = ps_arch_find(p->arch);
+    if (!ai)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "arch '%s' is not one of %s", p->arch,
                        ps_arch_names());
+    const bool moe = ai->layer & PS_L_FFN_MOE;
+    /* qwen3moe may omit the dense width (then no feed_forward_length key is written) */
     struct { const char *name; int32_t v; } pos[] = {
         {"n_embd", p->n_embd}, {"n_layer", p->n_layer}, {"n_head", p->n_head},
-        {"n_head_kv", p->n_head_kv}, {"head_dim", p->head_dim}, {"n_ff", p->n_ff},
-        {"n_ctx", p->n_ctx},
+        {"n_head_kv", p->n_head_kv}, {"head_dim", p->head_dim},
+        {"n_ff", moe && p->n_ff == 0 ? 1 : p->n_ff}, {"n_ctx", p->n_ctx},
     };
     for (size_t i = 0; i < PS_ARRAY_LEN(pos); i++)
         if (pos[i].v < 1)
@@ -186,6 +222,19 @@ static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
     if (p->head_dim % 2)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "head_dim must be even (got %d)",
                        p->head_dim);
+    if (p->n_expert < 0 || (p->n_expert > 0 && !moe && !(ai->flags & PS_A_EXPERTS_BY_KEY)))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_expert = %d: %s has no experts",
+                       p->n_expert, p->arch);
+    if (moe && p->n_expert < 1)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "%s needs n_expert >= 1 (got %d)", p->arch,
+                       p->n_expert);
+    if (p->n_expert > 0 && (p->n_expert_used < 1 || p->n_expert_used > p->n_expert))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "n_expert_used must be in 1..n_expert = %d (got %d)", p->n_expert,
+                       p->n_expert_used);
+    if (moe && p->n_ff_exp < 1)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ff_exp must be >= 1 (got %d)",
+                       p->n_ff_exp);
     if (!(p->rope_base > 0.0f) || !isfinite(p->rope_base))
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "rope base must be > 0 (got %g)",
                        (double)p->rope_base);
@@ -205,6 +254,7 @@ static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
         struct { const char *what; int64_t v; } rows[] = {
             {"n_embd", p->n_embd},
             {"n_ff", p->n_ff},
+            {"n_ff_exp", moe ? p->n_ff_exp : 0},
             {"n_head * head_dim", (int64_t)p->n_head * p->head_dim},
         };
         for (size_t i = 0; i < PS_ARRAY_LEN(rows); i++)
@@ -230,7 +280,8 @@ static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
                            (long long)h.ssm_n_v * h.ssm_d_state);
     }
     int64_t q = (int64_t)p->n_head * p->head_dim;
-    if (q > INT32_MAX || (int64_t)p->n_embd * p->n_ff > ((int64_t)1 << 40))
+    if (q > INT32_MAX || (int64_t)p->n_embd * p->n_ff > ((int64_t)1 << 40) ||
+        (int64_t)p->n_embd * PS_MAX(p->n_ff_exp, p->n_ff) * p->n_expert > ((int64_t)1 << 40))
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "model dimensions are too large");
     return PS_OK;
 }
@@ -241,14 +292,16 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
                   KV = (int64_t)p->n_head_kv * p->head_dim, F = p->n_ff;
     const uint32_t ty = p->type;
     ps_status st;
-#define ADD(name, kind, type, ne0, ne1) \
-    if ((st = list_add(l, name, kind, type, ne0, ne1, err)) != PS_OK) return st
+#define ADD3(name, kind, type, ne0, ne1, ne2) \
+    if ((st = list_add(l, name, kind, type, ne0, ne1, ne2, err)) != PS_OK) return st
+#define ADD(name, kind, type, ne0, ne1) ADD3(name, kind, type, ne0, ne1, 1)
     ADD("token_embd.weight", T_MATRIX, ty, E, n_vocab);
     ADD("output_norm.weight", T_NORM, PS_GGML_F32, E, 1);
     if (!p->tied) ADD("output.weight", T_MATRIX, ty, E, n_vocab);
     if (p->rope_freqs) ADD("rope_freqs.weight", T_ROPE_FREQS, PS_GGML_F32, p->head_dim / 2, 1);
     const uint32_t feat = ps_arch_find(p->arch)->layer; /* validate() checked the name */
-    const bool qwen2 = feat & PS_L_QKV_BIAS, qwen3 = feat & PS_L_QK_NORM;
+    const bool qwen2 = feat & PS_L_QKV_BIAS, qwen3 = feat & PS_L_QK_NORM,
+               moe = feat & PS_L_FFN_MOE;
     if (is_hybrid(p)) {
         const ps_genmodel_params h = hybrid_defaults(p);
         const int64_t dk = h.ssm_d_state, dv = (int64_t)h.ssm_n_v * dk,
@@ -306,12 +359,21 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
         }
         ADD(BLK("attn_output.weight"), T_MATRIX, ty, Q, E);
         ADD(BLK("ffn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-        ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
-        ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, F);
-        ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
+        if (p->n_expert > 0) {
+            const int64_t X = p->n_expert, FX = moe ? p->n_ff_exp : F;
+            ADD(BLK("ffn_gate_inp.weight"), T_MATRIX, PS_GGML_F32, E, X);
+            ADD3(BLK("ffn_gate_exps.weight"), T_MATRIX, ty, E, FX, X);
+            ADD3(BLK("ffn_up_exps.weight"), T_MATRIX, ty, E, FX, X);
+            ADD3(BLK("ffn_down_exps.weight"), T_MATRIX, ty, FX, E, X);
+        } else {
+            ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
+            ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, F);
+            ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
+        }
 #undef BLK
     }
 #undef ADD
+#undef ADD3
     uint64_t off = 0;
     for (int64_t i = 0; i < l->n; i++) {
         l->t[i].offset = off;
@@ -325,7 +387,7 @@ int64_t ps_genmodel_n_params(const ps_genmodel_params *p, int64_t n_vocab) {
     tensor_list l = {0};
     int64_t n = 0;
     if (build_list(p, n_vocab, &l, NULL) == PS_OK)
-        for (int64_t i = 0; i < l.n; i++) n += l.t[i].ne[0] * l.t[i].ne[1];
+        for (int64_t i = 0; i < l.n; i++) n += l.t[i].ne[0] * l.t[i].ne[1] * l.t[i].ne[2];
     ps_free(l.t);
     return n;
 }
@@ -462,11 +524,15 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
     if ((st = ps_gguf_set_str(w, "general.architecture", a)) != PS_OK) return st;
     if ((st = ps_gguf_set_str(w, "general.name", name)) != PS_OK) return st;
     if ((st = ps_gguf_set_u32(w, "general.file_type", ftype)) != PS_OK) return st;
+    const bool moe = ps_arch_find(a)->layer & PS_L_FFN_MOE;
     struct { const char *k; uint32_t v; } u[] = {
         {"context_length", (uint32_t)p->n_ctx},
         {"embedding_length", (uint32_t)p->n_embd},
         {"block_count", (uint32_t)p->n_layer},
-        {"feed_forward_length", (uint32_t)p->n_ff},
+        {p->n_ff > 0 ? "feed_forward_length" : NULL, (uint32_t)p->n_ff},
+        {p->n_expert > 0 ? "expert_count" : NULL, (uint32_t)p->n_expert},
+        {p->n_expert > 0 ? "expert_used_count" : NULL, (uint32_t)p->n_expert_used},
+        {moe ? "expert_feed_forward_length" : NULL, (uint32_t)p->n_ff_exp},
         {"attention.head_count", (uint32_t)p->n_head},
         {"attention.head_count_kv", (uint32_t)p->n_head_kv},
         {"attention.key_length", (uint32_t)p->head_dim},
@@ -474,6 +540,7 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
         {"rope.dimension_count", (uint32_t)p->head_dim},
     };
     for (size_t i = 0; i < PS_ARRAY_LEN(u); i++) {
+        if (!u[i].k) continue;
         snprintf(key, sizeof key, "%s.%s", a, u[i].k);
         if ((st = ps_gguf_set_u32(w, key, u[i].v)) != PS_OK) return st;
     }
@@ -597,7 +664,7 @@ static ps_status out_pad(out_file *o, uint64_t align, ps_error *err) {
 
 static ps_status write_tensor_data(out_file *o, const ps_genmodel_params *p, const gen_tensor *t,
                                    float *fbuf, uint8_t *obuf, ps_error *err) {
-    const int64_t ne0 = t->ne[0], rows = t->ne[1];
+    const int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2];
     const size_t row_bytes = ps_quant_row_bytes(t->type, ne0);
     const uint64_t tseed = p->seed * 0x9e3779b97f4a7c15ull ^ fnv1a(t->name);
     if (t->kind == T_ROPE_FREQS) {
@@ -715,7 +782,7 @@ ps_status ps_genmodel_write(const ps_genmodel_params *p, const char *path, ps_er
     for (int64_t i = 0; i < l.n; i++) {
         const gen_tensor *t = &l.t[i];
         uint64_t len = strlen(t->name);
-        uint64_t ne[2] = {(uint64_t)t->ne[0], (uint64_t)t->ne[1]};
+        uint64_t ne[3] = {(uint64_t)t->ne[0], (uint64_t)t->ne[1], (uint64_t)t->ne[2]};
         if ((st = out_write(&o, &len, 8, err)) != PS_OK ||
             (st = out_write(&o, t->name, (size_t)len, err)) != PS_OK ||
             (st = out_write(&o, &t->n_dims, 4, err)) != PS_OK ||

@@ -1,5 +1,6 @@
 /*
- * genmodel.h — writes a GGUF model with deterministic random weights (llama, qwen2, qwen3; F32,
+ * genmodel.h — writes a GGUF model with deterministic random weights (llama, qwen2, qwen3,
+ * qwen3moe, llama with experts; F32,
  * F16, BF16 or Q8_0 matrices) for tests and benchmarks. The same parameters and seed always give
  * the same bytes. The vocabulary is either copied from a vocabulary GGUF (its tokenizer.* keys)
  * or a synthetic SentencePiece one. Key and tensor names are llama.cpp's.
@@ -15,6 +16,11 @@ typedef struct {
     char name[64];            /* general.name; "" = "promptscore-random-<arch>" */
     int32_t n_vocab;          /* synthetic vocabulary size (>= 259); ignored with vocab_path */
     int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
+    /* experts: qwen3moe needs n_expert >= 1; llama gets experts (Mixtral layout) when
+     * n_expert > 0. n_expert_used in 1..n_expert; n_ff_exp = one expert's FFN width (qwen3moe;
+     * llama experts use n_ff). The router ffn_gate_inp stays F32, as llama.cpp's quantiser
+     * keeps it. */
+    int32_t n_expert, n_expert_used, n_ff_exp;
     float rope_base;          /* <arch>.rope.freq_base */
     float rms_eps;            /* <arch>.attention.layer_norm_rms_epsilon */
     uint32_t type;            /* matrices: PS_GGML_F32, F16, BF16 or Q8_0; norms/biases stay F32 */
@@ -43,7 +49,10 @@ ps_genmodel_params ps_genmodel_default_params(void);
  * (qwen35 at Qwen3.6-35B-A3B's widths: 2048 wide, 4 layers, 16/2 heads of 256, rope on 64 dims
  * [11, 11, 10, 0], DeltaNet 16 key / 32 value heads of 128, vocab 248,320, ctx 262144,
  * theta 1e7, FFN 4608 = the width one token activates in the MoE model: 8 routed + 1 shared
- * expert of 512).
+ * expert of 512), "qwen3moe-tiny" (qwen3moe, 64 wide, 2 layers, 4/2 heads of 16, 8 experts
+ * of FFN 32, 2 used, vocab 512), "mixtral-tiny" (llama, the same with 4 experts of FFN 64, 2
+ * used), "qwen3-30b-a3b-2l" (Qwen3-30B-A3B's widths with 2 layers: 2048 wide, 32/4 heads of
+ * 128, 128 experts of FFN 768, 8 used, vocab 151,936, untied, ctx 40960).
  * Returns PS_OK or PS_ERR_NOT_FOUND (the message lists the presets). */
 ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *err);
 

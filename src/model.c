@@ -176,6 +176,52 @@ static ps_status read_hybrid_hparams(ps_model *m, const char *arch, ps_error *er
     return PS_OK;
 }
 
+/* The expert keys, as llama.cpp reads them for these families: expert_count (required where
+ * every layer has experts; for llama, experts replace the dense FFN when it is > 0),
+ * expert_used_count (1..expert_count), the expert FFN width (qwen3moe:
+ * expert_feed_forward_length, else feed_forward_length / expert_used_count; llama:
+ * feed_forward_length), expert_weights_norm (default true: llama.cpp renormalises the chosen
+ * weights for both families; a file that says false is followed), expert_gating_func (softmax
+ * only). */
+static ps_status read_expert_hparams(ps_model *m, const char *arch, ps_error *err) {
+    const ps_gguf *g = m->gguf;
+    ps_hparams *hp = &m->hp;
+    const bool always = hp->info->layer & PS_L_FFN_MOE;
+    if (!always && !(hp->info->flags & PS_A_EXPERTS_BY_KEY)) return PS_OK;
+    ps_status st;
+    if ((st = key_dim(g, arch, "expert_count", always, 0, !always, &hp->n_expert, err)))
+        return st;
+    if (hp->n_expert == 0) return PS_OK;
+    if ((st = key_dim(g, arch, "expert_used_count", true, 0, false, &hp->n_expert_used, err)))
+        return st;
+    if (hp->n_expert_used > hp->n_expert)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "key '%s.expert_used_count' = %d exceeds %s.expert_count = %d", arch,
+                       hp->n_expert_used, arch, hp->n_expert);
+    if (always) {
+        const int32_t def = hp->n_ff / hp->n_expert_used;
+        if ((st = key_dim(g, arch, "expert_feed_forward_length", def == 0, def, false,
+                          &hp->n_ff_exp, err)))
+            return st;
+    } else {
+        hp->n_ff_exp = hp->n_ff;
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
+    hp->expert_norm = true;
+    st = ps_gguf_get_bool(g, key, &hp->expert_norm, err);
+    if (st != PS_OK && st != PS_ERR_NOT_FOUND) return st;
+    snprintf(key, sizeof key, "%s.expert_gating_func", arch);
+    uint32_t gating = 1;
+    st = ps_gguf_get_u32(g, key, &gating, err);
+    if (st != PS_OK && st != PS_ERR_NOT_FOUND) return st;
+    if (gating != 1 && gating != 0)
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                       "key '%s' = %u is not supported (1 = softmax)", key, gating);
+    ps_error_clear(err);
+    return PS_OK;
+}
+
 static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     const ps_gguf *g = m->gguf;
     ps_hparams *hp = &m->hp;
@@ -252,8 +298,8 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
     hp->rope_mode = hp->info->rope_mode;
     hp->n_layer_kv = hp->n_layer;
-    if (hp->info->flags & PS_A_HYBRID) return read_hybrid_hparams(m, arch, err);
-    return PS_OK;
+    if ((hp->info->flags & PS_A_HYBRID) && (st = read_hybrid_hparams(m, arch, err))) return st;
+    return read_expert_hparams(m, arch, err);
 }
 
 /* ---- tensors ---- */
@@ -634,7 +680,9 @@ ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params
     info->n_head = hp->n_head;
     info->n_head_kv = hp->n_head_kv;
     info->head_dim = hp->head_dim;
-    info->n_ff = hp->n_ff;
+    info->n_ff = hp->n_ff > 0 ? hp->n_ff : hp->n_ff_exp;
+    info->n_expert = hp->n_expert;
+    info->n_expert_used = hp->n_expert_used;
     int64_t n_params = 0;
     for (int64_t i = 0; i < ps_gguf_n_tensors(m->gguf); i++) {
         const ps_gguf_tensor *t = ps_gguf_tensor_at(m->gguf, i);
@@ -669,8 +717,11 @@ void ps_session_free(ps_session *s) {
                      s->k,       s->v,       s->att,      s->ffn_out,  s->hb,
                      s->hb2,     s->rope_cos, s->rope_sin, s->mm_scratch, s->att_scratch,
                      s->score_logits, s->conv_state, s->ssm_state, s->dn_qkv, s->dn_conv,
-                     s->dn_z,     s->dn_out,   s->dn_beta, s->dn_alpha, s->att_gate};
+                     s->dn_z,     s->dn_out,   s->dn_beta, s->dn_alpha, s->att_gate,
+                     s->moe_logits, s->moe_w, s->moe_x, s->moe_g, s->moe_u};
     for (size_t i = 0; i < PS_ARRAY_LEN(bufs); i++) ps_free(bufs[i]);
+    int32_t *ibufs[] = {s->moe_sel, s->moe_pos, s->moe_start, s->moe_fill};
+    for (size_t i = 0; i < PS_ARRAY_LEN(ibufs); i++) ps_free(ibufs[i]);
     ps_free(s);
 }
 
@@ -732,7 +783,10 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     }
     const uint64_t nb = (uint64_t)s->n_batch, dq = (uint64_t)hp->n_head * hp->head_dim,
                    dkv = (uint64_t)hp->n_head_kv * hp->head_dim;
+    bool moe = false;
+    for (int32_t l = 0; l < hp->n_layer; l++) moe = moe || (model->w.layers[l].feat & PS_L_FFN_MOE);
     int64_t max_in = PS_MAX(PS_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), (int64_t)dq);
+    max_in = PS_MAX(max_in, (int64_t)hp->n_ff_exp);
     uint64_t kv_per_layer;
     bool ok = ps_mul_ok(dkv, (uint64_t)s->n_ctx, &kv_per_layer);
     /* 16-key blocks; a hybrid model caches only its full-attention layers (at least one
@@ -766,8 +820,23 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     s->att = alloc_floats(nb, dq, 1);
     s->k = alloc_floats(nb, dkv, 1);
     s->v = alloc_floats(nb, dkv, 1);
-    s->hb = alloc_floats(nb, hp->n_ff, 1);
-    s->hb2 = alloc_floats(nb, hp->n_ff, 1);
+    s->hb = alloc_floats(nb, PS_MAX(hp->n_ff, 1), 1);
+    s->hb2 = alloc_floats(nb, PS_MAX(hp->n_ff, 1), 1);
+    bool moe_ok = true;
+    if (moe) {
+        const uint64_t E = (uint64_t)hp->n_expert, k = (uint64_t)hp->n_expert_used;
+        s->moe_logits = alloc_floats(nb, E, 1);
+        s->moe_w = alloc_floats(nb, k, 1);
+        s->moe_x = alloc_floats(nb * k, hp->n_embd, 1);
+        s->moe_g = alloc_floats(nb * k, hp->n_ff_exp, 1);
+        s->moe_u = alloc_floats(nb * k, hp->n_ff_exp, 1);
+        s->moe_sel = (int32_t *)alloc_floats(nb, k, 1); /* int32 and float are both 4 bytes */
+        s->moe_pos = (int32_t *)alloc_floats(nb, k, 1);
+        s->moe_start = (int32_t *)alloc_floats(E + 1, 1, 1);
+        s->moe_fill = (int32_t *)alloc_floats(E + 1, 1, 1);
+        moe_ok = s->moe_logits && s->moe_w && s->moe_x && s->moe_g && s->moe_u && s->moe_sel &&
+                 s->moe_pos && s->moe_start && s->moe_fill;
+    }
     s->rope_cos = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
     s->rope_sin = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
     s->mm_scratch = alloc_floats((uint64_t)s->n_threads, s->mm_stride, 1);
@@ -775,7 +844,7 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     s->att_scratch = alloc_floats((uint64_t)s->n_threads, s->att_stride, 1);
     if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->ffn_out || !s->q || !s->att ||
         !s->k || !s->v || !s->hb || !s->hb2 || !s->rope_cos || !s->rope_sin || !s->mm_scratch ||
-        !s->att_scratch || !hy_ok) {
+        !s->att_scratch || !hy_ok || !moe_ok) {
         int n_ctx = (int)s->n_ctx;
         double kv_mib = 2.0 * (double)hp->n_layer_kv * (double)dkv * (double)n_ctx * 4.0 /
                         (1024.0 * 1024.0);

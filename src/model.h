@@ -70,6 +70,8 @@ static inline ps_mat ps_mat3_at(const ps_mat3 *t, int64_t e) {
  *   q_norm, k_norm (head_dim) | NULL (qwen3 only)
  *   wo (n_head*head_dim -> n_embd)
  *   ffn_norm (n_embd)   w_gate, w_up (n_embd -> n_ff)   w_down (n_ff -> n_embd)
+ * experts (PS_L_FFN_MOE, moe.c): ffn_norm, gate_inp (n_embd -> n_expert),
+ *   gate_exps, up_exps (n_expert x (n_embd -> n_ff_exp)), down_exps (n_expert x (n_ff_exp -> n_embd))
  * Norm and bias vectors are float32 in the file (checked at load). */
 /*
  * Hybrid layers (qwen35*): ffn_norm is blk.N.post_attention_norm. A full-attention layer's wq
@@ -93,6 +95,8 @@ typedef struct {
     int32_t kv_slot, rs_slot;
     ps_mat wqkv, wz, w_beta, w_alpha, ssm_out;
     const float *conv1d, *dt_bias, *ssm_a, *ssm_norm;
+    ps_mat gate_inp;
+    ps_mat3 gate_exps, up_exps, down_exps;
 } ps_layer;
 
 /* Read-only weights, all pointing into the mapping. */
@@ -149,6 +153,12 @@ struct ps_session {
      * beta, alpha (n_batch, n_v), gate (n_batch, n_head*head_dim) (NULL otherwise) */
     float *conv_state, *ssm_state;
     float *dn_qkv, *dn_conv, *dn_z, *dn_out, *dn_beta, *dn_alpha, *att_gate;
+    /* experts (moe.c; NULL when no layer has them): router logits / probabilities
+     * (n_batch, n_expert); chosen experts, their weights and grouped positions
+     * (n_batch, n_expert_used); group starts and fill counters (n_expert + 1); gathered rows and
+     * expert outputs (n_batch * n_expert_used, n_embd); gate / up (.., n_ff_exp) */
+    float *moe_logits, *moe_w, *moe_x, *moe_g, *moe_u;
+    int32_t *moe_sel, *moe_pos, *moe_start, *moe_fill;
     float *score_logits;         /* score.c's (chunk, n_vocab) logits, kept between calls */
     size_t score_logits_floats;
 };

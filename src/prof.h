@@ -16,6 +16,8 @@ typedef enum {
     PS_PROF_FORWARD,    /* ps_forward_run as a whole */
     PS_PROF_TOPK,       /* the top-K kernel on a chunk's logits */
     PS_PROF_DELTANET,   /* Gated DeltaNet conv, norms and delta rule (not its matmuls) */
+    PS_PROF_MOE_ROUTE,  /* experts: router matmul, softmax, top-k, grouping, gather, weighted sum */
+    PS_PROF_MOE_EXPERTS,/* experts: the expert matmuls and their SwiGLU */
     PS_PROF_N
 } ps_prof_slot;
 

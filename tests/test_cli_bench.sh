@@ -86,6 +86,21 @@ if "$BIN" gen-model -o "$T/bf16.gguf" --arch qwen3 --type bf16 > /dev/null 2>&1;
 else
     bad "gen-model --type bf16 failed"
 fi
+# a generated model with experts (Q8_0): the routing and expert shares are there, in [0, 1],
+# both > 0, the experts' not above the matmul share; the check names expert 0's matrices
+if "$BIN" gen-model -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 > /dev/null 2>&1; then
+    "$BIN" bench -m "$T/moe.gguf" --json -t 1 --lengths 300 > "$T/moe.json" 2> "$T/moe.err"
+    check "experts: bench --json exits 0 ($(cat "$T/moe.err"))" '[ $? -eq 0 ]'
+    check "experts: route and experts shares" "python3 - '$T/moe.json' <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert 0 < r['route_share'] <= 1 and 0 < r['experts_share'] <= r['matmul_share'] + 1e-3, r
+PY"
+    "$BIN" bench -m "$T/moe.gguf" -t 1 --lengths 16 > "$T/moe.table" 2>&1
+    check "experts: the table has the route and experts columns" 'grep -q "route experts" "$T/moe.table" && grep -q "^experts: 8 per layer, 2 per token, FFN 32" "$T/moe.table"'
+else
+    bad "gen-model --preset qwen3moe-tiny failed"
+fi
 "$BIN" bench > /dev/null 2>&1
 check "no model: exit 2" '[ $? -eq 2 ]'
 "$BIN" bench -m "$MODEL" --lengths 0 > /dev/null 2>&1

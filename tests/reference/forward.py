@@ -3,8 +3,9 @@
 
 It shares no code with the C library: it reads the GGUF file itself (header, metadata, tensor
 infos, data; F32/F16/BF16/Q8_0 dequantised exactly into float64) and runs the llama, qwen2 and
-qwen3 architectures the way llama.cpp defines them, over the whole prompt at once (no KV cache,
-no chunks), in float64:
+qwen3 architectures and the mixture-of-experts ones (qwen3moe; llama with expert_count > 0, the
+Mixtral layout) the way llama.cpp defines them, over the whole prompt at once (no KV cache, no
+chunks), in float64:
 
   x = token_embd[ids]
   per layer:  h = rmsnorm(x) * attn_norm
@@ -16,6 +17,10 @@ no chunks), in float64:
               x += Wo softmax_causal(q k^T / sqrt(head_dim)) v     (GQA: head h reads kv head
                                                                     h // (n_head / n_head_kv))
               x += Wdown (silu(Wgate h2) * Wup h2),  h2 = rmsnorm(x) * ffn_norm
+              experts (the layer has ffn_gate_inp): p = softmax(Wgate_inp h2) over all experts,
+              the k = expert_used_count largest (ties: lower id), w = p[chosen] / sum (unless
+              expert_weights_norm is false), x += sum_j w_j Wdown_e (silu(Wgate_e h2) * Wup_e h2)
+              with the 3-D ffn_{gate,up,down}_exps tensors, matrix e = [e]
   logits = output (rmsnorm(x) * output_norm)       (output = token_embd when the file has none)
 
 qwen35 (Qwen3.5 / 3.6 hybrid, llama.cpp's definition; see forward_hybrid): layer l is gated
@@ -173,7 +178,7 @@ class Model:
         self.kv, self.t = read_gguf(path)
         kv = self.kv
         self.arch = kv["general.architecture"]
-        if self.arch not in ("llama", "qwen2", "qwen3", "qwen35"):
+        if self.arch not in ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35"):
             raise ValueError("architecture %s not supported" % self.arch)
         a = self.arch
         self.n_embd = int(kv[a + ".embedding_length"])
@@ -190,7 +195,10 @@ class Model:
         if stype not in ("none", "linear") and factor not in (0.0, 1.0):
             raise ValueError("rope scaling type %s not supported by the reference" % stype)
         self.freq_scale = 1.0 / factor if factor not in (0.0,) and stype != "none" else 1.0
-        self.neox = a in ("qwen2", "qwen3")
+        self.neox = a in ("qwen2", "qwen3", "qwen3moe")
+        self.n_expert = int(kv.get(a + ".expert_count", 0))
+        self.n_expert_used = int(kv.get(a + ".expert_used_count", 0))
+        self.expert_norm = bool(kv.get(a + ".expert_weights_norm", True))
         self.q8_act = q8_act
         self.bf16_act = bf16_act
         emb, _ = self.t["token_embd.weight"]
@@ -211,9 +219,11 @@ class Model:
     def has(self, name):
         return name in self.t
 
-    def matmul(self, x, name):
-        """x (T, in) @ W^T where W is (out, in) -> (T, out)."""
+    def matmul(self, x, name, expert=None):
+        """x (T, in) @ W^T where W is (out, in) -> (T, out); expert e: W = the 3-D tensor's [e]."""
         w, ttype = self.t[name]
+        if expert is not None:
+            w = w[expert]
         if self.q8_act and ttype == GGML_Q8_0:
             x = quantize_q8_0_rows(x)
         if self.bf16_act and ttype == GGML_BF16:
@@ -243,6 +253,26 @@ class Model:
             y[..., 0:2 * half:2] = x0 * c - x1 * s
             y[..., 1:2 * half:2] = x0 * s + x1 * c
         return y
+
+    def experts(self, h, p):
+        """The mixture-of-experts FFN of layer prefix p on h (T, n_embd)."""
+        T, k = h.shape[0], self.n_expert_used
+        z = self.matmul(h, p + "ffn_gate_inp.weight")  # (T, E)
+        z = np.exp(z - z.max(axis=1, keepdims=True))
+        prob = z / z.sum(axis=1, keepdims=True)
+        chosen = np.argsort(-prob, axis=1, kind="stable")[:, :k]  # ties: lower id first
+        w = np.take_along_axis(prob, chosen, axis=1)
+        if self.expert_norm:
+            w = w / np.maximum(w.sum(axis=1, keepdims=True), 2.0 ** -14)
+        out = np.zeros_like(h)
+        for e in np.unique(chosen):
+            rows, slot = np.nonzero(chosen == e)
+            he = h[rows]
+            gt = self.matmul(he, p + "ffn_gate_exps.weight", e)
+            up = self.matmul(he, p + "ffn_up_exps.weight", e)
+            y = self.matmul(gt / (1.0 + np.exp(-gt)) * up, p + "ffn_down_exps.weight", e)
+            out[rows] += w[rows, slot][:, None] * y
+        return out
 
     def forward(self, tokens):
         """tokens: list of ids -> logits (T, n_vocab) float64."""
@@ -287,6 +317,9 @@ class Model:
                 out[:, hh, :] = (e / e.sum(axis=1, keepdims=True)) @ v[:, kh, :]
             x = x + self.matmul(out.reshape(T, H * D), p + "attn_output.weight")
             h = self.rmsnorm(x, self.W(p + "ffn_norm.weight"))
+            if self.has(p + "ffn_gate_inp.weight"):
+                x = x + self.experts(h, p)
+                continue
             gt = self.matmul(h, p + "ffn_gate.weight")
             up = self.matmul(h, p + "ffn_up.weight")
             x = x + self.matmul(gt / (1.0 + np.exp(-gt)) * up, p + "ffn_down.weight")

@@ -1,0 +1,169 @@
+/*
+ * moe.c — the mixture-of-experts FFN (layers with PS_L_FFN_MOE: qwen3moe, llama with experts).
+ *
+ * For the n rows of xb (n, n_embd) — the FFN-normed residual — with E = n_expert experts, k =
+ * n_expert_used of them per row and F = n_ff_exp:
+ *
+ *   logits (n, E) = xb @ Wgate_inp^T                       the router (a ps_matmul)
+ *   p = softmax(logits) per row                            float32: expf(l - max), the sum in
+ *                                                          double, times (float)(1 / sum)
+ *   sel[i][0..k) = the k largest p[i], in that order       (equal p: the lower expert id first)
+ *   w[i][j] = p[i][sel[i][j]]; when expert_norm:           sum in double, rounded to float,
+ *             w[i][j] /= max(sum_j w[i][j], 2^-14)         clamped as llama.cpp does
+ *   out[i] = sum over j = 0..k-1, in that order, of w[i][j] * down_e(silu(gate_e(xb[i])) * up_e(xb[i]))
+ *            with e = sel[i][j]: out = w0 * y0, then out += wj * yj (product rounded, then added)
+ *
+ * This is llama.cpp's build_moe_ffn for these families (softmax gating, norm_w, no scale; the
+ * views of the k experts added in selection order). The expert matrices are the 3-D tensors
+ * ffn_{gate,up}_exps (ne [n_embd, F, E]) and ffn_down_exps (ne [F, n_embd, E]); expert e is the
+ * ps_mat at e * stride (ps_mat3_at), so every weight type ps_matmul supports works.
+ *
+ * Compute: the (row, j) pairs are grouped by expert — experts in ascending id, an expert's rows
+ * in ascending order — and the rows of each active expert are gathered into a contiguous block;
+ * each active expert then gets one ps_matmul per matrix over its block (threads across its
+ * weight tiles), experts without rows are never touched (so their pages need not be resident).
+ * Routing, gathering, SwiGLU and the weighted sum run one pool task per row. Every output value
+ * comes from the same operations whatever the thread count or chunking: ps_matmul's result for
+ * a row does not depend on the other rows of the call, and the sum over a row's experts is in
+ * selection order.
+ *
+ * Scratch (session, sized at creation when a layer has experts): moe_logits (n_batch, E),
+ * moe_sel / moe_w / moe_pos (n_batch, k), moe_row (n_batch * k), moe_start (E + 1),
+ * moe_x (n_batch * k, n_embd) gathered inputs and, after the down product, expert outputs,
+ * moe_g / moe_u (n_batch * k, F).
+ */
+#include "moe.h"
+#include "prof.h"
+#include "vecmath.h"
+
+#include <math.h>
+
+typedef enum { MOE_ROUTE, MOE_GATHER, MOE_SWIGLU, MOE_SUM } moe_op;
+
+typedef struct {
+    ps_session *s;
+    const ps_layer *L;
+    moe_op op;
+    float *out;
+} moe_job;
+
+/* Row i: softmax over the router logits, the top k, their weights. */
+static void route_row(ps_session *s, int64_t i) {
+    const ps_hparams *hp = &s->model->hp;
+    const int32_t E = hp->n_expert, k = hp->n_expert_used;
+    float *p = s->moe_logits + i * E;
+    int32_t *sel = s->moe_sel + i * k;
+    float *w = s->moe_w + i * k;
+    float mx = -INFINITY;
+    for (int32_t e = 0; e < E; e++) mx = p[e] > mx ? p[e] : mx;
+    double sum = 0.0;
+    for (int32_t e = 0; e < E; e++) {
+        p[e] = expf(p[e] - mx);
+        sum += (double)p[e];
+    }
+    const float scale = (float)(1.0 / sum);
+    for (int32_t e = 0; e < E; e++) p[e] *= scale;
+    for (int32_t j = 0; j < k; j++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < E; e++) {
+            bool taken = false;
+            for (int32_t t = 0; t < j && !taken; t++) taken = sel[t] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+        }
+        sel[j] = best;
+        w[j] = p[best];
+    }
+    if (hp->expert_norm) {
+        double ws = 0.0;
+        for (int32_t j = 0; j < k; j++) ws += (double)w[j];
+        float wsum = (float)ws;
+        if (!(wsum >= 6.103515625e-5f)) wsum = 6.103515625e-5f;
+        for (int32_t j = 0; j < k; j++) w[j] /= wsum;
+    }
+}
+
+static void moe_task(void *ctx, int64_t i, int32_t thread) {
+    (void)thread;
+    const moe_job *job = ctx;
+    ps_session *s = job->s;
+    const ps_hparams *hp = &s->model->hp;
+    const int64_t d = hp->n_embd, k = hp->n_expert_used, F = hp->n_ff_exp;
+    switch (job->op) {
+    case MOE_ROUTE: route_row(s, i); break;
+    case MOE_GATHER:
+        for (int64_t j = 0; j < k; j++)
+            memcpy(s->moe_x + (int64_t)s->moe_pos[i * k + j] * d, s->xb + i * d,
+                   (size_t)d * sizeof(float));
+        break;
+    case MOE_SWIGLU: /* i: a grouped (row, expert) pair */
+        ps_silu_mul_f32(s->isa, s->moe_g + i * F, s->moe_u + i * F, F);
+        break;
+    case MOE_SUM: {
+        float *o = job->out + i * d;
+        const float *w = s->moe_w + i * k;
+        const float *y = s->moe_x + (int64_t)s->moe_pos[i * k] * d;
+        for (int64_t c = 0; c < d; c++) o[c] = w[0] * y[c];
+        for (int64_t j = 1; j < k; j++) {
+            y = s->moe_x + (int64_t)s->moe_pos[i * k + j] * d;
+            const float wj = w[j];
+            for (int64_t c = 0; c < d; c++) {
+                const float t = wj * y[c];
+                o[c] += t;
+            }
+        }
+        break;
+    }
+    }
+}
+
+void ps_moe_ffn(ps_session *s, const ps_matmul_env *env, int32_t layer, int32_t n, float *out) {
+    const ps_hparams *hp = &s->model->hp;
+    const ps_layer *L = &s->model->w.layers[layer];
+    const int64_t d = hp->n_embd, E = hp->n_expert, k = hp->n_expert_used, F = hp->n_ff_exp;
+    uint64_t t0 = ps_prof_start();
+    moe_job job = {s, L, MOE_ROUTE, out};
+
+    /* route: logits, softmax, top k, weights */
+    ps_matmul(env, &L->gate_inp, s->xb, d, n, s->moe_logits, E);
+    ps_pool_for(s->pool, n, moe_task, &job);
+
+    /* group the (row, j) pairs by expert: ascending expert, then ascending row */
+    int32_t *start = s->moe_start;
+    memset(start, 0, (size_t)(E + 1) * sizeof *start);
+    for (int64_t a = 0; a < (int64_t)n * k; a++) start[s->moe_sel[a] + 1]++;
+    for (int64_t e = 0; e < E; e++) start[e + 1] += start[e];
+    int32_t *fill = s->moe_fill;
+    memcpy(fill, start, (size_t)E * sizeof *fill);
+    for (int64_t a = 0; a < (int64_t)n * k; a++) {
+        const int32_t pos = fill[s->moe_sel[a]]++;
+        s->moe_pos[a] = pos;
+    }
+    job.op = MOE_GATHER;
+    ps_pool_for(s->pool, n, moe_task, &job);
+    ps_prof_add(PS_PROF_MOE_ROUTE, t0);
+
+    /* the active experts: gate and up over their rows, SwiGLU, down (into moe_x) */
+    t0 = ps_prof_start();
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = start[e], nr = start[e + 1] - r0;
+        if (nr == 0) continue;
+        const ps_mat g = ps_mat3_at(&L->gate_exps, e), u = ps_mat3_at(&L->up_exps, e);
+        ps_matmul(env, &g, s->moe_x + r0 * d, d, nr, s->moe_g + r0 * F, F);
+        ps_matmul(env, &u, s->moe_x + r0 * d, d, nr, s->moe_u + r0 * F, F);
+    }
+    job.op = MOE_SWIGLU;
+    ps_pool_for(s->pool, (int64_t)n * k, moe_task, &job);
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = start[e], nr = start[e + 1] - r0;
+        if (nr == 0) continue;
+        const ps_mat dn = ps_mat3_at(&L->down_exps, e);
+        ps_matmul(env, &dn, s->moe_g + r0 * F, F, nr, s->moe_x + r0 * d, d);
+    }
+    ps_prof_add(PS_PROF_MOE_EXPERTS, t0);
+
+    /* the weighted sum over each row's experts, in selection order */
+    t0 = ps_prof_start();
+    job.op = MOE_SUM;
+    ps_pool_for(s->pool, n, moe_task, &job);
+    ps_prof_add(PS_PROF_MOE_ROUTE, t0);
+}

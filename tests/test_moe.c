@@ -1,0 +1,361 @@
+/*
+ * test_moe.c — models with experts (qwen3moe; llama with experts, the Mixtral layout): batch
+ * invariance and bad files. (Agreement with the float64 reference is test_reference's.)
+ *
+ * Invariance: for qwen3moe-tiny (8 experts, here 3 used) and mixtral-tiny (4 experts, 2 used) x
+ * F32 / F16 / BF16 / Q8_0 x native / f32 activations, the logits of a 3 x 256 + 17 token prompt
+ * fed in batches of 256 on one thread must be bitwise equal (memcmp) to batches of 1, 7 and 100
+ * and to 2 threads (batches of 256 and of 7). The routing must be real: at least half the
+ * experts get rows in the last layer, and no expert gets all of them.
+ *
+ * Bad files (rewritten from a generated model with one defect), each refused with the status
+ * and a message naming the key or tensor: expert_count missing or 0, expert_used_count
+ * missing or above expert_count, expert_feed_forward_length missing (no feed_forward_length
+ * either), an expert tensor of rank 2, of swapped shape, with one expert too few, of an
+ * unsupported type, a missing router, an unsupported expert_gating_func; llama without
+ * expert_count must then have the dense tensors (named), llama with experts but no
+ * expert_used_count is named. expert_weights_norm = false loads and changes the logits.
+ * Every allocation failure over load + session + forward is a clean PS_ERR_NOMEM.
+ * No shared material needed.
+ */
+#include "check.h"
+#include "genmodel.h"
+#include "gguf.h"
+#include "model.h"
+
+#include <math.h>
+
+static char dir[256];
+
+static const char *path_in(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+/* Logits of n ids, forwarded in batches of `batch` on `pool` (malloc'd) or NULL. */
+static float *logits_of(const ps_model *m, const int32_t *ids, int32_t n, int32_t batch,
+                        ps_pool *pool, ps_act act, int32_t *n_active) {
+    ps_session_params sp = ps_session_default_params();
+    sp.n_ctx = n;
+    sp.n_batch = batch;
+    sp.pool = pool;
+    sp.act = act;
+    ps_session *s = NULL;
+    ps_error e;
+    if (ps_session_create(m, &sp, &s, &e) != PS_OK) {
+        CHECKF(0, "session: %s", e.message);
+        return NULL;
+    }
+    ps_model_info info;
+    ps_model_get_info(m, &info);
+    float *out = malloc((size_t)n * (size_t)info.n_vocab * sizeof *out);
+    for (int32_t i = 0; out && i < n; i += batch) {
+        const int32_t k = PS_MIN(batch, n - i);
+        if (ps_session_forward(s, ids + i, k, out + (size_t)i * (size_t)info.n_vocab, &e) !=
+            PS_OK) {
+            CHECKF(0, "forward at %d: %s", i, e.message);
+            free(out);
+            out = NULL;
+        }
+    }
+    if (n_active && out) { /* experts with rows in the last call's last layer */
+        *n_active = 0;
+        int32_t max_rows = 0;
+        for (int32_t x = 0; x < m->hp.n_expert; x++) {
+            const int32_t r = s->moe_start[x + 1] - s->moe_start[x];
+            *n_active += r > 0;
+            max_rows = PS_MAX(max_rows, r);
+        }
+        if (max_rows == s->moe_start[m->hp.n_expert]) *n_active = -*n_active; /* one took all */
+    }
+    ps_session_free(s);
+    return out;
+}
+
+static void test_invariance(void) {
+    static const char *presets[] = {"qwen3moe-tiny", "mixtral-tiny"};
+    static const uint32_t types[] = {PS_GGML_F32, PS_GGML_F16, PS_GGML_BF16, PS_GGML_Q8_0};
+    enum { N = 3 * 256 + 17 };
+    static int32_t ids[N];
+    for (int32_t i = 0; i < N; i++) ids[i] = i == 0 ? 1 : (int32_t)((i * 7919u + 13) % 509) + 3;
+    ps_pool *p2 = NULL;
+    CHECK(ps_pool_create(2, &p2) == PS_OK);
+    for (size_t pi = 0; pi < PS_ARRAY_LEN(presets); pi++)
+        for (size_t ti = 0; ti < PS_ARRAY_LEN(types); ti++) {
+            ps_genmodel_params gp = ps_genmodel_default_params();
+            ps_error e;
+            CHECK(ps_genmodel_preset(presets[pi], &gp, &e) == PS_OK);
+            gp.type = types[ti];
+            gp.n_ctx = N;
+            /* 3 of 8 experts for qwen3moe: with 2 the sum's order would not show (a + b = b + a) */
+            if (gp.n_expert == 8) gp.n_expert_used = 3;
+            gp.seed = 31 + ti;
+            const char *path = path_in("inv.gguf");
+            ps_model *m = NULL;
+            ps_model_params mp = ps_model_default_params();
+            if (ps_genmodel_write(&gp, path, &e) != PS_OK ||
+                ps_model_load(path, &mp, &m, &e) != PS_OK) {
+                CHECKF(0, "%s %s: %s", presets[pi], ps_ggml_type_name(types[ti]), e.message);
+                continue;
+            }
+            CHECK(m->hp.n_expert == gp.n_expert && m->hp.n_expert_used == gp.n_expert_used &&
+                  (m->w.layers[0].feat & PS_L_FFN_MOE) && !(m->w.layers[1].feat & PS_L_FFN_DENSE));
+            for (int a = 0; a < 2; a++) {
+                const ps_act act = a ? PS_ACT_F32 : PS_ACT_NATIVE;
+                const size_t bytes = (size_t)N * (size_t)gp.n_vocab * sizeof(float);
+                int32_t active = 0;
+                float *base = logits_of(m, ids, N, 256, NULL, act, &active);
+                if (!base) continue;
+                CHECKF(active >= gp.n_expert / 2, "%s %s: %d experts active (negative: one "
+                       "took every row)", presets[pi], ps_ggml_type_name(types[ti]), active);
+                struct { int32_t batch; ps_pool *pool; } runs[] = {
+                    {1, NULL}, {7, NULL}, {100, NULL}, {256, p2}, {7, p2}};
+                for (size_t r = 0; r < PS_ARRAY_LEN(runs); r++) {
+                    float *c = logits_of(m, ids, N, runs[r].batch, runs[r].pool, act, NULL);
+                    size_t differ = 0;
+                    for (size_t i = 0; c && i < bytes / 4; i++) differ += memcmp(c + i, base + i, 4) != 0;
+                    CHECKF(c && differ == 0, "%s %s %s: batch %d, %d threads: %zu of %zu logits "
+                           "differ from batch 256 on 1 thread", presets[pi],
+                           ps_ggml_type_name(types[ti]), ps_act_name(act), runs[r].batch,
+                           runs[r].pool ? 2 : 1, differ, bytes / 4);
+                    free(c);
+                }
+                printf("%s %s %s: batches 1/7/100/256 and 2 threads bitwise equal, %d of %d "
+                       "experts active\n", presets[pi], ps_ggml_type_name(types[ti]),
+                       ps_act_name(act), active, gp.n_expert);
+                free(base);
+            }
+            ps_model_free(m);
+        }
+    ps_pool_free(p2);
+}
+
+/* ---- bad files ---- */
+
+typedef struct {
+    const char *drop_key;     /* leave this key out */
+    const char *set_key;      /* set this u32 key ... */
+    uint32_t set_val;         /* ... to this */
+    const char *tensor;       /* this tensor ... */
+    int how;                  /* 0 = as is, 1 = dropped, 2 = rank 2, 3 = ne0/ne1 swapped,
+                               * 4 = one expert fewer, 5 = type q8_1 */
+} defect;
+
+static const char *rewrite(const ps_gguf *g, const defect *d, const char *name) {
+    ps_gguf_writer *w = ps_gguf_writer_new();
+    if (!w) return NULL;
+    for (int64_t i = 0; i < ps_gguf_n_kv(g); i++) {
+        ps_gguf_str k = ps_gguf_key(g, i);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+        if (d->drop_key && !strcmp(key, d->drop_key)) continue;
+        ps_gguf_copy_kv(w, g, key); /* copies the keys with this prefix */
+    }
+    if (d->set_key) ps_gguf_set_u32(w, d->set_key, d->set_val);
+    void *junk = NULL;
+    for (int64_t i = 0; i < ps_gguf_n_tensors(g); i++) {
+        const ps_gguf_tensor *t = ps_gguf_tensor_at(g, i);
+        char tn[128];
+        snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr);
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        uint32_t nd = t->n_dims, type = t->type;
+        uint64_t nbytes = t->nbytes;
+        const void *data = t->data;
+        if (d->tensor && !strcmp(tn, d->tensor)) {
+            if (d->how == 1) continue;
+            if (d->how == 2) ne[1] *= ne[2], ne[2] = 1, nd = 2;
+            if (d->how == 3) ne[0] = t->ne[1], ne[1] = t->ne[0];
+            if (d->how == 4) ne[2] -= 1, nbytes = nbytes / (uint64_t)t->ne[2] * (uint64_t)ne[2];
+            if (d->how == 5) { /* q8_1: a ggml type, but no weight type */
+                type = PS_GGML_Q8_1;
+                nbytes = (uint64_t)(ne[0] * ne[1] * ne[2] / 32) * 36;
+                junk = calloc(1, (size_t)nbytes);
+                data = junk;
+            }
+        }
+        ps_gguf_add_tensor(w, tn, type, nd, ne, data, nbytes);
+    }
+    const char *path = path_in(name);
+    ps_error e;
+    ps_status st = ps_gguf_write_file(w, path, &e);
+    ps_gguf_writer_free(w);
+    free(junk);
+    if (st != PS_OK) {
+        fprintf(stderr, "writing %s: %s\n", path, e.message);
+        return NULL;
+    }
+    return path;
+}
+
+static void test_bad_files(void) {
+    ps_error e;
+    char q[512], mx[512]; /* own copies: path_in's buffers rotate */
+    snprintf(q, sizeof q, "%s", path_in("q3moe.gguf"));
+    snprintf(mx, sizeof mx, "%s", path_in("mixtral.gguf"));
+    ps_genmodel_params gp = ps_genmodel_default_params();
+    ps_genmodel_preset("qwen3moe-tiny", &gp, NULL);
+    CHECKF(ps_genmodel_write(&gp, q, &e) == PS_OK, "%s", e.message);
+    gp = ps_genmodel_default_params();
+    ps_genmodel_preset("mixtral-tiny", &gp, NULL);
+    CHECKF(ps_genmodel_write(&gp, mx, &e) == PS_OK, "%s", e.message);
+    ps_gguf *gq = NULL, *gm = NULL;
+    CHECK(ps_gguf_open(q, &gq, &e) == PS_OK && ps_gguf_open(mx, &gm, &e) == PS_OK);
+    if (!gq || !gm) {
+        ps_gguf_close(gq);
+        ps_gguf_close(gm);
+        return;
+    }
+    /* the generator's layout: llama.cpp's keys, 3-D expert tensors, an f32 router */
+    int64_t v = 0;
+    CHECK(ps_gguf_get_i64(gq, "qwen3moe.expert_count", &v, NULL) == PS_OK && v == 8);
+    CHECK(ps_gguf_get_i64(gq, "qwen3moe.expert_used_count", &v, NULL) == PS_OK && v == 2);
+    CHECK(ps_gguf_get_i64(gq, "qwen3moe.expert_feed_forward_length", &v, NULL) == PS_OK && v == 32);
+    CHECK(ps_gguf_find_key(gq, "qwen3moe.feed_forward_length") < 0);
+    CHECK(ps_gguf_get_i64(gm, "llama.expert_count", &v, NULL) == PS_OK && v == 4);
+    CHECK(ps_gguf_get_i64(gm, "llama.feed_forward_length", &v, NULL) == PS_OK && v == 64);
+    const ps_gguf_tensor *t = ps_gguf_find_tensor(gq, "blk.1.ffn_down_exps.weight");
+    CHECK(t && t->n_dims == 3 && t->ne[0] == 32 && t->ne[1] == 64 && t->ne[2] == 8);
+    t = ps_gguf_find_tensor(gm, "blk.0.ffn_gate_exps.weight");
+    CHECK(t && t->n_dims == 3 && t->ne[0] == 64 && t->ne[1] == 64 && t->ne[2] == 4);
+    t = ps_gguf_find_tensor(gq, "blk.0.ffn_gate_inp.weight");
+    CHECK(t && t->type == PS_GGML_F32 && t->ne[0] == 64 && t->ne[1] == 8);
+    CHECK(!ps_gguf_find_tensor(gq, "blk.0.ffn_gate.weight") &&
+          !ps_gguf_find_tensor(gm, "blk.0.ffn_up.weight"));
+    CHECK(ps_gguf_find_tensor(gq, "blk.0.attn_q_norm.weight") != NULL);
+    ps_genmodel_params big = ps_genmodel_default_params();
+    CHECK(ps_genmodel_preset("qwen3-30b-a3b-2l", &big, NULL) == PS_OK);
+    /* 2 x (attention 2048 x (4096 + 512 + 512) + 4096 x 2048, router 2048 x 128, experts
+     * 128 x 3 x 2048 x 768) + embeddings and output 2 x 151936 x 2048, + norms */
+    const int64_t nw = ps_genmodel_n_params(&big, big.n_vocab);
+    CHECKF(nw > 1860000000 && nw < 1870000000, "qwen3-30b-a3b-2l: %lld weights", (long long)nw);
+
+    static const struct {
+        bool mixtral;
+        defect d;
+        ps_status code;
+        const char *needle;
+    } cases[] = {
+        {false, {"qwen3moe.expert_count", NULL, 0, NULL, 0}, PS_ERR_NOT_FOUND, "qwen3moe.expert_count"},
+        {false, {NULL, "qwen3moe.expert_count", 0, NULL, 0}, PS_ERR_FORMAT, "qwen3moe.expert_count"},
+        {false, {"qwen3moe.expert_used_count", NULL, 0, NULL, 0}, PS_ERR_NOT_FOUND, "qwen3moe.expert_used_count"},
+        {false, {NULL, "qwen3moe.expert_used_count", 9, NULL, 0}, PS_ERR_FORMAT, "expert_used_count' = 9 exceeds qwen3moe.expert_count = 8"},
+        {false, {"qwen3moe.expert_feed_forward_length", NULL, 0, NULL, 0}, PS_ERR_NOT_FOUND, "qwen3moe.expert_feed_forward_length"},
+        {false, {NULL, NULL, 0, "blk.1.ffn_up_exps.weight", 2}, PS_ERR_FORMAT, "blk.1.ffn_up_exps.weight"},
+        {false, {NULL, NULL, 0, "blk.0.ffn_down_exps.weight", 3}, PS_ERR_FORMAT, "blk.0.ffn_down_exps.weight"},
+        {false, {NULL, NULL, 0, "blk.0.ffn_gate_exps.weight", 4}, PS_ERR_FORMAT, "blk.0.ffn_gate_exps.weight"},
+        {false, {NULL, NULL, 0, "blk.1.ffn_gate_exps.weight", 5}, PS_ERR_UNSUPPORTED, "blk.1.ffn_gate_exps.weight"},
+        {false, {NULL, NULL, 0, "blk.0.ffn_gate_inp.weight", 1}, PS_ERR_NOT_FOUND, "blk.0.ffn_gate_inp.weight"},
+        {false, {NULL, NULL, 0, "blk.1.ffn_down_exps.weight", 1}, PS_ERR_NOT_FOUND, "blk.1.ffn_down_exps.weight"},
+        {false, {NULL, "qwen3moe.expert_gating_func", 2, NULL, 0}, PS_ERR_UNSUPPORTED, "qwen3moe.expert_gating_func"},
+        {true, {"llama.expert_count", NULL, 0, NULL, 0}, PS_ERR_NOT_FOUND, "blk.0.ffn_gate.weight"},
+        {true, {"llama.expert_used_count", NULL, 0, NULL, 0}, PS_ERR_NOT_FOUND, "llama.expert_used_count"},
+        {true, {NULL, "llama.expert_used_count", 5, NULL, 0}, PS_ERR_FORMAT, "llama.expert_count = 4"},
+        {true, {NULL, NULL, 0, "blk.1.ffn_up_exps.weight", 4}, PS_ERR_FORMAT, "blk.1.ffn_up_exps.weight"},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(cases); i++) {
+        const char *vp = rewrite(cases[i].mixtral ? gm : gq, &cases[i].d, "bad.gguf");
+        CHECKF(vp != NULL, "case %zu not written", i);
+        if (!vp) continue;
+        ps_model *m = NULL;
+        ps_model_params mp = ps_model_default_params();
+        memset(&e, 0, sizeof e);
+        ps_status st = ps_model_load(vp, &mp, &m, &e);
+        CHECKF(st == cases[i].code && !m && strstr(e.message, cases[i].needle),
+               "case %zu: status %d (%s), message '%s', want %d naming '%s'", i, (int)st,
+               ps_status_str(st), e.message, (int)cases[i].code, cases[i].needle);
+        ps_model_free(m);
+    }
+
+    /* expert_weights_norm = false: loads, and the weights are no longer renormalised */
+    ps_gguf_writer *w = ps_gguf_writer_new();
+    ps_gguf_copy_kv(w, gq, NULL);
+    ps_gguf_set_bool(w, "qwen3moe.expert_weights_norm", false);
+    for (int64_t i = 0; i < ps_gguf_n_tensors(gq); i++) {
+        const ps_gguf_tensor *t = ps_gguf_tensor_at(gq, i);
+        char tn[128];
+        snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr);
+        ps_gguf_add_tensor(w, tn, t->type, t->n_dims, t->ne, t->data, t->nbytes);
+    }
+    const char *np = path_in("nonorm.gguf");
+    CHECK(ps_gguf_write_file(w, np, &e) == PS_OK);
+    ps_gguf_writer_free(w);
+    ps_model *a = NULL, *b = NULL;
+    ps_model_params mp = ps_model_default_params();
+    CHECKF(ps_model_load(q, &mp, &a, &e) == PS_OK && ps_model_load(np, &mp, &b, &e) == PS_OK,
+           "%s", e.message);
+    if (a && b) {
+        CHECK(a->hp.expert_norm && !b->hp.expert_norm);
+        int32_t ids[9] = {1, 5, 77, 300, 12, 9, 44, 100, 200};
+        float *la = logits_of(a, ids, 9, 9, NULL, PS_ACT_F32, NULL);
+        float *lb = logits_of(b, ids, 9, 9, NULL, PS_ACT_F32, NULL);
+        bool finite = la && lb, differ = false;
+        for (int i = 0; la && lb && i < 9 * 512; i++) {
+            finite = finite && isfinite(la[i]) && isfinite(lb[i]);
+            differ = differ || la[i] != lb[i];
+        }
+        CHECK(finite && differ);
+        free(la);
+        free(lb);
+    }
+    ps_model_free(a);
+    ps_model_free(b);
+    ps_gguf_close(gq);
+    ps_gguf_close(gm);
+}
+
+/* Every allocation failure over loading a model with experts, creating a session and one
+ * forward call is a clean PS_ERR_NOMEM (no half-made model or session). */
+static void test_faults(void) {
+    ps_genmodel_params gp = ps_genmodel_default_params();
+    ps_genmodel_preset("qwen3moe-tiny", &gp, NULL);
+    gp.n_layer = 1;
+    char path[512];
+    snprintf(path, sizeof path, "%s", path_in("faults.gguf"));
+    ps_error e;
+    CHECKF(ps_genmodel_write(&gp, path, &e) == PS_OK, "%s", e.message);
+    const int32_t ids[5] = {1, 9, 300, 4, 77};
+    float logits[5 * 512];
+    int bad = 0;
+    int64_t n = 0;
+    for (;; n++) {
+        ps_alloc_fail_after(n);
+        ps_model *m = NULL;
+        ps_session *s = NULL;
+        ps_model_params mp = ps_model_default_params();
+        ps_status st = ps_model_load(path, &mp, &m, &e);
+        if (st == PS_OK) st = ps_session_create(m, NULL, &s, &e);
+        if (st == PS_OK) st = ps_session_forward(s, ids, 5, logits, &e);
+        const int64_t used = ps_alloc_count();
+        ps_alloc_fail_after(-1);
+        if (st != PS_OK && st != PS_ERR_NOMEM) bad++;
+        ps_session_free(s);
+        ps_model_free(m);
+        if (st == PS_OK && used <= n) break; /* ran to the end without an injected failure */
+        if (n > 100000) break;
+    }
+    CHECKF(bad == 0 && n > 10, "%d of %lld injected failures were not clean PS_ERR_NOMEM", bad,
+           (long long)n);
+    printf("faults: %lld allocation points over load + session + forward, each a clean "
+           "PS_ERR_NOMEM\n", (long long)n);
+    remove(path);
+}
+
+int main(void) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/ps-test-moe-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        CHECKF(0, "no temp dir");
+        return ps_test_done("moe");
+    }
+    test_invariance();
+    test_bad_files();
+    test_faults();
+    static const char *files[] = {"inv.gguf", "q3moe.gguf", "mixtral.gguf", "bad.gguf",
+                                  "nonorm.gguf"};
+    for (size_t i = 0; i < PS_ARRAY_LEN(files); i++) remove(path_in(files[i]));
+    rmdir(dir);
+    return ps_test_done("moe");
+}
