@@ -142,7 +142,8 @@ static double matmul_weights(const ps_model *m) {
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         const ps_layer *L = &m->w.layers[l];
         const ps_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                                &L->gate_inp};
+                                &L->gate_inp, &L->wqkv,    &L->wz,     &L->w_beta,
+                                &L->w_alpha, &L->ssm_out};
         for (size_t i = 0; i < PS_ARRAY_LEN(mats); i++)
             sum += (double)mats[i]->n_in * (double)mats[i]->n_out;
         const ps_mat3 *exps[] = {&L->gate_exps, &L->up_exps, &L->down_exps};
@@ -153,35 +154,47 @@ static double matmul_weights(const ps_model *m) {
     return sum;
 }
 
-/* The matrices of layer 0 that the check multiplies (expert 0's for a layer with experts). */
+/* The matrices the check multiplies: each kind from the first layer that has it (a hybrid's
+ * layer 0 is a DeltaNet layer; expert 0's matrices for a layer with experts), and the output. */
 static int layer0_mats(const ps_model *m, ps_mat *mats, const char **names) {
-    const ps_layer *L = &m->w.layers[0];
     int n = 0;
-#define M(x, nm) (mats[n] = (x), names[n++] = (nm))
-    M(L->wq, "attn_q");
-    M(L->wk, "attn_k");
-    M(L->wv, "attn_v");
-    M(L->wo, "attn_output");
-    if (L->feat & PS_L_FFN_MOE) {
-        M(L->gate_inp, "ffn_gate_inp");
-        M(ps_mat3_at(&L->gate_exps, 0), "ffn_gate_exps[0]");
-        M(ps_mat3_at(&L->up_exps, 0), "ffn_up_exps[0]");
-        M(ps_mat3_at(&L->down_exps, 0), "ffn_down_exps[0]");
-    } else {
-        M(L->w_gate, "ffn_gate");
-        M(L->w_up, "ffn_up");
-        M(L->w_down, "ffn_down");
+#define M(get, nm)                                                                         \
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {                                          \
+        const ps_layer *L = &m->w.layers[l];                                               \
+        const ps_mat x = (get);                                                            \
+        if (x.data) {                                                                      \
+            mats[n] = x;                                                                   \
+            names[n++] = (nm);                                                             \
+            break;                                                                         \
+        }                                                                                  \
     }
-    M(m->w.output, "output");
+    M(L->wq, "attn_q")
+    M(L->wk, "attn_k")
+    M(L->wv, "attn_v")
+    M(L->wo, "attn_output")
+    M(L->wqkv, "attn_qkv")
+    M(L->wz, "attn_gate")
+    M(L->w_beta, "ssm_beta")
+    M(L->w_alpha, "ssm_alpha")
+    M(L->ssm_out, "ssm_out")
+    M(L->gate_inp, "ffn_gate_inp")
+    M(ps_mat3_at(&L->gate_exps, 0), "ffn_gate_exps[0]")
+    M(ps_mat3_at(&L->up_exps, 0), "ffn_up_exps[0]")
+    M(ps_mat3_at(&L->down_exps, 0), "ffn_down_exps[0]")
+    M(L->w_gate, "ffn_gate")
+    M(L->w_up, "ffn_up")
+    M(L->w_down, "ffn_down")
 #undef M
+    mats[n] = m->w.output;
+    names[n++] = "output";
     return n;
 }
 
 static int validate(ps_session *s, ps_pool *pool, const int32_t *tokens, int32_t n_tokens,
                     int32_t k, bool json) {
     const ps_model *m = s->model;
-    ps_mat mats[16];
-    const char *names[16];
+    ps_mat mats[24];
+    const char *names[24];
     const int n_mats = layer0_mats(m, mats, names);
     for (int i = 0; i < n_mats; i++) {
         double e = check_matmul(s, &mats[i]);
@@ -347,8 +360,8 @@ int ps_cli_bench(int argc, char **argv) {
         if (!rc && ps_score_tokens(s, tokens, PS_MIN(max_len, 16), &wp, &warm, &err) == PS_OK)
             ps_score_result_free(warm);
         if (!json && !rc)
-            printf("%7s %7s %9s %9s %7s %7s %7s %7s %9s%s\n", "threads", "tokens", "seconds",
-                   "tok/s", "matmul", "attn", "topk", "rest", "mm GF/s",
+            printf("%7s %7s %9s %9s %7s %7s %7s %7s %7s %9s%s\n", "threads", "tokens", "seconds",
+                   "tok/s", "matmul", "attn", "dnet", "topk", "rest", "mm GF/s",
                    moe ? "   route experts" : "");
         for (int li = 0; li < n_lengths && !rc; li++) {
             ps_score_params p = ps_score_default_params();
@@ -371,8 +384,9 @@ int ps_cli_bench(int argc, char **argv) {
             uint64_t ns[PS_PROF_N];
             ps_prof_read(ns);
             const double mm = ns[PS_PROF_MATMUL] * 1e-9, att = ns[PS_PROF_ATTENTION] * 1e-9,
-                         fwd = ns[PS_PROF_FORWARD] * 1e-9;
-            const double topk = PS_MAX(secs - fwd, 0.0), rest = PS_MAX(fwd - mm - att, 0.0);
+                         fwd = ns[PS_PROF_FORWARD] * 1e-9, dn = ns[PS_PROF_DELTANET] * 1e-9;
+            const double topk = PS_MAX(secs - fwd, 0.0),
+                         rest = PS_MAX(fwd - mm - att - dn, 0.0);
             const double route = ns[PS_PROF_MOE_ROUTE] * 1e-9,
                          experts = ns[PS_PROF_MOE_EXPERTS] * 1e-9;
             char moe_cols[64] = "";
@@ -386,16 +400,18 @@ int ps_cli_bench(int argc, char **argv) {
             if (json)
                 printf("{\"threads\": %d, \"tokens\": %d, \"k\": %d, \"seconds\": %.6f, "
                        "\"clock\": \"%s\", \"wall_seconds\": %.6f, \"tokens_per_s\": %.1f, "
-                       "\"matmul_share\": %.3f, \"attention_share\": %.3f, \"topk_share\": "
-                       "%.3f, \"rest_share\": %.3f, \"matmul_gflops\": %.1f, \"isa\": \"%s\", "
-                       "\"act\": \"%s\"%s}\n",
+                       "\"matmul_share\": %.3f, \"attention_share\": %.3f, \"deltanet_share\": "
+                       "%.3f, \"topk_share\": %.3f, \"rest_share\": %.3f, \"matmul_gflops\": "
+                       "%.1f, \"isa\": \"%s\", \"act\": \"%s\"%s}\n",
                        threads[ti], lengths[li], k, secs, cpu_clock ? "cpu" : "wall", wall,
-                       lengths[li] / secs, mm / secs, att / secs, topk / secs, rest / secs, gf,
-                       ps_isa_name(s->isa), ps_act_name(act), moe_cols);
+                       lengths[li] / secs, mm / secs, att / secs, dn / secs, topk / secs,
+                       rest / secs, gf, ps_isa_name(s->isa), ps_act_name(act), moe_cols);
             else
-                printf("%7d %7d %9.3f %9.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %9.1f%s  (%s; wall %.3f s)\n",
+                printf("%7d %7d %9.3f %9.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %9.1f%s  (%s; "
+                       "wall %.3f s)\n",
                        threads[ti], lengths[li], secs, lengths[li] / secs, 100 * mm / secs,
-                       100 * att / secs, 100 * topk / secs, 100 * rest / secs, gf, moe_cols,
+                       100 * att / secs, 100 * dn / secs, 100 * topk / secs, 100 * rest / secs,
+                       gf, moe_cols,
                        cpu_clock ? "CPU time" : "wall time", wall);
             fflush(stdout);
         }

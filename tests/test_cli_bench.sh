@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/test_cli_bench.sh — `promptscore bench` end to end on ../shared/models/stories260K.gguf
 # ($PS_SHARED overrides): --json gives one object per (threads, length) with sane figures
-# (tokens/s > 0, shares in [0, 1] summing to ~1 — matmul, attention, top-K and rest together
-# are the whole score time), then the peak-RSS line within its budget; the table form names
+# (tokens/s > 0, shares in [0, 1] summing to ~1 — matmul, attention, delta-net, top-K and rest
+# together are the whole score time; a gen-model qwen35 hybrid reports a delta-net share), then the peak-RSS line within its budget; the table form names
 # the reference checks; bad usage exits 2, a missing model 1. --act: every --json run line
 # carries "act" ("native" by default, "f32" with --act f32); --act bogus or without a value
 # exits 2 naming --act; on a gen-model BF16 model the banner names the activations and the
@@ -35,7 +35,8 @@ runs, rss = rows[:4], rows[4]
 assert [(r['threads'], r['tokens']) for r in runs] == [(1, 40), (1, 300), (2, 40), (2, 300)]
 for r in runs:
     assert r['k'] == 7 and r['tokens_per_s'] > 0 and r['seconds'] > 0, r
-    shares = [r[k] for k in ('matmul_share', 'attention_share', 'topk_share', 'rest_share')]
+    shares = [r[k] for k in ('matmul_share', 'attention_share', 'deltanet_share', 'topk_share',
+                             'rest_share')]
     assert all(0 <= s <= 1.0001 for s in shares), r
     assert 0.9 <= sum(shares) <= 1.05, (sum(shares), r)
     assert r['matmul_gflops'] > 0, r
@@ -75,6 +76,24 @@ check "--act bogus: exit 2 naming --act" '[ $? -eq 2 ] && grep -q -- "--act" "$T
 "$BIN" bench -m "$MODEL" --act > /dev/null 2> "$T/e"
 check "--act without a value: exit 2 naming --act" '[ $? -eq 2 ] && grep -q -- "--act" "$T/e"'
 check "--help lists --act" '"$BIN" bench --help | grep -q -- "--act native|f32"'
+# a generated qwen35 hybrid (3 Gated DeltaNet layers + 1 attention): every layer matrix kind is
+# checked, the delta-net share is reported and the shares still add up
+if "$BIN" gen-model -o "$T/hy.gguf" --preset qwen35-tiny --type q8_0 > /dev/null 2>&1; then
+    "$BIN" bench -m "$T/hy.gguf" --json -t 1,2 --lengths 300 > "$T/hy.json" 2> "$T/err"; rc=$?
+    check "bench on qwen35 exits 0 (rc $rc: $(cat "$T/err"))" '[ $rc -eq 0 ]'
+    check "qwen35: deltanet share > 0, shares sum to ~1" "python3 - '$T/hy.json' <<'PY'
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])][:-1]
+assert len(runs) == 2, runs
+for r in runs:
+    keys = ('matmul_share', 'attention_share', 'deltanet_share', 'topk_share', 'rest_share')
+    assert r['deltanet_share'] > 0 and 0.9 <= sum(r[k] for k in keys) <= 1.05, r
+PY"
+    "$BIN" bench -m "$T/hy.gguf" -t 1 --lengths 64 > "$T/hyt" 2>&1
+    check "qwen35 table checks the DeltaNet matrices" 'grep -q "^ *1 *64 " "$T/hyt"'
+else
+    bad "gen-model qwen35-tiny failed"
+fi
 # a generated BF16 model: the banner names the activations, and the matmul check (against the
 # reference with the same activations) passes either way
 if "$BIN" gen-model -o "$T/bf16.gguf" --arch qwen3 --type bf16 > /dev/null 2>&1; then
