@@ -34,6 +34,7 @@
  */
 #include "matmul.h"
 #include "matmul_amx.h"
+#include "matmul_quant.h"
 #include "prof.h"
 #include "quant.h"
 #include "types.h"
@@ -75,7 +76,8 @@ static size_t qx_floats(int64_t n) {
 }
 
 size_t ps_matmul_scratch_floats(int64_t max_n_in) {
-    return tile_floats(max_n_in) + qx_floats(max_n_in) + PS_MAX(MM_ACC, BF16_ACC);
+    return PS_MAX(tile_floats(max_n_in) + qx_floats(max_n_in) + PS_MAX(MM_ACC, BF16_ACC),
+                  ps_mmq_scratch_floats(max_n_in)); /* matmul_quant.c's tile and slot */
 }
 
 /* ---- scalar ---- */

@@ -1,0 +1,1033 @@
+/*
+ * matmul_quant.c — integer matmul kernels for the block-quantised weight types (arithmetic and
+ * contract in matmul_quant.h).
+ *
+ * One table row per type (QTYPES below): block and sub-block sizes, the activation type, the
+ * kind of mins, and a decoder that turns one GGUF block into u[k] = weight + off (unsigned
+ * bytes), int32 sub-block scales, int16 mins and the float block scales. Every kernel works on
+ * those integers, so a type is a row plus its decoder.
+ *
+ * Work split (as the Q8_0 road of matmul.c): activation rows are quantised once per call into
+ * the threads' slots (PS_CHUNK rows per slot; more rows run in passes), then one pool task per
+ * tile of 16 weight rows. A task decodes its tile and packs it so that one vector lane holds one
+ * weight row: per block, [group g of 4 inputs][row 0..15][4 bytes u], then the int32 scales of
+ * the 16 rows per sub-block, the int16 min pairs, and the float scales (dw, dmin or m).
+ * A broadcast of 4 activation bytes against a group vector gives every lane a 4-product partial
+ * sum of its own row (AVX-512 VNNI vpdpbusd: u8 weights x s8 activations; AVX2: vpmaddubsw +
+ * vpmaddwd), so after a sub-block each lane holds that row's exact sub-block sum with no
+ * horizontal reduction. The weights sit shifted by off >= 0 (Q4_0: q, not q - 8; Q6_K: q, not
+ * q - 32; IQ4: value + 128): each sub-block's sum starts at -off * (sum of its activations), an
+ * exact int32 the activation quantiser stores per sub-block, so the lane ends at
+ * sum (u - off) x = sum w x exactly. Then one vpmulld by the rows' sub-block scales and adds give
+ * isum_b, one convert, scale and fma per block the float part. The mins (msum) are int16 pairs
+ * against the activations' int16 sub-block sums (vpdpwssd / vpmaddwd) in a second pass per row
+ * block, parked in y, and added once at the end (y = acc + accm, the order of ggml's x86 code).
+ * AVX2 with off = 128 (IQ4_NL, IQ4_XS): u - 128 fits int8 but u x 127 x 2 would saturate
+ * vpmaddubsw, so that path takes |w| and sign(w) x x instead (the Q8_0 trick) and no start value.
+ * Integer bounds: every lane fits int32 (worst: Q6_K, 16 x 128 x (32 x 127 x 16) < 2^28), and
+ * no vpmaddubsw pair exceeds 2 x 63 x 127.
+ *
+ * AMX (later): the sub-block sums are a u8 x s8 -> int32 product of a 16-row weight tile and a
+ * block of activation rows, K = the sub-block size — exactly what TDPBUSD computes. Packing the
+ * decoded bytes u as its B operand (K/4 rows of 16 x 4 bytes, the layout above already) and
+ * running one TDPBUSD per sub-block into a 16 x 16 int32 tile, then the same vpmulld / convert /
+ * fma per lane, would keep every result bit for bit (the int32 sums are exact either way).
+ */
+#include "matmul_quant.h"
+#include "prof.h"
+#include "qact.h"
+#include "quant.h"
+
+#include <math.h>
+#include <stddef.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define QT 16             /* weight rows per tile */
+#define QROWS PS_CHUNK    /* quantised activation rows per thread slot */
+
+typedef enum { ACT_Q8_0, ACT_Q8_1, ACT_Q8_K } act_kind;
+typedef enum { MIN_NONE, MIN_INT, MIN_FLOAT } min_kind;
+
+/* blk -> u[qk] (w + off), sc[ns], mn[ns], dw, dm. */
+typedef void (*decode_fn)(const uint8_t *blk, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                          float *dm);
+
+typedef struct {
+    uint32_t type;
+    int qk, sb, off;
+    act_kind act;
+    min_kind min;
+    bool scaled;
+    int bytes;
+    decode_fn decode;
+} qdesc;
+
+/* ---- decoders (ggml's block layouts, ggml-common.h) ---- */
+
+static const int8_t KV_IQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                    1,    13,   25,  38,  53,  69,  89,  113};
+static const int8_t KV_FP4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static inline uint16_t rd16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+static inline uint32_t rd32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline float f16at(const uint8_t *p) { return ps_f16_to_f32(rd16(p)); }
+
+/* E8M0 x 0.5 (ggml_e8m0_to_fp32_half): 2^(e - 128). */
+static float e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline void nibbles32(const uint8_t *q, uint8_t *u) {
+    for (int j = 0; j < 16; j++) {
+        u[j] = q[j] & 15;
+        u[j + 16] = q[j] >> 4;
+    }
+}
+
+static void dec_q4_0(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                     float *dm) {
+    *dw = f16at(b);
+    nibbles32(b + 2, u);
+}
+static void dec_q4_1(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                     float *dm) {
+    *dw = f16at(b);
+    *dm = f16at(b + 2);
+    nibbles32(b + 4, u);
+}
+static inline void five32(const uint8_t *q, uint32_t qh, uint8_t *u) {
+    for (int j = 0; j < 16; j++) {
+        u[j] = (uint8_t)((q[j] & 15) | (((qh >> j) & 1) << 4));
+        u[j + 16] = (uint8_t)((q[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+    }
+}
+static void dec_q5_0(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                     float *dm) {
+    *dw = f16at(b);
+    five32(b + 6, rd32(b + 2), u);
+}
+static void dec_q5_1(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                     float *dm) {
+    *dw = f16at(b);
+    *dm = f16at(b + 2);
+    five32(b + 8, rd32(b + 4), u);
+}
+static void dec_iq4_nl(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                       float *dm) {
+    *dw = f16at(b);
+    for (int j = 0; j < 16; j++) {
+        u[j] = (uint8_t)(KV_IQ4NL[b[2 + j] & 15] + 128);
+        u[j + 16] = (uint8_t)(KV_IQ4NL[b[2 + j] >> 4] + 128);
+    }
+}
+static void dec_mxfp4(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                      float *dm) {
+    *dw = e8m0_half(b[0]);
+    for (int j = 0; j < 16; j++) {
+        u[j] = (uint8_t)(KV_FP4[b[1 + j] & 15] + 12);
+        u[j + 16] = (uint8_t)(KV_FP4[b[1 + j] >> 4] + 12);
+    }
+}
+
+/* Q2_K: scales[16] (low 4: scale, high 4: min), qs[64], d, dmin. */
+static void dec_q2_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                     float *dm) {
+    for (int s = 0; s < 16; s++) {
+        sc[s] = b[s] & 15;
+        mn[s] = (int16_t)(b[s] >> 4);
+    }
+    const uint8_t *q = b + 16;
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++)
+                u[128 * h + 32 * j + l] = (q[32 * h + l] >> (2 * j)) & 3;
+    *dw = f16at(b + 80);
+    *dm = f16at(b + 82);
+}
+
+/* Q3_K: hmask[32], qs[64], scales[12] (16 x 6 bits, - 32), d. w = low2 - (hbit ? 0 : 4). */
+static void dec_q3_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                     float *dm) {
+    const uint8_t *hm = b, *q = b + 32;
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++)
+                u[128 * h + 32 * j + l] = (uint8_t)(((q[32 * h + l] >> (2 * j)) & 3) +
+                                                    4 * ((hm[l] >> (4 * h + j)) & 1));
+    uint32_t a[4];
+    memcpy(a, b + 96, 12);
+    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu, t = a[2];
+    a[2] = ((a[0] >> 4) & k2) | (((t >> 4) & k1) << 4);
+    a[3] = ((a[1] >> 4) & k2) | (((t >> 6) & k1) << 4);
+    a[0] = (a[0] & k2) | (((t >> 0) & k1) << 4);
+    a[1] = (a[1] & k2) | (((t >> 2) & k1) << 4);
+    const uint8_t *s6 = (const uint8_t *)a;
+    for (int s = 0; s < 16; s++) sc[s] = (int32_t)s6[s] - 32;
+    *dw = f16at(b + 108);
+}
+
+/* Q4_K / Q5_K scales: 8 x (6-bit scale, 6-bit min) in 12 bytes (ggml's get_scale_min_k4). */
+static void scale_min_k4(const uint8_t *q, int32_t *sc, int16_t *mn) {
+    for (int j = 0; j < 8; j++) {
+        if (j < 4) {
+            sc[j] = q[j] & 63;
+            mn[j] = (int16_t)(q[j + 4] & 63);
+        } else {
+            sc[j] = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+            mn[j] = (int16_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+        }
+    }
+}
+
+/* Q4_K: d, dmin, scales[12], qs[128]: 64-chunk c = 32 low nibbles then 32 high. */
+static void dec_q4_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                     float *dm) {
+    *dw = f16at(b);
+    *dm = f16at(b + 2);
+    scale_min_k4(b + 4, sc, mn);
+    const uint8_t *q = b + 16;
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            u[64 * c + l] = q[32 * c + l] & 15;
+            u[64 * c + 32 + l] = q[32 * c + l] >> 4;
+        }
+}
+
+/* Q5_K: d, dmin, scales[12], qh[32], qs[128]. */
+static void dec_q5_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                     float *dm) {
+    *dw = f16at(b);
+    *dm = f16at(b + 2);
+    scale_min_k4(b + 4, sc, mn);
+    const uint8_t *qh = b + 16, *q = b + 48;
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            u[64 * c + l] = (uint8_t)((q[32 * c + l] & 15) | (((qh[l] >> (2 * c)) & 1) << 4));
+            u[64 * c + 32 + l] =
+                (uint8_t)((q[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4));
+        }
+}
+
+/* Q6_K: ql[128], qh[64], scales[16] (int8), d. w = q6 - 32. */
+static void dec_q6_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                     float *dm) {
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+        uint8_t *o = u + 128 * h;
+        for (int l = 0; l < 32; l++) {
+            o[l] = (uint8_t)((ql[l] & 15) | ((qh[l] & 3) << 4));
+            o[l + 32] = (uint8_t)((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4));
+            o[l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+            o[l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+        }
+    }
+    for (int s = 0; s < 16; s++) sc[s] = (int8_t)b[192 + s];
+    *dw = f16at(b + 208);
+}
+
+/* IQ4_XS: d, scales_h (u16), scales_l[4], qs[128]; 8 sub-blocks of 32, 6-bit scale - 32. */
+static void dec_iq4_xs(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                       float *dm) {
+    *dw = f16at(b);
+    const uint16_t sh = rd16(b + 2);
+    for (int s = 0; s < 8; s++) {
+        const int ls = ((b[4 + s / 2] >> (4 * (s % 2))) & 15) | (((sh >> (2 * s)) & 3) << 4);
+        sc[s] = ls - 32;
+        const uint8_t *q = b + 8 + 16 * s;
+        for (int j = 0; j < 16; j++) {
+            u[32 * s + j] = (uint8_t)(KV_IQ4NL[q[j] & 15] + 128);
+            u[32 * s + 16 + j] = (uint8_t)(KV_IQ4NL[q[j] >> 4] + 128);
+        }
+    }
+}
+
+/* Block bytes from the struct layouts of qblocks.h; the decoders read ggml's byte offsets,
+ * which the asserts below tie to those structs. */
+static const qdesc QTYPES[] = {
+    /* type           qk   sb  off  act       min        scaled bytes                   decode */
+    {PS_GGML_Q4_0,    32,  32, 8,   ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q4_0),   dec_q4_0},
+    {PS_GGML_Q4_1,    32,  32, 0,   ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q4_1),   dec_q4_1},
+    {PS_GGML_Q5_0,    32,  32, 16,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q5_0),   dec_q5_0},
+    {PS_GGML_Q5_1,    32,  32, 0,   ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q5_1),   dec_q5_1},
+    {PS_GGML_Q2_K,    256, 16, 0,   ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q2_k),   dec_q2_k},
+    {PS_GGML_Q3_K,    256, 16, 4,   ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_q3_k),   dec_q3_k},
+    {PS_GGML_Q4_K,    256, 32, 0,   ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q4_k),   dec_q4_k},
+    {PS_GGML_Q5_K,    256, 32, 0,   ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q5_k),   dec_q5_k},
+    {PS_GGML_Q6_K,    256, 16, 32,  ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_q6_k),   dec_q6_k},
+    {PS_GGML_IQ4_NL,  32,  32, 128, ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_iq4_nl), dec_iq4_nl},
+    {PS_GGML_IQ4_XS,  256, 32, 128, ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_iq4_xs), dec_iq4_xs},
+    {PS_GGML_MXFP4,   32,  32, 12,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_mxfp4),  dec_mxfp4},
+};
+_Static_assert(offsetof(ps_block_q5_0, qs) == 6 && offsetof(ps_block_q5_1, qs) == 8 &&
+                   offsetof(ps_block_q2_k, d) == 80 && offsetof(ps_block_q3_k, scales) == 96 &&
+                   offsetof(ps_block_q3_k, d) == 108 && offsetof(ps_block_q4_k, qs) == 16 &&
+                   offsetof(ps_block_q5_k, qh) == 16 && offsetof(ps_block_q5_k, qs) == 48 &&
+                   offsetof(ps_block_q6_k, scales) == 192 && offsetof(ps_block_q6_k, d) == 208 &&
+                   offsetof(ps_block_iq4_xs, qs) == 8 && offsetof(ps_block_mxfp4, qs) == 1,
+               "the decoders' byte offsets are qblocks.h's layouts");
+
+static const qdesc *qdesc_of(uint32_t type) {
+    for (size_t i = 0; i < PS_ARRAY_LEN(QTYPES); i++)
+        if (QTYPES[i].type == type) return &QTYPES[i];
+    return NULL;
+}
+
+bool ps_mmq_supported(uint32_t type) { return qdesc_of(type) != NULL; }
+
+int ps_mmq_decode(uint32_t type, const void *blk, uint8_t *u, int32_t *sc, int16_t *mn,
+                  float *dw, float *dm, int *off, int *sb) {
+    const qdesc *qd = qdesc_of(type);
+    if (!qd) return 0;
+    const int ns = qd->qk / qd->sb;
+    for (int s = 0; s < ns; s++) {
+        sc[s] = 1;
+        mn[s] = 0;
+    }
+    *dw = 0.0f;
+    *dm = 0.0f;
+    qd->decode(blk, u, sc, mn, dw, dm);
+    *off = qd->off;
+    *sb = qd->sb;
+    return qd->qk;
+}
+
+/* ---- sizes: the packed tile and the activation slot ---- */
+
+static int64_t r16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+static int64_t r64(int64_t n) { return (n + 63) & ~(int64_t)63; }
+
+/* Packed bytes per block of a 16-row tile and the offsets inside it. */
+typedef struct {
+    int pb, sc, mn, dw, dm;
+} qpack;
+
+static qpack pack_geom(const qdesc *qd) {
+    const int ns = qd->qk / qd->sb;
+    qpack p;
+    p.sc = qd->qk * QT;
+    p.mn = p.sc + (qd->scaled ? ns * 64 : 0);
+    p.dw = p.mn + (qd->min == MIN_INT ? ns * 32 : 0);
+    p.dm = p.dw + 64;
+    p.pb = p.dm + (qd->min != MIN_NONE ? 64 : 0);
+    return p;
+}
+
+/* Worst case over the types, per 256 inputs: 16 x 256 bytes + 16 sub-blocks x 64 (scales) +
+ * 16 x 32 (mins) + 128 (floats). */
+static size_t tile_bytes(int64_t n) { return (size_t)((n + 255) / 256) * (4096 + 1024 + 512 + 128) + 8 * 576; }
+
+/* One thread slot of quantised activation rows: q (int8, ldq bytes apart), init (int32, -off x
+ * sub-block sums), bs (int16, sub-block sums), d and s (floats, per block). */
+typedef struct {
+    int8_t *q;
+    int32_t *init;
+    int16_t *bs;
+    float *d, *s;
+    int64_t ldq, ldi, ldb, ldd;
+} qslot;
+
+static void slot_geom(int64_t n, qslot *sl) {
+    sl->ldq = r64(n);
+    sl->ldi = r16(n / 16);
+    sl->ldb = (n / 16 + 31) & ~(int64_t)31;
+    sl->ldd = r16(n / 32);
+}
+
+static size_t slot_bytes(int64_t n) {
+    qslot g;
+    slot_geom(n, &g);
+    return (size_t)QROWS * ((size_t)g.ldq + 4 * (size_t)g.ldi + 2 * (size_t)g.ldb +
+                            8 * (size_t)g.ldd);
+}
+
+static void slot_at(uint8_t *base, int64_t n, qslot *sl) {
+    slot_geom(n, sl);
+    uint8_t *p = base;
+    sl->q = (int8_t *)p;
+    p += (size_t)QROWS * (size_t)sl->ldq;
+    sl->init = (int32_t *)p;
+    p += (size_t)QROWS * 4 * (size_t)sl->ldi;
+    sl->bs = (int16_t *)p;
+    p += (size_t)QROWS * 2 * (size_t)sl->ldb;
+    sl->d = (float *)p;
+    p += (size_t)QROWS * 4 * (size_t)sl->ldd;
+    sl->s = (float *)p;
+}
+
+size_t ps_mmq_scratch_floats(int64_t max_n_in) {
+    const size_t bytes = (size_t)r64((int64_t)tile_bytes(max_n_in)) + slot_bytes(max_n_in);
+    return (size_t)r16((int64_t)((bytes + 3) / 4));
+}
+
+/* Quantises one activation row into slot row r (see the table's act). */
+static void quant_row(ps_isa isa, const qdesc *qd, const float *x, int64_t n, const qslot *sl,
+                      int64_t r) {
+    int8_t *q = sl->q + r * sl->ldq;
+    int16_t *bs = sl->bs + r * sl->ldb;
+    int32_t *init = sl->init + r * sl->ldi;
+    float *d = sl->d + r * sl->ldd, *s = sl->s + r * sl->ldd;
+    if (qd->act == ACT_Q8_K) {
+        ps_qact_q8_K(isa, x, n, q, bs, d);
+        if (qd->sb == 32)
+            for (int64_t j = 0; j < n / 32; j++) bs[j] = (int16_t)(bs[2 * j] + bs[2 * j + 1]);
+    } else {
+        if (qd->act == ACT_Q8_1) ps_qact_q8_1(isa, x, n, q, d, s);
+        else ps_quant_act_q8(isa, x, n, (uint8_t *)q, d, false);
+        for (int64_t j = 0; j < n / 32; j++) {
+            int sum = 0;
+            for (int k = 0; k < 32; k++) sum += q[32 * j + k];
+            bs[j] = (int16_t)sum;
+        }
+    }
+    for (int64_t j = 0; j < n / qd->sb; j++) init[j] = -qd->off * (int32_t)bs[j];
+}
+
+/* ---- scalar kernel: straight from the GGUF rows ---- */
+
+/* y[r * ldy + j] for r < nr rows of slot sl, j < nw weight rows w[j]. */
+static void tile_scalar(const qdesc *qd, const uint8_t *const *w, int nw, int64_t n,
+                        const qslot *sl, int64_t nr, float *y, int64_t ldy) {
+    const int64_t nb = n / qd->qk;
+    const int ns = qd->qk / qd->sb;
+    uint8_t u[256];
+    int32_t sc[16];
+    int16_t mn[16];
+    for (int j = 0; j < nw; j++) {
+        for (int64_t r = 0; r < nr; r++) {
+            const int8_t *q = sl->q + r * sl->ldq;
+            const int16_t *bs = sl->bs + r * sl->ldb;
+            const float *d = sl->d + r * sl->ldd, *s = sl->s + r * sl->ldd;
+            float acc = 0.0f, accm = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                float dw = 0.0f, dm = 0.0f;
+                for (int k = 0; k < ns; k++) {
+                    sc[k] = 1;
+                    mn[k] = 0;
+                }
+                qd->decode(w[j] + (size_t)b * (size_t)qd->bytes, u, sc, mn, &dw, &dm);
+                int32_t isum = 0, msum = 0;
+                for (int k = 0; k < ns; k++) {
+                    int32_t t = 0;
+                    for (int e = 0; e < qd->sb; e++) {
+                        const int64_t i = b * qd->qk + k * qd->sb + e;
+                        t += ((int32_t)u[k * qd->sb + e] - qd->off) * (int32_t)q[i];
+                    }
+                    isum += sc[k] * t;
+                    msum += (int32_t)mn[k] * (int32_t)bs[b * ns + k];
+                }
+                acc = fmaf((float)isum, dw * d[b], acc);
+                if (qd->min == MIN_INT) accm = fmaf(-(float)msum, dm * d[b], accm);
+                else if (qd->min == MIN_FLOAT) accm = fmaf(dm, s[b], accm);
+            }
+            y[r * ldy + j] = qd->min == MIN_NONE ? acc : acc + accm;
+        }
+    }
+}
+
+/* ---- packing a tile (AVX2 / AVX-512 kernels) ---- */
+
+/* Decodes block b of the nw rows (rows past nw: zeros) into tmp (16 rows of qk bytes) and the
+ * tile's scale, min and float slots at dst. */
+static void pack_side(const qdesc *qd, const qpack *pg, const uint8_t *w0, size_t row_bytes,
+                      int nw, int64_t b, uint8_t *tmp, uint8_t *dst) {
+    const int ns = qd->qk / qd->sb;
+    int32_t *scv = (int32_t *)(dst + pg->sc);
+    int16_t *mnv = (int16_t *)(dst + pg->mn);
+    float *dwv = (float *)(dst + pg->dw), *dmv = (float *)(dst + pg->dm);
+    for (int i = 0; i < QT; i++) {
+        int32_t sc[16];
+        int16_t mn[16];
+        float dw = 0.0f, dm = 0.0f;
+        for (int k = 0; k < ns; k++) {
+            sc[k] = 1;
+            mn[k] = 0;
+        }
+        if (i < nw) {
+            qd->decode(w0 + (size_t)i * row_bytes + (size_t)b * (size_t)qd->bytes,
+                       tmp + i * qd->qk, sc, mn, &dw, &dm);
+        } else {
+            memset(tmp + i * qd->qk, qd->off, (size_t)qd->qk); /* w = 0 */
+            for (int k = 0; k < ns; k++) sc[k] = 0;
+        }
+        if (qd->scaled)
+            for (int k = 0; k < ns; k++) scv[k * QT + i] = sc[k];
+        if (qd->min == MIN_INT)
+            for (int k = 0; k < ns; k++) mnv[((k / 2) * QT + i) * 2 + (k & 1)] = mn[k];
+        dwv[i] = dw;
+        if (qd->min != MIN_NONE) dmv[i] = dm;
+    }
+}
+
+/* The group layout in plain C: dst[(g * 16 + i) * 4 + c] = tmp[i][4g + c]. */
+static void transpose_c(int qk, const uint8_t *tmp, uint8_t *dst) {
+    for (int g = 0; g < qk / 4; g++)
+        for (int i = 0; i < QT; i++) memcpy(dst + (g * QT + i) * 4, tmp + i * qk + 4 * g, 4);
+}
+
+static void pack_tile_c(const qdesc *qd, const qpack *pg, const uint8_t *w0, size_t row_bytes,
+                        int nw, int64_t nb, uint8_t *wp) {
+    uint8_t tmp[QT * 256];
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *dst = wp + b * pg->pb;
+        pack_side(qd, pg, w0, row_bytes, nw, b, tmp, dst);
+        transpose_c(qd->qk, tmp, dst);
+    }
+}
+
+#if defined(__x86_64__)
+
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define T_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+
+/* The group layout by an in-register transpose (as matmul.c's Q8_0 packer): per 32-byte chunk,
+ * zmm k holds rows k and k + 8; 4 x 4 dword transposes inside each 128-bit lane and one
+ * two-source qword permute per group give group g = dword g of the 16 rows. */
+T_VNNI static void transpose_vnni(int qk, const uint8_t *tmp, uint8_t *dst) {
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int c = 0; c < qk / 32; c++) {
+        __m512i z[8];
+        for (int k = 0; k < 8; k++) {
+            const __m256i r0 = _mm256_loadu_si256((const __m256i *)(tmp + k * qk + 32 * c));
+            const __m256i r1 = _mm256_loadu_si256((const __m256i *)(tmp + (k + 8) * qk + 32 * c));
+            z[k] = _mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1);
+        }
+        __m512i u[4], w[4];
+        for (int h = 0; h < 2; h++) {
+            const __m512i *zz = z + 4 * h;
+            const __m512i t0 = _mm512_unpacklo_epi32(zz[0], zz[1]);
+            const __m512i t1 = _mm512_unpackhi_epi32(zz[0], zz[1]);
+            const __m512i t2 = _mm512_unpacklo_epi32(zz[2], zz[3]);
+            const __m512i t3 = _mm512_unpackhi_epi32(zz[2], zz[3]);
+            __m512i *o = h ? w : u;
+            o[0] = _mm512_unpacklo_epi64(t0, t2);
+            o[1] = _mm512_unpackhi_epi64(t0, t2);
+            o[2] = _mm512_unpacklo_epi64(t1, t3);
+            o[3] = _mm512_unpackhi_epi64(t1, t3);
+        }
+        uint8_t *d = dst + c * 8 * 64;
+        for (int j = 0; j < 4; j++) {
+            _mm512_store_si512((void *)(d + 64 * j), _mm512_permutex2var_epi64(u[j], lo, w[j]));
+            _mm512_store_si512((void *)(d + 64 * (j + 4)),
+                               _mm512_permutex2var_epi64(u[j], hi, w[j]));
+        }
+    }
+}
+
+T_VNNI static void pack_tile_vnni(const qdesc *qd, const qpack *pg, const uint8_t *w0,
+                                  size_t row_bytes, int nw, int64_t nb, uint8_t *wp) {
+    uint8_t tmp[QT * 256] __attribute__((aligned(64)));
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *dst = wp + b * pg->pb;
+        pack_side(qd, pg, w0, row_bytes, nw, b, tmp, dst);
+        transpose_vnni(qd->qk, tmp, dst);
+    }
+}
+
+/* ---- AVX-512 VNNI kernels ----
+ * R activation rows (slot rows from q / init / d, strides of sl) x the packed 16-row tile wp
+ * over nb blocks of QK inputs, sub-blocks of SB. acc[r] lane i = output (r, i). */
+T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
+    int R, int QK, int SB, bool SCALED, bool INIT, const qpack *pg, const int8_t *q,
+    int64_t ldq, const int32_t *init, int64_t ldi, const float *d, int64_t ldd,
+    const uint8_t *wp, int64_t nb, bool add_y, float *y, int64_t ldy, __mmask16 m) {
+    const int NS = QK / SB;
+    __m512 acc[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wp + b * pg->pb;
+        __m512i is[8];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = _mm512_setzero_si512();
+        for (int s = 0; s < NS; s++) {
+            __m512i t[8];
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                t[r] = INIT ? _mm512_set1_epi32(init[r * ldi + b * NS + s])
+                            : _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int g = 0; g < SB / 4; g++) {
+                const __m512i wv = _mm512_load_si512((const void *)(wb + (s * (SB / 4) + g) * 64));
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    int32_t xv;
+                    memcpy(&xv, q + r * ldq + b * QK + s * SB + 4 * g, 4);
+                    t[r] = _mm512_dpbusd_epi32(t[r], wv, _mm512_set1_epi32(xv));
+                }
+            }
+            if (SCALED) {
+                const __m512i sc = _mm512_load_si512((const void *)(wb + pg->sc + s * 64));
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(t[r], sc));
+                }
+            } else {
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = t[r];
+            }
+        }
+        const __m512 dw = _mm512_load_ps((const void *)(wb + pg->dw));
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r]),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(d[r * ldd + b])), acc[r]);
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+        __m512 v = acc[r];
+        if (add_y) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y + r * ldy));
+        _mm512_mask_storeu_ps(y + r * ldy, m, v);
+    }
+}
+
+/* The mins pass: accm for R rows into y (MIN_INT: int16 min pairs x sub-block sums; MIN_FLOAT:
+ * m x s per block). */
+T_VNNI static inline __attribute__((always_inline)) void mkm_vnni(
+    int R, int NS, bool FLT, const qpack *pg, const int16_t *bs, int64_t ldb, const float *d,
+    const float *s, int64_t ldd, const uint8_t *wp, int64_t nb, float *y, int64_t ldy,
+    __mmask16 m) {
+    __m512 acc[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wp + b * pg->pb;
+        const __m512 dm = _mm512_load_ps((const void *)(wb + pg->dm));
+        if (FLT) {
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                acc[r] = _mm512_fmadd_ps(dm, _mm512_set1_ps(s[r * ldd + b]), acc[r]);
+            continue;
+        }
+        __m512i ms[8];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) ms[r] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int p = 0; p < NS / 2; p++) {
+            const __m512i mv = _mm512_load_si512((const void *)(wb + pg->mn + p * 64));
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                int32_t xv;
+                memcpy(&xv, bs + r * ldb + b * NS + 2 * p, 4);
+                ms[r] = _mm512_dpwssd_epi32(ms[r], mv, _mm512_set1_epi32(xv));
+            }
+        }
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms[r]),
+                                      _mm512_mul_ps(dm, _mm512_set1_ps(d[r * ldd + b])), acc[r]);
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
+}
+
+/* One tile x the nr rows of one slot. The row forms 8 / 4 / 1. */
+#define VNNI_ROWS(CALL)                                                                        \
+    do {                                                                                       \
+        int64_t r = 0;                                                                         \
+        for (; r + 8 <= nr; r += 8) CALL(8);                                                   \
+        for (; r + 4 <= nr; r += 4) CALL(4);                                                   \
+        for (; r < nr; r++) CALL(1);                                                           \
+    } while (0)
+
+#define VNNI_MK(QK, SB, SC, IN)                                                                \
+    T_VNNI static void tile_vnni_##QK##_##SB##_##SC##IN(                                       \
+        const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp, int64_t nb,           \
+        bool add_y, float *y, int64_t ldy, __mmask16 m) {                                      \
+        const int64_t ldq = sl->ldq, ldi = sl->ldi, ldd = sl->ldd;                             \
+        VNNI_ROWS(MK_CALL);                                                                    \
+    }
+#define MK_CALL_(R, QK, SB, SC, IN)                                                            \
+    mk_vnni(R, QK, SB, SC, IN, pg, sl->q + r * ldq, ldq, sl->init + r * ldi, ldi,             \
+            sl->d + r * ldd, ldd, wp, nb, add_y, y + r * ldy, ldy, m)
+
+#define MK_CALL(R) MK_CALL_(R, 256, 32, true, false)
+VNNI_MK(256, 32, 1, 0)
+#undef MK_CALL
+#define MK_CALL(R) MK_CALL_(R, 256, 32, true, true)
+VNNI_MK(256, 32, 1, 1)
+#undef MK_CALL
+#define MK_CALL(R) MK_CALL_(R, 256, 16, true, false)
+VNNI_MK(256, 16, 1, 0)
+#undef MK_CALL
+#define MK_CALL(R) MK_CALL_(R, 256, 16, true, true)
+VNNI_MK(256, 16, 1, 1)
+#undef MK_CALL
+#define MK_CALL(R) MK_CALL_(R, 32, 32, false, false)
+VNNI_MK(32, 32, 0, 0)
+#undef MK_CALL
+#define MK_CALL(R) MK_CALL_(R, 32, 32, false, true)
+VNNI_MK(32, 32, 0, 1)
+#undef MK_CALL
+
+typedef void (*vnni_tile_fn)(const qpack *, const qslot *, int64_t, const uint8_t *, int64_t,
+                             bool, float *, int64_t, __mmask16);
+
+static vnni_tile_fn vnni_fn(const qdesc *qd) {
+    const bool in = qd->off != 0;
+    if (qd->qk == 32) return in ? tile_vnni_32_32_01 : tile_vnni_32_32_00;
+    if (qd->sb == 32) return in ? tile_vnni_256_32_11 : tile_vnni_256_32_10;
+    return in ? tile_vnni_256_16_11 : tile_vnni_256_16_10;
+}
+
+#define MKM_CALL_(R, NS, FLT)                                                                  \
+    mkm_vnni(R, NS, FLT, pg, sl->bs + r * sl->ldb, sl->ldb, sl->d + r * sl->ldd,              \
+             sl->s + r * sl->ldd, sl->ldd, wp, nb, y + r * ldy, ldy, m)
+T_VNNI static void tile_mins_vnni(const qdesc *qd, const qpack *pg, const qslot *sl,
+                                  int64_t nr, const uint8_t *wp, int64_t nb, float *y,
+                                  int64_t ldy, __mmask16 m) {
+    if (qd->min == MIN_FLOAT) {
+#define MKM_CALL(R) MKM_CALL_(R, 1, true)
+        VNNI_ROWS(MKM_CALL);
+#undef MKM_CALL
+    } else if (qd->sb == 32) {
+#define MKM_CALL(R) MKM_CALL_(R, 8, false)
+        VNNI_ROWS(MKM_CALL);
+#undef MKM_CALL
+    } else {
+#define MKM_CALL(R) MKM_CALL_(R, 16, false)
+        VNNI_ROWS(MKM_CALL);
+#undef MKM_CALL
+    }
+}
+
+/* ---- AVX2 kernels: 8 lanes = weight rows 8h .. 8h + 7 of the packed tile ---- */
+
+T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
+    int R, int QK, int SB, bool SCALED, bool INIT, bool SGN, const qpack *pg, const int8_t *q,
+    int64_t ldq, const int32_t *init, int64_t ldi, const float *d, int64_t ldd,
+    const uint8_t *wp, int h, int64_t nb, bool add_y, float *y, int64_t ldy, __m256i mask) {
+    const int NS = QK / SB;
+    const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80);
+    __m256 acc[4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wp + b * pg->pb;
+        __m256i is[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) is[r] = _mm256_setzero_si256();
+        for (int s = 0; s < NS; s++) {
+            __m256i t[4];
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+                t[r] = INIT && !SGN ? _mm256_set1_epi32(init[r * ldi + b * NS + s])
+                                    : _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int g = 0; g < SB / 4; g++) {
+                __m256i wv = _mm256_load_si256(
+                    (const __m256i *)(wb + (s * (SB / 4) + g) * 64 + 32 * h));
+                __m256i ws = wv;
+                if (SGN) {
+                    ws = _mm256_xor_si256(wv, flip); /* u - 128 = w, as int8 */
+                    wv = _mm256_abs_epi8(ws);
+                }
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    int32_t xv;
+                    memcpy(&xv, q + r * ldq + b * QK + s * SB + 4 * g, 4);
+                    __m256i bx = _mm256_set1_epi32(xv);
+                    if (SGN) bx = _mm256_sign_epi8(bx, ws);
+                    t[r] = _mm256_add_epi32(
+                        t[r], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, bx), ones));
+                }
+            }
+            if (SCALED) {
+                const __m256i sc =
+                    _mm256_load_si256((const __m256i *)(wb + pg->sc + s * 64 + 32 * h));
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    is[r] = _mm256_add_epi32(is[r], _mm256_mullo_epi32(t[r], sc));
+                }
+            } else {
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) is[r] = t[r];
+            }
+        }
+        const __m256 dw = _mm256_load_ps((const float *)(wb + pg->dw + 32 * h));
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r]),
+                                     _mm256_mul_ps(dw, _mm256_set1_ps(d[r * ldd + b])), acc[r]);
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        __m256 v = acc[r];
+        if (add_y) v = _mm256_add_ps(v, _mm256_maskload_ps(y + r * ldy, mask));
+        _mm256_maskstore_ps(y + r * ldy, mask, v);
+    }
+}
+
+T_AVX2 static inline __attribute__((always_inline)) void mkm_avx2(
+    int R, int NS, bool FLT, const qpack *pg, const int16_t *bs, int64_t ldb, const float *d,
+    const float *s, int64_t ldd, const uint8_t *wp, int h, int64_t nb, float *y, int64_t ldy,
+    __m256i mask) {
+    __m256 acc[4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wp + b * pg->pb;
+        const __m256 dm = _mm256_load_ps((const float *)(wb + pg->dm + 32 * h));
+        if (FLT) {
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+                acc[r] = _mm256_fmadd_ps(dm, _mm256_set1_ps(s[r * ldd + b]), acc[r]);
+            continue;
+        }
+        __m256i ms[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) ms[r] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8") for (int p = 0; p < NS / 2; p++) {
+            const __m256i mv = _mm256_load_si256((const __m256i *)(wb + pg->mn + p * 64 + 32 * h));
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                int32_t xv;
+                memcpy(&xv, bs + r * ldb + b * NS + 2 * p, 4);
+                ms[r] = _mm256_add_epi32(ms[r], _mm256_madd_epi16(mv, _mm256_set1_epi32(xv)));
+            }
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+            acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms[r]),
+                                      _mm256_mul_ps(dm, _mm256_set1_ps(d[r * ldd + b])), acc[r]);
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) _mm256_maskstore_ps(y + r * ldy, mask, acc[r]);
+}
+
+T_AVX2 static inline __m256i lane_mask(int nl) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+#define AVX2_ROWS(CALL)                                                                        \
+    do {                                                                                       \
+        int64_t r = 0;                                                                         \
+        for (; r + 4 <= nr; r += 4) CALL(4);                                                   \
+        for (; r < nr; r++) CALL(1);                                                           \
+    } while (0)
+
+#define AVX2_MK(QK, SB, SC, IN, SG)                                                            \
+    T_AVX2 static void tile_avx2_##QK##_##SB##_##SC##IN##SG(                                   \
+        const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp, int h, int64_t nb,    \
+        bool add_y, float *y, int64_t ldy, int nl) {                                           \
+        const int64_t ldq = sl->ldq, ldi = sl->ldi, ldd = sl->ldd;                             \
+        const __m256i mask = lane_mask(nl);                                                    \
+        AVX2_ROWS(MK2_CALL);                                                                   \
+    }
+#define MK2_CALL_(R, QK, SB, SC, IN, SG)                                                       \
+    mk_avx2(R, QK, SB, SC, IN, SG, pg, sl->q + r * ldq, ldq, sl->init + r * ldi, ldi,         \
+            sl->d + r * ldd, ldd, wp, h, nb, add_y, y + r * ldy, ldy, mask)
+
+#define MK2_CALL(R) MK2_CALL_(R, 256, 32, true, false, false)
+AVX2_MK(256, 32, 1, 0, 0)
+#undef MK2_CALL
+#define MK2_CALL(R) MK2_CALL_(R, 256, 32, true, false, true)
+AVX2_MK(256, 32, 1, 0, 1)
+#undef MK2_CALL
+#define MK2_CALL(R) MK2_CALL_(R, 256, 16, true, false, false)
+AVX2_MK(256, 16, 1, 0, 0)
+#undef MK2_CALL
+#define MK2_CALL(R) MK2_CALL_(R, 256, 16, true, true, false)
+AVX2_MK(256, 16, 1, 1, 0)
+#undef MK2_CALL
+#define MK2_CALL(R) MK2_CALL_(R, 32, 32, false, false, false)
+AVX2_MK(32, 32, 0, 0, 0)
+#undef MK2_CALL
+#define MK2_CALL(R) MK2_CALL_(R, 32, 32, false, true, false)
+AVX2_MK(32, 32, 0, 1, 0)
+#undef MK2_CALL
+#define MK2_CALL(R) MK2_CALL_(R, 32, 32, false, false, true)
+AVX2_MK(32, 32, 0, 0, 1)
+#undef MK2_CALL
+
+typedef void (*avx2_tile_fn)(const qpack *, const qslot *, int64_t, const uint8_t *, int,
+                             int64_t, bool, float *, int64_t, int);
+
+static avx2_tile_fn avx2_fn(const qdesc *qd) {
+    const bool sg = qd->off == 128, in = qd->off != 0 && !sg;
+    if (qd->qk == 32) return sg ? tile_avx2_32_32_001 : in ? tile_avx2_32_32_010 : tile_avx2_32_32_000;
+    if (qd->sb == 32) return sg ? tile_avx2_256_32_101 : tile_avx2_256_32_100;
+    return in ? tile_avx2_256_16_110 : tile_avx2_256_16_100;
+}
+
+#define MKM2_CALL_(R, NS, FLT)                                                                 \
+    mkm_avx2(R, NS, FLT, pg, sl->bs + r * sl->ldb, sl->ldb, sl->d + r * sl->ldd,              \
+             sl->s + r * sl->ldd, sl->ldd, wp, h, nb, y + r * ldy, ldy, mask)
+T_AVX2 static void tile_mins_avx2(const qdesc *qd, const qpack *pg, const qslot *sl,
+                                  int64_t nr, const uint8_t *wp, int h, int64_t nb, float *y,
+                                  int64_t ldy, int nl) {
+    const __m256i mask = lane_mask(nl);
+    if (qd->min == MIN_FLOAT) {
+#define MKM2_CALL(R) MKM2_CALL_(R, 1, true)
+        AVX2_ROWS(MKM2_CALL);
+#undef MKM2_CALL
+    } else if (qd->sb == 32) {
+#define MKM2_CALL(R) MKM2_CALL_(R, 8, false)
+        AVX2_ROWS(MKM2_CALL);
+#undef MKM2_CALL
+    } else {
+#define MKM2_CALL(R) MKM2_CALL_(R, 16, false)
+        AVX2_ROWS(MKM2_CALL);
+#undef MKM2_CALL
+    }
+}
+#endif
+
+/* ---- the call: quantise a pass of rows, then one task per weight tile ---- */
+
+typedef enum { K_SCALAR, K_AVX2, K_VNNI } qkind;
+
+typedef struct {
+    const ps_matmul_env *env;
+    const ps_mat *w;
+    const qdesc *qd;
+    qpack pg;
+    const float *x;
+    int64_t ldx, row0, n_pass;
+    float *y;
+    int64_t ldy;
+    int32_t n_threads;
+    qkind kind;
+    size_t tile_off; /* bytes from a thread's scratch to its activation slot */
+} mmq_job;
+
+static uint8_t *thread_base(const mmq_job *job, int64_t t) {
+    return (uint8_t *)(job->env->scratch + (size_t)t * job->env->scratch_stride);
+}
+
+static void mmq_quant_task(void *ctx, int64_t i, int32_t thread) {
+    const mmq_job *job = ctx;
+    qslot sl;
+    slot_at(thread_base(job, i / QROWS) + job->tile_off, job->w->n_in, &sl);
+    quant_row(job->env->isa, job->qd, job->x + (job->row0 + i) * job->ldx, job->w->n_in, &sl,
+              i % QROWS);
+}
+
+static void prefetch_rows(const ps_mat *w, int64_t tile) {
+    const int64_t row0 = tile * QT;
+    if (row0 < w->n_out) {
+        const uint8_t *p = (const uint8_t *)w->data + (size_t)row0 * w->row_bytes;
+        const size_t bytes = (size_t)PS_MIN((int64_t)QT, w->n_out - row0) * w->row_bytes;
+        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+    }
+}
+
+static void mmq_tile_task(void *ctx, int64_t task, int32_t thread) {
+    const mmq_job *job = ctx;
+    const ps_mat *w = job->w;
+    const qdesc *qd = job->qd;
+    const int64_t j0 = task * QT, n = w->n_in, nb = n / qd->qk;
+    const int nw = (int)PS_MIN((int64_t)QT, w->n_out - j0);
+    const uint8_t *w0 = (const uint8_t *)w->data + (size_t)j0 * w->row_bytes;
+    uint8_t *wp = thread_base(job, thread);
+    float *y = job->y + job->row0 * job->ldy + j0;
+    prefetch_rows(w, task + 2 * job->n_threads);
+    const uint8_t *rows[QT];
+    for (int j = 0; j < nw; j++) rows[j] = w0 + (size_t)j * w->row_bytes;
+#if defined(__x86_64__)
+    if (job->kind == K_VNNI) pack_tile_vnni(qd, &job->pg, w0, w->row_bytes, nw, nb, wp);
+    else if (job->kind == K_AVX2) pack_tile_c(qd, &job->pg, w0, w->row_bytes, nw, nb, wp);
+#endif
+    for (int64_t r0 = 0; r0 < job->n_pass; r0 += QROWS) {
+        const int64_t nr = PS_MIN((int64_t)QROWS, job->n_pass - r0);
+        qslot sl;
+        slot_at(thread_base(job, r0 / QROWS) + job->tile_off, n, &sl);
+        float *yb = y + r0 * job->ldy;
+        switch (job->kind) {
+#if defined(__x86_64__)
+        case K_VNNI: {
+            const __mmask16 m = (__mmask16)((1u << nw) - 1u);
+            const bool mins = qd->min != MIN_NONE;
+            if (mins) tile_mins_vnni(qd, &job->pg, &sl, nr, wp, nb, yb, job->ldy, m);
+            vnni_fn(qd)(&job->pg, &sl, nr, wp, nb, mins, yb, job->ldy, m);
+            break;
+        }
+        case K_AVX2:
+            for (int h = 0; h * 8 < nw; h++) {
+                const int nl = PS_MIN(8, nw - 8 * h);
+                const bool mins = qd->min != MIN_NONE;
+                if (mins) tile_mins_avx2(qd, &job->pg, &sl, nr, wp, h, nb, yb + 8 * h, job->ldy, nl);
+                avx2_fn(qd)(&job->pg, &sl, nr, wp, h, nb, mins, yb + 8 * h, job->ldy, nl);
+            }
+            break;
+#endif
+        default: tile_scalar(qd, rows, nw, n, &sl, nr, yb, job->ldy); break;
+        }
+    }
+}
+
+void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+            int64_t n_rows, float *y, int64_t ldy) {
+    const qdesc *qd = qdesc_of(w->type);
+    assert(qd && w->n_in % qd->qk == 0);
+    assert(env->scratch_stride >= ps_mmq_scratch_floats(w->n_in));
+    if (n_rows <= 0 || w->n_out <= 0) return;
+    const int32_t nt = ps_pool_size(env->pool);
+    mmq_job job = {env, w, qd, pack_geom(qd), x, ldx, 0, 0, y, ldy, nt, K_SCALAR,
+                   (size_t)r64((int64_t)tile_bytes(w->n_in))};
+#if defined(__x86_64__)
+    if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = K_VNNI;
+    else if (env->isa == PS_ISA_AVX512 || env->isa == PS_ISA_AVX2) job.kind = K_AVX2;
+#endif
+    const int64_t cap = (int64_t)nt * QROWS;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += cap) {
+        job.row0 = r0;
+        job.n_pass = PS_MIN(cap, n_rows - r0);
+        ps_pool_for(env->pool, job.n_pass, mmq_quant_task, &job);
+        ps_pool_for(env->pool, (w->n_out + QT - 1) / QT, mmq_tile_task, &job);
+    }
+}
+
+void ps_mmq_scalar(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
+                   int64_t ldy) {
+    const qdesc *qd = qdesc_of(w->type);
+    assert(qd && w->n_in % qd->qk == 0);
+    const int64_t n = w->n_in;
+    uint8_t *buf = ps_aligned_alloc(64, slot_bytes(n));
+    assert(buf); /* test helper: small */
+    qslot sl;
+    slot_at(buf, n, &sl);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += QROWS) {
+        const int64_t nr = PS_MIN((int64_t)QROWS, n_rows - r0);
+        for (int64_t r = 0; r < nr; r++) quant_row(PS_ISA_SCALAR, qd, x + (r0 + r) * ldx, n, &sl, r);
+        for (int64_t j0 = 0; j0 < w->n_out; j0 += QT) {
+            const int nw = (int)PS_MIN((int64_t)QT, w->n_out - j0);
+            const uint8_t *rows[QT];
+            for (int j = 0; j < nw; j++)
+                rows[j] = (const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes;
+            tile_scalar(qd, rows, nw, n, &sl, nr, y + r0 * ldy + j0, ldy);
+        }
+    }
+    ps_free(buf);
+}
+
+ps_status ps_mmq_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
+                     int64_t ldy) {
+    const qdesc *qd = qdesc_of(w->type);
+    assert(qd && w->n_in % qd->qk == 0);
+    const int64_t n = w->n_in, nb = n / qd->qk;
+    float *row = ps_malloc((size_t)PS_MAX(n, 1) * sizeof(float));
+    double *xd = ps_malloc((size_t)PS_MAX(n, 1) * sizeof(double));
+    int8_t *q = ps_malloc((size_t)PS_MAX(n, 1));
+    int16_t *bs = ps_malloc((size_t)PS_MAX(n / 16, 1) * sizeof(int16_t));
+    float *d = ps_malloc((size_t)PS_MAX(n / 32, 1) * sizeof(float));
+    float *s = ps_malloc((size_t)PS_MAX(n / 32, 1) * sizeof(float));
+    ps_status st = PS_OK;
+    if (!row || !xd || !q || !bs || !d || !s) {
+        st = PS_ERR_NOMEM;
+        goto out;
+    }
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *xr = x + r * ldx;
+        if (qd->act == ACT_Q8_K) ps_qact_q8_K_ref(xr, n, q, bs, d);
+        else if (qd->act == ACT_Q8_1) ps_qact_q8_1_ref(xr, n, q, d, s);
+        else ps_quant_act_q8_ref(xr, n, (uint8_t *)q, d, false);
+        for (int64_t k = 0; k < n; k++) xd[k] = (double)q[k] * (double)d[k / qd->qk];
+        for (int64_t j = 0; j < w->n_out; j++) {
+            const uint8_t *wr = (const uint8_t *)w->data + (size_t)j * w->row_bytes;
+            ps_quant_row_to_f32_ref(w->type, wr, row, n);
+            double acc = 0.0;
+            for (int64_t b = 0; b < nb; b++) {
+                /* Q4_1 / Q5_1: w = d q + m; the m part is m x s (Q8_1's s), as llama.cpp */
+                const double m = qd->min == MIN_FLOAT
+                                     ? (double)f16at(wr + (size_t)b * (size_t)qd->bytes + 2)
+                                     : 0.0;
+                for (int64_t k = b * qd->qk; k < (b + 1) * qd->qk; k++)
+                    acc += ((double)row[k] - m) * xd[k];
+                if (qd->min == MIN_FLOAT) acc += m * (double)s[b];
+            }
+            y[r * ldy + j] = (float)acc;
+        }
+    }
+out:
+    ps_free(row);
+    ps_free(xd);
+    ps_free(q);
+    ps_free(bs);
+    ps_free(d);
+    ps_free(s);
+    return st;
+}
