@@ -1,11 +1,14 @@
 /*
- * bench_matmul.c — GFLOP/s of ps_matmul per weight type (F32, F16, BF16, Q8_0) on the matrix
+ * bench_matmul.c — GFLOP/s of ps_matmul per weight type (every row of types.c: F32, F16, BF16,
+ * Q8_0, the legacy 4/5-bit types, the k-quants, IQ4_NL / IQ4_XS, MXFP4) on the matrix
  * shapes of a Qwen3-0.6B-shaped model, m = 256 activation rows:
  *     (n, k) = (2048,1024) q, (1024,1024) k/v, (1024,2048) o, (3072,1024) gate/up,
  *              (1024,3072) down, (151936,1024) output
  * next to OpenBLAS cblas_sgemm on f32 weights of the same shape, in the same run. With the
  * default (native) activations Q8_0 runs the int8 kernel (activations quantised to Q8_0 blocks
- * per call; AVX-512 VNNI vpdpbusd when the CPU has it, else AVX2 maddubs) and BF16 the bf16
+ * per call; AVX-512 VNNI vpdpbusd when the CPU has it, else AVX2 maddubs), the other block types
+ * their integer kernels (matmul_quant.c: Q8_K / Q8_1 / Q8_0 activations as llama.cpp; their rows
+ * also print the ratio to the Q8_0 row of the same shape and run) and BF16 the bf16
  * kernel (activations rounded to bf16 per call; AVX-512 BF16 vdpbf16ps when the CPU has it,
  * else float32 FMA on the rounded values); each is validated against ps_matmul_ref's form with
  * the same activation rounding (sums in double). --act f32 runs every type on float32
@@ -15,20 +18,23 @@
  * relative error printed, exit 1 above 1e-5), then timed: the median of several runs (at least
  * 5, or as many as fit in ~0.5 s). FLOPs = 2 m n k. With one thread (the default) times are the
  * process's CPU time, so a busy shared machine disturbs the figures less; with -t N, wall time.
- * Usage: bench_matmul [--json] [-t THREADS] [--types f32,f16,bf16,q8_0] [--act native|f32]
+ * Usage: bench_matmul [--json] [-t THREADS] [--types all|q8_0,q4_k,...] [--act native|f32]
  *                     [--no-output] | --check
- * --check (what `make test` runs): no timing; on small shapes (m 1 / 7 / 33 / 64 rows, odd n,
- * k 64..1024) every weight type x activations x ISA the CPU has is validated against
+ * Weights are random, quantised by the type's fixture quantiser (types.c).
+ * --check (what `make test` runs): no timing; on small shapes (m 1 / 7 / 33 / 64 / 300 rows,
+ * odd n, k 64..1024, each type on the shapes its block divides) every weight type x activations x ISA the CPU has is validated against
  * ps_matmul_ref (max rel error <= 1e-5, printed) and 2 threads against 1 (bitwise); prints the
  * test closing line "bench_matmul: N passed, N failed, N skipped".
  * --json prints one object per line:
- *   {"type": "bf16", "m": 256, "n": 2048, "k": 1024, "gflops": ..., "sgemm_gflops": ...,
- *    "threads": 1, "isa": "avx512", "act": "native", "max_rel_err": ...}
+ *   {"type": "bf16", "path": "avx512", "m": 256, "n": 2048, "k": 1024, "gflops": ...,
+ *    "sgemm_gflops": ..., "q8_0_gflops": ... (0 before the q8_0 row), "threads": 1,
+ *    "isa": "avx512", "act": "native", "max_rel_err": ...}
  */
 #include "impl.h"
 #include "matmul.h"
 #include "matmul_amx.h"
 #include "quant.h"
+#include "types.h"
 
 #include "../tests/check.h" /* --check: CHECKF, PS_TEST_CPU_LACKS and the closing line */
 
@@ -69,16 +75,7 @@ static void *make_weights(uint32_t type, int64_t n, int64_t k, size_t *row_bytes
     for (int64_t j = 0; j < n; j++) {
         uint8_t *row = w + (size_t)j * rb;
         for (int64_t i = 0; i < k; i++) tmp[i] = frand() * 0.05f;
-        switch (type) {
-        case PS_GGML_F32: memcpy(row, tmp, sizeof(float) * (size_t)k); break;
-        case PS_GGML_F16:
-            for (int64_t i = 0; i < k; i++) ((uint16_t *)row)[i] = ps_f32_to_f16(tmp[i]);
-            break;
-        case PS_GGML_BF16:
-            for (int64_t i = 0; i < k; i++) ((uint16_t *)row)[i] = ps_f32_to_bf16(tmp[i]);
-            break;
-        default: ps_quant_f32_to_q8_0(tmp, (ps_block_q8_0 *)row, k); break;
-        }
+        ps_wtype_get(type)->from_f32(tmp, row, k); /* types.c's fixture quantiser */
     }
     free(tmp);
     *row_bytes = rb;
@@ -135,16 +132,23 @@ static void run_sgemm(void *p) {
 
 /* One result row: a text line or (--json) one object. path: the kernel ("avx512", "amx-bf16",
  * "amx-bf16-norepack", "amx-int8", "scalar"). */
+/* The Q8_0 kernel's figure of the current shape (its non-AMX row), once it ran: the other
+ * block types print their ratio to it. */
+static double q8_gflops;
+
 static void report(bool json, const char *type, const char *path, int64_t m, int64_t n,
                    int64_t k, double g, double sgemm, int threads, bool f32_act, double worst) {
     if (json)
         printf("{\"type\": \"%s\", \"path\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, "
-               "\"gflops\": %.1f, \"sgemm_gflops\": %.1f, \"threads\": %d, \"isa\": \"%s\", "
-               "\"act\": \"%s\", \"max_rel_err\": %.3g}\n",
-               type, path, (long long)m, (long long)n, (long long)k, g, sgemm, threads,
+               "\"gflops\": %.1f, \"sgemm_gflops\": %.1f, \"q8_0_gflops\": %.1f, "
+               "\"threads\": %d, \"isa\": \"%s\", \"act\": \"%s\", \"max_rel_err\": %.3g}\n",
+               type, path, (long long)m, (long long)n, (long long)k, g, sgemm, q8_gflops, threads,
                ps_isa_name(ps_isa_best()), f32_act ? "f32" : "native", worst);
+    else if (q8_gflops > 0 && strcmp(type, "q8_0"))
+        printf("         %-6s %-17s %7.1f  (%.2fx sgemm, %.2fx q8_0, max rel err %.2g)\n", type,
+               path, g, g / sgemm, g / q8_gflops, worst);
     else
-        printf("         %-5s %-17s %7.1f  (%.2fx sgemm, max rel err %.2g)\n", type, path, g,
+        printf("         %-6s %-17s %7.1f  (%.2fx sgemm, max rel err %.2g)\n", type, path, g,
                g / sgemm, worst);
 }
 
@@ -164,11 +168,17 @@ static bool list_has(const char *list, const char *name) {
 /* --check: fast against reference on small shapes, 1 thread against 2; no timing. */
 static int run_check(void) {
     static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
-    static const struct { const char *name; uint32_t type; } types[] = {
-        {"f32", PS_GGML_F32}, {"f16", PS_GGML_F16}, {"bf16", PS_GGML_BF16}, {"q8_0", PS_GGML_Q8_0},
-    };
+    /* every weight type of the table (types.c); a shape whose k is not a multiple of the
+     * type's block is left out for that type */
+    struct { const char *name; uint32_t type; int32_t blck; } types[64];
+    size_t n_types = 0;
+    for (int32_t i = 0; i < ps_wtype_count() && n_types < 64; i++, n_types++) {
+        types[n_types].name = ps_wtype_at(i)->name;
+        types[n_types].type = ps_wtype_at(i)->id;
+        types[n_types].blck = ps_wtype_at(i)->blck;
+    }
     static const struct { int64_t m, n, k; } shapes[] = {
-        {1, 40, 64}, {7, 67, 96}, {33, 130, 256}, {64, 48, 1024},
+        {1, 40, 64}, {7, 67, 96}, {33, 130, 256}, {64, 48, 1024}, {300, 21, 512},
     };
     ps_pool *pool2 = NULL;
     CHECK(ps_pool_create(2, &pool2) == PS_OK);
@@ -177,16 +187,17 @@ static int run_check(void) {
         PS_TEST_CPU_LACKS("AVX-512 BF16 (vdpbf16ps): native bf16 checked on the fallback only");
     if (!ps_cpu_has_avx512vnni())
         PS_TEST_CPU_LACKS("AVX-512 VNNI (vpdpbusd): q8_0 checked on the AVX2/scalar int8 path only");
-    double worst_all[4] = {0};
+    double worst_all[64] = {0};
     for (size_t ii = 0; ii < sizeof isas / sizeof isas[0]; ii++) {
         if (!ps_isa_supported(isas[ii])) {
             PS_TEST_CPU_LACKS("isa %s: its matmul kernels", ps_isa_name(isas[ii]));
             continue;
         }
-        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        for (size_t t = 0; t < n_types; t++) {
             for (int act = 0; act < 2; act++) {
                 for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
                     const int64_t m = shapes[si].m, n = shapes[si].n, k = shapes[si].k;
+                    if (k % types[t].blck) continue;
                     ps_mat w = {0};
                     w.data = make_weights(types[t].type, n, k, &w.row_bytes);
                     w.type = types[t].type;
@@ -229,8 +240,10 @@ static int run_check(void) {
             }
         }
     }
-    printf("NOTE: max rel error vs ps_matmul_ref: f32 %.2g, f16 %.2g, bf16 %.2g, q8_0 %.2g\n",
-           worst_all[0], worst_all[1], worst_all[2], worst_all[3]);
+    printf("NOTE: max rel error vs ps_matmul_ref:");
+    for (size_t t = 0; t < n_types; t++)
+        printf("%s %s %.2g", t ? "," : "", types[t].name, worst_all[t]);
+    printf("\n");
     ps_pool_free(pool2);
     return ps_test_done("bench_matmul");
 }
@@ -239,7 +252,7 @@ int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "--check")) return run_check();
     bool json = false, with_output = true;
     int threads = 1;
-    const char *types_arg = "f32,f16,bf16,q8_0";
+    const char *types_arg = "all";
     bool f32_act = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = true;
@@ -250,7 +263,7 @@ int main(int argc, char **argv) {
                  (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "native")))
             f32_act = !strcmp(argv[++i], "f32");
         else {
-            fprintf(stderr, "usage: bench_matmul [--json] [-t N] [--types f32,f16,bf16,q8_0] "
+            fprintf(stderr, "usage: bench_matmul [--json] [-t N] [--types all|q8_0,q4_k,...] "
                             "[--act native|f32] [--no-output]\n");
             return 2;
         }
@@ -268,9 +281,15 @@ int main(int argc, char **argv) {
         {"q", 2048, 1024}, {"k/v", 1024, 1024}, {"o", 1024, 2048}, {"gate/up", 3072, 1024},
         {"down", 1024, 3072}, {"output", 151936, 1024},
     };
-    static const struct { const char *name; uint32_t type; } types[] = {
-        {"f32", PS_GGML_F32}, {"f16", PS_GGML_F16}, {"bf16", PS_GGML_BF16}, {"q8_0", PS_GGML_Q8_0},
-    };
+    /* every weight type of the table (types.c), in table order (q8_0 before the k-quants, so
+     * their rows carry the ratio to it) */
+    struct { const char *name; uint32_t type; int32_t blck; } types[64];
+    size_t n_types = 0;
+    for (int32_t i = 0; i < ps_wtype_count() && n_types < 64; i++, n_types++) {
+        types[n_types].name = ps_wtype_at(i)->name;
+        types[n_types].type = ps_wtype_at(i)->id;
+        types[n_types].blck = ps_wtype_at(i)->blck;
+    }
     const int64_t m = 256;
     const size_t n_shapes = sizeof shapes / sizeof shapes[0] - (with_output ? 0 : 1);
     if (!json)
@@ -307,8 +326,10 @@ int main(int argc, char **argv) {
         if (!json)
             printf("%-8s n %6lld k %4lld   sgemm %7.1f\n", shapes[s].name, (long long)n,
                    (long long)k, sgemm);
-        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-            if (!list_has(types_arg, types[t].name)) continue;
+        q8_gflops = 0;
+        for (size_t t = 0; t < n_types; t++) {
+            if (strcmp(types_arg, "all") && !list_has(types_arg, types[t].name)) continue;
+            if (k % types[t].blck) continue;
             ps_mat w = {0};
             w.data = make_weights(types[t].type, n, k, &w.row_bytes);
             w.type = types[t].type;
@@ -333,6 +354,7 @@ int main(int argc, char **argv) {
             double g = time_median(run_ps, &a, flops);
             report(json, types[t].name, isa == PS_ISA_SCALAR ? "scalar" : "avx512", m, n, k, g,
                    sgemm, threads, f32_act, worst);
+            if (types[t].type == PS_GGML_Q8_0) q8_gflops = g;
             /* AMX rows: BF16 with the tile copy (made here, timed as the load would) and
              * without it, Q8_0; validated as above, Q8_0 also bitwise against the row above */
             if (amx && !f32_act &&

@@ -101,13 +101,13 @@ static inline void nibbles32(const uint8_t *q, uint8_t *u) {
 static void dec_q4_0(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
                      float *dm) {
     *dw = f16at(b);
-    nibbles32(b + 2, u);
+    if (u) nibbles32(b + 2, u);
 }
 static void dec_q4_1(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
                      float *dm) {
     *dw = f16at(b);
     *dm = f16at(b + 2);
-    nibbles32(b + 4, u);
+    if (u) nibbles32(b + 4, u);
 }
 static inline void five32(const uint8_t *q, uint32_t qh, uint8_t *u) {
     for (int j = 0; j < 16; j++) {
@@ -118,18 +118,18 @@ static inline void five32(const uint8_t *q, uint32_t qh, uint8_t *u) {
 static void dec_q5_0(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
                      float *dm) {
     *dw = f16at(b);
-    five32(b + 6, rd32(b + 2), u);
+    if (u) five32(b + 6, rd32(b + 2), u);
 }
 static void dec_q5_1(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
                      float *dm) {
     *dw = f16at(b);
     *dm = f16at(b + 2);
-    five32(b + 8, rd32(b + 4), u);
+    if (u) five32(b + 8, rd32(b + 4), u);
 }
 static void dec_iq4_nl(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
                        float *dm) {
     *dw = f16at(b);
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < 16 && u; j++) {
         u[j] = (uint8_t)(KV_IQ4NL[b[2 + j] & 15] + 128);
         u[j + 16] = (uint8_t)(KV_IQ4NL[b[2 + j] >> 4] + 128);
     }
@@ -137,7 +137,7 @@ static void dec_iq4_nl(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, f
 static void dec_mxfp4(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
                       float *dm) {
     *dw = e8m0_half(b[0]);
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < 16 && u; j++) {
         u[j] = (uint8_t)(KV_FP4[b[1 + j] & 15] + 12);
         u[j + 16] = (uint8_t)(KV_FP4[b[1 + j] >> 4] + 12);
     }
@@ -151,7 +151,7 @@ static void dec_q2_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, flo
         mn[s] = (int16_t)(b[s] >> 4);
     }
     const uint8_t *q = b + 16;
-    for (int h = 0; h < 2; h++)
+    for (int h = 0; h < 2 && u; h++)
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < 32; l++)
                 u[128 * h + 32 * j + l] = (q[32 * h + l] >> (2 * j)) & 3;
@@ -163,7 +163,7 @@ static void dec_q2_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, flo
 static void dec_q3_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
                      float *dm) {
     const uint8_t *hm = b, *q = b + 32;
-    for (int h = 0; h < 2; h++)
+    for (int h = 0; h < 2 && u; h++)
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < 32; l++)
                 u[128 * h + 32 * j + l] = (uint8_t)(((q[32 * h + l] >> (2 * j)) & 3) +
@@ -200,7 +200,7 @@ static void dec_q4_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, flo
     *dm = f16at(b + 2);
     scale_min_k4(b + 4, sc, mn);
     const uint8_t *q = b + 16;
-    for (int c = 0; c < 4; c++)
+    for (int c = 0; c < 4 && u; c++)
         for (int l = 0; l < 32; l++) {
             u[64 * c + l] = q[32 * c + l] & 15;
             u[64 * c + 32 + l] = q[32 * c + l] >> 4;
@@ -214,7 +214,7 @@ static void dec_q5_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, flo
     *dm = f16at(b + 2);
     scale_min_k4(b + 4, sc, mn);
     const uint8_t *qh = b + 16, *q = b + 48;
-    for (int c = 0; c < 4; c++)
+    for (int c = 0; c < 4 && u; c++)
         for (int l = 0; l < 32; l++) {
             u[64 * c + l] = (uint8_t)((q[32 * c + l] & 15) | (((qh[l] >> (2 * c)) & 1) << 4));
             u[64 * c + 32 + l] =
@@ -225,7 +225,7 @@ static void dec_q5_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, flo
 /* Q6_K: ql[128], qh[64], scales[16] (int8), d. w = q6 - 32. */
 static void dec_q6_k(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
                      float *dm) {
-    for (int h = 0; h < 2; h++) {
+    for (int h = 0; h < 2 && u; h++) {
         const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
         uint8_t *o = u + 128 * h;
         for (int l = 0; l < 32; l++) {
@@ -248,7 +248,7 @@ static void dec_iq4_xs(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, f
         const int ls = ((b[4 + s / 2] >> (4 * (s % 2))) & 15) | (((sh >> (2 * s)) & 3) << 4);
         sc[s] = ls - 32;
         const uint8_t *q = b + 8 + 16 * s;
-        for (int j = 0; j < 16; j++) {
+        for (int j = 0; j < 16 && u; j++) {
             u[32 * s + j] = (uint8_t)(KV_IQ4NL[q[j] & 15] + 128);
             u[32 * s + 16 + j] = (uint8_t)(KV_IQ4NL[q[j] >> 4] + 128);
         }
@@ -411,7 +411,7 @@ static void tile_scalar(const qdesc *qd, const uint8_t *const *w, int nw, int64_
             const int8_t *q = sl->q + r * sl->ldq;
             const int16_t *bs = sl->bs + r * sl->ldb;
             const float *d = sl->d + r * sl->ldd, *s = sl->s + r * sl->ldd;
-            float acc = 0.0f, accm = 0.0f;
+            float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
                 float dw = 0.0f, dm = 0.0f;
                 for (int k = 0; k < ns; k++) {
@@ -430,10 +430,10 @@ static void tile_scalar(const qdesc *qd, const uint8_t *const *w, int nw, int64_
                     msum += (int32_t)mn[k] * (int32_t)bs[b * ns + k];
                 }
                 acc = fmaf((float)isum, dw * d[b], acc);
-                if (qd->min == MIN_INT) accm = fmaf(-(float)msum, dm * d[b], accm);
-                else if (qd->min == MIN_FLOAT) accm = fmaf(dm, s[b], accm);
+                if (qd->min == MIN_INT) acc = fmaf(-(float)msum, dm * d[b], acc);
+                else if (qd->min == MIN_FLOAT) acc = fmaf(dm, s[b], acc);
             }
-            y[r * ldy + j] = qd->min == MIN_NONE ? acc : acc + accm;
+            y[r * ldy + j] = acc;
         }
     }
 }
@@ -442,8 +442,10 @@ static void tile_scalar(const qdesc *qd, const uint8_t *const *w, int nw, int64_
 
 /* Decodes block b of the nw rows (rows past nw: zeros) into tmp (16 rows of qk bytes) and the
  * tile's scale, min and float slots at dst. */
+typedef void (*ufast_fn)(const uint8_t *blk, uint8_t *u);
+
 static void pack_side(const qdesc *qd, const qpack *pg, const uint8_t *w0, size_t row_bytes,
-                      int nw, int64_t b, uint8_t *tmp, uint8_t *dst) {
+                      int nw, int64_t b, uint8_t *tmp, uint8_t *dst, ufast_fn uf) {
     const int ns = qd->qk / qd->sb;
     int32_t *scv = (int32_t *)(dst + pg->sc);
     int16_t *mnv = (int16_t *)(dst + pg->mn);
@@ -457,8 +459,9 @@ static void pack_side(const qdesc *qd, const qpack *pg, const uint8_t *w0, size_
             mn[k] = 0;
         }
         if (i < nw) {
-            qd->decode(w0 + (size_t)i * row_bytes + (size_t)b * (size_t)qd->bytes,
-                       tmp + i * qd->qk, sc, mn, &dw, &dm);
+            const uint8_t *blk = w0 + (size_t)i * row_bytes + (size_t)b * (size_t)qd->bytes;
+            qd->decode(blk, uf ? NULL : tmp + i * qd->qk, sc, mn, &dw, &dm);
+            if (uf) uf(blk, tmp + i * qd->qk);
         } else {
             memset(tmp + i * qd->qk, qd->off, (size_t)qd->qk); /* w = 0 */
             for (int k = 0; k < ns; k++) sc[k] = 0;
@@ -479,11 +482,11 @@ static void transpose_c(int qk, const uint8_t *tmp, uint8_t *dst) {
 }
 
 static void pack_tile_c(const qdesc *qd, const qpack *pg, const uint8_t *w0, size_t row_bytes,
-                        int nw, int64_t nb, uint8_t *wp) {
+                        int nw, int64_t nb, uint8_t *wp, ufast_fn uf) {
     uint8_t tmp[QT * 256];
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *dst = wp + b * pg->pb;
-        pack_side(qd, pg, w0, row_bytes, nw, b, tmp, dst);
+        pack_side(qd, pg, w0, row_bytes, nw, b, tmp, dst, uf);
         transpose_c(qd->qk, tmp, dst);
     }
 }
@@ -492,6 +495,119 @@ static void pack_tile_c(const qdesc *qd, const qpack *pg, const uint8_t *w0, siz
 
 #define T_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define T_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+
+/* ---- the u bytes of one block with AVX2 (the same bytes as the decoders above) ---- */
+
+T_AVX2 static inline __m256i lo4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(15)); }
+T_AVX2 static inline __m256i hi4(__m256i v) {
+    return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
+}
+/* bit k of each byte, moved to bit p (per byte; 16-bit shifts never carry across the mask) */
+T_AVX2 static inline __m256i bitk(__m256i v, int k, int p) {
+    const __m256i b = _mm256_and_si256(_mm256_srli_epi16(v, k), _mm256_set1_epi8(1));
+    return _mm256_slli_epi16(b, p);
+}
+T_AVX2 static inline __m256i ld32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+T_AVX2 static inline void st32(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles, then high */
+T_AVX2 static inline __m256i nib16(const uint8_t *q) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)q), m = _mm_set1_epi8(15);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+/* the 32 bits of qh, one per byte, at bit 4 */
+T_AVX2 static inline __m256i bits32(uint32_t qh) {
+    const __m256i sh = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2,
+                                        2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), sh);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+    return _mm256_and_si256(on, _mm256_set1_epi8(16));
+}
+T_AVX2 static void uf_q4_0(const uint8_t *b, uint8_t *u) { st32(u, nib16(b + 2)); }
+T_AVX2 static void uf_q4_1(const uint8_t *b, uint8_t *u) { st32(u, nib16(b + 4)); }
+T_AVX2 static void uf_q5_0(const uint8_t *b, uint8_t *u) {
+    st32(u, _mm256_or_si256(nib16(b + 6), bits32(rd32(b + 2))));
+}
+T_AVX2 static void uf_q5_1(const uint8_t *b, uint8_t *u) {
+    st32(u, _mm256_or_si256(nib16(b + 8), bits32(rd32(b + 4))));
+}
+/* nibble codes through a 16-entry table of u values */
+T_AVX2 static inline __m256i lut16(const int8_t *kv, int off, __m256i idx) {
+    int8_t t[16];
+    for (int i = 0; i < 16; i++) t[i] = (int8_t)(kv[i] + off);
+    const __m128i t4 = _mm_loadu_si128((const __m128i *)t);
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t4, t4), idx);
+}
+T_AVX2 static void uf_iq4_nl(const uint8_t *b, uint8_t *u) { st32(u, lut16(KV_IQ4NL, 128, nib16(b + 2))); }
+T_AVX2 static void uf_mxfp4(const uint8_t *b, uint8_t *u) { st32(u, lut16(KV_FP4, 12, nib16(b + 1))); }
+T_AVX2 static void uf_iq4_xs(const uint8_t *b, uint8_t *u) {
+    for (int s = 0; s < 8; s++) st32(u + 32 * s, lut16(KV_IQ4NL, 128, nib16(b + 8 + 16 * s)));
+}
+T_AVX2 static void uf_q2_k(const uint8_t *b, uint8_t *u) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        const __m256i v = ld32(b + 16 + 32 * h);
+        for (int j = 0; j < 4; j++)
+            st32(u + 128 * h + 32 * j, _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3));
+    }
+}
+T_AVX2 static void uf_q3_k(const uint8_t *b, uint8_t *u) {
+    const __m256i m3 = _mm256_set1_epi8(3), hm = ld32(b);
+    for (int h = 0; h < 2; h++) {
+        const __m256i v = ld32(b + 32 + 32 * h);
+        for (int j = 0; j < 4; j++)
+            st32(u + 128 * h + 32 * j, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3),
+                                                       bitk(hm, 4 * h + j, 2)));
+    }
+}
+T_AVX2 static void uf_q4_k(const uint8_t *b, uint8_t *u) {
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = ld32(b + 16 + 32 * c);
+        st32(u + 64 * c, lo4(v));
+        st32(u + 64 * c + 32, hi4(v));
+    }
+}
+T_AVX2 static void uf_q5_k(const uint8_t *b, uint8_t *u) {
+    const __m256i qh = ld32(b + 16);
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = ld32(b + 48 + 32 * c);
+        st32(u + 64 * c, _mm256_or_si256(lo4(v), bitk(qh, 2 * c, 4)));
+        st32(u + 64 * c + 32, _mm256_or_si256(hi4(v), bitk(qh, 2 * c + 1, 4)));
+    }
+}
+T_AVX2 static void uf_q6_k(const uint8_t *b, uint8_t *u) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = ld32(b + 64 * h), l1 = ld32(b + 64 * h + 32), qh = ld32(b + 128 + 32 * h);
+        uint8_t *o = u + 128 * h;
+        st32(o, _mm256_or_si256(lo4(l0), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4)));
+        st32(o + 32, _mm256_or_si256(lo4(l1), _mm256_slli_epi16(
+                                                  _mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)));
+        st32(o + 64, _mm256_or_si256(hi4(l0), _mm256_slli_epi16(
+                                                  _mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)));
+        st32(o + 96, _mm256_or_si256(hi4(l1), _mm256_slli_epi16(
+                                                  _mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4)));
+    }
+}
+
+static ufast_fn ufast(uint32_t type) {
+    switch (type) {
+    case PS_GGML_Q4_0: return uf_q4_0;
+    case PS_GGML_Q4_1: return uf_q4_1;
+    case PS_GGML_Q5_0: return uf_q5_0;
+    case PS_GGML_Q5_1: return uf_q5_1;
+    case PS_GGML_Q2_K: return uf_q2_k;
+    case PS_GGML_Q3_K: return uf_q3_k;
+    case PS_GGML_Q4_K: return uf_q4_k;
+    case PS_GGML_Q5_K: return uf_q5_k;
+    case PS_GGML_Q6_K: return uf_q6_k;
+    case PS_GGML_IQ4_NL: return uf_iq4_nl;
+    case PS_GGML_IQ4_XS: return uf_iq4_xs;
+    case PS_GGML_MXFP4: return uf_mxfp4;
+    default: return NULL;
+    }
+}
 
 /* The group layout by an in-register transpose (as matmul.c's Q8_0 packer): per 32-byte chunk,
  * zmm k holds rows k and k + 8; 4 x 4 dword transposes inside each 128-bit lane and one
@@ -529,31 +645,37 @@ T_VNNI static void transpose_vnni(int qk, const uint8_t *tmp, uint8_t *dst) {
 }
 
 T_VNNI static void pack_tile_vnni(const qdesc *qd, const qpack *pg, const uint8_t *w0,
-                                  size_t row_bytes, int nw, int64_t nb, uint8_t *wp) {
+                                  size_t row_bytes, int nw, int64_t nb, uint8_t *wp,
+                                  ufast_fn uf) {
     uint8_t tmp[QT * 256] __attribute__((aligned(64)));
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *dst = wp + b * pg->pb;
-        pack_side(qd, pg, w0, row_bytes, nw, b, tmp, dst);
+        pack_side(qd, pg, w0, row_bytes, nw, b, tmp, dst, uf);
         transpose_vnni(qd->qk, tmp, dst);
     }
 }
 
 /* ---- AVX-512 VNNI kernels ----
- * R activation rows (slot rows from q / init / d, strides of sl) x the packed 16-row tile wp
- * over nb blocks of QK inputs, sub-blocks of SB. acc[r] lane i = output (r, i). */
+ * R activation rows (slot rows of sl) x the packed 16-row tile wp over nb blocks of QK inputs
+ * in sub-blocks of SB; acc[r] lane i = output (r, i). SCALED: int32 sub-block scales; INIT:
+ * sub-block sums start at -off x (activation sub-block sum); MINK 1: int16 mins x activation
+ * sub-block sums (vpdpwssd), MINK 2: m x s (Q4_1 / Q5_1). */
 T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
-    int R, int QK, int SB, bool SCALED, bool INIT, const qpack *pg, const int8_t *q,
-    int64_t ldq, const int32_t *init, int64_t ldi, const float *d, int64_t ldd,
-    const uint8_t *wp, int64_t nb, bool add_y, float *y, int64_t ldy, __mmask16 m) {
+    int R, int QK, int SB, bool SCALED, bool INIT, int MINK, const qpack *pg, const qslot *sl,
+    int64_t r0, const uint8_t *wp, int64_t nb, float *y, int64_t ldy, __mmask16 m) {
     const int NS = QK / SB;
+    const int64_t ldq = sl->ldq, ldi = sl->ldi, ldb = sl->ldb, ldd = sl->ldd;
+    const int8_t *q = sl->q + r0 * ldq;
+    const int32_t *init = sl->init + r0 * ldi;
+    const int16_t *bs = sl->bs + r0 * ldb;
+    const float *d = sl->d + r0 * ldd, *sx = sl->s + r0 * ldd;
     __m512 acc[8];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *wb = wp + b * pg->pb;
-        __m512i is[8];
+        __m512i is[8], t[8];
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = _mm512_setzero_si512();
         for (int s = 0; s < NS; s++) {
-            __m512i t[8];
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
                 t[r] = INIT ? _mm512_set1_epi32(init[r * ldi + b * NS + s])
                             : _mm512_setzero_si512();
@@ -567,9 +689,8 @@ T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
             }
             if (SCALED) {
                 const __m512i sc = _mm512_load_si512((const void *)(wb + pg->sc + s * 64));
-                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
                     is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(t[r], sc));
-                }
             } else {
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = t[r];
             }
@@ -578,139 +699,81 @@ T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r]),
                                      _mm512_mul_ps(dw, _mm512_set1_ps(d[r * ldd + b])), acc[r]);
-    }
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-        __m512 v = acc[r];
-        if (add_y) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y + r * ldy));
-        _mm512_mask_storeu_ps(y + r * ldy, m, v);
-    }
-}
-
-/* The mins pass: accm for R rows into y (MIN_INT: int16 min pairs x sub-block sums; MIN_FLOAT:
- * m x s per block). */
-T_VNNI static inline __attribute__((always_inline)) void mkm_vnni(
-    int R, int NS, bool FLT, const qpack *pg, const int16_t *bs, int64_t ldb, const float *d,
-    const float *s, int64_t ldd, const uint8_t *wp, int64_t nb, float *y, int64_t ldy,
-    __mmask16 m) {
-    __m512 acc[8];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *wb = wp + b * pg->pb;
-        const __m512 dm = _mm512_load_ps((const void *)(wb + pg->dm));
-        if (FLT) {
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-                acc[r] = _mm512_fmadd_ps(dm, _mm512_set1_ps(s[r * ldd + b]), acc[r]);
-            continue;
-        }
-        __m512i ms[8];
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) ms[r] = _mm512_setzero_si512();
-        _Pragma("GCC unroll 8") for (int p = 0; p < NS / 2; p++) {
-            const __m512i mv = _mm512_load_si512((const void *)(wb + pg->mn + p * 64));
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                int32_t xv;
-                memcpy(&xv, bs + r * ldb + b * NS + 2 * p, 4);
-                ms[r] = _mm512_dpwssd_epi32(ms[r], mv, _mm512_set1_epi32(xv));
+        if (MINK == 1) {
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) t[r] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int p = 0; p < NS / 2; p++) {
+                const __m512i mv = _mm512_load_si512((const void *)(wb + pg->mn + p * 64));
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    int32_t xv;
+                    memcpy(&xv, bs + r * ldb + b * NS + 2 * p, 4);
+                    t[r] = _mm512_dpwssd_epi32(t[r], mv, _mm512_set1_epi32(xv));
+                }
             }
+            const __m512 dm = _mm512_load_ps((const void *)(wb + pg->dm));
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(t[r]),
+                                          _mm512_mul_ps(dm, _mm512_set1_ps(d[r * ldd + b])),
+                                          acc[r]);
+        } else if (MINK == 2) {
+            const __m512 dm = _mm512_load_ps((const void *)(wb + pg->dm));
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                acc[r] = _mm512_fmadd_ps(dm, _mm512_set1_ps(sx[r * ldd + b]), acc[r]);
         }
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-            acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms[r]),
-                                      _mm512_mul_ps(dm, _mm512_set1_ps(d[r * ldd + b])), acc[r]);
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
 }
 
-/* One tile x the nr rows of one slot. The row forms 8 / 4 / 1. */
-#define VNNI_ROWS(CALL)                                                                        \
-    do {                                                                                       \
+/* One tile x the nr rows of one slot, in row forms of 8 / 4 / 1. */
+#define VNNI_MK(NAME, QK, SB, SC, IN, MK)                                                      \
+    T_VNNI static void NAME(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp,   \
+                            int64_t nb, float *y, int64_t ldy, __mmask16 m) {                  \
         int64_t r = 0;                                                                         \
-        for (; r + 8 <= nr; r += 8) CALL(8);                                                   \
-        for (; r + 4 <= nr; r += 4) CALL(4);                                                   \
-        for (; r < nr; r++) CALL(1);                                                           \
-    } while (0)
-
-#define VNNI_MK(QK, SB, SC, IN)                                                                \
-    T_VNNI static void tile_vnni_##QK##_##SB##_##SC##IN(                                       \
-        const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp, int64_t nb,           \
-        bool add_y, float *y, int64_t ldy, __mmask16 m) {                                      \
-        const int64_t ldq = sl->ldq, ldi = sl->ldi, ldd = sl->ldd;                             \
-        VNNI_ROWS(MK_CALL);                                                                    \
+        for (; r + 8 <= nr; r += 8) mk_vnni(8, QK, SB, SC, IN, MK, pg, sl, r, wp, nb, y + r * ldy, ldy, m); \
+        for (; r + 4 <= nr; r += 4) mk_vnni(4, QK, SB, SC, IN, MK, pg, sl, r, wp, nb, y + r * ldy, ldy, m); \
+        for (; r < nr; r++) mk_vnni(1, QK, SB, SC, IN, MK, pg, sl, r, wp, nb, y + r * ldy, ldy, m); \
     }
-#define MK_CALL_(R, QK, SB, SC, IN)                                                            \
-    mk_vnni(R, QK, SB, SC, IN, pg, sl->q + r * ldq, ldq, sl->init + r * ldi, ldi,             \
-            sl->d + r * ldd, ldd, wp, nb, add_y, y + r * ldy, ldy, m)
-
-#define MK_CALL(R) MK_CALL_(R, 256, 32, true, false)
-VNNI_MK(256, 32, 1, 0)
-#undef MK_CALL
-#define MK_CALL(R) MK_CALL_(R, 256, 32, true, true)
-VNNI_MK(256, 32, 1, 1)
-#undef MK_CALL
-#define MK_CALL(R) MK_CALL_(R, 256, 16, true, false)
-VNNI_MK(256, 16, 1, 0)
-#undef MK_CALL
-#define MK_CALL(R) MK_CALL_(R, 256, 16, true, true)
-VNNI_MK(256, 16, 1, 1)
-#undef MK_CALL
-#define MK_CALL(R) MK_CALL_(R, 32, 32, false, false)
-VNNI_MK(32, 32, 0, 0)
-#undef MK_CALL
-#define MK_CALL(R) MK_CALL_(R, 32, 32, false, true)
-VNNI_MK(32, 32, 0, 1)
-#undef MK_CALL
+VNNI_MK(vnni_k32_min, 256, 32, true, false, 1)  /* Q4_K, Q5_K */
+VNNI_MK(vnni_k32_off, 256, 32, true, true, 0)   /* IQ4_XS */
+VNNI_MK(vnni_k16_min, 256, 16, true, false, 1)  /* Q2_K */
+VNNI_MK(vnni_k16_off, 256, 16, true, true, 0)   /* Q3_K, Q6_K */
+VNNI_MK(vnni_b32_off, 32, 32, false, true, 0)   /* Q4_0, Q5_0, IQ4_NL, MXFP4 */
+VNNI_MK(vnni_b32_fmin, 32, 32, false, false, 2) /* Q4_1, Q5_1 */
 
 typedef void (*vnni_tile_fn)(const qpack *, const qslot *, int64_t, const uint8_t *, int64_t,
-                             bool, float *, int64_t, __mmask16);
+                             float *, int64_t, __mmask16);
 
 static vnni_tile_fn vnni_fn(const qdesc *qd) {
-    const bool in = qd->off != 0;
-    if (qd->qk == 32) return in ? tile_vnni_32_32_01 : tile_vnni_32_32_00;
-    if (qd->sb == 32) return in ? tile_vnni_256_32_11 : tile_vnni_256_32_10;
-    return in ? tile_vnni_256_16_11 : tile_vnni_256_16_10;
+    if (qd->qk == 32) return qd->min == MIN_FLOAT ? vnni_b32_fmin : vnni_b32_off;
+    if (qd->sb == 32) return qd->min == MIN_INT ? vnni_k32_min : vnni_k32_off;
+    return qd->min == MIN_INT ? vnni_k16_min : vnni_k16_off;
 }
 
-#define MKM_CALL_(R, NS, FLT)                                                                  \
-    mkm_vnni(R, NS, FLT, pg, sl->bs + r * sl->ldb, sl->ldb, sl->d + r * sl->ldd,              \
-             sl->s + r * sl->ldd, sl->ldd, wp, nb, y + r * ldy, ldy, m)
-T_VNNI static void tile_mins_vnni(const qdesc *qd, const qpack *pg, const qslot *sl,
-                                  int64_t nr, const uint8_t *wp, int64_t nb, float *y,
-                                  int64_t ldy, __mmask16 m) {
-    if (qd->min == MIN_FLOAT) {
-#define MKM_CALL(R) MKM_CALL_(R, 1, true)
-        VNNI_ROWS(MKM_CALL);
-#undef MKM_CALL
-    } else if (qd->sb == 32) {
-#define MKM_CALL(R) MKM_CALL_(R, 8, false)
-        VNNI_ROWS(MKM_CALL);
-#undef MKM_CALL
-    } else {
-#define MKM_CALL(R) MKM_CALL_(R, 16, false)
-        VNNI_ROWS(MKM_CALL);
-#undef MKM_CALL
-    }
-}
-
-/* ---- AVX2 kernels: 8 lanes = weight rows 8h .. 8h + 7 of the packed tile ---- */
-
+/* ---- AVX2 kernels: 8 lanes = weight rows 8h .. 8h + 7 of the packed tile ----
+ * As mk_vnni; vpmaddubsw + vpmaddwd stand in for vpdpbusd, vpmaddwd for vpdpwssd. SGN (off =
+ * 128): the weights taken back to int8 (u ^ 0x80), |w| x sign(x, w), no start value. */
 T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
-    int R, int QK, int SB, bool SCALED, bool INIT, bool SGN, const qpack *pg, const int8_t *q,
-    int64_t ldq, const int32_t *init, int64_t ldi, const float *d, int64_t ldd,
-    const uint8_t *wp, int h, int64_t nb, bool add_y, float *y, int64_t ldy, __m256i mask) {
+    int R, int QK, int SB, bool SCALED, bool INIT, int MINK, bool SGN, const qpack *pg,
+    const qslot *sl, int64_t r0, const uint8_t *wp, int h, int64_t nb, float *y, int64_t ldy,
+    __m256i mask) {
     const int NS = QK / SB;
+    const int64_t ldq = sl->ldq, ldi = sl->ldi, ldb = sl->ldb, ldd = sl->ldd;
+    const int8_t *q = sl->q + r0 * ldq;
+    const int32_t *init = sl->init + r0 * ldi;
+    const int16_t *bs = sl->bs + r0 * ldb;
+    const float *d = sl->d + r0 * ldd, *sx = sl->s + r0 * ldd;
     const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80);
     __m256 acc[4];
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *wb = wp + b * pg->pb;
-        __m256i is[4];
+        const uint8_t *wb = wp + b * pg->pb + 32 * h;
+        __m256i is[4], t[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) is[r] = _mm256_setzero_si256();
         for (int s = 0; s < NS; s++) {
-            __m256i t[4];
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
                 t[r] = INIT && !SGN ? _mm256_set1_epi32(init[r * ldi + b * NS + s])
                                     : _mm256_setzero_si256();
             _Pragma("GCC unroll 8") for (int g = 0; g < SB / 4; g++) {
-                __m256i wv = _mm256_load_si256(
-                    (const __m256i *)(wb + (s * (SB / 4) + g) * 64 + 32 * h));
+                __m256i wv = _mm256_load_si256((const __m256i *)(wb + (s * (SB / 4) + g) * 64));
                 __m256i ws = wv;
                 if (SGN) {
                     ws = _mm256_xor_si256(wv, flip); /* u - 128 = w, as int8 */
@@ -726,133 +789,66 @@ T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
                 }
             }
             if (SCALED) {
-                const __m256i sc =
-                    _mm256_load_si256((const __m256i *)(wb + pg->sc + s * 64 + 32 * h));
-                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                const __m256i sc = _mm256_load_si256((const __m256i *)(wb + pg->sc + s * 64));
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
                     is[r] = _mm256_add_epi32(is[r], _mm256_mullo_epi32(t[r], sc));
-                }
             } else {
                 _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) is[r] = t[r];
             }
         }
-        const __m256 dw = _mm256_load_ps((const float *)(wb + pg->dw + 32 * h));
+        const __m256 dw = _mm256_load_ps((const float *)(wb + pg->dw));
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r]),
                                      _mm256_mul_ps(dw, _mm256_set1_ps(d[r * ldd + b])), acc[r]);
-    }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-        __m256 v = acc[r];
-        if (add_y) v = _mm256_add_ps(v, _mm256_maskload_ps(y + r * ldy, mask));
-        _mm256_maskstore_ps(y + r * ldy, mask, v);
-    }
-}
-
-T_AVX2 static inline __attribute__((always_inline)) void mkm_avx2(
-    int R, int NS, bool FLT, const qpack *pg, const int16_t *bs, int64_t ldb, const float *d,
-    const float *s, int64_t ldd, const uint8_t *wp, int h, int64_t nb, float *y, int64_t ldy,
-    __m256i mask) {
-    __m256 acc[4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *wb = wp + b * pg->pb;
-        const __m256 dm = _mm256_load_ps((const float *)(wb + pg->dm + 32 * h));
-        if (FLT) {
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-                acc[r] = _mm256_fmadd_ps(dm, _mm256_set1_ps(s[r * ldd + b]), acc[r]);
-            continue;
-        }
-        __m256i ms[4];
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) ms[r] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 8") for (int p = 0; p < NS / 2; p++) {
-            const __m256i mv = _mm256_load_si256((const __m256i *)(wb + pg->mn + p * 64 + 32 * h));
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                int32_t xv;
-                memcpy(&xv, bs + r * ldb + b * NS + 2 * p, 4);
-                ms[r] = _mm256_add_epi32(ms[r], _mm256_madd_epi16(mv, _mm256_set1_epi32(xv)));
+        if (MINK == 1) {
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) t[r] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int p = 0; p < NS / 2; p++) {
+                const __m256i mv = _mm256_load_si256((const __m256i *)(wb + pg->mn + p * 64));
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    int32_t xv;
+                    memcpy(&xv, bs + r * ldb + b * NS + 2 * p, 4);
+                    t[r] = _mm256_add_epi32(t[r], _mm256_madd_epi16(mv, _mm256_set1_epi32(xv)));
+                }
             }
+            const __m256 dm = _mm256_load_ps((const float *)(wb + pg->dm));
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+                acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(t[r]),
+                                          _mm256_mul_ps(dm, _mm256_set1_ps(d[r * ldd + b])),
+                                          acc[r]);
+        } else if (MINK == 2) {
+            const __m256 dm = _mm256_load_ps((const float *)(wb + pg->dm));
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+                acc[r] = _mm256_fmadd_ps(dm, _mm256_set1_ps(sx[r * ldd + b]), acc[r]);
         }
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-            acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms[r]),
-                                      _mm256_mul_ps(dm, _mm256_set1_ps(d[r * ldd + b])), acc[r]);
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) _mm256_maskstore_ps(y + r * ldy, mask, acc[r]);
 }
 
-T_AVX2 static inline __m256i lane_mask(int nl) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-#define AVX2_ROWS(CALL)                                                                        \
-    do {                                                                                       \
+#define AVX2_MK(NAME, QK, SB, SC, IN, MK, SG)                                                  \
+    T_AVX2 static void NAME(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp,   \
+                            int h, int64_t nb, float *y, int64_t ldy, int nl) {                \
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl),                         \
+                                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));    \
         int64_t r = 0;                                                                         \
-        for (; r + 4 <= nr; r += 4) CALL(4);                                                   \
-        for (; r < nr; r++) CALL(1);                                                           \
-    } while (0)
-
-#define AVX2_MK(QK, SB, SC, IN, SG)                                                            \
-    T_AVX2 static void tile_avx2_##QK##_##SB##_##SC##IN##SG(                                   \
-        const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp, int h, int64_t nb,    \
-        bool add_y, float *y, int64_t ldy, int nl) {                                           \
-        const int64_t ldq = sl->ldq, ldi = sl->ldi, ldd = sl->ldd;                             \
-        const __m256i mask = lane_mask(nl);                                                    \
-        AVX2_ROWS(MK2_CALL);                                                                   \
+        for (; r + 4 <= nr; r += 4) mk_avx2(4, QK, SB, SC, IN, MK, SG, pg, sl, r, wp, h, nb, y + r * ldy, ldy, mask); \
+        for (; r < nr; r++) mk_avx2(1, QK, SB, SC, IN, MK, SG, pg, sl, r, wp, h, nb, y + r * ldy, ldy, mask); \
     }
-#define MK2_CALL_(R, QK, SB, SC, IN, SG)                                                       \
-    mk_avx2(R, QK, SB, SC, IN, SG, pg, sl->q + r * ldq, ldq, sl->init + r * ldi, ldi,         \
-            sl->d + r * ldd, ldd, wp, h, nb, add_y, y + r * ldy, ldy, mask)
-
-#define MK2_CALL(R) MK2_CALL_(R, 256, 32, true, false, false)
-AVX2_MK(256, 32, 1, 0, 0)
-#undef MK2_CALL
-#define MK2_CALL(R) MK2_CALL_(R, 256, 32, true, false, true)
-AVX2_MK(256, 32, 1, 0, 1)
-#undef MK2_CALL
-#define MK2_CALL(R) MK2_CALL_(R, 256, 16, true, false, false)
-AVX2_MK(256, 16, 1, 0, 0)
-#undef MK2_CALL
-#define MK2_CALL(R) MK2_CALL_(R, 256, 16, true, true, false)
-AVX2_MK(256, 16, 1, 1, 0)
-#undef MK2_CALL
-#define MK2_CALL(R) MK2_CALL_(R, 32, 32, false, false, false)
-AVX2_MK(32, 32, 0, 0, 0)
-#undef MK2_CALL
-#define MK2_CALL(R) MK2_CALL_(R, 32, 32, false, true, false)
-AVX2_MK(32, 32, 0, 1, 0)
-#undef MK2_CALL
-#define MK2_CALL(R) MK2_CALL_(R, 32, 32, false, false, true)
-AVX2_MK(32, 32, 0, 0, 1)
-#undef MK2_CALL
+AVX2_MK(avx2_k32_min, 256, 32, true, false, 1, false)  /* Q4_K, Q5_K */
+AVX2_MK(avx2_k32_sgn, 256, 32, true, false, 0, true)   /* IQ4_XS */
+AVX2_MK(avx2_k16_min, 256, 16, true, false, 1, false)  /* Q2_K */
+AVX2_MK(avx2_k16_off, 256, 16, true, true, 0, false)   /* Q3_K, Q6_K */
+AVX2_MK(avx2_b32_off, 32, 32, false, true, 0, false)   /* Q4_0, Q5_0, MXFP4 */
+AVX2_MK(avx2_b32_sgn, 32, 32, false, false, 0, true)   /* IQ4_NL */
+AVX2_MK(avx2_b32_fmin, 32, 32, false, false, 2, false) /* Q4_1, Q5_1 */
 
 typedef void (*avx2_tile_fn)(const qpack *, const qslot *, int64_t, const uint8_t *, int,
-                             int64_t, bool, float *, int64_t, int);
+                             int64_t, float *, int64_t, int);
 
 static avx2_tile_fn avx2_fn(const qdesc *qd) {
-    const bool sg = qd->off == 128, in = qd->off != 0 && !sg;
-    if (qd->qk == 32) return sg ? tile_avx2_32_32_001 : in ? tile_avx2_32_32_010 : tile_avx2_32_32_000;
-    if (qd->sb == 32) return sg ? tile_avx2_256_32_101 : tile_avx2_256_32_100;
-    return in ? tile_avx2_256_16_110 : tile_avx2_256_16_100;
-}
-
-#define MKM2_CALL_(R, NS, FLT)                                                                 \
-    mkm_avx2(R, NS, FLT, pg, sl->bs + r * sl->ldb, sl->ldb, sl->d + r * sl->ldd,              \
-             sl->s + r * sl->ldd, sl->ldd, wp, h, nb, y + r * ldy, ldy, mask)
-T_AVX2 static void tile_mins_avx2(const qdesc *qd, const qpack *pg, const qslot *sl,
-                                  int64_t nr, const uint8_t *wp, int h, int64_t nb, float *y,
-                                  int64_t ldy, int nl) {
-    const __m256i mask = lane_mask(nl);
-    if (qd->min == MIN_FLOAT) {
-#define MKM2_CALL(R) MKM2_CALL_(R, 1, true)
-        AVX2_ROWS(MKM2_CALL);
-#undef MKM2_CALL
-    } else if (qd->sb == 32) {
-#define MKM2_CALL(R) MKM2_CALL_(R, 8, false)
-        AVX2_ROWS(MKM2_CALL);
-#undef MKM2_CALL
-    } else {
-#define MKM2_CALL(R) MKM2_CALL_(R, 16, false)
-        AVX2_ROWS(MKM2_CALL);
-#undef MKM2_CALL
-    }
+    const bool sg = qd->off == 128;
+    if (qd->qk == 32) return qd->min == MIN_FLOAT ? avx2_b32_fmin : sg ? avx2_b32_sgn : avx2_b32_off;
+    if (qd->sb == 32) return qd->min == MIN_INT ? avx2_k32_min : avx2_k32_sgn;
+    return qd->min == MIN_INT ? avx2_k16_min : avx2_k16_off;
 }
 #endif
 
@@ -908,8 +904,10 @@ static void mmq_tile_task(void *ctx, int64_t task, int32_t thread) {
     const uint8_t *rows[QT];
     for (int j = 0; j < nw; j++) rows[j] = w0 + (size_t)j * w->row_bytes;
 #if defined(__x86_64__)
-    if (job->kind == K_VNNI) pack_tile_vnni(qd, &job->pg, w0, w->row_bytes, nw, nb, wp);
-    else if (job->kind == K_AVX2) pack_tile_c(qd, &job->pg, w0, w->row_bytes, nw, nb, wp);
+    if (job->kind == K_VNNI)
+        pack_tile_vnni(qd, &job->pg, w0, w->row_bytes, nw, nb, wp, ufast(qd->type));
+    else if (job->kind == K_AVX2)
+        pack_tile_c(qd, &job->pg, w0, w->row_bytes, nw, nb, wp, ufast(qd->type));
 #endif
     for (int64_t r0 = 0; r0 < job->n_pass; r0 += QROWS) {
         const int64_t nr = PS_MIN((int64_t)QROWS, job->n_pass - r0);
@@ -918,20 +916,13 @@ static void mmq_tile_task(void *ctx, int64_t task, int32_t thread) {
         float *yb = y + r0 * job->ldy;
         switch (job->kind) {
 #if defined(__x86_64__)
-        case K_VNNI: {
-            const __mmask16 m = (__mmask16)((1u << nw) - 1u);
-            const bool mins = qd->min != MIN_NONE;
-            if (mins) tile_mins_vnni(qd, &job->pg, &sl, nr, wp, nb, yb, job->ldy, m);
-            vnni_fn(qd)(&job->pg, &sl, nr, wp, nb, mins, yb, job->ldy, m);
+        case K_VNNI:
+            vnni_fn(qd)(&job->pg, &sl, nr, wp, nb, yb, job->ldy, (__mmask16)((1u << nw) - 1u));
             break;
-        }
         case K_AVX2:
-            for (int h = 0; h * 8 < nw; h++) {
-                const int nl = PS_MIN(8, nw - 8 * h);
-                const bool mins = qd->min != MIN_NONE;
-                if (mins) tile_mins_avx2(qd, &job->pg, &sl, nr, wp, h, nb, yb + 8 * h, job->ldy, nl);
-                avx2_fn(qd)(&job->pg, &sl, nr, wp, h, nb, mins, yb + 8 * h, job->ldy, nl);
-            }
+            for (int h = 0; h * 8 < nw; h++)
+                avx2_fn(qd)(&job->pg, &sl, nr, wp, h, nb, yb + 8 * h, job->ldy,
+                            PS_MIN(8, nw - 8 * h));
             break;
 #endif
         default: tile_scalar(qd, rows, nw, n, &sl, nr, yb, job->ldy); break;

@@ -10,6 +10,7 @@
 #ifndef PS_QACT_H
 #define PS_QACT_H
 
+#include "impl.h"
 #include "qblocks.h"
 
 /* x (n floats, n a multiple of 256) -> Q8_K: q (n int8), bsums (n/16 int16), d (n/256 floats),
