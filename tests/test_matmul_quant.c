@@ -482,12 +482,12 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
                 char tag[96];
                 snprintf(tag, sizeof tag, "%s %s n %lld k %lld", t->name, ps_isa_name(ISAS[i]),
                          (long long)n, (long long)k);
-                ps_matmul_env env = {NULL, ISAS[i], scratch, stride, false};
+                ps_matmul_env env = {NULL, ISAS[i], scratch, stride, false, false};
                 for (int64_t e = 0; e < M * ldy; e++) y[e] = -7.0f;
                 ps_matmul(&env, &w, x, ldx, M, y, ldy);
                 CHECKF(!memcmp(y, ys, sizeof(float) * (size_t)(M * ldy)),
                        "%s: differs from the scalar kernel", tag);
-                ps_matmul_env env2 = {i % 2 ? pool2 : pool7, ISAS[i], scratch, stride, false};
+                ps_matmul_env env2 = {i % 2 ? pool2 : pool7, ISAS[i], scratch, stride, false, false};
                 for (int64_t e = 0; e < M * ldy; e++) y2[e] = -7.0f;
                 ps_matmul(&env2, &w, x, ldx, M, y2, ldy);
                 CHECKF(!memcmp(y, y2, sizeof(float) * (size_t)(M * ldy)),
@@ -516,7 +516,7 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
         w.n_out = 21;
         for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
             if (!ps_isa_supported(ISAS[i])) continue;
-            ps_matmul_env env = {pool2, ISAS[i], scratch, stride, false};
+            ps_matmul_env env = {pool2, ISAS[i], scratch, stride, false, false};
             ps_matmul(&env, &w, x, ldx, 12, y, ldy);
             bool ok = true;
             for (int64_t r = 0; r < 12; r++)
