@@ -236,6 +236,9 @@ void ps_model_free(ps_model *model);
 typedef struct {
     char arch[32];          /* "llama", "qwen2", "qwen3", "qwen3moe" */
     char name[128];         /* general.name, or the file's base name */
+    char file[128];         /* the file's base name ("" when loaded from an open ps_gguf) */
+    char weight_type[16];   /* the type holding most matrix weights ("BF16", "Q8_0"); "" when
+                               vocab-only */
     int32_t n_vocab;
     int32_t n_ctx;          /* effective context length */
     int32_t n_ctx_train;    /* from the file */

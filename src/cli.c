@@ -17,7 +17,7 @@ static const char *USAGE =
     "\n"
     "commands:\n"
     "  score        score prompts from JSON Lines: every token's logprob and top-K alternatives\n"
-    "  perplexity   perplexity of a long text with a sliding window\n"
+    "  perplexity   perplexity of a text (sliding windows, or llama-perplexity's chunks)\n"
     "  tokenize     text on stdin -> token ids\n"
     "  serve        OpenAI-compatible HTTP server (/v1/completions with echo + logprobs)\n"
     "  bench        scoring throughput and where the time goes\n"
@@ -25,7 +25,10 @@ static const char *USAGE =
     "  merge        the outputs of score --shard I/N back into one, in input order\n"
     "\n"
     "  --version    print the version\n"
-    "  --help       print this help\n";
+    "  -h, --help   print this help\n"
+    "\n"
+    "Every command takes -h/--help and --version; exit status 0 ok, 1 an error while working,\n"
+    "2 bad usage.\n";
 
 void ps_cli_paths(char *buf, size_t size) {
     const ps_isa isa = ps_isa_best();
@@ -39,6 +42,12 @@ void ps_cli_paths(char *buf, size_t size) {
                      : isa == PS_ISA_SCALAR ? "scalar int8" : "avx2 int8 (maddubs)";
     snprintf(buf, size, "isa %s; bf16 %s, q8_0 %s; amx: %s", ps_isa_name(isa), bf16, q8,
              env == 0 ? "off (PS_ISA)" : ps_amx_status());
+}
+
+void ps_cli_print_version(void) {
+    char paths[256];
+    ps_cli_paths(paths, sizeof paths);
+    printf("promptscore %s\nmatmul paths: %s\n", ps_version(), paths);
 }
 
 bool ps_cli_parse_act(const char *cmd, const char *value, ps_act *out) {
@@ -89,9 +98,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
-        char paths[256];
-        ps_cli_paths(paths, sizeof paths);
-        printf("promptscore %s\nmatmul paths: %s\n", ps_version(), paths);
+        ps_cli_print_version();
         return 0;
     }
     static const struct {

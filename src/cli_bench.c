@@ -33,21 +33,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
-static const char *BENCH_USAGE =
-    "usage: promptscore bench -m MODEL.gguf [options]\n"
-    "\n"
+static const char *BENCH_ABOUT =
     "Scores pseudo-random prompts and reports tokens/s, the time split (matmul, attention,\n"
     "top-K, rest), matmul GFLOP/s and peak RSS. Kernels are checked against their references\n"
-    "first.\n"
-    "\n"
-    "  -m, --model FILE     the GGUF model (required)\n"
-    "  -t, --threads LIST   thread counts, comma separated (default 1,2; -t N alone means 1,N)\n"
-    "  --lengths LIST       prompt lengths in tokens (default 256,1024,4096)\n"
-    "  -k N                 top-K alternatives per position (default 20)\n"
-    PS_CLI_ACT_HELP
-    PS_CLI_REPACK_HELP
-    "  --json               one JSON object per line\n";
+    "first. One line per (threads, length) as soon as it is measured; on a terminal a progress\n"
+    "line on stderr says what runs.\n";
 
 #define MAX_LIST 16
 
@@ -66,10 +58,23 @@ static bool parse_list(const char *s, int32_t *out, int *n) {
     return *n > 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+#define now_s ps_cli_now_s
+
+typedef struct {
+    int32_t v[MAX_LIST];
+    int n;
+    bool given;
+} int_list;
+
+static bool opt_list(const char *cmd, const char *opt, const char *value, void *dst) {
+    int_list *l = dst;
+    if (!parse_list(value, l->v, &l->n)) {
+        fprintf(stderr, "promptscore %s: %s wants a comma-separated list of up to %d integers in "
+                        "1..%d, got '%s'\n", cmd, opt, MAX_LIST, 1 << 20, value);
+        return false;
+    }
+    l->given = true;
+    return true;
 }
 
 static uint64_t rng_next(uint64_t *s) {
@@ -233,63 +238,75 @@ static int validate(ps_session *s, ps_pool *pool, const int32_t *tokens, int32_t
 }
 
 int ps_cli_bench(int argc, char **argv) {
-    const char *path = NULL;
-    int32_t threads[MAX_LIST] = {1, 2}, lengths[MAX_LIST] = {256, 1024, 4096};
-    int n_threads = 2, n_lengths = 3;
+    ps_cli_model_opts o = {0};
+    int_list tl = {{1, 2}, 2, false}, ll = {{256, 1024, 4096}, 3, false};
     int32_t k = 20;
-    ps_act act = PS_ACT_NATIVE;
-    bool json = false, no_repack = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(BENCH_USAGE, stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--json")) { json = true; continue; }
-        if (!strcmp(a, "--no-repack")) { no_repack = true; continue; }
-        if (!strcmp(a, "--act")) {
-            if (!ps_cli_parse_act("bench", v, &act)) return 2;
-            i++;
-            continue;
-        }
-        bool ok = v != NULL;
-        if (ok && (!strcmp(a, "-m") || !strcmp(a, "--model"))) path = v;
-        else if (ok && (!strcmp(a, "-t") || !strcmp(a, "--threads"))) {
-            ok = parse_list(v, threads, &n_threads);
-            if (ok && n_threads == 1 && threads[0] > 1) {
-                threads[1] = threads[0];
-                threads[0] = 1;
-                n_threads = 2;
-            }
-        } else if (ok && !strcmp(a, "--lengths")) ok = parse_list(v, lengths, &n_lengths);
-        else if (ok && !strcmp(a, "-k")) {
-            char *end;
-            long kv = strtol(v, &end, 10);
-            ok = *v && !*end && kv >= 0 && kv <= 1000;
-            k = (int32_t)kv;
-        } else ok = false;
-        if (!ok) {
-            fprintf(stderr, "promptscore bench: bad or incomplete option %s\n%s", a, BENCH_USAGE);
-            return 2;
-        }
-        i++;
-    }
-    if (!path) {
-        fprintf(stderr, "promptscore bench: -m MODEL.gguf is required\n%s", BENCH_USAGE);
-        return 2;
-    }
-    int32_t max_len = 0;
-    for (int i = 0; i < n_lengths; i++) max_len = PS_MAX(max_len, lengths[i]);
+    bool json = false;
+    const ps_cli_opt model_opts[] = {
+        PS_CLI_OPTS_MODEL(&o),
+        PS_CLI_OPT_CTX(&o, "context length (default: the model's); every length must fit"),
+        {"-t, --threads", "LIST", "thread counts, comma separated (default 1,2; -t 4 is 4 alone)",
+         PS_CLI_FN, &tl, 0, 0, opt_list},
+        PS_CLI_OPT_ACT(&o),
+        PS_CLI_OPT_REPACK(&o),
+        {0}};
+    const ps_cli_opt bench_opts[] = {
+        {"-l, --lengths", "LIST", "prompt lengths in tokens (default 256,1024,4096)", PS_CLI_FN,
+         &ll, 0, 0, opt_list},
+        {"-k, --logprobs, --top-k", "N", "top-K alternatives per position (default 20)",
+         PS_CLI_I32, &k, 0, 1000},
+        {"--json", NULL, "one JSON object per line", PS_CLI_FLAG, &json},
+        {0}};
+    const ps_cli_opt *const tables[] = {model_opts, bench_opts, NULL};
+    const ps_cli_cmd c = {"bench", "-m MODEL.gguf [options]", BENCH_ABOUT, tables};
+    int prc = ps_cli_parse(&c, argc, argv);
+    if (prc >= 0) return prc;
+    /* a pipe gets every line when it is measured, not at exit */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const int32_t *threads = tl.v, *lengths = ll.v;
+    const int n_threads = tl.n;
+    const ps_act act = o.act;
 
+    const char *path;
+    char *owned = NULL;
+    int mrc = ps_cli_model_path("bench", &o, &path, &owned);
+    if (mrc) return mrc;
     ps_error err;
     ps_model *model = NULL;
     ps_model_params mp = ps_model_default_params();
-    mp.n_ctx = max_len;
-    mp.no_repack = no_repack;
+    mp.n_ctx = o.n_ctx;
+    mp.no_repack = o.no_repack;
     if (ps_model_load(path, &mp, &model, &err) != PS_OK) {
         fprintf(stderr, "promptscore bench: %s: %s\n", path, err.message);
+        ps_free(owned);
         return 1;
     }
+    ps_free(owned);
+    path = NULL;
+    int32_t max_len = 0;
+    {
+        ps_model_info mi;
+        ps_model_get_info(model, &mi);
+        if (!ll.given) { /* the default lengths that fit */
+            int m = 0;
+            for (int i = 0; i < ll.n; i++)
+                if (ll.v[i] <= mi.n_ctx) ll.v[m++] = ll.v[i];
+            if (m < ll.n)
+                fprintf(stderr, "promptscore bench: note: lengths over the context (%d) left out\n",
+                        mi.n_ctx);
+            ll.n = m;
+            if (m == 0) ll.v[ll.n++] = mi.n_ctx;
+        }
+        for (int i = 0; i < ll.n; i++) max_len = PS_MAX(max_len, lengths[i]);
+        if (max_len > mi.n_ctx) {
+            fprintf(stderr, "promptscore bench: --lengths %d is longer than the context, %d "
+                            "tokens (%s; -c N to change it)\n", max_len, mi.n_ctx,
+                    o.n_ctx ? "-c" : "the model's");
+            ps_model_free(model);
+            return 2;
+        }
+    }
+    const int n_lengths = ll.n;
     ps_model_info info;
     ps_model_get_info(model, &info);
     const ps_hparams *hp = &model->hp;
@@ -316,7 +333,7 @@ int ps_cli_bench(int argc, char **argv) {
     if (!json)
         printf("model %s: %s, %d layers, %d wide, vocab %d, %s weights, %.0f MB; k = %d, "
                "chunk %d, isa %s, activations %s (avx512bf16 %s, avx512vnni %s: %s)\n",
-               path, info.arch, hp->n_layer, hp->n_embd, hp->n_vocab,
+               info.file, info.arch, hp->n_layer, hp->n_embd, hp->n_vocab,
                ps_ggml_type_name(model->w.layers[0].wq.type), info.file_bytes / 1048576.0, k,
                PS_CHUNK, ps_isa_name(ps_isa_best()), ps_act_name(act),
                ps_cpu_has_avx512bf16() ? "yes" : "no", ps_cpu_has_avx512vnni() ? "yes" : "no",
@@ -364,6 +381,11 @@ int ps_cli_bench(int argc, char **argv) {
                    "tok/s", "matmul", "attn", "dnet", "topk", "rest", "mm GF/s",
                    moe ? "   route experts" : "");
         for (int li = 0; li < n_lengths && !rc; li++) {
+            if (isatty(STDERR_FILENO)) {
+                fprintf(stderr, "\rbench: %d thread(s), %d tokens (%d/%d)...\033[K", threads[ti],
+                        lengths[li], ti * n_lengths + li + 1, n_threads * n_lengths);
+                fflush(stderr);
+            }
             ps_score_params p = ps_score_default_params();
             p.k = k;
             ps_score_result *res = NULL;
@@ -374,6 +396,7 @@ int ps_cli_bench(int argc, char **argv) {
             ps_status st = ps_score_tokens(s, tokens, lengths[li], &p, &res, &err);
             const double wall = now_s() - t0, secs = ps_prof_clock_ns() * 1e-9 - c0;
             ps_prof_enable(false);
+            if (isatty(STDERR_FILENO)) fputs("\r\033[K", stderr);
             if (st != PS_OK) {
                 fprintf(stderr, "promptscore bench: scoring %d tokens: %s\n", lengths[li],
                         err.message);

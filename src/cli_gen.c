@@ -12,131 +12,139 @@
 #include <string.h>
 #include <time.h>
 
-static const char *GEN_USAGE =
-    "usage: promptscore gen-model -o OUT.gguf [options]\n"
-    "\n"
+static const char *GEN_ABOUT =
     "Writes a model with deterministic random weights (same options and seed, same bytes).\n"
-    "\n"
-    "  -o, --output FILE    the GGUF to write (required)\n"
-    "  --preset NAME        tiny (default: llama, 64 wide, 2 layers, 4/2 heads of 16, FFN 128,\n"
-    "                       vocab 512), qwen3-0.6b (28 layers, 1024 wide, 16/8 heads of 128,\n"
-    "                       FFN 3072, vocab 151936, tied), qwen35-tiny (qwen35: 4 layers = 3\n"
-    "                       Gated DeltaNet + 1 gated attention, 64 wide, one MTP block),\n"
-    "                       qwen35-4l (qwen35 at Qwen3.6-35B-A3B's widths, 4 layers, vocab 248320),\n"
-    "                       qwen3moe-tiny (tiny's attention, 8 experts of FFN 32, 2 used),\n"
-    "                       mixtral-tiny (llama, 4 experts of FFN 64, 2 used) or\n"
-    "                       qwen3-30b-a3b-2l (Qwen3-30B-A3B's widths, 2 layers: 2048 wide, 32/4\n"
-    "                       heads of 128, 128 experts of FFN 768, 8 used, vocab 151936)\n"
-    "  --arch A             llama | qwen2 | qwen3 | qwen3moe | qwen35\n"
-    "  --n-embd N  --n-layer N  --n-head N  --n-head-kv N  --head-dim N  --n-ff N  --n-ctx N\n"
-    "  --n-rot N  --ssm-state N  --ssm-k-heads N  --ssm-v-heads N   qwen35: rotated dims, the\n"
-    "                       DeltaNet head size and its key / value head counts\n"
-    "  --n-expert N  --n-expert-used N  --n-ff-exp N   experts (qwen3moe; llama: Mixtral layout,\n"
-    "                       experts of FFN n-ff)\n"
-    "  --rope-base F        rope frequency base (default 10000)\n"
-    "  --rms-eps F          RMSNorm epsilon (default 1e-5)\n"
-    "  --type T             f32 | f16 | bf16 | q8_0 for the matrices (norms stay f32)\n"
-    "  --tied               no output.weight (the output reuses token_embd.weight)\n"
-    "  --untied             write output.weight (undoes a preset's --tied)\n"
-    "  --rope-freqs         add Llama-3-style rope_freqs.weight\n"
-    "  --vocab FILE.gguf    copy the tokenizer.* keys of this GGUF (n_vocab = its token count)\n"
-    "  --n-vocab N          synthetic SentencePiece vocab of N >= 259 tokens\n"
-    "  --name S             general.name\n"
-    "  --seed N             PRNG seed (default 1)\n";
+    "A preset sets the shape first; the other options override single fields.\n";
 
-static bool parse_i32(const char *s, int32_t *out) {
+static bool opt_f32(const char *cmd, const char *opt, const char *v, void *dst) {
     char *end;
     errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < INT32_MIN || v > INT32_MAX) return false;
-    *out = (int32_t)v;
+    float x = strtof(v, &end);
+    if (errno || end == v || *end) {
+        fprintf(stderr, "promptscore %s: %s wants a number, got '%s'\n", cmd, opt, v);
+        return false;
+    }
+    *(float *)dst = x;
     return true;
 }
 
-static bool parse_f32(const char *s, float *out) {
+static bool opt_u64(const char *cmd, const char *opt, const char *v, void *dst) {
     char *end;
     errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end) return false;
-    *out = v;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || *v == '-') {
+        fprintf(stderr, "promptscore %s: %s wants an integer >= 0, got '%s'\n", cmd, opt, v);
+        return false;
+    }
+    *(uint64_t *)dst = x;
     return true;
 }
+
+static bool opt_type(const char *cmd, const char *opt, const char *v, void *dst) {
+    uint32_t *t = dst;
+    if (!strcmp(v, "f32")) *t = PS_GGML_F32;
+    else if (!strcmp(v, "f16")) *t = PS_GGML_F16;
+    else if (!strcmp(v, "bf16")) *t = PS_GGML_BF16;
+    else if (!strcmp(v, "q8_0")) *t = PS_GGML_Q8_0;
+    else {
+        fprintf(stderr, "promptscore %s: %s wants f32, f16, bf16 or q8_0, got '%s'\n", cmd, opt, v);
+        return false;
+    }
+    return true;
+}
+
+/* --arch / --name: copied into genmodel's fixed-size arrays (too long is a usage error). */
+typedef struct {
+    char *dst;
+    size_t cap;
+} str_field;
+
+static bool opt_copy(const char *cmd, const char *opt, const char *v, void *dst) {
+    str_field *f = dst;
+    if ((size_t)snprintf(f->dst, f->cap, "%s", v) >= f->cap) {
+        fprintf(stderr, "promptscore %s: %s is too long (at most %zu bytes)\n", cmd, opt, f->cap - 1);
+        return false;
+    }
+    return true;
+}
+
+static bool opt_none(const char *cmd, const char *opt, const char *v, void *dst) { return true; }
 
 int ps_cli_gen_model(int argc, char **argv) {
     ps_genmodel_params p = ps_genmodel_default_params();
     const char *out = NULL;
-    /* pass 1: --help and the preset, so that the other options override it */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(GEN_USAGE, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--preset") && i + 1 < argc) {
+    /* pass 1: the preset, so that the other options override it whatever their order */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--preset")) {
             ps_error e;
             if (ps_genmodel_preset(argv[i + 1], &p, &e) != PS_OK) {
                 fprintf(stderr, "promptscore gen-model: %s\n", e.message);
                 return 2;
             }
         }
+    bool tied = false, untied = false, rope_freqs = false;
+    str_field arch = {p.arch, sizeof p.arch}, name = {p.name, sizeof p.name};
+    const int64_t I = INT32_MAX;
+    const ps_cli_opt opts[] = {
+        {"-o, --output", "FILE", "the GGUF to write (required)", PS_CLI_STR, &out},
+        {"--preset", "NAME", "tiny (default: llama, 64 wide, 2 layers, 4/2 heads of 16, FFN 128,\n"
+         "vocab 512), qwen3-0.6b (28 layers, 1024 wide, 16/8 heads of\n"
+         "128, FFN 3072, vocab 151936, tied), qwen35-tiny (qwen35: 4 layers\n"
+         "= 3 Gated DeltaNet + 1 gated attention, 64 wide, one MTP block),\n"
+         "qwen35-4l (qwen35 at Qwen3.6-35B-A3B's widths, 4 layers, vocab\n"
+         "248320), qwen3moe-tiny (tiny's attention, 8 experts of FFN 32, 2\n"
+         "used), mixtral-tiny (llama, 4 experts of FFN 64, 2 used) or\n"
+         "qwen3-30b-a3b-2l (Qwen3-30B-A3B's widths, 2 layers: 2048 wide,\n"
+         "32/4 heads of 128, 128 experts of FFN 768, 8 used, vocab 151936)",
+         PS_CLI_FN, NULL, 0, 0, opt_none},
+        {"--arch", "A", "llama | qwen2 | qwen3 | qwen3moe | qwen35", PS_CLI_FN, &arch, 0, 0,
+         opt_copy},
+        {"--n-embd", "N", "width", PS_CLI_I32, &p.n_embd, 1, I},
+        {"--n-layer", "N", "layers", PS_CLI_I32, &p.n_layer, 1, I},
+        {"--n-head", "N", "query heads", PS_CLI_I32, &p.n_head, 1, I},
+        {"--n-head-kv", "N", "key/value heads", PS_CLI_I32, &p.n_head_kv, 1, I},
+        {"--head-dim", "N", "head size", PS_CLI_I32, &p.head_dim, 1, I},
+        {"--n-ff", "N", "FFN width", PS_CLI_I32, &p.n_ff, 1, I},
+        {"-c, --ctx-size, --n-ctx", "N", "context length written to the file", PS_CLI_I32,
+         &p.n_ctx, 1, I},
+        {"--n-rot", "N", "qwen35: rotated dimensions", PS_CLI_I32, &p.n_rot, 0, I},
+        {"--ssm-state", "N", "qwen35: the DeltaNet head size", PS_CLI_I32, &p.ssm_d_state, 0, I},
+        {"--ssm-k-heads", "N", "qwen35: DeltaNet key heads", PS_CLI_I32, &p.ssm_n_k, 0, I},
+        {"--ssm-v-heads", "N", "qwen35: DeltaNet value heads", PS_CLI_I32, &p.ssm_n_v, 0, I},
+        {"--n-expert", "N", "experts per layer (qwen3moe; llama: Mixtral layout, experts of\n"
+         "FFN n-ff)", PS_CLI_I32, &p.n_expert, 0, I},
+        {"--n-expert-used", "N", "experts per token", PS_CLI_I32, &p.n_expert_used, 0, I},
+        {"--n-ff-exp", "N", "an expert's FFN width (qwen3moe)", PS_CLI_I32, &p.n_ff_exp, 0, I},
+        {"--rope-base", "F", "rope frequency base (default 10000)", PS_CLI_FN, &p.rope_base, 0, 0,
+         opt_f32},
+        {"--rms-eps", "F", "RMSNorm epsilon (default 1e-5)", PS_CLI_FN, &p.rms_eps, 0, 0, opt_f32},
+        {"--type", "T", "f32 | f16 | bf16 | q8_0 for the matrices (norms stay f32)", PS_CLI_FN,
+         &p.type, 0, 0, opt_type},
+        {"--tied", NULL, "no output.weight (the output reuses token_embd.weight)", PS_CLI_FLAG,
+         &tied},
+        {"--untied", NULL, "write output.weight (undoes a preset's --tied)", PS_CLI_FLAG, &untied},
+        {"--rope-freqs", NULL, "add Llama-3-style rope_freqs.weight", PS_CLI_FLAG, &rope_freqs},
+        {"--vocab", "FILE.gguf", "copy the tokenizer.* keys of this GGUF (n_vocab = its tokens)",
+         PS_CLI_STR, &p.vocab_path},
+        {"--n-vocab", "N", "synthetic SentencePiece vocab of N >= 259 tokens", PS_CLI_I32,
+         &p.n_vocab, 1, I},
+        {"--name", "S", "general.name", PS_CLI_FN, &name, 0, 0, opt_copy},
+        {"--seed", "N", "PRNG seed (default 1)", PS_CLI_FN, &p.seed, 0, 0, opt_u64},
+        {0}};
+    const ps_cli_opt *const tables[] = {opts, NULL};
+    const ps_cli_cmd c = {"gen-model", "-o OUT.gguf [options]", GEN_ABOUT, tables};
+    int prc = ps_cli_parse(&c, argc, argv);
+    if (prc >= 0) return prc;
+    if (tied && untied) {
+        fprintf(stderr, "promptscore gen-model: --tied and --untied exclude each other\n");
+        return 2;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true, takes = true;
-        int32_t *ip = NULL;
-        if (!strcmp(a, "--tied")) p.tied = true, takes = false;
-        else if (!strcmp(a, "--untied")) p.tied = false, takes = false;
-        else if (!strcmp(a, "--rope-freqs")) p.rope_freqs = true, takes = false;
-        else if (!v) {
-            fprintf(stderr, "promptscore gen-model: %s needs a value (or is unknown; see --help)\n",
-                    a);
-            return 2;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = v;
-        else if (!strcmp(a, "--preset")) { /* done in pass 1 */ }
-        else if (!strcmp(a, "--arch")) ok = snprintf(p.arch, sizeof p.arch, "%s", v) < (int)sizeof p.arch;
-        else if (!strcmp(a, "--name")) ok = snprintf(p.name, sizeof p.name, "%s", v) < (int)sizeof p.name;
-        else if (!strcmp(a, "--vocab")) p.vocab_path = v;
-        else if (!strcmp(a, "--n-vocab")) ip = &p.n_vocab;
-        else if (!strcmp(a, "--n-embd")) ip = &p.n_embd;
-        else if (!strcmp(a, "--n-layer")) ip = &p.n_layer;
-        else if (!strcmp(a, "--n-head")) ip = &p.n_head;
-        else if (!strcmp(a, "--n-head-kv")) ip = &p.n_head_kv;
-        else if (!strcmp(a, "--head-dim")) ip = &p.head_dim;
-        else if (!strcmp(a, "--n-ff")) ip = &p.n_ff;
-        else if (!strcmp(a, "--n-ctx")) ip = &p.n_ctx;
-        else if (!strcmp(a, "--n-rot")) ip = &p.n_rot;
-        else if (!strcmp(a, "--ssm-state")) ip = &p.ssm_d_state;
-        else if (!strcmp(a, "--ssm-k-heads")) ip = &p.ssm_n_k;
-        else if (!strcmp(a, "--ssm-v-heads")) ip = &p.ssm_n_v;
-        else if (!strcmp(a, "--n-expert")) ip = &p.n_expert;
-        else if (!strcmp(a, "--n-expert-used")) ip = &p.n_expert_used;
-        else if (!strcmp(a, "--n-ff-exp")) ip = &p.n_ff_exp;
-        else if (!strcmp(a, "--rope-base")) ok = parse_f32(v, &p.rope_base);
-        else if (!strcmp(a, "--rms-eps")) ok = parse_f32(v, &p.rms_eps);
-        else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            p.seed = strtoull(v, &end, 10);
-            ok = !errno && end != v && !*end;
-        } else if (!strcmp(a, "--type")) {
-            if (!strcmp(v, "f32")) p.type = PS_GGML_F32;
-            else if (!strcmp(v, "f16")) p.type = PS_GGML_F16;
-            else if (!strcmp(v, "bf16")) p.type = PS_GGML_BF16;
-            else if (!strcmp(v, "q8_0")) p.type = PS_GGML_Q8_0;
-            else ok = false;
-        } else {
-            fprintf(stderr, "promptscore gen-model: unknown option %s (see --help)\n", a);
-            return 2;
-        }
-        if (ip) ok = parse_i32(v, ip);
-        if (!ok) {
-            fprintf(stderr, "promptscore gen-model: bad value '%s' for %s\n", v, a);
-            return 2;
-        }
-        if (takes) i++;
-    }
+    if (tied) p.tied = true;
+    if (untied) p.tied = false;
+    if (rope_freqs) p.rope_freqs = true;
     if (!out) {
-        fprintf(stderr, "promptscore gen-model: -o OUT.gguf is required\n%s", GEN_USAGE);
+        fprintf(stderr, "promptscore gen-model: -o OUT.gguf is required (promptscore gen-model "
+                        "--help)\n");
         return 2;
     }
     struct timespec t0, t1;

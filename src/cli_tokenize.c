@@ -14,20 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *USAGE =
-    "usage: promptscore tokenize -m MODEL.gguf [--no-bos] [--parse-special] [--json | --pieces]\n"
-    "\n"
+static const char *ABOUT =
     "Reads text from stdin exactly as given (no newline is stripped) and prints its token ids\n"
-    "on one line, space-separated.\n"
-    "\n"
-    "  -m, --model PATH    GGUF model or vocabulary-only file\n"
-    "  --no-bos            do not add BOS (by default BOS is added when the model asks for it)\n"
-    "  --parse-special     text of control tokens (\"<s>\", \"<|endoftext|>\") becomes those tokens\n"
-    "  --json              print a JSON array of ids\n"
-    "  --pieces            print one token per line: id, then its bytes as a JSON string\n"
-    "  -h, --help          this help\n";
+    "on one line, space-separated. Vocabulary-only GGUF files work.\n";
 
-/* Reads all of f; returns a malloc'd buffer (NULL on no memory or read error). */
 /* Prints bytes as a JSON string (invalid UTF-8 bytes as \u00XX escapes of the byte value,
  * so that nothing is lost). */
 static void print_json_bytes(const char *s, size_t n) {
@@ -57,57 +47,41 @@ static void print_json_bytes(const char *s, size_t n) {
 }
 
 int ps_cli_tokenize(int argc, char **argv) {
-    const char *model_path = NULL;
-    bool bos = true, special = false, json = false, pieces = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(USAGE, stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "promptscore tokenize: %s needs a path\n%s", a, USAGE);
-                return 2;
-            }
-            model_path = argv[++i];
-        } else if (!strcmp(a, "--no-bos")) {
-            bos = false;
-        } else if (!strcmp(a, "--parse-special")) {
-            special = true;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "--pieces")) {
-            pieces = true;
-        } else {
-            fprintf(stderr, "promptscore tokenize: unknown option '%s'\n%s", a, USAGE);
-            return 2;
-        }
-    }
-    if (!model_path) {
-        fprintf(stderr, "promptscore tokenize: -m MODEL.gguf is required\n%s", USAGE);
-        return 2;
-    }
+    ps_cli_model_opts o = {0};
+    bool no_bos = false, special = false, json = false, pieces = false;
+    const ps_cli_opt model_opts[] = {PS_CLI_OPTS_MODEL(&o), {0}};
+    const ps_cli_opt tok_opts[] = {
+        {"--no-bos", NULL, "do not add BOS (by default BOS is added when the model asks for it)",
+         PS_CLI_FLAG, &no_bos},
+        {"--parse-special", NULL, "text of control tokens (\"<s>\", \"<|endoftext|>\") becomes\n"
+         "those tokens", PS_CLI_FLAG, &special},
+        {"--json", NULL, "print a JSON array of ids", PS_CLI_FLAG, &json},
+        {"--pieces", NULL, "print one token per line: id, then its bytes as a JSON string",
+         PS_CLI_FLAG, &pieces},
+        {0}};
+    const ps_cli_opt *const tables[] = {model_opts, tok_opts, NULL};
+    const ps_cli_cmd c = {"tokenize", "-m MODEL.gguf [--no-bos] [--parse-special] [--json | --pieces]",
+                          ABOUT, tables};
+    int prc = ps_cli_parse(&c, argc, argv);
+    if (prc >= 0) return prc;
+    bool bos = !no_bos;
     if (json && pieces) {
         fprintf(stderr, "promptscore tokenize: --json and --pieces exclude each other\n");
         return 2;
     }
-
-    ps_model_params mp = ps_model_default_params();
-    mp.vocab_only = true;
-    ps_model *model = NULL;
+    ps_cli_loaded l;
+    int lrc = ps_cli_load("tokenize", &o, true, &l);
+    if (lrc) return lrc;
+    ps_model *model = l.model;
     ps_error err;
-    ps_status st = ps_model_load(model_path, &mp, &model, &err);
-    if (st != PS_OK) {
-        fprintf(stderr, "promptscore tokenize: %s: %s\n", model_path, err.message);
-        return 1;
-    }
+    ps_status st;
     const ps_vocab *vocab = ps_model_vocab(model);
 
     size_t len = 0;
     char *text = ps_cli_read_all(stdin, &len);
     if (!text) {
         fprintf(stderr, "promptscore tokenize: cannot read stdin (out of memory or read error)\n");
-        ps_model_free(model);
+        ps_cli_unload(&l);
         return 1;
     }
     int rc = 0;
@@ -137,6 +111,6 @@ int ps_cli_tokenize(int argc, char **argv) {
     }
     ps_free(ids);
     free(text);
-    ps_model_free(model);
+    ps_cli_unload(&l);
     return rc;
 }

@@ -7,7 +7,8 @@
  * from zero); when the transfer ends, the .part must have exactly the announced size before it is
  * renamed to <dest>. A failed or cut transfer leaves the .part for the next attempt. Without a
  * FILE, the repo listing (<endpoint>/api/models/<repo>, JSON) is fetched and a .gguf chosen:
- * Q8_0, then BF16, then F16, then the first. Nothing here prints; callbacks report progress.
+ * Q8_0, then BF16, then F16, then the first; with REPO:TAG (no .gguf suffix, llama.cpp's
+ * -hf repo:quant) the first .gguf whose name holds TAG. Nothing here prints; callbacks report progress.
  */
 #include "download.h"
 #include "json.h"
@@ -324,6 +325,11 @@ static bool contains_ci(const char *s, const char *needle) {
 }
 
 ps_status ps_hf_pick_gguf(const char *json, size_t len, char **file, ps_error *err) {
+    return ps_hf_pick_gguf_tag(json, len, NULL, file, err);
+}
+
+ps_status ps_hf_pick_gguf_tag(const char *json, size_t len, const char *tag, char **file,
+                              ps_error *err) {
     *file = NULL;
     json_error_t je;
     json_t *root = json_loadb(json, len, 0, &je);
@@ -335,16 +341,18 @@ ps_status ps_hf_pick_gguf(const char *json, size_t len, char **file, ps_error *e
         json_decref(root);
         return ps_fail(err, PS_ERR_FORMAT, -1, "the repo listing has no \"siblings\" array");
     }
-    static const char *const prefs[] = {"Q8_0", "BF16", "F16"};
+    static const char *const default_prefs[] = {"Q8_0", "BF16", "F16"};
+    const char *const *prefs = tag ? &tag : default_prefs;
+    const size_t n_prefs = tag ? 1 : PS_ARRAY_LEN(default_prefs);
     const char *best = NULL;
-    size_t best_rank = PS_ARRAY_LEN(prefs) + 1;
+    size_t best_rank = n_prefs + 1;
     size_t i;
     json_t *it;
     json_array_foreach(sib, i, it) {
         const char *name = json_string_value(json_object_get(it, "rfilename"));
         if (!name || !ends_with_ci(name, ".gguf")) continue;
-        size_t rank = PS_ARRAY_LEN(prefs);
-        for (size_t r = 0; r < PS_ARRAY_LEN(prefs); r++)
+        size_t rank = tag ? n_prefs + 1 : n_prefs; /* with a tag, only names holding it */
+        for (size_t r = 0; r < n_prefs; r++)
             if (contains_ci(name, prefs[r])) {
                 rank = r;
                 break;
@@ -355,7 +363,11 @@ ps_status ps_hf_pick_gguf(const char *json, size_t len, char **file, ps_error *e
         }
     }
     ps_status st = PS_OK;
-    if (!best) {
+    if (!best && tag) {
+        st = ps_fail(err, PS_ERR_NOT_FOUND, -1,
+                     "the repo has no .gguf file with '%s' in its name (%zu files listed)", tag,
+                     json_array_size(sib));
+    } else if (!best) {
         st = ps_fail(err, PS_ERR_NOT_FOUND, -1,
                      "the repo has no .gguf file (%zu files listed); name one as REPO:FILE",
                      json_array_size(sib));
@@ -443,7 +455,10 @@ ps_status ps_hf_resolve(const char *spec, const ps_download_params *params, char
     ps_buf url, dest;
     ps_buf_init(&url);
     ps_buf_init(&dest);
-    if (colon) {
+    /* REPO:NAME.gguf names the file; REPO:TAG (no .gguf: "Q4_K_M", as llama.cpp's -hf spells
+     * it) picks the listed .gguf whose name holds TAG */
+    const char *tag = colon && !ends_with_ci(colon + 1, ".gguf") ? colon + 1 : NULL;
+    if (colon && !tag) {
         file = ps_strdup(colon + 1);
         if (!file) {
             st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
@@ -459,8 +474,8 @@ ps_status ps_hf_resolve(const char *spec, const ps_download_params *params, char
             goto out;
         }
         st = http_get_mem(url.data, p, &listing, err);
-        if (st == PS_OK) st = ps_hf_pick_gguf(listing.data ? listing.data : "", listing.len,
-                                              &file, err);
+        if (st == PS_OK) st = ps_hf_pick_gguf_tag(listing.data ? listing.data : "", listing.len,
+                                                  tag, &file, err);
         ps_buf_free(&listing);
         if (st != PS_OK) goto out;
         if (!safe_rel_path(file, strlen(file))) {
@@ -468,8 +483,9 @@ ps_status ps_hf_resolve(const char *spec, const ps_download_params *params, char
                          file);
             goto out;
         }
-        note(p, "picked %s from %.*s (preference: Q8_0, BF16, F16, first .gguf)", file,
-             (int)repo_len, spec);
+        if (tag) note(p, "picked %s from %.*s (the first .gguf holding '%s')", file, (int)repo_len, spec, tag);
+        else note(p, "picked %s from %.*s (preference: Q8_0, BF16, F16, first .gguf)", file,
+                  (int)repo_len, spec);
     }
 
     ps_error cerr;

@@ -47,12 +47,19 @@ ps_status ps_download_file(const char *url, const char *dest, const ps_download_
  * PS_ERR_NOMEM. */
 ps_status ps_hf_pick_gguf(const char *json, size_t len, char **file, ps_error *err);
 
+/* The same with a tag (NULL: as above): the first .gguf whose name contains tag
+ * (case-insensitive; "Q4_K_M"), PS_ERR_NOT_FOUND when none does. */
+ps_status ps_hf_pick_gguf_tag(const char *json, size_t len, const char *tag, char **file,
+                              ps_error *err);
+
 /* The cache directory that params/environment name (ps_malloc'd), or NULL with err set. */
 char *ps_download_cache_dir(const ps_download_params *params, ps_error *err);
 
 /* Resolves `REPO[:FILE]` ("owner/name:path/in/repo.gguf") to a local file, downloading it when
  * the cache does not already hold it (a cached file is used as is, without network). Without
- * FILE the repo is listed and ps_hf_pick_gguf chooses (reported through note).
+ * FILE the repo is listed and ps_hf_pick_gguf chooses (reported through note); `REPO:TAG`,
+ * where TAG does not end in .gguf ("owner/name:Q4_K_M", as llama.cpp's -hf), lists the repo
+ * and takes the first .gguf whose name holds TAG.
  * *path is ps_malloc'd. Returns PS_OK, PS_ERR_INVALID_ARG (a malformed spec: empty parts, "..",
  * absolute paths), and the errors of ps_download_file / ps_hf_pick_gguf. */
 ps_status ps_hf_resolve(const char *spec, const ps_download_params *params, char **path,

@@ -459,7 +459,8 @@ static size_t row_entries(const ps_score_result *r, int32_t i, int32_t *ids, flo
 }
 
 void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
-                      int32_t first, int64_t text_offset0, ps_buf *text) {
+                      int32_t first, int64_t text_offset0, const int32_t *prompt_offset,
+                      ps_buf *text) {
     if (b->oom) return;
     if (first < 0) first = 0;
     int32_t end = r->n_total;
@@ -532,6 +533,13 @@ void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r
         ps_buf_reset(&tok);
         ps_token_text(&tok, vocab, r->tokens[i]);
         off += utf8_count(tok.data ? tok.data : "", tok.len);
+    }
+
+    ps_buf_puts(b, "],\"prompt_offset\":[");
+    for (int32_t i = first; i < end; i++) {
+        if (i > first) buf_putc(b, ',');
+        if (prompt_offset && i < r->n_prompt && prompt_offset[i] >= 0) json_i64(b, prompt_offset[i]);
+        else ps_buf_append(b, "null", 4);
     }
 
     ps_buf_puts(b, "],\"token_ids\":[");

@@ -1,7 +1,7 @@
 /*
  * json.h — the response writer shared by the CLI and the server: a growable byte buffer, JSON
  * strings and float32 values written so that they parse back to the same float32, the display
- * text of a token, and the OpenAI `logprobs` object of CONTRACT.md section 2. Parsing of
+ * text of a token, and the OpenAI `logprobs` object of docs/api.md. Parsing of
  * requests and JSONL lines uses jansson; writing the large responses uses this.
  */
 #ifndef PS_JSON_H
@@ -38,12 +38,15 @@ void ps_json_f32(ps_buf *b, float v);
 void ps_token_text(ps_buf *b, const ps_vocab *vocab, int32_t id);
 
 /* The OpenAI `logprobs` object for entries [first, r->n_total) of a score result, as
- * CONTRACT.md section 2 says: tokens, token_logprobs (null at entry 0 of the sequence),
- * top_logprobs (top-K plus the scored token, keyed by token text, a duplicate key keeps the
- * first in rank order), text_offset (code points, starting at text_offset0), token_ids, top_ids.
+ * docs/api.md says: tokens, token_logprobs (null at entry 0 of the sequence), top_logprobs
+ * (top-K plus the scored token, keyed by token text, a duplicate key keeps the first in rank
+ * order), text_offset (code points into the concatenated token texts, starting at
+ * text_offset0), prompt_offset (prompt_offset[i] = byte offset of entry i in the prompt as
+ * sent, -1 or a NULL array = null; generated entries are null), token_ids, top_ids.
  * When text is not NULL the concatenation of the entries' token texts is appended to it.
  * Writes nothing else (the caller writes the key "logprobs": before it). */
 void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
-                      int32_t first, int64_t text_offset0, ps_buf *text);
+                      int32_t first, int64_t text_offset0, const int32_t *prompt_offset,
+                      ps_buf *text);
 
 #endif

@@ -22,8 +22,10 @@ void ps_jsonl_req_free(ps_jsonl_req *req) {
     if (!req) return;
     ps_free(req->id_json);
     ps_free(req->ids);
+    ps_free(req->prompt_offset);
     req->id_json = NULL;
     req->ids = NULL;
+    req->prompt_offset = NULL;
     req->n = 0;
 }
 
@@ -103,6 +105,11 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
         if (st != PS_OK)
             return bad(req, st, "prompt", "line %lld: cannot tokenise the prompt: %s",
                        (long long)ln, err.message);
+        req->prompt_offset = ps_malloc((size_t)PS_MAX(req->n, 1) * sizeof *req->prompt_offset);
+        if (!req->prompt_offset)
+            return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)ln);
+        ps_vocab_prompt_offsets(lim->vocab, json_string_value(jp), tl, req->ids, req->n, bos,
+                                req->prompt_offset);
     } else if (json_is_array(jp)) {
         size_t na = json_array_size(jp);
         if (na == 0) return bad(req, PS_ERR_FORMAT, "prompt", "line %lld: the prompt is empty", (long long)ln);
@@ -312,8 +319,13 @@ void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req 
     ps_score_result prompt = *r; /* prompt entries only */
     prompt.n_gen = 0;
     prompt.n_total = r->n_prompt;
-    ps_json_logprobs(b, vocab, &prompt, 0, 0, NULL);
+    ps_json_logprobs(b, vocab, &prompt, 0, 0, req->prompt_offset, NULL);
     ps_buf_puts(b, ",\"sum_logprob\":");
     json_f64(b, r->sum_logprob);
+    double mean = r->n_prompt > 1 ? r->sum_logprob / (double)(r->n_prompt - 1) : NAN;
+    ps_buf_puts(b, ",\"mean_logprob\":");
+    json_f64(b, mean);
+    ps_buf_puts(b, ",\"perplexity\":");
+    json_f64(b, exp(-mean));
     ps_buf_printf(b, ",\"n_tokens\":%d}\n", (int)r->n_prompt);
 }

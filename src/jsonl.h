@@ -1,10 +1,11 @@
 /*
- * jsonl.h — one line of `promptscore score` input (CONTRACT.md section 5), parsed and
+ * jsonl.h — one line of `promptscore score` input (docs/api.md, "JSON Lines"), parsed and
  * validated (jsonl.c), and the output lines written back: a scored line or an error line.
  * Kept in the library, apart from the CLI, so that fuzz/fuzz_jsonl.c can drive it.
  *
  *   in:   {"prompt": "text" | [ids], "id": any, "logprobs": K}   (other keys are ignored)
- *   out:  {"id": <id>, "logprobs": {...}, "sum_logprob": x, "n_tokens": n}
+ *   out:  {"id": <id>, "logprobs": {...}, "sum_logprob": x, "mean_logprob": x,
+ *          "perplexity": x, "n_tokens": n}
  *   err:  {"id": <id>, "error": {"message", "type": "invalid_request_error", "param", "code"}}
  */
 #ifndef PS_JSONL_H
@@ -26,6 +27,7 @@ typedef struct {
     int32_t *ids;           /* n tokens, in range, 1 <= n <= n_ctx (when ok) */
     int32_t n;
     int32_t k;              /* 0 <= k <= n_vocab */
+    int32_t *prompt_offset; /* n byte offsets into a text prompt (-1 = null), or NULL (ids) */
     bool ok;
     /* when !ok: the error line's fields; message names the line number and what is wrong */
     char message[400];
@@ -43,7 +45,9 @@ void ps_jsonl_req_free(ps_jsonl_req *req);
 
 /* Appends the error line of req (or of `message` when req has none), newline included. */
 void ps_jsonl_write_error(ps_buf *b, const ps_jsonl_req *req);
-/* Appends the result line for req scored as r (prompt entries only), newline included. */
+/* Appends the result line for req scored as r (prompt entries only), newline included:
+ * mean_logprob = sum_logprob / (n_tokens - 1) and perplexity = exp(-mean_logprob) (both null
+ * for a one-token prompt, which has nothing scored). */
 void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req *req,
                            const ps_score_result *r);
 

@@ -589,7 +589,9 @@ ps_status ps_model_load(const char *path, const ps_model_params *params, ps_mode
     ps_gguf *g = NULL;
     ps_status st = ps_gguf_open(path, &g, err);
     if (st != PS_OK) return st;
-    return ps_model_load_gguf(g, base_name(path), params, out, err);
+    st = ps_model_load_gguf(g, base_name(path), params, out, err);
+    if (st == PS_OK) snprintf((*out)->info.file, sizeof (*out)->info.file, "%s", base_name(path));
+    return st;
 }
 
 ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params *params,
@@ -689,6 +691,32 @@ ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params
         n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     }
     info->n_params = n_params;
+    /* the weight type: the one holding most elements of the 2-D (matrix) tensors */
+    {
+        uint32_t types[64];
+        int64_t count[64];
+        int n_types = 0;
+        for (int64_t i = 0; i < ps_gguf_n_tensors(m->gguf); i++) {
+            const ps_gguf_tensor *t = ps_gguf_tensor_at(m->gguf, i);
+            if (t->n_dims < 2) continue;
+            int k = 0;
+            while (k < n_types && types[k] != t->type) k++;
+            if (k == n_types) {
+                if (n_types == 64) continue;
+                types[n_types] = t->type;
+                count[n_types++] = 0;
+            }
+            count[k] += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        }
+        int best = -1;
+        for (int k = 0; k < n_types; k++)
+            if (best < 0 || count[k] > count[best]) best = k;
+        if (best >= 0) {
+            snprintf(info->weight_type, sizeof info->weight_type, "%s", ps_ggml_type_name(types[best]));
+            for (char *c = info->weight_type; *c; c++)
+                if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 'a' + 'A');
+        }
+    }
     *out = m;
     ps_error_clear(err);
     return PS_OK;

@@ -376,6 +376,17 @@ static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_speci
                 return ps_http_fail(e, 400, "prompt", NULL, "%s is empty", where);
             ok = tokenize_text(lim, json_string_value(item), json_string_length(item),
                                add_special, where, &pr->ids, &pr->n, e);
+            if (ok) {
+                pr->prompt_offset = ps_malloc((size_t)PS_MAX(pr->n, 1) * sizeof *pr->prompt_offset);
+                if (!pr->prompt_offset) {
+                    r->n_prompts = (int32_t)i + 1;
+                    return ps_http_fail(e, 500, NULL, NULL, "out of memory reading prompts");
+                }
+                ps_vocab_prompt_offsets(lim->vocab, json_string_value(item),
+                                        json_string_length(item), pr->ids, pr->n,
+                                        add_special && ps_vocab_add_bos(lim->vocab),
+                                        pr->prompt_offset);
+            }
         } else {
             if (!json_is_array(item)) {
                 describe(item, d, sizeof d);
@@ -403,7 +414,10 @@ static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_speci
 void ps_completion_req_free(ps_completion_req *r) {
     if (!r) return;
     if (r->prompts)
-        for (int32_t i = 0; i < r->n_prompts; i++) ps_free(r->prompts[i].ids);
+        for (int32_t i = 0; i < r->n_prompts; i++) {
+            ps_free(r->prompts[i].ids);
+            ps_free(r->prompts[i].prompt_offset);
+        }
     ps_free(r->prompts);
     if (r->stop)
         for (int32_t i = 0; i < r->n_stop; i++) ps_free(r->stop[i]);
@@ -498,11 +512,18 @@ bool ps_tokenize_req_parse(const char *body, size_t len, const ps_req_limits *li
     json_t *root = load_object(body, len, e);
     if (!root) return false;
     bool ok = false, add_special = true;
-    json_t *p = field(root, "prompt");
-    if (!p || !json_is_string(p)) {
+    /* "content" is what llama.cpp's /tokenize reads: the same field under its name */
+    json_t *p = field(root, "prompt"), *content = field(root, "content");
+    const char *key = p || !content ? "prompt" : "content";
+    if (!p) p = content;
+    if (p && content && p != content) {
+        ps_http_fail(e, 400, "prompt", NULL,
+                     "give prompt or content (its llama.cpp name), not both");
+    } else if (!p || !json_is_string(p)) {
         char d[64] = "nothing";
         if (p) describe(p, d, sizeof d);
-        ps_http_fail(e, 400, "prompt", NULL, "prompt must be a string, got %s", d);
+        ps_http_fail(e, 400, key, NULL, "%s must be a string (the text to tokenize; \"content\" "
+                                        "is accepted as llama.cpp names it), got %s", key, d);
     } else if (get_bool(root, "add_special_tokens", true, &add_special, e)) {
         if (json_string_length(p) == 0) {
             /* "" is a valid text: its tokens are [BOS] or [] */
@@ -810,7 +831,7 @@ static void append_sanitized(ps_buf *b, const char *s, size_t n) {
 /* The choice's text. Without echo: the generated text (the tokens' bytes decoded together,
  * so a character split over byte tokens comes out whole; cut at the stop string or before
  * EOS when generation stopped). With echo: the display text of every token, prompt and
- * generated (CONTRACT.md section 2: text is the concatenation of tokens, so text_offset
+ * generated (docs/api.md: text is the concatenation of tokens, so text_offset
  * holds); when a stop string begins inside the last generated token, only that token's
  * bytes before it (a token that is cut keeps its whole text in tokens[]). */
 static void choice_text(ps_server *s, const ps_completion_req *r, const ps_score_result *res,
@@ -869,7 +890,8 @@ static void write_completion(ps_server *s, const ps_completion_req *r, ps_score_
         ps_json_str(b, text.data ? text.data : "", text.len);
         ps_buf_puts(b, ",\"logprobs\":");
         if (r->logprobs < 0) ps_buf_puts(b, "null");
-        else ps_json_logprobs(b, s->vocab, x, r->echo ? 0 : x->n_prompt, 0, NULL);
+        else ps_json_logprobs(b, s->vocab, x, r->echo ? 0 : x->n_prompt, 0,
+                              r->prompts[i].prompt_offset, NULL);
         ps_buf_printf(b, ",\"finish_reason\":\"%s\"}",
                       x->finish == PS_FINISH_STOP ? "stop" : "length");
     }
@@ -1105,6 +1127,17 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
                                 const char *method, const char *url) {
     ps_http_error e;
     memset(&e, 0, sizeof e);
+    if (c->route == R_OTHER && strstr(url, "/chat/completions")) {
+        ps_http_fail(&e, 404, NULL, "unsupported_route",
+                     "%.200s is not served here: this server scores prompts and completes text "
+                     "with POST /v1/completions (echo + logprobs give every prompt token's "
+                     "logprob). A chat route would wrap the messages in the model's chat "
+                     "template, adding tokens of its own, so the scores would no longer be those "
+                     "of the text sent; format the conversation yourself and send it as "
+                     "\"prompt\" to /v1/completions",
+                     url);
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
     if (c->route == R_OTHER) {
         ps_http_fail(&e, 404, NULL, NULL, "Unknown route: %.20s %.200s", method, url);
         return respond_error(s, mc, c, method, url, &e, NULL);
@@ -1130,8 +1163,16 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
         ps_buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
         ps_json_str(&b, s->name, strlen(s->name));
         ps_buf_printf(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"promptscore\","
-                          "\"max_model_len\":%d}]}",
+                          "\"max_model_len\":%d,\"meta\":{\"file\":",
                       (int)s->info.n_ctx);
+        ps_json_str(&b, s->info.file, strlen(s->info.file));
+        ps_buf_puts(&b, ",\"arch\":");
+        ps_json_str(&b, s->info.arch, strlen(s->info.arch));
+        ps_buf_puts(&b, ",\"weight_type\":");
+        ps_json_str(&b, s->info.weight_type, strlen(s->info.weight_type));
+        ps_buf_printf(&b, ",\"n_params\":%lld,\"n_vocab\":%d,\"n_ctx_train\":%d,\"size\":%lld}}]}",
+                      (long long)s->info.n_params, (int)s->info.n_vocab, (int)s->info.n_ctx_train,
+                      (long long)s->info.file_bytes);
         return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
     case R_HEALTH:
         ps_buf_puts(&b, "{\"status\":\"ok\"}");

@@ -7,7 +7,7 @@
  *      ps_session (KV cache) and ps_pool over the one shared, read-only ps_model;
  *   3. HTTP on libmicrohttpd: routes, response writing (json.h), metrics, access log.
  *
- * The routes, fields, defaults, limits and errors are those of CONTRACT.md sections 2-4.
+ * The routes, fields, defaults, limits and errors are those of docs/api.md.
  */
 #ifndef PS_SERVER_H
 #define PS_SERVER_H
@@ -38,6 +38,7 @@ typedef struct {
 typedef struct {
     int32_t *ids;  /* owned */
     int32_t n;
+    int32_t *prompt_offset; /* owned: n byte offsets into a text prompt (-1 = null); NULL for ids */
 } ps_req_prompt;
 
 /* A validated POST /v1/completions. */
@@ -63,7 +64,8 @@ bool ps_completion_req_parse(const char *body, size_t len, const ps_req_limits *
                              ps_completion_req *out, ps_http_error *e);
 void ps_completion_req_free(ps_completion_req *req);
 
-/* POST /tokenize {"prompt": str, "add_special_tokens": bool} -> the ids (owned, *n_ids >= 0). */
+/* POST /tokenize {"prompt": str, "add_special_tokens": bool} -> the ids (owned, *n_ids >= 0).
+ * "content" (llama.cpp's name) is accepted in place of "prompt". */
 bool ps_tokenize_req_parse(const char *body, size_t len, const ps_req_limits *lim,
                            int32_t **ids, int32_t *n_ids, ps_http_error *e);
 /* POST /detokenize {"tokens": [ids]} -> the ids (owned, *n_ids >= 0), each in range. */

@@ -23,4 +23,12 @@ void ps_vocab_free(ps_vocab *v);
 ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t len, bool add_bos,
                                   bool parse_special, int32_t **ids, int32_t *n, ps_error *err);
 
+/* Where each of n ids (what ps_vocab_tokenize made of text, len bytes; bos_added: ids[0] is
+ * the BOS it added) starts in text, in bytes -> out[i], or -1 for a token that stands for no
+ * byte of the text: the added BOS, the SentencePiece space prefix alone, or a token the text
+ * does not spell at that point (<unk>). Byte tokens of one character each get their own
+ * offset. */
+void ps_vocab_prompt_offsets(const ps_vocab *v, const char *text, size_t len, const int32_t *ids,
+                             int32_t n, bool bos_added, int32_t *out);
+
 #endif /* PS_VOCAB_H */

@@ -190,7 +190,7 @@ check "unknown option exits 2 (got $rc)" '[ $rc -eq 2 ]'
 "$BIN" score -m "$MODEL" --chunk 300 </dev/null >/dev/null 2>&1; rc=$?
 check "--chunk 300 exits 2 (got $rc)" '[ $rc -eq 2 ]'
 "$BIN" score </dev/null >/dev/null 2>&1; rc=$?
-check "no model exits 1 (got $rc)" '[ $rc -eq 1 ]'
+check "no model exits 2, usage (got $rc)" '[ $rc -eq 2 ]'
 "$BIN" score -m "$T/missing.gguf" </dev/null >/dev/null 2>"$T/e"; rc=$?
 check "missing model exits 1 with its name (got $rc)" '[ $rc -eq 1 ] && grep -q missing.gguf "$T/e"'
 

@@ -250,7 +250,7 @@ static void test_logprobs(void) {
     ps_buf b, text;
     ps_buf_init(&b);
     ps_buf_init(&text);
-    ps_json_logprobs(&b, v, &r, 0, 7, &text);
+    ps_json_logprobs(&b, v, &r, 0, 7, NULL, &text);
     const char *want =
         "{\"tokens\":[\"<s>\",\"\xc3\xa9\",\"\xef\xbf\xbd\",\" \",\" Once\"],"
         "\"token_logprobs\":[null,-1.5,-4,-9999.0,-0.25],"
@@ -258,6 +258,7 @@ static void test_logprobs(void) {
         "{\" \":-0.5,\"\xef\xbf\xbd\":-1},"
         "{\"\\\"\":-0.1,\"\\\\\":-0.2,\"\\n\":-0.3,\" \":-9999.0},{\" Once\":-0.25}],"
         "\"text_offset\":[7,10,11,12,13],"
+        "\"prompt_offset\":[null,null,null,null,null],"
         "\"token_ids\":[1,485,233,410,403],"
         "\"top_ids\":[null,[[485,-1.5],[234,-2],[233,-2.5]],[[410,-0.5],[35,-0.75],[234,-1],"
         "[233,-4]],[[436,-0.1],[500,-0.2],[13,-0.3],[410,-9999.0]],[[403,-0.25]]]}";
@@ -267,9 +268,21 @@ static void test_logprobs(void) {
     CHECK(j && json_array_size(json_object_get(j, "tokens")) == 5);
     json_decref(j);
 
+    /* prompt offsets: -1 is null; entries past n_prompt (generated) are null whatever given */
+    {
+        int32_t po[5] = {-1, 0, 2, 3, 4};
+        ps_score_result rg = r;
+        rg.n_prompt = 4;
+        rg.n_gen = 1;
+        ps_buf_reset(&b);
+        ps_json_logprobs(&b, v, &rg, 0, 0, po, NULL);
+        CHECKF(b.data && strstr(b.data, "\"prompt_offset\":[null,0,2,3,null]"), "prompt_offset: %s",
+               b.data);
+    }
+
     /* from entry 2 on (what the server writes without echo), offsets from 0 */
     ps_buf_reset(&b);
-    ps_json_logprobs(&b, v, &r, 2, 0, NULL);
+    ps_json_logprobs(&b, v, &r, 2, 0, NULL, NULL);
     CHECKF(b.data && strstr(b.data, "\"token_logprobs\":[-4,-9999.0,-0.25]") &&
                strstr(b.data, "\"text_offset\":[0,1,2]") &&
                strstr(b.data, "\"token_ids\":[233,410,403]"),
@@ -279,7 +292,7 @@ static void test_logprobs(void) {
     ps_score_result r0 = r;
     r0.k = 0;
     ps_buf_reset(&b);
-    ps_json_logprobs(&b, v, &r0, 0, 0, NULL);
+    ps_json_logprobs(&b, v, &r0, 0, 0, NULL, NULL);
     CHECKF(b.data && strstr(b.data, "\"top_logprobs\":[null,{\"\xc3\xa9\":-1.5},{\"\xef\xbf\xbd\":-4},"
                                     "{\" \":-9999.0},{\" Once\":-0.25}]") &&
                strstr(b.data, "\"top_ids\":[null,[[485,-1.5]],[[233,-4]],[[410,-9999.0]],[[403,-0.25]]]"),
@@ -301,7 +314,7 @@ static void test_logprobs(void) {
     ps_score_result rk = {.n_prompt = 2, .n_total = 2, .k = K, .tokens = t2, .logprobs = l2,
                           .top_ids = ti2, .top_logprobs = tl2};
     ps_buf_reset(&b);
-    ps_json_logprobs(&b, v, &rk, 0, 0, NULL);
+    ps_json_logprobs(&b, v, &rk, 0, 0, NULL, NULL);
     int n_repl = 0;
     for (const char *q = b.data; q && (q = strstr(q, "\"\xef\xbf\xbd\":")); q++) n_repl++;
     CHECKF(n_repl == 1, "U+FFFD keys: %d", n_repl);
@@ -320,7 +333,7 @@ static void test_logprobs(void) {
         ps_buf fb;
         ps_buf_init(&fb);
         ps_alloc_fail_after(n);
-        ps_json_logprobs(&fb, v, &r, 0, 0, NULL);
+        ps_json_logprobs(&fb, v, &r, 0, 0, NULL, NULL);
         ps_alloc_fail_after(-1);
         if (!fb.oom) {
             n_ok++;
