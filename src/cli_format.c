@@ -111,7 +111,7 @@ void ps_cli_view_result(ps_cli_view *v, ps_buf *b, const ps_vocab *vocab,
     }
     /* summary */
     ps_buf_printf(b, "id %s  tokens %d  sum NLL ", id, (int)n);
-    put_num(b, -r->sum_logprob, "%.4f");
+    put_num(b, 0.0 - r->sum_logprob, "%.4f");
     ps_buf_puts(b, "  mean NLL ");
     put_num(b, -mean, "%.4f");
     ps_buf_puts(b, "  perplexity ");

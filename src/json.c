@@ -1,7 +1,7 @@
 /*
  * json.c — the response writer: a growable byte buffer (ps_buf), JSON strings with invalid
  * UTF-8 replaced, float32 values that parse back to the same float32, and the OpenAI
- * `logprobs` object of CONTRACT.md section 2 written straight from a ps_score_result.
+ * `logprobs` object of docs/api.md written straight from a ps_score_result.
  *
  * The one idea: everything is appended to a ps_buf that remembers an allocation failure
  * (`oom`) instead of reporting it at every call, so writers stay straight-line code and check
@@ -428,8 +428,8 @@ static bool scratch_seen(topmap_scratch *sc, size_t e) {
  * scored token when it is not among them. Returns the count; ids/lps point to scratch.
  *
  * Order: the kernel's rank order, i.e. by LOGIT descending, equal logits by ascending id
- * (CONTRACT.md section 6). CONTRACT section 2's "sorted by logprob descending, ties by
- * ascending id" is read as that: two logits one ulp apart can round to the same logprob
+ * (docs/api.md, "Semantics that stay fixed": ranking by logit, ties by ascending id) and not
+ * "sorted by logprob descending, ties by ascending id": two logits one ulp apart can round to the same logprob
  * after subtracting the logsumexp (measured: ~40 such pairs in the 512-wide rows of a
  * 10-token stories260K prompt), and they stay in logit order, larger logit first, whatever
  * their ids. Not re-sorted on purpose: the first key with the largest value is then the

@@ -1471,12 +1471,15 @@ ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t le
 
 /* Walks the text with a cursor: a token whose bytes (or, for a control token whose bytes are
  * empty, its piece: "<|endoftext|>" parsed from the text) are found at the cursor starts
- * there and moves it on. The SentencePiece space prefix is a space the text does not hold: a
- * token that begins with it matches the text without it (and a lone prefix token is null).
- * Anything else (BOS, a token the text does not spell at that point, such as <unk>) is null
- * and leaves the cursor where it is. */
+ * there and moves it on. The SentencePiece space prefix (added at the start of the text and
+ * after each special token, as ps_vocab_tokenize does) is a space the text does not hold: the
+ * first token after such a point drops one leading space before matching (a token that is the
+ * prefix alone is null). Anything else (BOS, a token the text does not spell at that point,
+ * such as <unk>) is null and leaves the cursor where it is. */
 void ps_vocab_prompt_offsets(const ps_vocab *v, const char *text, size_t len, const int32_t *ids,
                              int32_t n, bool bos_added, int32_t *out) {
+    const bool spm_prefix = v->kind == VOCAB_SPM && v->add_space_prefix;
+    bool prefix = spm_prefix; /* the next token carries an added space */
     size_t p = 0;
     for (int32_t i = 0; i < n; i++) {
         out[i] = -1;
@@ -1485,19 +1488,23 @@ void ps_vocab_prompt_offsets(const ps_vocab *v, const char *text, size_t len, co
         const token_info *t = &v->tok[ids[i]];
         const char *b = v->blob + t->bytes_off;
         size_t bl = t->bytes_len;
-        if (bl == 0) {
+        bool special = bl == 0;
+        if (special) {
             b = v->blob + t->piece_off;
             bl = t->piece_len;
+        }
+        if (prefix && !special && bl > 0 && b[0] == ' ') {
+            prefix = false;
+            b++;
+            bl--;
+            if (bl == 0) continue; /* the prefix alone */
         }
         if (bl == 0 || p > len || p > (size_t)INT32_MAX) continue;
         if (bl <= len - p && !memcmp(text + p, b, bl)) {
             out[i] = (int32_t)p;
             p += bl;
-        } else if (v->kind == VOCAB_SPM && v->add_space_prefix && b[0] == ' ' && bl > 1 &&
-                   bl - 1 <= len - p && !memcmp(text + p, b + 1, bl - 1) &&
-                   (p == 0 || text[p - 1] != ' ')) {
-            out[i] = (int32_t)p;
-            p += bl - 1;
+            if (special) prefix = spm_prefix;
+            else prefix = false;
         }
     }
 }

@@ -9,7 +9,7 @@
  *     token is the argmax, the values equal `promptscore score`'s bit for bit (when that CLI
  *     is built); the legacy form (max_tokens 0, logprobs 10, 20 lists) agrees with it;
  *   - /health, /v1/models, /tokenizer_info, /tokenize, /detokenize, /metrics, /;
- *   - every bad input of CONTRACT.md gets its status and an OpenAI-shaped error, and the next
+ *   - every bad input of docs/api.md gets its status and an OpenAI-shaped error, and the next
  *     good request still gets exactly the baseline answer;
  *   - load: 8 threads x 200 requests, zero errors, every answer equal to the single-client one,
  *     server RSS flat from request 100 to the end;
@@ -742,6 +742,15 @@ int main(void) {
                !strcmp(json_string_value(json_object_get(j, "object")) ?: "", "list") &&
                !strcmp(json_string_value(json_object_get(m0, "owned_by")) ?: "", "promptscore"),
            "/v1/models: %s", r.body);
+    {   /* the page's header reads these: file name, weight type and architecture */
+        json_t *meta = json_object_get(m0, "meta");
+        CHECKF(!strcmp(json_string_value(json_object_get(meta, "file")) ?: "", "stories260K.gguf") &&
+                   !strcmp(json_string_value(json_object_get(meta, "arch")) ?: "", "llama") &&
+                   !strcmp(json_string_value(json_object_get(meta, "weight_type")) ?: "", "F32") &&
+                   json_integer_value(json_object_get(meta, "n_vocab")) == 512 &&
+                   json_integer_value(json_object_get(meta, "size")) == 1185376,
+               "/v1/models meta: %s", r.body);
+    }
     json_decref(j);
     resp_free(&r);
     CHECK(http(port, "GET", "/tokenizer_info", NULL, &r) && r.status == 200);
@@ -779,6 +788,26 @@ int main(void) {
         resp_free(&r);
         CHECK(http(port, "POST", "/tokenize", "{\"prompt\":\"hi\"}", &r) && r.status == 200 &&
               strstr(r.body, "\"count\":") && strstr(r.body, "\"max_model_len\":2048"));
+        char *hi = r.body ? strdup(r.body) : NULL;
+        resp_free(&r);
+        /* llama.cpp's field name: the same answer */
+        CHECK(http(port, "POST", "/tokenize", "{\"content\":\"hi\"}", &r) && r.status == 200 &&
+              hi && r.body && !strcmp(r.body, hi));
+        free(hi);
+        resp_free(&r);
+        /* prompt_offset: bytes into the prompt as sent; null for BOS */
+        CHECK(http(port, "POST", "/v1/completions",
+                   "{\"prompt\": \"Once upon a time\", \"echo\": true, \"max_tokens\": 1, "
+                   "\"logprobs\": 1, \"temperature\": 0}", &r) && r.status == 200);
+        CHECKF(r.body && strstr(r.body, "\"text_offset\":[0,3,8,13,15,") &&
+                   strstr(r.body, "\"prompt_offset\":[null,0,4,9,11,null]"),
+               "prompt_offset (text prompt, one generated): %s", r.body);
+        resp_free(&r);
+        CHECK(http(port, "POST", "/v1/completions",
+                   "{\"prompt\": [[1, 403, 407]], \"echo\": true, \"max_tokens\": 0, "
+                   "\"logprobs\": 1}", &r) && r.status == 200);
+        CHECKF(r.body && strstr(r.body, "\"prompt_offset\":[null,null,null]"),
+               "prompt_offset (ids): %s", r.body);
         resp_free(&r);
     }
 
@@ -1118,8 +1147,13 @@ int main(void) {
         {"POST", "/health", "{}", 405, NULL, NULL, NULL},
         {"DELETE", "/v1/models", NULL, 405, NULL, NULL, NULL},
         {"GET", "/v2/nothing", NULL, 404, NULL, NULL, "/v2/nothing"},
-        {"POST", "/v1/chat/completions", "{}", 404, NULL, NULL, NULL},
+        {"POST", "/v1/chat/completions", "{}", 404, NULL, "unsupported_route", "/v1/completions"},
+        {"POST", "/chat/completions", "{}", 404, NULL, "unsupported_route", "chat template"},
         {"POST", "/tokenize", "{\"prompt\": 3}", 400, "prompt", NULL, NULL},
+        {"POST", "/tokenize", "{\"content\": 3}", 400, "content", NULL, "content"},
+        {"POST", "/tokenize", "{\"prompt\": \"a\", \"content\": \"a\"}", 400, "prompt", NULL,
+         "not both"},
+        {"POST", "/tokenize", "{}", 400, "prompt", NULL, "content"},
         {"POST", "/detokenize", "{\"tokens\": [1, 600]}", 400, "tokens", NULL, "600"},
         {"POST", "/detokenize", "{\"tokens\": \"abc\"}", 400, "tokens", NULL, NULL},
     };

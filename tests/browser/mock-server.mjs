@@ -1,5 +1,5 @@
 // tests/browser/mock-server.mjs — a stand-in for `promptscore serve` while developing the page:
-// serves web/index.html at GET / and answers POST /v1/completions in the shape of CONTRACT.md §2
+// serves web/index.html at GET / and answers POST /v1/completions in the shape of docs/api.md
 // with made-up (deterministic) tokens and logprobs. Not a model: for layout and error paths only.
 //   node tests/browser/mock-server.mjs [port] [ctx]
 import http from "node:http";
