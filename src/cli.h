@@ -49,12 +49,16 @@ typedef struct {
 } ps_cli_opt;
 
 /* A subcommand: name, synopsis (after "promptscore NAME "), an about paragraph (ends with a
- * newline, may be ""), and a NULL-terminated list of option tables, each ending with {0}. */
+ * newline, may be ""), and a NULL-terminated list of option tables, each ending with {0}.
+ * Arguments that are not options are an error unless args is set: then they are collected
+ * there in order (args has room for argc entries), *n_args counting them. */
 typedef struct {
     const char *name;
     const char *synopsis;
     const char *about;
     const ps_cli_opt *const *tables;
+    const char **args;
+    int *n_args;
 } ps_cli_cmd;
 
 /* Parses argv[1..argc) against c's tables. Returns -1 when parsing went through (go on), 0

@@ -18,16 +18,12 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *MERGE_USAGE =
-    "usage: promptscore merge -o OUT SHARD...\n"
-    "\n"
+static const char *MERGE_ABOUT =
     "Merges the outputs of `promptscore score --shard I/N` (all N of them, finished) into OUT:\n"
     "the plain score lines in input order, byte for byte what one score run writes. Checks that\n"
     "the files are shards of one input with one set of settings and that every input line is\n"
     "present exactly once; otherwise names the missing or doubled lines, writes nothing and\n"
-    "exits 2.\n"
-    "\n"
-    "  -o FILE              the merged output (written beside it, then renamed into place)\n";
+    "exits 2.\n";
 
 typedef struct {
     const char *path;
@@ -147,30 +143,20 @@ int ps_cli_merge(int argc, char **argv) {
     int n = 0;
     const char **paths = calloc((size_t)argc, sizeof *paths);
     if (!paths) return 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(MERGE_USAGE, stdout);
-            free(paths);
-            return 0;
-        } else if (!strcmp(a, "-o")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "promptscore %s: -o needs a value\n", cmd);
-                free(paths);
-                return 2;
-            }
-            out_path = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "promptscore %s: unknown option '%s'\n%s", cmd, a, MERGE_USAGE);
-            free(paths);
-            return 2;
-        } else {
-            paths[n++] = a;
-        }
+    const ps_cli_opt opts[] = {
+        {"-o, --output", "FILE", "the merged output (written beside it, then renamed into place)",
+         PS_CLI_STR, &out_path},
+        {0}};
+    const ps_cli_opt *const tables[] = {opts, NULL};
+    const ps_cli_cmd c = {"merge", "-o OUT SHARD...", MERGE_ABOUT, tables, paths, &n};
+    int prc = ps_cli_parse(&c, argc, argv);
+    if (prc >= 0) {
+        free(paths);
+        return prc;
     }
     if (!out_path || n == 0) {
-        fprintf(stderr, "promptscore %s: give -o OUT and at least one shard file\n%s", cmd,
-                MERGE_USAGE);
+        fprintf(stderr, "promptscore %s: give -o OUT and at least one shard file (promptscore %s "
+                        "--help)\n", cmd, cmd);
         free(paths);
         return 2;
     }

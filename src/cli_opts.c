@@ -98,6 +98,10 @@ int ps_cli_parse(const ps_cli_cmd *c, int argc, char **argv) {
             ps_cli_print_version();
             return 0;
         }
+        if ((a[0] != '-' || !a[1]) && c->args) {
+            c->args[(*c->n_args)++] = a;
+            continue;
+        }
         if (a[0] != '-' || !a[1]) {
             fprintf(stderr, "promptscore %s: unexpected argument '%s' (promptscore %s --help lists "
                             "the options)\n", c->name, a, c->name);

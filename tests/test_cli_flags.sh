@@ -18,17 +18,14 @@ cd "$(dirname "$0")/.." || exit 1
 SHARED=${PS_SHARED:-../shared}
 MODEL="$SHARED/models/stories260K.gguf"
 BIN="$BUILD/promptscore"
-pass=0; fail=0; skip=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL test_cli_flags.sh: $1"; }
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
-done_() { echo "cli_flags: $pass passed, $fail failed, $skip skipped"; [ "$fail" -eq 0 ]; exit $?; }
+NAME=cli_flags FILE=test_cli_flags.sh
+. tests/check.sh
 
 if [ ! -x "$BIN" ]; then bad "no binary $BIN (make first)"; done_; fi
 if [ ! -r "$MODEL" ]; then
-    echo "NOTE: shared test material not found at $SHARED (set PS_SHARED)"; skip=1; done_
+    skip "shared test material not found at $SHARED (set PS_SHARED)"; done_
 fi
-command -v python3 >/dev/null 2>&1 || { echo "NOTE: python3 missing"; skip=1; done_; }
+command -v python3 >/dev/null 2>&1 || { skip "python3 missing"; done_; }
 T=$(mktemp -d /tmp/ps-test-cli-flags-XXXXXX)
 spid=""
 trap '[ -n "$spid" ] && kill $spid 2>/dev/null; rm -rf "$T"' EXIT
@@ -38,7 +35,7 @@ VERSION=$("$BIN" --version)
 check "promptscore --version (got '$VERSION')" 'echo "$VERSION" | head -n 1 | grep -Eq "^promptscore [0-9]+\.[0-9]+\.[0-9]+$"'
 
 # ---- the same behaviour in every subcommand --------------------------------------------------
-for c in score perplexity tokenize serve bench gen-model; do
+for c in score perplexity tokenize serve bench gen-model merge; do
     for h in -h --help; do
         "$BIN" $c $h >"$T/help" 2>"$T/err"; rc=$?
         check "$c $h: exit 0, usage on stdout, nothing on stderr (rc $rc)" \
@@ -51,6 +48,7 @@ for c in score perplexity tokenize serve bench gen-model; do
     "$BIN" $c --no-such-option >/dev/null 2>"$T/err"; rc=$?
     check "$c unknown option: exit 2, one line naming it (rc $rc)" \
         '[ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q -- "unknown option .--no-such-option." "$T/err"'
+    [ $c = merge ] && continue # merge takes its shard files as arguments
     "$BIN" $c stray >/dev/null 2>"$T/err"; rc=$?
     check "$c stray argument: exit 2 naming it (rc $rc)" '[ $rc -eq 2 ] && grep -q "stray" "$T/err"'
 done
@@ -151,7 +149,9 @@ done
 
 # ---- serve: -a/--alias/--served-model-name/--name, -np/--parallel/--workers, -c, -hf ------------
 serve() { # args...: starts serve, sets port (empty when it did not start)
-    "$BIN" serve --port 0 -t 1 -q "$@" 2>"$T/serve.err" &
+    rm -f "$T/serve.err" # (a stale one would give the last server's port)
+    : >"$T/serve.err"
+    "$BIN" serve --port 0 -t 1 -q "$@" 2>>"$T/serve.err" &
     spid=$!
     port=""
     for i in $(seq 1 50); do

@@ -19,16 +19,13 @@ SHARED=${PS_SHARED:-../shared}
 MODEL="$SHARED/models/stories260K.gguf"
 GPT2="$SHARED/vocab/ggml-vocab-gpt-2.gguf"
 BIN="$BUILD/promptscore"
-pass=0; fail=0; skip=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL test_cli_output.sh: $1"; }
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
-done_() { echo "cli_output: $pass passed, $fail failed, $skip skipped"; [ "$fail" -eq 0 ]; exit $?; }
+NAME=cli_output FILE=test_cli_output.sh
+. tests/check.sh
 if [ ! -x "$BIN" ]; then bad "no binary $BIN (make first)"; done_; fi
 if [ ! -r "$MODEL" ] || [ ! -r "$GPT2" ]; then
-    echo "NOTE: shared test material not found at $SHARED (set PS_SHARED)"; skip=1; done_
+    skip "shared test material not found at $SHARED (set PS_SHARED)"; done_
 fi
-command -v python3 >/dev/null 2>&1 || { echo "NOTE: python3 missing"; skip=1; done_; }
+command -v python3 >/dev/null 2>&1 || { skip "python3 missing"; done_; }
 T=$(mktemp -d /tmp/ps-test-cli-output-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
