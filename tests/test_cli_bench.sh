@@ -25,8 +25,8 @@ command -v python3 >/dev/null 2>&1 || { skip "python3 missing"; done_; }
 T=$(mktemp -d /tmp/ps-test-cli-bench-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
-"$BIN" bench -m "$MODEL" --json -t 1,2 --lengths 40,300 -k 7 > "$T/out.json" 2> "$T/err"
-check "bench --json exits 0 ($(cat "$T/err"))" '[ $? -eq 0 ]'
+"$BIN" bench -m "$MODEL" --json -t 1,2 --lengths 40,300 -k 7 > "$T/out.json" 2> "$T/err"; rc=$?
+check "bench --json exits 0 ($(cat "$T/err"))" '[ $rc -eq 0 ]'
 check "bench --json lines" "python3 - '$T/out.json' <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -44,13 +44,13 @@ for r in runs:
 assert rss['within_budget'] is True and 0 < rss['peak_rss_mb'] <= rss['budget_mb'], rss
 PY"
 
-"$BIN" bench -m "$MODEL" -t 1 --lengths 64 > "$T/table" 2>&1
-check "bench table exits 0" '[ $? -eq 0 ]'
+"$BIN" bench -m "$MODEL" -t 1 --lengths 64 > "$T/table" 2>&1; rc=$?
+check "bench table exits 0" '[ $rc -eq 0 ]'
 check "table shows the checks" 'grep -q "check: matmul f32 on" "$T/table" && grep -q "check: top-K (k = 20) bitwise equal" "$T/table"'
 check "table shows one run and the RSS line" '[ $(grep -c "^ *1 *64 " "$T/table") -eq 1 ] && grep -q "^peak RSS .*(within)" "$T/table"'
 
-"$BIN" bench -m "$MODEL" -t 1 --lengths 5 > "$T/short" 2>&1
-check "a prompt shorter than the check chunk ($(tail -n 1 "$T/short"))" '[ $? -eq 0 ] && grep -q "check: top-K" "$T/short"'
+"$BIN" bench -m "$MODEL" -t 1 --lengths 5 > "$T/short" 2>&1; rc=$?
+check "a prompt shorter than the check chunk ($(tail -n 1 "$T/short"))" '[ $rc -eq 0 ] && grep -q "check: top-K" "$T/short"'
 
 # ---- --act: the activations of the matrix products, reported in every --json run line ------
 check "default --json lines carry \"act\": \"native\"" "python3 - '$T/out.json' <<'PY'
@@ -71,10 +71,10 @@ assert 'act' not in rows[1] and rows[1]['within_budget'] is True, rows[1]
 PY"
 "$BIN" bench -m "$MODEL" -t 1 --lengths 8 --act native --json > "$T/nat.json" 2>/dev/null
 check "--act native --json carries \"native\"" 'grep -q "\"act\": \"native\"" "$T/nat.json"'
-"$BIN" bench -m "$MODEL" --act bogus > /dev/null 2> "$T/e"
-check "--act bogus: exit 2 naming --act" '[ $? -eq 2 ] && grep -q -- "--act" "$T/e"'
-"$BIN" bench -m "$MODEL" --act > /dev/null 2> "$T/e"
-check "--act without a value: exit 2 naming --act" '[ $? -eq 2 ] && grep -q -- "--act" "$T/e"'
+"$BIN" bench -m "$MODEL" --act bogus > /dev/null 2> "$T/e"; rc=$?
+check "--act bogus: exit 2 naming --act" '[ $rc -eq 2 ] && grep -q -- "--act" "$T/e"'
+"$BIN" bench -m "$MODEL" --act > /dev/null 2> "$T/e"; rc=$?
+check "--act without a value: exit 2 naming --act" '[ $rc -eq 2 ] && grep -q -- "--act" "$T/e"'
 check "--help lists --act" '"$BIN" bench --help | grep -q -- "--act native|f32"'
 # a generated qwen35 hybrid (3 Gated DeltaNet layers + 1 attention): every layer matrix kind is
 # checked, the delta-net share is reported and the shares still add up
@@ -108,8 +108,8 @@ fi
 # a generated model with experts (Q8_0): the routing and expert shares are there, in [0, 1],
 # both > 0, the experts' not above the matmul share; the check names expert 0's matrices
 if "$BIN" gen-model -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 > /dev/null 2>&1; then
-    "$BIN" bench -m "$T/moe.gguf" --json -t 1 --lengths 300 > "$T/moe.json" 2> "$T/moe.err"
-    check "experts: bench --json exits 0 ($(cat "$T/moe.err"))" '[ $? -eq 0 ]'
+    "$BIN" bench -m "$T/moe.gguf" --json -t 1 --lengths 300 > "$T/moe.json" 2> "$T/moe.err"; rc=$?
+    check "experts: bench --json exits 0 ($(cat "$T/moe.err"))" '[ $rc -eq 0 ]'
     check "experts: route and experts shares" "python3 - '$T/moe.json' <<'PY'
 import json, sys
 r = json.loads(open(sys.argv[1]).readline())
@@ -120,14 +120,14 @@ PY"
 else
     bad "gen-model --preset qwen3moe-tiny failed"
 fi
-"$BIN" bench > /dev/null 2>&1
-check "no model: exit 2" '[ $? -eq 2 ]'
-"$BIN" bench -m "$MODEL" --lengths 0 > /dev/null 2>&1
-check "length 0: exit 2" '[ $? -eq 2 ]'
-"$BIN" bench -m "$MODEL" -t x > /dev/null 2>&1
-check "bad threads: exit 2" '[ $? -eq 2 ]'
-"$BIN" bench -m "$T/missing.gguf" > /dev/null 2>&1
-check "missing file: exit 1" '[ $? -eq 1 ]'
-"$BIN" bench --help | grep -q "^usage: promptscore bench"
-check "--help" '[ $? -eq 0 ]'
+"$BIN" bench > /dev/null 2>&1; rc=$?
+check "no model: exit 2" '[ $rc -eq 2 ]'
+"$BIN" bench -m "$MODEL" --lengths 0 > /dev/null 2>&1; rc=$?
+check "length 0: exit 2" '[ $rc -eq 2 ]'
+"$BIN" bench -m "$MODEL" -t x > /dev/null 2>&1; rc=$?
+check "bad threads: exit 2" '[ $rc -eq 2 ]'
+"$BIN" bench -m "$T/missing.gguf" > /dev/null 2>&1; rc=$?
+check "missing file: exit 1" '[ $rc -eq 1 ]'
+"$BIN" bench --help | grep -q "^usage: promptscore bench"; rc=$?
+check "--help" '[ $rc -eq 0 ]'
 done_
