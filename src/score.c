@@ -18,9 +18,10 @@
  * between calls: allocating it per call made the kernel zero every touched page again, ~3% of
  * a call's time (a server scores many short prompts on one session).
  *
- * Chunk geometry (measured by tests/test_score.c and the CLI): on stories260K (F32) and on
- * gen-model llama F16 / qwen3 Q8_0 models, chunk 1, 7, 100 and 256 give bitwise identical
- * scores for a 3*256+17-token prompt, because the forward kernels compute each row alone.
+ * Chunk geometry (asserted by tests/test_score.c and the CLI test): on stories260K (F32) and
+ * on gen-model llama F16 / qwen3 Q8_0 / qwen3 and qwen2 BF16 models, chunk 1, 7, 100 and 256
+ * on 1 or 2 threads give bitwise identical scores for a 2*256+17-token prompt, because the
+ * forward kernels compute each row alone.
  * The chunk stays part of a score's definition so that a future batched kernel may differ.
  */
 #include "impl.h"

@@ -177,6 +177,25 @@ check "--logprobs 3 default K" 'python3 -c "import json,sys; d=json.load(open(sy
 check "stdout = -o file, 1 thread = 2 threads" 'cmp -s "$T/t1.jsonl" "$T/out.jsonl" && cmp -s "$T/t1.jsonl" "$T/t2.jsonl"'
 "$BIN" score -m "$MODEL" --chunk 7 -i "$T/in.jsonl" 2>/dev/null > "$T/c7.jsonl"
 check "--chunk 7 runs (same on this model)" 'cmp -s "$T/c7.jsonl" "$T/out.jsonl"'
+# chunk geometry on prompts of many chunks (600 ids: 86 chunks of 7, 3 of 256; a long text):
+# --chunk 7 and --chunk 1, on 1 and 2 threads, print the default's lines byte for byte
+python3 -c '
+import json
+print(json.dumps({"id": "ids600", "prompt": [1] + [3 + (i * 37 + i // 7) % 509 for i in range(599)], "logprobs": 3}))
+print(json.dumps({"id": "text", "prompt": " ".join(["Once upon a time there was a little girl named Lily who loved to play outside in the sun."] * 12)}))
+print(json.dumps({"id": "ids40", "prompt": [1] + [3 + (i * 11) % 500 for i in range(39)]}))' > "$T/long.jsonl"
+"$BIN" score -m "$MODEL" -i "$T/long.jsonl" >"$T/l256.jsonl" 2>/dev/null; rc=$?
+check "long prompts scored (rc $rc)" '[ $rc -eq 0 ] && [ "$(grep -c "\"sum_logprob\"" "$T/l256.jsonl")" -eq 3 ] && python3 -c "
+import json, sys
+n = [json.loads(l)[\"n_tokens\"] for l in open(sys.argv[1])]
+sys.exit(0 if n[0] == 600 and n[1] > 256 and n[2] == 40 else 1)" "$T/l256.jsonl"'
+for c in 7 1; do
+    for th in 1 2; do
+        "$BIN" score -m "$MODEL" --chunk $c -t $th -i "$T/long.jsonl" >"$T/lc.jsonl" 2>/dev/null; rc=$?
+        check "--chunk $c -t $th on long prompts = the default chunk 256, byte for byte (rc $rc)" \
+            '[ $rc -eq 0 ] && cmp -s "$T/lc.jsonl" "$T/l256.jsonl"'
+    done
+done
 
 # ---- the README's first command ------------------------------------------------------------
 "$BIN" score -m "$MODEL" -i examples/prompts.jsonl >"$T/ex.jsonl" 2>"$T/ex.err"

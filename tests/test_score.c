@@ -2,8 +2,10 @@
  * test_score.c — ps_score_tokens end to end on ../shared/models/stories260K.gguf:
  *   - bitwise equal to ps_session_forward + ps_topk_reference computed here, chunk by chunk;
  *   - NLL of the three golden token lists vs the independent float64 python column (1e-5 rel);
- *   - chunk geometry: 3*256+17 tokens with chunk 256 vs 1, 7, 100 (the finding is printed;
- *     differences must stay tiny and the top-K ids must agree);
+ *   - chunk geometry: a 2*256+17-token prompt scored with chunks 1, 7, 100 and 256, each on 1
+ *     and 2 threads, equals chunk 256 on 1 thread bit for bit (logprobs, top ids, top
+ *     logprobs), on stories260K (every ISA) and on generated llama F16, qwen3 Q8_0, qwen3 BF16
+ *     and qwen2 BF16 models (native and f32 activations; AVX2 and AVX-512);
  *   - 1 vs 2 threads bitwise; max_tokens 0 vs 1 give the same prompt entries;
  *   - greedy generation from BOS = the 60 golden ids, each = the kernel's top-1;
  *   - seeded sampling is reproducible; top_p; stop strings cut the text; cancel; errors
@@ -188,36 +190,136 @@ static void test_golden_nll(ps_session *s) {
     }
 }
 
-static void test_chunk_geometry(ps_session *s) {
-    enum { N = 3 * 256 + 17, K = 5 };
+/* Chunk geometry and threads: on model m (ISA isa, activations act) the n-token prompt t is
+ * scored with chunks 1, 7, 100 and 256, each on 1 thread and on a pool of 2; every result must
+ * equal the 1-thread chunk-256 one bit for bit (logprobs, top ids, top logprobs), as the README
+ * and src/score.c promise. The prompt is longer than two chunks of 256. */
+static void geometry(const char *label, const ps_model *m, ps_isa isa, ps_act act,
+                     const int32_t *t, int32_t n, ps_pool *pool2) {
+    enum { K = 5 };
+    ps_session *s[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        ps_session_params sp = ps_session_default_params();
+        sp.pool = i ? pool2 : NULL;
+        sp.n_batch = 256;
+        sp.isa = isa;
+        sp.act = act;
+        ps_error e;
+        if (ps_session_create(m, &sp, &s[i], &e) != PS_OK) {
+            CHECKF(0, "%s: session: %s", label, e.message);
+            ps_session_free(s[0]);
+            return;
+        }
+    }
+    ps_score_result *base = score(s[0], t, n, K, 256);
+    const int32_t chunks[] = {1, 7, 100, 256};
+    int n_runs = 0, n_bad = 0;
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0] && base; c++) {
+        for (int th = 0; th < 2; th++) {
+            if (chunks[c] == 256 && th == 0) continue; /* the base itself */
+            ps_score_result *r = score(s[th], t, n, K, chunks[c]);
+            if (!r) continue;
+            int differ = 0, ids_differ = 0, tops_differ = 0, first = -1;
+            for (int i = 1; i < n; i++) {
+                if (memcmp(&r->logprobs[i], &base->logprobs[i], 4) != 0) {
+                    differ++;
+                    if (first < 0) first = i;
+                }
+                ids_differ += memcmp(r->top_ids + i * K, base->top_ids + i * K, K * 4) != 0;
+                tops_differ += memcmp(r->top_logprobs + i * K, base->top_logprobs + i * K, K * 4) != 0;
+            }
+            n_runs++;
+            n_bad += differ || ids_differ || tops_differ;
+            CHECKF(differ == 0 && ids_differ == 0 && tops_differ == 0 &&
+                       r->sum_logprob == base->sum_logprob,
+                   "%s: chunk %d, %d thread(s) vs chunk 256, 1 thread: %d of %d logprobs differ "
+                   "(first at %d), top ids differ at %d, top logprobs at %d positions", label,
+                   chunks[c], th + 1, differ, n - 1, first, ids_differ, tops_differ);
+            ps_score_result_free(r);
+        }
+    }
+    printf("geometry %s: %d tokens, chunks 1/7/100/256 x 1/2 threads: %d of %d runs differ "
+           "bitwise from chunk 256 on 1 thread\n", label, n, n_bad, n_runs);
+    ps_score_result_free(base);
+    ps_session_free(s[0]);
+    ps_session_free(s[1]);
+}
+
+static const ps_isa GEOMETRY_ISAS[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+
+static void test_chunk_geometry(void) {
+    enum { N = 2 * 256 + 17 };
     int32_t t[N];
     long_prompt(t, N);
-    ps_score_result *base = score(s, t, N, K, 256);
-    if (!base) return;
-    const int32_t chunks[] = {1, 7, 100, 256};
-    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
-        ps_score_result *r = score(s, t, N, K, chunks[c]);
-        if (!r) continue;
-        int differ = 0, ids_differ = 0, first = -1;
-        double maxd = 0;
-        for (int i = 1; i < N; i++) {
-            if (memcmp(&r->logprobs[i], &base->logprobs[i], 4) != 0) {
-                differ++;
-                if (first < 0) first = i;
-                double d = fabs((double)r->logprobs[i] - base->logprobs[i]);
-                if (d > maxd) maxd = d;
-            }
-            if (memcmp(r->top_ids + i * K, base->top_ids + i * K, K * 4) != 0) ids_differ++;
+    ps_pool *p2 = NULL;
+    CHECK(ps_pool_create(2, &p2) == PS_OK);
+    for (size_t i = 0; i < sizeof GEOMETRY_ISAS / sizeof GEOMETRY_ISAS[0] && p2; i++) {
+        if (!ps_isa_supported(GEOMETRY_ISAS[i])) {
+            PS_TEST_CPU_LACKS("isa %s: chunk geometry", ps_isa_name(GEOMETRY_ISAS[i]));
+            continue;
         }
-        printf("chunk %3d vs 256: %d of %d logprobs differ bitwise (first at position %d), "
-               "max |diff| %.3g, top-%d ids differ at %d positions, sum %.9g vs %.9g\n",
-               chunks[c], differ, N - 1, first, maxd, K, ids_differ, r->sum_logprob,
-               base->sum_logprob);
-        CHECKF(maxd < 1e-4, "chunk %d: max |diff| %g", chunks[c], maxd);
-        if (chunks[c] == 256) CHECK(differ == 0 && ids_differ == 0);
-        ps_score_result_free(r);
+        char label[64];
+        snprintf(label, sizeof label, "stories260K %s", ps_isa_name(GEOMETRY_ISAS[i]));
+        geometry(label, g_model, GEOMETRY_ISAS[i], PS_ACT_NATIVE, t, N, p2);
     }
-    ps_score_result_free(base);
+    ps_pool_free(p2);
+}
+
+/* The same on generated models (synthetic vocabulary of 512, n_ctx 1024): llama F16, qwen3
+ * Q8_0, qwen3 BF16 and qwen2 BF16, native and f32 activations, the SIMD ISAs the CPU has. */
+static void test_chunk_geometry_generated(void) {
+    static const struct { const char *arch; uint32_t type; } models[] = {
+        {"llama", PS_GGML_F16}, {"qwen3", PS_GGML_Q8_0}, {"qwen3", PS_GGML_BF16},
+        {"qwen2", PS_GGML_BF16},
+    };
+    enum { N = 2 * 256 + 17 };
+    int32_t t[N];
+    t[0] = 1;
+    for (int i = 1; i < N; i++) t[i] = (int32_t)(3 + (i * 37 + i / 7) % 509);
+    ps_pool *p2 = NULL;
+    CHECK(ps_pool_create(2, &p2) == PS_OK);
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0] && p2; mi++) {
+        char path[] = "/tmp/ps-test-score-geom-XXXXXX";
+        int fd = mkstemp(path);
+        if (fd < 0) {
+            SKIP("no temp file");
+            break;
+        }
+        close(fd);
+        ps_genmodel_params gp = ps_genmodel_default_params();
+        snprintf(gp.arch, sizeof gp.arch, "%s", models[mi].arch);
+        gp.type = models[mi].type;
+        gp.n_ctx = 1024;
+        gp.seed = 11 + mi;
+        ps_error e;
+        ps_model *m = NULL;
+        ps_model_params mp = ps_model_default_params();
+        if (ps_genmodel_write(&gp, path, &e) != PS_OK || ps_model_load(path, &mp, &m, &e) != PS_OK) {
+            CHECKF(0, "%s %s model: %s", models[mi].arch, ps_ggml_type_name(models[mi].type),
+                   e.message);
+            unlink(path);
+            continue;
+        }
+        /* scalar: on stories260K only (the slowest ISA; its kernels have no tiles to vary) */
+        for (size_t i = 1; i < sizeof GEOMETRY_ISAS / sizeof GEOMETRY_ISAS[0]; i++) {
+            if (!ps_isa_supported(GEOMETRY_ISAS[i])) {
+                PS_TEST_CPU_LACKS("isa %s: chunk geometry", ps_isa_name(GEOMETRY_ISAS[i]));
+                continue;
+            }
+            for (int act = 0; act < 2; act++) {
+                if (act && (models[mi].type == PS_GGML_F16 || models[mi].type == PS_GGML_F32))
+                    continue; /* float32 activations either way */
+                char label[96];
+                snprintf(label, sizeof label, "%s %s %s act %s", models[mi].arch,
+                         ps_ggml_type_name(models[mi].type), ps_isa_name(GEOMETRY_ISAS[i]),
+                         act ? "f32" : "native");
+                geometry(label, m, GEOMETRY_ISAS[i], act ? PS_ACT_F32 : PS_ACT_NATIVE, t, N, p2);
+            }
+        }
+        ps_model_free(m);
+        unlink(path);
+    }
+    ps_pool_free(p2);
 }
 
 static void test_threads(void) {
@@ -694,18 +796,19 @@ int main(void) {
         if (s) {
             test_bitwise_vs_reference(s);
             test_golden_nll(s);
-            test_chunk_geometry(s);
             test_generation(s);
             test_sampling(s);
             test_errors(s);
         }
         ps_session_free(s);
         test_threads();
+        test_chunk_geometry();
         ps_model_free(g_model);
     } else {
         SKIP("stories260K tests: no ../shared");
     }
     test_nan_position();
+    test_chunk_geometry_generated();
     test_act_generated();
     test_peak_memory();
     return ps_test_done("score");
