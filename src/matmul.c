@@ -378,23 +378,6 @@ float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
 
 /* ---- attention products (single-threaded; the caller's task) ---- */
 
-void ps_matmul_f32_serial(ps_isa isa, const float *w, int64_t ldw, int64_t n_out,
-                          const float *x, int64_t ldx, int64_t n_rows, int64_t n, float *y,
-                          int64_t ldy, float *acc) {
-    for (int64_t j0 = 0; j0 < n_out; j0 += MM_TILE) {
-        const int nw = (int)PS_MIN((int64_t)MM_TILE, n_out - j0);
-        const float *rows[MM_TILE];
-        for (int j = 0; j < nw; j++) rows[j] = w + (j0 + j) * ldw;
-        switch (isa) {
-#if defined(__x86_64__)
-        case PS_ISA_AVX512: tile_avx512(rows, nw, x, ldx, n_rows, n, y + j0, ldy, acc); break;
-        case PS_ISA_AVX2: tile_avx2(rows, nw, x, ldx, n_rows, n, y + j0, ldy, acc); break;
-#endif
-        default: tile_scalar(rows, nw, x, ldx, n_rows, n, y + j0, ldy); break;
-        }
-    }
-}
-
 /* out (nq, hd) = P (nq, keys) @ V (keys, hd) with query q summing keys [0, n_keys[q]) in order,
  * each term one ps_axpy_f32 step. NQ queries at a time so every V row is loaded once. */
 #if defined(__x86_64__)
@@ -593,8 +576,6 @@ void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, 
         for (int32_t j = 0; j < n_keys[q]; j++) ps_axpy_f32(isa, p[q * ldp + j], v + j * hd, o, hd);
     }
 }
-
-size_t ps_matmul_acc_floats(void) { return MM_ACC; }
 
 /* ---- Q8_0 weights x Q8_0-quantised activations: int8 dot products ----
  *

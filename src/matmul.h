@@ -67,14 +67,6 @@ ps_status ps_matmul_ref(const ps_mat *w, bool f32_act, const float *x, int64_t l
  * uses for one output element). */
 float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n);
 
-/* y (n_rows, n_out) = x (n_rows, n) @ W^T for float32 W (n_out rows ldw floats apart) on the
- * calling thread, with the per-element order of ps_matmul / ps_dot_f32 (so attention scores
- * equal ps_dot_f32(q, k)). acc: ps_matmul_acc_floats() floats of scratch. */
-void ps_matmul_f32_serial(ps_isa isa, const float *w, int64_t ldw, int64_t n_out,
-                          const float *x, int64_t ldx, int64_t n_rows, int64_t n, float *y,
-                          int64_t ldy, float *acc);
-size_t ps_matmul_acc_floats(void);
-
 /* Attention scores against a K cache kept in blocks of 16 keys: key j, dimension d at
  * kt[(j / 16) * hd * 16 + d * 16 + j % 16] (a block is hd x 16 contiguous floats; a cache of
  * n keys needs hd * round_up(n, 16) floats). s (nq, n_keys) rows lds apart,

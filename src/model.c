@@ -868,7 +868,7 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     s->rope_cos = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
     s->rope_sin = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
     s->mm_scratch = alloc_floats((uint64_t)s->n_threads, s->mm_stride, 1);
-    s->att_stride = (size_t)PS_ATT_QBLOCK * (size_t)s->n_ctx + ps_matmul_acc_floats();
+    s->att_stride = (size_t)PS_ATT_QBLOCK * (size_t)s->n_ctx;
     s->att_scratch = alloc_floats((uint64_t)s->n_threads, s->att_stride, 1);
     if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->ffn_out || !s->q || !s->att ||
         !s->k || !s->v || !s->hb || !s->hb2 || !s->rope_cos || !s->rope_sin || !s->mm_scratch ||

@@ -129,7 +129,7 @@ struct ps_model {
  *   x, xb, ffn_out: (n_batch, n_embd)   q, att: (n_batch, n_head*head_dim)
  *   k, v: (n_batch, n_head_kv*head_dim)   hb, hb2: (n_batch, n_ff)
  *   mm_scratch: n_threads * mm_stride
- *   att_scratch: n_threads * att_stride (PS_ATT_QBLOCK x n_ctx scores + matmul accumulators)
+ *   att_scratch: n_threads * att_stride (PS_ATT_QBLOCK x n_ctx scores)
  *   rope_cos, rope_sin: (n_batch, n_rot/2) for the positions of the current call */
 struct ps_session {
     const ps_model *model;

@@ -134,7 +134,9 @@ static void test_matmul(void) {
     ps_pool_free(pool2);
 }
 
-/* attention kernels: scores equal ps_dot_f32, P@V equals a loop of ps_axpy_f32, bitwise */
+/* attention kernels as the forward pass calls them: ps_attn_scores over the 16-key block K
+ * layout (ps_attn_k_store) equals the sequential sum over d of q * k (SIMD: one fmaf per step;
+ * scalar: multiply, then add), bitwise; P@V equals a loop of ps_axpy_f32, bitwise */
 static void test_attention_kernels(void) {
     enum { NQ = 7, HD = 72, NK = 40 };
     float q[NQ * HD], k[NK * HD], v[NK * HD], p[NQ * NK], out[NQ * HD], ref[NQ * HD];
@@ -144,15 +146,22 @@ static void test_attention_kernels(void) {
     for (int i = 0; i < NQ * NK; i++) p[i] = frand() * 0.5f + 0.5f;
     int32_t n_keys[NQ];
     for (int i = 0; i < NQ; i++) n_keys[i] = NK - NQ + 1 + i;
-    float *acc = ps_aligned_alloc(64, sizeof(float) * ps_matmul_acc_floats());
+    float kt[((NK + 15) / 16) * 16 * HD]; /* NK keys rounded up to a block of 16 */
+    for (int j = 0; j < NK; j++) ps_attn_k_store(kt, HD, j, k + j * HD);
     for (size_t t = 0; t < PS_ARRAY_LEN(ISAS); t++) {
         if (!ps_isa_supported(ISAS[t])) continue;
-        ps_matmul_f32_serial(ISAS[t], k, HD, NK, q, HD, NQ, HD, sc, NK, acc);
+        ps_attn_scores(ISAS[t], q, HD, NQ, kt, NK, HD, sc, NK);
         int bad = 0;
         for (int i = 0; i < NQ; i++)
-            for (int j = 0; j < NK; j++)
-                bad += sc[i * NK + j] != ps_dot_f32(ISAS[t], q + i * HD, k + j * HD, HD);
-        CHECKF(bad == 0, "%d scores differ from ps_dot_f32 on %s", bad, ps_isa_name(ISAS[t]));
+            for (int j = 0; j < NK; j++) {
+                float e = 0.0f;
+                for (int d = 0; d < HD; d++)
+                    e = ISAS[t] == PS_ISA_SCALAR ? e + q[i * HD + d] * k[j * HD + d]
+                                                 : fmaf(q[i * HD + d], k[j * HD + d], e);
+                bad += memcmp(&sc[i * NK + j], &e, sizeof e) != 0;
+            }
+        CHECKF(bad == 0, "%d of %d ps_attn_scores differ from the sequential sum on %s", bad,
+               NQ * NK, ps_isa_name(ISAS[t]));
         ps_attn_pv(ISAS[t], p, NK, n_keys, NQ, v, HD, out, HD);
         for (int i = 0; i < NQ; i++) {
             for (int d = 0; d < HD; d++) ref[i * HD + d] = 0.0f;
@@ -170,7 +179,6 @@ static void test_attention_kernels(void) {
             }
         CHECKF(worst < 1e-4, "ps_attn_pv on %s: error %g vs double", ps_isa_name(ISAS[t]), worst);
     }
-    ps_free(acc);
 }
 
 /* ---- stories260K ---- */
