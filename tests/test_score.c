@@ -5,7 +5,7 @@
  *   - chunk geometry: a 2*256+17-token prompt scored with chunks 1, 7, 100 and 256, each on 1
  *     and 2 threads, equals chunk 256 on 1 thread bit for bit (logprobs, top ids, top
  *     logprobs), on stories260K (every ISA) and on generated llama F16, qwen3 Q8_0, qwen3 BF16
- *     and qwen2 BF16 models (native and f32 activations; AVX2 and AVX-512);
+ *     and qwen2 BF16 models (native and f32 activations; AVX2, AVX-512 and AMX);
  *   - 1 vs 2 threads bitwise; max_tokens 0 vs 1 give the same prompt entries;
  *   - greedy generation from BOS = the 60 golden ids, each = the kernel's top-1;
  *   - seeded sampling is reproducible; top_p; stop strings cut the text; cancel; errors
@@ -245,7 +245,7 @@ static void geometry(const char *label, const ps_model *m, ps_isa isa, ps_act ac
     ps_session_free(s[1]);
 }
 
-static const ps_isa GEOMETRY_ISAS[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+static const ps_isa GEOMETRY_ISAS[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512, PS_ISA_AMX};
 
 static void test_chunk_geometry(void) {
     enum { N = 2 * 256 + 17 };
@@ -266,7 +266,7 @@ static void test_chunk_geometry(void) {
 }
 
 /* The same on generated models (synthetic vocabulary of 512, n_ctx 1024): llama F16, qwen3
- * Q8_0, qwen3 BF16 and qwen2 BF16, native and f32 activations, the SIMD ISAs the CPU has. */
+ * Q8_0, qwen3 BF16 and qwen2 BF16, native and f32 activations, the SIMD ISAs the CPU has (AMX included). */
 static void test_chunk_geometry_generated(void) {
     static const struct { const char *arch; uint32_t type; } models[] = {
         {"llama", PS_GGML_F16}, {"qwen3", PS_GGML_Q8_0}, {"qwen3", PS_GGML_BF16},
