@@ -45,7 +45,7 @@ LOAD_BIN  := $(patsubst tests/load/%.c,$(BUILD)/load/%,$(LOAD_SRC))
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRC))
 
-.PHONY: all test check bench fuzz clean
+.PHONY: all test check bench fuzz clean demo
 all: $(LIB) $(BIN)
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) include/promptscore.h
@@ -100,6 +100,11 @@ check:
 	ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 PS_SANITIZED=1 \
 	$(MAKE) BUILD=build-san SAN=1 OPT="-O1 -g" test
+
+# make demo: builds, then scores examples/prompts.jsonl with a model it finds or makes
+# (tools/demo.sh says which: ../shared's stories260K, the -hf cache / download, or a random one)
+demo: all
+	@BUILD=$(BUILD) sh tools/demo.sh
 
 bench: all $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
