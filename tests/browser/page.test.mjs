@@ -3,6 +3,10 @@
 // 127.0.0.1 with ../shared/models/stories260K.gguf:
 //   - type a prompt, click Score: one coloured element per token, whose data-id / data-logprob
 //     equal a direct POST /v1/completions of the same request;
+//   - the header names the file, architecture and weight type (GET /v1/models meta); a legend
+//     line explains the glyphs; one-character tokens are wide enough to hover; colour by rank
+//     and by quantile follow their definitions and the legend follows; Copy JSON copies the
+//     response;
 //   - hover a token: the card shows its logprob and its top-K alternatives (ids from top_ids);
 //   - Ctrl+Enter scores; arrow keys move between tokens;
 //   - a prompt longer than the context (second server with --ctx 64) shows the server's error
@@ -199,6 +203,51 @@ async function main() {
         check(summary.includes(Math.exp(nll / scoredN).toFixed(3)), "summary shows the perplexity", summary);
         check(/\d+ ms/.test(summary), "summary shows the time taken", summary);
 
+        // ---- 2b. the header, the glyph legend, one-character tokens, colour modes, Copy JSON ----
+        await page.waitForFunction(() => document.querySelector("#model").textContent.length > 0, null, { timeout: 5000 }).catch(() => {});
+        const header = await page.textContent("#model");
+        check(/stories260K\.gguf/.test(header) && /\bllama\b/.test(header) && /\bF32\b/.test(header),
+              "the header shows the file, architecture and weight type", header);
+        const glyphs = await page.textContent("#glyphs");
+        check(["↵", "∅", "·", "→", "\\x07", "�"].every((g) => glyphs.includes(g)), "a legend line explains the glyphs", glyphs);
+        const oneChar = wl.tokens.map((t, i) => ([...t].length === 1 && t !== "\n" ? i : -1)).filter((i) => i >= 0);
+        const c1w = await page.$$eval("#tokens .t", (els, idx) => idx.map((i) => els[i].getBoundingClientRect().width), oneChar);
+        check(oneChar.length > 0 && Math.min(...c1w) >= 11, "one-character tokens are at least 11 px wide (a monospace character alone is 8.7; easy to hover)",
+              `${oneChar.length} tokens, widths ${JSON.stringify(c1w.slice(0, 8))}`);
+        const bgs = () => page.$$eval("#tokens .t", (els) => els.map((e) => getComputedStyle(e).backgroundColor));
+        const BRIGHT = "rgb(253, 231, 37)", DARK = "rgb(68, 1, 84)";
+        await page.selectOption("#colorby", "rank");
+        const rankBg = await bgs();
+        let rankOk = 0;
+        wl.token_logprobs.forEach((v, i) => {
+            if (v === null) return;
+            const at = wl.top_ids[i].findIndex((r) => r[0] === wl.token_ids[i]);
+            const want = at === 0 ? BRIGHT : at < 0 || at >= K ? DARK : null;
+            if (want ? rankBg[i] === want : rankBg[i] !== BRIGHT && rankBg[i] !== DARK) rankOk++;
+        });
+        check(rankOk === scoredN, "colour by rank: rank 1 brightest, outside the top K darkest", `${rankOk}/${scoredN}`);
+        check((await page.textContent("#ticks")).includes("rank 1"), "the legend follows the colour mode", await page.textContent("#ticks"));
+        await page.selectOption("#colorby", "quantile");
+        const qBg = await bgs();
+        const byLp = wl.token_logprobs.map((v, i) => [v, i]).filter(([v]) => v !== null).sort((a, b) => a[0] - b[0]);
+        let mono = true;
+        for (let j = 1; j < byLp.length; j++) if (lum(qBg[byLp[j][1]]) + 1e-9 < lum(qBg[byLp[j - 1][1]])) mono = false;
+        const qColours = new Set(byLp.map(([, i]) => qBg[i]));
+        check(mono && qBg[byLp[byLp.length - 1][1]] === BRIGHT && qColours.size >= colours.size,
+              "colour by quantile: brightness follows the logprob's rank in this prompt, spread over the scale",
+              `monotonic ${mono}, ${qColours.size} vs ${colours.size} colours`);
+        await page.selectOption("#colorby", "logprob");
+        const back = await bgs();
+        check(back.every((b, i) => b === got[i].bg), "back to colour by logprob: the first colours again");
+        await ctx.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(base).origin });
+        await page.click("#copy");
+        await page.waitForFunction(() => /copied|failed/.test(document.querySelector("#copied").textContent), null, { timeout: 3000 }).catch(() => {});
+        const clip = await page.evaluate(() => navigator.clipboard.readText()).catch((e) => "error: " + e);
+        let cj = null;
+        try { cj = JSON.parse(clip); } catch { cj = null; }
+        check(cj && JSON.stringify(cj.choices[0].logprobs) === JSON.stringify(wl), "Copy JSON puts the response on the clipboard",
+              `${await page.textContent("#copied")} ${String(clip).slice(0, 120)}`);
+
         // ---- 3. hover a token: its top-K ----
         let hi2 = wl.token_logprobs.findIndex((v, i) => v !== null && i > 3 && wl.top_ids[i].findIndex((r) => r[0] === wl.token_ids[i]) >= 0);
         if (hi2 < 0) hi2 = 1;
@@ -237,11 +286,13 @@ async function main() {
         check(worst.length === Math.min(5, scoredN) && wl.token_logprobs[worst[0]] === wl.token_logprobs[lo],
               "most surprising tokens listed, lowest logprob first", JSON.stringify(worst));
         const pick = worst.length > 1 ? 1 : 0;
+        await page.setViewportSize({ width: 1100, height: 900 }); // room for the card below its token
         await page.click(`#worst button >> nth=${pick}`);
         const pinnedI = await page.$eval("#tokens .t.sel", (e) => Number(e.dataset.i)).catch(() => -1);
         check(pinnedI === worst[pick] && await page.isVisible("#tip"), "a most-surprising button opens its token", `${pinnedI} vs ${worst[pick]}`);
         await page.screenshot({ path: path.join(OUT, "page.png") });
         await page.keyboard.press("Escape");
+        await page.setViewportSize({ width: 1100, height: 820 });
 
         // ---- 4. keyboard: arrows move the selection, Escape closes; Ctrl+Enter scores ----
         await page.mouse.move(5, 5);
