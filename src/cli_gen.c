@@ -5,6 +5,8 @@
  */
 #include "cli.h"
 #include "genmodel.h"
+#include "qmix.h"
+#include "types.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -40,17 +42,24 @@ static bool opt_u64(const char *cmd, const char *opt, const char *v, void *dst) 
     return true;
 }
 
+/* --type: a weight type of the table or a llama.cpp mix (q2_k, q6_k, iq4_nl and iq4_xs name
+ * both: then the mix, as llama-quantize means them; --pure keeps the type itself) */
 static bool opt_type(const char *cmd, const char *opt, const char *v, void *dst) {
-    uint32_t *t = dst;
-    if (!strcmp(v, "f32")) *t = PS_GGML_F32;
-    else if (!strcmp(v, "f16")) *t = PS_GGML_F16;
-    else if (!strcmp(v, "bf16")) *t = PS_GGML_BF16;
-    else if (!strcmp(v, "q8_0")) *t = PS_GGML_Q8_0;
-    else {
-        fprintf(stderr, "promptscore %s: %s wants f32, f16, bf16 or q8_0, got '%s'\n", cmd, opt, v);
-        return false;
+    ps_genmodel_params *p = dst;
+    const ps_qmix *mx = ps_qmix_find(v);
+    p->mix[0] = 0;
+    if (mx) {
+        snprintf(p->mix, sizeof p->mix, "%s", mx->name);
+        return true;
     }
-    return true;
+    for (int32_t k = 0; k < ps_wtype_count(); k++)
+        if (!strcmp(v, ps_wtype_at(k)->name)) {
+            p->type = ps_wtype_at(k)->id;
+            return true;
+        }
+    fprintf(stderr, "promptscore %s: %s wants a weight type (%s) or a mix (%s), got '%s'\n", cmd,
+            opt, ps_wtype_names(), ps_qmix_names(), v);
+    return false;
 }
 
 /* --arch / --name: copied into genmodel's fixed-size arrays (too long is a usage error). */
@@ -82,7 +91,7 @@ int ps_cli_gen_model(int argc, char **argv) {
                 return 2;
             }
         }
-    bool tied = false, untied = false, rope_freqs = false;
+    bool tied = false, untied = false, rope_freqs = false, pure = false;
     str_field arch = {p.arch, sizeof p.arch}, name = {p.name, sizeof p.name};
     const int64_t I = INT32_MAX;
     const ps_cli_opt opts[] = {
@@ -118,8 +127,14 @@ int ps_cli_gen_model(int argc, char **argv) {
         {"--rope-base", "F", "rope frequency base (default 10000)", PS_CLI_FN, &p.rope_base, 0, 0,
          opt_f32},
         {"--rms-eps", "F", "RMSNorm epsilon (default 1e-5)", PS_CLI_FN, &p.rms_eps, 0, 0, opt_f32},
-        {"--type", "T", "f32 | f16 | bf16 | q8_0 for the matrices (norms stay f32)", PS_CLI_FN,
-         &p.type, 0, 0, opt_type},
+        {"--type", "T", "the matrices' type (norms stay f32): f32 | f16 | bf16 | q4_0 | q4_1 |\n"
+         "q5_0 | q5_1 | q8_0 | q3_k | q4_k | q5_k | mxfp4, or a llama.cpp mix\n"
+         "laying out per-tensor types as its quantiser does: q2_k | q3_k_s |\n"
+         "q3_k_m | q3_k_l | q4_k_s | q4_k_m | q5_k_s | q5_k_m | q6_k | iq4_nl |\n"
+         "iq4_xs | mxfp4_moe (experts MXFP4). Quantised by plain round to nearest",
+         PS_CLI_FN, &p, 0, 0, opt_type},
+        {"--pure", NULL, "every matrix in the mix's base type (--type q4_k_m --pure: all q4_k)",
+         PS_CLI_FLAG, &pure},
         {"--tied", NULL, "no output.weight (the output reuses token_embd.weight)", PS_CLI_FLAG,
          &tied},
         {"--untied", NULL, "write output.weight (undoes a preset's --tied)", PS_CLI_FLAG, &untied},
@@ -142,6 +157,10 @@ int ps_cli_gen_model(int argc, char **argv) {
     if (tied) p.tied = true;
     if (untied) p.tied = false;
     if (rope_freqs) p.rope_freqs = true;
+    if (pure && p.mix[0]) { /* every matrix in the mix's base type */
+        p.type = ps_qmix_find(p.mix)->base;
+        p.mix[0] = 0;
+    }
     if (!out) {
         fprintf(stderr, "promptscore gen-model: -o OUT.gguf is required (promptscore gen-model "
                         "--help)\n");

@@ -17,6 +17,7 @@
 #include "genmodel.h"
 #include "arch.h"
 #include "quant.h"
+#include "qmix.h"
 #include "types.h"
 
 #include <errno.h>
@@ -246,11 +247,14 @@ static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
                        "a synthetic vocab needs n_vocab >= 259 (<unk>, <s>, </s> and 256 byte "
                        "tokens); got %d",
                        p->n_vocab);
-    if (p->type != PS_GGML_F32 && p->type != PS_GGML_F16 && p->type != PS_GGML_BF16 &&
-        p->type != PS_GGML_Q8_0)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                       "weight type %u is not one of f32, f16, bf16, q8_0", p->type);
-    if (p->type == PS_GGML_Q8_0) {
+    const ps_wtype *wt = ps_wtype_get(p->type);
+    if (p->mix[0] && !ps_qmix_find(p->mix))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "mix '%s' is not one of %s", p->mix,
+                       ps_qmix_names());
+    if (!p->mix[0] && !wt)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "weight type %u is not one of %s", p->type,
+                       ps_wtype_names());
+    if (!p->mix[0] && wt->blck > 1) {
         struct { const char *what; int64_t v; } rows[] = {
             {"n_embd", p->n_embd},
             {"n_ff", p->n_ff},
@@ -258,10 +262,11 @@ static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
             {"n_head * head_dim", (int64_t)p->n_head * p->head_dim},
         };
         for (size_t i = 0; i < PS_ARRAY_LEN(rows); i++)
-            if (rows[i].v % PS_Q8_0_BLOCK)
+            if (rows[i].v % wt->blck)
                 return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                               "q8_0 needs row lengths that are multiples of 32, but %s = %lld",
-                               rows[i].what, (long long)rows[i].v);
+                               "%s needs row lengths that are multiples of %d, but %s = %lld "
+                               "(a mix such as q4_k_m falls back to other types)",
+                               wt->name, (int)wt->blck, rows[i].what, (long long)rows[i].v);
     }
     if (is_hybrid(p)) {
         ps_genmodel_params h = hybrid_defaults(p);
@@ -273,11 +278,11 @@ static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
                            "n_k %d, n_v %d, d_conv %d, nextn %d)",
                            h.full_attn_interval, h.n_rot, h.ssm_d_state, h.ssm_n_k, h.ssm_n_v,
                            h.ssm_d_conv, h.n_nextn);
-        if (p->type == PS_GGML_Q8_0 && ((int64_t)h.ssm_n_v * h.ssm_d_state) % PS_Q8_0_BLOCK)
+        if (!p->mix[0] && ((int64_t)h.ssm_n_v * h.ssm_d_state) % wt->blck)
             return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                           "q8_0 needs row lengths that are multiples of 32, but ssm n_v * "
+                           "%s needs row lengths that are multiples of %d, but ssm n_v * "
                            "d_state = %lld",
-                           (long long)h.ssm_n_v * h.ssm_d_state);
+                           wt->name, (int)wt->blck, (long long)h.ssm_n_v * h.ssm_d_state);
     }
     int64_t q = (int64_t)p->n_head * p->head_dim;
     if (q > INT32_MAX || (int64_t)p->n_embd * p->n_ff > ((int64_t)1 << 40) ||
@@ -291,9 +296,20 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
     const int64_t E = p->n_embd, Q = (int64_t)p->n_head * p->head_dim,
                   KV = (int64_t)p->n_head_kv * p->head_dim, F = p->n_ff;
     const uint32_t ty = p->type;
+    const ps_qmix *mix = p->mix[0] ? ps_qmix_find(p->mix) : NULL;
+    const ps_qmix_model mm = {p->n_layer, p->n_head, p->n_head_kv, p->n_expert, p->tied};
     ps_status st;
-#define ADD3(name, kind, type, ne0, ne1, ne2) \
-    if ((st = list_add(l, name, kind, type, ne0, ne1, ne2, err)) != PS_OK) return st
+    /* a matrix's type: the one type, or the mix's rule for that tensor (llama.cpp keeps the
+     * expert router and the conv1d kernel as they are) */
+#define ADD3(name, kind, type, ne0, ne1, ne2)                                                 \
+    do {                                                                                  \
+        uint32_t t_ = (type);                                                             \
+        if (mix && (kind) == T_MATRIX && !strstr(name, "ffn_gate_inp") &&                 \
+            !strstr(name, "ssm_conv1d") &&                                                \
+            (st = ps_qmix_tensor_type(mix, &mm, name, ne0, (ne2) > 1 ? 3 : 2, &t_, err)))  \
+            return st;                                                                    \
+        if ((st = list_add(l, name, kind, t_, ne0, ne1, ne2, err)) != PS_OK) return st;   \
+    } while (0)
 #define ADD(name, kind, type, ne0, ne1) ADD3(name, kind, type, ne0, ne1, 1)
     ADD("token_embd.weight", T_MATRIX, ty, E, n_vocab);
     ADD("output_norm.weight", T_NORM, PS_GGML_F32, E, 1);
@@ -519,8 +535,17 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
     char name[80];
     if (p->name[0]) snprintf(name, sizeof name, "%s", p->name);
     else snprintf(name, sizeof name, "promptscore-random-%s", a);
-    uint32_t ftype = p->type == PS_GGML_F32 ? 0 : p->type == PS_GGML_F16 ? 1
-                   : p->type == PS_GGML_Q8_0 ? 7 : 32; /* llama_ftype: ALL_F32, MOSTLY_* */
+    /* llama_ftype: the mix's, or the one of "mostly <type>" */
+    static const struct { uint32_t type, ftype; } FT[] = {
+        {PS_GGML_F32, 0},     {PS_GGML_F16, 1},     {PS_GGML_Q4_0, 2},    {PS_GGML_Q4_1, 3},
+        {PS_GGML_Q8_0, 7},    {PS_GGML_Q5_0, 8},    {PS_GGML_Q5_1, 9},    {PS_GGML_Q2_K, 10},
+        {PS_GGML_Q3_K, 11},   {PS_GGML_Q4_K, 14},   {PS_GGML_Q5_K, 16},   {PS_GGML_Q6_K, 18},
+        {PS_GGML_IQ4_NL, 25}, {PS_GGML_IQ4_XS, 30}, {PS_GGML_BF16, 32},   {PS_GGML_MXFP4, 38},
+    };
+    uint32_t ftype = 32;
+    for (size_t i = 0; i < PS_ARRAY_LEN(FT); i++)
+        if (FT[i].type == p->type) ftype = FT[i].ftype;
+    if (p->mix[0]) ftype = (uint32_t)ps_qmix_find(p->mix)->ftype;
     if ((st = ps_gguf_set_str(w, "general.architecture", a)) != PS_OK) return st;
     if ((st = ps_gguf_set_str(w, "general.name", name)) != PS_OK) return st;
     if ((st = ps_gguf_set_u32(w, "general.file_type", ftype)) != PS_OK) return st;

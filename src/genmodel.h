@@ -1,7 +1,7 @@
 /*
  * genmodel.h — writes a GGUF model with deterministic random weights (llama, qwen2, qwen3,
- * qwen3moe, llama with experts; F32,
- * F16, BF16 or Q8_0 matrices) for tests and benchmarks. The same parameters and seed always give
+ * qwen3moe, llama with experts; any weight type of types.h, or the tensor types of a llama.cpp
+ * mix such as Q4_K_M) for tests and benchmarks. The same parameters and seed always give
  * the same bytes. The vocabulary is either copied from a vocabulary GGUF (its tokenizer.* keys)
  * or a synthetic SentencePiece one. Key and tensor names are llama.cpp's.
  */
@@ -23,7 +23,9 @@ typedef struct {
     int32_t n_expert, n_expert_used, n_ff_exp;
     float rope_base;          /* <arch>.rope.freq_base */
     float rms_eps;            /* <arch>.attention.layer_norm_rms_epsilon */
-    uint32_t type;            /* matrices: PS_GGML_F32, F16, BF16 or Q8_0; norms/biases stay F32 */
+    uint32_t type;            /* matrices: any weight type (types.h); norms/biases stay F32 */
+    char mix[16];             /* "" or a llama.cpp mix (qmix.h: "q4_k_m", ...), which then
+                               * picks each matrix's type instead of `type` */
     bool tied;                /* no output.weight: the output reuses token_embd.weight */
     bool rope_freqs;          /* add Llama-3-style rope_freqs.weight (factors dividing freqs) */
     const char *vocab_path;   /* copy tokenizer.* from this GGUF; NULL = synthetic vocab */
@@ -62,7 +64,7 @@ int64_t ps_genmodel_n_params(const ps_genmodel_params *p, int64_t n_vocab);
 /* Writes the model to `path`, streaming tensor by tensor (memory stays a few MB whatever the
  * model size). On failure the partial file is removed.
  * Returns PS_OK, PS_ERR_INVALID_ARG (a bad parameter, named, e.g. Q8_0 with a row length that
- * is not a multiple of 32), PS_ERR_IO, PS_ERR_NOMEM, or the reader's errors for vocab_path. */
+ * is not a multiple of 32, or Q4_K with one not a multiple of 256), PS_ERR_IO, PS_ERR_NOMEM, or the reader's errors for vocab_path. */
 ps_status ps_genmodel_write(const ps_genmodel_params *p, const char *path, ps_error *err);
 
 #endif /* PS_GENMODEL_H */

@@ -49,6 +49,7 @@
  * ../shared is absent.
  */
 #include "check.h"
+#include "types.h"
 #include "genmodel.h"
 #include "impl.h"
 #include "promptscore.h"
@@ -436,7 +437,8 @@ static void test_cli(void) {
     }
 
     static const char *bad[] = {
-        "--type q8_0 --n-ff 100", "--type q4_0", "--n-embd x", "--bogus 1", "--preset huge",
+        "--type q8_0 --n-ff 100", "--type q4_k", "--type iq2_xxs", "--type q4_k_x",
+        "--n-embd x", "--bogus 1", "--preset huge",
         "--n-head", "",
     };
     for (size_t i = 0; i < PS_ARRAY_LEN(bad); i++) {
@@ -689,6 +691,78 @@ static void test_compare_generated(void) {
     }
 }
 
+/* Every weight type and every llama.cpp mix (gen-model --type, round-to-nearest quantised),
+ * with float32 activations, against the reference (which dequantises each type itself, bitwise
+ * as ggml does), within TOL on 520 positions (three chunks), every ISA and 2 threads. 256 wide
+ * so the 256-blocks fit; the mixes get n_ff 320 so that ffn_down takes a fallback type (and
+ * mixes with GQA 4 move attn_v up), 2 layers so that the "more bits" layer rules show. */
+static void test_compare_types(void) {
+    static const struct {
+        const char *arch, *type; /* a weight type name or a mix */
+        int32_t n_head_kv, n_ff;
+        bool tied;
+    } fx[] = {
+        {"llama", "q4_0", 2, 256, false},   {"qwen3", "q4_1", 2, 256, true},
+        {"qwen2", "q5_0", 2, 256, false},   {"llama", "q5_1", 1, 256, true},
+        {"qwen3", "q2_k", 2, 256, false},   {"llama", "q3_k", 2, 256, true},
+        {"qwen3", "q4_k", 1, 512, false},   {"qwen2", "q5_k", 2, 256, true},
+        {"llama", "q6_k", 2, 256, false},   {"qwen3", "iq4_nl", 2, 256, true},
+        {"llama", "iq4_xs", 2, 256, false}, {"qwen3", "mxfp4", 2, 256, true},
+        {"qwen3", "q4_k_m", 2, 320, true},  {"llama", "q4_k_s", 1, 320, false},
+        {"qwen2", "q5_k_m", 2, 320, true},  {"qwen3", "q5_k_s", 2, 320, false},
+        {"llama", "q3_k_s", 2, 320, true},  {"qwen3", "q3_k_m", 1, 320, false},
+        {"qwen3", "q3_k_l", 2, 320, true},  {"llama", "q2_k", 1, 320, true},
+        {"qwen3", "q6_k", 2, 320, false},   {"qwen2", "iq4_xs", 1, 320, true},
+        {"llama", "iq4_nl", 2, 320, false},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(fx); i++) {
+        ps_genmodel_params p = ps_genmodel_default_params();
+        snprintf(p.arch, sizeof p.arch, "%s", fx[i].arch);
+        /* the first twelve: every matrix in one type; the rest: the mix of that name */
+        const bool pure = i < 12;
+        if (pure) {
+            for (int32_t k = 0; k < ps_wtype_count(); k++)
+                if (!strcmp(ps_wtype_at(k)->name, fx[i].type)) p.type = ps_wtype_at(k)->id;
+        } else {
+            snprintf(p.mix, sizeof p.mix, "%s", fx[i].type);
+        }
+        p.n_vocab = 600;
+        p.n_embd = 256;
+        p.n_ff = fx[i].n_ff;
+        p.n_head = 4;
+        p.n_head_kv = fx[i].n_head_kv;
+        p.head_dim = 64;
+        p.tied = fx[i].tied;
+        p.rope_base = strcmp(fx[i].arch, "llama") ? 1000000.0f : 10000.0f;
+        p.rms_eps = strcmp(fx[i].arch, "llama") ? 1e-6f : 1e-5f;
+        p.seed = 300 + i;
+        char tag[64], path[700];
+        snprintf(tag, sizeof tag, "%s-%s%s%s", fx[i].arch, pure ? "" : "mix-", fx[i].type,
+                 fx[i].tied ? "-tied" : "");
+        snprintf(path, sizeof path, "%s/%s.gguf", out_dir, tag);
+        ps_error e;
+        ps_status st = ps_genmodel_write(&p, path, &e);
+        CHECKF(st == PS_OK, "%s: %s", tag, e.message);
+        if (st != PS_OK) continue;
+        /* the file holds the types the fixture is about */
+        ps_gguf *g = NULL;
+        if (ps_gguf_open(path, &g, NULL) == PS_OK) {
+            char types[256] = "";
+            for (int64_t t = 0; t < ps_gguf_n_tensors(g); t++) {
+                const char *tn = ps_ggml_type_name(ps_gguf_tensor_at(g, t)->type);
+                if (!strstr(types, tn) && strlen(types) + strlen(tn) + 2 < sizeof types)
+                    strcat(strcat(types, " "), tn);
+            }
+            printf("  %-22s tensor types:%s\n", tag, types);
+            if (pure) CHECKF(strstr(types, fx[i].type), "%s: no %s tensor", tag, fx[i].type);
+            else CHECKF(strchr(types + 1, ' '), "%s: a mix of one type:%s", tag, types);
+            ps_gguf_close(g);
+        }
+        compare(tag, path, 520, PS_ACT_F32, NULL);
+        remove(path);
+    }
+}
+
 static void test_compare_shared(const char *shared) {
     if (!shared) {
         SKIP("shared models: no shared material");
@@ -722,6 +796,7 @@ int main(void) {
         SKIP("C vs numpy: " PYTHON " with numpy is not available");
     } else {
         test_compare_generated();
+        test_compare_types();
         test_compare_shared(shared);
     }
     return ps_test_done("reference");

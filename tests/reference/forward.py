@@ -2,10 +2,11 @@
 """forward.py - an independent float64 reference forward pass for promptscore's tests.
 
 It shares no code with the C library: it reads the GGUF file itself (header, metadata, tensor
-infos, data; F32/F16/BF16/Q8_0 dequantised exactly into float64) and runs the llama, qwen2 and
-qwen3 architectures and the mixture-of-experts ones (qwen3moe; llama with expert_count > 0, the
-Mixtral layout) the way llama.cpp defines them, over the whole prompt at once (no KV cache, no
-chunks), in float64:
+infos, data; F32/F16/BF16/Q8_0 dequantised exactly into float64, the other types -- Q4_0 ..
+Q5_1, Q2_K .. Q6_K, IQ4_NL, IQ4_XS, MXFP4 -- by dequant.py into the float32 values ggml's
+dequantisation gives, then widened) and runs the llama, qwen2 and qwen3 architectures and the
+mixture-of-experts ones (qwen3moe; llama with expert_count > 0, the Mixtral layout) the way
+llama.cpp defines them, over the whole prompt at once (no KV cache, no chunks), in float64:
 
   x = token_embd[ids]
   per layer:  h = rmsnorm(x) * attn_norm
@@ -49,6 +50,8 @@ import struct
 import sys
 
 import numpy as np
+
+import dequant  # tests/reference/dequant.py: the quantised weight types
 
 # ---------------------------------------------------------------- minimal GGUF reader
 GGML_F32, GGML_F16, GGML_Q8_0, GGML_BF16 = 0, 1, 8, 30
@@ -137,7 +140,10 @@ def read_gguf(path):
             b = np.frombuffer(buf, blk, n // 32, start)
             a = (b["d"].astype(np.float64)[:, None] * b["qs"].astype(np.float64)).reshape(-1)
         else:
-            raise ValueError("%s: tensor type %d not supported by the reference" % (name, ttype))
+            # every other weight type: dequant.py (float32 values, bitwise ggml's), widened
+            if ne[0] % dequant.TYPES.get(ttype, (None, 1))[1]:
+                raise ValueError("%s: row of %d is not whole blocks" % (name, ne[0]))
+            a = dequant.dequant(ttype, buf, start, n).astype(np.float64)
         if a.size != n:
             raise ValueError("%s: data past end of file" % name)
         tensors[name] = (a.reshape(list(reversed(ne))), ttype)
