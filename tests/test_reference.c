@@ -701,19 +701,22 @@ static void test_compare_types(void) {
         const char *arch, *type; /* a weight type name or a mix */
         int32_t n_head_kv, n_ff;
         bool tied;
+        int32_t n_expert; /* experts: n_ff_exp = n_ff, 2 of them used per token */
     } fx[] = {
-        {"llama", "q4_0", 2, 256, false},   {"qwen3", "q4_1", 2, 256, true},
-        {"qwen2", "q5_0", 2, 256, false},   {"llama", "q5_1", 1, 256, true},
-        {"qwen3", "q2_k", 2, 256, false},   {"llama", "q3_k", 2, 256, true},
-        {"qwen3", "q4_k", 1, 512, false},   {"qwen2", "q5_k", 2, 256, true},
-        {"llama", "q6_k", 2, 256, false},   {"qwen3", "iq4_nl", 2, 256, true},
-        {"llama", "iq4_xs", 2, 256, false}, {"qwen3", "mxfp4", 2, 256, true},
-        {"qwen3", "q4_k_m", 2, 320, true},  {"llama", "q4_k_s", 1, 320, false},
-        {"qwen2", "q5_k_m", 2, 320, true},  {"qwen3", "q5_k_s", 2, 320, false},
-        {"llama", "q3_k_s", 2, 320, true},  {"qwen3", "q3_k_m", 1, 320, false},
-        {"qwen3", "q3_k_l", 2, 320, true},  {"llama", "q2_k", 1, 320, true},
-        {"qwen3", "q6_k", 2, 320, false},   {"qwen2", "iq4_xs", 1, 320, true},
-        {"llama", "iq4_nl", 2, 320, false},
+        {"llama", "q4_0", 2, 256, false, 0},   {"qwen3", "q4_1", 2, 256, true, 0},
+        {"qwen2", "q5_0", 2, 256, false, 0},   {"llama", "q5_1", 1, 256, true, 0},
+        {"qwen3", "q2_k", 2, 256, false, 0},   {"llama", "q3_k", 2, 256, true, 0},
+        {"qwen3", "q4_k", 1, 512, false, 0},   {"qwen2", "q5_k", 2, 256, true, 0},
+        {"llama", "q6_k", 2, 256, false, 0},   {"qwen3", "iq4_nl", 2, 256, true, 0},
+        {"llama", "iq4_xs", 2, 256, false, 0}, {"qwen3", "mxfp4", 2, 256, true, 0},
+        {"qwen3", "q4_k_m", 2, 320, true, 0},  {"llama", "q4_k_s", 1, 320, false, 0},
+        {"qwen2", "q5_k_m", 2, 320, true, 0},  {"qwen3", "q5_k_s", 2, 320, false, 0},
+        {"llama", "q3_k_s", 2, 320, true, 0},  {"qwen3", "q3_k_m", 1, 320, false, 0},
+        {"qwen3", "q3_k_l", 2, 320, true, 0},  {"llama", "q2_k", 1, 320, true, 0},
+        {"qwen3", "q6_k", 2, 320, false, 0},   {"qwen2", "iq4_xs", 1, 320, true, 0},
+        {"llama", "iq4_nl", 2, 320, false, 0},
+        {"qwen3moe", "mxfp4_moe", 2, 256, false, 4}, {"qwen3moe", "q4_k_m", 2, 320, true, 4},
+        {"llama", "q3_k_m", 2, 256, false, 4},
     };
     for (size_t i = 0; i < PS_ARRAY_LEN(fx); i++) {
         ps_genmodel_params p = ps_genmodel_default_params();
@@ -733,12 +736,15 @@ static void test_compare_types(void) {
         p.n_head_kv = fx[i].n_head_kv;
         p.head_dim = 64;
         p.tied = fx[i].tied;
+        p.n_expert = fx[i].n_expert;
+        p.n_expert_used = fx[i].n_expert ? 2 : 0;
+        p.n_ff_exp = fx[i].n_expert ? fx[i].n_ff : 0;
         p.rope_base = strcmp(fx[i].arch, "llama") ? 1000000.0f : 10000.0f;
         p.rms_eps = strcmp(fx[i].arch, "llama") ? 1e-6f : 1e-5f;
         p.seed = 300 + i;
         char tag[64], path[700];
-        snprintf(tag, sizeof tag, "%s-%s%s%s", fx[i].arch, pure ? "" : "mix-", fx[i].type,
-                 fx[i].tied ? "-tied" : "");
+        snprintf(tag, sizeof tag, "%s-%s%s%s%s", fx[i].arch, pure ? "" : "mix-", fx[i].type,
+                 fx[i].tied ? "-tied" : "", fx[i].n_expert ? "-exps" : "");
         snprintf(path, sizeof path, "%s/%s.gguf", out_dir, tag);
         ps_error e;
         ps_status st = ps_genmodel_write(&p, path, &e);
@@ -758,7 +764,7 @@ static void test_compare_types(void) {
             else CHECKF(strchr(types + 1, ' '), "%s: a mix of one type:%s", tag, types);
             ps_gguf_close(g);
         }
-        compare(tag, path, 520, PS_ACT_F32, NULL);
+        compare(tag, path, 520, PS_ACT_F32, NULL, p.n_expert > 0);
         remove(path);
     }
 }
