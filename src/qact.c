@@ -165,8 +165,16 @@ static void q8k_avx512(const float *x, int64_t n, int8_t *q, int16_t *bsums, flo
         for (int j = 0; j < 16; j++) {
             const __m512i v = _mm512_min_epi32(
                 _mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(xb + 16 * j))), c127);
-            bsums[b * 16 + j] = (int16_t)_mm512_reduce_add_epi32(v); /* exact */
             _mm_storeu_si128((__m128i *)(qb + 16 * j), _mm512_cvtsepi32_epi8(v));
+        }
+        /* sums of 16: q + 128 as u8, vpsadbw sums each 8 bytes (exact), minus 16 x 128 */
+        for (int c = 0; c < 4; c++) {
+            const __m512i u = _mm512_xor_si512(_mm512_loadu_si512((const void *)(qb + 64 * c)),
+                                               _mm512_set1_epi8((char)0x80));
+            uint64_t s8[8];
+            _mm512_storeu_si512((void *)s8, _mm512_sad_epu8(u, _mm512_setzero_si512()));
+            for (int g = 0; g < 4; g++)
+                bsums[b * 16 + 4 * c + g] = (int16_t)((int)(s8[2 * g] + s8[2 * g + 1]) - 16 * 128);
         }
         d[b] = 1.0f / iscale;
     }

@@ -122,6 +122,7 @@ def read_gguf(path):
         infos.append((name, ne, ttype, off))
     align = int(kv.get("general.alignment", 32))
     data_start = (r.pos + align - 1) // align * align
+    kv["__tensor_infos__"] = (data_start, infos)  # for read_block_mins
     tensors = {}
     for name, ne, ttype, off in infos:
         n = int(np.prod(ne))
@@ -150,6 +151,24 @@ def read_gguf(path):
     return kv, tensors
 
 
+def read_block_mins(buf, kv, name, expert=None):
+    """The f16 min m of every block of 32 of the Q4_1 / Q5_1 tensor `name` (bytes 2..3 of each
+    block of 20 / 24 bytes), as float64 of shape (rows, ne[0] / 32); expert e: matrix [e]."""
+    data_start, infos = kv["__tensor_infos__"]
+    for tname, ne, ttype, off in infos:
+        if tname != name:
+            continue
+        if ttype not in (GGML_Q4_1, GGML_Q5_1):
+            raise ValueError("%s: not Q4_1 / Q5_1" % name)
+        bb = 20 if ttype == GGML_Q4_1 else 24
+        nb = int(np.prod(ne)) // 32
+        raw = np.frombuffer(buf, np.uint8, nb * bb, data_start + off).reshape(nb, bb)
+        m = raw[:, 2:4].copy().view("<f2").astype(np.float64).reshape(-1)
+        m = m.reshape(list(reversed(ne[1:])) + [ne[0] // 32])
+        return m[expert] if expert is not None else m
+    raise ValueError("%s: no such tensor" % name)
+
+
 # ---------------------------------------------------------------- the model
 def f16_round(x):
     return np.float64(np.float16(x))
@@ -171,6 +190,43 @@ def quantize_q8_0_rows(x):
     return (q.astype(np.float64) * dh[:, None]).reshape(shp)
 
 
+def quantize_q8_k_rows(x):
+    """llama.cpp's quantize_row_q8_K_ref on every row of x (..., n), n % 256 == 0, float32:
+    max = the first element of largest |x| (sign kept), iscale = -127 / max, q = min(127,
+    nearest_int(iscale * x)) (ties to even, as its 1.5 * 2^23 trick), d = 1 / iscale; an
+    all-zero block has d = 0. Returns the dequantised rows q * d (float64)."""
+    shp = x.shape
+    b = x.astype(np.float32).reshape(-1, 256)
+    i = np.argmax(np.abs(b), axis=1)  # the first index of the largest magnitude
+    mx = b[np.arange(b.shape[0]), i]
+    nz = mx != 0
+    iscale = np.where(nz, np.float32(-127) / np.where(nz, mx, 1), np.float32(0)).astype(np.float32)
+    q = np.minimum(np.rint((b * iscale[:, None]).astype(np.float32)), 127)
+    d = np.where(nz, np.float32(1) / np.where(nz, iscale, 1), np.float32(0)).astype(np.float32)
+    return (q.astype(np.float64) * d.astype(np.float64)[:, None]).reshape(shp)
+
+
+def q8_1_sums(x):
+    """Q8_1's s per block of 32 (llama.cpp's quantize_row_q8_1_ref): f16(sum q * amax / 127)
+    with q as quantize_q8_0_rows rounds them; shape (..., n / 32)."""
+    b = x.astype(np.float32).reshape(-1, 32)
+    amax = np.max(np.abs(b), axis=1)
+    d = (amax / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idd = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), np.float32(0)).astype(np.float32)
+    v = (b * idd[:, None]).astype(np.float32)
+    q = np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))
+    s = (q.sum(axis=1).astype(np.float32) * d).astype(np.float32).astype(np.float16)
+    return s.astype(np.float64).reshape(x.shape[:-1] + (x.shape[-1] // 32,))
+
+
+# ggml type -> the activation type llama.cpp quantises to for it (its vec_dot_type)
+GGML_Q4_0, GGML_Q4_1, GGML_Q5_0, GGML_Q5_1 = 2, 3, 6, 7
+NATIVE_ACT = {GGML_Q8_0: "q8_0", GGML_Q4_0: "q8_0", GGML_Q5_0: "q8_0", 20: "q8_0", 39: "q8_0",
+              GGML_Q4_1: "q8_1", GGML_Q5_1: "q8_1", 10: "q8_k", 11: "q8_k", 12: "q8_k",
+              13: "q8_k", 14: "q8_k", 23: "q8_k", GGML_BF16: "bf16"}
+
+
 def round_bf16_rows(x):
     """x rounded to float32, then to bfloat16 (round to nearest even on the bits, as
     ps_f32_to_bf16), returned as float64. Finite inputs only (activations here are finite)."""
@@ -180,8 +236,10 @@ def round_bf16_rows(x):
 
 
 class Model:
-    def __init__(self, path, q8_act=False, bf16_act=False):
+    def __init__(self, path, q8_act=False, bf16_act=False, native_act=False):
         self.kv, self.t = read_gguf(path)
+        self.native_act = native_act
+        self.buf_path = path
         kv = self.kv
         self.arch = kv["general.architecture"]
         if self.arch not in ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35"):
@@ -230,11 +288,30 @@ class Model:
         w, ttype = self.t[name]
         if expert is not None:
             w = w[expert]
-        if self.q8_act and ttype == GGML_Q8_0:
+        act = NATIVE_ACT.get(ttype) if self.native_act else None
+        if (self.q8_act and ttype == GGML_Q8_0) or act == "q8_0":
             x = quantize_q8_0_rows(x)
-        if self.bf16_act and ttype == GGML_BF16:
+        elif (self.bf16_act and ttype == GGML_BF16) or act == "bf16":
             x = round_bf16_rows(x)
+        elif act == "q8_k":
+            x = quantize_q8_k_rows(x)
+        elif act == "q8_1":
+            # w = d q + m per block of 32: the m part meets Q8_1's s (f16 of the block's
+            # d x sum q, before d's own f16 rounding), the rest the dequantised activations
+            m = self.block_mins(name, expert)  # (out, in / 32)
+            xq = quantize_q8_0_rows(x)
+            return xq @ (w - np.repeat(m, 32, axis=1)).T + q8_1_sums(x) @ m.T
         return x @ w.T
+
+    def block_mins(self, name, expert):
+        """The f16 min m of every block of 32 of a Q4_1 / Q5_1 matrix, (out, in / 32)."""
+        key = (name, expert)
+        if not hasattr(self, "_mins"):
+            self._mins = {}
+        if key not in self._mins:
+            with open(self.buf_path, "rb") as f:
+                self._mins[key] = read_block_mins(f.read(), self.kv, name, expert)
+        return self._mins[key]
 
     def rmsnorm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
@@ -489,11 +566,14 @@ def main():
     ap.add_argument("--nll", action="store_true", help="print the teacher-forced NLL")
     ap.add_argument("--greedy", type=int, default=0, help="greedy ids after the tokens")
     ap.add_argument("--q8-act", action="store_true", help="quantise activations for Q8_0 weights")
+    ap.add_argument("--native-act", action="store_true",
+                    help="quantise activations before every quantised weight as llama.cpp "
+                         "(Q8_K, Q8_1, Q8_0; bf16 for BF16): promptscore's default")
     ap.add_argument("--bf16-act", action="store_true",
                     help="round activations to bfloat16 for BF16 weights")
     ap.add_argument("--check-stories", metavar="GOLDEN")
     a = ap.parse_args()
-    m = Model(a.model, q8_act=a.q8_act, bf16_act=a.bf16_act)
+    m = Model(a.model, q8_act=a.q8_act, bf16_act=a.bf16_act, native_act=a.native_act)
     if a.check_stories:
         bad = check_stories(m, a.check_stories)
         print("stories260K reference: %s" % ("ok" if not bad else "%d MISMATCHES" % bad))
