@@ -281,15 +281,18 @@ int main(int argc, char **argv) {
         {"q", 2048, 1024}, {"k/v", 1024, 1024}, {"o", 1024, 2048}, {"gate/up", 3072, 1024},
         {"down", 1024, 3072}, {"output", 151936, 1024},
     };
-    /* every weight type of the table (types.c), in table order (q8_0 before the k-quants, so
-     * their rows carry the ratio to it) */
+    /* every weight type of the table (types.c), in table order except that q8_0 runs before
+     * the other block types, so their rows carry the ratio to it */
     struct { const char *name; uint32_t type; int32_t blck; } types[64];
     size_t n_types = 0;
-    for (int32_t i = 0; i < ps_wtype_count() && n_types < 64; i++, n_types++) {
-        types[n_types].name = ps_wtype_at(i)->name;
-        types[n_types].type = ps_wtype_at(i)->id;
-        types[n_types].blck = ps_wtype_at(i)->blck;
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t i = 0; i < ps_wtype_count() && n_types < 64; i++) {
+            const ps_wtype *wt = ps_wtype_at(i);
+            if ((pass == 0) != (wt->blck == 1 || wt->id == PS_GGML_Q8_0)) continue;
+            types[n_types].name = wt->name;
+            types[n_types].type = wt->id;
+            types[n_types++].blck = wt->blck;
+        }
     const int64_t m = 256;
     const size_t n_shapes = sizeof shapes / sizeof shapes[0] - (with_output ? 0 : 1);
     if (!json)

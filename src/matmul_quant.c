@@ -376,6 +376,36 @@ size_t ps_mmq_scratch_floats(int64_t max_n_in) {
 }
 
 /* Quantises one activation row into slot row r (see the table's act). */
+/* bs[j] = sum of q[32 j .. 32 j + 31] (exact): AVX-512 vpsadbw on q + 128, or plain adds. */
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw"))) static void sums32_avx512(const int8_t *q, int64_t n,
+                                                                      int16_t *bs) {
+    for (int64_t j = 0; j + 2 <= n / 32; j += 2) {
+        const __m512i u = _mm512_xor_si512(_mm512_loadu_si512((const void *)(q + 32 * j)),
+                                           _mm512_set1_epi8((char)0x80));
+        uint64_t s8[8];
+        _mm512_storeu_si512((void *)s8, _mm512_sad_epu8(u, _mm512_setzero_si512()));
+        bs[j] = (int16_t)((int)(s8[0] + s8[1] + s8[2] + s8[3]) - 32 * 128);
+        bs[j + 1] = (int16_t)((int)(s8[4] + s8[5] + s8[6] + s8[7]) - 32 * 128);
+    }
+}
+#endif
+
+static void sums32(ps_isa isa, const int8_t *q, int64_t n, int16_t *bs) {
+    int64_t j0 = 0;
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) {
+        sums32_avx512(q, n, bs);
+        j0 = n / 64 * 2;
+    }
+#endif
+    for (int64_t j = j0; j < n / 32; j++) {
+        int sum = 0;
+        for (int k = 0; k < 32; k++) sum += q[32 * j + k];
+        bs[j] = (int16_t)sum;
+    }
+}
+
 static void quant_row(ps_isa isa, const qdesc *qd, int ig, const float *x, int64_t n,
                       const qslot *sl, int64_t r) {
     int8_t *q = sl->q + r * sl->ldq;
@@ -389,11 +419,7 @@ static void quant_row(ps_isa isa, const qdesc *qd, int ig, const float *x, int64
     } else {
         if (qd->act == ACT_Q8_1) ps_qact_q8_1(isa, x, n, q, d, s);
         else ps_quant_act_q8(isa, x, n, (uint8_t *)q, d, false);
-        for (int64_t j = 0; j < n / 32; j++) {
-            int sum = 0;
-            for (int k = 0; k < 32; k++) sum += q[32 * j + k];
-            bs[j] = (int16_t)sum;
-        }
+        sums32(isa, q, n, bs);
     }
     /* start values of the kernels' partial sums: -off x the sum of each ig activations */
     if (qd->off && ig == qd->sb) {
@@ -461,6 +487,21 @@ static void pack_side(const qdesc *qd, const qpack *pg, const uint8_t *w0, size_
     int32_t *scv = (int32_t *)(dst + pg->sc);
     int16_t *mnv = (int16_t *)(dst + pg->mn);
     float *dwv = (float *)(dst + pg->dw), *dmv = (float *)(dst + pg->dm);
+    if (qd->qk == 32 && uf) { /* legacy / IQ4_NL / MXFP4: the bytes, then the block scales */
+        for (int i = 0; i < QT; i++) {
+            const uint8_t *blk = w0 + (size_t)i * row_bytes + (size_t)b * (size_t)qd->bytes;
+            if (i < nw) {
+                uf(blk, tmp + i * 32);
+                dwv[i] = qd->type == PS_GGML_MXFP4 ? e8m0_half(blk[0]) : f16at(blk);
+                if (qd->min != MIN_NONE) dmv[i] = f16at(blk + 2);
+            } else {
+                memset(tmp + i * 32, qd->off, 32);
+                dwv[i] = 0.0f;
+                if (qd->min != MIN_NONE) dmv[i] = 0.0f;
+            }
+        }
+        return;
+    }
     for (int i = 0; i < QT; i++) {
         int32_t sc[16];
         int16_t mn[16];

@@ -203,10 +203,11 @@ static void q8_1_sums(const float *x, int64_t n, const int8_t *q, const float *d
             s[b] = NAN;
             continue;
         }
-        float amax = 0.0f;
+        float amax = 0.0f; /* finite here (a non-finite block has d = NaN) */
         int sum = 0;
         for (int j = 0; j < 32; j++) {
-            amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+            const float a = fabsf(x[b * 32 + j]);
+            amax = a > amax ? a : amax;
             sum += q[b * 32 + j];
         }
         s[b] = ps_f16_to_f32(ps_f32_to_f16((float)sum * (amax / 127.0f)));
