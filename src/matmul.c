@@ -1070,6 +1070,16 @@ void ps_matmul_q8_0(const ps_matmul_env *env, const ps_mat *w, const float *x, i
                            (i % MM_QROWS) * job.qp.ldd,
                        0, sizeof(float) * (size_t)job.qp.ldd);
             }
+        if (job.kind == Q8_AMX) { /* scales of each 16-row group transposed: [b][16 rows] */
+            float *tmp = env->scratch; /* thread 0's tile area (>= 16 n floats), free now */
+            for (int64_t g = 0; g * 16 < job.qp.n_rows; g++) {
+                float *dg = (float *)job.qp.d + (size_t)(g * 16 / MM_QROWS) * job.qp.dregion +
+                            (g * 16 % MM_QROWS) * job.qp.ldd;
+                for (int64_t b = 0; b < nb; b++)
+                    for (int rr = 0; rr < 16; rr++) tmp[b * 16 + rr] = dg[rr * job.qp.ldd + b];
+                memcpy(dg, tmp, sizeof(float) * (size_t)(16 * nb));
+            }
+        }
         ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, q8_tile_task, &job);
     }
 }

@@ -263,7 +263,7 @@ T_AMX static inline __attribute__((always_inline)) void q8_float(
     const __m512 dw = _mm512_load_ps((const float *)(wb + 576));
     _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++)
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb + 16 * r)),
-                                 _mm512_mul_ps(dw, _mm512_set1_ps(d[r * ldd + b])), acc[r]);
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(d[b * 16 + r])), acc[r]);
 }
 
 T_AMX static inline __attribute__((always_inline)) void q8_rows16(
@@ -283,7 +283,7 @@ T_AMX static inline __attribute__((always_inline)) void q8_rows16(
         _tile_stored(2, buf + 512, 64);
         _tile_stored(3, buf + 768, 64);
         AMX_FENCE();
-        for (int i = 0; i < 4; i++)
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
             q8_float(acc, buf + 256 * i, wp + (b + i) * PS_AMX_Q8_QB, d, ldd, b + i);
         AMX_FENCE();
     }

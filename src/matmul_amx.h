@@ -28,8 +28,9 @@ void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, in
                       int64_t n_rows, float *y, int64_t ldy, void *scratch);
 
 /* Q8_0: y (n_rows, nw <= 16) from matmul.c's packed weight tile wp (nb blocks) and int8
- * activation rows q (ldq bytes apart) with block scales d (ldd floats apart); round16(n_rows)
- * rows of q and d readable. Bitwise equal to the VNNI kernel. */
+ * activation rows q (ldq bytes apart; round16(n_rows) rows readable) with block scales d per
+ * group of 16 rows transposed: the scale of row 16 g + i, block b at d[16 g ldd + 16 b + i].
+ * Bitwise equal to the VNNI kernel. */
 void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int64_t ldq,
                     const float *d, int64_t ldd, int64_t n_rows, float *y, int64_t ldy);
 
