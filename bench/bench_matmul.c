@@ -313,7 +313,7 @@ int main(int argc, char **argv) {
         const int64_t n = shapes[s].n, k = shapes[s].k;
         const double flops = 2.0 * (double)m * (double)n * (double)k;
         float *x = ps_aligned_alloc(64, sizeof(float) * (size_t)(m * k));
-        float *y = malloc(sizeof(float) * (size_t)(m * n));
+        float *y = ps_aligned_alloc(64, sizeof(float) * (size_t)(m * n)); /* as the logits */
         float *yref = malloc(sizeof(float) * (size_t)(m * 48));
         size_t stride = ps_matmul_scratch_floats(k);
         float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * (size_t)threads);
@@ -418,7 +418,7 @@ int main(int argc, char **argv) {
         }
         ps_free(scratch);
         ps_free(x);
-        free(y);
+        ps_free(y);
         free(yref);
     }
     ps_pool_free(pool);

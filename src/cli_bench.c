@@ -454,13 +454,17 @@ int ps_cli_bench(int argc, char **argv) {
                    rss / 1048576, budget / 1048576, info.file_bytes / 1048576.0,
                    info.tile_bytes / 1048576.0, kv_bytes / 1048576, logit_bytes / 1048576,
                    rss <= budget ? "true" : "false");
-        else
-            printf("peak RSS %.1f MB; budget %.1f MB = weights %.1f%s%.1f + KV cache %.1f + 2 "
+        else {
+            char tiles[64] = "";
+            if (info.tile_bytes)
+                snprintf(tiles, sizeof tiles, " + AMX tile copy %.1f",
+                         info.tile_bytes / 1048576.0);
+            printf("peak RSS %.1f MB; budget %.1f MB = weights %.1f%s + KV cache %.1f + 2 "
                    "chunks of logits %.1f + 64 (%s)\n",
-                   rss / 1048576, budget / 1048576, info.file_bytes / 1048576.0,
-                   info.tile_bytes ? " + AMX tile copy " : "", info.tile_bytes / 1048576.0,
+                   rss / 1048576, budget / 1048576, info.file_bytes / 1048576.0, tiles,
                    kv_bytes / 1048576, logit_bytes / 1048576,
                    rss <= budget ? "within" : "OVER");
+        }
     }
     ps_free(tokens);
     ps_model_free(model);

@@ -1026,7 +1026,7 @@ static void q8_tile_task(void *ctx, int64_t task, int32_t thread) {
                            (const int8_t *)(qp->q + (size_t)(r0 / MM_QROWS) * qp->region),
                            qp->ldq, qp->d + (size_t)(r0 / MM_QROWS) * qp->dregion, qp->ldd,
                            PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0), y + r0 * job->ldy,
-                           job->ldy);
+                           job->ldy, ps_amx_stream_y(qp->n_rows, w->n_out));
         break;
     }
     case Q8_AVX2:
@@ -1139,7 +1139,8 @@ static void bf16_amx_task(void *ctx, int64_t task, int32_t thread) {
     const int nw = (int)PS_MIN((int64_t)PS_AMX_BF16_TW, w->n_out - j0);
     ps_amx_bf16_task(w, j0, nw, (const uint16_t *)job->slot, job->ldb, job->n_pass,
                      job->y + job->row0 * job->ldy + j0, job->ldy,
-                     job->env->scratch + (size_t)thread * job->env->scratch_stride);
+                     job->env->scratch + (size_t)thread * job->env->scratch_stride,
+                     ps_amx_stream_y(job->n_pass, w->n_out));
 }
 #endif
 

@@ -23,15 +23,23 @@ size_t ps_amx_bf16_scratch_bytes(int64_t n_in);
 
 /* y (n_rows <= PS_CHUNK, nw <= PS_AMX_BF16_TW outputs) rows ldy apart = x . W[j0 .. j0+nw)^T:
  * x bf16 rows ldx elements apart, round16(n_rows) rows readable, each zero from n_in up to a
- * multiple of 32 (j0 a multiple of 16). scratch: ps_amx_bf16_scratch_bytes, 64-byte aligned. */
+ * multiple of 32 (j0 a multiple of 16). scratch: ps_amx_bf16_scratch_bytes, 64-byte aligned.
+ * stream: non-temporal stores for whole aligned lines of y (ps_amx_stream_y); same values. */
 void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, int64_t ldx,
-                      int64_t n_rows, float *y, int64_t ldy, void *scratch);
+                      int64_t n_rows, float *y, int64_t ldy, void *scratch, bool stream);
 
 /* Q8_0: y (n_rows, nw <= 16) from matmul.c's packed weight tile wp (nb blocks) and int8
  * activation rows q (ldq bytes apart; round16(n_rows) rows readable) with block scales d per
  * group of 16 rows transposed: the scale of row 16 g + i, block b at d[16 g ldd + 16 b + i].
  * Bitwise equal to the VNNI kernel. */
 void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int64_t ldq,
-                    const float *d, int64_t ldd, int64_t n_rows, float *y, int64_t ldy);
+                    const float *d, int64_t ldd, int64_t n_rows, float *y, int64_t ldy,
+                    bool stream);
+
+/* Whether a call writing y (n_rows x n_out floats) should store it around the cache: more than
+ * 32 MiB of outputs (the logits of a chunk), which no cache level keeps anyway. */
+static inline bool ps_amx_stream_y(int64_t n_rows, int64_t n_out) {
+    return (double)n_rows * (double)n_out * 4.0 > 32.0 * 1048576.0;
+}
 
 #endif

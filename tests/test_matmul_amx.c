@@ -17,6 +17,7 @@
  *     poisons its row only;
  *   - Q8_0 (tdpbssd): the same shapes (k multiples of 32): bitwise equal to the AVX-512 VNNI
  *     and the scalar kernel, 1/2/7 threads, row subsets;
+ *   - outputs past 32 MiB (streamed around the cache), aligned rows and not: the same values;
  *   - end to end: sessions with PS_ISA_AMX and PS_ISA_AVX512 on generated qwen3 models:
  *     Q8_0 logits bitwise equal, BF16 logits close (printed), and a BF16 model loaded with
  *     no_repack gives bitwise the AMX logits of the repacked one.
@@ -216,6 +217,54 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
     free(yavx);
 }
 
+/* Outputs past 32 MiB (the logits) are stored around the cache (whole aligned lines): the same
+ * values as the AVX-512 paths give (Q8_0 bitwise, BF16 within the bound), with y aligned (the
+ * streaming stores) and with rows off the 64-byte alignment (ordinary stores), n off 16. */
+static void test_streamed_outputs(ps_pool *pool2) {
+    const int64_t m = 256, n = 33001, k = 64;
+    CHECK(ps_amx_stream_y(m, n) && !ps_amx_stream_y(m, 1000));
+    float *x = malloc(sizeof(float) * (size_t)(m * k));
+    for (int64_t i = 0; i < m * k; i++) x[i] = frand();
+    const size_t stride = ps_matmul_scratch_floats(k);
+    float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
+    float *ya = ps_aligned_alloc(64, sizeof(float) * (size_t)(m * (n + 16)));
+    float *yb = ps_aligned_alloc(64, sizeof(float) * (size_t)(m * (n + 16)));
+    for (int type = 0; type < 2; type++) {
+        const uint32_t wt = type == 0 ? PS_GGML_BF16 : PS_GGML_Q8_0;
+        size_t rb;
+        void *wd = make_weights(wt, n, k, &rb);
+        ps_mat w = {wd, wt, k, n, rb, NULL};
+        void *tiles = wt == PS_GGML_BF16 ? ps_amx_bf16_pack(&w, NULL) : NULL;
+        ps_mat wa = w;
+        wa.tiles = tiles;
+        const int64_t ldys[] = {(n + 15) / 16 * 16, n}; /* the first: every row 64-byte aligned */
+        for (int l = 0; l < 2; l++) {
+            const int64_t ldy = ldys[l];
+            ps_matmul_env avx = {NULL, PS_ISA_AVX512, scratch, stride, false, false};
+            ps_matmul_env amx = {pool2, PS_ISA_AVX512, scratch, stride, false, true};
+            ps_matmul(&avx, &w, x, k, m, yb, ldy);
+            ps_matmul(&amx, &wa, x, k, m, ya, ldy);
+            int64_t bad = 0;
+            double worst = 0;
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t j = 0; j < n; j++) {
+                    const double e = fabs((double)ya[r * ldy + j] - yb[r * ldy + j]);
+                    worst = fmax(worst, e);
+                    bad += wt == PS_GGML_Q8_0 ? memcmp(&ya[r * ldy + j], &yb[r * ldy + j], 4) != 0
+                                              : !(e <= 1e-5 * (fabs((double)yb[r * ldy + j]) + 1));
+                }
+            CHECKF(bad == 0, "%s streamed outputs (ldy %lld): %lld differ (max %g)",
+                   ps_ggml_type_name(wt), (long long)ldy, (long long)bad, worst);
+        }
+        ps_free(tiles);
+        free(wd);
+    }
+    ps_free(ya);
+    ps_free(yb);
+    ps_free(scratch);
+    free(x);
+}
+
 /* Sessions: PS_ISA_AMX vs PS_ISA_AVX512 logits on generated qwen3 models. */
 static void test_sessions(void) {
     static const uint32_t types[] = {PS_GGML_BF16, PS_GGML_Q8_0};
@@ -348,6 +397,7 @@ int main(void) {
     CHECK(ps_pool_create(2, &pool2) == PS_OK && ps_pool_create(7, &pool7) == PS_OK);
     test_pack_layout();
     test_kernels(pool2, pool7);
+    test_streamed_outputs(pool2);
     test_sessions();
     ps_pool_free(pool2);
     ps_pool_free(pool7);
