@@ -5,7 +5,8 @@
  * scalar reference on every ISA the CPU has; ps_matmul against ps_matmul_ref (double sums) for
  * every type and ISA; matmul results independent of threads and of how rows are batched.
  * stories260K (../shared, skipped when absent): greedy continuation from BOS equals the 60 ids of
- * the python float64 reference; NLLs of its three token sequences agree to 1e-5 relative;
+ * the python float64 reference; NLLs of its three token sequences agree to 4e-7 relative on
+ * every ISA (measured <= 1.53e-7); logits of one ISA within 2.5e-5 of another's;
  * prompt in one batch vs batches of 1/7/64; 1 vs 2 threads bitwise; scalar vs SIMD close.
  */
 #include "check.h"
@@ -311,19 +312,27 @@ static void test_stories(const char *shared) {
         ps_session_free(s);
     }
 
-    /* NLLs of the three sequences, whole sequence in one batch */
-    for (int k = 0; k < 3; k++) {
-        float *logits = malloc(sizeof(float) * (size_t)g.n_seq[k] * n_vocab);
-        st = run_batches(m, NULL, PS_ISA_AUTO, g.seq[k], g.n_seq[k], 256, logits);
-        CHECK(st == PS_OK);
-        double nll = nll_of(logits, g.seq[k], g.n_seq[k], n_vocab);
-        double rel = fabs(nll - g.nll_python[k]) / g.nll_python[k];
-        printf("NLL seq %d (%d tokens): %.6f python %.6f rel %.2e\n", k, g.n_seq[k], nll,
-               g.nll_python[k], rel);
-        CHECKF(rel < 1e-5, "NLL of sequence %d: %.6f vs python %.6f (rel %.2e)", k, nll,
-               g.nll_python[k], rel);
-        free(logits);
+    /* NLLs of the three sequences, whole sequence in one batch, on every ISA: within
+     * NLL_REL of the python float64 column (measured <= 1.53e-7, scalar; README: < 4e-7) */
+    const double NLL_REL = 4e-7;
+    double worst_rel = 0;
+    for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+        if (!ps_isa_supported(ISAS[i])) continue;
+        for (int k = 0; k < 3; k++) {
+            float *logits = malloc(sizeof(float) * (size_t)g.n_seq[k] * n_vocab);
+            st = run_batches(m, NULL, ISAS[i], g.seq[k], g.n_seq[k], 256, logits);
+            CHECK(st == PS_OK);
+            double nll = nll_of(logits, g.seq[k], g.n_seq[k], n_vocab);
+            double rel = fabs(nll - g.nll_python[k]) / g.nll_python[k];
+            worst_rel = fmax(worst_rel, rel);
+            printf("NLL seq %d (%d tokens) on %s: %.6f python %.6f rel %.2e\n", k, g.n_seq[k],
+                   ps_isa_name(ISAS[i]), nll, g.nll_python[k], rel);
+            CHECKF(rel < NLL_REL, "NLL of sequence %d on %s: %.6f vs python %.6f (rel %.2e)", k,
+                   ps_isa_name(ISAS[i]), nll, g.nll_python[k], rel);
+            free(logits);
+        }
     }
+    printf("NLL worst rel vs python over every ISA: %.3g (bound %.1g)\n", worst_rel, NLL_REL);
 
     /* the longest sequence: one batch vs batches of 1, 7, 64; 1 vs 2 threads; ISAs */
     const int n = g.n_seq[2];
@@ -338,7 +347,8 @@ static void test_stories(const char *shared) {
         for (size_t j = 0; j < (size_t)n * n_vocab; j++)
             worst = fmax(worst, fabs((double)ref[j] - other[j]));
         printf("batches of %d vs one batch: max |dlogit| = %.3g\n", steps[i], worst);
-        CHECKF(worst <= 1e-4, "batches of %d: max logit difference %g", steps[i], worst);
+        CHECKF(!memcmp(ref, other, sz), "batches of %d: logits not bitwise equal (max |diff| %g)",
+               steps[i], worst);
     }
     ps_pool *pool2 = NULL;
     CHECK(ps_pool_create(2, &pool2) == PS_OK);
@@ -354,8 +364,10 @@ static void test_stories(const char *shared) {
         double worst = 0;
         for (size_t j = 0; j < (size_t)n * n_vocab; j++)
             worst = fmax(worst, fabs((double)ref[j] - one[j]));
-        printf("isa %s vs auto: max |dlogit| = %.3g\n", ps_isa_name(ISAS[i]), worst);
-        CHECKF(worst <= 1e-3, "isa %s vs auto: max logit difference %g", ps_isa_name(ISAS[i]),
+        /* float32 rounding only: measured <= 1.72e-5 (scalar vs AVX2), 1.34e-5 (scalar vs
+         * AVX-512), 7.4e-6 (AVX2 vs AVX-512) */
+        printf("isa %s vs auto: max |dlogit| = %.3g (bound 2.5e-5)\n", ps_isa_name(ISAS[i]), worst);
+        CHECKF(worst <= 2.5e-5, "isa %s vs auto: max logit difference %g", ps_isa_name(ISAS[i]),
                worst);
         free(one);
     }

@@ -1,7 +1,8 @@
 /*
  * test_score.c — ps_score_tokens end to end on ../shared/models/stories260K.gguf:
  *   - bitwise equal to ps_session_forward + ps_topk_reference computed here, chunk by chunk;
- *   - NLL of the three golden token lists vs the independent float64 python column (1e-5 rel);
+ *   - NLL of the three golden token lists vs the independent float64 python column, on every
+ *     ISA (4e-7 rel; measured <= 3.07e-7);
  *   - chunk geometry: a 2*256+17-token prompt scored with chunks 1, 7, 100 and 256, each on 1
  *     and 2 threads, equals chunk 256 on 1 thread bit for bit (logprobs, top ids, top
  *     logprobs), on stories260K (every ISA) and on generated llama F16, qwen3 Q8_0, qwen3 BF16
@@ -176,18 +177,40 @@ static void test_bitwise_vs_reference(ps_session *s) {
     free(ids);
 }
 
-static void test_golden_nll(ps_session *s) {
-    for (int i = 0; i < 3; i++) {
-        ps_score_result *r = score(s, g_texts[i].ids, g_texts[i].n, 1, 256);
-        if (!r) continue;
-        double nll = -r->sum_logprob;
-        double rel = fabs(nll - g_texts[i].nll) / g_texts[i].nll;
-        CHECKF(rel < 1e-5, "text %d: nll %.6f vs python %.6f (rel %.2e)", i, nll,
-               g_texts[i].nll, rel);
-        printf("golden text %d: %d tokens, nll %.6f, python %.6f, rel %.2e\n", i, g_texts[i].n,
-               nll, g_texts[i].nll, rel);
-        ps_score_result_free(r);
+/* NLL (minus sum_logprob) of the golden texts on every ISA vs the python float64 column:
+ * within 4e-7 relative (measured <= 3.07e-7, text 1 on scalar; 1.2e-7 on AVX-512). */
+static void test_golden_nll(void) {
+    static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+    const double bound = 4e-7;
+    double worst = 0;
+    for (size_t ii = 0; ii < sizeof isas / sizeof isas[0]; ii++) {
+        if (!ps_isa_supported(isas[ii])) {
+            PS_TEST_CPU_LACKS("isa %s: golden NLL", ps_isa_name(isas[ii]));
+            continue;
+        }
+        ps_session_params sp = ps_session_default_params();
+        sp.isa = isas[ii];
+        ps_session *s = NULL;
+        ps_error e;
+        if (ps_session_create(g_model, &sp, &s, &e) != PS_OK) {
+            CHECKF(0, "session on %s: %s", ps_isa_name(isas[ii]), e.message);
+            continue;
+        }
+        for (int i = 0; i < 3; i++) {
+            ps_score_result *r = score(s, g_texts[i].ids, g_texts[i].n, 1, 256);
+            if (!r) continue;
+            double nll = -r->sum_logprob;
+            double rel = fabs(nll - g_texts[i].nll) / g_texts[i].nll;
+            worst = fmax(worst, rel);
+            CHECKF(rel < bound, "text %d on %s: nll %.6f vs python %.6f (rel %.2e)", i,
+                   ps_isa_name(isas[ii]), nll, g_texts[i].nll, rel);
+            printf("golden text %d on %s: %d tokens, nll %.6f, python %.6f, rel %.2e\n", i,
+                   ps_isa_name(isas[ii]), g_texts[i].n, nll, g_texts[i].nll, rel);
+            ps_score_result_free(r);
+        }
+        ps_session_free(s);
     }
+    printf("golden NLL worst rel vs python over every ISA: %.3g (bound %.1g)\n", worst, bound);
 }
 
 /* Chunk geometry and threads: on model m (ISA isa, activations act) the n-token prompt t is
@@ -795,7 +818,7 @@ int main(void) {
         ps_session *s = new_session(NULL, 256);
         if (s) {
             test_bitwise_vs_reference(s);
-            test_golden_nll(s);
+            test_golden_nll();
             test_generation(s);
             test_sampling(s);
             test_errors(s);

@@ -508,8 +508,9 @@ static void check_lse(void) {
             free(x);
         }
     }
-    printf("lse worst error vs float64: %.3f ulp\n", worst);
-    CHECKF(worst <= 2.0, "lse error %.3f ulp > 2", worst);
+    /* measured 0.538 ulp (the same bits on every ISA; README: within 0.54 ulp) */
+    printf("lse worst error vs float64: %.3f ulp (bound 0.6)\n", worst);
+    CHECKF(worst <= 0.6, "lse error %.3f ulp > 0.6", worst);
 }
 
 /* Randomised: vocab, stride, dtype, K, value quantisation (ties), -inf sprinkles and whole
