@@ -59,6 +59,14 @@ void *ps_aligned_alloc(size_t align, size_t size);
 void ps_free(void *ptr);
 char *ps_strdup(const char *s);
 char *ps_strndup(const char *s, size_t n);
+/* Routes jansson's allocations through ps_malloc / ps_free (once per process; kept off when
+ * the application set its own jansson allocators). Call before parsing with jansson. */
+void ps_json_alloc_init(void);
+/* ps_alloc_failed(): whether an allocation through the hook failed on this thread since the
+ * last ps_alloc_failed_clear() (so a jansson parse that failed for want of memory is told
+ * from one that failed on bad JSON). */
+void ps_alloc_failed_clear(void);
+bool ps_alloc_failed(void);
 
 /* a * b with overflow check: returns false on overflow. */
 static inline bool ps_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {

@@ -241,10 +241,14 @@ ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
     json_error_t je;
     const char *v0 = NULL, *v1 = NULL;
     char *blanked = NULL;
+    ps_json_alloc_init();
     if (find_id_span(line, len, &v0, &v1)) {
         size_t n = (size_t)(v1 - v0);
         /* ints as reals: only validity matters here, and integers past 2^63 are valid JSON */
+        ps_alloc_failed_clear();
         json_t *idv = json_loadb(v0, n, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
+        if (!idv && ps_alloc_failed()) /* jansson may report it as a parse error */
+            return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
         if (idv) {
             json_decref(idv);
             req->id_json = ps_malloc(n + 1);
@@ -266,8 +270,11 @@ ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
             }
         }
     }
+    ps_alloc_failed_clear();
     json_t *root = json_loadb(line, len, JSON_ALLOW_NUL, &je); /* U+0000 is text; lengths used */
     ps_free(blanked);
+    if (!root && ps_alloc_failed())
+        return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
     if (!root) {
         ps_free(req->id_json); /* the line is not JSON: its error line carries id null */
         req->id_json = NULL;

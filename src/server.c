@@ -130,11 +130,15 @@ static json_t *load_object(const char *body, size_t len, ps_http_error *e) {
         return NULL;
     }
     json_error_t jerr;
+    ps_json_alloc_init();
+    ps_alloc_failed_clear();
     /* U+0000 is valid JSON text (a prompt may hold the byte 0); strings are used with their
      * lengths, and the few kept as C strings (model, stop) are checked for it */
     json_t *root = json_loadb(body, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
     if (!root) {
-        if (json_error_code(&jerr) == json_error_numeric_overflow) /* valid JSON, too large */
+        if (ps_alloc_failed()) /* our fault, not the body's (jansson may call it a parse error) */
+            ps_http_fail(e, 500, NULL, NULL, "out of memory parsing the request");
+        else if (json_error_code(&jerr) == json_error_numeric_overflow) /* valid JSON, too large */
             ps_http_fail(e, 400, NULL, NULL,
                          "the number at line %d, column %d does not fit (integers must fit in "
                          "64 bits, reals in a double): %s",

@@ -4,9 +4,13 @@
  * The hook is a process-wide counter: every library allocation increments it, and once it
  * reaches the threshold set by ps_alloc_fail_after() every allocation fails. Tests walk the
  * threshold over a code path (SQLite's approach) to prove each failure is handled.
+ * jansson's allocations go through the same hook (ps_json_alloc_init, called before each
+ * parse), so the walks cover request and JSONL parsing too.
  */
 #include "impl.h"
 
+#include <jansson.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,26 +71,38 @@ static bool alloc_should_fail(void) {
     return at >= 0 && i >= at;
 }
 
+/* Set on this thread by any failed allocation (injected or real): lets a caller tell a
+ * library's failure (jansson reports an allocation failure as some parse error) from bad input. */
+static _Thread_local bool t_alloc_failed;
+
+void ps_alloc_failed_clear(void) { t_alloc_failed = false; }
+bool ps_alloc_failed(void) { return t_alloc_failed; }
+
+static void *noted(void *p) {
+    if (!p) t_alloc_failed = true;
+    return p;
+}
+
 void *ps_malloc(size_t size) {
-    if (alloc_should_fail()) return NULL;
-    return malloc(size ? size : 1);
+    if (alloc_should_fail()) return noted(NULL);
+    return noted(malloc(size ? size : 1));
 }
 
 void *ps_calloc(size_t n, size_t size) {
-    if (alloc_should_fail()) return NULL;
-    if (n == 0 || size == 0) return calloc(1, 1);
-    return calloc(n, size);
+    if (alloc_should_fail()) return noted(NULL);
+    if (n == 0 || size == 0) return noted(calloc(1, 1));
+    return noted(calloc(n, size));
 }
 
 void *ps_realloc(void *ptr, size_t size) {
-    if (alloc_should_fail()) return NULL;
-    return realloc(ptr, size ? size : 1);
+    if (alloc_should_fail()) return noted(NULL);
+    return noted(realloc(ptr, size ? size : 1));
 }
 
 void *ps_aligned_alloc(size_t align, size_t size) {
-    if (alloc_should_fail()) return NULL;
+    if (alloc_should_fail()) return noted(NULL);
     void *p = NULL;
-    if (posix_memalign(&p, align, size ? size : align) != 0) return NULL;
+    if (posix_memalign(&p, align, size ? size : align) != 0) return noted(NULL);
     return p;
 }
 
@@ -101,3 +117,18 @@ char *ps_strndup(const char *s, size_t n) {
 }
 
 char *ps_strdup(const char *s) { return ps_strndup(s, strlen(s)); }
+
+/* jansson: ps_malloc / ps_free instead of malloc / free, unless the host application set its
+ * own functions (then those are kept). Both pairs free with free(), so a value allocated
+ * before the switch is still freed correctly after it. */
+static void json_alloc_hook(void) {
+    json_malloc_t m = NULL;
+    json_free_t f = NULL;
+    json_get_alloc_funcs(&m, &f);
+    if (m == malloc && f == free) json_set_alloc_funcs(ps_malloc, ps_free);
+}
+
+void ps_json_alloc_init(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, json_alloc_hook);
+}

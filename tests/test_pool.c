@@ -2,7 +2,8 @@
  * test_pool.c — the thread pool (src/pool.c): every task of a parallel-for runs exactly once,
  * on a thread index inside [0, size), for 1, 2 and 7 threads, a NULL pool, zero and one task,
  * and many jobs in a row on the same pool; thread indices are never shared by two tasks that
- * run at the same time.
+ * run at the same time; every allocation failure inside ps_pool_create gives PS_ERR_NOMEM
+ * and no pool (walked until it succeeds; at least one point).
  */
 #include "promptscore.h"
 #include "check.h"
@@ -78,19 +79,32 @@ int main(void) {
     ps_pool *p = NULL;
     CHECK(ps_pool_create(-1, &p) == PS_ERR_INVALID_ARG && p == NULL);
     CHECK(ps_pool_create(2, NULL) == PS_ERR_INVALID_ARG);
-    /* allocation failure in create: clean NOMEM */
-    for (int64_t at = 0; at < 4; at++) {
+    /* allocation failure in create: every failing allocation point gives a clean NOMEM (and
+     * no pool), walked until create succeeds; there is at least one such point */
+    int64_t nomem = 0, at = 0;
+    bool created = false;
+    for (; at < 64 && !created; at++) {
         ps_alloc_fail_after(at);
         ps_status st = ps_pool_create(3, &p);
+        int64_t attempted = ps_alloc_count();
         ps_alloc_fail_after(-1);
         if (st == PS_OK) {
+            CHECKF(attempted <= at, "create succeeded although allocation %lld failed",
+                   (long long)at);
+            created = true;
             ps_pool_free(p);
             p = NULL;
         } else {
             CHECKF(st == PS_ERR_NOMEM && p == NULL, "create with allocation %lld failing: %d",
                    (long long)at, st);
+            nomem += st == PS_ERR_NOMEM;
         }
     }
+    CHECKF(created && nomem > 0 && nomem == at - 1,
+           "pool create: %lld NOMEM over %lld allocation points (created: %d)", (long long)nomem,
+           (long long)at - 1, created);
+    printf("NOTE: ps_pool_create(3): %lld allocation points, each -> PS_ERR_NOMEM\n",
+           (long long)nomem);
     ps_pool_free(NULL);
     return ps_test_done("pool");
 }
