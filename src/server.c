@@ -604,8 +604,9 @@ static const struct {
     [R_OTHER] = {"other", ""},
 };
 
-enum { N_STATUS = 8 };
-static const int STATUSES[N_STATUS] = {200, 400, 404, 405, 413, 500, 503, 0 /* other */};
+/* every status the server answers (499: the client hung up, its work was cancelled) */
+enum { N_STATUS = 9 };
+static const int STATUSES[N_STATUS] = {200, 400, 404, 405, 413, 499, 500, 503, 0 /* other */};
 static const double BUCKETS[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 enum { N_BUCKETS = sizeof BUCKETS / sizeof BUCKETS[0] };
 

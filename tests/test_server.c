@@ -8,7 +8,12 @@
  *     order, n + 1 entries, entry 0 null, token_logprobs[i] == max(top_logprobs[i]) where the
  *     token is the argmax, the values equal `promptscore score`'s bit for bit (when that CLI
  *     is built); the legacy form (max_tokens 0, logprobs 10, 20 lists) agrees with it;
- *   - /health, /v1/models, /tokenizer_info, /tokenize, /detokenize, /metrics, /;
+ *   - /health, /v1/models, /tokenizer_info, /tokenize, /detokenize, /;
+ *   - /metrics parsed as Prometheus exposition text (m_parse: every line a HELP/TYPE comment
+ *     or a sample with a TYPE'd family, labels and a number; histogram buckets increasing in
+ *     le and cumulative, +Inf = _count, a _sum), the series the requests made (the hung-up
+ *     request counted under status 499), and every counter / histogram series never lower in
+ *     a later scrape (back to back, and after the load; 200s grew by exactly the requests);
  *   - every bad input of docs/api.md gets its status and an OpenAI-shaped error, and the next
  *     good request still gets exactly the baseline answer;
  *   - load: 8 threads x 200 requests, zero errors, every answer equal to the single-client one,
@@ -587,6 +592,216 @@ static char *heavy_body(int n_prompts, int len) {
     }
     snprintf(b + o, cap - o, "],\"echo\":true,\"max_tokens\":0,\"logprobs\":5}");
     return b;
+}
+
+/* ---- the Prometheus text exposition format, parsed ------------------------------------- */
+
+enum { M_MAX = 1024 };
+typedef struct {
+    char key[320];  /* name{labels} as written */
+    char family[128];
+    int type;       /* 0 counter, 1 gauge, 2 histogram, 3 other */
+    double v;
+} m_sample;
+typedef struct {
+    m_sample s[M_MAX];
+    int n;
+    char err[512];
+} m_scrape;
+
+static bool m_name_char(char c, bool first) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
+           (!first && c >= '0' && c <= '9');
+}
+
+static const char *m_ends(const char *name, const char *suffix) {
+    size_t n = strlen(name), k = strlen(suffix);
+    return n > k && !strcmp(name + n - k, suffix) ? name + n - k : NULL;
+}
+
+/* Parses a whole /metrics body: every line is "# HELP name text", "# TYPE name type" (before
+ * any sample of name, at most once) or a sample "name{label="value",...} value"; every
+ * sample's family has a TYPE; each histogram series has buckets with increasing le, counts
+ * that never decrease, a final le="+Inf" bucket equal to its _count, and a _sum. */
+static bool m_parse(const char *body, m_scrape *m) {
+    memset(m, 0, sizeof *m);
+    char types_name[64][128];
+    int types[64], n_types = 0;
+    const char *p = body;
+    int lineno = 0;
+#define M_FAIL(...) do { snprintf(m->err, sizeof m->err, __VA_ARGS__); return false; } while (0)
+    if (!*p) M_FAIL("empty body");
+    while (*p) {
+        lineno++;
+        const char *eol = strchr(p, '\n');
+        if (!eol) M_FAIL("line %d does not end with a newline", lineno);
+        char line[1024];
+        size_t len = (size_t)(eol - p);
+        if (len >= sizeof line) M_FAIL("line %d too long", lineno);
+        memcpy(line, p, len);
+        line[len] = 0;
+        p = eol + 1;
+        if (line[0] == '#') {
+            char kw[8], name[128], rest[256] = "";
+            if (sscanf(line, "# %7s %127s %255[^\n]", kw, name, rest) < 2 ||
+                (strcmp(kw, "HELP") && strcmp(kw, "TYPE")))
+                M_FAIL("line %d: a comment that is neither HELP nor TYPE: %.200s", lineno, line);
+            for (const char *c = name; *c; c++)
+                if (!m_name_char(*c, c == name)) M_FAIL("line %d: bad metric name %s", lineno, name);
+            if (!strcmp(kw, "TYPE")) {
+                int t = !strcmp(rest, "counter") ? 0 : !strcmp(rest, "gauge") ? 1
+                        : !strcmp(rest, "histogram") ? 2 : !strcmp(rest, "summary") || !strcmp(rest, "untyped") ? 3 : -1;
+                if (t < 0) M_FAIL("line %d: unknown type '%s'", lineno, rest);
+                for (int i = 0; i < n_types; i++)
+                    if (!strcmp(types_name[i], name)) M_FAIL("line %d: a second TYPE for %s", lineno, name);
+                for (int i = 0; i < m->n; i++)
+                    if (!strcmp(m->s[i].family, name)) M_FAIL("line %d: TYPE %s after its samples", lineno, name);
+                if (n_types == 64) M_FAIL("too many TYPE lines");
+                snprintf(types_name[n_types], sizeof types_name[0], "%s", name);
+                types[n_types++] = t;
+            }
+            continue;
+        }
+        /* a sample */
+        const char *c = line;
+        char name[128];
+        size_t nl = 0;
+        while (m_name_char(*c, nl == 0) && nl + 1 < sizeof name) name[nl++] = *c++;
+        name[nl] = 0;
+        if (!nl) M_FAIL("line %d: not a sample: '%.200s'", lineno, line);
+        char le[32] = "", others[256] = "";
+        if (*c == '{') {
+            c++;
+            while (*c != '}') {
+                char ln[64];
+                size_t k = 0;
+                while (m_name_char(*c, k == 0) && *c != ':' && k + 1 < sizeof ln) ln[k++] = *c++;
+                ln[k] = 0;
+                if (!k || *c++ != '=' || *c++ != '"') M_FAIL("line %d: bad label in '%.200s'", lineno, line);
+                char val[128];
+                size_t vn = 0;
+                while (*c && *c != '"') {
+                    if (*c == '\\') {
+                        c++;
+                        if (*c != '\\' && *c != '"' && *c != 'n') M_FAIL("line %d: bad escape", lineno);
+                    }
+                    if (vn + 1 < sizeof val) val[vn++] = *c;
+                    c++;
+                }
+                val[vn] = 0;
+                if (*c++ != '"') M_FAIL("line %d: unterminated label value", lineno);
+                if (!strcmp(ln, "le")) snprintf(le, sizeof le, "%.31s", val);
+                else {
+                    size_t o = strlen(others);
+                    snprintf(others + o, sizeof others - o, "%s%s=\"%s\"", o ? "," : "", ln, val);
+                }
+                if (*c == ',') c++;
+                else if (*c != '}') M_FAIL("line %d: labels not closed", lineno);
+            }
+            c++;
+        }
+        if (*c++ != ' ') M_FAIL("line %d: no space before the value: '%.200s'", lineno, line);
+        char *end;
+        double v = strtod(c, &end);
+        if (end == c) M_FAIL("line %d: bad value in '%.200s'", lineno, line);
+        if (*end == ' ') { /* an optional timestamp: an integer */
+            const char *ts = end + 1;
+            strtoll(ts, &end, 10);
+            if (end == ts) M_FAIL("line %d: bad timestamp", lineno);
+        }
+        if (*end) M_FAIL("line %d: trailing text in '%.200s'", lineno, line);
+        /* its family and type */
+        char family[128];
+        snprintf(family, sizeof family, "%s", name);
+        int type = -1;
+        for (int pass = 0; pass < 2 && type < 0; pass++) {
+            for (int i = 0; i < n_types; i++)
+                if (!strcmp(types_name[i], family)) type = types[i];
+            if (type < 0 && pass == 0) {
+                const char *suf = m_ends(name, "_bucket");
+                if (!suf) suf = m_ends(name, "_sum");
+                if (!suf) suf = m_ends(name, "_count");
+                if (!suf) break;
+                family[suf - name] = 0;
+            }
+        }
+        if (type < 0) M_FAIL("line %d: sample %s has no TYPE", lineno, name);
+        if (type == 2 && m_ends(name, "_bucket") && !le[0])
+            M_FAIL("line %d: a bucket without le", lineno);
+        if (m->n == M_MAX) M_FAIL("too many samples");
+        m_sample *ms = &m->s[m->n++];
+        if (le[0])
+            snprintf(ms->key, sizeof ms->key, "%s{%s%sle=\"%s\"}", name, others,
+                     others[0] ? "," : "", le);
+        else
+            snprintf(ms->key, sizeof ms->key, "%s{%s}", name, others);
+        snprintf(ms->family, sizeof ms->family, "%s", family);
+        ms->type = type;
+        ms->v = v;
+        for (int i = 0; i < m->n - 1; i++)
+            if (!strcmp(m->s[i].key, ms->key)) M_FAIL("line %d: %s twice", lineno, ms->key);
+        if ((type == 0 || type == 2) && !(v >= 0)) M_FAIL("line %d: %s = %g < 0", lineno, ms->key, v);
+    }
+    /* histograms: per series (family + labels other than le), its buckets in order */
+    for (int i = 0; i < m->n; i++) {
+        const m_sample *a = &m->s[i];
+        const char *inf = m_ends(a->key, "le=\"+Inf\"}");
+        if (a->type != 2 || !inf) continue;
+        char prefix[320], labels[320];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(inf - a->key), a->key); /* ...{x="y",  */
+        const char *lb = strchr(prefix, '{') + 1;
+        snprintf(labels, sizeof labels, "%s", lb);
+        size_t ll = strlen(labels);
+        if (ll && labels[ll - 1] == ',') labels[ll - 1] = 0;
+        double prev_le = -INFINITY, prev_v = 0;
+        int n_b = 0;
+        for (int j = 0; j < m->n; j++) {
+            const m_sample *b = &m->s[j];
+            if (strncmp(b->key, prefix, strlen(prefix)) || strncmp(b->key + strlen(prefix), "le=\"", 4))
+                continue;
+            double lv = strtod(b->key + strlen(prefix) + 4, NULL);
+            if (!(lv > prev_le)) M_FAIL("%s: le %g after %g", b->key, lv, prev_le);
+            if (b->v < prev_v)
+                M_FAIL("%s: %g below the previous bucket's %g (not cumulative)", b->key, b->v, prev_v);
+            prev_le = lv;
+            prev_v = b->v;
+            n_b++;
+        }
+        if (!isinf(prev_le) || n_b < 2) M_FAIL("%s: +Inf is not the last of >= 2 buckets", a->key);
+        char want[400];
+        snprintf(want, sizeof want, "%s_count{%s}", a->family, labels);
+        const m_sample *cnt = NULL;
+        for (int j = 0; j < m->n; j++)
+            if (!strcmp(m->s[j].key, want)) cnt = &m->s[j];
+        if (!cnt || cnt->v != a->v) M_FAIL("%s: %s the +Inf bucket (%g)", want,
+                                           cnt ? "differs from" : "absent, with", a->v);
+        snprintf(want, sizeof want, "%s_sum{%s}", a->family, labels);
+        bool found = false;
+        for (int j = 0; j < m->n; j++) found |= !strcmp(m->s[j].key, want);
+        if (!found) M_FAIL("%s absent", want);
+    }
+#undef M_FAIL
+    return true;
+}
+
+static const m_sample *m_get(const m_scrape *m, const char *key) {
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->s[i].key, key)) return &m->s[i];
+    return NULL;
+}
+
+/* Every counter and histogram series of a is in b with a value at least as large. */
+static bool m_monotonic(const m_scrape *a, const m_scrape *b, char *why, size_t cap) {
+    for (int i = 0; i < a->n; i++) {
+        if (a->s[i].type != 0 && a->s[i].type != 2) continue;
+        const m_sample *x = m_get(b, a->s[i].key);
+        if (!x || x->v < a->s[i].v) {
+            snprintf(why, cap, "%s: %g then %s%g", a->s[i].key, a->s[i].v, x ? "" : "absent ",
+                     x ? x->v : 0.0);
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Waits up to secs for a byte on fd; true when one came. */
@@ -1219,14 +1434,41 @@ int main(void) {
         fprintf(stderr, "NOTE: after a hang-up the next request took %.3f s\n", secs);
     }
 
-    /* ---- metrics ---- */
+    /* ---- metrics: the exposition format parsed line by line (m_parse), the series the
+     *      requests so far must have made (the hung-up request counted as 499), and counters
+     *      that only grow between two scrapes (the second after the load below) ---- */
+    static m_scrape scrape1, scrape2;
+    CHECK(http(port, "GET", "/metrics", NULL, &r) && r.status == 200 &&
+          strstr(r.ctype, "text/plain"));
+    bool parsed1 = m_parse(r.body ? r.body : "", &scrape1);
+    CHECKF(parsed1, "/metrics is not valid exposition text: %s", scrape1.err);
+    if (parsed1) {
+        static const char *const want[] = {
+            "promptscore_requests_total{route=\"/v1/completions\",status=\"200\"}",
+            "promptscore_requests_total{route=\"/v1/completions\",status=\"400\"}",
+            "promptscore_requests_total{route=\"/v1/completions\",status=\"499\"}",
+            "promptscore_prompt_tokens_scored_total{}", "promptscore_queue_depth{}",
+            "promptscore_request_duration_seconds_bucket{route=\"/v1/completions\",le=\"+Inf\"}",
+        };
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+            CHECKF(m_get(&scrape1, want[i]), "/metrics lacks %s", want[i]);
+        const m_sample *c499 = m_get(&scrape1, want[2]);
+        CHECKF(c499 && c499->v == 1, "the hung-up request: status 499 counted %g times",
+               c499 ? c499->v : 0.0);
+        CHECKF(!m_get(&scrape1, "promptscore_requests_total{route=\"/v1/completions\",status=\"other\"}"),
+               "a completion status fell into \"other\"");
+        printf("NOTE: /metrics: %d samples parsed\n", scrape1.n);
+    }
+    resp_free(&r);
+    /* scraped again at once: nothing but the scrape itself in between, nothing may go down */
     CHECK(http(port, "GET", "/metrics", NULL, &r) && r.status == 200);
-    CHECKF(strstr(r.body, "promptscore_requests_total{route=\"/v1/completions\",status=\"200\"}") &&
-               strstr(r.body, "promptscore_requests_total{route=\"/v1/completions\",status=\"400\"}") &&
-               strstr(r.body, "promptscore_prompt_tokens_scored_total ") &&
-               strstr(r.body, "promptscore_queue_depth ") &&
-               strstr(r.body, "promptscore_request_duration_seconds_bucket{route=\"/v1/completions\",le=\"+Inf\"}"),
-           "metrics: %.600s", r.body);
+    if (parsed1 && m_parse(r.body ? r.body : "", &scrape2)) {
+        char why[512] = "";
+        CHECKF(m_monotonic(&scrape1, &scrape2, why, sizeof why),
+               "a counter went down between two back-to-back scrapes: %s", why);
+    } else {
+        CHECKF(0, "/metrics (back-to-back scrape) is not valid exposition text: %s", scrape2.err);
+    }
     resp_free(&r);
 
     /* ---- load: 8 clients x 200 requests ---- */
@@ -1269,6 +1511,19 @@ int main(void) {
         fprintf(stderr, "NOTE: load %d x %d requests in %.2f s (%.0f req/s); RSS %ld -> %ld kB\n",
                 CLIENTS, PER, secs, CLIENTS * PER / secs, rss100, rss_end);
         free(expect);
+        /* the second scrape: valid, every counter and histogram series at least as large */
+        CHECK(http(port, "GET", "/metrics", NULL, &r) && r.status == 200);
+        bool parsed2 = m_parse(r.body ? r.body : "", &scrape2);
+        CHECKF(parsed2, "/metrics (second scrape) is not valid exposition text: %s", scrape2.err);
+        char why[512] = "";
+        if (parsed1 && parsed2)
+            CHECKF(m_monotonic(&scrape1, &scrape2, why, sizeof why),
+                   "a counter went down between two scrapes: %s", why);
+        const char *k200 = "promptscore_requests_total{route=\"/v1/completions\",status=\"200\"}";
+        const m_sample *s1 = m_get(&scrape1, k200), *s2 = m_get(&scrape2, k200);
+        CHECKF(s1 && s2 && s2->v - s1->v == CLIENTS * PER + 1, "200s counted: %g then %g",
+               s1 ? s1->v : -1.0, s2 ? s2->v : -1.0);
+        resp_free(&r);
     }
 
     /* ---- a second serve on the busy port: exit 1 within 5 s naming the address; the first
