@@ -13,6 +13,10 @@
  *              section post_attention_norm, dense SwiGLU          inner_size, full_attention_
  *                                                                 interval, rope.dimension_
  *                                                                 sections, nextn_predict_layers
+ *   qwen35moe  as      as qwen35, experts + a shared expert       qwen35's and the expert keys,
+ *              qwen35  scaled by sigmoid(ffn_gate_inp_shexp . x)  expert_shared_feed_forward_
+ *                                                                 length (default feed_forward_
+ *                                                                 length)
  *
  * The common keys (model.c read_hparams): embedding_length, block_count, attention.head_count,
  * attention.head_count_kv, attention.key_length / value_length, context_length,
@@ -31,6 +35,8 @@ static const ps_arch_info table[] = {
     {PS_ARCH_QWEN2, "qwen2", PS_ROPE_NEOX, PS_L_ATTN | PS_L_QKV_BIAS | PS_L_FFN_DENSE, 0},
     {PS_ARCH_QWEN3, "qwen3", PS_ROPE_NEOX, PS_L_ATTN | PS_L_QK_NORM | PS_L_FFN_DENSE, 0},
     {PS_ARCH_QWEN35, "qwen35", PS_ROPE_NEOX, PS_L_POST_NORM | PS_L_FFN_DENSE, PS_A_HYBRID},
+    {PS_ARCH_QWEN35MOE, "qwen35moe", PS_ROPE_NEOX, PS_L_POST_NORM | PS_L_FFN_MOE | PS_L_FFN_SHEXP,
+     PS_A_HYBRID},
     {PS_ARCH_QWEN3MOE, "qwen3moe", PS_ROPE_NEOX, PS_L_ATTN | PS_L_QK_NORM | PS_L_FFN_MOE, 0},
 };
 
@@ -88,6 +94,10 @@ const ps_layer_tensor ps_layer_tensors[] = {
     {"ffn_gate_exps.weight", PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT3, {PS_D_EMBD, PS_D_FF_EXP, PS_D_EXPERT}, F(gate_exps), 0},
     {"ffn_up_exps.weight",   PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT3, {PS_D_EMBD, PS_D_FF_EXP, PS_D_EXPERT}, F(up_exps), 0},
     {"ffn_down_exps.weight", PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT3, {PS_D_FF_EXP, PS_D_EMBD, PS_D_EXPERT}, F(down_exps), 0},
+    {"ffn_gate_inp_shexp.weight", PS_L_FFN_SHEXP, PS_L_FFN_SHEXP, PS_T_VEC, {PS_D_EMBD},        F(gate_inp_shexp), 0},
+    {"ffn_gate_shexp.weight", PS_L_FFN_SHEXP, PS_L_FFN_SHEXP, PS_T_MAT, {PS_D_EMBD, PS_D_FF_SHEXP}, F(gate_shexp), 0},
+    {"ffn_up_shexp.weight",  PS_L_FFN_SHEXP, PS_L_FFN_SHEXP, PS_T_MAT,  {PS_D_EMBD, PS_D_FF_SHEXP}, F(up_shexp), 0},
+    {"ffn_down_shexp.weight", PS_L_FFN_SHEXP, PS_L_FFN_SHEXP, PS_T_MAT, {PS_D_FF_SHEXP, PS_D_EMBD}, F(down_shexp), 0},
 };
 #undef F
 const size_t ps_n_layer_tensors = PS_ARRAY_LEN(ps_layer_tensors);

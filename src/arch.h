@@ -42,6 +42,8 @@ enum {
                                * ssm_out (deltanet.c; forward.c runs it) */
     PS_L_ATTN_GATED = 1u << 6,/* attn_q gives q and a gate per head: att *= sigmoid(gate) */
     PS_L_POST_NORM = 1u << 7, /* the FFN's input norm is post_attention_norm (not ffn_norm) */
+    PS_L_FFN_SHEXP = 1u << 8, /* a shared expert beside the experts (qwen35moe): SwiGLU
+                               * ffn_{gate,up,down}_shexp scaled by sigmoid(ffn_gate_inp_shexp . x) */
 };
 
 /* Family flags. */
@@ -82,6 +84,7 @@ typedef enum {
     PS_D_SSM_NV,  /* n_v (value heads) */
     PS_D_SSM_DK,  /* d_state (head size) */
     PS_D_SSM_CONV,/* d_conv (conv width) */
+    PS_D_FF_SHEXP,/* n_ff_shexp (the shared expert's FFN width) */
 } ps_dim;
 
 typedef enum {

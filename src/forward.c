@@ -153,6 +153,8 @@ typedef enum {
     ROW_DN_POST,     /* DeltaNet: out head = rmsnorm(head) * ssm_norm * silu(z head) */
     ROW_ATT_OUT,     /* x += ffn_out (+bo); xb = rmsnorm(x) * ffn_norm */
     ROW_SWIGLU,      /* hb = silu(hb) * hb2 */
+    ROW_SHEXP_SWIGLU,/* the same over the shared expert's width */
+    ROW_SHEXP_ADD,   /* ffn_out += shexp_out * sigmoid(gate_inp_shexp . xb) */
     ROW_FFN_OUT      /* x += ffn_out; xb = rmsnorm(x) * next (next layer's attn_norm, or
                         output_norm; NULL: no norm) */
 } row_op;
@@ -268,6 +270,17 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         ps_silu_mul_f32(s->isa, g, u, ff);
         break;
     }
+    case ROW_SHEXP_SWIGLU: {
+        const int64_t fs = hp->n_ff_shexp;
+        ps_silu_mul_f32(s->isa, s->hb + i * fs, s->hb2 + i * fs, fs);
+        break;
+    }
+    case ROW_SHEXP_ADD: {
+        const float gate = ps_dn_sigmoid(ps_dot_f32(s->isa, xb, L->gate_inp_shexp, d));
+        const float *sh = s->shexp_out + i * d;
+        for (int64_t j = 0; j < d; j++) fo[j] += sh[j] * gate;
+        break;
+    }
     case ROW_FFN_OUT:
         for (int64_t j = 0; j < d; j++) x[j] += fo[j];
         if (job->next_norm) ps_rmsnorm_f32(s->isa, xb, x, job->next_norm, d, hp->rms_eps);
@@ -340,6 +353,20 @@ static void ffn_dense(ps_session *s, const ps_matmul_env *env, int32_t l, int32_
     ps_matmul(env, &L->w_down, s->hb, ff, n, s->ffn_out, d);
 }
 
+/* The shared expert piece (PS_L_FFN_SHEXP, after the experts wrote ffn_out): a SwiGLU FFN of
+ * width n_ff_shexp on xb into shexp_out, then (rows) ffn_out += shexp_out * sigmoid(g), g =
+ * gate_inp_shexp . xb (ps_dot_f32) — llama.cpp's qwen35moe: moe_out + ffn_shexp * sigmoid. */
+static void shared_expert(ps_session *s, const ps_matmul_env *env, int32_t l, int32_t n) {
+    const ps_hparams *hp = &s->model->hp;
+    const ps_layer *L = &s->model->w.layers[l];
+    const int64_t d = hp->n_embd, fs = hp->n_ff_shexp;
+    ps_matmul(env, &L->gate_shexp, s->xb, d, n, s->hb, fs);
+    ps_matmul(env, &L->up_shexp, s->xb, d, n, s->hb2, fs);
+    rows(s, n, ROW_SHEXP_SWIGLU, l, NULL, NULL);
+    ps_matmul(env, &L->down_shexp, s->hb, fs, n, s->shexp_out, d);
+    rows(s, n, ROW_SHEXP_ADD, l, NULL, NULL);
+}
+
 void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logits) {
     const ps_model *m = s->model;
     const ps_hparams *hp = &m->hp;
@@ -363,6 +390,7 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
         if (L->feat & PS_L_DELTANET) deltanet(s, &env, l, n);
         if (L->feat & PS_L_FFN_DENSE) ffn_dense(s, &env, l, n);
         if (L->feat & PS_L_FFN_MOE) ps_moe_ffn(s, &env, l, n, s->ffn_out);
+        if (L->feat & PS_L_FFN_SHEXP) shared_expert(s, &env, l, n);
         const float *next = l + 1 < hp->n_layer ? w->layers[l + 1].attn_norm
                             : logits            ? w->output_norm
                                                 : NULL;

@@ -80,9 +80,20 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
         return PS_OK;
     }
+    if (!strcmp(name, "qwen35moe-tiny") || !strcmp(name, "qwen35moe-4l")) {
+        const bool tiny = !strcmp(name, "qwen35moe-tiny");
+        ps_genmodel_preset(tiny ? "qwen35-tiny" : "qwen35-4l", p, NULL);
+        snprintf(p->arch, sizeof p->arch, "qwen35moe");
+        p->n_expert = tiny ? 8 : 256;
+        p->n_expert_used = tiny ? 2 : 8;
+        p->n_ff_exp = tiny ? 32 : 512;
+        p->n_ff = tiny ? 64 : 512; /* the shared expert */
+        return PS_OK;
+    }
     if (!strcmp(name, "qwen35-tiny") || !strcmp(name, "qwen35-4l")) {
         const bool tiny = !strcmp(name, "qwen35-tiny");
         snprintf(p->arch, sizeof p->arch, "qwen35");
+        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
         p->n_vocab = tiny ? 1000 : 248320;
         p->n_embd = tiny ? 64 : 2048;
         p->n_layer = 4;
@@ -134,7 +145,7 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
     }
     return ps_fail(err, PS_ERR_NOT_FOUND, -1,
                    "unknown preset '%s' (known: tiny, qwen3-0.6b, qwen3moe-tiny, mixtral-tiny, "
-                   "qwen3-30b-a3b-2l, qwen35-tiny, qwen35-4l)",
+                   "qwen3-30b-a3b-2l, qwen35-tiny, qwen35-4l, qwen35moe-tiny, qwen35moe-4l)",
                    name);
 }
 
@@ -179,7 +190,9 @@ static ps_status list_add(tensor_list *l, const char *name, tensor_kind kind, ui
     return PS_OK;
 }
 
-static bool is_hybrid(const ps_genmodel_params *p) { return !strcmp(p->arch, "qwen35"); }
+static bool is_hybrid(const ps_genmodel_params *p) {
+    return !strcmp(p->arch, "qwen35") || !strcmp(p->arch, "qwen35moe");
+}
 
 /* The qwen35 fields with their defaults filled in (see genmodel.h). */
 static ps_genmodel_params hybrid_defaults(const ps_genmodel_params *in) {
@@ -351,9 +364,21 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
                 ADD(BLK("ssm_out.weight"), T_MATRIX, ty, dv, E);
             }
             ADD(BLK("post_attention_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-            ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
-            ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, F);
-            ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
+            if (moe) { /* qwen35moe: experts, and a shared expert of width n_ff */
+                const int64_t X = p->n_expert, FX = p->n_ff_exp;
+                ADD(BLK("ffn_gate_inp.weight"), T_MATRIX, PS_GGML_F32, E, X);
+                ADD3(BLK("ffn_gate_exps.weight"), T_MATRIX, ty, E, FX, X);
+                ADD3(BLK("ffn_up_exps.weight"), T_MATRIX, ty, E, FX, X);
+                ADD3(BLK("ffn_down_exps.weight"), T_MATRIX, ty, FX, E, X);
+                ADD(BLK("ffn_gate_inp_shexp.weight"), T_BIAS, PS_GGML_F32, E, 1);
+                ADD(BLK("ffn_gate_shexp.weight"), T_MATRIX, ty, E, F);
+                ADD(BLK("ffn_up_shexp.weight"), T_MATRIX, ty, E, F);
+                ADD(BLK("ffn_down_shexp.weight"), T_MATRIX, ty, F, E);
+            } else {
+                ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
+                ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, F);
+                ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
+            }
 #undef BLK
         }
     }
@@ -558,6 +583,8 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
         {p->n_expert > 0 ? "expert_count" : NULL, (uint32_t)p->n_expert},
         {p->n_expert > 0 ? "expert_used_count" : NULL, (uint32_t)p->n_expert_used},
         {moe ? "expert_feed_forward_length" : NULL, (uint32_t)p->n_ff_exp},
+        {ps_arch_find(a)->layer & PS_L_FFN_SHEXP ? "expert_shared_feed_forward_length" : NULL,
+         (uint32_t)p->n_ff},
         {"attention.head_count", (uint32_t)p->n_head},
         {"attention.head_count_kv", (uint32_t)p->n_head_kv},
         {"attention.key_length", (uint32_t)p->head_dim},

@@ -12,7 +12,8 @@
 
 typedef struct {
     char arch[16];            /* "llama", "qwen2" (q/k/v biases), "qwen3" (q/k head norms),
-                                 "qwen35" (Gated DeltaNet hybrid, see below) */
+                                 "qwen35" (Gated DeltaNet hybrid, see below), "qwen35moe" (the
+                                 same with experts and a shared expert of width n_ff) */
     char name[64];            /* general.name; "" = "promptscore-random-<arch>" */
     int32_t n_vocab;          /* synthetic vocabulary size (>= 259); ignored with vocab_path */
     int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
@@ -51,7 +52,9 @@ ps_genmodel_params ps_genmodel_default_params(void);
  * (qwen35 at Qwen3.6-35B-A3B's widths: 2048 wide, 4 layers, 16/2 heads of 256, rope on 64 dims
  * [11, 11, 10, 0], DeltaNet 16 key / 32 value heads of 128, vocab 248,320, ctx 262144,
  * theta 1e7, FFN 4608 = the width one token activates in the MoE model: 8 routed + 1 shared
- * expert of 512), "qwen3moe-tiny" (qwen3moe, 64 wide, 2 layers, 4/2 heads of 16, 8 experts
+ * expert of 512), "qwen35moe-tiny" / "qwen35moe-4l" (the same as qwen35moe: 8 experts of FFN
+ * 32, 2 used, shared expert 64 / Qwen3.6-35B-A3B's 256 experts of 512, 8 used, shared expert
+ * 512; n_ff is the shared expert's width), "qwen3moe-tiny" (qwen3moe, 64 wide, 2 layers, 4/2 heads of 16, 8 experts
  * of FFN 32, 2 used, vocab 512), "mixtral-tiny" (llama, the same with 4 experts of FFN 64, 2
  * used), "qwen3-30b-a3b-2l" (Qwen3-30B-A3B's widths with 2 layers: 2048 wide, 32/4 heads of
  * 128, 128 experts of FFN 768, 8 used, vocab 151,936, untied, ctx 40960).

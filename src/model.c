@@ -218,6 +218,10 @@ static ps_status read_expert_hparams(ps_model *m, const char *arch, ps_error *er
     if (gating != 1 && gating != 0)
         return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
                        "key '%s' = %u is not supported (1 = softmax)", key, gating);
+    if (hp->info->layer & PS_L_FFN_SHEXP) /* llama.cpp: default n_ff */
+        if ((st = key_dim(g, arch, "expert_shared_feed_forward_length", hp->n_ff == 0, hp->n_ff,
+                          false, &hp->n_ff_shexp, err)))
+            return st;
     ps_error_clear(err);
     return PS_OK;
 }
@@ -438,6 +442,7 @@ static int64_t dim_value(const ps_hparams *hp, ps_dim d) {
     case PS_D_SSM_NV: return hp->ssm_n_v;
     case PS_D_SSM_DK: return hp->ssm_d_state;
     case PS_D_SSM_CONV: return hp->ssm_d_conv;
+    case PS_D_FF_SHEXP: return hp->n_ff_shexp;
     }
     return 0;
 }
@@ -746,7 +751,7 @@ void ps_session_free(ps_session *s) {
                      s->hb2,     s->rope_cos, s->rope_sin, s->mm_scratch, s->att_scratch,
                      s->score_logits, s->conv_state, s->ssm_state, s->dn_qkv, s->dn_conv,
                      s->dn_z,     s->dn_out,   s->dn_beta, s->dn_alpha, s->att_gate,
-                     s->moe_logits, s->moe_w, s->moe_x, s->moe_g, s->moe_u};
+                     s->moe_logits, s->moe_w, s->moe_x, s->moe_g, s->moe_u, s->shexp_out};
     for (size_t i = 0; i < PS_ARRAY_LEN(bufs); i++) ps_free(bufs[i]);
     int32_t *ibufs[] = {s->moe_sel, s->moe_pos, s->moe_start, s->moe_fill};
     for (size_t i = 0; i < PS_ARRAY_LEN(ibufs); i++) ps_free(ibufs[i]);
@@ -814,7 +819,7 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     bool moe = false;
     for (int32_t l = 0; l < hp->n_layer; l++) moe = moe || (model->w.layers[l].feat & PS_L_FFN_MOE);
     int64_t max_in = PS_MAX(PS_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), (int64_t)dq);
-    max_in = PS_MAX(max_in, (int64_t)hp->n_ff_exp);
+    max_in = PS_MAX(max_in, PS_MAX((int64_t)hp->n_ff_exp, (int64_t)hp->n_ff_shexp));
     uint64_t kv_per_layer;
     bool ok = ps_mul_ok(dkv, (uint64_t)s->n_ctx, &kv_per_layer);
     /* 16-key blocks; a hybrid model caches only its full-attention layers (at least one
@@ -848,9 +853,15 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     s->att = alloc_floats(nb, dq, 1);
     s->k = alloc_floats(nb, dkv, 1);
     s->v = alloc_floats(nb, dkv, 1);
-    s->hb = alloc_floats(nb, PS_MAX(hp->n_ff, 1), 1);
-    s->hb2 = alloc_floats(nb, PS_MAX(hp->n_ff, 1), 1);
+    /* hb, hb2: the dense FFN's or the shared expert's hidden rows */
+    const uint64_t ff_rows = (uint64_t)PS_MAX(PS_MAX(hp->n_ff, hp->n_ff_shexp), 1);
+    s->hb = alloc_floats(nb, ff_rows, 1);
+    s->hb2 = alloc_floats(nb, ff_rows, 1);
     bool moe_ok = true;
+    if (hp->n_ff_shexp > 0) {
+        s->shexp_out = alloc_floats(nb, hp->n_embd, 1);
+        moe_ok = s->shexp_out != NULL;
+    }
     if (moe) {
         const uint64_t E = (uint64_t)hp->n_expert, k = (uint64_t)hp->n_expert_used;
         s->moe_logits = alloc_floats(nb, E, 1);
@@ -862,7 +873,7 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
         s->moe_pos = (int32_t *)alloc_floats(nb, k, 1);
         s->moe_start = (int32_t *)alloc_floats(E + 1, 1, 1);
         s->moe_fill = (int32_t *)alloc_floats(E + 1, 1, 1);
-        moe_ok = s->moe_logits && s->moe_w && s->moe_x && s->moe_g && s->moe_u && s->moe_sel &&
+        moe_ok = moe_ok && s->moe_logits && s->moe_w && s->moe_x && s->moe_g && s->moe_u && s->moe_sel &&
                  s->moe_pos && s->moe_start && s->moe_fill;
     }
     s->rope_cos = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);

@@ -36,6 +36,8 @@ typedef struct {
     int32_t n_expert_used; /* <arch>.expert_used_count: experts per token, 1..n_expert */
     int32_t n_ff_exp;      /* one expert's FFN width */
     bool expert_norm;      /* renormalise the selected experts' weights to sum 1 */
+    int32_t n_ff_shexp;    /* the shared expert's FFN width (PS_L_FFN_SHEXP; 0 without):
+                            * <arch>.expert_shared_feed_forward_length, default n_ff */
     int32_t n_layer_kv;    /* layers with a KV cache (all but the recurrent ones) */
     /* qwen35 / qwen35moe (hybrid; 0 otherwise), llama.cpp's names:
      *   ssm.conv_kernel d_conv, ssm.state_size d_state (= head size of q, k and v),
@@ -97,6 +99,10 @@ typedef struct {
     const float *conv1d, *dt_bias, *ssm_a, *ssm_norm;
     ps_mat gate_inp;
     ps_mat3 gate_exps, up_exps, down_exps;
+    /* shared expert (PS_L_FFN_SHEXP): gate_inp_shexp (n_embd) f32, gate_shexp, up_shexp
+     * (n_embd -> n_ff_shexp), down_shexp (n_ff_shexp -> n_embd) */
+    const float *gate_inp_shexp;
+    ps_mat gate_shexp, up_shexp, down_shexp;
 } ps_layer;
 
 /* Read-only weights, all pointing into the mapping. */
@@ -158,6 +164,7 @@ struct ps_session {
      * (n_batch, n_expert_used); group starts and fill counters (n_expert + 1); gathered rows and
      * expert outputs (n_batch * n_expert_used, n_embd); gate / up (.., n_ff_exp) */
     float *moe_logits, *moe_w, *moe_x, *moe_g, *moe_u;
+    float *shexp_out;            /* the shared expert's output (n_batch, n_embd) | NULL */
     int32_t *moe_sel, *moe_pos, *moe_start, *moe_fill;
     float *score_logits;         /* score.c's (chunk, n_vocab) logits, kept between calls */
     size_t score_logits_floats;

@@ -26,7 +26,9 @@ llama.cpp defines them, over the whole prompt at once (no KV cache, no chunks), 
 
 qwen35 (Qwen3.5 / 3.6 hybrid, llama.cpp's definition; see forward_hybrid): layer l is gated
 full attention when (l + 1) % full_attention_interval == 0, else Gated DeltaNet; the FFN input
-norm is post_attention_norm; nextn_predict_layers trailing MTP blocks are not run.
+norm is post_attention_norm; nextn_predict_layers trailing MTP blocks are not run. qwen35moe:
+the FFN is the experts (as above) plus a shared expert, sigmoid(ffn_gate_inp_shexp . h2) *
+Wdown_shexp (silu(Wgate_shexp h2) * Wup_shexp h2).
 
 Weights in numpy are (ne[1], ne[0]) arrays, so y = W @ x for a GGUF matrix of ne = {in, out}.
 
@@ -242,7 +244,7 @@ class Model:
         self.buf_path = path
         kv = self.kv
         self.arch = kv["general.architecture"]
-        if self.arch not in ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35"):
+        if self.arch not in ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe"):
             raise ValueError("architecture %s not supported" % self.arch)
         a = self.arch
         self.n_embd = int(kv[a + ".embedding_length"])
@@ -268,7 +270,7 @@ class Model:
         emb, _ = self.t["token_embd.weight"]
         self.n_vocab = emb.shape[0]
         self.ff = self.t["rope_freqs.weight"][0] if "rope_freqs.weight" in self.t else None
-        if self.arch == "qwen35":
+        if self.arch in ("qwen35", "qwen35moe"):
             self.n_layer -= int(kv.get(a + ".nextn_predict_layers", 0))
             self.interval = int(kv.get(a + ".full_attention_interval", 4))
             self.d_conv = int(kv[a + ".ssm.conv_kernel"])
@@ -359,7 +361,7 @@ class Model:
 
     def forward(self, tokens):
         """tokens: list of ids -> logits (T, n_vocab) float64."""
-        if self.arch == "qwen35":
+        if self.arch in ("qwen35", "qwen35moe"):
             return self.forward_hybrid(tokens)
         tok = np.asarray(tokens, dtype=np.int64)
         if tok.min() < 0 or tok.max() >= self.n_vocab:
@@ -513,6 +515,12 @@ class Model:
         return self.matmul(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
 
     def ffn(self, h, p):
+        if self.has(p + "ffn_gate_inp.weight"):  # qwen35moe: experts + the gated shared expert
+            gt = self.matmul(h, p + "ffn_gate_shexp.weight")
+            up = self.matmul(h, p + "ffn_up_shexp.weight")
+            sh = self.matmul(gt / (1.0 + np.exp(-gt)) * up, p + "ffn_down_shexp.weight")
+            gate = 1.0 / (1.0 + np.exp(-(h @ self.W(p + "ffn_gate_inp_shexp.weight"))))
+            return self.experts(h, p) + sh * gate[:, None]
         gt = self.matmul(h, p + "ffn_gate.weight")
         up = self.matmul(h, p + "ffn_up.weight")
         return self.matmul(gt / (1.0 + np.exp(-gt)) * up, p + "ffn_down.weight")
