@@ -148,7 +148,8 @@ static double matmul_weights(const ps_model *m) {
         const ps_layer *L = &m->w.layers[l];
         const ps_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                                 &L->gate_inp, &L->wqkv,    &L->wz,     &L->w_beta,
-                                &L->w_alpha, &L->ssm_out};
+                                &L->w_alpha, &L->ssm_out, &L->gate_shexp, &L->up_shexp,
+                                &L->down_shexp};
         for (size_t i = 0; i < PS_ARRAY_LEN(mats); i++)
             sum += (double)mats[i]->n_in * (double)mats[i]->n_out;
         const ps_mat3 *exps[] = {&L->gate_exps, &L->up_exps, &L->down_exps};
@@ -189,6 +190,9 @@ static int layer0_mats(const ps_model *m, ps_mat *mats, const char **names) {
     M(L->w_gate, "ffn_gate")
     M(L->w_up, "ffn_up")
     M(L->w_down, "ffn_down")
+    M(L->gate_shexp, "ffn_gate_shexp")
+    M(L->up_shexp, "ffn_up_shexp")
+    M(L->down_shexp, "ffn_down_shexp")
 #undef M
     mats[n] = m->w.output;
     names[n++] = "output";

@@ -101,12 +101,14 @@ int ps_cli_gen_model(int argc, char **argv) {
          "128, FFN 3072, vocab 151936, tied), qwen35-tiny (qwen35: 4 layers\n"
          "= 3 Gated DeltaNet + 1 gated attention, 64 wide, one MTP block),\n"
          "qwen35-4l (qwen35 at Qwen3.6-35B-A3B's widths, 4 layers, vocab\n"
-         "248320), qwen3moe-tiny (tiny's attention, 8 experts of FFN 32, 2\n"
+         "248320), qwen35moe-tiny / qwen35moe-4l (the same with experts and a\n"
+         "shared expert: 8 of FFN 32, 2 used / 256 of FFN 512, 8 used, shared\n"
+         "512), qwen3moe-tiny (tiny's attention, 8 experts of FFN 32, 2\n"
          "used), mixtral-tiny (llama, 4 experts of FFN 64, 2 used) or\n"
          "qwen3-30b-a3b-2l (Qwen3-30B-A3B's widths, 2 layers: 2048 wide,\n"
          "32/4 heads of 128, 128 experts of FFN 768, 8 used, vocab 151936)",
          PS_CLI_FN, NULL, 0, 0, opt_none},
-        {"--arch", "A", "llama | qwen2 | qwen3 | qwen3moe | qwen35", PS_CLI_FN, &arch, 0, 0,
+        {"--arch", "A", "llama | qwen2 | qwen3 | qwen3moe | qwen35 | qwen35moe", PS_CLI_FN, &arch, 0, 0,
          opt_copy},
         {"--n-embd", "N", "width", PS_CLI_I32, &p.n_embd, 1, I},
         {"--n-layer", "N", "layers", PS_CLI_I32, &p.n_layer, 1, I},
