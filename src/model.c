@@ -534,18 +534,23 @@ static const char *base_name(const char *path) {
     return s ? s + 1 : path;
 }
 
-/* The AMX tile copy of every BF16 matrix the matmuls read (the layers' seven and the output;
- * token_embd is only read row by row): one block, each matrix's tiles set in its ps_mat.
- * Made where AMX is usable and PS_ISA does not turn it off, unless params->no_repack. */
+/* The AMX tile copy of every BF16 matrix the matmuls read (the layers' 2-D matrices, of which
+ * a layer has those of its features, and the output; token_embd is only read row by row): one
+ * block, each matrix's tiles set in its ps_mat. Made where AMX is usable and PS_ISA does not
+ * turn it off, unless params->no_repack. */
+#define LAYER_MATRICES 15
 static ps_mat *matmul_weight(ps_model *m, size_t i) {
-    if (i == 7 * (size_t)m->hp.n_layer) return &m->w.output;
-    ps_layer *L = &m->w.layers[i / 7];
-    ps_mat *ls[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    return ls[i % 7];
+    if (i == LAYER_MATRICES * (size_t)m->hp.n_layer) return &m->w.output;
+    ps_layer *L = &m->w.layers[i / LAYER_MATRICES];
+    ps_mat *ls[LAYER_MATRICES] = {&L->wq,       &L->wk,        &L->wv,      &L->wo,
+                                  &L->w_gate,   &L->w_up,      &L->w_down,  &L->wqkv,
+                                  &L->wz,       &L->w_beta,    &L->w_alpha, &L->ssm_out,
+                                  &L->gate_shexp, &L->up_shexp, &L->down_shexp};
+    return ls[i % LAYER_MATRICES];
 }
 
 static ps_status repack_tiles(ps_model *m, ps_error *err) {
-    const size_t n = 7 * (size_t)m->hp.n_layer + 1;
+    const size_t n = LAYER_MATRICES * (size_t)m->hp.n_layer + 1;
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
         if (matmul_weight(m, i)->type == PS_GGML_BF16)

@@ -53,35 +53,42 @@ static float frand(void) {
 /* ---------------------------------------------------------------- kernels */
 
 static void test_delta_kernel(void) {
-    const int64_t d = 24;
+    /* d = 32: the AVX-512 (16-lane) and AVX2 (8-lane) forms; d = 24: AVX-512 falls back to the
+     * 8-lane form; d = 12: every ISA takes the scalar form */
+    static const int64_t dims[3] = {32, 24, 12};
     const int32_t n = 20;
-    float *q = malloc(sizeof(float) * n * d), *k = malloc(sizeof(float) * n * d),
-          *v = malloc(sizeof(float) * n * d), g[20], b[20];
-    for (int64_t i = 0; i < n * d; i++) q[i] = frand(), k[i] = frand(), v[i] = frand();
+    float *q = malloc(sizeof(float) * n * 32), *k = malloc(sizeof(float) * n * 32),
+          *v = malloc(sizeof(float) * n * 32), g[20], b[20];
+    for (int64_t i = 0; i < n * 32; i++) q[i] = frand(), k[i] = frand(), v[i] = frand();
     for (int32_t t = 0; t < n; t++) g[t] = -0.5f * (frand() + 1.0f), b[t] = 0.5f + 0.5f * frand();
-    float S0[24 * 24];
-    for (int64_t i = 0; i < d * d; i++) S0[i] = 0.1f * frand();
-    float Sr[24 * 24], orf[20 * 24];
-    memcpy(Sr, S0, sizeof S0);
-    ps_dn_delta_head_ref(Sr, d, n, q, k, d, v, d, orf, d, g, b, 1, 0.2f);
-    static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
-    for (size_t ii = 0; ii < PS_ARRAY_LEN(isas); ii++) {
-        if (!ps_isa_supported(isas[ii])) continue;
-        float S[24 * 24], o[20 * 24], S2[24 * 24], o2[20 * 24];
-        memcpy(S, S0, sizeof S0);
-        ps_dn_delta_head(isas[ii], S, d, n, q, k, d, v, d, o, d, g, b, 1, 0.2f);
-        double md = 0;
-        for (int64_t i = 0; i < n * d; i++) md = fmax(md, fabs((double)o[i] - orf[i]));
-        for (int64_t i = 0; i < d * d; i++) md = fmax(md, fabs((double)S[i] - Sr[i]));
-        CHECKF(md < 1e-5, "delta rule %s vs reference: max diff %g", ps_isa_name(isas[ii]), md);
-        /* token runs 1, 7, 12: the same bits as one call */
-        memcpy(S2, S0, sizeof S0);
-        const int32_t runs[3] = {1, 7, 12};
-        for (int32_t r = 0, t0 = 0; r < 3; t0 += runs[r], r++)
-            ps_dn_delta_head(isas[ii], S2, d, runs[r], q + t0 * d, k + t0 * d, d, v + t0 * d, d,
-                             o2 + t0 * d, d, g + t0, b + t0, 1, 0.2f);
-        CHECKF(!memcmp(S, S2, sizeof S) && !memcmp(o, o2, sizeof o),
-               "delta rule %s: split runs differ from one call", ps_isa_name(isas[ii]));
+    for (int di = 0; di < 3; di++) {
+        const int64_t d = dims[di];
+        float S0[32 * 32];
+        for (int64_t i = 0; i < d * d; i++) S0[i] = 0.1f * frand();
+        float Sr[32 * 32], orf[20 * 32];
+        memcpy(Sr, S0, sizeof S0);
+        ps_dn_delta_head_ref(Sr, d, n, q, k, d, v, d, orf, d, g, b, 1, 0.2f);
+        static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+        for (size_t ii = 0; ii < PS_ARRAY_LEN(isas); ii++) {
+            if (!ps_isa_supported(isas[ii])) continue;
+            float S[32 * 32], o[20 * 32], S2[32 * 32], o2[20 * 32];
+            memcpy(S, S0, sizeof S0);
+            ps_dn_delta_head(isas[ii], S, d, n, q, k, d, v, d, o, d, g, b, 1, 0.2f);
+            double md = 0;
+            for (int64_t i = 0; i < n * d; i++) md = fmax(md, fabs((double)o[i] - orf[i]));
+            for (int64_t i = 0; i < d * d; i++) md = fmax(md, fabs((double)S[i] - Sr[i]));
+            CHECKF(md < 1e-5, "delta rule d %d %s vs reference: max diff %g", (int)d,
+                   ps_isa_name(isas[ii]), md);
+            /* token runs 1, 7, 12: the same bits as one call */
+            memcpy(S2, S0, sizeof S0);
+            const int32_t runs[3] = {1, 7, 12};
+            for (int32_t r = 0, t0 = 0; r < 3; t0 += runs[r], r++)
+                ps_dn_delta_head(isas[ii], S2, d, runs[r], q + t0 * d, k + t0 * d, d,
+                                 v + t0 * d, d, o2 + t0 * d, d, g + t0, b + t0, 1, 0.2f);
+            CHECKF(!memcmp(S, S2, (size_t)(d * d) * 4) && !memcmp(o, o2, (size_t)(n * d) * 4),
+                   "delta rule d %d %s: split runs differ from one call", (int)d,
+                   ps_isa_name(isas[ii]));
+        }
     }
     /* conv: channel slices and token splits give the same bits */
     const int64_t ch = 10;
