@@ -17,6 +17,8 @@
  * a conv kernel of the wrong shape, value heads not a multiple of key heads, expert_used_count
  * above expert_count, a missing or mis-shaped shared-expert tensor — each an error naming the
  * key or tensor.
+ * Faults: every allocation failure over load + session + forward of a qwen35moe model is a
+ * clean PS_ERR_NOMEM.
  * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
  */
 #include "check.h"
@@ -478,6 +480,39 @@ static void test_pretokenizer(const char *shared) {
     ps_vocab_free(q35);
 }
 
+/* Every allocation failure over loading a qwen35moe model, creating a session and one forward
+ * call is a clean PS_ERR_NOMEM (no half-made model or session, no crash). */
+static void test_faults(void) {
+    ps_genmodel_params gp = fixture("qwen35moe-tiny", PS_GGML_F32, 2, false, 9);
+    char path[700];
+    snprintf(path, sizeof path, "%s", outp("faults.gguf"));
+    ps_error e;
+    CHECKF(ps_genmodel_write(&gp, path, &e) == PS_OK, "%s", e.message);
+    const int32_t ids[5] = {1, 9, 300, 4, 77};
+    float *logits = malloc(sizeof(float) * 5 * (size_t)gp.n_vocab);
+    int bad = 0;
+    int64_t n = 0;
+    for (;; n++) {
+        ps_alloc_fail_after(n);
+        ps_model *m = NULL;
+        ps_session *s = NULL;
+        ps_model_params mp = ps_model_default_params();
+        ps_status st = ps_model_load(path, &mp, &m, &e);
+        if (st == PS_OK) st = ps_session_create(m, NULL, &s, &e);
+        if (st == PS_OK) st = ps_session_forward(s, ids, 5, logits, &e);
+        const int64_t used = ps_alloc_count();
+        ps_alloc_fail_after(-1);
+        if (st != PS_OK && st != PS_ERR_NOMEM) bad++;
+        ps_session_free(s);
+        ps_model_free(m);
+        if (st == PS_OK && used <= n) break; /* ran to the end without an injected failure */
+        if (n > 100000) break;
+    }
+    CHECKF(bad == 0 && n > 10, "%d of %lld injected failures were not clean PS_ERR_NOMEM", bad,
+           (long long)n);
+    free(logits);
+}
+
 int main(void) {
     mkdir("tests/out", 0755);
     mkdir("tests/out/reference", 0755);
@@ -492,6 +527,7 @@ int main(void) {
     test_delta_kernel();
     test_pretokenizer(ps_test_shared());
     test_bad_input();
+    test_faults();
     bool numpy = access(FORWARD_PY, R_OK) == 0 &&
                  system(PYTHON " -c 'import numpy' 2>/dev/null") == 0;
     if (!numpy) SKIP("C vs numpy: " PYTHON " with numpy or " FORWARD_PY " is not available");
