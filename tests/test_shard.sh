@@ -5,8 +5,8 @@
 #   - 4 shards (given to merge in any order) merge back to one plain run, byte for byte, on a
 #     mixed input (text and id prompts, blank lines, bad lines, per-line K), from a file and
 #     from stdin;
-#   - a run SIGKILLed at 10 random points, each time restarted with --resume, then finished,
-#     merges to the plain run byte for byte; a half-written last line is cut off by --resume;
+#   - a run SIGKILLed at 10 random points (output lines), each time restarted with --resume,
+#     then finished, merges to the plain run byte for byte; a half-written last line is cut off by --resume;
 #   - bad input: --shard 4/4, -1/3, 1/0, x/2, 3, and --resume on an output that does not match
 #     (a plain output, another shard, other settings, another input, a record out of place):
 #     exit 2, a message saying what, the file untouched (cmp with a copy);
@@ -78,7 +78,7 @@ fi
 
 # ---- a generated model and a corpus of 400 lines -------------------------------------------
 G="$T/g.gguf"
-"$BIN" gen-model -o "$G" --arch qwen3 --n-embd 256 --n-layer 6 --n-ff 768 --seed 5 \
+"$BIN" gen-model -o "$G" --arch qwen3 --n-embd 128 --n-layer 4 --n-ff 256 --seed 5 \
     >/dev/null 2>&1
 check "gen-model wrote the model" '[ -s "$G" ]'
 awk 'BEGIN {
@@ -94,27 +94,38 @@ awk 'BEGIN {
 four_shards gen "$G" "$T/corpus.jsonl" ""
 
 # ---- SIGKILL at 10 random points, --resume each time ---------------------------------------
-# the whole corpus as one shard (--resume alone: shard 0/1), killed 0.02..0.15 s after each
-# (re)start, so the 10 kills land inside the run (checked: exit status 137)
+# the whole corpus as one shard (--resume alone: shard 0/1). The 10 kill points are random
+# places in the run, as output lines (10 distinct numbers in 2..360 of 401, sorted, new each
+# run): each (re)start is SIGKILLed as soon as its output has reached the next one, whatever
+# the speed of the machine (checked: exit status 137)
 out="$T/killed.jsonl"
 rm -f "$out"
-delays=$(awk 'BEGIN { srand(); for (i = 0; i < 10; i++) printf "%.3f ", 0.02 + rand() * 0.13 }')
+points=$(awk 'BEGIN { srand(); while (n < 10) { p = 2 + int(rand() * 359); if (!(p in s)) { s[p]; n++ } }
+                      for (p in s) print p }' | sort -n | tr '\n' ' ')
 hits=0; prev=0; grew=0
-for d in $delays; do
+nlines() { if [ -e "$1" ]; then wc -l < "$1"; else echo 0; fi; }
+for target in $points; do
     "$BIN" score -m "$G" -i "$T/corpus.jsonl" -o "$out" --resume -t 1 \
         2>>"$T/kill.err" &
     pid=$!
-    sleep "$d"
+    i=0 # up to 60 s
+    while [ $i -lt 6000 ] && [ "$(nlines "$out")" -lt "$target" ] &&
+        kill -0 "$pid" 2>/dev/null; do
+        sleep 0.01; i=$((i + 1))
+    done
     kill -KILL "$pid" 2>/dev/null
-    wait "$pid"
+    wait "$pid" 2>/dev/null
     rc=$?
     [ "$rc" -eq 137 ] && hits=$((hits + 1))
+    at="$at $(nlines "$out")"
     size=$(wc -c < "$out" 2>/dev/null || echo 0)
     [ "$size" -ge "$prev" ] && grew=$((grew + 1))
     prev=$size
     # every line but the last ends with a newline; the last may be cut (resume cuts it)
 done
-check "the 10 kills landed mid-run ($hits of 10 exited 137; delays $delays)" '[ $hits -ge 8 ]'
+echo "NOTE: kill points (output lines) $points; lines at each kill:$at"
+check "the 10 kills landed mid-run ($hits of 10 exited 137; at output lines $points)" \
+    '[ $hits -ge 9 ]'
 check "the output never shrank across kills and resumes ($grew of 10)" '[ $grew -eq 10 ]'
 check "the killed output lacks its end record before the final resume" \
     '! tail -n 1 "$out" | grep -q "ps_end"'

@@ -125,7 +125,7 @@ check "the node is idle within 30 s ($(sinfo -h 2>&1 | head -n 1))" \
 
 # ---- the corpus and the single-process run --------------------------------------------------
 G="$T/g.gguf"
-"$BIN" gen-model -o "$G" --arch qwen3 --n-embd 256 --n-layer 8 --n-ff 768 --seed 7 >/dev/null 2>&1
+"$BIN" gen-model -o "$G" --arch qwen3 --n-embd 256 --n-layer 4 --n-ff 512 --seed 7 >/dev/null 2>&1
 awk 'BEGIN {
     srand(12)
     for (i = 0; i < 1200; i++) {
@@ -162,7 +162,11 @@ state() { scontrol show job "$1" 2>/dev/null | sed -nE 's/.*JobState=([A-Z_]+).*
 wait_for 200 'case "$(state "${A}_1")" in CANCELLED|FAILED) true;; *) false;; esac'
 st=$(state "${A}_1")
 check "task 1 ended by the kill (state $st)" '[ "$st" = CANCELLED ] || [ "$st" = FAILED ]'
-n_killed=$(records "$S1")
+# (CANCELLED is shown once the node has finished killing; still, wait for the file to settle)
+n_killed=$(records "$S1"); i=0
+while [ $i -lt 20 ]; do
+    sleep 0.3; n=$(records "$S1"); [ "$n" = "$n_killed" ] && break; n_killed=$n; i=$((i + 1))
+done
 check "the kill landed mid-way: shard 1 has $n_killed of its 300 lines and no end record" \
     '[ "$n_killed" -lt 300 ] && ! grep -q "ps_end" "$S1"'
 # merge sees that the killed shard did not finish (to a scratch file; the others still run)
