@@ -7,8 +7,8 @@
  * allows. The logprobs are ps_score_tokens' (float32, bitwise those of a float32 log-softmax).
  *
  * --ppl-mode llama: llama.cpp's llama-perplexity procedure, so the number compares with the
- * ones people quote. The whole file is tokenized first (BOS in front when the model adds one,
- * special-token text left as text); it is cut into floor(n / c) non-overlapping chunks of
+ * ones people quote. The whole file, less one trailing newline (as llama.cpp's -f reads it), is
+ * tokenized first (BOS in front when the model adds one, special-token text left as text); it is cut into floor(n / c) non-overlapping chunks of
  * c = -c tokens (default 512, as there; --chunks N keeps the first N), and at least 2c tokens
  * are needed. Each chunk is evaluated from an empty cache with its first token replaced by BOS
  * (when the model adds one); only the second half is scored: the logits at positions
@@ -302,6 +302,8 @@ int ps_cli_perplexity(int argc, char **argv) {
         free(text);
         return rc;
     }
+    /* llama-perplexity reads -f and drops one trailing newline before tokenizing */
+    if (mode == MODE_LLAMA && tlen > 0 && text[tlen - 1] == '\n') tlen--;
     int32_t *ids = NULL, n = 0;
     ps_error err;
     ps_error_clear(&err);

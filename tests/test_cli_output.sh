@@ -8,7 +8,8 @@
 #   - --format summary: one line per prompt whose numbers equal the JSONL ones, a total line;
 #     --format table: one row per token with rank and top 3, no colour into a file;
 #   - perplexity --ppl-mode llama follows llama-perplexity's procedure: rebuilt here from
-#     `score` on id prompts (chunks of c tokens with BOS first, the second half scored), the
+#     `score` on id prompts (the text less one trailing newline, chunks of c tokens with BOS
+#     first, the second half scored), the
 #     mean NLL and the standard error agree; "[i]x," per chunk and the "Final estimate" line;
 #     too short a text exits 1, -c 2 exits 2; --json of both modes parses.
 # Needs ../shared/models/stories260K.gguf and ../shared/vocab/ggml-vocab-gpt-2.gguf ($PS_SHARED)
@@ -123,7 +124,9 @@ TEXT=tests/data/story.txt
 "$BIN" perplexity -m "$MODEL" -f "$TEXT" --ppl-mode llama -c 64 >"$T/ll" 2>/dev/null; rc=$?
 check "llama mode exits 0 (rc $rc)" '[ $rc -eq 0 ]'
 "$BIN" perplexity -m "$MODEL" -f "$TEXT" --ppl-mode llama -c 64 --json >"$T/ll.json" 2>/dev/null
-"$BIN" tokenize -m "$MODEL" --json <"$TEXT" >"$T/ids.json"
+# llama-perplexity's -f drops one trailing newline before tokenizing
+python3 -c 'import sys; t = open(sys.argv[1], "rb").read(); sys.stdout.buffer.write(t[:-1] if t.endswith(b"\n") else t)' "$TEXT" >"$T/text.stripped"
+"$BIN" tokenize -m "$MODEL" --json <"$T/text.stripped" >"$T/ids.json"
 python3 - "$T/ids.json" 64 >"$T/chunks.jsonl" <<'EOF'
 import json, sys
 ids = json.load(open(sys.argv[1])); c = int(sys.argv[2])
