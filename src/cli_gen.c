@@ -116,7 +116,7 @@ int ps_cli_gen_model(int argc, char **argv) {
         {"--n-head-kv", "N", "key/value heads", PS_CLI_I32, &p.n_head_kv, 1, I},
         {"--head-dim", "N", "head size", PS_CLI_I32, &p.head_dim, 1, I},
         {"--n-ff", "N", "FFN width", PS_CLI_I32, &p.n_ff, 1, I},
-        {"-c, --ctx-size, --n-ctx", "N", "context length written to the file", PS_CLI_I32,
+        {"-c, --ctx-size, --ctx, --n-ctx", "N", "context length written to the file", PS_CLI_I32,
          &p.n_ctx, 1, I},
         {"--n-rot", "N", "qwen35: rotated dimensions", PS_CLI_I32, &p.n_rot, 0, I},
         {"--ssm-state", "N", "qwen35: the DeltaNet head size", PS_CLI_I32, &p.ssm_d_state, 0, I},

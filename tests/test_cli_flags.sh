@@ -10,7 +10,7 @@
 #     CPU, same output), -hf/--hf/--hf-repo (from a pre-filled cache, no network) on score,
 #     perplexity, tokenize, bench and serve; serve's -a/--alias/--served-model-name/--name
 #     (GET /v1/models) and -np/--parallel/--workers (the banner); bench -t LIST and lengths
-#     over the context (exit 2); gen-model -c/--ctx-size/--n-ctx.
+#     over the context (exit 2); gen-model -c/--ctx-size/--ctx/--n-ctx.
 # Needs ../shared/models/stories260K.gguf ($PS_SHARED overrides) and python3.
 # Prints "cli_flags: N passed, N failed, N skipped".
 BUILD=${BUILD:-build}
@@ -80,7 +80,7 @@ for a in "-a, --alias, --served-model-name, --name" "-np, --parallel, --workers"
     check "serve --help lists '$a'" 'grep -q -- "$a" "$T/help"'
 done
 "$BIN" gen-model --help >"$T/help"
-check "gen-model --help lists -c, --ctx-size, --n-ctx" 'grep -q -- "-c, --ctx-size, --n-ctx" "$T/help"'
+check "gen-model --help lists -c, --ctx-size, --ctx, --n-ctx" 'grep -q -- "-c, --ctx-size, --ctx, --n-ctx" "$T/help"'
 "$BIN" score -m "$MODEL" --threads=x </dev/null >/dev/null 2>"$T/err"; rc=$?
 check "--threads=x: exit 2 with the range (rc $rc)" '[ $rc -eq 2 ] && grep -q -- "--threads wants an integer in 0..1024, got .x." "$T/err"'
 "$BIN" score -m "$MODEL" --strict=1 </dev/null >/dev/null 2>"$T/err"; rc=$?
@@ -141,7 +141,7 @@ check "bench -c 64 -l 100: exit 2 (rc $rc)" '[ $rc -eq 2 ] && grep -q "100 is lo
 check "bench output reaches a pipe line by line" 'grep -q "\"tokens\": 16" "$T/o"'
 
 # ---- gen-model -c ------------------------------------------------------------------------------
-for a in "-c" "--ctx-size" "--n-ctx"; do
+for a in "-c" "--ctx-size" "--ctx" "--n-ctx"; do
     "$BIN" gen-model -o "$T/g.gguf" $a 96 2>/dev/null
     "$BIN" perplexity -m "$T/g.gguf" -f "$T/text.txt" >"$T/o" 2>/dev/null
     check "gen-model $a 96 writes a context of 96" 'grep -q "ctx 96," "$T/o"'
