@@ -731,10 +731,10 @@ static bool m_parse(const char *body, m_scrape *m) {
         if (m->n == M_MAX) M_FAIL("too many samples");
         m_sample *ms = &m->s[m->n++];
         if (le[0])
-            snprintf(ms->key, sizeof ms->key, "%s{%s%sle=\"%s\"}", name, others,
+            snprintf(ms->key, sizeof ms->key, "%.127s{%.150s%sle=\"%.31s\"}", name, others,
                      others[0] ? "," : "", le);
         else
-            snprintf(ms->key, sizeof ms->key, "%s{%s}", name, others);
+            snprintf(ms->key, sizeof ms->key, "%.127s{%.150s}", name, others);
         snprintf(ms->family, sizeof ms->family, "%s", family);
         ms->type = type;
         ms->v = v;
