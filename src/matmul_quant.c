@@ -19,19 +19,23 @@
  * q - 32; IQ4: value + 128): each sub-block's sum starts at -off * (sum of its activations), an
  * exact int32 the activation quantiser stores per sub-block, so the lane ends at
  * sum (u - off) x = sum w x exactly. Then one vpmulld by the rows' sub-block scales and adds give
- * isum_b, one convert, scale and fma per block the float part. The mins (msum) are int16 pairs
- * against the activations' int16 sub-block sums (vpdpwssd / vpmaddwd) in a second pass per row
- * block, parked in y, and added once at the end (y = acc + accm, the order of ggml's x86 code).
+ * isum_b (Q3_K / Q2_K: two sub-block sums paired into one vpdpwssd, see mkp_vnni), one convert,
+ * scale and fma per block the float part. The mins (msum) are int16 pairs against the
+ * activations' int16 sub-block sums (vpdpwssd / vpmaddwd), one more fma per block. (A second
+ * pass for the mins with its own accumulator, added at the end, cost ~10% more: dropped.)
  * AVX2 with off = 128 (IQ4_NL, IQ4_XS): u - 128 fits int8 but u x 127 x 2 would saturate
  * vpmaddubsw, so that path takes |w| and sign(w) x x instead (the Q8_0 trick) and no start value.
  * Integer bounds: every lane fits int32 (worst: Q6_K, 16 x 128 x (32 x 127 x 16) < 2^28), and
  * no vpmaddubsw pair exceeds 2 x 63 x 127.
  *
- * AMX (later): the sub-block sums are a u8 x s8 -> int32 product of a 16-row weight tile and a
- * block of activation rows, K = the sub-block size — exactly what TDPBUSD computes. Packing the
- * decoded bytes u as its B operand (K/4 rows of 16 x 4 bytes, the layout above already) and
- * running one TDPBUSD per sub-block into a 16 x 16 int32 tile, then the same vpmulld / convert /
- * fma per lane, would keep every result bit for bit (the int32 sums are exact either way).
+ * AMX (later): the sub-block sums are a u8 x s8 -> int32 product of the 16 decoded weight rows
+ * and a block of activation rows over K = the sub-block size (or, summed in int32 first, over a
+ * pair or a whole block where no scale differs) — what TDPBUSD computes, unsigned A times signed
+ * B. The decoded rows (pack_side's tmp: 16 rows x qk bytes, before the group transpose) are its
+ * A tile as they stand; the activation rows, 4 bytes per group as the slot already holds them,
+ * its B tile; per sub-block one TDPBUSD into a zeroed 16 x 16 int32 tile (start values added
+ * after), then the same scale multiply, convert and fma per (weight row, activation row). The
+ * int32 sums are exact either way, so that path would give these bits too.
  */
 #include "matmul_quant.h"
 #include "prof.h"

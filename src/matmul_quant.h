@@ -6,17 +6,20 @@
  *
  * with the activation rows quantised once per call the way llama.cpp does for the weight type
  * (qact.h: Q8_K for the k-quants and IQ4_XS, Q8_1 for Q4_1 / Q5_1, Q8_0 for the rest), exact
- * integer block and sub-block sums, then per block b, in order,
- *     acc  = fmaf((float)isum_b, dw_b * dx_b, acc)
- *     accm = fmaf(-(float)msum_b, dmin_b * dx_b, accm)    (k-quants with mins)
- *     accm = fmaf(m_b, s_b, accm)                          (Q4_1 / Q5_1: min x Q8_1's s)
- * and y = acc + accm (y = acc for types without mins). isum_b = sum over sub-blocks of
- * scale_s * (sum of the sub-block's int weights x int8 activations); msum_b = sum over
- * sub-blocks of min_s * (sum of the sub-block's int8 activations). This is the arithmetic of
- * ggml's vec_dot for each type (which products are integers, d x dmin kept apart and added at
- * the end); the float order is the same on every ISA, so scalar / AVX2 / AVX-512 VNNI agree bit
- * for bit, and every output depends only on its activation row and weight row (not on threads,
- * tiles or batch split). Called by ps_matmul (matmul.h) unless env->f32_act.
+ * integer block and sub-block sums, then per block b, in order, starting from acc = 0,
+ *     acc = fmaf((float)isum_b, dw_b * dx_b, acc)
+ *     acc = fmaf(-(float)msum_b, dmin_b * dx_b, acc)     (k-quants with mins: Q2_K, Q4_K, Q5_K)
+ *     acc = fmaf(m_b, s_b, acc)                          (Q4_1 / Q5_1: min x Q8_1's s)
+ * and y = acc. isum_b = sum over sub-blocks of scale_s * (sum of the sub-block's int weights x
+ * int8 activations); msum_b = sum over sub-blocks of min_s * (sum of the sub-block's int8
+ * activations). These are the products of ggml's vec_dot for each type: the same integers
+ * (exact), d = dw * dx and dmin * dx formed in float as it does, the d and dmin terms both
+ * per block; ggml's own SIMD forms then differ among themselves only in how they group the
+ * float sums (generic: 8 float lanes + a dmin sum; AVX2: 8 lanes and a 4-lane dmin vector), and
+ * this order is one more such grouping, within float rounding of them. It is the same on every
+ * ISA here, so scalar / AVX2 / AVX-512 VNNI agree bit for bit, and every output depends only on
+ * its activation row and weight row (not on threads, tiles or batch split). Called through the
+ * type table's native slot (types.c) by ps_matmul unless env->f32_act.
  */
 #ifndef PS_MATMUL_QUANT_H
 #define PS_MATMUL_QUANT_H
