@@ -1105,13 +1105,13 @@ void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t l
     }
 }
 
-void ps_mmq_scalar(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
-                   int64_t ldy) {
+ps_status ps_mmq_scalar(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
+                        int64_t ldy) {
     const qdesc *qd = qdesc_of(w->type);
     assert(qd && w->n_in % qd->qk == 0);
     const int64_t n = w->n_in;
     uint8_t *buf = ps_aligned_alloc(64, slot_bytes(n));
-    assert(buf); /* test helper: small */
+    if (!buf) return PS_ERR_NOMEM;
     qslot sl;
     slot_at(buf, n, &sl);
     for (int64_t r0 = 0; r0 < n_rows; r0 += QROWS) {
@@ -1127,6 +1127,7 @@ void ps_mmq_scalar(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
         }
     }
     ps_free(buf);
+    return PS_OK;
 }
 
 ps_status ps_mmq_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,

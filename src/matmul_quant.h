@@ -45,9 +45,9 @@ ps_status ps_mmq_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_row
                      int64_t ldy);
 
 /* The scalar kernel on its own (what ps_mmq runs with PS_ISA_SCALAR), single-threaded: every
- * ISA's ps_mmq result equals it bit for bit. */
-void ps_mmq_scalar(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
-                   int64_t ldy);
+ * ISA's ps_mmq result equals it bit for bit. PS_OK or PS_ERR_NOMEM (its activation slot). */
+ps_status ps_mmq_scalar(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
+                        int64_t ldy);
 
 /* One block of `type` decoded to the kernels' integers (for tests): u[k] = weight + off (0..255;
  * off as returned), sc[s] the sub-block scales (1 for types without), mn[s] the mins (0 without),

@@ -475,7 +475,7 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
             w.n_in = k;
             w.n_out = n;
             for (int64_t e = 0; e < M * ldy; e++) ys[e] = -7.0f;
-            ps_mmq_scalar(&w, x, ldx, M, ys, ldy);
+            CHECK(ps_mmq_scalar(&w, x, ldx, M, ys, ldy) == PS_OK);
             check_ref(t, &w, x, ldx, 20, ys, ldy);
             for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
                 if (!ps_isa_supported(ISAS[i])) continue;
