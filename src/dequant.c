@@ -7,7 +7,9 @@
  * e.g. Q4_1 is `q * d + m`, Q4_K `(d * sc) * q - dmin * m`, Q6_K `(d * sc) * q` — one
  * rounding per operation (the build is ISO C11: no contraction into fused multiply-adds).
  * So every non-NaN block gives ggml's bits; a NaN scale gives NaNs (ggml's payload may differ).
- * F16, BF16 and Q8_0 also have AVX2 and AVX-512 forms, exact conversions giving the same bits.
+ * F16, BF16 and Q8_0 also have AVX2 and AVX-512 forms, and Q4_K, Q5_K, Q6_K (the bulk of the
+ * usual K mixes) AVX-512 forms: integer decoding, exact conversion, the same float operations,
+ * so the same bits (tests/test_types.c compares every form with the numpy decoder).
  */
 #include "types.h"
 
@@ -337,6 +339,111 @@ T_AVX512 void ps_dequant_q8_0_avx512(const void *row, float *out, int64_t n) {
     }
 }
 
+/* k-quants, 16 weights per vector: the integer codes widened to int32 then float (exact), then
+ * the same float operations as the scalar forms (mul, then sub; no fused multiply-add) with
+ * the per-sub-block factors computed as scalars in the same order. */
+
+T_AVX512 static inline __m512 u8x16(const uint8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+T_AVX512 void ps_dequant_q4_k_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_q4_k *x = row;
+    const __m512i lo4 = _mm512_set1_epi32(15);
+    for (int64_t i = 0; i < n / PS_QK_K; i++) {
+        const float d = ps_f16_to_f32(x[i].d), dmin = ps_f16_to_f32(x[i].dmin);
+        const uint8_t *q = x[i].qs;
+        for (int is = 0; is < 8; is += 2, q += 32, out += 64) {
+            uint8_t sc, m;
+            scale_min_k4(is, x[i].scales, &sc, &m);
+            const __m512 d1 = _mm512_set1_ps(d * (float)sc), m1 = _mm512_set1_ps(dmin * (float)m);
+            scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            const __m512 d2 = _mm512_set1_ps(d * (float)sc), m2 = _mm512_set1_ps(dmin * (float)m);
+            for (int h = 0; h < 32; h += 16) {
+                const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + h)));
+                const __m512 a = _mm512_cvtepi32_ps(_mm512_and_si512(b, lo4));
+                const __m512 c = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+                _mm512_storeu_ps(out + h, _mm512_sub_ps(_mm512_mul_ps(d1, a), m1));
+                _mm512_storeu_ps(out + 32 + h, _mm512_sub_ps(_mm512_mul_ps(d2, c), m2));
+            }
+        }
+    }
+}
+
+T_AVX512 void ps_dequant_q5_k_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_q5_k *x = row;
+    const __m512i lo4 = _mm512_set1_epi32(15), one = _mm512_set1_epi32(1);
+    for (int64_t i = 0; i < n / PS_QK_K; i++) {
+        const float d = ps_f16_to_f32(x[i].d), dmin = ps_f16_to_f32(x[i].dmin);
+        const uint8_t *ql = x[i].qs;
+        const __m512i qh0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)x[i].qh)),
+                      qh1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x[i].qh + 16)));
+        for (int is = 0; is < 8; is += 2, ql += 32, out += 64) {
+            uint8_t sc, m;
+            scale_min_k4(is, x[i].scales, &sc, &m);
+            const __m512 d1 = _mm512_set1_ps(d * (float)sc), m1 = _mm512_set1_ps(dmin * (float)m);
+            scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            const __m512 d2 = _mm512_set1_ps(d * (float)sc), m2 = _mm512_set1_ps(dmin * (float)m);
+            const __m128i s1 = _mm_cvtsi32_si128(is), s2 = _mm_cvtsi32_si128(is + 1);
+            for (int h = 0; h < 32; h += 16) {
+                const __m512i qh = h ? qh1 : qh0;
+                const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ql + h)));
+                const __m512i a = _mm512_add_epi32(
+                    _mm512_and_si512(b, lo4),
+                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(qh, s1), one), 4));
+                const __m512i c = _mm512_add_epi32(
+                    _mm512_srli_epi32(b, 4),
+                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(qh, s2), one), 4));
+                _mm512_storeu_ps(out + h,
+                                 _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(a)), m1));
+                _mm512_storeu_ps(out + 32 + h,
+                                 _mm512_sub_ps(_mm512_mul_ps(d2, _mm512_cvtepi32_ps(c)), m2));
+            }
+        }
+    }
+}
+
+T_AVX512 void ps_dequant_q6_k_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_q6_k *x = row;
+    const __m512i lo4 = _mm512_set1_epi32(15), three = _mm512_set1_epi32(3),
+                  k32 = _mm512_set1_epi32(32);
+    for (int64_t i = 0; i < n / PS_QK_K; i++) {
+        const float d = ps_f16_to_f32(x[i].d);
+        const uint8_t *ql = x[i].ql, *qh = x[i].qh;
+        const int8_t *sc = x[i].scales;
+        for (int hh = 0; hh < PS_QK_K; hh += 128, out += 128, ql += 64, qh += 32, sc += 8)
+            for (int l = 0; l < 32; l += 16) {
+                const int is = l / 16;
+                const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ql + l)));
+                const __m512i b =
+                    _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ql + l + 32)));
+                const __m512i h = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qh + l)));
+                const __m512i q1 = _mm512_sub_epi32(
+                    _mm512_or_si512(_mm512_and_si512(a, lo4),
+                                    _mm512_slli_epi32(_mm512_and_si512(h, three), 4)), k32);
+                const __m512i q2 = _mm512_sub_epi32(
+                    _mm512_or_si512(_mm512_and_si512(b, lo4),
+                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2), three), 4)),
+                    k32);
+                const __m512i q3 = _mm512_sub_epi32(
+                    _mm512_or_si512(_mm512_srli_epi32(a, 4),
+                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 4), three), 4)),
+                    k32);
+                const __m512i q4 = _mm512_sub_epi32(
+                    _mm512_or_si512(_mm512_srli_epi32(b, 4),
+                                    _mm512_slli_epi32(_mm512_srli_epi32(h, 6), 4)), k32);
+                _mm512_storeu_ps(out + l, _mm512_mul_ps(_mm512_set1_ps(d * (float)sc[is]),
+                                                        _mm512_cvtepi32_ps(q1)));
+                _mm512_storeu_ps(out + l + 32, _mm512_mul_ps(_mm512_set1_ps(d * (float)sc[is + 2]),
+                                                             _mm512_cvtepi32_ps(q2)));
+                _mm512_storeu_ps(out + l + 64, _mm512_mul_ps(_mm512_set1_ps(d * (float)sc[is + 4]),
+                                                             _mm512_cvtepi32_ps(q3)));
+                _mm512_storeu_ps(out + l + 96, _mm512_mul_ps(_mm512_set1_ps(d * (float)sc[is + 6]),
+                                                             _mm512_cvtepi32_ps(q4)));
+            }
+    }
+}
+
 #else
 void ps_dequant_f16_avx2(const void *row, float *out, int64_t n) { ps_dequant_f16(row, out, n); }
 void ps_dequant_bf16_avx2(const void *row, float *out, int64_t n) { ps_dequant_bf16(row, out, n); }
@@ -344,4 +451,7 @@ void ps_dequant_q8_0_avx2(const void *row, float *out, int64_t n) { ps_dequant_q
 void ps_dequant_f16_avx512(const void *row, float *out, int64_t n) { ps_dequant_f16(row, out, n); }
 void ps_dequant_bf16_avx512(const void *row, float *out, int64_t n) { ps_dequant_bf16(row, out, n); }
 void ps_dequant_q8_0_avx512(const void *row, float *out, int64_t n) { ps_dequant_q8_0(row, out, n); }
+void ps_dequant_q4_k_avx512(const void *row, float *out, int64_t n) { ps_dequant_q4_k(row, out, n); }
+void ps_dequant_q5_k_avx512(const void *row, float *out, int64_t n) { ps_dequant_q5_k(row, out, n); }
+void ps_dequant_q6_k_avx512(const void *row, float *out, int64_t n) { ps_dequant_q6_k(row, out, n); }
 #endif

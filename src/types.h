@@ -74,13 +74,17 @@ void ps_dequant_q6_k(const void *row, float *out, int64_t n);
 void ps_dequant_iq4_nl(const void *row, float *out, int64_t n);
 void ps_dequant_iq4_xs(const void *row, float *out, int64_t n);
 void ps_dequant_mxfp4(const void *row, float *out, int64_t n);
-/* SIMD widening of F16 / BF16 / Q8_0 (same bits as the scalar forms). */
+/* SIMD widening of F16 / BF16 / Q8_0, and Q4_K / Q5_K / Q6_K (AVX-512), with the same bits as
+ * the scalar forms. */
 void ps_dequant_f16_avx2(const void *row, float *out, int64_t n);
 void ps_dequant_bf16_avx2(const void *row, float *out, int64_t n);
 void ps_dequant_q8_0_avx2(const void *row, float *out, int64_t n);
 void ps_dequant_f16_avx512(const void *row, float *out, int64_t n);
 void ps_dequant_bf16_avx512(const void *row, float *out, int64_t n);
 void ps_dequant_q8_0_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_q4_k_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_q5_k_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_q6_k_avx512(const void *row, float *out, int64_t n);
 
 /* E8M0 exponent byte -> 2^(e - 128) (ggml's half of the E8M0 value, MXFP4's block scale). */
 float ps_e8m0_half_to_f32(uint8_t e);
