@@ -31,6 +31,10 @@
  * bf16 once per call (as llama.cpp does) and AVX-512 BF16 vdpbf16ps multiplies them with the
  * weights in place, 32 products per instruction: ~430-480 GFLOP/s (3.5-3.8x sgemm). With
  * env->f32_act, BF16 and Q8_0 both go through the float32 tiles above instead.
+ *
+ * With env->amx (an Intel CPU with AMX, see isa.c) the BF16 and Q8_0 tasks run on the tile
+ * unit (matmul_amx.c) over the same prepared activations: Q8_0 bitwise equal to VNNI, BF16 in
+ * tile order (k in order per output).
  */
 #include "matmul.h"
 #include "matmul_amx.h"
