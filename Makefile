@@ -95,7 +95,9 @@ test: all $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
 
 # make check: every finding is fatal (-fno-sanitize-recover=all); LeakSanitizer runs at each
 # test's exit; strict_string_checks flags string functions reading past an unterminated buffer.
-# tests/test_valgrind.sh skips here (PS_SANITIZED): valgrind runs on the plain build.
+# tests/test_valgrind.sh, test_slurm.sh and test_nginx.sh are not run here (PS_SANITIZED): they run on
+# the plain build (valgrind and ASan do not mix; the cluster tests exercise code test_shard.sh and
+# test_server cover here).
 check:
 	ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 PS_SANITIZED=1 \
