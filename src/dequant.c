@@ -343,10 +343,6 @@ T_AVX512 void ps_dequant_q8_0_avx512(const void *row, float *out, int64_t n) {
  * the same float operations as the scalar forms (mul, then sub; no fused multiply-add) with
  * the per-sub-block factors computed as scalars in the same order. */
 
-T_AVX512 static inline __m512 u8x16(const uint8_t *p) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
-}
-
 T_AVX512 void ps_dequant_q4_k_avx512(const void *row, float *out, int64_t n) {
     const ps_block_q4_k *x = row;
     const __m512i lo4 = _mm512_set1_epi32(15);
