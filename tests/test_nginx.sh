@@ -15,16 +15,9 @@ BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
 BIN="$ROOT/$BUILD/promptscore"
-pass=0; fail=0; skip=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL test_nginx.sh: $1"; }
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
-done_() { echo "nginx: $pass passed, $fail failed, $skip skipped"; [ "$fail" -eq 0 ]; exit $?; }
-unavailable() {
-    if [ "${CI:-}" = true ]; then bad "$1 (CI=true: .ci/run installs it)"; else
-        echo "SKIP test_nginx.sh: $1"; skip=$((skip + 1)); fi
-    done_
-}
+NAME=nginx; FILE=test_nginx.sh
+. tests/check.sh
+unavailable() { skip "$1 (.ci/run installs it)"; done_; }
 if [ ! -x "$BIN" ]; then bad "no binary $BIN (make first)"; done_; fi
 NGINX=$(command -v nginx || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; })
 [ -n "$NGINX" ] || unavailable "nginx not found (apt-get install nginx: tools/setup.sh)"
@@ -159,8 +152,8 @@ for t in ths: t.join()
 print(json.dumps({"done": done[0], "failures": failures, "mismatches": mismatches,
                   "killed": killed[0]}))
 PY
-NAME=$(python3 -c "import json, urllib.request as u; print(json.load(u.urlopen('http://127.0.0.1:$PORT_single/v1/models', timeout=5))['data'][0]['id'])")
-timeout 300 python3 "$T/load.py" "$PORT_single" "$LB" "$PID_r1" "$NAME" > "$T/load.out" 2>"$T/load.err"
+MODEL_ID=$(python3 -c "import json, urllib.request as u; print(json.load(u.urlopen('http://127.0.0.1:$PORT_single/v1/models', timeout=5))['data'][0]['id'])")
+timeout 300 python3 "$T/load.py" "$PORT_single" "$LB" "$PID_r1" "$MODEL_ID" > "$T/load.out" 2>"$T/load.err"
 rc=$?
 res=$(cat "$T/load.out")
 check "the load ran to its end (rc $rc: $(tail -n 3 "$T/load.err"))" '[ $rc -eq 0 ] && [ -n "$res" ]'

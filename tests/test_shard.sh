@@ -18,11 +18,8 @@ BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 SHARED=${PS_SHARED:-../shared}
 BIN="$BUILD/promptscore"
-pass=0; fail=0; skip=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL test_shard.sh: $1"; }
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
-done_() { echo "shard: $pass passed, $fail failed, $skip skipped"; [ "$fail" -eq 0 ]; exit $?; }
+NAME=shard; FILE=test_shard.sh
+. tests/check.sh
 
 if [ ! -x "$BIN" ]; then bad "no binary $BIN (make first)"; done_; fi
 T=$(mktemp -d /tmp/ps-test-shard-XXXXXX)
@@ -72,8 +69,7 @@ if [ -r "$MODEL" ]; then
         2>/dev/null
     check "stdin shards merged == one run" 'cmp -s "$T/stdin.merged" "$T/st.plain"'
 else
-    echo "SKIP: shared test material not found at $SHARED (set PS_SHARED): stories260K shards"
-    skip=$((skip + 1))
+    skip "shared test material not found at $SHARED (set PS_SHARED): stories260K shards"
 fi
 
 # ---- a generated model and a corpus of 400 lines -------------------------------------------

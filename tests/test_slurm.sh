@@ -15,16 +15,9 @@ BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
 BIN="$ROOT/$BUILD/promptscore"
-pass=0; fail=0; skip=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL test_slurm.sh: $1"; }
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
-done_() { echo "slurm: $pass passed, $fail failed, $skip skipped"; [ "$fail" -eq 0 ]; exit $?; }
-unavailable() {
-    if [ "${CI:-}" = true ]; then bad "$1 (CI=true: .ci/run installs it)"; else
-        echo "SKIP test_slurm.sh: $1"; skip=$((skip + 1)); fi
-    done_
-}
+NAME=slurm; FILE=test_slurm.sh
+. tests/check.sh
+unavailable() { skip "$1 (.ci/run installs it)"; done_; }
 
 if [ ! -x "$BIN" ]; then bad "no binary $BIN (make first)"; done_; fi
 for c in munged slurmctld slurmd sbatch squeue scontrol scancel python3; do
