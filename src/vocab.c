@@ -63,6 +63,52 @@ enum {
 #define RE_QWEN35                                                                               \
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|" \
     "\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* gpt-4o (o200k, gpt-oss) and tekken: the letters of a word are an optional run of "upper" letters
+ * then "lower" ones (or upper ones then optional lower ones). llama.cpp evaluates its form of
+ * tokenizer.json's pattern on text whose non-ASCII characters are collapsed to their category, so
+ * a non-ASCII letter counts as upper and lower alike and only ASCII has case: (?=\p{L})[^a-z] is
+ * "a letter but not a-z", (?=\p{L})[^A-Z] "a letter but not A-Z". Combining marks are not word
+ * characters in either (tokenizer.json has \p{M} in the letter classes; llama.cpp does not). */
+#define RE_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+#define RE_UPPER "((?=[\\p{L}])([^a-z]))"
+#define RE_LOWER "((?=[\\p{L}])([^A-Z]))"
+#define RE_GPT4O                                                                                \
+    "[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER "*" RE_LOWER "+" RE_CONTRACTIONS "?|"                     \
+    "[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER "+" RE_LOWER "*" RE_CONTRACTIONS "?|"                     \
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_TEKKEN                                                                               \
+    "[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER "*" RE_LOWER "+|"                                         \
+    "[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER "+" RE_LOWER "*|"                                         \
+    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* granite-embed-multi-97m: gpt-4o's with combining marks counted as letters */
+#define RE_UPPER_M "((?=[\\p{L}\\p{M}])([^a-z]))"
+#define RE_LOWER_M "((?=[\\p{L}\\p{M}])([^A-Z]))"
+#define RE_GRANITE_MULTI                                                                        \
+    "[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER_M "*" RE_LOWER_M "+" RE_CONTRACTIONS "?|"                 \
+    "[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER_M "+" RE_LOWER_M "*" RE_CONTRACTIONS "?|"                 \
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* jais-2: llama3's with whitespace runs cut into powers of two (512 down to 4, then 1-2) */
+#define RE_JAIS2                                                                                \
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"  \
+    "\\s*[\\r\\n]+|\\s{512}(?!\\S)|\\s{256}(?!\\S)|\\s{128}(?!\\S)|\\s{64}(?!\\S)|"              \
+    "\\s{32}(?!\\S)|\\s{16}(?!\\S)|\\s{8}(?!\\S)|\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}"
+/* seed-coder: qwen2's, but punctuation runs take no line breaks and stop at them */
+#define RE_SEED_CODER                                                                           \
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|"       \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* bailingmoe: qwen2's with one line break per newline piece */
+#define RE_BAILING                                                                              \
+    "'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"           \
+    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"
+/* exaone-moe: words may hold marks and single spaces between letters */
+#define RE_EXAONE_MOE                                                                           \
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}|"       \
+    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"
+/* minicpm5: digits in threes first, then llama3's with \p{N}+ */
+#define RE_MINICPM5                                                                             \
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"     \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_LINES "[^\\n]+|[\\n]+"
 #define RE_CJK "[一-龥ࠀ-一가-퟿]+"
 #define RE_DEEPSEEK_LETTERS                                                                     \
     "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\\x{1F7D}" \
@@ -76,29 +122,66 @@ typedef struct {
     bool add_bos;       /* default for add_bos when the file does not say */
 } pre_tokenizer;
 
+/* Names as llama.cpp's loader spells them (src/llama-vocab.cpp), grouped by the regex list it
+ * gives them. */
 static const pre_tokenizer PRE_TOKENIZERS[] = {
     {"default", {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, false, false},
-    {"llama3|llama-v3|llama-bpe|falcon3", {RE_LLAMA3}, true, true},
-    {"dbrx|smaug-bpe", {RE_LLAMA3}, false, false},
+    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2|jina-v5-nano", {RE_LLAMA3},
+     true, true},
+    {"dbrx|smaug-bpe|chatglm-bpe|glm4", {RE_LLAMA3}, false, false},
+    {"jais-2", {RE_JAIS2}, false, false},
     {"deepseek-llm",
      {"[\r\n]", RE_DEEPSEEK_LETTERS, "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RE_CJK, "\\p{N}+"},
      false, false},
     {"deepseek-coder", {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}, false, false},
     {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}, false, false},
-    {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b", {"\\p{N}", RE_GPT2}, false,
-     false},
-    {"gpt-2|gpt-neox|phi-2|roberta-bpe|mpt|olmo|jais", {RE_GPT2}, false, false},
-    {"qwen2|stablelm2|megrez", {RE_QWEN2}, false, false},
+    {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b|mellum2", {"\\p{N}", RE_GPT2},
+     false, false},
+    {"gpt-2|gpt-neox|phi-2|roberta-bpe|mpt|olmo|jais|jina-es|jina-de|jina-v2-es|jina-v2-de|"
+     "gigachat|a.x-4.0|mellum|modern-bert|exaone4|trillion|granite-docling",
+     {RE_GPT2}, false, false},
+    {"qwen2|stablelm2|megrez|deepseek-r1-qwen|kormo|f2llmv2|hunyuan|solar-open|grok-2", {RE_QWEN2},
+     false, false},
     {"qwen35", {RE_QWEN35}, false, false},
+    {"laguna", {RE_LINES, RE_QWEN2}, false, false},
+    {"seed-coder", {RE_SEED_CODER}, false, false},
+    {"bailingmoe|bailingmoe2|llada-moe", {RE_BAILING}, false, false},
+    {"exaone-moe", {RE_EXAONE_MOE}, false, false},
+    {"minicpm5", {"\\p{N}{1,3}", RE_MINICPM5}, true, false},
     {"poro-chat|bloom|gpt3-finnish", {" ?[^(\\s|.,!?…。，、।۔،)]+"}, false, false},
     {"viking", {" ?[^(\\s|.,!?…。，、।۔،)]+", "\\p{N}"}, false, false},
+    {"gpt-4o|llama4|kanana2|talkie|minimax-m2", {RE_GPT4O}, false, false},
+    {"tekken", {RE_TEKKEN}, true, true},
+    {"granite-embed-multi-97m", {RE_GRANITE_MULTI}, true, false},
+    {"chameleon",
+     {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}",
+      "[\\p{P}!-/:-@\\[-`{-~]", RE_GPT2},
+     false, true},
+};
+
+/* Names llama.cpp knows whose split is not one of the regex lists above (a hand-written
+ * splitter in llama.cpp, or text that is not byte-level encoded): refused by name, saying why. */
+static const struct {
+    const char *names, *why;
+} PRE_REFUSED[] = {
+    {"kimi-k2", "llama.cpp splits Han text with a hand-written splitter"},
+    {"afmoe|tiny_aya|cohere2moe", "llama.cpp groups digits with a hand-written splitter"},
+    {"superbpe", "its digit split is an empty-match lookahead as std::regex evaluates it"},
+    {"deepseek-v3|hunyuan-dense|joyai-llm|youtu",
+     "llama.cpp's collapsed-category classes (\\p{S} without '~', \\p{Lu} as any letter) are not "
+     "reproduced here"},
+    {"gemma4|granite-embed-multi-311m|sarvam-moe|whitespace",
+     "its BPE runs on raw UTF-8 text, not on byte-level (GPT-2) symbols"},
+    {"jina-v1-en|jina-v2-code", "an encoder vocabulary that appends a separator token"},
 };
 
 /* For error messages (the most used first). */
 static const char PRE_NAMES[] =
-    "default, gpt-2, llama-bpe (llama3, llama-v3), qwen2, qwen35, deepseek-llm, deepseek-coder, falcon, "
-    "starcoder, refact, mpt, gpt-neox, smollm, dbrx, smaug-bpe, falcon3, command-r, stablelm2, olmo, "
-    "poro-chat, viking, codeshell, exaone, bloom, jais, phi-2, ...";
+    "default, gpt-2, llama-bpe (llama3, llama-v3), qwen2, qwen35, gpt-4o (o200k: gpt-oss, llama4), "
+    "tekken, deepseek-llm, deepseek-coder, falcon, starcoder, refact, mpt, gpt-neox, smollm, olmo, "
+    "command-r, dbrx, smaug-bpe, chatglm-bpe (glm4), falcon3, stablelm2, poro-chat, bloom, "
+    "gpt3-finnish, viking, jais, jais-2, codeshell, exaone, phi-2, seed-coder, bailingmoe, "
+    "exaone-moe, minicpm5, laguna, chameleon, ... (and llama.cpp's other names for these)";
 
 /* llama.cpp's whitespace set, as the body of a character class. */
 #define WS_CLASS "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
@@ -713,6 +796,11 @@ ps_status ps_vocab_load(const ps_gguf *g, ps_vocab **out, ps_error *err) {
             for (size_t i = 0; i < PS_ARRAY_LEN(PRE_TOKENIZERS) && !pre; i++)
                 if (name_in_list(PRE_TOKENIZERS[i].names, pname.ptr, pname.len))
                     pre = &PRE_TOKENIZERS[i];
+            for (size_t i = 0; i < PS_ARRAY_LEN(PRE_REFUSED) && !pre; i++)
+                if (name_in_list(PRE_REFUSED[i].names, pname.ptr, pname.len))
+                    return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                                   "tokenizer.ggml.pre \"%.*s\" is not supported: %s",
+                                   (int)PS_MIN(pname.len, 40), pname.ptr, PRE_REFUSED[i].why);
             if (!pre) {
                 return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
                                "tokenizer.ggml.pre \"%.*s\" is not supported; supported: %s",
@@ -1291,6 +1379,42 @@ static ps_status bpe_tokenize(tok_state *s, const char *text, size_t off, size_t
         if (st) return st;
     }
     return PS_OK;
+}
+
+/* The pre-tokenizer's pieces of a text (no special-token cut): see vocab.h. */
+ps_status ps_vocab_pre_split(const ps_vocab *v, const char *text, size_t len, size_t *starts,
+                             size_t capacity, size_t *n_pieces, ps_error *err) {
+    if (!v || !n_pieces || (len > 0 && !text) || (capacity > 0 && !starts))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "ps_vocab_pre_split: NULL argument");
+    if (v->kind != VOCAB_BPE)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "ps_vocab_pre_split: not a byte-level BPE vocab");
+    tok_state s = {0};
+    s.v = v;
+    s.err = err;
+    ps_status st = PS_OK;
+    *n_pieces = 0;
+    if (len == 0) return PS_OK;
+    if (!span_push(&s.pieces, 0, len, -1)) {
+        st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory splitting");
+        goto done;
+    }
+    if (v->n_re > 0 && !(s.md = pcre2_match_data_create(1, v->gctx))) {
+        st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for regex match data");
+        goto done;
+    }
+    for (int r = 0; r < v->n_re; r++) {
+        if ((st = regex_split(&s, v->re[r], text, &s.pieces, &s.pieces2))) goto done;
+        span_vec t = s.pieces;
+        s.pieces = s.pieces2;
+        s.pieces2 = t;
+    }
+    for (size_t k = 0; k < s.pieces.n && k < capacity; k++) starts[k] = s.pieces.v[k].off;
+    *n_pieces = s.pieces.n;
+done:
+    pcre2_match_data_free(s.md);
+    ps_free(s.pieces.v);
+    ps_free(s.pieces2.v);
+    return st;
 }
 
 /* ---- special tokens ---- */

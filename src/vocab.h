@@ -31,4 +31,11 @@ ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t le
 void ps_vocab_prompt_offsets(const ps_vocab *v, const char *text, size_t len, const int32_t *ids,
                              int32_t n, bool bos_added, int32_t *out);
 
+/* The pieces the pre-tokenizer regexes of a byte-level BPE vocab cut text (len bytes) into,
+ * before any merge and without cutting out special tokens: the start offset of each piece ->
+ * starts[0, min(*n_pieces, capacity)), its count -> *n_pieces (0 for an empty text). For
+ * tests and tools that check a split. Returns PS_OK, PS_ERR_INVALID_ARG (NULL arguments, a
+ * SentencePiece vocab), PS_ERR_NOMEM. */
+ps_status ps_vocab_pre_split(const ps_vocab *v, const char *text, size_t len, size_t *starts,
+                             size_t capacity, size_t *n_pieces, ps_error *err);
 #endif /* PS_VOCAB_H */

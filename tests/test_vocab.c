@@ -380,6 +380,116 @@ static ps_gguf_writer *tiny_bpe(const char *pre) {
     return w;
 }
 
+/* ---- pre-tokenizer splits, checked by hand against each regex list ---- */
+
+#define MAX_PIECES 32
+typedef struct {
+    const char *pre, *text;
+    const char *want[MAX_PIECES]; /* the pieces in order, NULL-terminated */
+} split_case;
+
+/* One text through every pre-tokenizer added for the gpt-4o / tekken / command-r ... families.
+ * What each list shows: gpt-4o keeps "'s" on the word, has case only in ASCII (llama.cpp
+ * collapses non-ASCII letters to one class, so " É" is a word of "lower" letters and "COLE" a new
+ * one), groups digits in threes and keeps "/" with a line break; tekken has no contractions and
+ * single digits; command-r / smollm (starcoder's list) split digits first then GPT-2's; olmo /
+ * jais are GPT-2's; bloom / poro cut only at spaces and sentence punctuation; viking adds single
+ * digits; chatglm-bpe is llama3's without ignore_merges; exaone-moe keeps single spaces between
+ * letters inside a word. */
+#define SPLIT_TEXT "Hello World's HTTPRequest \xc3\x89" "COLE na\xc3\xaf" "ve 1234567 a/b/\n x  y"
+static const split_case SPLITS[] = {
+    {"gpt-4o", SPLIT_TEXT, {"Hello", " World's", " HTTPRequest", " \xc3\x89", "COLE", " na\xc3\xaf""ve", " ", "123", "456", "7", " a", "/b", "/\n", " x", " ", " y"}},
+    {"tekken", SPLIT_TEXT, {"Hello", " World", "'s", " HTTPRequest", " \xc3\x89", "COLE", " na\xc3\xaf""ve", " ", "1", "2", "3", "4", "5", "6", "7", " a", "/b", "/\n", " x", " ", " y"}},
+    {"command-r", SPLIT_TEXT, {"Hello", " World", "'s", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " ", "1", "2", "3", "4", "5", "6", "7", " a", "/", "b", "/", "\n", " x", " ", " y"}},
+    {"smollm", SPLIT_TEXT, {"Hello", " World", "'s", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " ", "1", "2", "3", "4", "5", "6", "7", " a", "/", "b", "/", "\n", " x", " ", " y"}},
+    {"olmo", SPLIT_TEXT, {"Hello", " World", "'s", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " 1234567", " a", "/", "b", "/", "\n", " x", " ", " y"}},
+    {"bloom", SPLIT_TEXT, {"Hello", " World's", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " 1234567", " a/b/", "\n", " x", " ", " y"}},
+    {"poro-chat", SPLIT_TEXT, {"Hello", " World's", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " 1234567", " a/b/", "\n", " x", " ", " y"}},
+    {"chatglm-bpe", SPLIT_TEXT, {"Hello", " World", "'s", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " ", "123", "456", "7", " a", "/b", "/\n", " x", " ", " y"}},
+    {"viking", SPLIT_TEXT, {"Hello", " World's", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " ", "1", "2", "3", "4", "5", "6", "7", " a/b/", "\n", " x", " ", " y"}},
+    {"jais", SPLIT_TEXT, {"Hello", " World", "'s", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " 1234567", " a", "/", "b", "/", "\n", " x", " ", " y"}},
+    {"jais-2", SPLIT_TEXT, {"Hello", " World", "'s", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " ", "123", "456", "7", " a", "/b", "/\n", " x", " ", " y"}},
+    {"seed-coder", SPLIT_TEXT, {"Hello", " World", "'s", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " ", "1", "2", "3", "4", "5", "6", "7", " a", "/b", "/", "\n", " x", " ", " y"}},
+    {"bailingmoe", SPLIT_TEXT, {"Hello", " World", "'s", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " ", "1", "2", "3", "4", "5", "6", "7", " a", "/b", "/\n", " x", " ", " y"}},
+    {"exaone-moe", SPLIT_TEXT, {"Hello World", "'s", " HTTPRequest \xc3\x89""COLE na\xc3\xaf""ve", " ", "1", "2", "3", "4", "5", "6", "7", " a", "/b", "/\n", " x", " ", " y"}},
+    {"minicpm5", SPLIT_TEXT, {"Hello", " World", "'s", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " ", "123", "456", "7", " a", "/b", "/\n", " x", " ", " y"}},
+    {"laguna", SPLIT_TEXT, {"Hello", " World", "'s", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " ", "1", "2", "3", "4", "5", "6", "7", " a", "/b", "/", "\n", " x", " ", " y"}},
+    {"chameleon", SPLIT_TEXT, {"Hello", " World", "'", "s", " HTTPRequest", " \xc3\x89""COLE", " na\xc3\xaf""ve", " ", "1", "2", "3", "4", "5", "6", "7", " a", "/", "b", "/", "\n", " x", "  ", "y"}},
+    {"granite-embed-multi-97m", SPLIT_TEXT, {"Hello", " World's", " HTTPRequest", " \xc3\x89", "COLE", " na\xc3\xaf""ve", " ", "123", "456", "7", " a", "/b", "/\n", " x", " ", " y"}},
+    /* upper-case contractions, a combining mark (not a letter in llama.cpp's form), CRLF runs, Han */
+    {"gpt-4o", "DON'T cafe\xcc\x81s x\r\n\r\ny \xe4\xbd\xa0\xe5\xa5\xbd",
+     {"DON'T", " cafe", "\xcc\x81s", " x", "\r\n\r\n", "y", " \xe4\xbd\xa0\xe5\xa5\xbd"}},
+    {"tekken", "DON'T cafe\xcc\x81s x\r\n\r\ny \xe4\xbd\xa0\xe5\xa5\xbd",
+     {"DON", "'T", " cafe", "\xcc\x81s", " x", "\r\n\r\n", "y", " \xe4\xbd\xa0\xe5\xa5\xbd"}},
+};
+
+static void test_splits(void) {
+    for (size_t c = 0; c < sizeof SPLITS / sizeof SPLITS[0]; c++) {
+        const split_case *sc = &SPLITS[c];
+        ps_error err;
+        ps_vocab *v = NULL;
+        ps_gguf_writer *w = tiny_bpe(sc->pre);
+        ps_status st = load_built(w, &v, &err);
+        ps_gguf_writer_free(w);
+        CHECKF(st == PS_OK, "pre-tokenizer %s loads: %s", sc->pre, st ? err.message : "");
+        if (st) continue;
+        size_t len = strlen(sc->text), starts[64], n = 0;
+        st = ps_vocab_pre_split(v, sc->text, len, starts, 64, &n, &err);
+        CHECKF(st == PS_OK, "%s: split: %s", sc->pre, st ? err.message : "");
+        size_t n_want = 0;
+        while (n_want < MAX_PIECES && sc->want[n_want]) n_want++;
+        bool same = st == PS_OK && n == n_want;
+        for (size_t k = 0; same && k < n; k++) {
+            size_t end = k + 1 < n ? starts[k + 1] : len;
+            same = end - starts[k] == strlen(sc->want[k]) &&
+                   !memcmp(sc->text + starts[k], sc->want[k], end - starts[k]);
+        }
+        if (!same) {
+            fprintf(stderr, "  %s split of \"%s\":", sc->pre, sc->text);
+            for (size_t k = 0; k < n && k < 64; k++) {
+                size_t end = k + 1 < n ? starts[k + 1] : len;
+                fprintf(stderr, " [%.*s]", (int)(end - starts[k]), sc->text + starts[k]);
+            }
+            fprintf(stderr, "\n");
+        }
+        CHECKF(same, "%s: %zu pieces, want %zu", sc->pre, n, n_want);
+        ps_vocab_free(v);
+    }
+    /* tekken and llama3 take a piece that is a token whole and add BOS by default; gpt-4o not */
+    static const struct {
+        const char *pre;
+        bool bos;
+    } defaults[] = {{"tekken", true}, {"gpt-4o", false}, {"chatglm-bpe", false}, {"llama-bpe", true}};
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
+        ps_error err;
+        ps_vocab *v = NULL;
+        ps_gguf_writer *w = tiny_bpe(defaults[i].pre);
+        ps_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 3);
+        CHECK(load_built(w, &v, &err) == PS_OK);
+        CHECKF(v && ps_vocab_add_bos(v) == defaults[i].bos, "%s: add_bos default", defaults[i].pre);
+        ps_vocab_free(v);
+        ps_gguf_writer_free(w);
+    }
+    /* names llama.cpp knows but whose split is not a regex list here: refused, saying why */
+    static const char *const refused[] = {"kimi-k2", "afmoe", "superbpe", "deepseek-v3", "gemma4",
+                                          "tiny_aya"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        ps_error err;
+        ps_vocab *v = NULL;
+        ps_gguf_writer *w = tiny_bpe(refused[i]);
+        ps_status st = load_built(w, &v, &err);
+        CHECKF(st == PS_ERR_UNSUPPORTED && strstr(err.message, refused[i]) &&
+                   strstr(err.message, "not supported: "),
+               "%s refused: %s", refused[i], st ? err.message : "loaded");
+        ps_vocab_free(v);
+        ps_gguf_writer_free(w);
+    }
+    /* a SentencePiece vocab has no pre-split */
+    size_t n = 0, starts[1];
+    ps_error err;
+    CHECK(ps_vocab_pre_split(NULL, "x", 1, starts, 1, &n, &err) == PS_ERR_INVALID_ARG);
+}
+
 static void test_built(void) {
     ps_error err;
     ps_vocab *v = NULL;
@@ -400,7 +510,10 @@ static void test_built(void) {
     /* every pre-tokenizer name the project promises loads */
     static const char *const promised[] = {"default", "gpt-2", "llama-bpe", "qwen2",
         "deepseek-llm", "deepseek-coder", "falcon", "starcoder", "refact", "mpt", "gpt-neox",
-        "smollm"};
+        "smollm", "gpt-4o", "llama4", "tekken", "olmo", "command-r", "bloom", "poro-chat",
+        "gpt3-finnish", "chatglm-bpe", "glm4", "viking", "jais", "jais-2", "seed-coder",
+        "bailingmoe", "exaone-moe", "minicpm5", "laguna", "chameleon", "grok-2", "mellum2",
+        "granite-embed-multi-97m", "falcon-h1", "pixtral", "deepseek-r1-qwen", "exaone4"};
     for (size_t i = 0; i < sizeof promised / sizeof promised[0]; i++) {
         w = tiny_bpe(promised[i]);
         ps_status st = load_built(w, &v, &err);
@@ -632,6 +745,7 @@ static void test_model_load(const char *shared) {
 int main(void) {
     const char *shared = ps_test_shared();
     test_built();
+    test_splits();
     if (!shared) {
         SKIP("../shared absent: no vocabulary files");
         return ps_test_done("vocab");
