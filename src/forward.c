@@ -18,9 +18,9 @@
  *   logits (n, n_vocab) = (rmsnorm(x) * output_norm) @ Woutput^T
  *
  * The arithmetic follows llama.cpp's CPU graph where it matters for the last bits (rmsnorm sum of
- * squares in double, then (x * scale) * w; silu(x) = x / (1 + e^-x); RoPE angle
- * p * base^(-2i/n_rot) * freq_scale / freq_factor[i], computed here in double). Everything runs
- * on the pool: matmuls by weight tiles, attention by (head, 8 queries), and the row-wise steps
+ * squares in double, then (x * scale) * w; silu(x) = x / (1 + e^-x); RoPE angles as rope.c
+ * computes them: p * base^(-2i/n_rot) / freq_factor[i] in double, scaled linearly or by
+ * YaRN). Everything runs on the pool: matmuls by weight tiles, attention by (head, 8 queries), and the row-wise steps
  * between them (norms, biases, RoPE, cache writes, residual adds, SwiGLU) by position. Every
  * value is computed by a fixed sequence of operations whatever the thread count or batch split,
  * so logits are identical for 1 or N threads and for any chunking of a prompt.
@@ -49,16 +49,6 @@ static void rope_heads(float *v, int32_t n_heads, int32_t hd, int32_t n_rot, ps_
             x[b] = x0 * sn[i] + x1 * cs[i];
         }
     }
-}
-
-/* Multi-section rope (llama.cpp's imrope, qwen35*) for text: the t, h and w sections all see the
- * token's position and the fourth (e) sees position 0. True when rope pair t falls in e. */
-static bool imrope_pos0(const int32_t sec[4], int32_t t) {
-    const int32_t sector = t % (sec[0] + sec[1] + sec[2] + sec[3]);
-    if (sector % 3 == 1 && sector < 3 * sec[1]) return false;
-    if (sector % 3 == 2 && sector < 3 * sec[2]) return false;
-    if (sector % 3 == 0 && sector < 3 * sec[0]) return false;
-    return true;
 }
 
 /* ---- Gated DeltaNet ---- */
@@ -179,17 +169,10 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
     float *x = s->x + i * d, *xb = s->xb + i * d, *fo = s->ffn_out + i * d;
     switch (job->op) {
     case ROW_EMBED_NORM: {
-        /* RoPE angles of position n_past + i: rope_cos/rope_sin row i (n_rot/2) */
+        /* RoPE angles of position n_past + i: rope_cos/rope_sin row i (n_rot/2), rope.c */
         const int32_t half = hp->n_rot / 2;
-        const double p = (double)(s->n_past + i);
-        for (int32_t t = 0; t < half; t++) {
-            double theta = p * pow((double)hp->rope_base, -2.0 * t / (double)hp->n_rot) *
-                           (double)hp->rope_freq_scale;
-            if (hp->n_layer_rs > 0 && imrope_pos0(hp->rope_sections, t)) theta = 0.0;
-            if (w->rope_freqs) theta /= (double)w->rope_freqs[t];
-            s->rope_cos[i * half + t] = (float)cos(theta);
-            s->rope_sin[i * half + t] = (float)sin(theta);
-        }
+        ps_rope_angles(&hp->rope, s->n_past + i, s->rope_cos + i * half,
+                       s->rope_sin + i * half);
         ps_quant_row_to_f32(s->isa, w->token_embd.type,
                             (const uint8_t *)w->token_embd.data +
                                 (size_t)job->tokens[i] * w->token_embd.row_bytes,

@@ -138,6 +138,7 @@ static ps_status read_hybrid_hparams(ps_model *m, const char *arch, ps_error *er
                        hp->n_layer_nextn, hp->n_layer);
     hp->n_layer -= hp->n_layer_nextn; /* the MTP blocks are not run */
     hp->full_attn_interval = interval;
+    hp->rope.sections = hp->rope_sections;
     hp->n_layer_kv = 0;
     hp->n_layer_rs = 0;
     for (int32_t l = 0; l < hp->n_layer; l++) {
@@ -226,6 +227,94 @@ static ps_status read_expert_hparams(ps_model *m, const char *arch, ps_error *er
     return PS_OK;
 }
 
+/* RoPE scaling, as llama.cpp reads it (rope.h has the formula): rope.scaling.type (default
+ * linear; none, linear, yarn, longrope), the factor (rope.scaling.factor, else the older
+ * rope.scale_linear; freq_scale = 1/factor, 1 for none), original_context_length (default
+ * context_length), the YaRN keys yarn_ext_factor / yarn_attn_factor / yarn_beta_fast /
+ * yarn_beta_slow / yarn_log_multiplier and attn_factor. Llama 3 stores its scaling as the
+ * rope_freqs.weight tensor and LongRoPE as rope_factors_long/short.weight (load_weights). */
+static ps_status read_rope_scaling(ps_model *m, const char *arch, ps_error *err) {
+    const ps_gguf *g = m->gguf;
+    ps_hparams *hp = &m->hp;
+    ps_rope *r = &hp->rope;
+    ps_status st;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    ps_gguf_str type;
+    r->scaling = PS_ROPE_SCALING_LINEAR;
+    st = ps_gguf_get_str(g, key, &type, err);
+    if (st == PS_OK) {
+        char t[32];
+        copy_str(t, sizeof t, type);
+        if (!strcmp(t, "none")) r->scaling = PS_ROPE_SCALING_NONE;
+        else if (!strcmp(t, "linear") || !strcmp(t, "llama3")) r->scaling = PS_ROPE_SCALING_LINEAR;
+        else if (!strcmp(t, "yarn")) r->scaling = PS_ROPE_SCALING_YARN;
+        else if (!strcmp(t, "longrope")) r->scaling = PS_ROPE_SCALING_LONGROPE;
+        else
+            return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                           "%s = '%.*s' is not supported (none, linear, yarn, longrope)", key,
+                           (int)PS_MIN(type.len, 64), type.ptr);
+    } else if (st != PS_ERR_NOT_FOUND) {
+        return st;
+    }
+    float factor = 0.0f;
+    if ((st = key_f32(g, arch, "rope.scaling.factor", false, 0.0f, &factor, err))) return st;
+    if (factor == 0.0f &&
+        (st = key_f32(g, arch, "rope.scale_linear", false, 0.0f, &factor, err)))
+        return st;
+    if (factor < 0.0f)
+        return ps_fail(err, PS_ERR_FORMAT, -1, "%s.rope.scaling.factor = %g must be > 0", arch,
+                       (double)factor);
+    hp->rope_freq_scale = factor == 0.0f || r->scaling == PS_ROPE_SCALING_NONE ? 1.0f
+                                                                               : 1.0f / factor;
+    if (!isfinite(hp->rope_freq_scale) || hp->rope_freq_scale == 0.0f)
+        return ps_fail(err, PS_ERR_FORMAT, -1, "%s.rope.scaling.factor = %g is out of range",
+                       arch, (double)factor);
+    if ((st = key_dim(g, arch, "rope.scaling.original_context_length", false, hp->n_ctx_train,
+                      false, &r->n_ctx_orig, err)))
+        return st;
+    ps_rope_keys k;
+    struct {
+        const char *suffix;
+        float def, *out;
+        bool positive; /* must be > 0 (else any finite value) */
+    } fk[] = {
+        {"rope.scaling.yarn_ext_factor", -1.0f, &k.ext_factor, false},
+        {"rope.scaling.yarn_attn_factor", 1.0f, &k.yarn_attn_factor, true},
+        {"rope.scaling.attn_factor", 1.0f, &k.attn_factor, true},
+        {"rope.scaling.yarn_log_multiplier", 0.0f, &k.log_mul, false},
+        {"rope.scaling.yarn_beta_fast", 32.0f, &r->beta_fast, true},
+        {"rope.scaling.yarn_beta_slow", 1.0f, &r->beta_slow, true},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(fk); i++) {
+        if ((st = key_f32(g, arch, fk[i].suffix, false, fk[i].def, fk[i].out, err))) return st;
+        if (fk[i].positive && !(*fk[i].out > 0.0f))
+            return ps_fail(err, PS_ERR_FORMAT, -1, "%s.%s = %g must be > 0", arch, fk[i].suffix,
+                           (double)*fk[i].out);
+    }
+    if (k.ext_factor > 1.0f)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "%s.rope.scaling.yarn_ext_factor = %g must be in [0, 1] (or negative: "
+                       "not set)",
+                       arch, (double)k.ext_factor);
+    r->n_rot = hp->n_rot;
+    r->base = hp->rope_base;
+    r->freq_scale = hp->rope_freq_scale;
+    r->factors = NULL;
+    r->sections = NULL;
+    ps_rope_setup(r, &k);
+    if (!isfinite(r->mscale) || !(r->mscale > 0.0f) || !isfinite(r->corr[0]) ||
+        !isfinite(r->corr[1]))
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "%s.rope.scaling.*: the YaRN factors come out as mscale %g, correction "
+                       "dims [%g, %g] (factor %g, original_context_length %d, beta_fast %g, "
+                       "beta_slow %g)",
+                       arch, (double)r->mscale, (double)r->corr[0], (double)r->corr[1],
+                       (double)factor, (int)r->n_ctx_orig, (double)r->beta_fast,
+                       (double)r->beta_slow);
+    return PS_OK;
+}
+
 static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     const ps_gguf *g = m->gguf;
     ps_hparams *hp = &m->hp;
@@ -275,31 +364,7 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
                        "%s.attention.layer_norm_rms_epsilon = %g must be >= 0", arch,
                        (double)hp->rms_eps);
 
-    /* RoPE scaling, as llama.cpp reads it: a factor means linear scaling (freq * 1/factor);
-     * Llama 3 stores its scaling as the rope_freqs.weight tensor instead. YaRN / LongRoPE are
-     * not implemented. */
-    char key[128];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    ps_gguf_str type;
-    st = ps_gguf_get_str(g, key, &type, err);
-    if (st == PS_OK) {
-        char t[32];
-        copy_str(t, sizeof t, type);
-        if (strcmp(t, "none") && strcmp(t, "linear") && strcmp(t, "llama3"))
-            return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
-                           "%s = '%s' is not supported (none, linear, llama3)", key, t);
-    } else if (st != PS_ERR_NOT_FOUND) {
-        return st;
-    }
-    float factor = 0.0f;
-    if ((st = key_f32(g, arch, "rope.scaling.factor", false, 0.0f, &factor, err))) return st;
-    if (factor == 0.0f &&
-        (st = key_f32(g, arch, "rope.scale_linear", false, 0.0f, &factor, err)))
-        return st;
-    if (factor < 0.0f)
-        return ps_fail(err, PS_ERR_FORMAT, -1, "%s.rope.scaling.factor = %g must be > 0", arch,
-                       (double)factor);
-    hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    if ((st = read_rope_scaling(m, arch, err))) return st;
     hp->rope_mode = hp->info->rope_mode;
     hp->n_layer_kv = hp->n_layer;
     if ((hp->info->flags & PS_A_HYBRID) && (st = read_hybrid_hparams(m, arch, err))) return st;
@@ -489,14 +554,28 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
     if ((st = get_mat(m, "token_embd.weight", d, nv, true, &w->token_embd, err)) ||
         (st = get_vec(m, "output_norm.weight", d, true, &w->output_norm, err)) ||
         (st = get_mat(m, "output.weight", d, nv, false, &w->output, err)) ||
-        (st = get_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &w->rope_freqs, err)))
+        (st = get_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &w->rope_freqs, err)) ||
+        (st = get_vec(m, "rope_factors_long.weight", hp->n_rot / 2, false, &w->rope_long, err)) ||
+        (st = get_vec(m, "rope_factors_short.weight", hp->n_rot / 2, false, &w->rope_short,
+                      err)))
         return st;
     if (!w->output.data) w->output = w->token_embd; /* tied */
-    for (int32_t i = 0; w->rope_freqs && i < hp->n_rot / 2; i++)
-        if (!(w->rope_freqs[i] > 0.0f) || !isfinite(w->rope_freqs[i]))
-            return ps_fail(err, PS_ERR_FORMAT, -1,
-                           "tensor 'rope_freqs.weight' element %d = %g must be a positive number",
-                           (int)i, (double)w->rope_freqs[i]);
+    if (!w->rope_long != !w->rope_short)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "tensor '%s' is there without '%s' (LongRoPE needs both tables)",
+                       w->rope_long ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                       w->rope_long ? "rope_factors_short.weight" : "rope_factors_long.weight");
+    const struct { const char *name; const float *v; } fv[] = {
+        {"rope_freqs.weight", w->rope_freqs},
+        {"rope_factors_long.weight", w->rope_long},
+        {"rope_factors_short.weight", w->rope_short},
+    };
+    for (size_t k = 0; k < PS_ARRAY_LEN(fv); k++)
+        for (int32_t i = 0; fv[k].v && i < hp->n_rot / 2; i++)
+            if (!(fv[k].v[i] > 0.0f) || !isfinite(fv[k].v[i]))
+                return ps_fail(err, PS_ERR_FORMAT, -1,
+                               "tensor '%s' element %d = %g must be a positive number",
+                               fv[k].name, (int)i, (double)fv[k].v[i]);
     w->layers = ps_calloc((size_t)hp->n_layer, sizeof *w->layers);
     if (!w->layers) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (layer table)");
     /* every layer: the tensors of its features, in the order of ps_layer_tensors */
@@ -687,6 +766,13 @@ ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params
     const ps_hparams *hp = &m->hp;
     info->n_ctx_train = hp->n_ctx_train;
     info->n_ctx = params->n_ctx > 0 ? params->n_ctx : hp->n_ctx_train;
+    /* the frequency factors, as llama.cpp's get_rope_factors picks them: rope_freqs when the
+     * file has it, else LongRoPE's long table when the context is longer than the original
+     * one, else the short table. "The context" is the model's (the n_ctx it was loaded with,
+     * else context_length): fixed at load, so no prompt, chunk or session changes it. */
+    m->hp.rope.factors = m->w.rope_freqs      ? m->w.rope_freqs
+                         : info->n_ctx > m->hp.rope.n_ctx_orig ? m->w.rope_long
+                                                                : m->w.rope_short;
     info->n_embd = hp->n_embd;
     info->n_layer = hp->n_layer;
     info->n_head = hp->n_head;

@@ -13,6 +13,7 @@
 #include "arch.h"
 #include "gguf.h"
 #include "matmul.h"
+#include "rope.h"
 
 /* Hyperparameters. */
 typedef struct {
@@ -29,6 +30,9 @@ typedef struct {
     int32_t n_rot;         /* <arch>.rope.dimension_count, default head_dim; even, <= head_dim */
     float rope_base;       /* <arch>.rope.freq_base, default 10000 */
     float rope_freq_scale; /* 1 / <arch>.rope.scaling.factor (linear scaling), default 1 */
+    ps_rope rope;          /* the RoPE of every attention layer (rope.h): scaling type, YaRN,
+                            * the frequency factors chosen at load (rope_freqs, else LongRoPE's
+                            * long or short table by the model's context length) */
     float rms_eps;         /* <arch>.attention.layer_norm_rms_epsilon */
     ps_rope_mode rope_mode;
     /* experts (layers with PS_L_FFN_MOE; all 0 without) */
@@ -112,6 +116,8 @@ typedef struct {
     const float *output_norm;  /* n_embd */
     ps_mat output;             /* n_embd -> n_vocab (token_embd when tied) */
     const float *rope_freqs;   /* n_rot/2 frequency divisors (Llama 3) | NULL */
+    const float *rope_long, *rope_short; /* LongRoPE's n_rot/2 divisors (rope_factors_long /
+                                          * _short.weight; both or neither) | NULL */
 } ps_weights;
 
 struct ps_model {

@@ -15,6 +15,8 @@ llama.cpp defines them, over the whole prompt at once (no KV cache, no chunks), 
               q, k = rope(q), rope(k)   llama: adjacent pairs (x[2i], x[2i+1]);
                                         qwen2/qwen3: neox, (x[i], x[i + n_rot/2]);
                                         theta_i = pos * base^(-2i/n_rot) / rope_freqs[i]
+                                        (or LongRoPE's long/short factors), scaled linearly
+                                        or by YaRN (Model.rope_scaling)
               x += Wo softmax_causal(q k^T / sqrt(head_dim)) v     (GQA: head h reads kv head
                                                                     h // (n_head / n_head_kv))
               x += Wdown (silu(Wgate h2) * Wup h2),  h2 = rmsnorm(x) * ffn_norm
@@ -238,7 +240,7 @@ def round_bf16_rows(x):
 
 
 class Model:
-    def __init__(self, path, q8_act=False, bf16_act=False, native_act=False):
+    def __init__(self, path, q8_act=False, bf16_act=False, native_act=False, n_ctx=0):
         self.kv, self.t = read_gguf(path)
         self.native_act = native_act
         self.buf_path = path
@@ -255,12 +257,7 @@ class Model:
         self.n_rot = int(kv.get(a + ".rope.dimension_count", self.head_dim))
         self.eps = float(kv.get(a + ".attention.layer_norm_rms_epsilon", 1e-5))
         self.rope_base = float(kv.get(a + ".rope.freq_base", 10000.0))
-        # linear RoPE scaling (positions * 1/factor), as llama.cpp reads it; others unsupported
-        stype = kv.get(a + ".rope.scaling.type", "linear")
-        factor = float(kv.get(a + ".rope.scaling.factor", kv.get(a + ".rope.scale_linear", 0.0)))
-        if stype not in ("none", "linear") and factor not in (0.0, 1.0):
-            raise ValueError("rope scaling type %s not supported by the reference" % stype)
-        self.freq_scale = 1.0 / factor if factor not in (0.0,) and stype != "none" else 1.0
+        self.rope_scaling(kv, a, n_ctx)
         self.neox = a in ("qwen2", "qwen3", "qwen3moe")
         self.n_expert = int(kv.get(a + ".expert_count", 0))
         self.n_expert_used = int(kv.get(a + ".expert_used_count", 0))
@@ -269,7 +266,14 @@ class Model:
         self.bf16_act = bf16_act
         emb, _ = self.t["token_embd.weight"]
         self.n_vocab = emb.shape[0]
-        self.ff = self.t["rope_freqs.weight"][0] if "rope_freqs.weight" in self.t else None
+        # the frequency factors: rope_freqs, else LongRoPE's long table when the context is
+        # longer than the original one, else its short table (llama.cpp's get_rope_factors)
+        self.ff = None
+        for name in ("rope_freqs.weight",
+                     "rope_factors_long.weight" if self.n_ctx > self.n_ctx_orig
+                     else "rope_factors_short.weight"):
+            if self.ff is None and name in self.t:
+                self.ff = self.t[name][0]
         if self.arch in ("qwen35", "qwen35moe"):
             self.n_layer -= int(kv.get(a + ".nextn_predict_layers", 0))
             self.interval = int(kv.get(a + ".full_attention_interval", 4))
@@ -278,6 +282,48 @@ class Model:
             self.nk = int(kv[a + ".ssm.group_count"])
             self.nv = int(kv[a + ".ssm.time_step_rank"])
             self.sections = [int(v) for v in kv[a + ".rope.dimension_sections"]]
+
+    def rope_scaling(self, kv, a, n_ctx):
+        """RoPE scaling as llama.cpp defines it (its context setup and ggml's rope_yarn):
+        rope.scaling.type none / linear / yarn / longrope, freq_scale = 1/factor; YaRN mixes
+        the interpolated angle freq_scale * theta with the original one by a ramp over the
+        pairs between ggml's correction dims, and scales cos and sin by mscale."""
+        stype = kv.get(a + ".rope.scaling.type", "linear")
+        if stype not in ("none", "linear", "llama3", "yarn", "longrope"):
+            raise ValueError("rope scaling type %s not supported" % stype)
+        factor = float(kv.get(a + ".rope.scaling.factor", 0.0))
+        if factor == 0.0:
+            factor = float(kv.get(a + ".rope.scale_linear", 0.0))
+        self.freq_scale = 1.0 / factor if factor != 0.0 and stype != "none" else 1.0
+        self.n_ctx = n_ctx if n_ctx > 0 else int(kv[a + ".context_length"])
+        self.n_ctx_orig = int(kv.get(a + ".rope.scaling.original_context_length",
+                                     kv[a + ".context_length"]))
+        ext = float(kv.get(a + ".rope.scaling.yarn_ext_factor", -1.0))
+        if ext < 0:
+            ext = 1.0 if stype == "yarn" else 0.0
+        attn = float(kv.get(a + ".rope.scaling.yarn_attn_factor", 1.0))
+        if ext != 0:
+            f = 1.0 / self.freq_scale
+            log_mul = float(kv.get(a + ".rope.scaling.yarn_log_multiplier", 0.0))
+
+            def msc(s, k):
+                return 1.0 if s <= 1.0 else 0.1 * k * np.log(s) + 1.0
+            attn = msc(f, 1.0) / msc(f, log_mul) if log_mul != 0 else msc(f, 1.0)
+            attn *= 1.0 / (1.0 + 0.1 * np.log(f))
+        attn *= float(kv.get(a + ".rope.scaling.attn_factor", 1.0))
+        self.rope_mscale = attn * (1.0 + 0.1 * np.log(1.0 / self.freq_scale)) if ext != 0 else attn
+        self.rope_ext = ext
+        # ggml's correction dims (float32, so that floor / ceil land on the same integers)
+        beta_fast = float(kv.get(a + ".rope.scaling.yarn_beta_fast", 32.0))
+        beta_slow = float(kv.get(a + ".rope.scaling.yarn_beta_slow", 1.0))
+        f32 = np.float32
+
+        def corr(beta):
+            return f32(self.n_rot) * np.log(f32(self.n_ctx_orig) / (f32(beta) * f32(2) * f32(np.pi))) \
+                / (f32(2) * np.log(f32(self.rope_base)))
+        lo = max(0.0, float(np.floor(corr(beta_fast))))
+        hi = min(float(self.n_rot - 1), float(np.ceil(corr(beta_slow))))
+        self.rope_corr = (lo, hi)
 
     def W(self, name):
         return self.t[name][0]
@@ -325,9 +371,15 @@ class Model:
         inv = self.rope_base ** (-2.0 * i / self.n_rot)
         if self.ff is not None:
             inv = inv / self.ff[:half]
-        ang = self.freq_scale * pos[:, None].astype(np.float64) * inv[None, :]  # (T, half)
-        c = np.cos(ang)[:, None, :]
-        s = np.sin(ang)[:, None, :]
+        extrap = pos[:, None].astype(np.float64) * inv[None, :]  # (T, half)
+        ang = self.freq_scale * extrap
+        if self.rope_ext != 0:
+            lo, hi = self.rope_corr
+            y = (i - lo) / max(0.001, hi - lo)
+            mix = (1.0 - np.clip(y, 0.0, 1.0)) * self.rope_ext
+            ang = ang * (1.0 - mix[None, :]) + extrap * mix[None, :]
+        c = np.cos(ang)[:, None, :] * self.rope_mscale
+        s = np.sin(ang)[:, None, :] * self.rope_mscale
         y = x.copy()
         if self.neox:
             x0, x1 = x[..., :half], x[..., half:2 * half]
@@ -580,8 +632,12 @@ def main():
     ap.add_argument("--bf16-act", action="store_true",
                     help="round activations to bfloat16 for BF16 weights")
     ap.add_argument("--check-stories", metavar="GOLDEN")
+    ap.add_argument("--n-ctx", type=int, default=0,
+                    help="the context length the C model was loaded with (picks LongRoPE's "
+                         "long or short factors; default context_length)")
     a = ap.parse_args()
-    m = Model(a.model, q8_act=a.q8_act, bf16_act=a.bf16_act, native_act=a.native_act)
+    m = Model(a.model, q8_act=a.q8_act, bf16_act=a.bf16_act, native_act=a.native_act,
+              n_ctx=a.n_ctx)
     if a.check_stories:
         bad = check_stories(m, a.check_stories)
         print("stories260K reference: %s" % ("ok" if not bad else "%d MISMATCHES" % bad))
