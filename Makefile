@@ -1,20 +1,34 @@
 # promptscore — plain Makefile.
-#   make            the library (build/libpromptscore.a) and the CLI (build/promptscore)
+#   make            the core library (build/libpromptscore.a, build/libpromptscore.so.N), the
+#                   front ends beside it (build/libpromptscore-front.a) and the CLI
+#                   (build/promptscore)
 #   make test       builds and runs every test (tests/test_*.c, then the script tests)
 #   make check      the same suite rebuilt with AddressSanitizer + UBSan (in build-san/)
 #   make bench      kernel benchmarks (validate first, then time; `make test` runs their --check)
+#   make install    PREFIX=/usr/local (and DESTDIR): bin/promptscore, include/promptscore.h,
+#                   lib/libpromptscore.{a,so,so.N}, lib/pkgconfig/promptscore.pc
 # SIMD kernels use per-function target attributes, so the binary runs on any x86-64 and picks
 # AVX2 / AVX-512 paths at run time.
 
 CC      ?= cc
 BUILD   ?= build
-PKGS    := openblas libpcre2-8 libmicrohttpd jansson libcurl
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+# The core needs PCRE2 only (plus libm and pthreads); the front ends add microhttpd, jansson
+# and curl; OpenBLAS is the baseline of one benchmark (bench_matmul) and nothing else.
+CORE_PKGS  := libpcre2-8
+FRONT_PKGS := libmicrohttpd jansson libcurl
+BENCH_PKGS := openblas
+PKG_CFLAGS := $(shell pkg-config --cflags $(CORE_PKGS) $(FRONT_PKGS))
+CORE_LIBS  := $(shell pkg-config --libs $(CORE_PKGS)) -lm -pthread
+PKG_LIBS   := $(shell pkg-config --libs $(CORE_PKGS) $(FRONT_PKGS))
+BENCH_LIBS := $(shell pkg-config --libs $(BENCH_PKGS))
+BENCH_CFLAGS := $(shell pkg-config --cflags $(BENCH_PKGS))
 
+# Every object is position-independent (one set serves the static and the shared library) and
+# hidden unless the public header marks it PS_API, so the shared library exports exactly the
+# functions of include/promptscore.h.
 OPT     ?= -O2 -g
 CFLAGS  := $(OPT) -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -pthread \
-           -Iinclude -Isrc $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+           -fPIC -fvisibility=hidden -Iinclude -Isrc $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lm -pthread
 LDFLAGS := $(EXTRA_LDFLAGS)
 
@@ -23,17 +37,39 @@ CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fram
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(filter-out src/cli%.c,$(wildcard src/*.c))
-CLI_SRC := $(wildcard src/cli*.c)
-LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
-CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
-# The web page (web/index.html) is compiled into the library as a C array: tools/embed.c
-# writes $(BUILD)/gen/page.c, whose object joins the library (src/page.h declares it).
+# The layering. FRONT_SRC, an explicit list, are the front ends: the HTTP server (libmicrohttpd
+# and the embedded page), the JSONL reader and the jansson allocation hook (jansson), the
+# response writer, --hf downloads (libcurl) and the random-model generator. src/cli*.c is the
+# promptscore binary. Every other src/*.c is the core (gguf, vocab, model, kernels, scoring: the
+# installed library), so a new source file joins the core unless it is listed here.
+FRONT_SRC := src/server.c src/jsonl.c src/jansson_alloc.c src/json.c src/download.c \
+             src/genmodel.c
+CLI_SRC   := $(wildcard src/cli*.c)
+CORE_SRC  := $(filter-out $(FRONT_SRC) $(CLI_SRC),$(wildcard src/*.c))
+CORE_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CORE_SRC))
+FRONT_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(FRONT_SRC))
+CLI_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+# The web page (web/index.html) is compiled into the front ends as a C array: tools/embed.c
+# writes $(BUILD)/gen/page.c, whose object joins libpromptscore-front.a (src/page.h declares it).
 PAGE_C   := $(BUILD)/gen/page.c
 PAGE_OBJ := $(BUILD)/gen/page.o
 EMBED    := $(BUILD)/tools/embed
-LIB     := $(BUILD)/libpromptscore.a
-BIN     := $(BUILD)/promptscore
+VERSION  := $(shell sed -n 's/^\#define PS_VERSION_STRING "\(.*\)"/\1/p' include/promptscore.h)
+SOVER    := $(firstword $(subst ., ,$(VERSION)))
+LIB      := $(BUILD)/libpromptscore.a
+SONAME   := libpromptscore.so.$(SOVER)
+SO       := $(BUILD)/libpromptscore.so.$(VERSION)
+FRONT    := $(BUILD)/libpromptscore-front.a
+BIN      := $(BUILD)/promptscore
+# What the tests, benchmarks and the CLI link: the front ends, then the core (static, so they
+# also reach the internal functions the shared library hides).
+LINK_LIBS := $(FRONT) $(LIB)
+
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
 
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -45,8 +81,8 @@ LOAD_BIN  := $(patsubst tests/load/%.c,$(BUILD)/load/%,$(LOAD_SRC))
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRC))
 
-.PHONY: all test check bench fuzz clean demo
-all: $(LIB) $(BIN)
+.PHONY: all test check bench fuzz clean demo install
+all: $(LIB) $(SO) $(FRONT) $(BIN)
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) include/promptscore.h
 	@mkdir -p $(dir $@)
@@ -63,20 +99,31 @@ $(PAGE_C): web/index.html $(EMBED)
 $(PAGE_OBJ): $(PAGE_C) src/page.h
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(LIB): $(LIB_OBJ) $(PAGE_OBJ)
+$(LIB): $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): $(CLI_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+# The shared core: links against PCRE2, libm and pthreads only (--no-undefined: a core file
+# that calls into a front end or another library fails here, not in a user's link).
+$(SO): $(CORE_OBJ)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@ $^ $(CORE_LIBS)
+	ln -sf $(notdir $@) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $(BUILD)/libpromptscore.so
 
-$(BUILD)/tests/%: tests/%.c tests/check.h $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+$(FRONT): $(FRONT_OBJ) $(PAGE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
-$(BUILD)/bench/%: bench/%.c tests/check.h $(LIB)
+$(BIN): $(CLI_OBJ) $(LINK_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LINK_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/check.h $(LINK_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c tests/check.h $(LINK_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BENCH_CFLAGS) $(LDFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS) $(BENCH_LIBS)
 
 $(BUILD)/load/%: tests/load/%.c
 	@mkdir -p $(dir $@)
@@ -84,9 +131,23 @@ $(BUILD)/load/%: tests/load/%.c
 
 # Every fuzz target also builds with a plain main() that replays its corpus (fuzz/replay.c),
 # so `make test` catches regressions without clang's libFuzzer.
-$(BUILD)/fuzz/%_replay: fuzz/%.c fuzz/replay.c $(LIB)
+$(BUILD)/fuzz/%_replay: fuzz/%.c fuzz/replay.c $(LINK_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< fuzz/replay.c $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< fuzz/replay.c $(LINK_LIBS) $(LDLIBS)
+
+# make install: the binary, the public header, the static and shared core and its pkg-config
+# file (prefix baked in; the core's link line only: libpcre2-8, -lm, -pthread).
+install: $(LIB) $(SO) $(BIN) promptscore.pc.in
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/promptscore
+	install -m 644 include/promptscore.h $(DESTDIR)$(INCLUDEDIR)/promptscore.h
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libpromptscore.a
+	install -m 755 $(SO) $(DESTDIR)$(LIBDIR)/libpromptscore.so.$(VERSION)
+	ln -sf libpromptscore.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libpromptscore.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    promptscore.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/promptscore.pc
 
 # tests/run.sh also runs every benchmark's --check (fast kernels against their references on
 # small shapes, no timing) and reports the fuzz corpus replays on their own line.

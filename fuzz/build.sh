@@ -13,12 +13,14 @@ cd "$(dirname "$0")/.."
 CC=${FUZZ_CC:-clang-14}
 OUT=build-fuzz
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-PKGS="openblas libpcre2-8 libmicrohttpd jansson libcurl"
+PKGS="libpcre2-8 libmicrohttpd jansson libcurl"
 
-# The library, instrumented for coverage (fuzzer-no-link) and sanitized. -Wno-error: clang's
-# warnings differ from gcc's, and a warning must not stop a fuzzing run.
+# The libraries (the core and the front ends beside it), instrumented for coverage
+# (fuzzer-no-link) and sanitized. -Wno-error: clang's warnings differ from gcc's, and a warning
+# must not stop a fuzzing run.
 make -s BUILD="$OUT" CC="$CC" OPT="-O1 -g" \
-    EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $SAN -Wno-error" "$OUT/libpromptscore.a"
+    EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $SAN -Wno-error" \
+    "$OUT/libpromptscore.a" "$OUT/libpromptscore-front.a"
 
 targets=${FUZZ_TARGETS:-$(for f in fuzz/fuzz_*.c; do basename "$f" .c; done)}
 mkdir -p "$OUT/bin" "$OUT/artifacts"
@@ -26,7 +28,8 @@ for t in $targets; do
     echo "== build $t"
     $CC -O1 -g -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc \
         $(pkg-config --cflags $PKGS) -fsanitize=fuzzer $SAN \
-        -o "$OUT/bin/$t" "fuzz/$t.c" "$OUT/libpromptscore.a" $(pkg-config --libs $PKGS) -lm
+        -o "$OUT/bin/$t" "fuzz/$t.c" \
+        "$OUT/libpromptscore-front.a" "$OUT/libpromptscore.a" $(pkg-config --libs $PKGS) -lm
 done
 [ "$secs" -gt 0 ] || exit 0
 

@@ -26,6 +26,14 @@
 extern "C" {
 #endif
 
+/* Marks the functions the library exports: it is built with -fvisibility=hidden, so a shared
+ * libpromptscore exports exactly the functions declared in this header. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define PS_API __attribute__((visibility("default")))
+#else
+#define PS_API
+#endif
+
 #define PS_VERSION_MAJOR 0
 #define PS_VERSION_MINOR 1
 #define PS_VERSION_PATCH 0
@@ -54,7 +62,7 @@ enum {
 };
 
 /* The name of a status code ("ok", "out of memory", ...). Never NULL; static storage. */
-const char *ps_status_str(ps_status status);
+PS_API const char *ps_status_str(ps_status status);
 
 /* What went wrong, for functions that parse or validate. `offset` is the byte offset in the
  * input (file or text) where the problem was found, or -1 when there is none. */
@@ -65,19 +73,7 @@ typedef struct {
 } ps_error;
 
 /* "0.1.0". Static storage. */
-const char *ps_version(void);
-
-/* ------------------------------------------------------------------------------------------ */
-/* Allocation hook (fault injection)                                                          */
-/* ------------------------------------------------------------------------------------------ */
-
-/* Every allocation the library makes goes through one hook. ps_alloc_fail_after(n) makes the
- * allocation numbered n (0-based, counted from this call) and every later one fail, so that
- * tests can walk n over a code path and check that each failure is a clean PS_ERR_NOMEM.
- * n < 0 disables injection (the default). ps_alloc_count() returns how many allocations were
- * attempted since the last ps_alloc_fail_after() call. Process-wide; not for production use. */
-void ps_alloc_fail_after(int64_t n);
-int64_t ps_alloc_count(void);
+PS_API const char *ps_version(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /* CPU features and the thread pool                                                           */
@@ -97,30 +93,25 @@ typedef enum {
  * environment variable PS_ISA=scalar|avx2|avx512 when it is set (an ISA the CPU lacks is never
  * chosen). Never PS_ISA_AMX: PS_ISA=amx reads as avx512 here; whether a session adds the AMX
  * tiles is decided by ps_session_create. */
-ps_isa ps_isa_best(void);
+PS_API ps_isa ps_isa_best(void);
 /* True when the CPU can run `isa` (PS_ISA_AMX: the CPU has AMX and the OS allowed it). */
-bool ps_isa_supported(ps_isa isa);
+PS_API bool ps_isa_supported(ps_isa isa);
 /* "scalar", "avx2", "avx512", "amx", "auto". */
-const char *ps_isa_name(ps_isa isa);
+PS_API const char *ps_isa_name(ps_isa isa);
 
-/* A fixed set of worker threads that runs parallel-for loops. Output of every promptscore
- * kernel is independent of the number of threads. A pool is used by one caller at a time
- * (concurrent ps_pool_for calls on one pool are serialised by an internal lock). */
+/* A fixed set of worker threads that runs the library's parallel loops (pass it in
+ * ps_session_params / ps_topk_params). Output of every promptscore kernel is independent of the
+ * number of threads. A pool serves one parallel loop at a time (concurrent users of one pool
+ * are serialised by an internal lock). */
 typedef struct ps_pool ps_pool;
 
 /* n_threads >= 1 (the calling thread counts as one; n_threads - 1 workers are started).
  * n_threads == 0 means the number of online CPUs. Returns PS_ERR_INVALID_ARG, PS_ERR_NOMEM. */
-ps_status ps_pool_create(int32_t n_threads, ps_pool **out);
+PS_API ps_status ps_pool_create(int32_t n_threads, ps_pool **out);
 /* Stops and joins the workers. NULL is a no-op. */
-void ps_pool_free(ps_pool *pool);
+PS_API void ps_pool_free(ps_pool *pool);
 /* Number of threads (workers + caller). A NULL pool has 1. */
-int32_t ps_pool_size(const ps_pool *pool);
-
-/* fn(ctx, i, thread_index) is called once for every i in [0, n_tasks), on any thread;
- * thread_index is in [0, ps_pool_size(pool)) and unique among concurrently running calls, so it
- * may index per-thread scratch. Returns when all tasks are done. pool may be NULL (runs inline). */
-typedef void (*ps_pool_fn)(void *ctx, int64_t task, int32_t thread_index);
-void ps_pool_for(ps_pool *pool, int64_t n_tasks, ps_pool_fn fn, void *ctx);
+PS_API int32_t ps_pool_size(const ps_pool *pool);
 
 /* ------------------------------------------------------------------------------------------ */
 /* The top-K logprob kernel                                                                   */
@@ -159,7 +150,7 @@ typedef struct {
 } ps_topk_params;
 
 /* k = 5, PS_ISA_AUTO, no pool. */
-ps_topk_params ps_topk_default_params(void);
+PS_API ps_topk_params ps_topk_default_params(void);
 
 /*
  * The fast path: for every row, one canonical float32 logsumexp, the scored token's logprob,
@@ -184,13 +175,13 @@ ps_topk_params ps_topk_default_params(void);
  * Returns PS_OK, PS_ERR_INVALID_ARG (bad sizes/pointers/dtype/ISA not on this CPU), PS_ERR_NAN,
  * PS_ERR_TOKEN_RANGE, PS_ERR_NOMEM. Thread safety: reentrant (scratch is per call).
  */
-ps_status ps_topk_compute(const ps_topk_params *params, const ps_logits *logits,
+PS_API ps_status ps_topk_compute(const ps_topk_params *params, const ps_logits *logits,
                           const ps_topk_out *out, ps_error *err);
 
 /* The reference path: materialises the full float32 log-softmax row (logit - lse with the same
  * canonical lse) and sorts all of it with the same tie rule. Slow; kept for tests and
  * benchmarks. Same contract and outputs as ps_topk_compute. */
-ps_status ps_topk_reference(const ps_topk_params *params, const ps_logits *logits,
+PS_API ps_status ps_topk_reference(const ps_topk_params *params, const ps_logits *logits,
                             const ps_topk_out *out, ps_error *err);
 
 /* The canonical float32 logsumexp of n f32 values (the one every path uses; see src/topk.h):
@@ -200,7 +191,7 @@ ps_status ps_topk_reference(const ps_topk_params *params, const ps_logits *logit
  * lanes, and shift + log(sum) in double rounded once. Same bits on every ISA and thread count;
  * within 2 ulp of a float64 logsumexp (0.54 ulp worst measured). -inf when every value is
  * -inf or n <= 0; NaN when x holds a NaN or +inf. */
-float ps_lse_f32(const float *x, int64_t n);
+PS_API float ps_lse_f32(const float *x, int64_t n);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Models and vocabularies                                                                    */
@@ -220,7 +211,7 @@ typedef struct {
 } ps_model_params;
 
 /* n_ctx = 0, vocab_only = false, no_repack = false. */
-ps_model_params ps_model_default_params(void);
+PS_API ps_model_params ps_model_default_params(void);
 
 /* Loads a GGUF file (memory-mapped; weights are used in place, never copied).
  * Supported: architectures llama, qwen2, qwen3; tensor types F32, F16, BF16, Q8_0; tokenizers
@@ -228,10 +219,10 @@ ps_model_params ps_model_default_params(void);
  * Returns PS_OK, PS_ERR_IO, PS_ERR_FORMAT (malformed file: err names key/tensor and offset),
  * PS_ERR_UNSUPPORTED (architecture, tensor type, tokenizer), PS_ERR_NOT_FOUND (missing key or
  * tensor, named), PS_ERR_NOMEM. *out is set only on success. */
-ps_status ps_model_load(const char *path, const ps_model_params *params, ps_model **out,
+PS_API ps_status ps_model_load(const char *path, const ps_model_params *params, ps_model **out,
                         ps_error *err);
 /* NULL is a no-op. Every session of the model must be freed first. */
-void ps_model_free(ps_model *model);
+PS_API void ps_model_free(ps_model *model);
 
 typedef struct {
     char arch[32];          /* "llama", "qwen2", "qwen3", "qwen3moe" */
@@ -252,18 +243,18 @@ typedef struct {
     double tile_seconds;    /* the time that copy took at load */
 } ps_model_info;
 
-void ps_model_get_info(const ps_model *model, ps_model_info *info);
+PS_API void ps_model_get_info(const ps_model *model, ps_model_info *info);
 /* The model's tokenizer; owned by the model. */
-const ps_vocab *ps_model_vocab(const ps_model *model);
+PS_API const ps_vocab *ps_model_vocab(const ps_model *model);
 
 /* Number of tokens in the vocabulary. */
-int32_t ps_vocab_n_tokens(const ps_vocab *vocab);
+PS_API int32_t ps_vocab_n_tokens(const ps_vocab *vocab);
 /* Special ids, -1 when the model has none. */
-int32_t ps_vocab_bos(const ps_vocab *vocab);
-int32_t ps_vocab_eos(const ps_vocab *vocab);
+PS_API int32_t ps_vocab_bos(const ps_vocab *vocab);
+PS_API int32_t ps_vocab_eos(const ps_vocab *vocab);
 /* Whether the model asks for BOS at the start of a prompt (tokenizer.ggml.add_bos_token, or the
  * tokenizer's default). */
-bool ps_vocab_add_bos(const ps_vocab *vocab);
+PS_API bool ps_vocab_add_bos(const ps_vocab *vocab);
 
 /* Text (UTF-8 bytes, any content, len bytes) -> token ids.
  * add_bos: prepend BOS when the vocab has one and ps_vocab_add_bos() is true.
@@ -273,7 +264,7 @@ bool ps_vocab_add_bos(const ps_vocab *vocab);
  * number the text needs; when *n_ids > capacity the call still returns PS_OK and the caller
  * retries with a larger buffer.
  * Returns PS_OK, PS_ERR_NOMEM, PS_ERR_INVALID_ARG. Thread safe (const vocab). */
-ps_status ps_vocab_tokenize(const ps_vocab *vocab, const char *text, size_t len, bool add_bos,
+PS_API ps_status ps_vocab_tokenize(const ps_vocab *vocab, const char *text, size_t len, bool add_bos,
                             bool parse_special, int32_t *ids, int32_t capacity, int32_t *n_ids,
                             ps_error *err);
 
@@ -281,22 +272,22 @@ ps_status ps_vocab_tokenize(const ps_vocab *vocab, const char *text, size_t len,
  * "<0x0A>" -> "\n", BPE byte-level map undone, control tokens -> their own text such as "<s>").
  * The bytes may be invalid UTF-8 on their own. *bytes points into the vocab (valid as long as it
  * is). Returns PS_OK or PS_ERR_TOKEN_RANGE. */
-ps_status ps_vocab_token_bytes(const ps_vocab *vocab, int32_t id, const char **bytes,
+PS_API ps_status ps_vocab_token_bytes(const ps_vocab *vocab, int32_t id, const char **bytes,
                                size_t *len);
 
 /* The token's piece as stored in the file ("▁the", "<0x0A>", "Ġthe"). */
-ps_status ps_vocab_token_piece(const ps_vocab *vocab, int32_t id, const char **piece,
+PS_API ps_status ps_vocab_token_piece(const ps_vocab *vocab, int32_t id, const char **piece,
                                size_t *len);
 
 /* True for control tokens (BOS, EOS, <|im_start|>, ...). */
-bool ps_vocab_is_control(const ps_vocab *vocab, int32_t id);
+PS_API bool ps_vocab_is_control(const ps_vocab *vocab, int32_t id);
 
 /* ids -> text, the concatenation of ps_vocab_token_bytes of each id, except that a
  * SentencePiece vocab that adds a space prefix drops the leading space of the first token when
  * remove_leading_space is true (so detokenize(tokenize(s)) == s). Writes up to capacity bytes
  * and a terminating NUL when it fits; *len is the number of bytes needed (without the NUL).
  * Returns PS_OK or PS_ERR_TOKEN_RANGE. */
-ps_status ps_vocab_detokenize(const ps_vocab *vocab, const int32_t *ids, int32_t n_ids,
+PS_API ps_status ps_vocab_detokenize(const ps_vocab *vocab, const int32_t *ids, int32_t n_ids,
                               bool remove_leading_space, char *text, size_t capacity,
                               size_t *len);
 
@@ -321,7 +312,7 @@ typedef enum {
 } ps_act;
 
 /* "native" / "f32"; "?" for other values. */
-const char *ps_act_name(ps_act act);
+PS_API const char *ps_act_name(ps_act act);
 
 typedef struct {
     int32_t n_ctx;     /* positions the KV cache holds; 0 = the model's n_ctx */
@@ -334,29 +325,29 @@ typedef struct {
 } ps_session_params;
 
 /* n_ctx = 0, n_batch = 256, pool NULL, PS_ISA_AUTO, PS_ACT_NATIVE. */
-ps_session_params ps_session_default_params(void);
+PS_API ps_session_params ps_session_default_params(void);
 
 /* Allocates a float32 KV cache of n_ctx positions and scratch for n_batch positions.
  * Returns PS_OK, PS_ERR_INVALID_ARG (vocab-only model, bad sizes, an unknown act),
  * PS_ERR_NOMEM. */
-ps_status ps_session_create(const ps_model *model, const ps_session_params *params,
+PS_API ps_status ps_session_create(const ps_model *model, const ps_session_params *params,
                             ps_session **out, ps_error *err);
-void ps_session_free(ps_session *session);
+PS_API void ps_session_free(ps_session *session);
 /* Forgets every cached position. */
-void ps_session_reset(ps_session *session);
+PS_API void ps_session_reset(ps_session *session);
 /* Number of positions now in the KV cache. */
-int32_t ps_session_n_past(const ps_session *session);
+PS_API int32_t ps_session_n_past(const ps_session *session);
 /* Drops cached positions from n_keep on (n_keep <= n_past), e.g. to reuse a shared prefix.
  * Models with recurrent layers (qwen35, qwen35moe) keep one state for all positions, so there
  * n_keep must be 0 or n_past: otherwise PS_ERR_UNSUPPORTED and nothing changes. */
-ps_status ps_session_truncate(ps_session *session, int32_t n_keep);
+PS_API ps_status ps_session_truncate(ps_session *session, int32_t n_keep);
 
 /* Runs n_tokens (1..n_batch) positions after the cached ones and appends them to the KV cache.
  * logits, when not NULL, receives n_tokens * n_vocab float32 logits (row i = position i).
  * Returns PS_OK, PS_ERR_TOKEN_RANGE (an id outside the vocabulary; the message names its index),
  * PS_ERR_CONTEXT (n_past + n_tokens > n_ctx), PS_ERR_INVALID_ARG. On error the cache is
  * unchanged. */
-ps_status ps_session_forward(ps_session *session, const int32_t *tokens, int32_t n_tokens,
+PS_API ps_status ps_session_forward(ps_session *session, const int32_t *tokens, int32_t n_tokens,
                              float *logits, ps_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -381,7 +372,7 @@ typedef struct {
 } ps_score_params;
 
 /* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos. */
-ps_score_params ps_score_default_params(void);
+PS_API ps_score_params ps_score_default_params(void);
 
 typedef enum { PS_FINISH_LENGTH = 0, PS_FINISH_STOP = 1 } ps_finish_reason;
 
@@ -413,9 +404,9 @@ typedef struct {
  * Returns PS_OK, PS_ERR_INVALID_ARG (n_tokens < 1, bad params), PS_ERR_TOKEN_RANGE (names the
  * index), PS_ERR_CONTEXT (n_tokens + max_tokens > n_ctx, both numbers in the message),
  * PS_ERR_NAN, PS_ERR_CANCELLED, PS_ERR_NOMEM. *out is set only on success. */
-ps_status ps_score_tokens(ps_session *session, const int32_t *tokens, int32_t n_tokens,
+PS_API ps_status ps_score_tokens(ps_session *session, const int32_t *tokens, int32_t n_tokens,
                           const ps_score_params *params, ps_score_result **out, ps_error *err);
-void ps_score_result_free(ps_score_result *result);
+PS_API void ps_score_result_free(ps_score_result *result);
 
 #ifdef __cplusplus
 }

@@ -39,6 +39,14 @@ const char *ps_amx_status(void);
  * where usable (unset or anything else, which ps_isa_best ignores too). */
 int ps_isa_env_amx(void);
 
+/* The thread pool's parallel-for (pool.c; internal: the kernels and the tests use it). fn(ctx,
+ * i, thread_index) is called once for every i in [0, n_tasks), on any thread; thread_index is in
+ * [0, ps_pool_size(pool)) and unique among concurrently running calls, so it may index
+ * per-thread scratch. Returns when all tasks are done. pool may be NULL (runs inline).
+ * Concurrent calls on one pool are serialised by an internal lock. */
+typedef void (*ps_pool_fn)(void *ctx, int64_t task, int32_t thread_index);
+void ps_pool_for(ps_pool *pool, int64_t n_tasks, ps_pool_fn fn, void *ctx);
+
 /* Positions per forward pass and per top-K call: part of the definition of a score. */
 #define PS_CHUNK 256
 
@@ -59,9 +67,6 @@ void *ps_aligned_alloc(size_t align, size_t size);
 void ps_free(void *ptr);
 char *ps_strdup(const char *s);
 char *ps_strndup(const char *s, size_t n);
-/* Routes jansson's allocations through ps_malloc / ps_free (once per process; kept off when
- * the application set its own jansson allocators). Call before parsing with jansson. */
-void ps_json_alloc_init(void);
 /* ps_alloc_failed(): whether an allocation through the hook failed on this thread since the
  * last ps_alloc_failed_clear() (so a jansson parse that failed for want of memory is told
  * from one that failed on bad JSON). */

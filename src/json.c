@@ -1,9 +1,8 @@
 /*
- * json.c — the response writer: a growable byte buffer (ps_buf), JSON strings with invalid
- * UTF-8 replaced, float32 values that parse back to the same float32, and the OpenAI
+ * json.c — the response writer: JSON strings with invalid UTF-8 replaced, float32 values that parse back to the same float32, and the OpenAI
  * `logprobs` object of docs/api.md written straight from a ps_score_result.
  *
- * The one idea: everything is appended to a ps_buf that remembers an allocation failure
+ * The one idea: everything is appended to a ps_buf (src/buf.c) that remembers an allocation failure
  * (`oom`) instead of reporting it at every call, so writers stay straight-line code and check
  * once at the end. Floats use the shortest of "%.6g".."%.9g" that strtof() reads back to the
  * same bits ("%.9g" always does); -inf becomes -9999.0 and NaN null. Token texts are the
@@ -15,82 +14,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* ---------------------------------------------------------------------------------------- */
-/* ps_buf                                                                                   */
-/* ---------------------------------------------------------------------------------------- */
-
-void ps_buf_init(ps_buf *b) {
-    b->data = NULL;
-    b->len = 0;
-    b->cap = 0;
-    b->oom = false;
-}
-
-void ps_buf_free(ps_buf *b) {
-    ps_free(b->data);
-    ps_buf_init(b);
-}
-
-void ps_buf_reset(ps_buf *b) {
-    b->len = 0;
-    if (b->data) b->data[0] = '\0';
-}
-
-/* Makes room for n more bytes plus the NUL. False (and oom set) when that fails. */
-static bool buf_reserve(ps_buf *b, size_t n) {
-    if (b->oom) return false;
-    if (b->len + n + 1 <= b->cap) return true;
-    if (n > SIZE_MAX / 2 - b->len - 1) {
-        b->oom = true;
-        return false;
-    }
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *p = ps_realloc(b->data, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
-    b->data = p;
-    b->cap = cap;
-    return true;
-}
-
-void ps_buf_append(ps_buf *b, const void *data, size_t n) {
-    if (!buf_reserve(b, n)) return;
-    if (n) memcpy(b->data + b->len, data, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static inline void buf_putc(ps_buf *b, char c) {
-    if (b->len + 2 > b->cap && !buf_reserve(b, 1)) return;
-    if (b->oom) return;
-    b->data[b->len++] = c;
-    b->data[b->len] = '\0';
-}
-
-void ps_buf_puts(ps_buf *b, const char *s) { ps_buf_append(b, s, strlen(s)); }
-
-void ps_buf_printf(ps_buf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    va_list ap;
-    va_start(ap, fmt);
-    char small[256];
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof small) {
-        ps_buf_append(b, small, (size_t)n);
-        return;
-    }
-    if (!buf_reserve(b, (size_t)n)) return;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
 
 /* ---------------------------------------------------------------------------------------- */
 /* UTF-8                                                                                    */
@@ -157,7 +80,7 @@ static int64_t utf8_count(const char *s, size_t n) {
 void ps_json_str(ps_buf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *u = (const unsigned char *)s;
-    buf_putc(b, '"');
+    ps_buf_putc(b, '"');
     size_t i = 0, start = 0;
     while (i < n) {
         unsigned char c = u[i];
@@ -201,7 +124,7 @@ void ps_json_str(ps_buf *b, const char *s, size_t n) {
         start = i;
     }
     ps_buf_append(b, s + start, n - start);
-    buf_putc(b, '"');
+    ps_buf_putc(b, '"');
 }
 
 /* The slow, obviously right way: the shortest "%.{6..9}g" that strtof() reads back bitwise
@@ -479,7 +402,7 @@ void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r
     /* tokens (and text) */
     ps_buf_puts(b, "{\"tokens\":[");
     for (int32_t i = first; i < end; i++) {
-        if (i > first) buf_putc(b, ',');
+        if (i > first) ps_buf_putc(b, ',');
         ps_buf_reset(&tok);
         ps_token_text(&tok, vocab, r->tokens[i]);
         ps_json_str(b, tok.data ? tok.data : "", tok.len);
@@ -488,13 +411,13 @@ void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r
 
     ps_buf_puts(b, "],\"token_logprobs\":[");
     for (int32_t i = first; i < end; i++) {
-        if (i > first) buf_putc(b, ',');
+        if (i > first) ps_buf_putc(b, ',');
         ps_json_f32(b, r->logprobs[i]); /* NaN (entry 0) -> null */
     }
 
     ps_buf_puts(b, "],\"top_logprobs\":[");
     for (int32_t i = first; i < end && !b->oom; i++) {
-        if (i > first) buf_putc(b, ',');
+        if (i > first) ps_buf_putc(b, ',');
         if (isnan(r->logprobs[i])) {
             ps_buf_append(b, "null", 4);
             continue;
@@ -511,24 +434,24 @@ void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r
             break;
         }
         if (sc.n_slots) memset(sc.slots, 0xff, sc.n_slots * sizeof *sc.slots);
-        buf_putc(b, '{');
+        ps_buf_putc(b, '{');
         bool firstkey = true;
         for (size_t e = 0; e < n; e++) {
             if (scratch_seen(&sc, e)) continue;
-            if (!firstkey) buf_putc(b, ',');
+            if (!firstkey) ps_buf_putc(b, ',');
             firstkey = false;
             ps_json_str(b, sc.texts.data ? sc.texts.data + sc.off[e] : "",
                         sc.off[e + 1] - sc.off[e]);
-            buf_putc(b, ':');
+            ps_buf_putc(b, ':');
             ps_json_f32(b, lps[e]);
         }
-        buf_putc(b, '}');
+        ps_buf_putc(b, '}');
     }
 
     ps_buf_puts(b, "],\"text_offset\":[");
     int64_t off = text_offset0;
     for (int32_t i = first; i < end; i++) {
-        if (i > first) buf_putc(b, ',');
+        if (i > first) ps_buf_putc(b, ',');
         json_i64(b, off);
         ps_buf_reset(&tok);
         ps_token_text(&tok, vocab, r->tokens[i]);
@@ -537,35 +460,35 @@ void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r
 
     ps_buf_puts(b, "],\"prompt_offset\":[");
     for (int32_t i = first; i < end; i++) {
-        if (i > first) buf_putc(b, ',');
+        if (i > first) ps_buf_putc(b, ',');
         if (prompt_offset && i < r->n_prompt && prompt_offset[i] >= 0) json_i64(b, prompt_offset[i]);
         else ps_buf_append(b, "null", 4);
     }
 
     ps_buf_puts(b, "],\"token_ids\":[");
     for (int32_t i = first; i < end; i++) {
-        if (i > first) buf_putc(b, ',');
+        if (i > first) ps_buf_putc(b, ',');
         json_i64(b, r->tokens[i]);
     }
 
     ps_buf_puts(b, "],\"top_ids\":[");
     for (int32_t i = first; i < end; i++) {
-        if (i > first) buf_putc(b, ',');
+        if (i > first) ps_buf_putc(b, ',');
         if (isnan(r->logprobs[i])) {
             ps_buf_append(b, "null", 4);
             continue;
         }
         size_t n = row_entries(r, i, ids, lps);
-        buf_putc(b, '[');
+        ps_buf_putc(b, '[');
         for (size_t e = 0; e < n; e++) {
-            if (e) buf_putc(b, ',');
-            buf_putc(b, '[');
+            if (e) ps_buf_putc(b, ',');
+            ps_buf_putc(b, '[');
             json_i64(b, ids[e]);
-            buf_putc(b, ',');
+            ps_buf_putc(b, ',');
             ps_json_f32(b, lps[e]);
-            buf_putc(b, ']');
+            ps_buf_putc(b, ']');
         }
-        buf_putc(b, ']');
+        ps_buf_putc(b, ']');
     }
     ps_buf_puts(b, "]}");
     if (tok.oom || (text && text->oom)) b->oom = true;

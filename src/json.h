@@ -1,5 +1,5 @@
 /*
- * json.h — the response writer shared by the CLI and the server: a growable byte buffer, JSON
+ * json.h — the response writer shared by the CLI and the server (a front end): JSON
  * strings and float32 values written so that they parse back to the same float32, the display
  * text of a token, and the OpenAI `logprobs` object of docs/api.md. Parsing of
  * requests and JSONL lines uses jansson; writing the large responses uses this.
@@ -7,23 +7,12 @@
 #ifndef PS_JSON_H
 #define PS_JSON_H
 
-#include "impl.h"
+#include "buf.h"
 
-/* A growable byte buffer. After an allocation failure `oom` is set and further appends are
- * ignored; check it once at the end. data is always NUL-terminated when not NULL. */
-typedef struct {
-    char *data;
-    size_t len;
-    size_t cap;
-    bool oom;
-} ps_buf;
-
-void ps_buf_init(ps_buf *b);
-void ps_buf_free(ps_buf *b);
-void ps_buf_reset(ps_buf *b); /* len = 0, keeps capacity */
-void ps_buf_append(ps_buf *b, const void *data, size_t n);
-void ps_buf_puts(ps_buf *b, const char *s);
-void ps_buf_printf(ps_buf *b, const char *fmt, ...) PS_PRINTF(2, 3);
+/* Routes jansson's allocations through ps_malloc / ps_free (src/jansson_alloc.c; once per
+ * process; kept off when the application set its own jansson allocators). Call before parsing
+ * with jansson. */
+void ps_json_alloc_init(void);
 
 /* A JSON string literal of n bytes: quoted and escaped; bytes that are not valid UTF-8 become
  * U+FFFD. */

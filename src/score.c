@@ -25,7 +25,7 @@
  * The chunk stays part of a score's definition so that a future batched kernel may differ.
  */
 #include "impl.h"
-#include "json.h"
+#include "buf.h"
 #include "model.h"
 
 #include <math.h>

@@ -3,14 +3,14 @@
  *
  * The hook is a process-wide counter: every library allocation increments it, and once it
  * reaches the threshold set by ps_alloc_fail_after() every allocation fails. Tests walk the
- * threshold over a code path (SQLite's approach) to prove each failure is handled.
- * jansson's allocations go through the same hook (ps_json_alloc_init, called before each
- * parse), so the walks cover request and JSONL parsing too.
+ * threshold over a code path (SQLite's approach) to prove each failure is handled. The
+ * threshold is set through src/testhooks.h (not the public header). The front ends route
+ * jansson's allocations through the same hook (src/jansson_alloc.c), so the walks cover request
+ * and JSONL parsing too.
  */
 #include "impl.h"
+#include "testhooks.h"
 
-#include <jansson.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,18 +117,3 @@ char *ps_strndup(const char *s, size_t n) {
 }
 
 char *ps_strdup(const char *s) { return ps_strndup(s, strlen(s)); }
-
-/* jansson: ps_malloc / ps_free instead of malloc / free, unless the host application set its
- * own functions (then those are kept). Both pairs free with free(), so a value allocated
- * before the switch is still freed correctly after it. */
-static void json_alloc_hook(void) {
-    json_malloc_t m = NULL;
-    json_free_t f = NULL;
-    json_get_alloc_funcs(&m, &f);
-    if (m == malloc && f == free) json_set_alloc_funcs(ps_malloc, ps_free);
-}
-
-void ps_json_alloc_init(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, json_alloc_hook);
-}

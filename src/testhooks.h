@@ -1,6 +1,14 @@
 /*
- * testhooks.h — test-only hooks, inert unless a test's environment turns them on. Internal:
- * not part of the public API (include/promptscore.h), and nothing but the tests sets them.
+ * testhooks.h — test-only hooks, inert unless a test turns them on. Internal: not part of the
+ * public API (include/promptscore.h; the shared library does not export them), and nothing but
+ * the tests sets them. Tests link the static libraries, which reach them.
+ *
+ * Fault injection (status.c): every allocation the library makes goes through one hook
+ * (ps_malloc and friends, src/impl.h). ps_alloc_fail_after(n) makes the allocation numbered n
+ * (0-based, counted from this call) and every later one fail, so that a test can walk n over a
+ * code path and check that each failure is a clean PS_ERR_NOMEM. n < 0 disables injection (the
+ * default). ps_alloc_count() returns how many allocations were attempted since the last
+ * ps_alloc_fail_after() call. Process-wide.
  *
  * PS_TEST_HOLD_FDS="R,W" (two inherited file descriptors): each engine worker of the HTTP
  * server, before it scores a prompt, writes one byte to W ("holding a prompt") and then waits
@@ -16,6 +24,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include <stdint.h>
+
+void ps_alloc_fail_after(int64_t n);
+int64_t ps_alloc_count(void);
 
 typedef struct {
     int r, w; /* -1: off */

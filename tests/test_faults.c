@@ -16,6 +16,7 @@
  * the server on 127.0.0.1 (parse, queue, score, response).
  */
 #include "check.h"
+#include "testhooks.h"
 #include "genmodel.h"
 #include "jsonl.h"
 #include "model.h"

@@ -13,6 +13,7 @@
 #include "gguf.h"
 
 #include "check.h"
+#include "testhooks.h"
 
 #include <stdint.h>
 #include <sys/stat.h>

@@ -22,6 +22,7 @@
  * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
  */
 #include "check.h"
+#include "testhooks.h"
 #include "deltanet.h"
 #include "genmodel.h"
 #include "gguf.h"

@@ -6,6 +6,7 @@
  * the first, the scored token appended, text_offset in code points, top_ids, null entry 0).
  */
 #include "check.h"
+#include "testhooks.h"
 #include "json.h"
 
 #include <jansson.h>

@@ -13,6 +13,7 @@
  * Skips (never passes) when ../shared is absent.
  */
 #include "check.h"
+#include "testhooks.h"
 #include "gguf.h"
 
 #include <math.h>

@@ -19,6 +19,7 @@
  * No shared material needed.
  */
 #include "check.h"
+#include "testhooks.h"
 #include "genmodel.h"
 #include "gguf.h"
 #include "model.h"

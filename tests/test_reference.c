@@ -58,6 +58,7 @@
  * ../shared is absent.
  */
 #include "check.h"
+#include "testhooks.h"
 #include "types.h"
 #include "genmodel.h"
 #include "impl.h"

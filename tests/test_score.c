@@ -17,6 +17,7 @@
  *     BF16/Q8_0, on every ISA the CPU has.
  */
 #include "check.h"
+#include "testhooks.h"
 #include "genmodel.h"
 #include "json.h"
 #include "model.h"

@@ -5,6 +5,7 @@
  */
 #include "impl.h"
 #include "check.h"
+#include "testhooks.h"
 
 #include <immintrin.h>
 #include <math.h>

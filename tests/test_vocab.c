@@ -5,6 +5,7 @@
  * memory with the GGUF writer), and loading a vocab-only file through ps_model_load.
  */
 #include "check.h"
+#include "testhooks.h"
 #include "gguf.h"
 #include "vocab.h"
 
