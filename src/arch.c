@@ -17,6 +17,14 @@
  *              qwen35  scaled by sigmoid(ffn_gate_inp_shexp . x)  expert_shared_feed_forward_
  *                                                                 length (default feed_forward_
  *                                                                 length)
+ *   gpt-oss    neox    attention with q/k/v/o biases and a sink   the expert keys (norm off,
+ *                      logit per head, post_attention_norm,       softmax over the chosen k),
+ *                      experts with router and expert biases      attention.sliding_window
+ *                      and the clamped SwiGLU (moe.c); even       (+ _pattern, default 2),
+ *                      layers slide over the last n_swa positions rope.scaling.* (YaRN)
+ *
+ * Any expert layer may hold its gate and up merged in ffn_gate_up_exps (PS_L_GATE_UP; llama.cpp
+ * reads that layout for qwen35moe among these families): the same rows, so the same scores.
  *
  * The common keys (model.c read_hparams): embedding_length, block_count, attention.head_count,
  * attention.head_count_kv, attention.key_length / value_length, context_length,
@@ -38,6 +46,8 @@ static const ps_arch_info table[] = {
     {PS_ARCH_QWEN35MOE, "qwen35moe", PS_ROPE_NEOX, PS_L_POST_NORM | PS_L_FFN_MOE | PS_L_FFN_SHEXP,
      PS_A_HYBRID},
     {PS_ARCH_QWEN3MOE, "qwen3moe", PS_ROPE_NEOX, PS_L_ATTN | PS_L_QK_NORM | PS_L_FFN_MOE, 0},
+    {PS_ARCH_GPT_OSS, "gpt-oss", PS_ROPE_NEOX,
+     PS_L_ATTN | PS_L_ATTN_SINKS | PS_L_POST_NORM | PS_L_FFN_MOE | PS_L_MOE_OAI, 0},
 };
 
 const ps_arch_info *ps_arch_find(const char *name) {
@@ -91,8 +101,15 @@ const ps_layer_tensor ps_layer_tensors[] = {
     {"ffn_down.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_FF, PS_D_EMBD},  F(w_down), 0},
     {"ffn_norm.weight",      PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_VEC,  {PS_D_EMBD},           F(ffn_norm), PS_L_POST_NORM},
     {"ffn_gate_inp.weight",  PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT,  {PS_D_EMBD, PS_D_EXPERT}, F(gate_inp), 0},
-    {"ffn_gate_exps.weight", PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT3, {PS_D_EMBD, PS_D_FF_EXP, PS_D_EXPERT}, F(gate_exps), 0},
-    {"ffn_up_exps.weight",   PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT3, {PS_D_EMBD, PS_D_FF_EXP, PS_D_EXPERT}, F(up_exps), 0},
+    {"ffn_gate_exps.weight", PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT3, {PS_D_EMBD, PS_D_FF_EXP, PS_D_EXPERT}, F(gate_exps), PS_L_GATE_UP},
+    {"ffn_up_exps.weight",   PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT3, {PS_D_EMBD, PS_D_FF_EXP, PS_D_EXPERT}, F(up_exps), PS_L_GATE_UP},
+    {"ffn_gate_up_exps.weight", PS_L_GATE_UP, PS_L_GATE_UP,  PS_T_MAT3, {PS_D_EMBD, PS_D_FF_EXP2, PS_D_EXPERT}, F(gate_up_exps), 0},
+    /* gpt-oss: attention sinks, router and expert biases */
+    {"attn_sinks.weight",    PS_L_ATTN_SINKS, PS_L_ATTN_SINKS, PS_T_VEC, {PS_D_NHEAD},          F(sinks), 0},
+    {"ffn_gate_inp.bias",    PS_L_MOE_OAI,   PS_L_MOE_OAI,   PS_T_VEC,  {PS_D_EXPERT},         F(gate_inp_b), 0},
+    {"ffn_gate_exps.bias",   PS_L_MOE_OAI,   PS_L_MOE_OAI,   PS_T_F32MAT, {PS_D_FF_EXP, PS_D_EXPERT}, F(gate_exps_b), 0},
+    {"ffn_up_exps.bias",     PS_L_MOE_OAI,   PS_L_MOE_OAI,   PS_T_F32MAT, {PS_D_FF_EXP, PS_D_EXPERT}, F(up_exps_b), 0},
+    {"ffn_down_exps.bias",   PS_L_MOE_OAI,   PS_L_MOE_OAI,   PS_T_F32MAT, {PS_D_EMBD, PS_D_EXPERT}, F(down_exps_b), 0},
     {"ffn_down_exps.weight", PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT3, {PS_D_FF_EXP, PS_D_EMBD, PS_D_EXPERT}, F(down_exps), 0},
     {"ffn_gate_inp_shexp.weight", PS_L_FFN_SHEXP, PS_L_FFN_SHEXP, PS_T_VEC, {PS_D_EMBD},        F(gate_inp_shexp), 0},
     {"ffn_gate_shexp.weight", PS_L_FFN_SHEXP, PS_L_FFN_SHEXP, PS_T_MAT, {PS_D_EMBD, PS_D_FF_SHEXP}, F(gate_shexp), 0},

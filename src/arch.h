@@ -23,6 +23,7 @@ typedef enum {
     PS_ARCH_QWEN3MOE,
     PS_ARCH_QWEN35,     /* Qwen3.5 / 3.6 hybrid: Gated DeltaNet + gated full attention */
     PS_ARCH_QWEN35MOE,  /* the same with experts and a gated shared expert */
+    PS_ARCH_GPT_OSS,    /* gpt-oss (llama.cpp's openai-moe): experts with biases, sinks */
     PS_ARCH_N
 } ps_arch;
 
@@ -44,6 +45,15 @@ enum {
     PS_L_POST_NORM = 1u << 7, /* the FFN's input norm is post_attention_norm (not ffn_norm) */
     PS_L_FFN_SHEXP = 1u << 8, /* a shared expert beside the experts (qwen35moe): SwiGLU
                                * ffn_{gate,up,down}_shexp scaled by sigmoid(ffn_gate_inp_shexp . x) */
+    PS_L_ATTN_SINKS = 1u << 9,/* attn_sinks (n_head): a learned logit per head in every softmax
+                               * denominator (gpt-oss) */
+    PS_L_MOE_OAI = 1u << 10,  /* gpt-oss experts (moe.c): router and expert biases
+                               * (ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias), top-k of the
+                               * logits then softmax over the chosen k, the clamped SwiGLU
+                               * (alpha 1.702, limit 7, up + 1) */
+    PS_L_GATE_UP = 1u << 11,  /* set by the loader where the file merges the experts' gate and
+                               * up into ffn_gate_up_exps [n_embd, 2 n_ff_exp, n_expert] (rows
+                               * 0..F-1 of expert e are its gate, F..2F-1 its up) */
 };
 
 /* Family flags. */
@@ -85,6 +95,8 @@ typedef enum {
     PS_D_SSM_DK,  /* d_state (head size) */
     PS_D_SSM_CONV,/* d_conv (conv width) */
     PS_D_FF_SHEXP,/* n_ff_shexp (the shared expert's FFN width) */
+    PS_D_NHEAD,   /* n_head */
+    PS_D_FF_EXP2, /* 2 * n_ff_exp (merged gate + up of one expert) */
 } ps_dim;
 
 typedef enum {

@@ -106,9 +106,12 @@ int ps_cli_gen_model(int argc, char **argv) {
          "512), qwen3moe-tiny (tiny's attention, 8 experts of FFN 32, 2\n"
          "used), mixtral-tiny (llama, 4 experts of FFN 64, 2 used) or\n"
          "qwen3-30b-a3b-2l (Qwen3-30B-A3B's widths, 2 layers: 2048 wide,\n"
-         "32/4 heads of 128, 128 experts of FFN 768, 8 used, vocab 151936)",
+         "32/4 heads of 128, 128 experts of FFN 768, 8 used, vocab 151936),\n"
+         "gpt-oss-tiny (gpt-oss: 4 layers, 64 wide, 8 experts of FFN 32, 4\n"
+         "used) or gpt-oss-20b-2l (gpt-oss-20b's widths, 2 layers: 2880 wide,\n"
+         "64/8 heads of 64, 32 experts of FFN 2880, 4 used, vocab 201088)",
          PS_CLI_FN, NULL, 0, 0, opt_none},
-        {"--arch", "A", "llama | qwen2 | qwen3 | qwen3moe | qwen35 | qwen35moe", PS_CLI_FN, &arch, 0, 0,
+        {"--arch", "A", "llama | qwen2 | qwen3 | qwen3moe | qwen35 | qwen35moe | gpt-oss", PS_CLI_FN, &arch, 0, 0,
          opt_copy},
         {"--n-embd", "N", "width", PS_CLI_I32, &p.n_embd, 1, I},
         {"--n-layer", "N", "layers", PS_CLI_I32, &p.n_layer, 1, I},
@@ -126,6 +129,8 @@ int ps_cli_gen_model(int argc, char **argv) {
          "FFN n-ff)", PS_CLI_I32, &p.n_expert, 0, I},
         {"--n-expert-used", "N", "experts per token", PS_CLI_I32, &p.n_expert_used, 0, I},
         {"--n-ff-exp", "N", "an expert's FFN width (qwen3moe)", PS_CLI_I32, &p.n_ff_exp, 0, I},
+        {"--merged-gate-up", NULL, "experts' gate and up in one ffn_gate_up_exps tensor", PS_CLI_FLAG,
+         &p.merged_gate_up},
         {"--rope-base", "F", "rope frequency base (default 10000)", PS_CLI_FN, &p.rope_base, 0, 0,
          opt_f32},
         {"--rms-eps", "F", "RMSNorm epsilon (default 1e-5)", PS_CLI_FN, &p.rms_eps, 0, 0, opt_f32},

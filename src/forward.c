@@ -11,7 +11,8 @@
  *     qwen3: q, k per head = rmsnorm(head) * q_norm / k_norm
  *     RoPE on q and k (llama: adjacent pairs; qwen: halves), then k, v -> cache[layer][kv head]
  *     att = softmax(q k^T / sqrt(hd), causal over the cache) v   (GQA: head h reads kv head
- *           h / (n_head / n_head_kv))
+ *           h / (n_head / n_head_kv); gpt-oss: head h's sink logit joins each softmax's
+ *           max and denominator, ps_softmax_sink_f32)
  *     x += att @ Wo^T (+bo)
  *     xb = rmsnorm(x) * ffn_norm
  *     x += (silu(xb @ Wgate^T) * (xb @ Wup^T)) @ Wdown^T
@@ -96,6 +97,7 @@ typedef struct {
     const ps_session *s;
     int32_t kv_slot, n; /* the layer's KV cache slot (ps_layer.kv_slot) */
     float scale;
+    const float *sinks; /* the layer's sink logit per head (gpt-oss) | NULL */
 } att_job;
 
 /* One task = one head x up to PS_ATT_QBLOCK query positions i0..i1-1. Query i (absolute
@@ -124,8 +126,9 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
     for (int32_t r = 0; r < nq; r++) n_keys[r] = s->n_past + i0 + r + 1;
 
     ps_attn_scores(s->isa, q, dq, nq, K, n_keys[nq - 1], hd, sc, lds);
+    const float sink = job->sinks ? job->sinks[h] : -INFINITY;
     for (int32_t r = 0; r < nq; r++)
-        ps_softmax_f32(s->isa, sc + r * lds, n_keys[r], job->scale);
+        ps_softmax_sink_f32(s->isa, sc + r * lds, n_keys[r], job->scale, sink);
     ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, hd, s->att + (int64_t)i0 * dq + (int64_t)h * hd,
                dq);
 }
@@ -291,7 +294,7 @@ static void attention(ps_session *s, const ps_matmul_env *env, int32_t l, int32_
     ps_matmul(env, &L->wk, s->xb, d, n, s->k, dkv);
     ps_matmul(env, &L->wv, s->xb, d, n, s->v, dkv);
     rows(s, n, gated ? ROW_QG_SPLIT : ROW_QKV, l, NULL, NULL);
-    att_job aj = {s, L->kv_slot, n, 1.0f / sqrtf((float)hd)};
+    att_job aj = {s, L->kv_slot, n, 1.0f / sqrtf((float)hd), L->sinks};
     const int64_t n_tasks = (int64_t)hp->n_head * ((n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK);
     const uint64_t t_att = ps_prof_start();
     ps_pool_for(s->pool, n_tasks, att_task, &aj);

@@ -125,6 +125,25 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->n_ff = q ? 0 : 64;
         return PS_OK;
     }
+    if (!strcmp(name, "gpt-oss-tiny") || !strcmp(name, "gpt-oss-20b-2l")) {
+        const bool tiny = name[8] == 't';
+        snprintf(p->arch, sizeof p->arch, "gpt-oss");
+        p->n_vocab = tiny ? 512 : 201088;
+        p->n_embd = tiny ? 64 : 2880;
+        p->n_layer = tiny ? 4 : 2;
+        p->n_head = tiny ? 4 : 64;
+        p->n_head_kv = tiny ? 2 : 8;
+        p->head_dim = tiny ? 32 : 64;
+        p->n_ff = tiny ? 32 : 2880;
+        p->n_expert = tiny ? 8 : 32;
+        p->n_expert_used = 4;
+        p->n_ff_exp = tiny ? 32 : 2880;
+        p->n_ctx = tiny ? 1024 : 131072;
+        p->rope_base = 150000.0f;
+        p->rms_eps = 1e-5f;
+        p->tied = false;
+        return PS_OK;
+    }
     if (!strcmp(name, "qwen3-30b-a3b-2l")) {
         snprintf(p->arch, sizeof p->arch, "qwen3moe");
         p->n_vocab = 151936;
@@ -145,13 +164,14 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
     }
     return ps_fail(err, PS_ERR_NOT_FOUND, -1,
                    "unknown preset '%s' (known: tiny, qwen3-0.6b, qwen3moe-tiny, mixtral-tiny, "
-                   "qwen3-30b-a3b-2l, qwen35-tiny, qwen35-4l, qwen35moe-tiny, qwen35moe-4l)",
+                   "qwen3-30b-a3b-2l, qwen35-tiny, qwen35-4l, qwen35moe-tiny, qwen35moe-4l, "
+                   "gpt-oss-tiny, gpt-oss-20b-2l)",
                    name);
 }
 
 /* ---------------------------------------------------------------- the tensor list */
 
-typedef enum { T_MATRIX, T_NORM, T_BIAS, T_ROPE_FREQS, T_SSM_A, T_DT_BIAS } tensor_kind;
+typedef enum { T_MATRIX, T_NORM, T_BIAS, T_ROPE_FREQS, T_SSM_A, T_DT_BIAS, T_SINK, T_EXP_BIAS } tensor_kind;
 
 typedef struct {
     char name[64];
@@ -330,7 +350,7 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
     if (p->rope_freqs) ADD("rope_freqs.weight", T_ROPE_FREQS, PS_GGML_F32, p->head_dim / 2, 1);
     const uint32_t feat = ps_arch_find(p->arch)->layer; /* validate() checked the name */
     const bool qwen2 = feat & PS_L_QKV_BIAS, qwen3 = feat & PS_L_QK_NORM,
-               moe = feat & PS_L_FFN_MOE;
+               moe = feat & PS_L_FFN_MOE, oai = feat & PS_L_MOE_OAI;
     if (is_hybrid(p)) {
         const ps_genmodel_params h = hybrid_defaults(p);
         const int64_t dk = h.ssm_d_state, dv = (int64_t)h.ssm_n_v * dk,
@@ -367,8 +387,12 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
             if (moe) { /* qwen35moe: experts, and a shared expert of width n_ff */
                 const int64_t X = p->n_expert, FX = p->n_ff_exp;
                 ADD(BLK("ffn_gate_inp.weight"), T_MATRIX, PS_GGML_F32, E, X);
-                ADD3(BLK("ffn_gate_exps.weight"), T_MATRIX, ty, E, FX, X);
-                ADD3(BLK("ffn_up_exps.weight"), T_MATRIX, ty, E, FX, X);
+                if (p->merged_gate_up) {
+                    ADD3(BLK("ffn_gate_up_exps.weight"), T_MATRIX, ty, E, 2 * FX, X);
+                } else {
+                    ADD3(BLK("ffn_gate_exps.weight"), T_MATRIX, ty, E, FX, X);
+                    ADD3(BLK("ffn_up_exps.weight"), T_MATRIX, ty, E, FX, X);
+                }
                 ADD3(BLK("ffn_down_exps.weight"), T_MATRIX, ty, FX, E, X);
                 ADD(BLK("ffn_gate_inp_shexp.weight"), T_BIAS, PS_GGML_F32, E, 1);
                 ADD(BLK("ffn_gate_shexp.weight"), T_MATRIX, ty, E, F);
@@ -399,12 +423,38 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
             ADD(BLK("attn_k_norm.weight"), T_NORM, PS_GGML_F32, p->head_dim, 1);
         }
         ADD(BLK("attn_output.weight"), T_MATRIX, ty, Q, E);
+        if (oai) { /* gpt-oss: all attention biases, sinks, post_attention_norm, biased experts */
+            ADD(BLK("attn_q.bias"), T_BIAS, PS_GGML_F32, Q, 1);
+            ADD(BLK("attn_k.bias"), T_BIAS, PS_GGML_F32, KV, 1);
+            ADD(BLK("attn_v.bias"), T_BIAS, PS_GGML_F32, KV, 1);
+            ADD(BLK("attn_output.bias"), T_BIAS, PS_GGML_F32, E, 1);
+            ADD(BLK("attn_sinks.weight"), T_SINK, PS_GGML_F32, p->n_head, 1);
+            ADD(BLK("post_attention_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
+            const int64_t X = p->n_expert, FX = p->n_ff_exp;
+            ADD(BLK("ffn_gate_inp.weight"), T_MATRIX, PS_GGML_F32, E, X);
+            ADD(BLK("ffn_gate_inp.bias"), T_BIAS, PS_GGML_F32, X, 1);
+            if (p->merged_gate_up) {
+                ADD3(BLK("ffn_gate_up_exps.weight"), T_MATRIX, ty, E, 2 * FX, X);
+            } else {
+                ADD3(BLK("ffn_gate_exps.weight"), T_MATRIX, ty, E, FX, X);
+                ADD3(BLK("ffn_up_exps.weight"), T_MATRIX, ty, E, FX, X);
+            }
+            ADD3(BLK("ffn_down_exps.weight"), T_MATRIX, ty, FX, E, X);
+            ADD(BLK("ffn_gate_exps.bias"), T_EXP_BIAS, PS_GGML_F32, FX, X);
+            ADD(BLK("ffn_up_exps.bias"), T_EXP_BIAS, PS_GGML_F32, FX, X);
+            ADD(BLK("ffn_down_exps.bias"), T_BIAS, PS_GGML_F32, E, X);
+            continue;
+        }
         ADD(BLK("ffn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
         if (p->n_expert > 0) {
             const int64_t X = p->n_expert, FX = moe ? p->n_ff_exp : F;
             ADD(BLK("ffn_gate_inp.weight"), T_MATRIX, PS_GGML_F32, E, X);
-            ADD3(BLK("ffn_gate_exps.weight"), T_MATRIX, ty, E, FX, X);
-            ADD3(BLK("ffn_up_exps.weight"), T_MATRIX, ty, E, FX, X);
+            if (p->merged_gate_up) {
+                ADD3(BLK("ffn_gate_up_exps.weight"), T_MATRIX, ty, E, 2 * FX, X);
+            } else {
+                ADD3(BLK("ffn_gate_exps.weight"), T_MATRIX, ty, E, FX, X);
+                ADD3(BLK("ffn_up_exps.weight"), T_MATRIX, ty, E, FX, X);
+            }
             ADD3(BLK("ffn_down_exps.weight"), T_MATRIX, ty, FX, E, X);
         } else {
             ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
@@ -727,6 +777,9 @@ static ps_status write_tensor_data(out_file *o, const ps_genmodel_params *p, con
     switch (t->kind) {
     case T_NORM: mean = 1.0f; sigma = 0.1f; break;
     case T_BIAS: sigma = 0.1f; break;
+    case T_SINK: mean = 0.5f; sigma = 1.0f; break;  /* attention sinks: comparable to a score */
+    case T_EXP_BIAS: sigma = 4.0f; break;           /* gpt-oss gate / up biases: wide enough that
+                                                     * the clamps at +-7 act */
     case T_DT_BIAS: mean = -3.0f; sigma = 0.5f; break; /* softplus ~ 0.05: slow decay */
     case T_SSM_A: /* -exp(A_log), as the converter stores it; A_log ~ N(0, 0.5) */
         gen_row_normal(tseed, 0, 0.0f, 0.5f, fbuf, ne0);
@@ -734,12 +787,28 @@ static ps_status write_tensor_data(out_file *o, const ps_genmodel_params *p, con
         return out_write(o, fbuf, (size_t)ne0 * 4, err);
     default: sigma = (float)(1.0 / sqrt((double)ne0)); break; /* fan_in = ne[0] */
     }
+    /* merged experts: expert x's rows [0, F) are the rows x F .. of the gate tensor the split
+     * layout would have, [F, 2F) those of the up tensor, so both layouts hold the same weights */
+    const char *gu = strstr(t->name, "ffn_gate_up_exps.weight");
+    uint64_t gseed = 0, useed = 0;
+    if (gu) {
+        char n2[80];
+        snprintf(n2, sizeof n2, "%.*sffn_gate_exps.weight", (int)(gu - t->name), t->name);
+        gseed = p->seed * 0x9e3779b97f4a7c15ull ^ fnv1a(n2);
+        snprintf(n2, sizeof n2, "%.*sffn_up_exps.weight", (int)(gu - t->name), t->name);
+        useed = p->seed * 0x9e3779b97f4a7c15ull ^ fnv1a(n2);
+    }
     int64_t rows_per_block = GEN_BLOCK_ELEMS / ne0;
     if (rows_per_block < 1) rows_per_block = 1;
     for (int64_t r0 = 0; r0 < rows; r0 += rows_per_block) {
         int64_t nr = PS_MIN(rows_per_block, rows - r0);
         for (int64_t r = 0; r < nr; r++) {
-            gen_row_normal(tseed, r0 + r, mean, sigma, fbuf, ne0);
+            if (gu) {
+                const int64_t F = t->ne[1] / 2, x = (r0 + r) / t->ne[1], j = (r0 + r) % t->ne[1];
+                gen_row_normal(j < F ? gseed : useed, x * F + j % F, mean, sigma, fbuf, ne0);
+            } else {
+                gen_row_normal(tseed, r0 + r, mean, sigma, fbuf, ne0);
+            }
             convert_row(t->type, fbuf, ne0, obuf + (size_t)r * row_bytes);
         }
         ps_status st = out_write(o, obuf, (size_t)nr * row_bytes, err);

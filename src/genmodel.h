@@ -22,6 +22,9 @@ typedef struct {
      * llama experts use n_ff). The router ffn_gate_inp stays F32, as llama.cpp's quantiser
      * keeps it. */
     int32_t n_expert, n_expert_used, n_ff_exp;
+    bool merged_gate_up;      /* experts' gate and up in one ffn_gate_up_exps [n_embd, 2 n_ff_exp,
+                               * n_expert] (rows 0..n_ff_exp-1 gate), as llama.cpp's qwen35moe
+                               * files have them; false: ffn_gate_exps + ffn_up_exps */
     float rope_base;          /* <arch>.rope.freq_base */
     float rms_eps;            /* <arch>.attention.layer_norm_rms_epsilon */
     uint32_t type;            /* matrices: any weight type (types.h); norms/biases stay F32 */
@@ -57,7 +60,10 @@ ps_genmodel_params ps_genmodel_default_params(void);
  * 512; n_ff is the shared expert's width), "qwen3moe-tiny" (qwen3moe, 64 wide, 2 layers, 4/2 heads of 16, 8 experts
  * of FFN 32, 2 used, vocab 512), "mixtral-tiny" (llama, the same with 4 experts of FFN 64, 2
  * used), "qwen3-30b-a3b-2l" (Qwen3-30B-A3B's widths with 2 layers: 2048 wide, 32/4 heads of
- * 128, 128 experts of FFN 768, 8 used, vocab 151,936, untied, ctx 40960).
+ * 128, 128 experts of FFN 768, 8 used, vocab 151,936, untied, ctx 40960), "gpt-oss-tiny"
+ * (gpt-oss: 64 wide, 4 layers, 4/2 heads of 32, 8 experts of FFN 32, 4 used, vocab 512, ctx
+ * 1024), "gpt-oss-20b-2l" (gpt-oss-20b's widths with 2 of its 24 layers: 2880 wide, 64/8 heads
+ * of 64, 32 experts of FFN 2880, 4 used, vocab 201,088, untied, ctx 131072, theta 150000).
  * Returns PS_OK or PS_ERR_NOT_FOUND (the message lists the presets). */
 ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *err);
 

@@ -183,7 +183,7 @@ static ps_status read_hybrid_hparams(ps_model *m, const char *arch, ps_error *er
  * expert_feed_forward_length, else feed_forward_length / expert_used_count; llama:
  * feed_forward_length), expert_weights_norm (default true: llama.cpp renormalises the chosen
  * weights for both families; a file that says false is followed), expert_gating_func (softmax
- * only). */
+ * only). gpt-oss: the router's top k of the logits, softmaxed over the k (moe.c), neither key. */
 static ps_status read_expert_hparams(ps_model *m, const char *arch, ps_error *err) {
     const ps_gguf *g = m->gguf;
     ps_hparams *hp = &m->hp;
@@ -216,9 +216,14 @@ static ps_status read_expert_hparams(ps_model *m, const char *arch, ps_error *er
     uint32_t gating = 1;
     st = ps_gguf_get_u32(g, key, &gating, err);
     if (st != PS_OK && st != PS_ERR_NOT_FOUND) return st;
-    if (gating != 1 && gating != 0)
+    if (hp->info->layer & PS_L_MOE_OAI) {
+        /* gpt-oss: llama.cpp's graph fixes the gating (softmax over the chosen k, which sum
+         * to 1 already) and reads neither key */
+        hp->expert_norm = false;
+    } else if (gating != 1 && gating != 0) {
         return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
                        "key '%s' = %u is not supported (1 = softmax)", key, gating);
+    }
     if (hp->info->layer & PS_L_FFN_SHEXP) /* llama.cpp: default n_ff */
         if ((st = key_dim(g, arch, "expert_shared_feed_forward_length", hp->n_ff == 0, hp->n_ff,
                           false, &hp->n_ff_shexp, err)))
@@ -368,6 +373,12 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     hp->rope_mode = hp->info->rope_mode;
     hp->n_layer_kv = hp->n_layer;
     if ((hp->info->flags & PS_A_HYBRID) && (st = read_hybrid_hparams(m, arch, err))) return st;
+    if (hp->arch == PS_ARCH_GPT_OSS) { /* its sliding layers: not run yet, so refused */
+        snprintf(key, sizeof key, "%s.attention.sliding_window", arch);
+        if (ps_gguf_find_key(g, key) >= 0)
+            return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                           "%s: sliding-window attention is not supported yet", key);
+    }
     return read_expert_hparams(m, arch, err);
 }
 
@@ -508,6 +519,8 @@ static int64_t dim_value(const ps_hparams *hp, ps_dim d) {
     case PS_D_SSM_DK: return hp->ssm_d_state;
     case PS_D_SSM_CONV: return hp->ssm_d_conv;
     case PS_D_FF_SHEXP: return hp->n_ff_shexp;
+    case PS_D_NHEAD: return hp->n_head;
+    case PS_D_FF_EXP2: return 2 * (int64_t)hp->n_ff_exp;
     }
     return 0;
 }
@@ -582,6 +595,11 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
     for (int32_t l = 0, kv = 0, rs = 0; l < hp->n_layer; l++) {
         ps_layer *L = &w->layers[l];
         L->feat = layer_features(hp, l);
+        if (L->feat & PS_L_FFN_MOE) { /* the experts' gate and up merged in one tensor */
+            char gu[96];
+            snprintf(gu, sizeof gu, "blk.%d.ffn_gate_up_exps.weight", (int)l);
+            if (ps_gguf_find_tensor(m->gguf, gu)) L->feat |= PS_L_GATE_UP;
+        }
         L->recurrent = (L->feat & PS_L_DELTANET) != 0;
         L->kv_slot = L->recurrent ? -1 : kv++;
         L->rs_slot = L->recurrent ? rs++ : -1;

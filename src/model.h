@@ -103,6 +103,12 @@ typedef struct {
     const float *conv1d, *dt_bias, *ssm_a, *ssm_norm;
     ps_mat gate_inp;
     ps_mat3 gate_exps, up_exps, down_exps;
+    ps_mat3 gate_up_exps;       /* PS_L_GATE_UP: gate and up of each expert in one matrix of
+                                 * 2 n_ff_exp rows (gate_exps / up_exps then unset) */
+    /* gpt-oss (PS_L_ATTN_SINKS, PS_L_MOE_OAI): sinks (n_head) f32; router bias (n_expert);
+     * expert biases gate / up (n_expert, n_ff_exp), down (n_expert, n_embd), f32 */
+    const float *sinks;
+    const float *gate_inp_b, *gate_exps_b, *up_exps_b, *down_exps_b;
     /* shared expert (PS_L_FFN_SHEXP): gate_inp_shexp (n_embd) f32, gate_shexp, up_shexp
      * (n_embd -> n_ff_shexp), down_shexp (n_ff_shexp -> n_embd) */
     const float *gate_inp_shexp;

@@ -1,5 +1,6 @@
 /*
- * moe.c — the mixture-of-experts FFN (layers with PS_L_FFN_MOE: qwen3moe, llama with experts).
+ * moe.c — the mixture-of-experts FFN (layers with PS_L_FFN_MOE: qwen3moe, qwen35moe, llama with
+ * experts, gpt-oss).
  *
  * For the n rows of xb (n, n_embd) — the FFN-normed residual — with E = n_expert experts, k =
  * n_expert_used of them per row and F = n_ff_exp:
@@ -16,7 +17,17 @@
  * This is llama.cpp's build_moe_ffn for these families (softmax gating, norm_w, no scale; the
  * views of the k experts added in selection order). The expert matrices are the 3-D tensors
  * ffn_{gate,up}_exps (ne [n_embd, F, E]) and ffn_down_exps (ne [F, n_embd, E]); expert e is the
- * ps_mat at e * stride (ps_mat3_at), so every weight type ps_matmul supports works.
+ * ps_mat at e * stride (ps_mat3_at), so every weight type ps_matmul supports works. A file may
+ * merge gate and up into ffn_gate_up_exps (ne [n_embd, 2F, E], PS_L_GATE_UP): expert e's rows
+ * 0..F-1 are its gate and F..2F-1 its up (llama.cpp's views of the merged product), read here as
+ * two ps_mat views of the same bytes, so the merged and split files give the same bits.
+ *
+ * gpt-oss (PS_L_MOE_OAI; llama.cpp's LLM_FFN_SWIGLU_OAI_MOE with SOFTMAX_WEIGHT gating):
+ *   logits += ffn_gate_inp.bias; sel = the k largest logits (equal: lower id first);
+ *   w[i][j] = softmax over the k chosen logits (expf(l - l_max), sum in double, * (float)(1/sum));
+ *   g += gate_bias[e], u += up_bias[e]; x = min(g, 7), y = clamp(u, -7, 7);
+ *   h = x / (1 + expf(-1.702 x)) * (y + 1); y_e = down_e(h) + down_bias[e]; out as above (no
+ *   renormalisation).
  *
  * Compute: the (row, j) pairs are grouped by expert — experts in ascending id, an expert's rows
  * in ascending order — and the rows of each active expert are gathered into a contiguous block;
@@ -38,7 +49,11 @@
 
 #include <math.h>
 
-typedef enum { MOE_ROUTE, MOE_GATHER, MOE_SWIGLU, MOE_SUM } moe_op;
+typedef enum { MOE_ROUTE, MOE_GATHER, MOE_SWIGLU, MOE_DOWN_BIAS, MOE_SUM } moe_op;
+
+/* gpt-oss's clamped SwiGLU (llama.cpp's swiglu_oai: alpha 1.702, limit 7) */
+#define OAI_ALPHA 1.702f
+#define OAI_LIMIT 7.0f
 
 typedef struct {
     ps_session *s;
@@ -46,6 +61,44 @@ typedef struct {
     moe_op op;
     float *out;
 } moe_job;
+
+/* Row i (gpt-oss): biased logits, the top k, softmax over them. */
+static void route_row_oai(ps_session *s, const ps_layer *L, int64_t i) {
+    const ps_hparams *hp = &s->model->hp;
+    const int32_t E = hp->n_expert, k = hp->n_expert_used;
+    float *p = s->moe_logits + i * E;
+    int32_t *sel = s->moe_sel + i * k;
+    float *w = s->moe_w + i * k;
+    for (int32_t e = 0; e < E; e++) p[e] += L->gate_inp_b[e];
+    for (int32_t j = 0; j < k; j++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < E; e++) {
+            bool taken = false;
+            for (int32_t t = 0; t < j && !taken; t++) taken = sel[t] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+        }
+        sel[j] = best;
+    }
+    const float mx = p[sel[0]];
+    double sum = 0.0;
+    for (int32_t j = 0; j < k; j++) {
+        w[j] = expf(p[sel[j]] - mx);
+        sum += (double)w[j];
+    }
+    const float scale = (float)(1.0 / sum);
+    for (int32_t j = 0; j < k; j++) w[j] *= scale;
+}
+
+/* The expert of grouped pair a: the e with start[e] <= a < start[e + 1] (non-empty groups). */
+static int32_t pair_expert(const int32_t *start, int32_t E, int64_t a) {
+    int32_t lo = 0, hi = E - 1;
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo + 1) / 2;
+        if (start[mid] <= a) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
 
 /* Row i: softmax over the router logits, the top k, their weights. */
 static void route_row(ps_session *s, int64_t i) {
@@ -89,15 +142,38 @@ static void moe_task(void *ctx, int64_t i, int32_t thread) {
     const ps_hparams *hp = &s->model->hp;
     const int64_t d = hp->n_embd, k = hp->n_expert_used, F = hp->n_ff_exp;
     switch (job->op) {
-    case MOE_ROUTE: route_row(s, i); break;
+    case MOE_ROUTE:
+        if (job->L->feat & PS_L_MOE_OAI) route_row_oai(s, job->L, i);
+        else route_row(s, i);
+        break;
     case MOE_GATHER:
         for (int64_t j = 0; j < k; j++)
             memcpy(s->moe_x + (int64_t)s->moe_pos[i * k + j] * d, s->xb + i * d,
                    (size_t)d * sizeof(float));
         break;
     case MOE_SWIGLU: /* i: a grouped (row, expert) pair */
-        ps_silu_mul_f32(s->isa, s->moe_g + i * F, s->moe_u + i * F, F);
+        if (job->L->feat & PS_L_MOE_OAI) {
+            const int32_t e = pair_expert(s->moe_start, hp->n_expert, i);
+            const float *gb = job->L->gate_exps_b + (int64_t)e * F,
+                        *ub = job->L->up_exps_b + (int64_t)e * F;
+            float *g = s->moe_g + i * F, *u = s->moe_u + i * F;
+            for (int64_t f = 0; f < F; f++) {
+                const float x = fminf(g[f] + gb[f], OAI_LIMIT);
+                const float y = fminf(fmaxf(u[f] + ub[f], -OAI_LIMIT), OAI_LIMIT);
+                const float glu = x / (1.0f + expf(OAI_ALPHA * (-x)));
+                g[f] = glu * (y + 1.0f);
+            }
+        } else {
+            ps_silu_mul_f32(s->isa, s->moe_g + i * F, s->moe_u + i * F, F);
+        }
         break;
+    case MOE_DOWN_BIAS: { /* i: a grouped pair; its expert output += down bias */
+        const int32_t e = pair_expert(s->moe_start, hp->n_expert, i);
+        const float *db = job->L->down_exps_b + (int64_t)e * d;
+        float *y = s->moe_x + i * d;
+        for (int64_t c = 0; c < d; c++) y[c] += db[c];
+        break;
+    }
     case MOE_SUM: {
         float *o = job->out + i * d;
         const float *w = s->moe_w + i * k;
@@ -147,7 +223,15 @@ void ps_moe_ffn(ps_session *s, const ps_matmul_env *env, int32_t layer, int32_t 
     for (int64_t e = 0; e < E; e++) {
         const int64_t r0 = start[e], nr = start[e + 1] - r0;
         if (nr == 0) continue;
-        const ps_mat g = ps_mat3_at(&L->gate_exps, e), u = ps_mat3_at(&L->up_exps, e);
+        ps_mat g, u;
+        if (L->feat & PS_L_GATE_UP) { /* merged: rows 0..F-1 gate, F..2F-1 up */
+            g = u = ps_mat3_at(&L->gate_up_exps, e);
+            g.n_out = u.n_out = F;
+            u.data = (const uint8_t *)u.data + (size_t)F * u.row_bytes;
+        } else {
+            g = ps_mat3_at(&L->gate_exps, e);
+            u = ps_mat3_at(&L->up_exps, e);
+        }
         ps_matmul(env, &g, s->moe_x + r0 * d, d, nr, s->moe_g + r0 * F, F);
         ps_matmul(env, &u, s->moe_x + r0 * d, d, nr, s->moe_u + r0 * F, F);
     }
@@ -158,6 +242,10 @@ void ps_moe_ffn(ps_session *s, const ps_matmul_env *env, int32_t layer, int32_t 
         if (nr == 0) continue;
         const ps_mat dn = ps_mat3_at(&L->down_exps, e);
         ps_matmul(env, &dn, s->moe_g + r0 * F, F, nr, s->moe_x + r0 * d, d);
+    }
+    if (L->feat & PS_L_MOE_OAI) {
+        job.op = MOE_DOWN_BIAS;
+        ps_pool_for(s->pool, (int64_t)n * k, moe_task, &job);
     }
     ps_prof_add(PS_PROF_MOE_EXPERTS, t0);
 

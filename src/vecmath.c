@@ -11,7 +11,10 @@
  *
  * Reduction orders are fixed per ISA and depend only on n: the softmax max is exact in any
  * order; the softmax sum runs in 8 partial sums (scalar: element j -> part j % 8), 8 lanes
- * (AVX2) or 16 lanes (AVX-512), masked tails adding +0, then a fixed pairwise tree.
+ * (AVX2) or 16 lanes (AVX-512), masked tails adding +0, then a fixed pairwise tree. An
+ * attention sink (gpt-oss: a learned logit per head that takes part in the normalisation but
+ * has no value) enters the max and, as libm expf(sink - max), the sum after the tree; without
+ * one (-inf) that term is +0 and the result is bitwise the plain softmax.
  */
 #include "vecmath.h"
 
@@ -36,12 +39,13 @@
 
 /* ---- scalar (the reference) ---- */
 
-static void softmax_scalar(float *row, int32_t n, float scale) {
+static void softmax_scalar(float *row, int32_t n, float scale, float sink) {
     float mx = -INFINITY;
     for (int32_t j = 0; j < n; j++) {
         row[j] *= scale;
         mx = row[j] > mx ? row[j] : mx;
     }
+    mx = sink > mx ? sink : mx;
     float part[8] = {0};
     int32_t j = 0;
     for (; j + 8 <= n; j += 8)
@@ -53,8 +57,9 @@ static void softmax_scalar(float *row, int32_t n, float scale) {
         row[j] = expf(row[j] - mx);
         part[j % 8] += row[j];
     }
-    const float sum = ((part[0] + part[1]) + (part[2] + part[3])) +
-                      ((part[4] + part[5]) + (part[6] + part[7]));
+    const float sum = (((part[0] + part[1]) + (part[2] + part[3])) +
+                       ((part[4] + part[5]) + (part[6] + part[7]))) +
+                      expf(sink - mx);
     const float inv = 1.0f / sum;
     for (j = 0; j < n; j++) row[j] *= inv;
 }
@@ -112,7 +117,7 @@ T_AVX2 static __m256i tail_mask256(int32_t rem) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-T_AVX2 static void softmax_avx2(float *row, int32_t n, float scale) {
+T_AVX2 static void softmax_avx2(float *row, int32_t n, float scale, float sink) {
     const __m256 sc = _mm256_set1_ps(scale);
     __m256 mx = _mm256_set1_ps(-INFINITY);
     int32_t j = 0;
@@ -126,6 +131,7 @@ T_AVX2 static void softmax_avx2(float *row, int32_t n, float scale) {
         row[t] *= scale;
         m = row[t] > m ? row[t] : m;
     }
+    m = sink > m ? sink : m;
     const __m256 mv = _mm256_set1_ps(m);
     __m256 sum = _mm256_setzero_ps();
     for (j = 0; j + 8 <= n; j += 8) {
@@ -140,7 +146,7 @@ T_AVX2 static void softmax_avx2(float *row, int32_t n, float scale) {
         _mm256_maskstore_ps(row + j, mask, e);
         sum = _mm256_add_ps(sum, e);
     }
-    const __m256 inv = _mm256_set1_ps(1.0f / hsum256(sum));
+    const __m256 inv = _mm256_set1_ps(1.0f / (hsum256(sum) + expf(sink - m)));
     for (j = 0; j + 8 <= n; j += 8)
         _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
     for (; j < n; j++) row[j] *= _mm256_cvtss_f32(inv);
@@ -181,7 +187,7 @@ T_AVX512 static inline __m512 exp_avx512(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-T_AVX512 static void softmax_avx512(float *row, int32_t n, float scale) {
+T_AVX512 static void softmax_avx512(float *row, int32_t n, float scale, float sink) {
     const __m512 sc = _mm512_set1_ps(scale);
     __m512 mx = _mm512_set1_ps(-INFINITY);
     int32_t j = 0;
@@ -196,7 +202,9 @@ T_AVX512 static void softmax_avx512(float *row, int32_t n, float scale) {
         _mm512_mask_storeu_ps(row + j, tm, v);
         mx = _mm512_mask_max_ps(mx, tm, mx, v);
     }
-    const __m512 mv = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    float m = _mm512_reduce_max_ps(mx);
+    m = sink > m ? sink : m;
+    const __m512 mv = _mm512_set1_ps(m);
     __m512 sum = _mm512_setzero_ps();
     for (j = 0; j + 16 <= n; j += 16) {
         __m512 e = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), mv));
@@ -209,7 +217,7 @@ T_AVX512 static void softmax_avx512(float *row, int32_t n, float scale) {
         _mm512_mask_storeu_ps(row + j, tm, e);
         sum = _mm512_add_ps(sum, e);
     }
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    const __m512 inv = _mm512_set1_ps(1.0f / (_mm512_reduce_add_ps(sum) + expf(sink - m)));
     for (j = 0; j + 16 <= n; j += 16)
         _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));
     if (j < n)
@@ -252,13 +260,17 @@ T_AVX512 static void exp_many_avx512(const float *x, float *y, int64_t n) {
 }
 #endif
 
-void ps_softmax_f32(ps_isa isa, float *row, int32_t n, float scale) {
+void ps_softmax_sink_f32(ps_isa isa, float *row, int32_t n, float scale, float sink) {
     if (n <= 0) return;
 #if defined(__x86_64__)
-    if (isa == PS_ISA_AVX512) { softmax_avx512(row, n, scale); return; }
-    if (isa == PS_ISA_AVX2) { softmax_avx2(row, n, scale); return; }
+    if (isa == PS_ISA_AVX512) { softmax_avx512(row, n, scale, sink); return; }
+    if (isa == PS_ISA_AVX2) { softmax_avx2(row, n, scale, sink); return; }
 #endif
-    softmax_scalar(row, n, scale);
+    softmax_scalar(row, n, scale, sink);
+}
+
+void ps_softmax_f32(ps_isa isa, float *row, int32_t n, float scale) {
+    ps_softmax_sink_f32(isa, row, n, scale, -INFINITY);
 }
 
 void ps_silu_mul_f32(ps_isa isa, float *g, const float *u, int64_t n) {

@@ -11,6 +11,10 @@
 
 /* row (n) = softmax(row * scale): row[j] *= scale; then exp(row[j] - max) / sum. */
 void ps_softmax_f32(ps_isa isa, float *row, int32_t n, float scale);
+/* The same with an attention sink: the max is max(max_j row[j] * scale, sink) and the sum adds
+ * exp(sink - max), so the row sums to 1 - exp(sink - max) / sum. sink = -INFINITY is bitwise
+ * ps_softmax_f32. */
+void ps_softmax_sink_f32(ps_isa isa, float *row, int32_t n, float scale, float sink);
 
 /* g (n) = (g / (1 + exp(-g))) * u, element by element. */
 void ps_silu_mul_f32(ps_isa isa, float *g, const float *u, int64_t n);

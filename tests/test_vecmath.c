@@ -72,6 +72,35 @@ static void test_softmax(ps_isa isa) {
     CHECKF(worst_sum < 1e-6, "softmax on %s: sums off 1 by %g", ps_isa_name(isa), worst_sum);
 }
 
+/* With an attention sink: the float64 softmax over the row plus one value-less logit; the sink
+ * above, inside and below the row's range; sink = -inf is bitwise the plain softmax. */
+static void test_softmax_sink(ps_isa isa) {
+    float row[80], copy[80], plain[80];
+    double worst = 0;
+    const float sinks[3] = {3.0f, -0.5f, -30.0f};
+    for (int n = 1; n <= 70; n++) {
+        for (int c = 0; c < 3; c++) {
+            for (int j = 0; j < n; j++) row[j] = copy[j] = (float)(drand() * 8.0 - 4.0);
+            const float scale = 0.125f, sink = sinks[c];
+            ps_softmax_sink_f32(isa, row, n, scale, sink);
+            double mx = sink, sum = 0;
+            for (int j = 0; j < n; j++) mx = fmax(mx, (double)(copy[j] * scale));
+            for (int j = 0; j < n; j++) sum += exp((double)(copy[j] * scale) - mx);
+            sum += exp((double)sink - mx);
+            for (int j = 0; j < n; j++) {
+                double want = exp((double)(copy[j] * scale) - mx) / sum;
+                worst = fmax(worst, fabs(row[j] - want) / want);
+            }
+        }
+        for (int j = 0; j < n; j++) row[j] = plain[j] = copy[j];
+        ps_softmax_sink_f32(isa, row, n, 0.125f, -INFINITY);
+        ps_softmax_f32(isa, plain, n, 0.125f);
+        CHECKF(!memcmp(row, plain, sizeof(float) * (size_t)n), "softmax sink -inf on %s, n %d",
+               ps_isa_name(isa), n);
+    }
+    CHECKF(worst < 1e-6, "softmax with sink on %s: worst rel error %g", ps_isa_name(isa), worst);
+}
+
 static void test_silu(ps_isa isa) {
     enum { N = 1003 };
     static float g[N], u[N], g0[N];
@@ -140,6 +169,7 @@ int main(void) {
         }
         test_exp(ISAS[i]);
         test_softmax(ISAS[i]);
+        test_softmax_sink(ISAS[i]);
         test_silu(ISAS[i]);
         test_rmsnorm(ISAS[i]);
     }

@@ -26,6 +26,12 @@ llama.cpp defines them, over the whole prompt at once (no KV cache, no chunks), 
               with the 3-D ffn_{gate,up,down}_exps tensors, matrix e = [e]
   logits = output (rmsnorm(x) * output_norm)       (output = token_embd when the file has none)
 
+gpt-oss (llama.cpp's openai-moe; see forward_oai and experts_oai): q/k/v/o biases, a learned
+sink logit per head in every attention softmax's denominator, sliding layers (even ones by
+default) over the last attention.sliding_window positions, post_attention_norm before the
+experts, which are biased, gated by a softmax over the top k logits, with the clamped SwiGLU
+(alpha 1.702, limit 7, (up + 1)). Any file's experts may come as a merged ffn_gate_up_exps.
+
 qwen35 (Qwen3.5 / 3.6 hybrid, llama.cpp's definition; see forward_hybrid): layer l is gated
 full attention when (l + 1) % full_attention_interval == 0, else Gated DeltaNet; the FFN input
 norm is post_attention_norm; nextn_predict_layers trailing MTP blocks are not run. qwen35moe:
@@ -246,7 +252,8 @@ class Model:
         self.buf_path = path
         kv = self.kv
         self.arch = kv["general.architecture"]
-        if self.arch not in ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe"):
+        if self.arch not in ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe",
+                             "gpt-oss"):
             raise ValueError("architecture %s not supported" % self.arch)
         a = self.arch
         self.n_embd = int(kv[a + ".embedding_length"])
@@ -258,7 +265,7 @@ class Model:
         self.eps = float(kv.get(a + ".attention.layer_norm_rms_epsilon", 1e-5))
         self.rope_base = float(kv.get(a + ".rope.freq_base", 10000.0))
         self.rope_scaling(kv, a, n_ctx)
-        self.neox = a in ("qwen2", "qwen3", "qwen3moe")
+        self.neox = a in ("qwen2", "qwen3", "qwen3moe", "gpt-oss")
         self.n_expert = int(kv.get(a + ".expert_count", 0))
         self.n_expert_used = int(kv.get(a + ".expert_used_count", 0))
         self.expert_norm = bool(kv.get(a + ".expert_weights_norm", True))
@@ -274,6 +281,13 @@ class Model:
                      else "rope_factors_short.weight"):
             if self.ff is None and name in self.t:
                 self.ff = self.t[name][0]
+        if self.arch == "gpt-oss":
+            # even layers slide (attention.sliding_window_pattern, default 2: layer l slides
+            # when l % period < period - 1), over the last attention.sliding_window positions
+            self.oai_window = int(kv.get(a + ".attention.sliding_window", 0))
+            period = int(kv.get(a + ".attention.sliding_window_pattern", 2))
+            self.oai_slides = [self.oai_window > 0 and (period == 0 or l % period < period - 1)
+                               for l in range(self.n_layer)]
         if self.arch in ("qwen35", "qwen35moe"):
             self.n_layer -= int(kv.get(a + ".nextn_predict_layers", 0))
             self.interval = int(kv.get(a + ".full_attention_interval", 4))
@@ -405,16 +419,94 @@ class Model:
         for e in np.unique(chosen):
             rows, slot = np.nonzero(chosen == e)
             he = h[rows]
-            gt = self.matmul(he, p + "ffn_gate_exps.weight", e)
-            up = self.matmul(he, p + "ffn_up_exps.weight", e)
+            gt, up = self.gate_up(he, p, e)
             y = self.matmul(gt / (1.0 + np.exp(-gt)) * up, p + "ffn_down_exps.weight", e)
             out[rows] += w[rows, slot][:, None] * y
         return out
+
+    def gate_up(self, he, p, e):
+        """Expert e's gate and up products of the rows he: from ffn_gate_exps / ffn_up_exps,
+        or from the merged ffn_gate_up_exps (rows [0, F) of expert e are the gate, [F, 2F) the
+        up, as llama.cpp's views of the merged product take them)."""
+        if self.has(p + "ffn_gate_up_exps.weight"):
+            gu = self.matmul(he, p + "ffn_gate_up_exps.weight", e)
+            F = gu.shape[1] // 2
+            return gu[:, :F], gu[:, F:]
+        return (self.matmul(he, p + "ffn_gate_exps.weight", e),
+                self.matmul(he, p + "ffn_up_exps.weight", e))
+
+    # ------------------------------------------------------------ gpt-oss (openai-moe)
+    def experts_oai(self, h, p):
+        """gpt-oss's experts (llama.cpp: SOFTMAX_WEIGHT gating, LLM_FFN_SWIGLU_OAI_MOE): logits
+        z = Wgate_inp h + b; the k largest z (ties: lower id); w = softmax of those k; expert e:
+        g = Wgate_e h + bg_e, u = Wup_e h + bu_e, x = min(g, 7), y = clip(u, -7, 7),
+        y_e = Wdown_e (x sigmoid(1.702 x) (y + 1)) + bd_e; out = sum_j w_j y_e."""
+        k = self.n_expert_used
+        z = self.matmul(h, p + "ffn_gate_inp.weight") + self.W(p + "ffn_gate_inp.bias")
+        chosen = np.argsort(-z, axis=1, kind="stable")[:, :k]
+        zc = np.take_along_axis(z, chosen, axis=1)
+        ez = np.exp(zc - zc.max(axis=1, keepdims=True))
+        w = ez / ez.sum(axis=1, keepdims=True)
+        bg, bu = self.W(p + "ffn_gate_exps.bias"), self.W(p + "ffn_up_exps.bias")
+        bd = self.W(p + "ffn_down_exps.bias")
+        out = np.zeros_like(h)
+        for e in np.unique(chosen):
+            rows, slot = np.nonzero(chosen == e)
+            gt, up = self.gate_up(h[rows], p, e)
+            xg = np.minimum(gt + bg[e], 7.0)
+            yu = np.clip(up + bu[e], -7.0, 7.0)
+            act = xg / (1.0 + np.exp(-1.702 * xg)) * (yu + 1.0)
+            y = self.matmul(act, p + "ffn_down_exps.weight", e) + bd[e]
+            out[rows] += w[rows, slot][:, None] * y
+        return out
+
+    def forward_oai(self, tokens):
+        """gpt-oss: attention with q/k/v/o biases and a learned sink logit per head that joins
+        every softmax's normalisation (p_j = exp(s_j) / (sum_i exp(s_i) + exp(sink))); layers
+        that slide see the keys p - W + 1 .. p; the FFN input norm is post_attention_norm and
+        the FFN the experts above."""
+        tok = np.asarray(tokens, dtype=np.int64)
+        if tok.min() < 0 or tok.max() >= self.n_vocab:
+            raise ValueError("token id outside [0, %d)" % self.n_vocab)
+        T = len(tok)
+        H, HK, D = self.n_head, self.n_head_kv, self.head_dim
+        x = self.W("token_embd.weight")[tok].copy()
+        pos = np.arange(T)
+        causal = pos[:, None] >= pos[None, :]
+        for l in range(self.n_layer):
+            p = "blk.%d." % l
+            h = self.rmsnorm(x, self.W(p + "attn_norm.weight"))
+            q = (self.matmul(h, p + "attn_q.weight") + self.W(p + "attn_q.bias")).reshape(T, H, D)
+            k = (self.matmul(h, p + "attn_k.weight") + self.W(p + "attn_k.bias")).reshape(T, HK, D)
+            v = (self.matmul(h, p + "attn_v.weight") + self.W(p + "attn_v.bias")).reshape(T, HK, D)
+            q = self.rope(q, pos)
+            k = self.rope(k, pos)
+            seen = causal
+            if self.oai_slides[l]:
+                seen = causal & (pos[:, None] - pos[None, :] < self.oai_window)
+            sinks = self.W(p + "attn_sinks.weight")
+            g = H // HK
+            out = np.empty((T, H, D))
+            for hh in range(H):
+                kh = hh // g
+                sc = np.where(seen, q[:, hh, :] @ k[:, kh, :].T / np.sqrt(D), -np.inf)
+                m = np.maximum(sc.max(axis=1), sinks[hh])
+                e = np.exp(sc - m[:, None])
+                den = e.sum(axis=1) + np.exp(sinks[hh] - m)
+                out[:, hh, :] = (e / den[:, None]) @ v[:, kh, :]
+            x = x + self.matmul(out.reshape(T, H * D), p + "attn_output.weight") \
+                + self.W(p + "attn_output.bias")
+            h = self.rmsnorm(x, self.W(p + "post_attention_norm.weight"))
+            x = x + self.experts_oai(h, p)
+        x = self.rmsnorm(x, self.W("output_norm.weight"))
+        return self.matmul(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
 
     def forward(self, tokens):
         """tokens: list of ids -> logits (T, n_vocab) float64."""
         if self.arch in ("qwen35", "qwen35moe"):
             return self.forward_hybrid(tokens)
+        if self.arch == "gpt-oss":
+            return self.forward_oai(tokens)
         tok = np.asarray(tokens, dtype=np.int64)
         if tok.min() < 0 or tok.max() >= self.n_vocab:
             raise ValueError("token id outside [0, %d)" % self.n_vocab)

@@ -1,0 +1,474 @@
+/*
+ * test_gptoss.c — gpt-oss (llama.cpp's openai-moe): attention with q/k/v/o biases and a learned
+ * sink logit per head, sliding layers, experts with router and expert biases gated by a softmax
+ * over the top k logits and the clamped SwiGLU; and the merged ffn_gate_up_exps layout that any
+ * expert layer may use.
+ *
+ * Reference: gen-model gpt-oss-tiny fixtures (4 layers: the even ones slide over the last 40
+ * positions, 4/2 heads of 32 over a 64-wide model, 8 experts of FFN 32, 4 used, gate / up
+ * biases wide enough that the +-7 clamps act) x F32 / BF16 / Q8_0 and the mxfp4_moe mix (MXFP4
+ * experts, Q8_0 elsewhere, as gpt-oss files ship), one with merged gate + up, over 600 tokens
+ * (three chunks of 256 and 15 windows) with float32 activations against
+ * tests/reference/forward.py within 1e-4, on every ISA the CPU has.
+ * Invariance: chunks of 1, 7, 100 and 256 and 1 vs 2 threads give bitwise identical logits,
+ * with float32 and native activations.
+ * Merged experts: a gpt-oss and a qwen3moe file written with ffn_gate_up_exps give bitwise the
+ * logits of the same weights written as ffn_gate_exps + ffn_up_exps.
+ * Routing is real: most experts get rows; the sinks matter (zeroing them moves the logits).
+ * Bad input: a missing sink, router bias or expert bias, an expert bias of the wrong shape, a
+ * merged tensor of the wrong width — each an error naming the tensor.
+ * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
+ */
+#include "check.h"
+#include "genmodel.h"
+#include "gguf.h"
+#include "impl.h"
+#include "model.h"
+#include "promptscore.h"
+
+#include <math.h>
+#include <sys/stat.h>
+
+#define FORWARD_PY "tests/reference/forward.py"
+#define PYTHON "/usr/bin/python3"
+#define N_TOK 600
+
+static char out_dir[512];
+
+static const char *outp(const char *name) {
+    static char buf[8][640];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", out_dir, name);
+    return buf[k];
+}
+
+static ps_genmodel_params fixture(const char *preset, uint32_t type, const char *mix,
+                                  bool merged, uint64_t seed) {
+    ps_genmodel_params p = ps_genmodel_default_params();
+    ps_genmodel_preset(preset, &p, NULL);
+    p.type = type;
+    if (mix) snprintf(p.mix, sizeof p.mix, "%s", mix);
+    p.merged_gate_up = merged;
+    p.seed = seed;
+    p.n_ctx = 1024;
+    return p;
+}
+
+static int32_t *make_ids(int32_t n, int32_t n_vocab) {
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    uint64_t s = 0x7654321ull;
+    for (int32_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = i == 0 ? 1 : (int32_t)((s >> 33) % (uint64_t)n_vocab);
+    }
+    return ids;
+}
+
+/* Logits (n, n_vocab) of the ids in chunks of `chunk` (malloc) or NULL; *active: experts with
+ * rows in the last chunk's last layer. */
+static float *c_logits(const char *path, const int32_t *ids, int32_t n, int32_t chunk,
+                       ps_isa isa, ps_act act, int32_t threads, int64_t *n_vocab,
+                       int32_t *active) {
+    ps_error e;
+    ps_model *m = NULL;
+    ps_model_params mp = ps_model_default_params();
+    if (ps_model_load(path, &mp, &m, &e) != PS_OK) {
+        CHECKF(0, "load %s: %s", path, e.message);
+        return NULL;
+    }
+    ps_model_info info;
+    ps_model_get_info(m, &info);
+    *n_vocab = info.n_vocab;
+    ps_pool *pool = NULL;
+    if (threads > 1) ps_pool_create(threads, &pool);
+    ps_session_params sp = ps_session_default_params();
+    sp.n_ctx = n;
+    sp.n_batch = chunk;
+    sp.isa = isa;
+    sp.act = act;
+    sp.pool = pool;
+    ps_session *s = NULL;
+    ps_status st = ps_session_create(m, &sp, &s, &e);
+    CHECKF(st == PS_OK, "session: %s", e.message);
+    const size_t nf = (size_t)n * (size_t)info.n_vocab;
+    float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
+    for (int32_t i = 0; out && i < n; i += chunk) {
+        int32_t k = PS_MIN(chunk, n - i);
+        st = ps_session_forward(s, ids + i, k, out + (size_t)i * (size_t)info.n_vocab, &e);
+        if (st != PS_OK) {
+            CHECKF(0, "forward at %d: %s", i, e.message);
+            free(out);
+            out = NULL;
+        }
+    }
+    if (out && active) {
+        *active = 0;
+        for (int32_t x = 0; x < m->hp.n_expert; x++)
+            *active += s->moe_start[x + 1] > s->moe_start[x];
+    }
+    ps_session_free(s);
+    ps_pool_free(pool);
+    ps_model_free(m);
+    return out;
+}
+
+static double *ref_logits(const char *path, const int32_t *ids, int32_t n, int64_t n_vocab,
+                          const char *tag) {
+    char ids_path[700], out_path[700], cmd[2400];
+    snprintf(ids_path, sizeof ids_path, "%s.ids", outp(tag));
+    snprintf(out_path, sizeof out_path, "%s.ref.f64", outp(tag));
+    FILE *f = fopen(ids_path, "w");
+    if (!f) return NULL;
+    for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
+    fclose(f);
+    remove(out_path);
+    snprintf(cmd, sizeof cmd, PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s'", path,
+             ids_path, out_path);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "  command failed: %s\n", cmd);
+        return NULL;
+    }
+    FILE *g = fopen(out_path, "rb");
+    if (!g) return NULL;
+    const size_t nf = (size_t)n * (size_t)n_vocab;
+    double *r = malloc(nf * sizeof(double));
+    size_t got = fread(r, sizeof(double), nf, g);
+    fclose(g);
+    remove(out_path);
+    remove(ids_path);
+    if (got != nf) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static size_t n_differ(const float *a, const float *b, size_t n) {
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) d += memcmp(a + i, b + i, 4) != 0;
+    return d;
+}
+
+typedef struct {
+    uint32_t type;
+    const char *mix;
+    bool merged;
+} fx;
+
+static void test_reference(bool numpy) {
+    static const fx fxs[] = {
+        {PS_GGML_F32, NULL, false},  {PS_GGML_BF16, NULL, false},
+        {PS_GGML_Q8_0, NULL, false}, {PS_GGML_Q8_0, "mxfp4_moe", false},
+        {PS_GGML_F32, NULL, true},
+    };
+    static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+    for (size_t i = 0; i < PS_ARRAY_LEN(fxs); i++) {
+        ps_genmodel_params p = fixture("gpt-oss-tiny", fxs[i].type, fxs[i].mix, fxs[i].merged,
+                                       500 + i);
+        char tag[64];
+        snprintf(tag, sizeof tag, "gpt-oss-%s%s", fxs[i].mix ? fxs[i].mix
+                                                           : ps_ggml_type_name(fxs[i].type),
+                 fxs[i].merged ? "-merged" : "");
+        char path[700];
+        snprintf(path, sizeof path, "%s.gguf", outp(tag));
+        ps_error e;
+        ps_status st = ps_genmodel_write(&p, path, &e);
+        CHECKF(st == PS_OK, "%s: %s", tag, e.message);
+        if (st != PS_OK) continue;
+        int32_t *ids = make_ids(N_TOK, p.n_vocab);
+        int64_t nv = 0;
+        double *r = numpy ? ref_logits(path, ids, N_TOK, p.n_vocab, tag) : NULL;
+        if (numpy) CHECKF(r != NULL, "%s: no reference logits", tag);
+        float *best = NULL;
+        int32_t active = 0;
+        for (size_t k = 0; k < PS_ARRAY_LEN(isas); k++) {
+            if (!ps_isa_supported(isas[k])) {
+                PS_TEST_CPU_LACKS("%s", ps_isa_name(isas[k]));
+                continue;
+            }
+            float *c = c_logits(path, ids, N_TOK, 256, isas[k], PS_ACT_F32, 1, &nv, &active);
+            if (!c) continue;
+            if (r) {
+                double md = 0, mr = 0;
+                int64_t at = 0;
+                for (int64_t j = 0; j < (int64_t)N_TOK * nv; j++) {
+                    double dd = fabs((double)c[j] - r[j]);
+                    if (!(dd <= md)) md = dd, at = j;
+                    mr = fmax(mr, fabs(r[j]));
+                }
+                printf("  %-24s %-6s f32  T=%d max|ref| %.3f max|C-ref| %.3g (row %lld)\n", tag,
+                       ps_isa_name(isas[k]), N_TOK, mr, md, (long long)(at / nv));
+                CHECKF(md <= 1e-4, "%s %s: max |C - ref| = %g at row %lld", tag,
+                       ps_isa_name(isas[k]), md, (long long)(at / nv));
+            }
+            free(best);
+            best = c;
+        }
+        CHECKF(active >= p.n_expert / 2, "%s: only %d of %d experts active", tag, active,
+               p.n_expert);
+        if (best) {
+            const size_t nf = (size_t)N_TOK * (size_t)nv;
+            float *c2 = c_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, &nv, NULL);
+            CHECKF(c2 && !n_differ(c2, best, nf), "%s: 2 threads differ from 1", tag);
+            free(c2);
+            const int32_t chunks[3] = {1, 7, 100};
+            for (int j = 0; j < 3; j++) {
+                if (chunks[j] == 1 && i != 0) continue; /* chunk 1 once: slow */
+                float *cc = c_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), PS_ACT_F32,
+                                     j == 1 ? 2 : 1, &nv, NULL);
+                CHECKF(cc && !n_differ(cc, best, nf), "%s: chunk %d differs from 256", tag,
+                       chunks[j]);
+                free(cc);
+            }
+            /* native activations: chunk- and thread-invariant too */
+            float *n1 = c_logits(path, ids, 300, 256, ps_isa_best(), PS_ACT_NATIVE, 1, &nv, NULL);
+            float *n2 = c_logits(path, ids, 300, 7, ps_isa_best(), PS_ACT_NATIVE, 2, &nv, NULL);
+            CHECKF(n1 && n2 && !n_differ(n1, n2, (size_t)300 * nv),
+                   "%s native: chunk 7 on 2 threads differs from chunk 256 on 1", tag);
+            free(n1);
+            free(n2);
+        }
+        free(best);
+        free(r);
+        free(ids);
+        remove(path);
+    }
+}
+
+/* ---------------------------------------------------------------- merged gate + up */
+
+/* The same weights as separate gate / up tensors and merged: bitwise the same logits. */
+static void test_merged(void) {
+    static const struct {
+        const char *preset;
+        uint32_t type;
+    } cases[] = {{"gpt-oss-tiny", PS_GGML_F32}, {"gpt-oss-tiny", PS_GGML_Q8_0},
+                 {"qwen3moe-tiny", PS_GGML_BF16}, {"qwen3moe-tiny", PS_GGML_Q8_0},
+                 {"qwen35moe-tiny", PS_GGML_F32}};
+    for (size_t c = 0; c < PS_ARRAY_LEN(cases); c++) {
+        char split[700], merged[700];
+        snprintf(split, sizeof split, "%s", outp("split.gguf"));
+        snprintf(merged, sizeof merged, "%s", outp("merged.gguf"));
+        ps_genmodel_params p = fixture(cases[c].preset, cases[c].type, NULL, false, 77 + c);
+        ps_error e;
+        CHECKF(ps_genmodel_write(&p, split, &e) == PS_OK, "%s", e.message);
+        /* the merged file: the split one's tensors, gate and up of each expert stacked */
+        ps_gguf *g = NULL;
+        if (ps_gguf_open(split, &g, &e) != PS_OK) {
+            CHECKF(0, "%s", e.message);
+            continue;
+        }
+        ps_gguf_writer *w = ps_gguf_writer_new();
+        ps_gguf_copy_kv(w, g, NULL);
+        void *bufs[64] = {0};
+        int nb = 0;
+        for (int64_t i = 0; i < ps_gguf_n_tensors(g); i++) {
+            const ps_gguf_tensor *t = ps_gguf_tensor_at(g, i);
+            char tn[128];
+            snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr);
+            char *at = strstr(tn, "ffn_up_exps.weight");
+            if (at) continue;
+            at = strstr(tn, "ffn_gate_exps.weight");
+            if (!at) {
+                ps_gguf_add_tensor(w, tn, t->type, t->n_dims, t->ne, t->data, t->nbytes);
+                continue;
+            }
+            char un[128];
+            snprintf(un, sizeof un, "%.*sffn_up_exps.weight", (int)(at - tn), tn);
+            const ps_gguf_tensor *u = ps_gguf_find_tensor(g, un);
+            CHECK(u && u->nbytes == t->nbytes);
+            if (!u || nb == 64) continue;
+            const size_t per = (size_t)t->nbytes / (size_t)t->ne[2];
+            uint8_t *b = malloc(2 * (size_t)t->nbytes);
+            for (int64_t x = 0; x < t->ne[2]; x++) {
+                memcpy(b + 2 * per * (size_t)x, (const uint8_t *)t->data + per * (size_t)x, per);
+                memcpy(b + 2 * per * (size_t)x + per, (const uint8_t *)u->data + per * (size_t)x,
+                       per);
+            }
+            bufs[nb++] = b;
+            char mn[128];
+            snprintf(mn, sizeof mn, "%.*sffn_gate_up_exps.weight", (int)(at - tn), tn);
+            int64_t ne[4] = {t->ne[0], 2 * t->ne[1], t->ne[2], 1};
+            ps_gguf_add_tensor(w, mn, t->type, 3, ne, b, 2 * t->nbytes);
+        }
+        CHECK(ps_gguf_write_file(w, merged, &e) == PS_OK);
+        ps_gguf_writer_free(w);
+        for (int i = 0; i < nb; i++) free(bufs[i]);
+        ps_gguf_close(g);
+        /* gen-model's own merged layout is the same bytes */
+        if (c == 0) {
+            char gm[700];
+            snprintf(gm, sizeof gm, "%s", outp("genmerged.gguf"));
+            ps_genmodel_params pm = p;
+            pm.merged_gate_up = true;
+            CHECK(ps_genmodel_write(&pm, gm, &e) == PS_OK);
+            ps_gguf *a = NULL, *b = NULL;
+            if (ps_gguf_open(gm, &a, &e) == PS_OK && ps_gguf_open(merged, &b, &e) == PS_OK) {
+                const ps_gguf_tensor *ta = ps_gguf_find_tensor(a, "blk.1.ffn_gate_up_exps.weight"),
+                                     *tb = ps_gguf_find_tensor(b, "blk.1.ffn_gate_up_exps.weight");
+                CHECK(ta && tb && ta->nbytes == tb->nbytes && ta->ne[1] == 2 * p.n_ff_exp &&
+                      !memcmp(ta->data, tb->data, (size_t)ta->nbytes));
+                CHECK(!ps_gguf_find_tensor(a, "blk.1.ffn_gate_exps.weight"));
+            }
+            ps_gguf_close(a);
+            ps_gguf_close(b);
+            remove(gm);
+        }
+        int32_t *ids = make_ids(300, p.n_vocab);
+        int64_t nv = 0;
+        for (int a = 0; a < 2; a++) {
+            const ps_act act = a ? PS_ACT_F32 : PS_ACT_NATIVE;
+            float *ls = c_logits(split, ids, 300, 256, ps_isa_best(), act, 1, &nv, NULL);
+            float *lm = c_logits(merged, ids, 300, 100, ps_isa_best(), act, 2, &nv, NULL);
+            CHECKF(ls && lm && !n_differ(ls, lm, (size_t)300 * nv),
+                   "%s %s %s: merged gate_up differs from split", cases[c].preset,
+                   ps_ggml_type_name(cases[c].type), ps_act_name(act));
+            free(ls);
+            free(lm);
+        }
+        printf("  %s %s: merged ffn_gate_up_exps == split gate / up, bitwise (native, f32)\n",
+               cases[c].preset, ps_ggml_type_name(cases[c].type));
+        free(ids);
+        remove(split);
+        remove(merged);
+    }
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+typedef struct {
+    const char *tensor; /* the tensor with the defect */
+    int how;            /* 1 = dropped, 2 = ne[0] - 1 (shorter), 3 = zeroed (sinks) */
+    ps_status code;
+    const char *needle;
+} defect;
+
+static const char *rewrite(const char *src, const defect *d, const char *name) {
+    ps_gguf *g = NULL;
+    ps_error e;
+    if (ps_gguf_open(src, &g, &e) != PS_OK) return NULL;
+    ps_gguf_writer *w = ps_gguf_writer_new();
+    ps_gguf_copy_kv(w, g, NULL);
+    void *zero = NULL;
+    for (int64_t i = 0; i < ps_gguf_n_tensors(g); i++) {
+        const ps_gguf_tensor *t = ps_gguf_tensor_at(g, i);
+        char tn[128];
+        snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr);
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        uint64_t nbytes = t->nbytes;
+        const void *data = t->data;
+        if (!strcmp(tn, d->tensor)) {
+            if (d->how == 1) continue;
+            if (d->how == 2) {
+                ne[0] -= 1;
+                nbytes = nbytes / (uint64_t)t->ne[0] * (uint64_t)ne[0];
+            }
+            if (d->how == 3) data = zero = calloc(1, (size_t)nbytes);
+        }
+        ps_gguf_add_tensor(w, tn, t->type, t->n_dims, ne, data, nbytes);
+    }
+    const char *path = outp(name);
+    ps_status st = ps_gguf_write_file(w, path, &e);
+    ps_gguf_writer_free(w);
+    ps_gguf_close(g);
+    free(zero);
+    return st == PS_OK ? path : NULL;
+}
+
+static void test_bad_input(void) {
+    char src[700], msrc[700];
+    snprintf(src, sizeof src, "%s", outp("bad-src.gguf"));
+    snprintf(msrc, sizeof msrc, "%s", outp("bad-msrc.gguf"));
+    ps_genmodel_params p = fixture("gpt-oss-tiny", PS_GGML_F32, NULL, false, 9);
+    ps_error e;
+    CHECKF(ps_genmodel_write(&p, src, &e) == PS_OK, "%s", e.message);
+    p.merged_gate_up = true;
+    CHECKF(ps_genmodel_write(&p, msrc, &e) == PS_OK, "%s", e.message);
+    static const defect cases[] = {
+        {"blk.1.attn_sinks.weight", 1, PS_ERR_NOT_FOUND, "blk.1.attn_sinks.weight"},
+        {"blk.0.attn_sinks.weight", 2, PS_ERR_FORMAT, "blk.0.attn_sinks.weight"},
+        {"blk.2.ffn_gate_inp.bias", 1, PS_ERR_NOT_FOUND, "blk.2.ffn_gate_inp.bias"},
+        {"blk.0.ffn_gate_exps.bias", 1, PS_ERR_NOT_FOUND, "blk.0.ffn_gate_exps.bias"},
+        {"blk.3.ffn_up_exps.bias", 2, PS_ERR_FORMAT, "blk.3.ffn_up_exps.bias"},
+        {"blk.1.ffn_down_exps.bias", 2, PS_ERR_FORMAT, "blk.1.ffn_down_exps.bias"},
+        {"blk.0.ffn_up_exps.weight", 1, PS_ERR_NOT_FOUND, "blk.0.ffn_up_exps.weight"},
+        {"blk.0.post_attention_norm.weight", 1, PS_ERR_NOT_FOUND, "post_attention_norm"},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(cases); i++) {
+        const char *vp = rewrite(src, &cases[i], "bad.gguf");
+        CHECKF(vp != NULL, "case %zu not written", i);
+        if (!vp) continue;
+        ps_model *m = NULL;
+        ps_model_params mp = ps_model_default_params();
+        memset(&e, 0, sizeof e);
+        ps_status st = ps_model_load(vp, &mp, &m, &e);
+        CHECKF(st == cases[i].code && !m && strstr(e.message, cases[i].needle),
+               "case %zu: status %d (%s), message '%s', want %d naming '%s'", i, (int)st,
+               ps_status_str(st), e.message, (int)cases[i].code, cases[i].needle);
+        ps_model_free(m);
+    }
+    /* a merged tensor one row short of 2 n_ff_exp (ne[1]) cannot load */
+    {
+        ps_gguf *g = NULL;
+        CHECK(ps_gguf_open(msrc, &g, &e) == PS_OK);
+        ps_gguf_writer *w = ps_gguf_writer_new();
+        ps_gguf_copy_kv(w, g, NULL);
+        for (int64_t i = 0; g && i < ps_gguf_n_tensors(g); i++) {
+            const ps_gguf_tensor *t = ps_gguf_tensor_at(g, i);
+            char tn[128];
+            snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr);
+            int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+            if (!strcmp(tn, "blk.2.ffn_gate_up_exps.weight")) ne[1] -= 2;
+            ps_gguf_add_tensor(w, tn, t->type, t->n_dims, ne, t->data,
+                               t->nbytes / (uint64_t)t->ne[1] * (uint64_t)ne[1]);
+        }
+        const char *vp = outp("bad-merged.gguf");
+        CHECK(ps_gguf_write_file(w, vp, &e) == PS_OK);
+        ps_gguf_writer_free(w);
+        ps_gguf_close(g);
+        ps_model *m = NULL;
+        ps_model_params mp = ps_model_default_params();
+        ps_status st = ps_model_load(vp, &mp, &m, &e);
+        CHECKF(st == PS_ERR_FORMAT && strstr(e.message, "blk.2.ffn_gate_up_exps.weight"),
+               "short merged tensor: %d %s", (int)st, e.message);
+        ps_model_free(m);
+        remove(vp);
+    }
+    /* the sinks take part: zeroing one layer's moves the logits */
+    const defect zs = {"blk.1.attn_sinks.weight", 3, PS_OK, ""};
+    char zpath[700];
+    const char *zp = rewrite(src, &zs, "zero-sinks.gguf");
+    snprintf(zpath, sizeof zpath, "%s", zp ? zp : "");
+    int32_t *ids = make_ids(64, p.n_vocab);
+    int64_t nv = 0;
+    float *a = c_logits(src, ids, 64, 64, ps_isa_best(), PS_ACT_F32, 1, &nv, NULL);
+    float *b = zp ? c_logits(zpath, ids, 64, 64, ps_isa_best(), PS_ACT_F32, 1, &nv, NULL) : NULL;
+    CHECKF(a && b && n_differ(a, b, (size_t)64 * nv) > 0, "zeroed sinks change nothing");
+    free(a);
+    free(b);
+    free(ids);
+    remove(zpath);
+    remove(outp("bad.gguf"));
+    remove(src);
+    remove(msrc);
+}
+
+int main(void) {
+    struct stat sb;
+    if (stat("tests/out/reference", &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(out_dir, sizeof out_dir, "tests/out/reference");
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(out_dir, sizeof out_dir, "%s/ps-gptoss-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
+    }
+    test_bad_input();
+    test_merged();
+    bool numpy = access(FORWARD_PY, R_OK) == 0 &&
+                 system(PYTHON " -c 'import numpy' 2>/dev/null") == 0;
+    if (!numpy) SKIP("C vs numpy: " PYTHON " with numpy or " FORWARD_PY " is not available");
+    test_reference(numpy);
+    if (strcmp(out_dir, "tests/out/reference") && strcmp(out_dir, ".")) rmdir(out_dir);
+    return ps_test_done("gptoss");
+}
