@@ -4,11 +4,13 @@
  * and exits 0. The signals are blocked in every thread (the mask is set before any thread
  * starts) and taken synchronously with sigwait(), so no handler runs inside library code.
  * Prints one line when listening ("listening on http://HOST:PORT", which tests parse) and one
- * access-log line per request on stderr.
+ * access-log line per request on stderr. While it drains (up to --drain-s), a second SIGINT or
+ * SIGTERM exits at once (130 / 143): a thread of its own waits for it.
  */
 #include "cli.h"
 #include "promptscore.h"
 #include "server.h"
+#include "server_guard.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *ABOUT =
     "OpenAI-compatible HTTP server: POST /v1/completions (echo + logprobs for scoring, as\n"
@@ -35,6 +38,18 @@ static void log_line(void *ctx, const char *line) {
     fprintf(stderr, "%s.%03ldZ %s ms\n", ts, t.tv_nsec / 1000000L, line);
 }
 
+/* The second stop signal: exit now, whatever is still draining. */
+static void *second_signal(void *arg) {
+    const sigset_t *set = arg;
+    int sig = 0;
+    while (sigwait(set, &sig) != 0) {
+    }
+    static const char msg[] = "promptscore serve: second signal: exiting now\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(128 + sig);
+}
+
 int ps_cli_serve(int argc, char **argv) {
     ps_cli_model_opts o = {0};
     ps_server_config cfg = ps_server_default_config();
@@ -43,6 +58,9 @@ int ps_cli_serve(int argc, char **argv) {
     int32_t max_logprobs = cfg.max_logprobs;
     int64_t max_body = cfg.max_body;
     bool quiet = false;
+    const char *key_file = NULL;
+    int32_t max_conns = cfg.max_connections, per_ip = cfg.per_ip, idle = cfg.idle_timeout_s;
+    int32_t read_timeout = (int32_t)cfg.read_timeout_s, drain = (int32_t)cfg.drain_s;
     const ps_cli_opt model_opts[] = {
         PS_CLI_OPTS_MODEL(&o),
         PS_CLI_OPT_CTX(&o, "context length (default: the model's)"),
@@ -66,7 +84,29 @@ int ps_cli_serve(int argc, char **argv) {
          PS_CLI_I32, &queue, 1, 1000000},
         {"-q, --quiet", NULL, "no access log", PS_CLI_FLAG, &quiet},
         {0}};
-    const ps_cli_opt *const tables[] = {model_opts, serve_opts, NULL};
+    const ps_cli_opt safety_opts[] = {
+        {"--api-key", "KEY", "every route but /health and / needs \"Authorization: Bearer KEY\"\n"
+         "(else 401)", PS_CLI_STR, &cfg.api_key},
+        {"--api-key-file", "FILE", "the same, the key being the file's first line (keeps it out of\n"
+         "the process list)", PS_CLI_STR, &key_file},
+        {"--allowed-hosts", "NAMES", "Host names accepted besides IP addresses and localhost,\n"
+         "comma separated; \"*\" = any (default none: DNS rebinding gets 403)", PS_CLI_STR,
+         &cfg.allowed_hosts},
+        {"--cors-origin", "ORIGIN", "the one origin (\"https://app.example\") that may call the\n"
+         "server from a browser (default: none, CORS off)", PS_CLI_STR, &cfg.cors_origin},
+        {"--max-connections", "N", "open connections at once (default 2048)", PS_CLI_I32,
+         &max_conns, 1, 100000},
+        {"--per-ip", "N", "open connections per client address (default 32; 0 = no limit)",
+         PS_CLI_I32, &per_ip, 0, 100000},
+        {"--read-timeout", "S", "a request (headers and body) must arrive within S seconds of\n"
+         "its connection opening or the previous answer (default 30)", PS_CLI_I32, &read_timeout,
+         1, 86400},
+        {"--idle-timeout", "S", "a connection with no byte for S seconds is closed (default 10)",
+         PS_CLI_I32, &idle, 1, 86400},
+        {"--drain-s", "S", "on SIGINT/SIGTERM, running requests get S seconds to finish\n"
+         "(default 30); a second signal exits at once", PS_CLI_I32, &drain, 0, 86400},
+        {0}};
+    const ps_cli_opt *const tables[] = {model_opts, serve_opts, safety_opts, NULL};
     const ps_cli_cmd c = {"serve", "-m MODEL.gguf [options]", ABOUT, tables};
     int prc = ps_cli_parse(&c, argc, argv);
     if (prc >= 0) return prc;
@@ -78,7 +118,29 @@ int ps_cli_serve(int argc, char **argv) {
     cfg.n_threads = o.threads;
     cfg.act = o.act;
     if (alias) cfg.name = alias;
+    cfg.max_connections = max_conns;
+    cfg.per_ip = per_ip;
+    cfg.read_timeout_s = read_timeout;
+    cfg.idle_timeout_s = idle;
+    cfg.drain_s = drain;
     o.no_session = true;
+    char *file_key = NULL;
+    if (key_file) {
+        if (cfg.api_key) {
+            fprintf(stderr, "promptscore serve: give --api-key or --api-key-file, not both\n");
+            return 2;
+        }
+        ps_error kerr;
+        ps_error_clear(&kerr);
+        if (ps_guard_read_key_file(key_file, &file_key, &kerr) != PS_OK) {
+            fprintf(stderr, "promptscore serve: %s\n", kerr.message);
+            return 2;
+        }
+        cfg.api_key = file_key;
+    } else if (cfg.api_key && !*cfg.api_key) {
+        fprintf(stderr, "promptscore serve: --api-key is empty\n");
+        return 2;
+    }
 
     /* Block the stop signals before any thread exists, so every thread inherits the mask. */
     sigset_t stop_sigs;
@@ -92,7 +154,10 @@ int ps_cli_serve(int argc, char **argv) {
     ps_error_clear(&err);
     ps_cli_loaded l;
     int lrc = ps_cli_load("serve", &o, false, &l);
-    if (lrc) return lrc;
+    if (lrc) {
+        ps_free(file_key);
+        return lrc;
+    }
     ps_model *model = l.model;
     ps_status st;
     ps_model_info info;
@@ -103,8 +168,13 @@ int ps_cli_serve(int argc, char **argv) {
     if (st != PS_OK) {
         fprintf(stderr, "promptscore serve: %s\n", err.message[0] ? err.message : ps_status_str(st));
         ps_cli_unload(&l);
+        ps_free(file_key);
         return 1;
     }
+    if (!cfg.api_key && !ps_guard_host_is_loopback(cfg.host))
+        fprintf(stderr,
+                "promptscore serve: warning: listening on %s without --api-key: anyone who can "
+                "reach this address can use the server\n", cfg.host);
     fprintf(stderr,
             "promptscore serve: model '%s' (%s, n_vocab %d, n_ctx %d), %d worker(s), "
             "max logprobs %d, queue %d\n",
@@ -119,10 +189,16 @@ int ps_cli_serve(int argc, char **argv) {
     int sig = 0;
     while (sigwait(&stop_sigs, &sig) != 0) {
     }
-    fprintf(stderr, "promptscore serve: %s: finishing running requests, then exiting\n",
-            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    fprintf(stderr,
+            "promptscore serve: %s: finishing running requests (at most %d s; a second signal "
+            "exits now), then exiting\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", (int)drain);
+    fflush(stderr);
+    pthread_t second;
+    if (pthread_create(&second, NULL, second_signal, &stop_sigs) == 0) pthread_detach(second);
     ps_server_stop(server);
     ps_cli_unload(&l);
+    ps_free(file_key);
     fprintf(stderr, "promptscore serve: stopped\n");
     return 0;
 }

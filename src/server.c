@@ -18,6 +18,8 @@
  */
 #include "server.h"
 #include "json.h"
+#include "server_conns.h"
+#include "server_guard.h"
 #include "testhooks.h"
 #include "vocab.h"
 
@@ -571,6 +573,7 @@ typedef struct job {
     ps_score_result **results;  /* n_prompts */
     uint64_t seed;
     atomic_bool cancel;         /* client gone, or a prompt failed */
+    atomic_bool *abort;         /* the server's: the drain deadline passed */
     /* under server->mu */
     int32_t next_prompt;        /* next prompt a worker takes */
     int32_t remaining;          /* prompts not yet finished */
@@ -605,8 +608,9 @@ static const struct {
 };
 
 /* every status the server answers (499: the client hung up, its work was cancelled) */
-enum { N_STATUS = 9 };
-static const int STATUSES[N_STATUS] = {200, 400, 404, 405, 413, 499, 500, 503, 0 /* other */};
+enum { N_STATUS = 13 };
+static const int STATUSES[N_STATUS] = {200, 204, 400, 401, 403, 404, 405, 413,
+                                       415, 499, 500, 503, 0 /* other */};
 static const double BUCKETS[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 enum { N_BUCKETS = sizeof BUCKETS / sizeof BUCKETS[0] };
 
@@ -628,6 +632,10 @@ struct ps_server {
     int32_t connections;        /* requests begun and not completed (for shutdown) */
     bool draining;              /* shutting down: new completions get 503 */
     bool stop;                  /* workers exit once the FIFO is empty */
+    atomic_bool abort;          /* the drain deadline passed: every running request stops */
+    /* who may ask (copies of the configuration's strings) */
+    char *api_key, *allowed_hosts, *cors_origin;
+    ps_conns *conns;
     /* HTTP */
     struct MHD_Daemon *daemon;
     int32_t port;
@@ -641,7 +649,10 @@ struct ps_server {
     ps_test_hold hold; /* test-only: see testhooks.h */
 };
 
-static bool job_cancelled(void *ctx) { return atomic_load(&((job *)ctx)->cancel); }
+static bool job_cancelled(void *ctx) {
+    job *j = ctx;
+    return atomic_load(&j->cancel) || atomic_load(j->abort);
+}
 
 static void *worker_main(void *arg) {
     worker *w = arg;
@@ -666,7 +677,7 @@ static void *worker_main(void *arg) {
         ps_error err;
         ps_error_clear(&err);
         ps_status st;
-        if (atomic_load(&j->cancel)) {
+        if (job_cancelled(j)) {
             st = PS_ERR_CANCELLED;
         } else {
             ps_test_hold_wait(&s->hold);
@@ -712,6 +723,7 @@ typedef struct {
     ps_buf body;
     bool too_large;
     bool responded;
+    bool cors;          /* the request's Origin is --cors-origin: answers carry its headers */
     struct timespec t0;
     int64_t prompt_tokens;
 } conn;
@@ -761,6 +773,11 @@ static enum MHD_Result respond(ps_server *s, struct MHD_Connection *mc, conn *c,
     MHD_add_response_header(resp, "Content-Type", ctype);
     if (status == 503) MHD_add_response_header(resp, "Retry-After", "1");
     if (allow) MHD_add_response_header(resp, "Allow", allow);
+    if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+    if (s->cors_origin) {
+        MHD_add_response_header(resp, "Vary", "Origin");
+        if (c->cors) MHD_add_response_header(resp, "Access-Control-Allow-Origin", s->cors_origin);
+    }
     enum MHD_Result ret = MHD_queue_response(mc, (unsigned)status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -907,18 +924,22 @@ static void write_completion(ps_server *s, const ps_completion_req *r, ps_score_
                   (long long)(r->prompt_tokens + completion_tokens));
 }
 
-/* True when the peer has closed (or reset) the connection. */
+/* True when the connection is gone: reset by the peer, an error on the socket, or closed in
+ * both directions. An end of file alone is not: a client may half-close its socket
+ * (shutdown(SHUT_WR)) once it has sent its request and still read the answer, and TCP cannot
+ * tell that from a close until something is written; such a request runs to its end (bounded
+ * by the limits) and an answer nobody reads is dropped. */
 static bool peer_gone(struct MHD_Connection *mc) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return false;
-    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN};
     if (poll(&p, 1, 0) <= 0) return false;
-    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
     if (p.revents & POLLIN) {
         char ch;
         ssize_t n = recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
-        return n == 0;
+        return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
     }
     return false;
 }
@@ -945,6 +966,7 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
     j->results = results;
     j->remaining = req.n_prompts;
     atomic_init(&j->cancel, false);
+    j->abort = &s->abort;
     if (req.has_seed) {
         j->seed = req.seed;
     } else {
@@ -973,7 +995,7 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
                 until.tv_nsec -= 1000000000L;
             }
             pthread_cond_timedwait(&j->done, &s->mu, &until);
-            if (j->remaining > 0 && !atomic_load(&j->cancel)) {
+            if (j->remaining > 0 && !job_cancelled(j)) {
                 pthread_mutex_unlock(&s->mu);
                 bool gone = peer_gone(mc);
                 pthread_mutex_lock(&s->mu);
@@ -996,6 +1018,11 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
         ps_http_fail(&e, 503, NULL, NULL,
                      "the server is busy: %d requests are already queued or running; retry later",
                      (int)queue_cap);
+        ret = respond_error(s, mc, c, method, url, &e, NULL);
+    } else if (j->status == PS_ERR_CANCELLED && atomic_load(&s->abort)) {
+        ps_http_fail(&e, 503, NULL, NULL,
+                     "the server is shutting down: the request did not finish within the drain "
+                     "deadline (--drain-s)");
         ret = respond_error(s, mc, c, method, url, &e, NULL);
     } else if (j->status == PS_ERR_CANCELLED) {
         /* the client is gone: nobody reads an answer */
@@ -1108,11 +1135,19 @@ static void write_metrics(ps_server *s, ps_buf *b) {
                   "# HELP promptscore_prompts_waiting Prompts queued and not yet started.\n"
                   "# TYPE promptscore_prompts_waiting gauge\n"
                   "promptscore_prompts_waiting %d\n"
+                  "# HELP promptscore_connections_open TCP connections open now.\n"
+                  "# TYPE promptscore_connections_open gauge\n"
+                  "promptscore_connections_open %d\n"
+                  "# HELP promptscore_connections_timed_out_total Connections cut because their "
+                  "request did not arrive within --read-timeout.\n"
+                  "# TYPE promptscore_connections_timed_out_total counter\n"
+                  "promptscore_connections_timed_out_total %llu\n"
                   "# HELP promptscore_request_duration_seconds Request latency by route.\n"
                   "# TYPE promptscore_request_duration_seconds histogram\n",
                   (unsigned long long)s->tokens_scored, (unsigned long long)s->tokens_generated,
                   (unsigned long long)s->cancelled, (int)s->admitted, (int)s->cfg.queue,
-                  (int)waiting);
+                  (int)waiting, (int)ps_conns_open(s->conns),
+                  (unsigned long long)ps_conns_timed_out(s->conns));
     for (int r = 0; r < R_COUNT; r++) {
         if (!s->lat_count[r]) continue;
         for (int k = 0; k < N_BUCKETS; k++)
@@ -1213,6 +1248,91 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
     }
 }
 
+/* The checks of server_guard.h, on the headers alone, before any body byte is read: Host, CORS
+ * preflight, API key, media type. Returns true when it answered the request. */
+static bool guard(ps_server *s, struct MHD_Connection *mc, conn *c, const char *method,
+                  const char *url, enum MHD_Result *ret) {
+    ps_http_error e;
+    memset(&e, 0, sizeof e);
+    const char *host = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Host");
+    const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin");
+    c->cors = s->cors_origin && origin && !strcmp(origin, s->cors_origin);
+    if (!ps_guard_host_ok(host, s->allowed_hosts)) {
+        ps_http_fail(&e, 403, NULL, "host_not_allowed",
+                     "the Host header '%.100s' names neither an IP address, localhost nor a name "
+                     "of --allowed-hosts (a web page must not reach this server through a DNS "
+                     "name of its own)", host ? host : "");
+        *ret = respond_error(s, mc, c, method, url, &e, NULL);
+        return true;
+    }
+    if (!strcmp(method, "OPTIONS") && c->route != R_OTHER) {
+        const char *want =
+            MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Access-Control-Request-Method");
+        if (!s->cors_origin) {
+            ps_http_fail(&e, 405, NULL, NULL,
+                         "OPTIONS is not allowed on %s: cross-origin requests are off (start the "
+                         "server with --cors-origin ORIGIN to allow one origin)",
+                         ROUTES[c->route].path);
+        } else if (!c->cors) {
+            ps_http_fail(&e, 403, NULL, "origin_not_allowed",
+                         "the origin '%.100s' may not call this server cross-origin "
+                         "(--cors-origin allows %.100s)", origin ? origin : "", s->cors_origin);
+        } else if (want && strcmp(want, ROUTES[c->route].method) &&
+                   !(!strcmp(want, "HEAD") && !strcmp(ROUTES[c->route].method, "GET"))) {
+            ps_http_fail(&e, 405, NULL, NULL, "Method %.20s is not allowed on %s; use %s", want,
+                         ROUTES[c->route].path, ROUTES[c->route].method);
+        } else {
+            struct MHD_Response *resp =
+                MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+            c->responded = true;
+            record(s, c, method, url, 204);
+            if (!resp) {
+                *ret = MHD_NO;
+                return true;
+            }
+            char methods[32];
+            snprintf(methods, sizeof methods, "%s, OPTIONS", ROUTES[c->route].method);
+            MHD_add_response_header(resp, "Access-Control-Allow-Origin", s->cors_origin);
+            MHD_add_response_header(resp, "Access-Control-Allow-Methods", methods);
+            MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                    "Authorization, Content-Type");
+            MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+            MHD_add_response_header(resp, "Vary", "Origin");
+            *ret = MHD_queue_response(mc, 204, resp);
+            MHD_destroy_response(resp);
+            return true;
+        }
+        *ret = respond_error(s, mc, c, method, url, &e, ROUTES[c->route].method);
+        return true;
+    }
+    if (s->api_key && c->route != R_HEALTH && c->route != R_PAGE) {
+        const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
+        if (!ps_guard_key_ok(s->api_key, strlen(s->api_key), auth)) {
+            if (!auth)
+                ps_http_fail(&e, 401, NULL, "invalid_api_key",
+                             "You didn't provide an API key. Send it in the Authorization header "
+                             "as \"Authorization: Bearer KEY\" (this server was started with "
+                             "--api-key)");
+            else
+                ps_http_fail(&e, 401, NULL, "invalid_api_key",
+                             "Incorrect API key provided in the Authorization header (expected "
+                             "\"Bearer KEY\" with the key this server was started with)");
+            *ret = respond_error(s, mc, c, method, url, &e, NULL);
+            return true;
+        }
+    }
+    if (c->method_ok && !strcmp(ROUTES[c->route].method, "POST") &&
+        !ps_guard_json_type(MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Type"))) {
+        const char *ct = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Type");
+        ps_http_fail(&e, 415, NULL, "unsupported_media_type",
+                     "%s takes a JSON body: send the header Content-Type: application/json "
+                     "(got %.100s)", ROUTES[c->route].path, ct ? ct : "none");
+        *ret = respond_error(s, mc, c, method, url, &e, NULL);
+        return true;
+    }
+    return false;
+}
+
 /* The connection state of a request whose own could not be allocated (it was answered 500). */
 static conn g_no_conn;
 
@@ -1244,10 +1364,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         pthread_mutex_lock(&s->mu);
         s->connections++;
         pthread_mutex_unlock(&s->mu);
+        enum MHD_Result gret;
+        if (guard(s, mc, c, method, url, &gret)) {
+            ps_conns_set_busy(s->conns, mc, true);
+            return gret;
+        }
         /* A declared body over the limit is refused before it is read. */
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->cfg.max_body) {
             c->too_large = true;
+            ps_conns_set_busy(s->conns, mc, true);
             return dispatch(s, mc, c, method, url);
         }
         return MHD_YES;
@@ -1266,6 +1392,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         ps_buf_append(&c->body, upload_data, n); /* after a failure: ignored, answered below */
         return MHD_YES;
     }
+    ps_conns_set_busy(s->conns, mc, true); /* the whole request is here: no read deadline */
     if (c->body.oom) return respond_buf(s, mc, c, method, url, 500, &c->body, NULL);
     return dispatch(s, mc, c, method, url);
 }
@@ -1284,6 +1411,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     pthread_mutex_lock(&s->mu);
     s->connections--;
     pthread_mutex_unlock(&s->mu);
+    ps_conns_set_busy(s->conns, mc, false); /* kept alive: the next request's deadline starts */
 }
 
 /* ========================================================================================== */
@@ -1300,6 +1428,11 @@ ps_server_config ps_server_default_config(void) {
     c.max_logprobs = -1; /* min(128, n_vocab) */
     c.max_body = 16 << 20;
     c.queue = 64;
+    c.max_connections = 2048;
+    c.per_ip = 32;
+    c.read_timeout_s = 30;
+    c.idle_timeout_s = 10;
+    c.drain_s = 30;
     return c;
 }
 
@@ -1320,6 +1453,10 @@ static void stop_workers(ps_server *s) {
 
 static void server_free(ps_server *s) {
     if (s->workers) stop_workers(s);
+    ps_conns_free(s->conns);
+    ps_free(s->api_key);
+    ps_free(s->allowed_hosts);
+    ps_free(s->cors_origin);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
     ps_free(s);
@@ -1348,6 +1485,19 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--workers %d must be in 1..256",
                        (int)cfg.n_workers);
     if (cfg.n_threads < 0) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "threads must be >= 0");
+    if (cfg.max_connections < 1 || cfg.max_connections > 100000)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--max-connections %d must be in 1..100000",
+                       (int)cfg.max_connections);
+    if (cfg.per_ip < 0)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--per-ip must be >= 0 (0 = no limit)");
+    if (!(cfg.read_timeout_s > 0) || cfg.read_timeout_s > 86400)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--read-timeout must be in (0, 86400] s");
+    if (cfg.idle_timeout_s < 1)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--idle-timeout must be >= 1 s");
+    if (!(cfg.drain_s >= 0) || cfg.drain_s > 86400)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--drain-s must be in [0, 86400]");
+    if (cfg.api_key && !*cfg.api_key)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "the API key is empty");
     if (cfg.n_threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cfg.n_threads = n > 0 ? (int32_t)PS_MIN(n, 1024) : 1;
@@ -1359,6 +1509,15 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     pthread_cond_init(&s->work, NULL);
     s->cfg = cfg;
     s->cfg.host = NULL; /* not kept */
+    s->cfg.api_key = s->cfg.allowed_hosts = s->cfg.cors_origin = NULL; /* copies below */
+    atomic_init(&s->abort, false);
+    if ((cfg.api_key && !(s->api_key = ps_strdup(cfg.api_key))) ||
+        (cfg.allowed_hosts && !(s->allowed_hosts = ps_strdup(cfg.allowed_hosts))) ||
+        (cfg.cors_origin && *cfg.cors_origin && !(s->cors_origin = ps_strdup(cfg.cors_origin))) ||
+        ps_conns_create(cfg.read_timeout_s, &s->conns) != PS_OK) {
+        server_free(s);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
+    }
     s->model = model;
     s->vocab = ps_model_vocab(model);
     s->info = info;
@@ -1422,8 +1581,10 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
         flags, (uint16_t)cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 1000u,
-        MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        ps_conns_notify, s->conns, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg.max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg.per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg.idle_timeout_s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon) {
         int e = errno;
@@ -1444,20 +1605,32 @@ void ps_server_stop(ps_server *s) {
     /* 1. stop accepting */
     MHD_socket lsock = MHD_quiesce_daemon(s->daemon);
     if (lsock != MHD_INVALID_SOCKET) close(lsock);
-    /* 2. let requests being served finish and their answers go out (bounded: a stuck client
-     *    cannot hold us forever); new completions on kept-alive connections get 503 */
+    /* 2. cut the connections whose request has not arrived (nothing of theirs was admitted)
+     *    and let admitted requests finish and their answers go out, for up to drain_s; new
+     *    completions on kept-alive connections get 503 */
     pthread_mutex_lock(&s->mu);
     s->draining = true;
     pthread_mutex_unlock(&s->mu);
-    double deadline = now_s() + 600;
+    double deadline = now_s() + s->cfg.drain_s;
     for (;;) {
+        ps_conns_cut(s->conns, false);
         pthread_mutex_lock(&s->mu);
         int32_t busy = s->admitted + s->connections;
         pthread_mutex_unlock(&s->mu);
         if (busy == 0 || now_s() > deadline) break;
         usleep(10000);
     }
-    /* 3. close connections, stop the workers */
+    /* 3. past the deadline: running requests stop at their next chunk and answer 503; then
+     *    every connection is cut and closed, and the workers stop */
+    atomic_store(&s->abort, true);
+    for (double t = now_s(); now_s() - t < 2;) { /* their answers a moment to go out */
+        pthread_mutex_lock(&s->mu);
+        int32_t busy = s->admitted;
+        pthread_mutex_unlock(&s->mu);
+        if (busy == 0) break;
+        usleep(10000);
+    }
+    ps_conns_cut(s->conns, true);
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
     server_free(s);

@@ -90,6 +90,18 @@ typedef struct {
     int32_t queue;           /* requests admitted and not finished; more get 503; default 64 */
     const char *name;        /* served model name; NULL = the model's name */
     ps_act act;              /* activations of the matrix products; default PS_ACT_NATIVE */
+    /* who may ask (server_guard.h); docs/api.md "Access" */
+    const char *api_key;       /* NULL = none; else every route but /health and / needs
+                                * "Authorization: Bearer KEY" */
+    const char *allowed_hosts; /* comma-separated Host names accepted besides IP literals and
+                                * localhost; "*" = any; NULL = none */
+    const char *cors_origin;   /* the one origin allowed cross-origin; NULL = CORS off */
+    /* connections (server_conns.h) */
+    int32_t max_connections;   /* open connections at once; default 2048 */
+    int32_t per_ip;            /* open connections per client address; default 32 */
+    double read_timeout_s;     /* a request's headers + body must arrive within; default 30 */
+    int32_t idle_timeout_s;    /* a kept-alive connection with no byte is closed after; 10 */
+    double drain_s;            /* at stop, running requests get this long; default 30 */
     /* one line per request (no newline); NULL = no log. Called from connection threads. */
     void (*log)(void *ctx, const char *line);
     void *log_ctx;
@@ -102,7 +114,9 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg, ps
                           ps_error *err);
 /* The port actually bound. */
 int32_t ps_server_port(const ps_server *s);
-/* Stops accepting, lets requests being served finish, stops the workers, frees everything. */
+/* Stops accepting, cuts connections whose request has not arrived, lets admitted requests
+ * finish for up to drain_s seconds, then cancels what still runs, closes every connection,
+ * stops the workers and frees everything. */
 void ps_server_stop(ps_server *s);
 
 #endif

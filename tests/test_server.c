@@ -18,7 +18,7 @@
  *     good request still gets exactly the baseline answer;
  *   - load: 8 threads x 200 requests, zero errors, every answer equal to the single-client one,
  *     server RSS flat from request 100 to the end;
- *   - a client that hangs up mid-request does not disturb the next one; SIGTERM while idle
+ *   - a client that hangs up (resets) mid-request does not disturb the next one; SIGTERM while idle
  *     exits 0; a second serve on the busy port exits 1 naming the address, the first answers;
  *   - a request held by the test (the PS_TEST_HOLD_FDS hook of src/testhooks.h: the engine
  *     worker announces each prompt on a pipe and waits for the test's byte on another), so
@@ -43,6 +43,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -204,6 +205,16 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     return len;
 }
 
+/* When set, the next exchanges close their socket with a reset (SO_LINGER 0), as a client
+ * that is killed or aborts does: the server cancels on a reset, not on an end of file (a
+ * half-closed client still reads its answer; test_serve_safety checks that). */
+static bool g_reset_on_close;
+static int set_linger(void *ud, curl_socket_t fd, curlsocktype purpose) {
+    struct linger l = {1, 0};
+    if (g_reset_on_close) setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    return CURL_SOCKOPT_OK;
+}
+
 /* One HTTP exchange. h may be NULL (a fresh handle) or a handle to reuse (keep-alive). */
 static bool http_h(CURL *h, int port, const char *method, const char *path, const char *body,
                    long len, long timeout_ms, resp *r) {
@@ -222,6 +233,7 @@ static bool http_h(CURL *h, int port, const char *method, const char *path, cons
     curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 30000L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, set_linger);
     struct curl_slist *hd = NULL;
     if (body) {
         hd = curl_slist_append(hd, "Content-Type: application/json");
@@ -1413,7 +1425,9 @@ int main(void) {
     {
         char *heavy = heavy_body(4, HEAVY_LEN); /* several seconds of work on one thread */
         resp hr;
+        g_reset_on_close = true;
         http_h(NULL, port, "POST", "/v1/completions", heavy, -1, 150, &hr);
+        g_reset_on_close = false;
         CHECKF(hr.status == 0, "the heavy request answered within 150 ms (%ld)", hr.status);
         resp_free(&hr);
         free(heavy);

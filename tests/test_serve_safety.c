@@ -1,0 +1,751 @@
+/*
+ * test_serve_safety.c — serving safely: who may ask, connection limits, clean stops, bounded
+ * work. Black box: starts $BUILD/promptscore serve --port 0 on 127.0.0.1 (stories260K; its
+ * stderr goes to $BUILD/tests/safety-<pid>-<n>.log, read for the port) and talks raw HTTP/1.1
+ * over sockets, so it can send what curl would not: a Host of its choice, a half-close, one
+ * byte a second, a stall in the middle of a body. Client sockets may bind a source address of
+ * 127.0.0.0/8 other than 127.0.0.1, so "another client address" stays on loopback. Bounded: the
+ * whole test runs in well under a minute on an idle machine.
+ *
+ *   - the guard functions (server_guard.h) on their own: key, Host, media type, loopback;
+ *   - --api-key: /health and / open, every other route 401 in OpenAI's shape (with
+ *     WWW-Authenticate), a wrong key of the right length 401, the right key 200; a refused POST
+ *     is answered before its body is read; --api-key-file the same;
+ *   - Host: a DNS name is 403 unless --allowed-hosts names it; IP literals and localhost pass;
+ *   - Content-Type: a text/plain POST (what a web page can send cross-site without a
+ *     preflight) is 415; application/json with a charset passes;
+ *   - CORS: off by default (OPTIONS 405, no Access-Control-Allow-Origin); --cors-origin: the
+ *     preflight 204 with its headers, another origin 403, answers carry the header;
+ *   - half-close: a client that shuts down its sending side after the request gets its 200;
+ *   - 1,000 slow sockets (one byte a second, over 40 client addresses, default limits) while a
+ *     fresh client gets 200s; 200 more from one address are held to --per-ip; with
+ *     --read-timeout 2 every slow socket is cut within the deadline, dripping or not;
+ *   - SIGTERM with a client stalled in its body: the server exits at once (the request was not
+ *     admitted); with a request running and --drain-s 1: it exits within the deadline; a
+ *     second SIGTERM exits at once with 143.
+ * Skips when ../shared (or $PS_SHARED) is absent.
+ */
+#include "check.h"
+#include "server_guard.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static char g_bin[1024];
+static char g_model[4200];
+static const char *g_build = "build";
+
+typedef struct {
+    pid_t pid;
+    int port;
+    char log[1024];
+} server;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static bool server_start(server *s, const char *const *extra) {
+    memset(s, 0, sizeof *s);
+    static int n_started;
+    snprintf(s->log, sizeof s->log, "%s/tests/safety-%d-%d.log", g_build, (int)getpid(),
+             n_started++);
+    const char *argv[48];
+    int argc = 0;
+    argv[argc++] = g_bin;
+    argv[argc++] = "serve";
+    argv[argc++] = "-m";
+    argv[argc++] = g_model;
+    argv[argc++] = "--port";
+    argv[argc++] = "0";
+    argv[argc++] = "-t";
+    argv[argc++] = "1";
+    for (int i = 0; extra && extra[i] && argc < 46; i++) argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+        FILE *f = freopen(s->log, "w", stderr);
+        (void)f;
+        execv(g_bin, (char *const *)argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    double t0 = now_s();
+    while (now_s() - t0 < 20 * PS_TEST_TIME_SCALE) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            fprintf(stderr, "server exited early (status %d); log %s\n", st, s->log);
+            s->pid = 0;
+            return false;
+        }
+        FILE *f = fopen(s->log, "r");
+        if (f) {
+            char line[1024];
+            while (fgets(line, sizeof line, f)) {
+                char *p = strstr(line, "listening on http://");
+                if (p && (p = strrchr(p, ':'))) s->port = atoi(p + 1);
+            }
+            fclose(f);
+        }
+        if (s->port > 0) return true;
+        usleep(20000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    s->pid = 0;
+    return false;
+}
+
+/* Waits up to secs for the server to exit; its exit status, or -1 (killed then). */
+static int server_wait(server *s, double secs) {
+    double t0 = now_s();
+    int st = 0;
+    while (now_s() - t0 < secs) {
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            s->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        usleep(5000);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+    return -1;
+}
+
+static int server_stop(server *s) {
+    if (!s->pid) return -1;
+    kill(s->pid, SIGTERM);
+    return server_wait(s, 60 * PS_TEST_TIME_SCALE);
+}
+
+static bool log_has(const server *s, const char *needle) {
+    FILE *f = fopen(s->log, "r");
+    if (!f) return false;
+    char line[4096];
+    bool hit = false;
+    while (!hit && fgets(line, sizeof line, f)) hit = strstr(line, needle) != NULL;
+    fclose(f);
+    return hit;
+}
+
+/* A TCP connection to 127.0.0.1:port from the source address src (NULL: any). */
+static int dial(int port, const char *src) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (src) {
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        inet_pton(AF_INET, src, &a.sin_addr);
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+            close(fd);
+            return -1;
+        }
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool send_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+typedef struct {
+    int status;           /* 0: no answer */
+    char head[4096];      /* the header block */
+    char *body;           /* NUL-terminated */
+    size_t len;
+} answer;
+
+static void answer_free(answer *a) {
+    free(a->body);
+    memset(a, 0, sizeof *a);
+}
+
+/* Reads one answer from fd within secs (headers, then Content-Length bytes or to the end). */
+static bool read_answer(int fd, double secs, answer *a) {
+    memset(a, 0, sizeof *a);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    double t0 = now_s();
+    long want = -1;
+    size_t hdr = 0;
+    for (;;) {
+        if (hdr && want >= 0 && n - hdr >= (size_t)want) break;
+        double left = secs - (now_s() - t0);
+        if (left <= 0) break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) break;
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+        }
+        ssize_t r = recv(fd, buf + n, cap - n, 0);
+        if (r <= 0) break;
+        n += (size_t)r;
+        buf[n] = 0;
+        if (!hdr) {
+            char *e = strstr(buf, "\r\n\r\n");
+            if (e) {
+                hdr = (size_t)(e - buf) + 4;
+                char *cl = strcasestr(buf, "\r\nContent-Length:");
+                if (cl && cl < e) want = atol(cl + 17);
+            }
+        }
+    }
+    buf[n] = 0;
+    if (hdr) {
+        snprintf(a->head, sizeof a->head, "%.*s", (int)hdr, buf);
+        sscanf(buf, "HTTP/1.%*d %d", &a->status);
+        a->len = n - hdr;
+        a->body = malloc(a->len + 1);
+        memcpy(a->body, buf + hdr, a->len);
+        a->body[a->len] = 0;
+    } else {
+        a->body = calloc(1, 1);
+    }
+    free(buf);
+    return a->status != 0;
+}
+
+/* One request on a fresh connection: method, path, extra header lines ("K: V\r\n..."), body. */
+static bool req(int port, const char *src, const char *method, const char *path,
+                const char *headers, const char *body, answer *a) {
+    int fd = dial(port, src);
+    if (fd < 0) {
+        memset(a, 0, sizeof *a);
+        a->body = calloc(1, 1);
+        return false;
+    }
+    char h[8192];
+    size_t blen = body ? strlen(body) : 0;
+    snprintf(h, sizeof h, "%s %s HTTP/1.1\r\n%s%sConnection: close\r\n", method, path,
+             headers && strcasestr(headers, "Host:") ? "" : "Host: 127.0.0.1\r\n",
+             headers ? headers : "");
+    if (body) snprintf(h + strlen(h), sizeof h - strlen(h), "Content-Length: %zu\r\n", blen);
+    snprintf(h + strlen(h), sizeof h - strlen(h), "\r\n");
+    bool ok = send_all(fd, h, strlen(h)) && (!body || send_all(fd, body, blen));
+    ok = ok && read_answer(fd, 30 * PS_TEST_TIME_SCALE, a);
+    close(fd);
+    return ok;
+}
+
+static const char *JSON = "Content-Type: application/json\r\n";
+static const char *SMALL = "{\"prompt\":\"Once upon a time\",\"max_tokens\":0,\"echo\":true,"
+                           "\"logprobs\":1}";
+
+/* An OpenAI-shaped error with this status and code (NULL: any). */
+static void check_error(const answer *a, int status, const char *code, const char *what) {
+    CHECKF(a->status == status, "%s: status %d, want %d (%.200s)", what, a->status, status,
+           a->body ? a->body : "");
+    CHECKF(strcasestr(a->head, "Content-Type: application/json") != NULL,
+           "%s: not JSON: %.200s", what, a->head);
+    CHECKF(a->body && !strncmp(a->body, "{\"error\":{\"message\":", 20) &&
+               strstr(a->body, "\"type\":") && strstr(a->body, "\"param\":") &&
+               strstr(a->body, "\"code\":"),
+           "%s: not OpenAI-shaped: %.200s", what, a->body ? a->body : "");
+    if (code) {
+        char want[96];
+        snprintf(want, sizeof want, "\"code\":\"%s\"", code);
+        CHECKF(a->body && strstr(a->body, want), "%s: no %s in %.200s", what, want, a->body);
+    }
+}
+
+/* A body of n_prompts token-id prompts of len ids each (valid ids of stories260K). */
+static char *heavy_body(int n_prompts, int len) {
+    size_t cap = (size_t)n_prompts * (size_t)len * 5 + 256;
+    char *b = malloc(cap);
+    size_t o = (size_t)snprintf(b, cap, "{\"prompt\":[");
+    for (int p = 0; p < n_prompts; p++) {
+        o += (size_t)snprintf(b + o, cap - o, p ? ",[" : "[");
+        for (int i = 0; i < len; i++)
+            o += (size_t)snprintf(b + o, cap - o, i ? ",%d" : "%d", 3 + (i * 7 + p) % 400);
+        o += (size_t)snprintf(b + o, cap - o, "]");
+    }
+    snprintf(b + o, cap - o, "],\"echo\":true,\"max_tokens\":0,\"logprobs\":5}");
+    return b;
+}
+
+/* Sends a POST of body and returns the socket without reading the answer. */
+static int post_async(int port, const char *body) {
+    int fd = dial(port, NULL);
+    if (fd < 0) return -1;
+    char h[512];
+    snprintf(h, sizeof h,
+             "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+             "application/json\r\nContent-Length: %zu\r\n\r\n",
+             strlen(body));
+    if (!send_all(fd, h, strlen(h)) || !send_all(fd, body, strlen(body))) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void test_guard_functions(void) {
+    CHECK(ps_guard_key_ok("k3y", 3, "Bearer k3y"));
+    CHECK(ps_guard_key_ok("k3y", 3, "bearer  k3y "));
+    CHECK(!ps_guard_key_ok("k3y", 3, "Bearer k3z"));
+    CHECK(!ps_guard_key_ok("k3y", 3, "Bearer k3"));
+    CHECK(!ps_guard_key_ok("k3y", 3, "Bearer k3yy"));
+    CHECK(!ps_guard_key_ok("k3y", 3, "Basic k3y"));
+    CHECK(!ps_guard_key_ok("k3y", 3, "k3y"));
+    CHECK(!ps_guard_key_ok("k3y", 3, NULL));
+    CHECK(ps_guard_host_ok("127.0.0.1:8080", NULL));
+    CHECK(ps_guard_host_ok("[::1]:8080", NULL));
+    CHECK(ps_guard_host_ok("10.1.2.3", NULL));
+    CHECK(ps_guard_host_ok("LocalHost:1", NULL));
+    CHECK(ps_guard_host_ok(NULL, NULL)); /* HTTP/1.0 without Host: no browser sends that */
+    CHECK(!ps_guard_host_ok("", NULL));
+    CHECK(!ps_guard_host_ok("evil.example:8080", NULL));
+    CHECK(!ps_guard_host_ok("127.0.0.1.evil.example", NULL));
+    CHECK(!ps_guard_host_ok("localhost.evil.example", NULL));
+    CHECK(ps_guard_host_ok("Scorer.Internal:8080", "a.b, scorer.internal"));
+    CHECK(!ps_guard_host_ok("scorer.internal.evil", "a.b,scorer.internal"));
+    CHECK(ps_guard_host_ok("anything.example", "*"));
+    CHECK(ps_guard_json_type("application/json"));
+    CHECK(ps_guard_json_type("Application/JSON; charset=utf-8"));
+    CHECK(!ps_guard_json_type("application/jsonp"));
+    CHECK(!ps_guard_json_type("text/plain"));
+    CHECK(!ps_guard_json_type(NULL));
+    CHECK(ps_guard_host_is_loopback("127.0.0.1"));
+    CHECK(ps_guard_host_is_loopback("127.3.2.1"));
+    CHECK(ps_guard_host_is_loopback("::1"));
+    CHECK(ps_guard_host_is_loopback("localhost"));
+    CHECK(!ps_guard_host_is_loopback("0.0.0.0"));
+    CHECK(!ps_guard_host_is_loopback("::"));
+    CHECK(!ps_guard_host_is_loopback("192.168.1.5"));
+}
+
+static void test_api_key(const char *key_file) {
+    server s;
+    const char *opts[] = {"--api-key-file", key_file, NULL};
+    if (!server_start(&s, opts)) {
+        CHECKF(0, "the server did not start (log %s)", s.log);
+        return;
+    }
+    answer a;
+    req(s.port, NULL, "GET", "/health", NULL, NULL, &a);
+    CHECKF(a.status == 200, "/health with a key set and none sent: %d", a.status);
+    answer_free(&a);
+    req(s.port, NULL, "GET", "/", NULL, NULL, &a);
+    CHECKF(a.status == 200 && strstr(a.body, "Authorization"),
+           "the page: %d, and it must send the key it is given", a.status);
+    answer_free(&a);
+    const char *routes[][2] = {{"GET", "/v1/models"}, {"GET", "/metrics"},
+                               {"GET", "/tokenizer_info"}, {"POST", "/tokenize"},
+                               {"POST", "/detokenize"}, {"POST", "/v1/completions"}};
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const char *body = !strcmp(routes[i][0], "POST") ? "{\"prompt\":\"a\"}" : NULL;
+        req(s.port, NULL, routes[i][0], routes[i][1], JSON, body, &a);
+        check_error(&a, 401, "invalid_api_key", routes[i][1]);
+        CHECKF(strcasestr(a.head, "WWW-Authenticate: Bearer") != NULL, "%s: %s", routes[i][1],
+               a.head);
+        answer_free(&a);
+    }
+    req(s.port, NULL, "POST", "/v1/completions",
+        "Content-Type: application/json\r\nAuthorization: Bearer s3cret-keY\r\n", SMALL, &a);
+    check_error(&a, 401, "invalid_api_key", "a wrong key of the right length");
+    answer_free(&a);
+    req(s.port, NULL, "POST", "/v1/completions",
+        "Content-Type: application/json\r\nAuthorization: Bearer s3cret-key\r\n", SMALL, &a);
+    CHECKF(a.status == 200 && strstr(a.body, "\"choices\""), "the right key: %d %.200s",
+           a.status, a.body);
+    answer_free(&a);
+    req(s.port, NULL, "GET", "/metrics", "Authorization: Bearer s3cret-key\r\n", NULL, &a);
+    CHECKF(a.status == 200 && strstr(a.body, "promptscore_requests_total{route=\"/v1/models\","
+                                             "status=\"401\"} 1"),
+           "/metrics with the key: %d, and it counts the 401s", a.status);
+    answer_free(&a);
+    /* refused on its headers: a declared 100 KB body that never comes is answered at once */
+    {
+        int fd = dial(s.port, NULL);
+        const char *h = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                        "application/json\r\nContent-Length: 100000\r\n\r\n{\"prompt\":";
+        double t0 = now_s();
+        CHECK(fd >= 0 && send_all(fd, h, strlen(h)) && read_answer(fd, 5, &a));
+        CHECKF(a.status == 401 && now_s() - t0 < 2, "no key, body not sent: %d after %.2f s",
+               a.status, now_s() - t0);
+        answer_free(&a);
+        if (fd >= 0) close(fd);
+    }
+    CHECK(server_stop(&s) == 0);
+}
+
+static void test_host_type_cors(void) {
+    server s;
+    const char *opts[] = {"--allowed-hosts", "scorer.internal", NULL};
+    if (!server_start(&s, opts)) {
+        CHECKF(0, "the server did not start (log %s)", s.log);
+        return;
+    }
+    answer a;
+    char hp[64];
+    snprintf(hp, sizeof hp, "Host: evil.example:%d\r\n", s.port);
+    req(s.port, NULL, "GET", "/v1/models", hp, NULL, &a);
+    check_error(&a, 403, "host_not_allowed", "Host: a DNS name");
+    answer_free(&a);
+    snprintf(hp, sizeof hp, "Host: evil.example:%d\r\n%s", s.port, JSON);
+    req(s.port, NULL, "POST", "/v1/completions", hp, SMALL, &a);
+    check_error(&a, 403, "host_not_allowed", "Host: a DNS name, POST");
+    answer_free(&a);
+    const char *good[] = {"Host: localhost\r\n", "Host: scorer.internal:80\r\n",
+                          "Host: 127.0.0.1\r\n"};
+    for (int i = 0; i < 3; i++) {
+        char h[128];
+        snprintf(h, sizeof h, "%s%s", good[i], JSON);
+        req(s.port, NULL, "POST", "/v1/completions", h, SMALL, &a);
+        CHECKF(a.status == 200, "%s: %d %.200s", good[i], a.status, a.body);
+        answer_free(&a);
+    }
+    /* media type */
+    req(s.port, NULL, "POST", "/v1/completions", "Content-Type: text/plain\r\n", SMALL, &a);
+    check_error(&a, 415, "unsupported_media_type", "text/plain POST");
+    answer_free(&a);
+    req(s.port, NULL, "POST", "/tokenize", NULL, "{\"prompt\":\"a\"}", &a);
+    check_error(&a, 415, "unsupported_media_type", "POST without Content-Type");
+    answer_free(&a);
+    req(s.port, NULL, "POST", "/v1/completions",
+        "Content-Type: application/x-www-form-urlencoded\r\n", SMALL, &a);
+    check_error(&a, 415, "unsupported_media_type", "form POST");
+    answer_free(&a);
+    req(s.port, NULL, "POST", "/v1/completions",
+        "Content-Type: application/json; charset=utf-8\r\n", SMALL, &a);
+    CHECKF(a.status == 200, "application/json; charset=utf-8: %d", a.status);
+    answer_free(&a);
+    /* CORS off by default */
+    req(s.port, NULL, "OPTIONS", "/v1/completions",
+        "Origin: http://app.example\r\nAccess-Control-Request-Method: POST\r\n", NULL, &a);
+    check_error(&a, 405, NULL, "OPTIONS with CORS off");
+    CHECK(!strcasestr(a.head, "Access-Control-Allow-Origin"));
+    answer_free(&a);
+    req(s.port, NULL, "GET", "/v1/models", "Origin: http://app.example\r\n", NULL, &a);
+    CHECKF(a.status == 200 && !strcasestr(a.head, "Access-Control-Allow-Origin"),
+           "CORS off: %s", a.head);
+    answer_free(&a);
+    CHECK(server_stop(&s) == 0);
+
+    const char *opts2[] = {"--cors-origin", "http://app.example", "--api-key", "k", NULL};
+    if (!server_start(&s, opts2)) {
+        CHECKF(0, "the server did not start (log %s)", s.log);
+        return;
+    }
+    req(s.port, NULL, "OPTIONS", "/v1/completions",
+        "Origin: http://app.example\r\nAccess-Control-Request-Method: POST\r\n"
+        "Access-Control-Request-Headers: authorization, content-type\r\n",
+        NULL, &a);
+    CHECKF(a.status == 204 &&
+               strcasestr(a.head, "Access-Control-Allow-Origin: http://app.example\r\n") &&
+               strcasestr(a.head, "Access-Control-Allow-Methods: POST") &&
+               strcasestr(a.head, "Access-Control-Allow-Headers: Authorization, Content-Type") &&
+               strcasestr(a.head, "Access-Control-Max-Age:") && strcasestr(a.head, "Vary: Origin"),
+           "preflight (no key needed): %d %s", a.status, a.head);
+    answer_free(&a);
+    req(s.port, NULL, "OPTIONS", "/v1/completions",
+        "Origin: http://evil.example\r\nAccess-Control-Request-Method: POST\r\n", NULL, &a);
+    check_error(&a, 403, "origin_not_allowed", "preflight from another origin");
+    CHECK(!strcasestr(a.head, "Access-Control-Allow-Origin"));
+    answer_free(&a);
+    req(s.port, NULL, "OPTIONS", "/v1/completions",
+        "Origin: http://app.example\r\nAccess-Control-Request-Method: DELETE\r\n", NULL, &a);
+    check_error(&a, 405, NULL, "preflight for a method the route does not take");
+    answer_free(&a);
+    req(s.port, NULL, "POST", "/v1/completions",
+        "Origin: http://app.example\r\nAuthorization: Bearer k\r\nContent-Type: "
+        "application/json\r\n",
+        SMALL, &a);
+    CHECKF(a.status == 200 &&
+               strcasestr(a.head, "Access-Control-Allow-Origin: http://app.example\r\n"),
+           "the allowed origin's POST: %d %s", a.status, a.head);
+    answer_free(&a);
+    req(s.port, NULL, "GET", "/v1/models", "Origin: http://app.example\r\n", NULL, &a);
+    CHECKF(a.status == 401 && strcasestr(a.head, "Access-Control-Allow-Origin: http://app.example"),
+           "a 401 to the allowed origin is readable by it: %s", a.head);
+    answer_free(&a);
+    req(s.port, NULL, "GET", "/health", "Origin: http://evil.example\r\n", NULL, &a);
+    CHECKF(a.status == 200 && !strcasestr(a.head, "Access-Control-Allow-Origin"),
+           "another origin gets no CORS header: %s", a.head);
+    answer_free(&a);
+    CHECK(server_stop(&s) == 0);
+}
+
+/* A client that half-closes after its request still gets the answer. */
+static void test_half_close(int port) {
+    char *body = heavy_body(2, 1500); /* long enough to be polled many times */
+    int fd = post_async(port, body);
+    free(body);
+    CHECK(fd >= 0 && shutdown(fd, SHUT_WR) == 0);
+    answer a;
+    bool ok = fd >= 0 && read_answer(fd, 120 * PS_TEST_TIME_SCALE, &a);
+    CHECKF(ok && a.status == 200 && a.len > 1000 && a.body[a.len - 1] == '}',
+           "a half-closed client: status %d, %zu bytes", a.status, a.len);
+    answer_free(&a);
+    if (fd >= 0) close(fd);
+}
+
+/* n slow sockets from the addresses 127.0.<base>.1.., per_addr each: a partial request line,
+ * then one byte a second. */
+typedef struct {
+    int *fd;
+    int n;
+} slow_set;
+
+static slow_set slow_open(int port, int n, int per_addr, int base) {
+    slow_set ss = {calloc((size_t)n, sizeof(int)), n};
+    for (int i = 0; i < n; i++) {
+        char src[32];
+        snprintf(src, sizeof src, "127.0.%d.%d", base, 1 + i / per_addr);
+        ss.fd[i] = dial(port, src);
+        if (ss.fd[i] >= 0) {
+            const char *h = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+            send_all(ss.fd[i], h, strlen(h));
+            fcntl(ss.fd[i], F_SETFL, O_NONBLOCK);
+        }
+    }
+    return ss;
+}
+
+/* One byte on every socket still open; returns how many the server has closed so far. */
+static int slow_drip(slow_set *ss) {
+    int closed = 0;
+    for (int i = 0; i < ss->n; i++) {
+        if (ss->fd[i] < 0) {
+            closed++;
+            continue;
+        }
+        char b[256];
+        ssize_t r = recv(ss->fd[i], b, sizeof b, 0);
+        bool gone = r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+        if (!gone && send(ss->fd[i], "x", 1, MSG_NOSIGNAL) < 0 && errno != EAGAIN) gone = true;
+        if (gone) {
+            close(ss->fd[i]);
+            ss->fd[i] = -1;
+            closed++;
+        }
+    }
+    return closed;
+}
+
+static void slow_close(slow_set *ss) {
+    for (int i = 0; i < ss->n; i++)
+        if (ss->fd[i] >= 0) close(ss->fd[i]);
+    free(ss->fd);
+}
+
+static long hwm_kb(pid_t pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = atol(line + 6);
+    fclose(f);
+    return kb;
+}
+
+static void test_slow_sockets(void) {
+    /* default limits: 1,000 slow sockets over 40 addresses (25 each) plus 200 from one more
+     * address, dripping one byte a second, while a fresh client asks */
+    server s;
+    if (!server_start(&s, NULL)) {
+        CHECKF(0, "the server did not start (log %s)", s.log);
+        return;
+    }
+    slow_set many = slow_open(s.port, 1000, 25, 1);
+    slow_set one = slow_open(s.port, 200, 200, 2);
+    int opened = 0;
+    for (int i = 0; i < 1000; i++) opened += many.fd[i] >= 0;
+    CHECKF(opened == 1000, "only %d of 1000 slow sockets connected", opened);
+    usleep(300000);
+    int ok = 0, tries = 0;
+    double t0 = now_s();
+    int closed_one = 0;
+    while (now_s() - t0 < 4) {
+        answer a;
+        tries++;
+        if (req(s.port, NULL, "POST", "/v1/completions", JSON, SMALL, &a) && a.status == 200)
+            ok++;
+        answer_free(&a);
+        slow_drip(&many);
+        closed_one = slow_drip(&one);
+        usleep(200000);
+    }
+    CHECKF(tries >= 5 && ok == tries, "with 1,200 slow sockets open a fresh client got %d of %d",
+           ok, tries);
+    CHECKF(closed_one >= 200 - 32 && closed_one <= 200 - 32 + 2,
+           "one address held %d of 200 connections (--per-ip 32)", 200 - closed_one);
+    int closed_many = slow_drip(&many);
+    CHECKF(closed_many == 0, "%d of the 1,000 slow sockets under every limit were closed within "
+                             "4 s (the read deadline is 30 s)", closed_many);
+    long kb = hwm_kb(s.pid);
+    fprintf(stderr, "NOTE: 1,200 slow sockets: %d/%d fresh requests answered 200, peak RSS %ld KB\n",
+            ok, tries, kb);
+    slow_close(&many);
+    slow_close(&one);
+    CHECK(server_stop(&s) == 0);
+
+    /* --read-timeout 2: every slow socket is cut within the deadline, however it drips */
+    const char *opts[] = {"--read-timeout", "2", NULL};
+    if (!server_start(&s, opts)) {
+        CHECKF(0, "the server did not start (log %s)", s.log);
+        return;
+    }
+    slow_set ss = slow_open(s.port, 300, 10, 3);
+    t0 = now_s();
+    int closed = 0;
+    while (now_s() - t0 < 2 + 3 * PS_TEST_TIME_SCALE && closed < 300) {
+        closed = slow_drip(&ss);
+        usleep(250000);
+    }
+    double secs = now_s() - t0;
+    CHECKF(closed == 300, "--read-timeout 2: %d of 300 slow sockets cut after %.1f s", closed,
+           secs);
+    CHECKF(secs >= 1.5, "cut after %.2f s, before the deadline", secs);
+    slow_close(&ss);
+    answer a;
+    req(s.port, NULL, "GET", "/metrics", NULL, NULL, &a);
+    const char *m = strstr(a.body, "\npromptscore_connections_timed_out_total ");
+    CHECKF(m && atoi(m + 41) >= 300, "the timed-out counter: %.80s", m ? m : "(absent)");
+    answer_free(&a);
+    CHECK(server_stop(&s) == 0);
+}
+
+static void test_stops(void) {
+    server s;
+    /* a client stalled in its body (9 of 100 bytes) does not hold the stop */
+    if (!server_start(&s, NULL)) {
+        CHECKF(0, "the server did not start (log %s)", s.log);
+        return;
+    }
+    int fd = dial(s.port, NULL);
+    const char *h = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                    "application/json\r\nContent-Length: 100\r\n\r\n{\"prompt\"";
+    CHECK(fd >= 0 && send_all(fd, h, strlen(h)));
+    usleep(200000);
+    double t0 = now_s();
+    kill(s.pid, SIGTERM);
+    int rc = server_wait(&s, 10 * PS_TEST_TIME_SCALE);
+    CHECKF(rc == 0 && now_s() - t0 < 3 * PS_TEST_TIME_SCALE,
+           "SIGTERM with a stalled client: exit %d after %.1f s", rc, now_s() - t0);
+    if (fd >= 0) close(fd);
+}
+
+static void test_drain(const char *heavy) {
+    /* a running request and --drain-s 1: out within the deadline (and a moment) */
+    server s;
+    const char *opts[] = {"--drain-s", "1", NULL};
+    if (!server_start(&s, opts)) {
+        CHECKF(0, "the server did not start (log %s)", s.log);
+        return;
+    }
+    int fd = post_async(s.port, heavy);
+    usleep(500000);
+    double t0 = now_s();
+    kill(s.pid, SIGTERM);
+    answer a;
+    bool got = fd >= 0 && read_answer(fd, 20 * PS_TEST_TIME_SCALE, &a);
+    int rc = server_wait(&s, 20 * PS_TEST_TIME_SCALE);
+    double secs = now_s() - t0;
+    CHECKF(rc == 0 && secs < 1 + 3 * PS_TEST_TIME_SCALE,
+           "--drain-s 1 with a long request running: exit %d after %.1f s", rc, secs);
+    CHECKF(got && a.status == 503, "the request cut by the drain deadline: %d %.200s", a.status,
+           a.body);
+    answer_free(&a);
+    if (fd >= 0) close(fd);
+}
+
+static void test_second_signal(const char *heavy) {
+    server s;
+    if (!server_start(&s, NULL)) {
+        CHECKF(0, "the server did not start (log %s)", s.log);
+        return;
+    }
+    int fd = post_async(s.port, heavy);
+    usleep(500000);
+    kill(s.pid, SIGTERM);
+    usleep(300000);
+    double t0 = now_s();
+    kill(s.pid, SIGTERM);
+    int rc = server_wait(&s, 10 * PS_TEST_TIME_SCALE);
+    CHECKF(rc == 143 && now_s() - t0 < 2 * PS_TEST_TIME_SCALE,
+           "a second SIGTERM while draining: exit %d after %.1f s", rc, now_s() - t0);
+    CHECK(log_has(&s, "second signal: exiting now"));
+    if (fd >= 0) close(fd);
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    test_guard_functions();
+    const char *shared = ps_test_shared();
+    if (!shared) {
+        SKIP("no shared test material: the serving-safety tests need models/stories260K.gguf");
+        return ps_test_done("serve_safety");
+    }
+    g_build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
+    snprintf(g_bin, sizeof g_bin, "%.1000s/promptscore", g_build);
+    snprintf(g_model, sizeof g_model, "%s/models/stories260K.gguf", shared);
+    if (access(g_bin, X_OK) != 0) {
+        SKIP("%s is not built", g_bin);
+        return ps_test_done("serve_safety");
+    }
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%.1000s/tests", g_build);
+    mkdir(dir, 0755);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096 && rl.rlim_max >= 4096) {
+        rl.rlim_cur = 4096;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    char key_file[1200];
+    snprintf(key_file, sizeof key_file, "%s/key-%d.txt", dir, (int)getpid());
+    FILE *kf = fopen(key_file, "w");
+    if (kf) {
+        fputs("s3cret-key\n", kf);
+        fclose(kf);
+    }
+
+    test_api_key(key_file);
+    unlink(key_file);
+    test_host_type_cors();
+    server s;
+    if (server_start(&s, NULL)) {
+        test_half_close(s.port);
+        CHECK(server_stop(&s) == 0);
+    } else {
+        CHECKF(0, "the server did not start (log %s)", s.log);
+    }
+    test_slow_sockets();
+    test_stops();
+    char *heavy = heavy_body(64, 2000); /* far more than a second of work */
+    test_drain(heavy);
+    test_second_signal(heavy);
+    free(heavy);
+    return ps_test_done("serve_safety");
+}
