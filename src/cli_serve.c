@@ -61,6 +61,8 @@ int ps_cli_serve(int argc, char **argv) {
     const char *key_file = NULL;
     int32_t max_conns = cfg.max_connections, per_ip = cfg.per_ip, idle = cfg.idle_timeout_s;
     int32_t read_timeout = (int32_t)cfg.read_timeout_s, drain = (int32_t)cfg.drain_s;
+    int64_t mem_budget = cfg.mem_budget, max_response = cfg.max_response;
+    int32_t max_prompts = cfg.max_prompts;
     const ps_cli_opt model_opts[] = {
         PS_CLI_OPTS_MODEL(&o),
         PS_CLI_OPT_CTX(&o, "context length (default: the model's)"),
@@ -94,6 +96,14 @@ int ps_cli_serve(int argc, char **argv) {
          &cfg.allowed_hosts},
         {"--cors-origin", "ORIGIN", "the one origin (\"https://app.example\") that may call the\n"
          "server from a browser (default: none, CORS off)", PS_CLI_STR, &cfg.cors_origin},
+        {"--mem-budget", "BYTES", "memory all requests in flight may hold (parsing, results,\n"
+         "answers; default 1073741824); a request is admitted against it on its headers,\n"
+         "before its body is read: over it alone 413, while others hold it 503",
+         PS_CLI_I64, &mem_budget, 1 << 20, (int64_t)1 << 50},
+        {"--max-prompts", "N", "prompts per request (default 2048); more get 400", PS_CLI_I32,
+         &max_prompts, 1, INT32_MAX},
+        {"--max-response", "BYTES", "largest answer, estimated before scoring (default\n"
+         "268435456); larger gets 413", PS_CLI_I64, &max_response, 1024, (int64_t)1 << 50},
         {"--max-connections", "N", "open connections at once (default 2048)", PS_CLI_I32,
          &max_conns, 1, 100000},
         {"--per-ip", "N", "open connections per client address (default 32; 0 = no limit)",
@@ -118,6 +128,9 @@ int ps_cli_serve(int argc, char **argv) {
     cfg.n_threads = o.threads;
     cfg.act = o.act;
     if (alias) cfg.name = alias;
+    cfg.mem_budget = mem_budget;
+    cfg.max_prompts = max_prompts;
+    cfg.max_response = max_response;
     cfg.max_connections = max_conns;
     cfg.per_ip = per_ip;
     cfg.read_timeout_s = read_timeout;

@@ -6,10 +6,13 @@
  * Three parts, one way through:
  *   parse   ps_completion_req_parse(): body bytes -> a validated request (jansson), or an
  *           OpenAI-shaped error with its status. Pure: no server state, so the fuzzer drives it.
- *   engine  a FIFO of admitted requests; each engine worker owns a ps_session (KV cache) and a
- *           ps_pool over the one read-only ps_model and takes the next *prompt* of the request
- *           at the head, so the prompts of one lm-eval batch are spread over the workers. The
- *           number of admitted, unfinished requests is bounded (--queue): more get 503.
+ *   engine  a round-robin line of admitted requests; each engine worker owns a ps_session (KV
+ *           cache) and a ps_pool over the one read-only ps_model, takes the next *prompt* of the
+ *           request at the head and sends that request to the back, so the prompts of one
+ *           lm-eval batch are spread over the workers and a huge request does not starve small
+ *           ones. A request is admitted on its headers, before its body is read: against the
+ *           number of admitted, unfinished requests (--queue) and a memory budget
+ *           (--mem-budget); more get 503.
  *   HTTP    libmicrohttpd, one thread per connection. The connection thread validates, enqueues,
  *           then waits for its request while watching its socket: a client that hangs up sets
  *           the request's cancel flag, which ps_score_tokens polls between chunks and workers
@@ -364,6 +367,11 @@ static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_speci
     }
     if (n > (size_t)INT32_MAX / 2)
         return ps_http_fail(e, 400, "prompt", NULL, "too many prompts (%zu)", n);
+    if (lim->max_prompts > 0 && n > (size_t)lim->max_prompts)
+        return ps_http_fail(e, 400, "prompt", "too_many_prompts",
+                            "the request has %zu prompts, over this server's limit of %d per "
+                            "request (--max-prompts); send them in several requests",
+                            n, (int)lim->max_prompts);
     r->prompts = ps_calloc(n, sizeof *r->prompts);
     if (!r->prompts) return ps_http_fail(e, 500, NULL, NULL, "out of memory reading prompts");
     for (size_t i = 0; i < n; i++) {
@@ -415,6 +423,12 @@ static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_speci
         r->prompt_tokens += pr->n;
     }
     return true;
+}
+
+int64_t ps_completion_estimate(const ps_completion_req *r) {
+    int64_t per_entry = 16 + (r->logprobs >= 0 ? 48 + 56 * ((int64_t)r->logprobs + 1) : 0);
+    int64_t entries = r->prompt_tokens + (int64_t)r->n_prompts * r->max_tokens;
+    return 1024 + 256 * (int64_t)r->n_prompts + entries * per_entry;
 }
 
 void ps_completion_req_free(ps_completion_req *r) {
@@ -607,10 +621,14 @@ static const struct {
     [R_OTHER] = {"other", ""},
 };
 
+/* The request line and header limits answered in JSON, and libmicrohttpd's per-connection
+ * buffer, which must hold them with room to spare (past it, libmicrohttpd answers by itself). */
+enum { PS_MAX_URI = 8192, PS_MAX_HEADERS = 16384, PS_HTTP_POOL = 65536 };
+
 /* every status the server answers (499: the client hung up, its work was cancelled) */
-enum { N_STATUS = 13 };
+enum { N_STATUS = 15 };
 static const int STATUSES[N_STATUS] = {200, 204, 400, 401, 403, 404, 405, 413,
-                                       415, 499, 500, 503, 0 /* other */};
+                                       414, 415, 431, 499, 500, 503, 0 /* other */};
 static const double BUCKETS[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 enum { N_BUCKETS = sizeof BUCKETS / sizeof BUCKETS[0] };
 
@@ -629,6 +647,7 @@ struct ps_server {
     pthread_cond_t work;
     job *head, *tail;
     int32_t admitted;           /* admitted requests not yet finished */
+    int64_t mem_used;           /* bytes of the memory budget held by requests in flight */
     int32_t connections;        /* requests begun and not completed (for shutdown) */
     bool draining;              /* shutting down: new completions get 503 */
     bool stop;                  /* workers exit once the FIFO is empty */
@@ -664,11 +683,18 @@ static void *worker_main(void *arg) {
             pthread_mutex_unlock(&s->mu);
             break;
         }
+        /* round robin by request: one prompt of the request at the head, which then goes to
+         * the back of the line if it has more, so a request of a thousand prompts delays a
+         * small one by one prompt per request ahead of it, not by a thousand */
         job *j = s->head;
         int32_t i = j->next_prompt++;
-        if (j->next_prompt == j->req->n_prompts) {
-            s->head = j->next;
-            if (!s->head) s->tail = NULL;
+        s->head = j->next;
+        if (!s->head) s->tail = NULL;
+        j->next = NULL;
+        if (j->next_prompt < j->req->n_prompts) {
+            if (s->tail) s->tail->next = j;
+            else s->head = j;
+            s->tail = j;
         }
         pthread_mutex_unlock(&s->mu);
 
@@ -724,6 +750,8 @@ typedef struct {
     bool too_large;
     bool responded;
     bool cors;          /* the request's Origin is --cors-origin: answers carry its headers */
+    bool queued;        /* holds one of the --queue slots (a completion) */
+    int64_t reserved;   /* bytes of the memory budget it holds */
     struct timespec t0;
     int64_t prompt_tokens;
 } conn;
@@ -952,6 +980,43 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
     if (!ps_completion_req_parse(c->body.data, c->body.len, &s->limits, &req, &e))
         return respond_error(s, mc, c, method, url, &e, NULL);
     c->prompt_tokens = req.prompt_tokens;
+    ps_buf_free(&c->body); /* parsed: its bytes are no longer needed */
+    /* the answer's size, before any scoring: over --max-response is a 413; the answer and the
+     * results it is written from join the request's share of the memory budget */
+    int64_t est = ps_completion_estimate(&req);
+    if (est > s->cfg.max_response) {
+        ps_completion_req_free(&req);
+        ps_http_fail(&e, 413, NULL, "response_too_large",
+                     "the answer to this request would be about %lld bytes, over this server's "
+                     "limit of %lld (--max-response); ask for fewer prompts, tokens or logprobs",
+                     (long long)est, (long long)s->cfg.max_response);
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
+    {
+        int64_t extra = est + est / 2, budget = s->cfg.mem_budget;
+        pthread_mutex_lock(&s->mu);
+        bool fits = s->mem_used + extra <= budget;
+        if (fits) {
+            s->mem_used += extra;
+            c->reserved += extra;
+        }
+        int64_t used = s->mem_used;
+        pthread_mutex_unlock(&s->mu);
+        if (!fits) {
+            ps_completion_req_free(&req);
+            if (extra + c->reserved > budget)
+                ps_http_fail(&e, 413, NULL, "request_too_large",
+                             "this request needs about %lld bytes (its answer and results), over "
+                             "this server's memory budget of %lld (--mem-budget)",
+                             (long long)(extra + c->reserved), (long long)budget);
+            else
+                ps_http_fail(&e, 503, NULL, NULL,
+                             "the server is busy: requests in flight hold %lld of its %lld bytes "
+                             "of memory budget and this one needs %lld more; retry later",
+                             (long long)used, (long long)budget, (long long)extra);
+            return respond_error(s, mc, c, method, url, &e, NULL);
+        }
+    }
 
     job *j = ps_calloc(1, sizeof *j);
     ps_score_result **results = ps_calloc((size_t)req.n_prompts, sizeof *results);
@@ -979,9 +1044,8 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
 
     pthread_mutex_lock(&s->mu);
     bool draining = s->draining;
-    bool full = s->admitted >= s->cfg.queue || draining || s->stop;
+    bool full = draining || s->stop; /* the queue slot was taken on the headers (admit) */
     if (!full) {
-        s->admitted++;
         if (s->tail) s->tail->next = j;
         else s->head = j;
         s->tail = j;
@@ -1005,19 +1069,12 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
                 }
             }
         }
-        s->admitted--;
     }
-    int32_t queue_cap = s->cfg.queue;
     pthread_mutex_unlock(&s->mu);
 
     enum MHD_Result ret;
-    if (full && draining) {
+    if (full) {
         ps_http_fail(&e, 503, NULL, NULL, "the server is shutting down");
-        ret = respond_error(s, mc, c, method, url, &e, NULL);
-    } else if (full) {
-        ps_http_fail(&e, 503, NULL, NULL,
-                     "the server is busy: %d requests are already queued or running; retry later",
-                     (int)queue_cap);
         ret = respond_error(s, mc, c, method, url, &e, NULL);
     } else if (j->status == PS_ERR_CANCELLED && atomic_load(&s->abort)) {
         ps_http_fail(&e, 503, NULL, NULL,
@@ -1250,10 +1307,34 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
 
 /* The checks of server_guard.h, on the headers alone, before any body byte is read: Host, CORS
  * preflight, API key, media type. Returns true when it answered the request. */
+static enum MHD_Result add_header_len(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value) {
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
 static bool guard(ps_server *s, struct MHD_Connection *mc, conn *c, const char *method,
                   const char *url, enum MHD_Result *ret) {
     ps_http_error e;
     memset(&e, 0, sizeof e);
+    /* our limits on the request line and headers, below libmicrohttpd's (its buffer of
+     * PS_HTTP_POOL bytes), so that what goes over them gets a JSON answer, not its own page */
+    size_t hdr = 0;
+    MHD_get_connection_values(mc, MHD_HEADER_KIND, add_header_len, &hdr);
+    if (strlen(url) > PS_MAX_URI) {
+        ps_http_fail(&e, 414, NULL, "uri_too_long",
+                     "the request's path is %zu bytes, over this server's limit of %d",
+                     strlen(url), PS_MAX_URI);
+        *ret = respond_error(s, mc, c, method, url, &e, NULL);
+        return true;
+    }
+    if (hdr > PS_MAX_HEADERS) {
+        ps_http_fail(&e, 431, NULL, "headers_too_large",
+                     "the request's headers are %zu bytes, over this server's limit of %d",
+                     hdr, PS_MAX_HEADERS);
+        *ret = respond_error(s, mc, c, method, url, &e, NULL);
+        return true;
+    }
     const char *host = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Host");
     const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin");
     c->cors = s->cors_origin && origin && !strcmp(origin, s->cors_origin);
@@ -1333,6 +1414,53 @@ static bool guard(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
     return false;
 }
 
+/* Admission, on the headers of a request with a JSON body, before a byte of it is read: a
+ * completion takes one of the --queue slots, and every such request a share of the memory
+ * budget for parsing its declared length (the most a body can be, when it declares none).
+ * Returns true when it answered the request (503 busy, 413 over the budget alone). Released in
+ * on_completed. */
+static bool admit(ps_server *s, struct MHD_Connection *mc, conn *c, const char *method,
+                  const char *url, long long declared, enum MHD_Result *ret) {
+    ps_http_error e;
+    memset(&e, 0, sizeof e);
+    int64_t len = declared >= 0 ? (int64_t)declared : s->cfg.max_body;
+    int64_t need = len * PS_PARSE_BYTES_PER_BYTE + 65536;
+    bool completion = c->route == R_COMPLETIONS;
+    pthread_mutex_lock(&s->mu);
+    int32_t queued = s->admitted;
+    int64_t used = s->mem_used, budget = s->cfg.mem_budget;
+    bool draining = s->draining, queue_full = completion && s->admitted >= s->cfg.queue;
+    bool ok = !draining && !queue_full && need <= budget && used + need <= budget;
+    if (ok) {
+        s->mem_used += need;
+        c->reserved = need;
+        if (completion) {
+            s->admitted++;
+            c->queued = true;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (ok) return false;
+    if (draining)
+        ps_http_fail(&e, 503, NULL, NULL, "the server is shutting down");
+    else if (queue_full)
+        ps_http_fail(&e, 503, NULL, NULL,
+                     "the server is busy: %d requests are already queued or running (--queue "
+                     "%d); retry later", (int)queued, (int)s->cfg.queue);
+    else if (need > budget)
+        ps_http_fail(&e, 413, NULL, "request_too_large",
+                     "a body of %lld bytes needs up to %lld bytes to parse, over this server's "
+                     "memory budget of %lld (--mem-budget)",
+                     (long long)len, (long long)need, (long long)budget);
+    else
+        ps_http_fail(&e, 503, NULL, NULL,
+                     "the server is busy: requests in flight hold %lld of its %lld bytes of "
+                     "memory budget and this body of %lld bytes needs %lld to parse; retry later",
+                     (long long)used, (long long)budget, (long long)len, (long long)need);
+    *ret = respond_error(s, mc, c, method, url, &e, NULL);
+    return true;
+}
+
 /* The connection state of a request whose own could not be allocated (it was answered 500). */
 static conn g_no_conn;
 
@@ -1376,6 +1504,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             ps_conns_set_busy(s->conns, mc, true);
             return dispatch(s, mc, c, method, url);
         }
+        if (c->method_ok && !strcmp(ROUTES[c->route].method, "POST") &&
+            admit(s, mc, c, method, url, cl ? (long long)strtoull(cl, NULL, 10) : -1, &gret)) {
+            ps_conns_set_busy(s->conns, mc, true);
+            return gret;
+        }
         return MHD_YES;
     }
     if (c->responded) { /* an early answer was queued: drop the rest of the body */
@@ -1406,11 +1539,13 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
         return;
     }
     ps_buf_free(&c->body);
-    ps_free(c);
-    *con_cls = NULL;
     pthread_mutex_lock(&s->mu);
     s->connections--;
+    s->mem_used -= c->reserved;
+    if (c->queued) s->admitted--;
     pthread_mutex_unlock(&s->mu);
+    ps_free(c);
+    *con_cls = NULL;
     ps_conns_set_busy(s->conns, mc, false); /* kept alive: the next request's deadline starts */
 }
 
@@ -1428,6 +1563,9 @@ ps_server_config ps_server_default_config(void) {
     c.max_logprobs = -1; /* min(128, n_vocab) */
     c.max_body = 16 << 20;
     c.queue = 64;
+    c.mem_budget = (int64_t)1 << 30;
+    c.max_prompts = 2048;
+    c.max_response = (int64_t)256 << 20;
     c.max_connections = 2048;
     c.per_ip = 32;
     c.read_timeout_s = 30;
@@ -1485,6 +1623,12 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--workers %d must be in 1..256",
                        (int)cfg.n_workers);
     if (cfg.n_threads < 0) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "threads must be >= 0");
+    if (cfg.mem_budget < (1 << 20))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--mem-budget must be >= 1 MiB");
+    if (cfg.max_prompts < 1)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--max-prompts must be >= 1");
+    if (cfg.max_response < 1024)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--max-response must be >= 1024");
     if (cfg.max_connections < 1 || cfg.max_connections > 100000)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--max-connections %d must be in 1..100000",
                        (int)cfg.max_connections);
@@ -1527,6 +1671,7 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     s->limits.n_vocab = info.n_vocab;
     s->limits.n_ctx = info.n_ctx;
     s->limits.max_logprobs = cfg.max_logprobs;
+    s->limits.max_prompts = cfg.max_prompts;
     atomic_init(&s->next_id, ((uint64_t)time(NULL) << 24) ^ (uint64_t)getpid());
     s->hold = ps_test_hold_from_env();
 
@@ -1583,7 +1728,8 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
         flags, (uint16_t)cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
         ps_conns_notify, s->conns, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg.max_connections,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg.per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg.per_ip, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)PS_HTTP_POOL, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)cfg.idle_timeout_s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon) {

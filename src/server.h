@@ -33,6 +33,7 @@ typedef struct {
     int32_t n_vocab;         /* token ids must be in [0, n_vocab) */
     int32_t n_ctx;           /* prompt tokens + max_tokens <= n_ctx */
     int32_t max_logprobs;    /* K <= max_logprobs */
+    int32_t max_prompts;     /* prompts per request; 0 = no limit */
 } ps_req_limits;
 
 typedef struct {
@@ -56,6 +57,15 @@ typedef struct {
     int32_t n_stop;
     int64_t prompt_tokens;   /* sum of the prompts' lengths */
 } ps_completion_req;
+
+/* What a request's body costs to parse, per byte, at most (jansson's tree of a list of small
+ * integers: ~22 bytes per byte of text; tokenized text costs less); counted against the memory
+ * budget from the declared length, before the body is read. */
+#define PS_PARSE_BYTES_PER_BYTE 24
+
+/* An upper estimate of the answer's size in bytes, from the validated request (docs/api.md:
+ * per prompt 256 + per entry 16, plus 48 + 56 x (K + 1) per entry with logprobs). */
+int64_t ps_completion_estimate(const ps_completion_req *req);
 
 /* Parses and validates a /v1/completions body of len bytes (not NUL-terminated). On success
  * returns true and fills *out (free with ps_completion_req_free); otherwise returns false,
@@ -88,6 +98,11 @@ typedef struct {
     int32_t max_logprobs;    /* K cap, at most n_vocab; -1 (default) = min(128, n_vocab) */
     int64_t max_body;        /* request body cap in bytes; default 16 MiB */
     int32_t queue;           /* requests admitted and not finished; more get 503; default 64 */
+    /* bounded work (docs/api.md "Bounded work"): a request is admitted on its headers,
+     * against queue and the memory budget, before a byte of its body is read */
+    int64_t mem_budget;      /* bytes all requests in flight may hold; default 1 GiB */
+    int32_t max_prompts;     /* prompts per request; default 2048 */
+    int64_t max_response;    /* largest estimated answer in bytes; default 256 MiB */
     const char *name;        /* served model name; NULL = the model's name */
     ps_act act;              /* activations of the matrix products; default PS_ACT_NATIVE */
     /* who may ask (server_guard.h); docs/api.md "Access" */

@@ -55,7 +55,7 @@ static bool is_ip_literal(const char *name, size_t n) {
 }
 
 bool ps_guard_host_ok(const char *host, const char *allowed) {
-    if (!host) return true; /* HTTP/1.0 without Host (libmicrohttpd refuses it in HTTP/1.1) */
+    if (!host) return true; /* no browser omits Host: its absence is no way in for a page */
     while (*host == ' ') host++;
     size_t n = host_name_len(host);
     while (n && host[n - 1] == '.') n--; /* "localhost." is "localhost" */

@@ -24,8 +24,8 @@ bool ps_guard_key_ok(const char *key, size_t key_len, const char *header);
 /* True when `host` (the Host header value, NULL when absent) names this server: an IPv4 or
  * bracketed IPv6 literal, "localhost", or one of the comma-separated names of `allowed`
  * (NULL: none; "*" allows every name), each compared without case and without the port.
- * An empty Host is refused; an absent one passes (HTTP/1.0: no browser sends a request
- * without Host, and libmicrohttpd refuses an HTTP/1.1 request without one). */
+ * An empty Host is refused; an absent one passes (no browser sends a request without Host, so
+ * a page cannot use its absence). */
 bool ps_guard_host_ok(const char *host, const char *allowed);
 
 /* True when `ctype` (the Content-Type value, NULL when absent) is application/json, with or

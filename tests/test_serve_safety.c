@@ -16,10 +16,18 @@
  *     preflight) is 415; application/json with a charset passes;
  *   - CORS: off by default (OPTIONS 405, no Access-Control-Allow-Origin); --cors-origin: the
  *     preflight 204 with its headers, another origin 403, answers carry the header;
+ *   - a 40 KB path and 40 KB of headers get OpenAI-shaped 414 and 431 (not libmicrohttpd's
+ *     HTML pages);
  *   - half-close: a client that shuts down its sending side after the request gets its 200;
  *   - 1,000 slow sockets (one byte a second, over 40 client addresses, default limits) while a
  *     fresh client gets 200s; 200 more from one address are held to --per-ip; with
  *     --read-timeout 2 every slow socket is cut within the deadline, dripping or not;
+ *   - bounded work (--max-prompts 16, --max-response 4 MB, --mem-budget 64 MiB): at and over
+ *     each limit, the 413 / 400 naming both numbers, the response estimate refused before any
+ *     scoring, a body whose parse would need more than the budget refused on its headers, six
+ *     2.5 MB bodies at once admitted one at a time (the rest 503 + Retry-After) with the peak
+ *     RSS growing by less than the budget; a small request sent behind a 64-prompt one is
+ *     answered while that one still runs (round robin);
  *   - SIGTERM with a client stalled in its body: the server exits at once (the request was not
  *     admitted); with a request running and --drain-s 1: it exits within the deadline; a
  *     second SIGTERM exits at once with 143.
@@ -243,15 +251,17 @@ static bool req(int port, const char *src, const char *method, const char *path,
         a->body = calloc(1, 1);
         return false;
     }
-    char h[8192];
+    size_t cap = strlen(path) + (headers ? strlen(headers) : 0) + 512;
+    char *h = malloc(cap);
     size_t blen = body ? strlen(body) : 0;
-    snprintf(h, sizeof h, "%s %s HTTP/1.1\r\n%s%sConnection: close\r\n", method, path,
+    snprintf(h, cap, "%s %s HTTP/1.1\r\n%s%sConnection: close\r\n", method, path,
              headers && strcasestr(headers, "Host:") ? "" : "Host: 127.0.0.1\r\n",
              headers ? headers : "");
-    if (body) snprintf(h + strlen(h), sizeof h - strlen(h), "Content-Length: %zu\r\n", blen);
-    snprintf(h + strlen(h), sizeof h - strlen(h), "\r\n");
+    if (body) snprintf(h + strlen(h), cap - strlen(h), "Content-Length: %zu\r\n", blen);
+    snprintf(h + strlen(h), cap - strlen(h), "\r\n");
     bool ok = send_all(fd, h, strlen(h)) && (!body || send_all(fd, body, blen));
     ok = ok && read_answer(fd, 30 * PS_TEST_TIME_SCALE, a);
+    free(h);
     close(fd);
     return ok;
 }
@@ -321,7 +331,7 @@ static void test_guard_functions(void) {
     CHECK(ps_guard_host_ok("[::1]:8080", NULL));
     CHECK(ps_guard_host_ok("10.1.2.3", NULL));
     CHECK(ps_guard_host_ok("LocalHost:1", NULL));
-    CHECK(ps_guard_host_ok(NULL, NULL)); /* HTTP/1.0 without Host: no browser sends that */
+    CHECK(ps_guard_host_ok(NULL, NULL)); /* no Host: no browser sends that */
     CHECK(!ps_guard_host_ok("", NULL));
     CHECK(!ps_guard_host_ok("evil.example:8080", NULL));
     CHECK(!ps_guard_host_ok("127.0.0.1.evil.example", NULL));
@@ -509,6 +519,27 @@ static void test_half_close(int port) {
     if (fd >= 0) close(fd);
 }
 
+/* A 40 KB path and 40 KB of headers: libmicrohttpd's own HTML pages before; OpenAI-shaped 414
+ * and 431 now (its buffer is larger than our limits). */
+static void test_http_limits(int port) {
+    size_t n = 40000;
+    char *big = malloc(n + 64);
+    big[0] = '/';
+    memset(big + 1, 'a', n);
+    big[n + 1] = 0;
+    answer a;
+    req(port, NULL, "GET", big, NULL, NULL, &a);
+    check_error(&a, 414, "uri_too_long", "a 40 KB path");
+    answer_free(&a);
+    memcpy(big, "X-Big: ", 7);
+    memset(big + 7, 'b', n);
+    memcpy(big + 7 + n, "\r\n", 3);
+    req(port, NULL, "GET", "/health", big, NULL, &a);
+    check_error(&a, 431, "headers_too_large", "40 KB of headers");
+    answer_free(&a);
+    free(big);
+}
+
 /* n slow sockets from the addresses 127.0.<base>.1.., per_addr each: a partial request line,
  * then one byte a second. */
 typedef struct {
@@ -637,6 +668,121 @@ static void test_slow_sockets(void) {
     CHECK(server_stop(&s) == 0);
 }
 
+/* A body of one id list of n ids, as big as asked (valid JSON; over the context: a 400 once
+ * parsed). */
+static char *ids_body(size_t bytes) {
+    char *b = malloc(bytes + 64);
+    size_t o = (size_t)sprintf(b, "{\"prompt\":[");
+    while (o + 8 < bytes) o += (size_t)sprintf(b + o, "%d,", 100 + (int)(o % 300));
+    sprintf(b + o, "1]}");
+    return b;
+}
+
+/* Bounded work: limits at and over, admission before parsing, peak RSS under the budget, and
+ * round robin (a small request is not stuck behind a huge one). */
+static void test_bounded(void) {
+    server s;
+    const char *opts[] = {"--mem-budget", "67108864", "--max-body", "4194304", "--max-prompts",
+                          "16", "--max-response", "4000000", "--queue", "16", NULL};
+    if (!server_start(&s, opts)) {
+        CHECKF(0, "the server did not start (log %s)", s.log);
+        return;
+    }
+    answer a;
+    char *b = heavy_body(16, 20);
+    req(s.port, NULL, "POST", "/v1/completions", JSON, b, &a);
+    CHECKF(a.status == 200, "16 prompts (--max-prompts 16): %d %.200s", a.status, a.body);
+    answer_free(&a);
+    free(b);
+    b = heavy_body(17, 20);
+    req(s.port, NULL, "POST", "/v1/completions", JSON, b, &a);
+    check_error(&a, 400, "too_many_prompts", "17 prompts");
+    CHECKF(strstr(a.body, "17 prompts") && strstr(a.body, "limit of 16"), "%s", a.body);
+    answer_free(&a);
+    free(b);
+    /* the answer's estimate: 400 bytes per entry at K = 5 */
+    b = heavy_body(8, 1000);
+    req(s.port, NULL, "POST", "/v1/completions", JSON, b, &a);
+    CHECKF(a.status == 200 && a.len < 4000000, "8 x 1000 tokens, K 5 (estimate 3.2 MB): %d, %zu "
+           "bytes", a.status, a.len);
+    answer_free(&a);
+    free(b);
+    b = heavy_body(8, 1500);
+    double t0 = now_s();
+    req(s.port, NULL, "POST", "/v1/completions", JSON, b, &a);
+    check_error(&a, 413, "response_too_large", "8 x 1500 tokens, K 5 (estimate 4.8 MB)");
+    CHECKF(strstr(a.body, "4000000") && strstr(a.body, "about 48"), "both numbers: %s", a.body);
+    CHECKF(now_s() - t0 < 1.0 * PS_TEST_TIME_SCALE, "refused after %.2f s: before scoring?",
+           now_s() - t0);
+    answer_free(&a);
+    free(b);
+    /* the memory budget: a body whose parse alone would need more is refused on its headers */
+    {
+        int fd = dial(s.port, NULL);
+        const char *h = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                        "application/json\r\nContent-Length: 3000000\r\n\r\n";
+        CHECK(fd >= 0 && send_all(fd, h, strlen(h)) && read_answer(fd, 5, &a));
+        check_error(&a, 413, "request_too_large", "a 3 MB body (72 MB to parse, budget 64 MiB)");
+        CHECKF(strstr(a.body, "3000000") && strstr(a.body, "67108864"), "%s", a.body);
+        answer_free(&a);
+        if (fd >= 0) close(fd);
+    }
+    /* six 2.5 MB bodies at once (60 MB each to parse): one at a time is admitted, the others get
+     * 503 + Retry-After on their headers; the peak RSS stays under the budget */
+    long base_kb = hwm_kb(s.pid);
+    char *big = ids_body(2500000);
+    int fds[6];
+    for (int i = 0; i < 6; i++) fds[i] = post_async(s.port, big);
+    int n400 = 0, n503 = 0;
+    for (int i = 0; i < 6; i++) {
+        if (fds[i] >= 0 && read_answer(fds[i], 60 * PS_TEST_TIME_SCALE, &a)) {
+            n400 += a.status == 400;
+            n503 += a.status == 503 && strcasestr(a.head, "Retry-After:");
+        }
+        answer_free(&a);
+        if (fds[i] >= 0) close(fds[i]);
+    }
+    long peak_kb = hwm_kb(s.pid);
+    CHECKF(n400 >= 1 && n503 >= 1 && n400 + n503 == 6,
+           "six 2.5 MB bodies at once: %d parsed (400: over the context), %d refused 503", n400,
+           n503);
+    CHECKF(peak_kb - base_kb < 65536, "peak RSS grew by %ld KB, over the 64 MiB budget",
+           peak_kb - base_kb);
+    fprintf(stderr, "NOTE: six 2.5 MB bodies: %d parsed, %d 503; peak RSS %ld KB (+%ld KB)\n",
+            n400, n503, peak_kb, peak_kb - base_kb);
+    free(big);
+    CHECK(server_stop(&s) == 0);
+}
+
+/* round robin: a small request sent after a huge one is answered while the huge one runs */
+static void test_round_robin(const char *heavy) {
+    server s;
+    answer a;
+    if (!server_start(&s, NULL)) {
+        CHECKF(0, "the server did not start (log %s)", s.log);
+        return;
+    }
+    int fd = post_async(s.port, heavy);
+    usleep(300000);
+    double t0 = now_s();
+    req(s.port, NULL, "POST", "/v1/completions", JSON, SMALL, &a);
+    double small_s = now_s() - t0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    bool huge_done = fd >= 0 && poll(&p, 1, 0) > 0;
+    CHECKF(a.status == 200 && !huge_done,
+           "a small request behind a huge one: %d after %.2f s, the huge one %s", a.status,
+           small_s, huge_done ? "already answered (first in, first out)" : "still running");
+    fprintf(stderr, "NOTE: a small request behind a 64 x 500-token one answered in %.3f s\n",
+            small_s);
+    answer_free(&a);
+    if (fd >= 0) {
+        struct linger l = {1, 0}; /* reset: the huge request is cancelled */
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        close(fd);
+    }
+    CHECK(server_stop(&s) == 0);
+}
+
 static void test_stops(void) {
     server s;
     /* a client stalled in its body (9 of 100 bytes) does not hold the stop */
@@ -737,13 +883,16 @@ int main(void) {
     server s;
     if (server_start(&s, NULL)) {
         test_half_close(s.port);
+        test_http_limits(s.port);
         CHECK(server_stop(&s) == 0);
     } else {
         CHECKF(0, "the server did not start (log %s)", s.log);
     }
     test_slow_sockets();
     test_stops();
-    char *heavy = heavy_body(64, 2000); /* far more than a second of work */
+    char *heavy = heavy_body(64, 500); /* far more than a second of work */
+    test_bounded();
+    test_round_robin(heavy);
     test_drain(heavy);
     test_second_signal(heavy);
     free(heavy);
