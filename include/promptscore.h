@@ -58,7 +58,8 @@ enum {
     PS_ERR_NOT_FOUND = -9,    /* a key, tensor, file or route that does not exist */
     PS_ERR_CANCELLED = -10,   /* the caller's cancel callback asked to stop */
     PS_ERR_NETWORK = -11,     /* a download failed */
-    PS_ERR_INTERNAL = -12     /* a bug in promptscore: please report it */
+    PS_ERR_INTERNAL = -12,    /* a bug in promptscore: please report it */
+    PS_ERR_LIMIT = -13        /* input over a configured limit: size, count or nesting depth */
 };
 
 /* The name of a status code ("ok", "out of memory", ...). Never NULL; static storage. */

@@ -25,11 +25,132 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* ---- stopping on SIGINT / SIGTERM -------------------------------------------------------- */
+
+/* The signal that asked the run to stop (0: none). The handler only sets it; the loop looks at
+ * it between lines, the scorer's cancel callback between chunks, and a read interrupted by it
+ * (the handler has no SA_RESTART, so a blocked read returns EINTR) ends the input. Output is
+ * written with write(2) retried on EINTR, whole lines only. */
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig) { g_stop = sig; }
+
+static bool stop_requested(void *ctx) {
+    (void)ctx;
+    return g_stop != 0;
+}
+
+static void install_stop_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: a read blocked on a pipe must see the signal */
+    const int sigs[2] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        struct sigaction old;
+        /* a signal the parent set to be ignored (a background job's SIGINT) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* All n bytes to fd, retrying interrupted and short writes (a line is never cut by a signal). */
+static bool write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* ---- reading a line under the pre-scanner ------------------------------------------------ */
+
+/* One input line as read: the bytes kept (newline included; a leading BOM of the input's
+ * first line dropped) and the pre-scan of them. A line the scan refuses at a limit is kept
+ * only up to there: the rest is read and dropped, so memory stays bounded by the limits, not
+ * by the line. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    bool refused;  /* the scan refused it (see scan); buf holds what was read up to there */
+    ps_jscan scan;
+    uint64_t hash; /* sharded: FNV-1a of the raw line without its newline */
+} line_in;
+
+enum { LINE_OK = 1, LINE_EOF = 0, LINE_ERROR = -1, LINE_STOPPED = -2, LINE_NOMEM = -3 };
+
+static int read_line(FILE *in, line_in *li, const ps_jscan_limits *jl, bool first,
+                     ps_shard_out *so) {
+    static const unsigned char BOM[3] = {0xef, 0xbb, 0xbf};
+    li->len = 0;
+    li->refused = false;
+    ps_jscan_init(&li->scan, jl);
+    size_t fed = 0;
+    bool any = false, bom_checked = !first;
+    uint64_t h = PS_SHARD_HASH0;
+    for (;;) {
+        int c = getc_unlocked(in);
+        if (c == EOF) {
+            if (ferror(in)) {
+                if (errno == EINTR) {
+                    clearerr(in);
+                    if (g_stop) return LINE_STOPPED;
+                    continue;
+                }
+                return LINE_ERROR;
+            }
+            break;
+        }
+        any = true;
+        char ch = (char)c;
+        if (so) {
+            so->input_hash = ps_shard_hash(so->input_hash, &ch, 1);
+            if (c != '\n') h = ps_shard_hash(h, &ch, 1);
+        }
+        if (!li->refused) {
+            if (li->len == li->cap) {
+                size_t nc = li->cap ? li->cap * 2 : 4096;
+                char *nb = realloc(li->buf, nc);
+                if (!nb) return LINE_NOMEM;
+                li->buf = nb;
+                li->cap = nc;
+            }
+            li->buf[li->len++] = ch;
+            if (!bom_checked && (li->len == 3 || c == '\n')) {
+                bom_checked = true;
+                if (li->len == 3 && !memcmp(li->buf, BOM, 3)) li->len = 0;
+            }
+            if (bom_checked && (li->len - fed >= 65536 || c == '\n')) {
+                ps_jscan_feed(&li->scan, li->buf + fed, li->len - fed, NULL);
+                fed = li->len;
+                /* a limit stops the line; a line that is not JSON is kept (for jansson's
+                 * message) up to the byte limit */
+                if (li->scan.what != PS_JSCAN_OK &&
+                    (li->scan.what != PS_JSCAN_SYNTAX || (int64_t)li->len > jl->max_bytes))
+                    li->refused = true;
+            }
+        }
+        if (c == '\n') break;
+    }
+    if (!any) return LINE_EOF;
+    if (!li->refused && fed < li->len) ps_jscan_feed(&li->scan, li->buf + fed, li->len - fed, NULL);
+    if (so) so->lineno++;
+    li->hash = h;
+    return LINE_OK;
+}
 
 /* ---- score ------------------------------------------------------------------------------- */
 
@@ -48,17 +169,27 @@ typedef struct {
     ps_cli_view *view; /* --format table | summary; NULL for JSON Lines */
 } score_ctx;
 
-/* Scores one input line into b (a result or an error line). Returns true when it was scored. */
-static bool score_line(score_ctx *c, const char *line, size_t len, int64_t lineno, ps_buf *b) {
+/* Scores one input line into b (a result or an error line). Returns 1 when it was scored, 0
+ * when it was an error line, -1 when a stop signal cancelled it (b is left empty). */
+static int score_line(score_ctx *c, const line_in *li, int64_t lineno, ps_buf *b) {
     ps_jsonl_req req;
     ps_score_result *r = NULL;
-    if (ps_jsonl_parse(line, len, lineno, &c->lim, &req) == PS_OK) {
+    ps_status pst = li->refused
+                        ? ps_jsonl_refused(li->buf, li->len, lineno, &c->lim, &li->scan, &req)
+                        : ps_jsonl_parse(li->buf, li->len, lineno, &c->lim, &req);
+    if (pst == PS_OK) {
         ps_score_params sp = ps_score_default_params();
         sp.k = req.k;
         sp.chunk = c->chunk;
+        sp.cancel = stop_requested;
         ps_error err;
         ps_error_clear(&err);
         ps_status st = ps_score_tokens(c->l->session, req.ids, req.n, &sp, &r, &err);
+        if (st == PS_ERR_CANCELLED) {
+            ps_score_result_free(r);
+            ps_jsonl_req_free(&req);
+            return -1;
+        }
         if (st != PS_OK) {
             req.ok = false;
             req.param = st == PS_ERR_TOKEN_RANGE || st == PS_ERR_CONTEXT ? "prompt" : NULL;
@@ -78,7 +209,7 @@ static bool score_line(score_ctx *c, const char *line, size_t len, int64_t linen
     }
     ps_score_result_free(r);
     ps_jsonl_req_free(&req);
-    return ok;
+    return ok ? 1 : 0;
 }
 
 /* Lines of a regular file (for the progress total), or -1. Rewinds. */
@@ -139,6 +270,7 @@ int ps_cli_score(int argc, char **argv) {
     int32_t k = 5;
     int format = PS_CLI_FORMAT_JSONL;
     bool no_bos = false, strict = false, resume = false;
+    int64_t max_line = PS_JSONL_MAX_LINE_BYTES;
     shard_spec shard = {0, 1, false};
     const ps_cli_opt model_opts[] = {
         PS_CLI_OPTS_MODEL(&o),
@@ -160,6 +292,9 @@ int ps_cli_score(int argc, char **argv) {
         {"--no-bos", NULL, "do not add BOS to text prompts (id prompts are always verbatim)",
          PS_CLI_FLAG, &no_bos},
         {"--strict", NULL, "exit 1 when any line was an error", PS_CLI_FLAG, &strict},
+        {"--max-line-bytes", "N", "a longer input line is an error line (line_too_long), read\n"
+         "past without keeping it (default 16777216, >= 64)", PS_CLI_I64, &max_line, 64,
+         (int64_t)1 << 40},
         PS_CLI_OPT_PROGRESS(&o),
         {"--shard", "I/N", "score only the lines L with (L - 1) mod N == I (0 <= I < N), each\n"
          "tagged with its line number and a hash of the input line, between\n"
@@ -252,14 +387,27 @@ int ps_cli_score(int argc, char **argv) {
         return 1;
     }
     pr.t0 = pr.last = ps_cli_now_s();
+    /* from here on a stop signal ends the run after the line being written (before: the
+     * default action, so loading stays interruptible) */
+    g_stop = 0;
+    install_stop_handlers();
 
-    /* a pipe or terminal gets each line as soon as it is scored (streaming producers) */
+    /* output goes out with write(2) in whole lines: buffered here up to 64 KiB for a file,
+     * line by line for a pipe or terminal (streaming consumers) */
+    if (!sharded && fflush(out) != 0) {
+        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+        ps_cli_unload(&l);
+        if (in != stdin) fclose(in);
+        if (out != stdout) fclose(out);
+        return 1;
+    }
+    const int out_fd = fileno(out);
     struct stat osb;
-    bool flush_each = fstat(fileno(out), &osb) != 0 || !S_ISREG(osb.st_mode);
+    bool flush_each = fstat(out_fd, &osb) != 0 || !S_ISREG(osb.st_mode);
     ps_cli_view view;
     score_ctx sc = {.l = &l, .chunk = o.chunk};
     if (format != PS_CLI_FORMAT_JSONL) {
-        ps_cli_view_init(&view, format, isatty(fileno(out)) && !getenv("NO_COLOR"));
+        ps_cli_view_init(&view, format, isatty(out_fd) && !getenv("NO_COLOR"));
         sc.view = &view;
         if (k < 3 && format == PS_CLI_FORMAT_TABLE) k = 3; /* the table shows the top 3 */
     }
@@ -268,23 +416,33 @@ int ps_cli_score(int argc, char **argv) {
     sc.lim.n_ctx = l.info.n_ctx;
     sc.lim.default_k = k;
     sc.lim.add_bos = !no_bos;
-    ps_buf b;
+    sc.lim.max_line_bytes = max_line;
+    ps_jscan_limits jl;
+    ps_jsonl_scan_limits(&sc.lim, &jl);
+    ps_buf b, pending;
     ps_buf_init(&b);
-    char *line = NULL;
-    size_t line_cap = 0;
-    ssize_t got;
+    ps_buf_init(&pending);
+    line_in li = {0};
     int64_t lineno = so.lineno, done = 0, errors = 0;
-    int rc = 0;
-    while ((got = getline(&line, &line_cap, in)) >= 0) {
-        lineno++;
-        uint64_t lh = 0;
-        if (sharded) {
-            lh = ps_shard_consume(&so, line, (size_t)got);
-            if (!ps_shard_mine(&so, lineno)) continue;
+    int rc = 0, got;
+    bool read_failed = false;
+    while (!g_stop && (got = read_line(in, &li, &jl, lineno == 0, sharded ? &so : NULL)) != LINE_EOF) {
+        if (got == LINE_STOPPED) break;
+        if (got == LINE_ERROR) {
+            read_failed = true;
+            break;
         }
-        if (blank(line, (size_t)got)) {
+        if (got == LINE_NOMEM) {
+            fprintf(stderr, "promptscore %s: out of memory reading line %lld\n", cmd,
+                    (long long)lineno + 1);
+            rc = 1;
+            break;
+        }
+        lineno++;
+        if (sharded && !ps_shard_mine(&so, lineno)) continue;
+        if (!li.refused && blank(li.buf, li.len)) {
             if (total > 0) total--;
-            if (sharded && !ps_shard_write(&so, lineno, lh, NULL, 0)) {
+            if (sharded && !ps_shard_write(&so, lineno, li.hash, NULL, 0)) {
                 fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
                 rc = 1;
                 break;
@@ -292,7 +450,9 @@ int ps_cli_score(int argc, char **argv) {
             continue;
         }
         ps_buf_reset(&b);
-        if (!score_line(&sc, line, (size_t)got, lineno, &b)) errors++;
+        int sr = score_line(&sc, &li, lineno, &b);
+        if (sr < 0) break; /* stopped while scoring: the line is not written */
+        if (sr == 0) errors++;
         done++;
         if (b.oom) {
             fprintf(stderr, "promptscore %s: out of memory writing line %lld\n", cmd,
@@ -300,21 +460,32 @@ int ps_cli_score(int argc, char **argv) {
             rc = 1;
             break;
         }
-        if (sharded ? !ps_shard_write(&so, lineno, lh, b.data, b.len)
-                    : fwrite(b.data, 1, b.len, out) != b.len || (flush_each && fflush(out) != 0)) {
+        bool wok;
+        if (sharded) {
+            wok = ps_shard_write(&so, lineno, li.hash, b.data, b.len);
+        } else {
+            ps_buf_append(&pending, b.data, b.len);
+            wok = !pending.oom;
+            if (wok && (flush_each || pending.len >= 65536)) {
+                wok = write_all(out_fd, pending.data, pending.len);
+                ps_buf_reset(&pending);
+            }
+        }
+        if (!wok) {
             fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
             rc = 1;
             break;
         }
         ps_cli_progress_show(&pr, "prompts", done, total, sc.tokens, false);
     }
-    if (ferror(in)) {
+    if (read_failed) {
         fprintf(stderr, "promptscore %s: read failed after line %lld: %s\n", cmd,
                 (long long)lineno, strerror(errno));
         rc = 1;
     }
+    const int stop_sig = g_stop;
     ps_cli_progress_end(&pr);
-    if (sharded && rc == 0 && !ps_shard_write_end(&so)) {
+    if (sharded && rc == 0 && !stop_sig && !ps_shard_write_end(&so)) {
         fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
         rc = 1;
     }
@@ -325,9 +496,9 @@ int ps_cli_score(int argc, char **argv) {
     if (sc.view && rc == 0) {
         ps_buf_reset(&b);
         ps_cli_view_end(sc.view, &b);
-        if (b.len && fwrite(b.data, 1, b.len, out) != b.len) rc = 1;
+        ps_buf_append(&pending, b.data, b.len);
     }
-    if (fflush(out) != 0) {
+    if (pending.oom || (pending.len && !write_all(out_fd, pending.data, pending.len))) {
         fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
         rc = 1;
     }
@@ -335,9 +506,16 @@ int ps_cli_score(int argc, char **argv) {
     fprintf(stderr, "promptscore %s: %lld prompts, %lld tokens, %.0f tokens/s, %lld errors, %.2fs\n",
             cmd, (long long)done, (long long)sc.tokens, el > 0 ? (double)sc.tokens / el : 0.0,
             (long long)errors, el);
+    if (stop_sig) {
+        fprintf(stderr, "promptscore %s: stopped by %s after input line %lld; every line written "
+                        "is whole%s\n", cmd, stop_sig == SIGINT ? "SIGINT" : "SIGTERM",
+                (long long)lineno, sharded ? " (--resume continues from there)" : "");
+        if (rc == 0) rc = 128 + stop_sig;
+    }
     if (rc == 0 && strict && errors > 0) rc = 1;
-    free(line);
+    free(li.buf);
     ps_buf_free(&b);
+    ps_buf_free(&pending);
     ps_cli_unload(&l);
     if (in != stdin) fclose(in);
     if (out != stdout && fclose(out) != 0 && rc == 0) {

@@ -2,10 +2,12 @@
  * jsonl.c — one input line of `promptscore score` to a validated request (token ids, K, the
  * id to echo), and the result / error lines written back (see jsonl.h for the shapes).
  *
- * Parsing uses jansson; every check names the line number and what is wrong (the key, the
- * index of a bad id, both numbers of a length or range). The echoed "id" is the raw text of
- * the value, byte for byte (a scan of the top-level object finds its span; jansson validates
- * it), so 0.1 stays 0.1 and ids jansson alone would refuse (integers over 2^63, \u0000 in a
+ * A line is first walked by the pre-scanner (jscan.c) against the limits of
+ * ps_jsonl_scan_limits (bytes, depth, an id list of at most n_ctx ids), so that a line over
+ * them is refused before jansson builds anything. Parsing then uses jansson; every check names
+ * the line number and what is wrong (the key, the index of a bad id, both numbers of a length
+ * or range). The echoed "id" is the raw text of the value, byte for byte (the scan finds its
+ * span, also in a line broken after it; jansson validates it), so 0.1 stays 0.1 and ids jansson alone would refuse (integers over 2^63, \u0000 in a
  * string) pass through; the line is then parsed with that value blanked to null, padded with
  * spaces so that error columns do not move. Text prompts are tokenised with the
  * model's tokenizer (special-token text stays plain text); id lists are taken verbatim.
@@ -152,80 +154,61 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
     return PS_OK;
 }
 
-/* Span scanning for the raw "id": these only find boundaries on well-formed input (NULL on
- * anything unexpected); validity is jansson's business. */
-static const char *skip_ws(const char *p, const char *end) {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
-    return p;
+void ps_jsonl_scan_limits(const ps_jsonl_limits *lim, ps_jscan_limits *out) {
+    memset(out, 0, sizeof *out);
+    out->max_bytes = lim->max_line_bytes > 0 ? lim->max_line_bytes : PS_JSONL_MAX_LINE_BYTES;
+    out->max_depth = PS_JSONL_MAX_DEPTH;
+    out->max_ids = lim->n_ctx > 0 ? lim->n_ctx : 0;
 }
 
-/* p at '"': the byte after the closing quote. */
-static const char *skip_string(const char *p, const char *end) {
-    for (p++; p < end; p++) {
-        if (*p == '\\') {
-            p++;
-        } else if (*p == '"') {
-            return p + 1;
-        }
+/* The raw id of [v0, v1) into req->id_json when jansson takes it as a value. */
+static ps_status take_id(ps_jsonl_req *req, const char *v0, size_t n, int64_t lineno) {
+    json_error_t je;
+    ps_json_alloc_init();
+    /* ints as reals: only validity matters here, and integers past 2^63 are valid JSON */
+    ps_alloc_failed_clear();
+    json_t *idv = json_loadb(v0, n, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
+    if (!idv && ps_alloc_failed()) /* jansson may report it as a parse error */
+        return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
+    if (!idv) return PS_OK;
+    json_decref(idv);
+    req->id_json = ps_malloc(n + 1);
+    if (!req->id_json) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
+    memcpy(req->id_json, v0, n);
+    req->id_json[n] = '\0';
+    /* a line break inside the id can only be whitespace between tokens (JSON strings cannot
+     * hold one raw): a space keeps the output one line */
+    for (size_t i = 0; i < n; i++)
+        if (req->id_json[i] == '\n' || req->id_json[i] == '\r') req->id_json[i] = ' ';
+    return PS_OK;
+}
+
+ps_status ps_jsonl_refused(const char *kept, size_t kept_len, int64_t lineno,
+                           const ps_jsonl_limits *lim, const ps_jscan *scan, ps_jsonl_req *req) {
+    memset(req, 0, sizeof *req);
+    if (scan->id_start >= 0 && scan->id_end <= (int64_t)kept_len) {
+        ps_status st = take_id(req, kept + scan->id_start, (size_t)(scan->id_end - scan->id_start), lineno);
+        if (st != PS_OK) return st;
     }
-    return NULL;
-}
-
-static const char *skip_value(const char *p, const char *end) {
-    if (p >= end) return NULL;
-    if (*p == '"') return skip_string(p, end);
-    if (*p == '{' || *p == '[') {
-        size_t depth = 0;
-        while (p < end) {
-            if (*p == '"') {
-                p = skip_string(p, end);
-                if (!p) return NULL;
-                continue;
-            }
-            if (*p == '{' || *p == '[') depth++;
-            if (*p == '}' || *p == ']') {
-                if (--depth == 0) return p + 1;
-            }
-            p++;
-        }
-        return NULL;
-    }
-    const char *q = p;
-    while (q < end && !strchr(",}] \t\r\n", *q)) q++;
-    return q > p ? q : NULL;
-}
-
-/* The byte span [*v0, *v1) of the last top-level "id" value of the object in line, if any. */
-static bool find_id_span(const char *line, size_t len, const char **v0, const char **v1) {
-    const char *p = line, *end = line + len;
-    bool found = false;
-    p = skip_ws(p, end);
-    if (p >= end || *p != '{') return false;
-    p = skip_ws(p + 1, end);
-    if (p < end && *p == '}') return false;
-    for (;;) {
-        if (p >= end || *p != '"') return false;
-        const char *k = p;
-        p = skip_string(p, end);
-        if (!p) return false;
-        bool is_id = p - k == 4 && memcmp(k, "\"id\"", 4) == 0;
-        p = skip_ws(p, end);
-        if (p >= end || *p != ':') return false;
-        p = skip_ws(p + 1, end);
-        const char *a = p;
-        p = skip_value(p, end);
-        if (!p) return false;
-        if (is_id) {
-            *v0 = a;
-            *v1 = p;
-            found = true;
-        }
-        p = skip_ws(p, end);
-        if (p < end && *p == ',') {
-            p = skip_ws(p + 1, end);
-            continue;
-        }
-        return p < end && *p == '}' && found;
+    const long long ln = (long long)lineno, at = (long long)scan->err.offset;
+    switch (scan->what) {
+    case PS_JSCAN_IDS:
+        req->code = "context_length_exceeded";
+        return bad(req, PS_ERR_CONTEXT, "prompt",
+                   "line %lld: the prompt has more than %d tokens, more than the context length "
+                   "%d (refused at byte %lld, before reading the rest)", ln, lim->n_ctx,
+                   lim->n_ctx, at);
+    case PS_JSCAN_DEPTH:
+        req->code = "too_deep";
+        return bad(req, PS_ERR_LIMIT, NULL, "line %lld: JSON nested deeper than %d levels, at byte %lld",
+                   ln, PS_JSONL_MAX_DEPTH, at);
+    case PS_JSCAN_BYTES:
+        req->code = "line_too_long";
+        return bad(req, PS_ERR_LIMIT, NULL,
+                   "line %lld: the line is longer than %lld bytes (--max-line-bytes)", ln, at);
+    default:
+        return bad(req, scan->err.code ? scan->err.code : PS_ERR_INTERNAL, NULL, "line %lld: %s",
+                   ln, scan->err.message);
     }
 }
 
@@ -238,49 +221,42 @@ ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
     if (nul)
         return bad(req, PS_ERR_FORMAT, NULL, "line %lld: invalid JSON: a raw NUL byte at column %zu",
                    (long long)lineno, (size_t)(nul - line) + 1);
+    ps_jscan_limits jl;
+    ps_jsonl_scan_limits(lim, &jl);
+    ps_jscan scan;
+    ps_status sst = ps_jscan_text(line, len, &jl, &scan, NULL);
+    if (sst != PS_OK && scan.what != PS_JSCAN_SYNTAX)
+        return ps_jsonl_refused(line, len, lineno, lim, &scan, req);
     json_error_t je;
-    const char *v0 = NULL, *v1 = NULL;
     char *blanked = NULL;
-    ps_json_alloc_init();
-    if (find_id_span(line, len, &v0, &v1)) {
-        size_t n = (size_t)(v1 - v0);
-        /* ints as reals: only validity matters here, and integers past 2^63 are valid JSON */
-        ps_alloc_failed_clear();
-        json_t *idv = json_loadb(v0, n, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
-        if (!idv && ps_alloc_failed()) /* jansson may report it as a parse error */
-            return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
-        if (idv) {
-            json_decref(idv);
-            req->id_json = ps_malloc(n + 1);
-            if (!req->id_json) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
-            memcpy(req->id_json, v0, n);
-            req->id_json[n] = '\0';
-            /* a line break inside the id can only be whitespace between tokens (JSON strings
-             * cannot hold one raw): a space keeps the output one line */
-            for (size_t i = 0; i < n; i++)
-                if (req->id_json[i] == '\n' || req->id_json[i] == '\r') req->id_json[i] = ' ';
-            if (n >= 4) { /* "null" and spaces in its place: same length, same error columns */
-                blanked = ps_malloc(len);
-                if (!blanked) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
-                memcpy(blanked, line, len);
-                size_t off = (size_t)(v0 - line);
-                memset(blanked + off, ' ', n);
-                memcpy(blanked + off, "null", 4);
-                line = blanked;
-            }
+    if (scan.id_start >= 0) {
+        const char *v0 = line + scan.id_start;
+        size_t n = (size_t)(scan.id_end - scan.id_start);
+        ps_status st = take_id(req, v0, n, lineno);
+        if (st != PS_OK) return st;
+        if (req->id_json && n >= 4 && sst == PS_OK) {
+            /* "null" and spaces in its place: same length, same error columns */
+            blanked = ps_malloc(len);
+            if (!blanked) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
+            memcpy(blanked, line, len);
+            size_t off = (size_t)(v0 - line);
+            memset(blanked + off, ' ', n);
+            memcpy(blanked + off, "null", 4);
+            line = blanked;
         }
     }
+    ps_json_alloc_init();
     ps_alloc_failed_clear();
     json_t *root = json_loadb(line, len, JSON_ALLOW_NUL, &je); /* U+0000 is text; lengths used */
     ps_free(blanked);
     if (!root && ps_alloc_failed())
         return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
-    if (!root) {
-        ps_free(req->id_json); /* the line is not JSON: its error line carries id null */
-        req->id_json = NULL;
-    if (!root)
+    if (!root) /* the id, when it was read whole before the error, is echoed */
         return bad(req, PS_ERR_FORMAT, NULL, "line %lld: invalid JSON at column %d: %s",
                    (long long)lineno, je.column, je.text);
+    if (sst != PS_OK) { /* jansson took what the grammar check refused */
+        json_decref(root);
+        return bad(req, PS_ERR_FORMAT, NULL, "line %lld: %s", (long long)lineno, scan.err.message);
     }
     ps_status st = parse_root(root, lineno, lim, req);
     json_decref(root);

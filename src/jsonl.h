@@ -11,7 +11,13 @@
 #ifndef PS_JSONL_H
 #define PS_JSONL_H
 
+#include "jscan.h"
 #include "json.h"
+
+/* The longest input line kept (ps_jsonl_limits.max_line_bytes when 0). */
+#define PS_JSONL_MAX_LINE_BYTES ((int64_t)16 << 20)
+/* The deepest nesting of arrays and objects a line may have. */
+#define PS_JSONL_MAX_DEPTH 64
 
 /* What a line is checked against. */
 typedef struct {
@@ -20,6 +26,7 @@ typedef struct {
     int32_t n_ctx;          /* at most n_ctx tokens */
     int32_t default_k;      /* K when the line gives none (or null) */
     bool add_bos;           /* text prompts: prepend BOS when the vocab asks for it */
+    int64_t max_line_bytes; /* a longer line is refused (0: PS_JSONL_MAX_LINE_BYTES) */
 } ps_jsonl_limits;
 
 typedef struct {
@@ -32,13 +39,28 @@ typedef struct {
     /* when !ok: the error line's fields; message names the line number and what is wrong */
     char message[400];
     const char *param;      /* static: "prompt", "logprobs" or NULL */
-    const char *code;       /* static: "context_length_exceeded" or NULL */
+    const char *code;       /* static: "context_length_exceeded", "line_too_long",
+                             * "too_deep" or NULL */
 } ps_jsonl_req;
+
+/* What the pre-scanner (jscan.h) checks a line against before jansson reads it: the line's
+ * bytes (max_line_bytes), nesting (PS_JSONL_MAX_DEPTH), an id list of at most n_ctx ids. A
+ * reader feeds each line to a scanner with these as it reads it, and stops keeping a line
+ * that is refused (ps_jsonl_refused then writes its error); ps_jsonl_parse checks them too. */
+void ps_jsonl_scan_limits(const ps_jsonl_limits *lim, ps_jscan_limits *out);
+/* Fills *req (free it with ps_jsonl_req_free) with the error of a line that scan (fed the
+ * line's first kept_len bytes, `kept`) refused at a limit; the id is echoed when its value was
+ * complete within them. Returns the error's status (PS_ERR_CONTEXT, PS_ERR_LIMIT) or
+ * PS_ERR_NOMEM. */
+ps_status ps_jsonl_refused(const char *kept, size_t kept_len, int64_t lineno,
+                           const ps_jsonl_limits *lim, const ps_jscan *scan, ps_jsonl_req *req);
 
 /* Parses and validates one line (len bytes; a trailing newline is fine). Fills *req, which
  * the caller frees with ps_jsonl_req_free in every case. Returns PS_OK when the line is a
- * valid request (req->ok), PS_ERR_FORMAT / PS_ERR_TOKEN_RANGE / PS_ERR_CONTEXT for a bad
- * line (req->message says why), PS_ERR_NOMEM. */
+ * valid request (req->ok), PS_ERR_FORMAT / PS_ERR_TOKEN_RANGE / PS_ERR_CONTEXT /
+ * PS_ERR_LIMIT for a bad line (req->message says why), PS_ERR_NOMEM. The pre-scan runs first
+ * (a line over a limit never reaches jansson); a line that is not JSON still echoes its id
+ * when the id's value was complete before the first error. */
 ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
                          const ps_jsonl_limits *lim, ps_jsonl_req *req);
 void ps_jsonl_req_free(ps_jsonl_req *req);

@@ -30,6 +30,7 @@ const char *ps_status_str(ps_status status) {
     case PS_ERR_CANCELLED: return "cancelled";
     case PS_ERR_NETWORK: return "network error";
     case PS_ERR_INTERNAL: return "internal error";
+    case PS_ERR_LIMIT: return "over a limit";
     default: return "unknown status";
     }
 }

@@ -74,7 +74,8 @@ m = lambda i: out[i]['error']['message']
 expect('line 3' in m(2) and 'JSON' in m(2), 'bad json message: ' + m(2))
 expect('empty' in m(3), 'empty prompt message: ' + m(3))
 expect('512' in m(4) and 'index 2' in m(4), 'out of range message: ' + m(4))
-expect('2049' in m(5) and '2048' in m(5) and out[5]['error']['code'] == 'context_length_exceeded',
+# refused by the pre-scan at id 2049, without reading the rest of the line: "more than 2048"
+expect('more than 2048 tokens' in m(5) and out[5]['error']['code'] == 'context_length_exceeded',
        'too long message: ' + m(5))
 expect('logprobs' in m(7) and out[7]['error']['param'] == 'logprobs', 'bool K: ' + m(7))
 expect('prompt' in m(8), 'wrong type: ' + m(8))
