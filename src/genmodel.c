@@ -142,6 +142,10 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->rope_base = 150000.0f;
         p->rms_eps = 1e-5f;
         p->tied = false;
+        p->yarn_factor = 32.0f; /* gpt-oss's config: YaRN 32 over 4096 positions */
+        p->yarn_orig_ctx = 4096;
+        p->yarn_beta_fast = 32.0f;
+        p->yarn_beta_slow = 1.0f;
         return PS_OK;
     }
     if (!strcmp(name, "qwen3-30b-a3b-2l")) {
@@ -669,6 +673,24 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
         snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
         if ((st = ps_gguf_set_arr(w, key, PS_GGUF_INT32, h.rope_sections, 4)) != PS_OK)
             return st;
+    }
+    if (p->yarn_factor > 0.0f) {
+        snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+        if ((st = ps_gguf_set_str(w, key, "yarn")) != PS_OK) return st;
+        struct { const char *k; float v; } yf[] = {
+            {"rope.scaling.factor", p->yarn_factor},
+            {"rope.scaling.yarn_beta_fast", p->yarn_beta_fast},
+            {"rope.scaling.yarn_beta_slow", p->yarn_beta_slow},
+        };
+        for (size_t i = 0; i < PS_ARRAY_LEN(yf); i++) {
+            if (!(yf[i].v > 0.0f)) continue;
+            snprintf(key, sizeof key, "%s.%s", a, yf[i].k);
+            if ((st = ps_gguf_set_f32(w, key, yf[i].v)) != PS_OK) return st;
+        }
+        if (p->yarn_orig_ctx > 0) {
+            snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
+            if ((st = ps_gguf_set_u32(w, key, (uint32_t)p->yarn_orig_ctx)) != PS_OK) return st;
+        }
     }
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
     return ps_gguf_set_f32(w, key, p->rms_eps);

@@ -22,6 +22,10 @@ typedef struct {
      * llama experts use n_ff). The router ffn_gate_inp stays F32, as llama.cpp's quantiser
      * keeps it. */
     int32_t n_expert, n_expert_used, n_ff_exp;
+    /* yarn_factor > 0: rope.scaling.type yarn with that factor, original_context_length
+     * yarn_orig_ctx, yarn_beta_fast / yarn_beta_slow (gpt-oss: 32, 4096, 32, 1) */
+    float yarn_factor, yarn_beta_fast, yarn_beta_slow;
+    int32_t yarn_orig_ctx;
     bool merged_gate_up;      /* experts' gate and up in one ffn_gate_up_exps [n_embd, 2 n_ff_exp,
                                * n_expert] (rows 0..n_ff_exp-1 gate), as llama.cpp's qwen35moe
                                * files have them; false: ffn_gate_exps + ffn_up_exps */
