@@ -22,6 +22,10 @@
  *                      experts with router and expert biases      attention.sliding_window
  *                      and the clamped SwiGLU (moe.c); even       (+ _pattern, default 2),
  *                      layers slide over the last n_swa positions rope.scaling.* (YaRN)
+ *   phi3       neox    attention from a fused attn_qkv (or        rope.scaling.* with LongRoPE's
+ *                      attn_q/k/v), q scaled before q k^T, a      rope_factors_long/short.weight
+ *                      fused gate + up SwiGLU (ffn_up 2 n_ff,     (attention.sliding_window is
+ *                      gate first), optional output.bias         ignored, as llama.cpp does)
  *
  * Any expert layer may hold its gate and up merged in ffn_gate_up_exps (PS_L_GATE_UP; llama.cpp
  * reads that layout for qwen35moe among these families): the same rows, so the same scores.
@@ -48,6 +52,8 @@ static const ps_arch_info table[] = {
     {PS_ARCH_QWEN3MOE, "qwen3moe", PS_ROPE_NEOX, PS_L_ATTN | PS_L_QK_NORM | PS_L_FFN_MOE, 0},
     {PS_ARCH_GPT_OSS, "gpt-oss", PS_ROPE_NEOX,
      PS_L_ATTN | PS_L_ATTN_SINKS | PS_L_POST_NORM | PS_L_FFN_MOE | PS_L_MOE_OAI, 0},
+    {PS_ARCH_PHI3, "phi3", PS_ROPE_NEOX, PS_L_ATTN | PS_L_FFN_DENSE | PS_L_FFN_FUSED_UP,
+     PS_A_QKV_BY_TENSOR | PS_A_Q_PRESCALE},
 };
 
 const ps_arch_info *ps_arch_find(const char *name) {
@@ -73,10 +79,11 @@ const char *ps_arch_names(void) {
 const ps_layer_tensor ps_layer_tensors[] = {
     /* name                  read in         required in     kind       ne                     field   unless */
     {"attn_norm.weight",     PS_L_ATTN | PS_L_DELTANET, PS_L_ATTN | PS_L_DELTANET, PS_T_VEC, {PS_D_EMBD}, F(attn_norm), 0},
-    {"attn_q.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_Q},   F(wq), PS_L_ATTN_GATED},
+    {"attn_q.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_Q},   F(wq), PS_L_ATTN_GATED | PS_L_QKV_FUSED},
     {"attn_q.weight",        PS_L_ATTN_GATED, PS_L_ATTN_GATED, PS_T_MAT, {PS_D_EMBD, PS_D_Q2}, F(wq), 0},
-    {"attn_k.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_KV},  F(wk), 0},
-    {"attn_v.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_KV},  F(wv), 0},
+    {"attn_k.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_KV},  F(wk), PS_L_QKV_FUSED},
+    {"attn_v.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_KV},  F(wv), PS_L_QKV_FUSED},
+    {"attn_qkv.weight",      PS_L_QKV_FUSED, PS_L_QKV_FUSED, PS_T_QKV_SPLIT, {PS_D_EMBD, PS_D_QKV}, F(wq), 0},
     {"attn_output.weight",   PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_Q, PS_D_EMBD},   F(wo), 0},
     {"attn_q.bias",          PS_L_ATTN,      PS_L_QKV_BIAS,  PS_T_VEC,  {PS_D_Q},              F(bq), 0},
     {"attn_k.bias",          PS_L_ATTN,      PS_L_QKV_BIAS,  PS_T_VEC,  {PS_D_KV},             F(bk), 0},
@@ -96,8 +103,9 @@ const ps_layer_tensor ps_layer_tensors[] = {
     {"ssm_alpha.weight",     PS_L_DELTANET,  PS_L_DELTANET,  PS_T_MAT,  {PS_D_EMBD, PS_D_SSM_NV}, F(w_alpha), 0},
     {"ssm_norm.weight",      PS_L_DELTANET,  PS_L_DELTANET,  PS_T_VEC,  {PS_D_SSM_DK},         F(ssm_norm), 0},
     {"ssm_out.weight",       PS_L_DELTANET,  PS_L_DELTANET,  PS_T_MAT,  {PS_D_SSM_V, PS_D_EMBD}, F(ssm_out), 0},
-    {"ffn_gate.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_EMBD, PS_D_FF},  F(w_gate), 0},
-    {"ffn_up.weight",        PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_EMBD, PS_D_FF},  F(w_up), 0},
+    {"ffn_gate.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_EMBD, PS_D_FF},  F(w_gate), PS_L_FFN_FUSED_UP},
+    {"ffn_up.weight",        PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_EMBD, PS_D_FF},  F(w_up), PS_L_FFN_FUSED_UP},
+    {"ffn_up.weight",        PS_L_FFN_FUSED_UP, PS_L_FFN_FUSED_UP, PS_T_GATE_UP_SPLIT, {PS_D_EMBD, PS_D_FF2}, F(w_gate), 0},
     {"ffn_down.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_MAT,  {PS_D_FF, PS_D_EMBD},  F(w_down), 0},
     {"ffn_norm.weight",      PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_VEC,  {PS_D_EMBD},           F(ffn_norm), PS_L_POST_NORM},
     {"ffn_gate_inp.weight",  PS_L_FFN_MOE,   PS_L_FFN_MOE,   PS_T_MAT,  {PS_D_EMBD, PS_D_EXPERT}, F(gate_inp), 0},

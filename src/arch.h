@@ -24,6 +24,7 @@ typedef enum {
     PS_ARCH_QWEN35,     /* Qwen3.5 / 3.6 hybrid: Gated DeltaNet + gated full attention */
     PS_ARCH_QWEN35MOE,  /* the same with experts and a gated shared expert */
     PS_ARCH_GPT_OSS,    /* gpt-oss (llama.cpp's openai-moe): experts with biases, sinks */
+    PS_ARCH_PHI3,       /* Phi-3 / Phi-4-mini: fused attn_qkv and gate+up, LongRoPE */
     PS_ARCH_N
 } ps_arch;
 
@@ -54,6 +55,10 @@ enum {
     PS_L_GATE_UP = 1u << 11,  /* set by the loader where the file merges the experts' gate and
                                * up into ffn_gate_up_exps [n_embd, 2 n_ff_exp, n_expert] (rows
                                * 0..F-1 of expert e are its gate, F..2F-1 its up) */
+    PS_L_QKV_FUSED = 1u << 12,/* attn_qkv (n_embd -> q | k | v) in place of attn_q/k/v: read as
+                               * three row ranges of the one tensor (wq, wk, wv views; phi3) */
+    PS_L_FFN_FUSED_UP = 1u << 13, /* ffn_up of width 2 n_ff holds gate then up (no ffn_gate):
+                               * read as two row ranges (w_gate, w_up views; phi3) */
 };
 
 /* Family flags. */
@@ -63,6 +68,10 @@ enum {
     PS_A_HYBRID = 1u << 1,         /* qwen35*: layer l is PS_L_ATTN | PS_L_QK_NORM |
                                     * PS_L_ATTN_GATED when (l + 1) % full_attention_interval
                                     * == 0, else PS_L_DELTANET; the ssm.* keys (model.c) */
+    PS_A_QKV_BY_TENSOR = 1u << 8,  /* layer l is PS_L_QKV_FUSED when the file has
+                                    * blk.l.attn_qkv.weight, else it has attn_q/k/v (phi3) */
+    PS_A_Q_PRESCALE = 1u << 9,     /* q is multiplied by 1/sqrt(head_dim) after RoPE and the
+                                    * attention scale is 1 (llama.cpp's phi3 graph) */
 };
 
 typedef struct {
@@ -97,6 +106,8 @@ typedef enum {
     PS_D_FF_SHEXP,/* n_ff_shexp (the shared expert's FFN width) */
     PS_D_NHEAD,   /* n_head */
     PS_D_FF_EXP2, /* 2 * n_ff_exp (merged gate + up of one expert) */
+    PS_D_QKV,     /* (n_head + 2 n_head_kv) * head_dim (a fused attn_qkv) */
+    PS_D_FF2,     /* 2 * n_ff (a fused gate + up) */
 } ps_dim;
 
 typedef enum {
@@ -104,6 +115,10 @@ typedef enum {
     PS_T_MAT,     /* 2-D weight in a matmul type: ps_mat */
     PS_T_MAT3,    /* 3-D stack of matrices, one per expert: ps_mat3 */
     PS_T_F32MAT,  /* float32 2-D tensor used element-wise (ssm_conv1d): const float * */
+    PS_T_QKV_SPLIT,    /* a fused q | k | v matrix: field is wq; wq, wk, wv get its rows
+                        * [0, Q), [Q, Q + KV), [Q + KV, Q + 2 KV) */
+    PS_T_GATE_UP_SPLIT,/* a fused gate | up matrix: field is w_gate; w_gate, w_up get its
+                        * rows [0, n_ff), [n_ff, 2 n_ff) */
 } ps_tensor_kind;
 
 /* One per-layer tensor: "blk.<l>.<name>", read in layers with feature `feature` (used when the

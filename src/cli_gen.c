@@ -108,10 +108,13 @@ int ps_cli_gen_model(int argc, char **argv) {
          "qwen3-30b-a3b-2l (Qwen3-30B-A3B's widths, 2 layers: 2048 wide,\n"
          "32/4 heads of 128, 128 experts of FFN 768, 8 used, vocab 151936),\n"
          "gpt-oss-tiny (gpt-oss: 4 layers, 64 wide, 8 experts of FFN 32, 4\n"
-         "used) or gpt-oss-20b-2l (gpt-oss-20b's widths, 2 layers: 2880 wide,\n"
-         "64/8 heads of 64, 32 experts of FFN 2880, 4 used, vocab 201088)",
+         "used), gpt-oss-20b-2l (gpt-oss-20b's widths, 2 layers: 2880 wide,\n"
+         "64/8 heads of 64, 32 experts of FFN 2880, 4 used, vocab 201088),\n"
+         "phi3-tiny (phi3: fused qkv and gate+up, rope on 12 of 16 dims,\n"
+         "LongRoPE from 256 to 1024) or phi3-mini-2l (Phi-3-mini-128k's widths,\n"
+         "2 layers: 3072 wide, 32 heads of 96, FFN 8192, vocab 32064)",
          PS_CLI_FN, NULL, 0, 0, opt_none},
-        {"--arch", "A", "llama | qwen2 | qwen3 | qwen3moe | qwen35 | qwen35moe | gpt-oss", PS_CLI_FN, &arch, 0, 0,
+        {"--arch", "A", "llama | qwen2 | qwen3 | qwen3moe | qwen35 | qwen35moe | gpt-oss | phi3", PS_CLI_FN, &arch, 0, 0,
          opt_copy},
         {"--n-embd", "N", "width", PS_CLI_I32, &p.n_embd, 1, I},
         {"--n-layer", "N", "layers", PS_CLI_I32, &p.n_layer, 1, I},
@@ -121,7 +124,11 @@ int ps_cli_gen_model(int argc, char **argv) {
         {"--n-ff", "N", "FFN width", PS_CLI_I32, &p.n_ff, 1, I},
         {"-c, --ctx-size, --ctx, --n-ctx", "N", "context length written to the file", PS_CLI_I32,
          &p.n_ctx, 1, I},
-        {"--n-rot", "N", "qwen35: rotated dimensions", PS_CLI_I32, &p.n_rot, 0, I},
+        {"--n-rot", "N", "rotated dimensions (rope.dimension_count; default head size,\n"
+         "qwen35: a quarter of it)", PS_CLI_I32, &p.n_rot, 0, I},
+        {"--n-ctx-orig", "N", "LongRoPE: the original context (with factor tables)",
+         PS_CLI_I32, &p.n_ctx_orig, 0, I},
+        {"--output-bias", NULL, "add output.bias", PS_CLI_FLAG, &p.output_bias},
         {"--ssm-state", "N", "qwen35: the DeltaNet head size", PS_CLI_I32, &p.ssm_d_state, 0, I},
         {"--ssm-k-heads", "N", "qwen35: DeltaNet key heads", PS_CLI_I32, &p.ssm_n_k, 0, I},
         {"--ssm-v-heads", "N", "qwen35: DeltaNet value heads", PS_CLI_I32, &p.ssm_n_v, 0, I},

@@ -9,6 +9,7 @@
  *     xb = rmsnorm(x) * attn_norm
  *     q = xb @ Wq^T (+bq)  (n, n_head*hd);  k, v = xb @ Wk^T, Wv^T (+bk, bv)  (n, n_head_kv*hd)
  *     qwen3: q, k per head = rmsnorm(head) * q_norm / k_norm
+ *     phi3: q, k, v are row ranges of one attn_qkv; q *= 1/sqrt(hd) after RoPE, scale 1
  *     RoPE on q and k (llama: adjacent pairs; qwen: halves), then k, v -> cache[layer][kv head]
  *     att = softmax(q k^T / sqrt(hd), causal over the cache) v   (GQA: head h reads kv head
  *           h / (n_head / n_head_kv); gpt-oss: head h's sink logit joins each softmax's
@@ -16,7 +17,8 @@
  *     x += att @ Wo^T (+bo)
  *     xb = rmsnorm(x) * ffn_norm
  *     x += (silu(xb @ Wgate^T) * (xb @ Wup^T)) @ Wdown^T
- *   logits (n, n_vocab) = (rmsnorm(x) * output_norm) @ Woutput^T
+ *     (phi3: Wgate, Wup are the two halves of one ffn_up)
+ *   logits (n, n_vocab) = (rmsnorm(x) * output_norm) @ Woutput^T (+ output.bias)
  *
  * The arithmetic follows llama.cpp's CPU graph where it matters for the last bits (rmsnorm sum of
  * squares in double, then (x * scale) * w; silu(x) = x / (1 + e^-x); RoPE angles as rope.c
@@ -148,8 +150,9 @@ typedef enum {
     ROW_SWIGLU,      /* hb = silu(hb) * hb2 */
     ROW_SHEXP_SWIGLU,/* the same over the shared expert's width */
     ROW_SHEXP_ADD,   /* ffn_out += shexp_out * sigmoid(gate_inp_shexp . xb) */
-    ROW_FFN_OUT      /* x += ffn_out; xb = rmsnorm(x) * next (next layer's attn_norm, or
+    ROW_FFN_OUT,     /* x += ffn_out; xb = rmsnorm(x) * next (next layer's attn_norm, or
                         output_norm; NULL: no norm) */
+    ROW_LOGIT_BIAS   /* logits row += output.bias */
 } row_op;
 
 typedef struct {
@@ -158,6 +161,7 @@ typedef struct {
     int32_t layer;
     const int32_t *tokens;
     const float *next_norm;
+    float *logits;
 } row_job;
 
 static void row_task(void *ctx, int64_t task, int32_t thread) {
@@ -207,6 +211,10 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         const float *cs = s->rope_cos + i * half, *sn = s->rope_sin + i * half;
         rope_heads(q, hp->n_head, (int32_t)hd, hp->n_rot, hp->rope_mode, cs, sn);
         rope_heads(k, hp->n_head_kv, (int32_t)hd, hp->n_rot, hp->rope_mode, cs, sn);
+        if (hp->info->flags & PS_A_Q_PRESCALE) { /* phi3: q * 1/sqrt(hd), then scale 1 */
+            const float qs = 1.0f / sqrtf((float)hd);
+            for (int64_t j = 0; j < dq; j++) q[j] *= qs;
+        }
         /* v -> cache [layer][kv head][position][hd]; k -> cache [layer][kv head] in blocks of
          * 16 positions x hd (ps_attn_scores' layout; n_ctx rounded up to 16 per head) */
         const size_t pos = (size_t)(s->n_past + i);
@@ -271,12 +279,17 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         for (int64_t j = 0; j < d; j++) x[j] += fo[j];
         if (job->next_norm) ps_rmsnorm_f32(s->isa, xb, x, job->next_norm, d, hp->rms_eps);
         break;
+    case ROW_LOGIT_BIAS: {
+        float *lg = job->logits + i * hp->n_vocab;
+        for (int64_t j = 0; j < hp->n_vocab; j++) lg[j] += w->output_b[j];
+        break;
+    }
     }
 }
 
 static void rows(ps_session *s, int32_t n, row_op op, int32_t layer, const int32_t *tokens,
                  const float *next_norm) {
-    row_job job = {s, op, layer, tokens, next_norm};
+    row_job job = {s, op, layer, tokens, next_norm, NULL};
     ps_pool_for(s->pool, n, row_task, &job);
 }
 
@@ -294,7 +307,8 @@ static void attention(ps_session *s, const ps_matmul_env *env, int32_t l, int32_
     ps_matmul(env, &L->wk, s->xb, d, n, s->k, dkv);
     ps_matmul(env, &L->wv, s->xb, d, n, s->v, dkv);
     rows(s, n, gated ? ROW_QG_SPLIT : ROW_QKV, l, NULL, NULL);
-    att_job aj = {s, L->kv_slot, n, 1.0f / sqrtf((float)hd), L->sinks};
+    att_job aj = {s, L->kv_slot, n,
+                  hp->info->flags & PS_A_Q_PRESCALE ? 1.0f : 1.0f / sqrtf((float)hd), L->sinks};
     const int64_t n_tasks = (int64_t)hp->n_head * ((n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK);
     const uint64_t t_att = ps_prof_start();
     ps_pool_for(s->pool, n_tasks, att_task, &aj);
@@ -383,5 +397,9 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
         rows(s, n, ROW_FFN_OUT, l, NULL, next);
     }
     if (logits) ps_matmul(&env, &w->output, s->xb, hp->n_embd, n, logits, hp->n_vocab);
+    if (logits && w->output_b) {
+        row_job bj = {s, ROW_LOGIT_BIAS, 0, NULL, NULL, logits};
+        ps_pool_for(s->pool, n, row_task, &bj);
+    }
     ps_prof_add(PS_PROF_FORWARD, t_fwd);
 }

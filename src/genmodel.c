@@ -47,6 +47,7 @@ ps_genmodel_params ps_genmodel_default_params(void) {
 
 ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *err) {
     if (!name || !p) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "preset: NULL argument");
+    p->n_ctx_orig = 0; /* set by the presets that have it (n_rot: by those that set it) */
     if (!strcmp(name, "tiny")) {
         ps_genmodel_params d = ps_genmodel_default_params();
         snprintf(p->arch, sizeof p->arch, "%s", d.arch);
@@ -61,6 +62,7 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->rope_base = d.rope_base;
         p->rms_eps = d.rms_eps;
         p->tied = d.tied;
+        p->n_rot = 0;
         p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
         return PS_OK;
     }
@@ -166,16 +168,41 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->tied = false;
         return PS_OK;
     }
+    if (!strcmp(name, "phi3-tiny") || !strcmp(name, "phi3-mini-2l")) {
+        /* phi3-mini-2l: Phi-3-mini-128k-instruct's widths with 2 layers (LongRoPE, original
+         * context 4096); phi3-tiny: 64 wide, rope on 12 of 16 dims (partial, as Phi-4-mini),
+         * LongRoPE with original context 256 of 1024 */
+        const bool tiny = !strcmp(name, "phi3-tiny");
+        snprintf(p->arch, sizeof p->arch, "phi3");
+        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
+        p->n_vocab = tiny ? 512 : 32064;
+        p->n_embd = tiny ? 64 : 3072;
+        p->n_layer = 2;
+        p->n_head = tiny ? 4 : 32;
+        p->n_head_kv = tiny ? 2 : 32;
+        p->head_dim = tiny ? 16 : 96;
+        p->n_rot = tiny ? 12 : 96;
+        p->n_ff = tiny ? 128 : 8192;
+        p->n_ctx = tiny ? 1024 : 131072;
+        p->n_ctx_orig = tiny ? 256 : 4096;
+        p->rope_base = 10000.0f;
+        p->rms_eps = 1e-5f;
+        p->tied = false;
+        return PS_OK;
+    }
     return ps_fail(err, PS_ERR_NOT_FOUND, -1,
                    "unknown preset '%s' (known: tiny, qwen3-0.6b, qwen3moe-tiny, mixtral-tiny, "
                    "qwen3-30b-a3b-2l, qwen35-tiny, qwen35-4l, qwen35moe-tiny, qwen35moe-4l, "
-                   "gpt-oss-tiny, gpt-oss-20b-2l)",
+                   "gpt-oss-tiny, gpt-oss-20b-2l, phi3-tiny, phi3-mini-2l)",
                    name);
 }
 
 /* ---------------------------------------------------------------- the tensor list */
 
-typedef enum { T_MATRIX, T_NORM, T_BIAS, T_ROPE_FREQS, T_SSM_A, T_DT_BIAS, T_SINK, T_EXP_BIAS } tensor_kind;
+typedef enum {
+    T_MATRIX, T_NORM, T_BIAS, T_ROPE_FREQS, T_SSM_A, T_DT_BIAS, T_SINK, T_EXP_BIAS, T_ROPE_LONG,
+    T_ROPE_SHORT
+} tensor_kind;
 
 typedef struct {
     char name[64];
@@ -235,6 +262,11 @@ static ps_genmodel_params hybrid_defaults(const ps_genmodel_params *in) {
         p.rope_sections[2] = third;
     }
     return p;
+}
+
+/* The rotated dimensions of a non-hybrid family: n_rot, else head_dim. */
+static int32_t plain_n_rot(const ps_genmodel_params *p) {
+    return p->n_rot > 0 ? p->n_rot : p->head_dim;
 }
 
 static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
@@ -305,6 +337,13 @@ static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
                                "(a mix such as q4_k_m falls back to other types)",
                                wt->name, (int)wt->blck, rows[i].what, (long long)rows[i].v);
     }
+    if (!is_hybrid(p) && (p->n_rot < 0 || plain_n_rot(p) % 2 || plain_n_rot(p) > p->head_dim))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "n_rot = %d must be even and at most head_dim = %d (0: head_dim)",
+                       p->n_rot, p->head_dim);
+    if (p->n_ctx_orig < 0 || p->n_ctx_orig > p->n_ctx)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "n_ctx_orig = %d must be in 0..n_ctx = %d", p->n_ctx_orig, p->n_ctx);
     if (is_hybrid(p)) {
         ps_genmodel_params h = hybrid_defaults(p);
         if (h.full_attn_interval < 1 || h.n_rot < 2 || h.n_rot % 2 || h.n_rot > h.head_dim ||
@@ -351,10 +390,16 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
     ADD("token_embd.weight", T_MATRIX, ty, E, n_vocab);
     ADD("output_norm.weight", T_NORM, PS_GGML_F32, E, 1);
     if (!p->tied) ADD("output.weight", T_MATRIX, ty, E, n_vocab);
-    if (p->rope_freqs) ADD("rope_freqs.weight", T_ROPE_FREQS, PS_GGML_F32, p->head_dim / 2, 1);
+    if (p->output_bias) ADD("output.bias", T_BIAS, PS_GGML_F32, n_vocab, 1);
+    if (p->rope_freqs) ADD("rope_freqs.weight", T_ROPE_FREQS, PS_GGML_F32, plain_n_rot(p) / 2, 1);
+    if (p->n_ctx_orig > 0) {
+        ADD("rope_factors_long.weight", T_ROPE_LONG, PS_GGML_F32, plain_n_rot(p) / 2, 1);
+        ADD("rope_factors_short.weight", T_ROPE_SHORT, PS_GGML_F32, plain_n_rot(p) / 2, 1);
+    }
     const uint32_t feat = ps_arch_find(p->arch)->layer; /* validate() checked the name */
     const bool qwen2 = feat & PS_L_QKV_BIAS, qwen3 = feat & PS_L_QK_NORM,
-               moe = feat & PS_L_FFN_MOE, oai = feat & PS_L_MOE_OAI;
+               moe = feat & PS_L_FFN_MOE, oai = feat & PS_L_MOE_OAI,
+               fused = feat & PS_L_FFN_FUSED_UP;
     if (is_hybrid(p)) {
         const ps_genmodel_params h = hybrid_defaults(p);
         const int64_t dk = h.ssm_d_state, dv = (int64_t)h.ssm_n_v * dk,
@@ -414,9 +459,13 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
         char n[64];
 #define BLK(suffix) (snprintf(n, sizeof n, "blk.%d.%s", (int)i, suffix), n)
         ADD(BLK("attn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-        ADD(BLK("attn_q.weight"), T_MATRIX, ty, E, Q);
-        ADD(BLK("attn_k.weight"), T_MATRIX, ty, E, KV);
-        ADD(BLK("attn_v.weight"), T_MATRIX, ty, E, KV);
+        if (fused) { /* phi3: one attn_qkv, q | k | v */
+            ADD(BLK("attn_qkv.weight"), T_MATRIX, ty, E, Q + 2 * KV);
+        } else {
+            ADD(BLK("attn_q.weight"), T_MATRIX, ty, E, Q);
+            ADD(BLK("attn_k.weight"), T_MATRIX, ty, E, KV);
+            ADD(BLK("attn_v.weight"), T_MATRIX, ty, E, KV);
+        }
         if (qwen2) {
             ADD(BLK("attn_q.bias"), T_BIAS, PS_GGML_F32, Q, 1);
             ADD(BLK("attn_k.bias"), T_BIAS, PS_GGML_F32, KV, 1);
@@ -460,6 +509,9 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
                 ADD3(BLK("ffn_up_exps.weight"), T_MATRIX, ty, E, FX, X);
             }
             ADD3(BLK("ffn_down_exps.weight"), T_MATRIX, ty, FX, E, X);
+        } else if (fused) { /* phi3: ffn_up holds gate then up */
+            ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, 2 * F);
+            ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
         } else {
             ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
             ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, F);
@@ -524,7 +576,7 @@ static void gen_rope_freqs(const ps_genmodel_params *p, float *out, int64_t n) {
     const double factor = 8.0, low = 1.0, high = 4.0, orig = 8192.0;
     const double low_wl = orig / low, high_wl = orig / high;
     for (int64_t i = 0; i < n; i++) {
-        double freq = pow((double)p->rope_base, -2.0 * (double)i / (double)p->head_dim);
+        double freq = pow((double)p->rope_base, -2.0 * (double)i / (double)plain_n_rot(p));
         double wl = 2.0 * 3.141592653589793 / freq;
         double f;
         if (wl < high_wl) f = 1.0;
@@ -643,7 +695,9 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
         {"attention.head_count_kv", (uint32_t)p->n_head_kv},
         {"attention.key_length", (uint32_t)p->head_dim},
         {"attention.value_length", (uint32_t)p->head_dim},
-        {"rope.dimension_count", (uint32_t)p->head_dim},
+        {"rope.dimension_count", (uint32_t)plain_n_rot(p)},
+        {p->n_ctx_orig > 0 ? "rope.scaling.original_context_length" : NULL,
+         (uint32_t)p->n_ctx_orig},
     };
     for (size_t i = 0; i < PS_ARRAY_LEN(u); i++) {
         if (!u[i].k) continue;
@@ -652,6 +706,13 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
     }
     snprintf(key, sizeof key, "%s.rope.freq_base", a);
     if ((st = ps_gguf_set_f32(w, key, p->rope_base)) != PS_OK) return st;
+    if (p->n_ctx_orig > 0 && p->n_ctx > p->n_ctx_orig) {
+        /* Phi-3's converter: attn_factor = sqrt(1 + ln(scale) / ln(original)) */
+        const double scale = (double)p->n_ctx / (double)p->n_ctx_orig;
+        snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
+        if ((st = ps_gguf_set_f32(w, key, (float)sqrt(1.0 + log(scale) / log((double)p->n_ctx_orig)))) != PS_OK)
+            return st;
+    }
     if (is_hybrid(p)) {
         const ps_genmodel_params h = hybrid_defaults(p);
         struct { const char *k; uint32_t v; } hu[] = {
@@ -793,6 +854,16 @@ static ps_status write_tensor_data(out_file *o, const ps_genmodel_params *p, con
     const uint64_t tseed = p->seed * 0x9e3779b97f4a7c15ull ^ fnv1a(t->name);
     if (t->kind == T_ROPE_FREQS) {
         gen_rope_freqs(p, fbuf, ne0);
+        return out_write(o, fbuf, (size_t)ne0 * 4, err);
+    }
+    if (t->kind == T_ROPE_LONG || t->kind == T_ROPE_SHORT) {
+        /* LongRoPE-like tables: 1 at the fastest pair, growing towards the slowest (long up to
+         * about the context ratio, short by at most 10%) */
+        const double ratio = (double)p->n_ctx / (double)p->n_ctx_orig;
+        for (int64_t i = 0; i < ne0; i++) {
+            const double u = ne0 > 1 ? (double)i / (double)(ne0 - 1) : 0.0;
+            fbuf[i] = (float)(t->kind == T_ROPE_LONG ? 1.0 + (ratio - 1.0) * u * u : 1.0 + 0.1 * u);
+        }
         return out_write(o, fbuf, (size_t)ne0 * 4, err);
     }
     float mean = 0.0f, sigma;

@@ -1,6 +1,6 @@
 /*
  * genmodel.h — writes a GGUF model with deterministic random weights (llama, qwen2, qwen3,
- * qwen3moe, llama with experts; any weight type of types.h, or the tensor types of a llama.cpp
+ * qwen3moe, llama with experts, qwen35*, phi3; any weight type of types.h, or the tensor types of a llama.cpp
  * mix such as Q4_K_M) for tests and benchmarks. The same parameters and seed always give
  * the same bytes. The vocabulary is either copied from a vocabulary GGUF (its tokenizer.* keys)
  * or a synthetic SentencePiece one. Key and tensor names are llama.cpp's.
@@ -13,7 +13,8 @@
 typedef struct {
     char arch[16];            /* "llama", "qwen2" (q/k/v biases), "qwen3" (q/k head norms),
                                  "qwen35" (Gated DeltaNet hybrid, see below), "qwen35moe" (the
-                                 same with experts and a shared expert of width n_ff) */
+                                 same with experts and a shared expert of width n_ff), "phi3"
+                                 (fused attn_qkv and gate + up) */
     char name[64];            /* general.name; "" = "promptscore-random-<arch>" */
     int32_t n_vocab;          /* synthetic vocabulary size (>= 259); ignored with vocab_path */
     int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
@@ -46,6 +47,14 @@ typedef struct {
      * n_v 4, width 4). */
     int32_t full_attn_interval, n_rot, ssm_d_state, ssm_n_k, ssm_n_v, ssm_d_conv, n_nextn;
     int32_t rope_sections[4];
+    /* the other families: n_rot (above) is rope.dimension_count (0 = head_dim); n_ctx_orig > 0
+     * adds LongRoPE as Phi-3's converter writes it: rope.scaling.original_context_length,
+     * rope_factors_long / _short.weight (n_rot / 2 each) and, when n_ctx > n_ctx_orig,
+     * rope.scaling.attn_factor = sqrt(1 + ln(n_ctx / n_ctx_orig) / ln(n_ctx_orig));
+     * output_bias adds output.bias (n_vocab). phi3 writes a fused attn_qkv and a fused
+     * ffn_up of 2 n_ff rows (gate first). */
+    int32_t n_ctx_orig;
+    bool output_bias;
 } ps_genmodel_params;
 
 /* The "tiny" preset: llama, n_embd 64, 2 layers, 4/2 heads of 16, n_ff 128, ctx 512, synthetic
@@ -67,7 +76,11 @@ ps_genmodel_params ps_genmodel_default_params(void);
  * 128, 128 experts of FFN 768, 8 used, vocab 151,936, untied, ctx 40960), "gpt-oss-tiny"
  * (gpt-oss: 64 wide, 4 layers, 4/2 heads of 32, 8 experts of FFN 32, 4 used, vocab 512, ctx
  * 1024), "gpt-oss-20b-2l" (gpt-oss-20b's widths with 2 of its 24 layers: 2880 wide, 64/8 heads
- * of 64, 32 experts of FFN 2880, 4 used, vocab 201,088, untied, ctx 131072, theta 150000).
+ * of 64, 32 experts of FFN 2880, 4 used, vocab 201,088, untied, ctx 131072, theta 150000), "phi3-tiny" (phi3,
+ * 64 wide, 2 layers, 4/2 heads of 16 with rope on 12 dims, FFN 128 fused with its gate,
+ * LongRoPE from an original context of 256 to 1024), "phi3-mini-2l" (Phi-3-mini-128k's widths
+ * with 2 layers: 3072 wide, 32/32 heads of 96, FFN 8192, vocab 32,064, LongRoPE 4096 ->
+ * 131072).
  * Returns PS_OK or PS_ERR_NOT_FOUND (the message lists the presets). */
 ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *err);
 

@@ -502,6 +502,15 @@ static ps_status get_mat3(ps_model *m, const char *name, int64_t n_in, int64_t n
     return PS_OK;
 }
 
+/* Rows [r0, r0 + n) of matrix w as a matrix of its own (a row is one output: the products
+ * are those of the whole matrix, row for row). */
+static ps_mat mat_rows(const ps_mat *w, int64_t r0, int64_t n) {
+    ps_mat v = *w;
+    v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    v.n_out = n;
+    return v;
+}
+
 /* A symbolic dimension of arch.h as a number. */
 static int64_t dim_value(const ps_hparams *hp, ps_dim d) {
     switch (d) {
@@ -522,14 +531,23 @@ static int64_t dim_value(const ps_hparams *hp, ps_dim d) {
     case PS_D_FF_SHEXP: return hp->n_ff_shexp;
     case PS_D_NHEAD: return hp->n_head;
     case PS_D_FF_EXP2: return 2 * (int64_t)hp->n_ff_exp;
+    case PS_D_QKV: return ((int64_t)hp->n_head + 2 * (int64_t)hp->n_head_kv) * hp->head_dim;
+    case PS_D_FF2: return 2 * (int64_t)hp->n_ff;
     }
     return 0;
 }
 
 /* Features of layer l: the family's, with the dense FFN swapped for experts where the family
- * says so (llama with <arch>.expert_count > 0). */
-static uint32_t layer_features(const ps_hparams *hp, int32_t l) {
+ * says so (llama with <arch>.expert_count > 0), and a fused attn_qkv where the family takes
+ * either form and the file has it (phi3). */
+static uint32_t layer_features(const ps_model *m, int32_t l) {
+    const ps_hparams *hp = &m->hp;
     uint32_t f = hp->info->layer;
+    if (hp->info->flags & PS_A_QKV_BY_TENSOR) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", (int)l);
+        if (ps_gguf_find_tensor(m->gguf, name)) f |= PS_L_QKV_FUSED;
+    }
     if (hp->info->flags & PS_A_HYBRID)
         f |= (l + 1) % hp->full_attn_interval == 0
                  ? (uint32_t)(PS_L_ATTN | PS_L_QK_NORM | PS_L_ATTN_GATED)
@@ -568,6 +586,7 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
     if ((st = get_mat(m, "token_embd.weight", d, nv, true, &w->token_embd, err)) ||
         (st = get_vec(m, "output_norm.weight", d, true, &w->output_norm, err)) ||
         (st = get_mat(m, "output.weight", d, nv, false, &w->output, err)) ||
+        (st = get_vec(m, "output.bias", nv, false, &w->output_b, err)) ||
         (st = get_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &w->rope_freqs, err)) ||
         (st = get_vec(m, "rope_factors_long.weight", hp->n_rot / 2, false, &w->rope_long, err)) ||
         (st = get_vec(m, "rope_factors_short.weight", hp->n_rot / 2, false, &w->rope_short,
@@ -595,7 +614,7 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
     /* every layer: the tensors of its features, in the order of ps_layer_tensors */
     for (int32_t l = 0, kv = 0, rs = 0; l < hp->n_layer; l++) {
         ps_layer *L = &w->layers[l];
-        L->feat = layer_features(hp, l);
+        L->feat = layer_features(m, l);
         if (L->feat & PS_L_FFN_MOE) { /* the experts' gate and up merged in one tensor */
             char gu[96];
             snprintf(gu, sizeof gu, "blk.%d.ffn_gate_up_exps.weight", (int)l);
@@ -618,6 +637,22 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
             case PS_T_MAT: st = get_mat(m, name, n0, n1, req, field, err); break;
             case PS_T_MAT3: st = get_mat3(m, name, n0, n1, n2, req, field, err); break;
             case PS_T_F32MAT: st = get_f32_2d(m, name, n0, n1, field, err); break;
+            case PS_T_QKV_SPLIT:
+            case PS_T_GATE_UP_SPLIT: {
+                ps_mat whole;
+                st = get_mat(m, name, n0, n1, req, &whole, err);
+                if (st || !whole.data) break;
+                if (lt->kind == PS_T_QKV_SPLIT) {
+                    const int64_t q = dim_value(hp, PS_D_Q), kv = dim_value(hp, PS_D_KV);
+                    L->wq = mat_rows(&whole, 0, q);
+                    L->wk = mat_rows(&whole, q, kv);
+                    L->wv = mat_rows(&whole, q + kv, kv);
+                } else {
+                    L->w_gate = mat_rows(&whole, 0, hp->n_ff);
+                    L->w_up = mat_rows(&whole, hp->n_ff, hp->n_ff);
+                }
+                break;
+            }
             }
             if (st) return st;
         }

@@ -78,7 +78,9 @@ static inline ps_mat ps_mat3_at(const ps_mat3 *t, int64_t e) {
  *   ffn_norm (n_embd)   w_gate, w_up (n_embd -> n_ff)   w_down (n_ff -> n_embd)
  * experts (PS_L_FFN_MOE, moe.c): ffn_norm, gate_inp (n_embd -> n_expert),
  *   gate_exps, up_exps (n_expert x (n_embd -> n_ff_exp)), down_exps (n_expert x (n_ff_exp -> n_embd))
- * Norm and bias vectors are float32 in the file (checked at load). */
+ * Norm and bias vectors are float32 in the file (checked at load). A fused attn_qkv (phi3)
+ * gives wq, wk, wv as row ranges of the one tensor, a fused ffn_up of 2 n_ff rows (phi3)
+ * w_gate (the first n_ff) and w_up. */
 /*
  * Hybrid layers (qwen35*): ffn_norm is blk.N.post_attention_norm. A full-attention layer's wq
  * gives 2 * n_head * head_dim outputs, per head [q (head_dim), gate (head_dim)]; q_norm, k_norm
@@ -121,6 +123,7 @@ typedef struct {
     ps_layer *layers;          /* n_layer */
     const float *output_norm;  /* n_embd */
     ps_mat output;             /* n_embd -> n_vocab (token_embd when tied) */
+    const float *output_b;     /* n_vocab added to the logits (output.bias) | NULL */
     const float *rope_freqs;   /* n_rot/2 frequency divisors (Llama 3) | NULL */
     const float *rope_long, *rope_short; /* LongRoPE's n_rot/2 divisors (rope_factors_long /
                                           * _short.weight; both or neither) | NULL */

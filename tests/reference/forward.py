@@ -25,6 +25,10 @@ llama.cpp defines them, over the whole prompt at once (no KV cache, no chunks), 
               expert_weights_norm is false), x += sum_j w_j Wdown_e (silu(Wgate_e h2) * Wup_e h2)
               with the 3-D ffn_{gate,up,down}_exps tensors, matrix e = [e]
   logits = output (rmsnorm(x) * output_norm)       (output = token_embd when the file has none)
+           (+ output.bias when the file has it)
+phi3: q, k, v are the row ranges of one attn_qkv (or separate tensors), ffn_up holds the gate
+rows then the up rows (no ffn_gate), the rope pairing is neox; Phi-3 also scales q by
+1/sqrt(head_dim) before q k^T, which in float64 is the same as scaling the scores.
 
 gpt-oss (llama.cpp's openai-moe; see forward_oai and experts_oai): q/k/v/o biases, a learned
 sink logit per head in every attention softmax's denominator, sliding layers (even ones by
@@ -253,7 +257,7 @@ class Model:
         kv = self.kv
         self.arch = kv["general.architecture"]
         if self.arch not in ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe",
-                             "gpt-oss"):
+                             "gpt-oss", "phi3"):
             raise ValueError("architecture %s not supported" % self.arch)
         a = self.arch
         self.n_embd = int(kv[a + ".embedding_length"])
@@ -265,7 +269,7 @@ class Model:
         self.eps = float(kv.get(a + ".attention.layer_norm_rms_epsilon", 1e-5))
         self.rope_base = float(kv.get(a + ".rope.freq_base", 10000.0))
         self.rope_scaling(kv, a, n_ctx)
-        self.neox = a in ("qwen2", "qwen3", "qwen3moe", "gpt-oss")
+        self.neox = a in ("qwen2", "qwen3", "qwen3moe", "gpt-oss", "phi3")
         self.n_expert = int(kv.get(a + ".expert_count", 0))
         self.n_expert_used = int(kv.get(a + ".expert_used_count", 0))
         self.expert_norm = bool(kv.get(a + ".expert_weights_norm", True))
@@ -518,9 +522,13 @@ class Model:
         for l in range(self.n_layer):
             p = "blk.%d." % l
             h = self.rmsnorm(x, self.W(p + "attn_norm.weight"))
-            q = self.matmul(h, p + "attn_q.weight")
-            k = self.matmul(h, p + "attn_k.weight")
-            v = self.matmul(h, p + "attn_v.weight")
+            if self.has(p + "attn_qkv.weight"):  # phi3: one matrix, q | k | v
+                qkv = self.matmul(h, p + "attn_qkv.weight")
+                q, k, v = qkv[:, :H * D], qkv[:, H * D:(H + HK) * D], qkv[:, (H + HK) * D:]
+            else:
+                q = self.matmul(h, p + "attn_q.weight")
+                k = self.matmul(h, p + "attn_k.weight")
+                v = self.matmul(h, p + "attn_v.weight")
             if self.has(p + "attn_q.bias"):
                 q = q + self.W(p + "attn_q.bias")
             if self.has(p + "attn_k.bias"):
@@ -549,11 +557,18 @@ class Model:
             if self.has(p + "ffn_gate_inp.weight"):
                 x = x + self.experts(h, p)
                 continue
-            gt = self.matmul(h, p + "ffn_gate.weight")
-            up = self.matmul(h, p + "ffn_up.weight")
+            if self.has(p + "ffn_gate.weight"):
+                gt = self.matmul(h, p + "ffn_gate.weight")
+                up = self.matmul(h, p + "ffn_up.weight")
+            else:  # phi3: ffn_up is gate then up
+                gu = self.matmul(h, p + "ffn_up.weight")
+                gt, up = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
             x = x + self.matmul(gt / (1.0 + np.exp(-gt)) * up, p + "ffn_down.weight")
         x = self.rmsnorm(x, self.W("output_norm.weight"))
-        return self.matmul(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
+        out = self.matmul(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
+        if self.has("output.bias"):
+            out = out + self.W("output.bias")
+        return out
 
 
     # ------------------------------------------------------------ qwen35 (hybrid)

@@ -1,0 +1,337 @@
+/*
+ * test_phi3.c — the phi3 family (Phi-3, Phi-4-mini): fused attn_qkv, fused gate + up, q scaled
+ * before q k^T, LongRoPE, partial rotary, optional output bias.
+ *
+ * Reference: gen-model phi3-tiny fixtures (rope on 12 of 16 dims, LongRoPE from 256 to 1024)
+ * x F32 / BF16 / Q8_0 / F16 (GQA 4/2 and MHA 4/4, tied and untied, with and without
+ * output.bias; one with attn_q/k/v as separate tensors, which llama.cpp also loads; one loaded
+ * with n_ctx 256 so that the short LongRoPE table is used) over 600 tokens (three chunks of
+ * 256) with float32 activations against tests/reference/forward.py within 1e-4, on every ISA.
+ * Invariance: chunks of 1, 7, 100, 256 and 1 vs 2 threads give bitwise identical logits, with
+ * both activation modes.
+ * Loading: the fused views equal separate tensors bit for bit (the same weights split into
+ * attn_q/k/v give the same logits); the long table and the short one give different logits.
+ * Bad input: attn_qkv or ffn_up of the wrong width, a missing ffn_up, an output.bias of the
+ * wrong length — each an error naming the tensor.
+ * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
+ */
+#include "check.h"
+#include "genmodel.h"
+#include "gguf.h"
+#include "impl.h"
+#include "promptscore.h"
+
+#include <math.h>
+#include <sys/stat.h>
+
+#define FORWARD_PY "tests/reference/forward.py"
+#define PYTHON "/usr/bin/python3"
+#define N_TOK 600
+
+static char out_dir[512];
+
+static const char *outp(const char *name) {
+    static char buf[8][640];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", out_dir, name);
+    return buf[k];
+}
+
+static int32_t *make_ids(int32_t n, int32_t n_vocab) {
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    uint64_t s = 0x3141592ull;
+    for (int32_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = i == 0 ? 1 : (int32_t)((s >> 33) % (uint64_t)n_vocab);
+    }
+    return ids;
+}
+
+/* Logits (n, n_vocab) in chunks of `chunk` on a model loaded with model_ctx (0: the file's). */
+static float *c_logits(const char *path, const int32_t *ids, int32_t n, int32_t chunk,
+                       ps_isa isa, ps_act act, int32_t threads, int32_t model_ctx,
+                       int64_t *n_vocab) {
+    ps_error e;
+    ps_model *m = NULL;
+    ps_model_params mp = ps_model_default_params();
+    mp.n_ctx = model_ctx;
+    if (ps_model_load(path, &mp, &m, &e) != PS_OK) {
+        CHECKF(0, "load %s: %s", path, e.message);
+        return NULL;
+    }
+    ps_model_info info;
+    ps_model_get_info(m, &info);
+    *n_vocab = info.n_vocab;
+    ps_pool *pool = NULL;
+    if (threads > 1) ps_pool_create(threads, &pool);
+    ps_session_params sp = ps_session_default_params();
+    sp.n_ctx = n;
+    sp.n_batch = chunk;
+    sp.isa = isa;
+    sp.act = act;
+    sp.pool = pool;
+    ps_session *s = NULL;
+    ps_status st = ps_session_create(m, &sp, &s, &e);
+    CHECKF(st == PS_OK, "session: %s", e.message);
+    const size_t nf = (size_t)n * (size_t)info.n_vocab;
+    float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
+    for (int32_t i = 0; out && i < n; i += chunk) {
+        st = ps_session_forward(s, ids + i, PS_MIN(chunk, n - i),
+                                out + (size_t)i * (size_t)info.n_vocab, &e);
+        if (st != PS_OK) {
+            CHECKF(0, "forward at %d: %s", i, e.message);
+            free(out);
+            out = NULL;
+        }
+    }
+    ps_session_free(s);
+    ps_pool_free(pool);
+    ps_model_free(m);
+    return out;
+}
+
+static double *ref_logits(const char *path, const int32_t *ids, int32_t n, int64_t n_vocab,
+                          const char *tag, int32_t model_ctx) {
+    char ids_path[700], out_path[700], cmd[2400];
+    snprintf(ids_path, sizeof ids_path, "%s.ids", outp(tag));
+    snprintf(out_path, sizeof out_path, "%s.ref.f64", outp(tag));
+    FILE *f = fopen(ids_path, "w");
+    if (!f) return NULL;
+    for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
+    fclose(f);
+    remove(out_path);
+    snprintf(cmd, sizeof cmd,
+             PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s' --n-ctx %d", path,
+             ids_path, out_path, (int)model_ctx);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "  command failed: %s\n", cmd);
+        return NULL;
+    }
+    FILE *g = fopen(out_path, "rb");
+    if (!g) return NULL;
+    const size_t nf = (size_t)n * (size_t)n_vocab;
+    double *r = malloc(nf * sizeof(double));
+    size_t got = fread(r, sizeof(double), nf, g);
+    fclose(g);
+    if (got != nf) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+typedef enum { E_NONE, E_SPLIT_QKV, E_QKV_WIDTH, E_UP_WIDTH, E_NO_UP, E_BIAS_LEN } edit;
+
+/* Rewrites src into dst with one edit. E_SPLIT_QKV turns each attn_qkv into attn_q, attn_k,
+ * attn_v (the same rows: q then k then v). */
+static bool rewrite(const char *src, const char *dst, edit ed, int64_t q_rows, int64_t kv_rows) {
+    ps_gguf *g = NULL;
+    ps_error e;
+    if (ps_gguf_open(src, &g, &e) != PS_OK) return false;
+    ps_gguf_writer *w = ps_gguf_writer_new();
+    ps_gguf_copy_kv(w, g, NULL);
+    for (int64_t i = 0; i < ps_gguf_n_tensors(g); i++) {
+        const ps_gguf_tensor *t = ps_gguf_tensor_at(g, i);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        uint64_t nbytes = t->nbytes;
+        const bool qkv = strstr(name, "attn_qkv.weight") != NULL,
+                   up = strstr(name, "ffn_up.weight") != NULL;
+        if (ed == E_SPLIT_QKV && qkv) {
+            const size_t rb = (size_t)(t->nbytes / (uint64_t)t->ne[1]);
+            const char *parts[3] = {"attn_q", "attn_k", "attn_v"};
+            const int64_t rows[3] = {q_rows, kv_rows, kv_rows};
+            int64_t r0 = 0;
+            for (int k = 0; k < 3; k++) {
+                char pn[128];
+                snprintf(pn, sizeof pn, "%.*s%s.weight", (int)(strstr(name, "attn_qkv") - name),
+                         name, parts[k]);
+                int64_t pne[2] = {t->ne[0], rows[k]};
+                ps_gguf_add_tensor(w, pn, t->type, 2, pne, (const uint8_t *)t->data + r0 * rb,
+                                   (uint64_t)rows[k] * rb);
+                r0 += rows[k];
+            }
+            continue;
+        }
+        if (ed == E_NO_UP && up && !strncmp(name, "blk.1.", 6)) continue;
+        if ((ed == E_QKV_WIDTH && qkv && !strncmp(name, "blk.0.", 6)) ||
+            (ed == E_UP_WIDTH && up && !strncmp(name, "blk.1.", 6))) {
+            ne[1] = t->ne[1] / 2; /* half the rows */
+            nbytes /= 2;
+        }
+        if (ed == E_BIAS_LEN && !strcmp(name, "output.bias")) {
+            ne[0] = t->ne[0] - 1;
+            nbytes -= 4;
+        }
+        ps_gguf_add_tensor(w, name, t->type, t->n_dims, ne, t->data, nbytes);
+    }
+    ps_status st = ps_gguf_write_file(w, dst, &e);
+    ps_gguf_writer_free(w);
+    ps_gguf_close(g);
+    return st == PS_OK;
+}
+
+typedef struct {
+    uint32_t type;
+    int32_t n_head_kv;
+    bool tied, bias, split;
+    int32_t model_ctx;
+} fx;
+
+static void test_reference(bool numpy) {
+    static const fx fxs[] = {
+        {PS_GGML_F32, 2, false, true, false, 0},  {PS_GGML_BF16, 4, true, false, false, 0},
+        {PS_GGML_Q8_0, 2, false, false, false, 0}, {PS_GGML_F16, 2, true, true, false, 256},
+        {PS_GGML_F32, 4, false, false, true, 0},
+    };
+    static const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+    for (size_t i = 0; i < PS_ARRAY_LEN(fxs); i++) {
+        ps_genmodel_params p = ps_genmodel_default_params();
+        ps_genmodel_preset("phi3-tiny", &p, NULL);
+        p.type = fxs[i].type;
+        p.n_head_kv = fxs[i].n_head_kv;
+        p.tied = fxs[i].tied;
+        p.output_bias = fxs[i].bias;
+        p.seed = 500 + i;
+        char tag[96];
+        snprintf(tag, sizeof tag, "phi3-%s-kv%d%s%s%s%s", ps_ggml_type_name(fxs[i].type),
+                 fxs[i].n_head_kv, fxs[i].tied ? "-tied" : "", fxs[i].bias ? "-bias" : "",
+                 fxs[i].split ? "-split" : "", fxs[i].model_ctx ? "-short" : "");
+        char path[700], fused[700];
+        snprintf(path, sizeof path, "%s.gguf", outp(tag));
+        snprintf(fused, sizeof fused, "%s.fused.gguf", outp(tag));
+        ps_error e;
+        ps_status st = ps_genmodel_write(&p, fxs[i].split ? fused : path, &e);
+        CHECKF(st == PS_OK, "%s: %s", tag, e.message);
+        if (st != PS_OK) continue;
+        if (fxs[i].split)
+            CHECK(rewrite(fused, path, E_SPLIT_QKV, (int64_t)p.n_head * p.head_dim,
+                          (int64_t)p.n_head_kv * p.head_dim));
+        int32_t *ids = make_ids(N_TOK, p.n_vocab);
+        int64_t nv = 0;
+        const int32_t mctx = fxs[i].model_ctx;
+        double *r = numpy ? ref_logits(path, ids, N_TOK, p.n_vocab, tag, mctx) : NULL;
+        if (numpy) CHECKF(r != NULL, "%s: no reference logits", tag);
+        float *best = NULL;
+        for (size_t k = 0; k < PS_ARRAY_LEN(isas); k++) {
+            if (!ps_isa_supported(isas[k])) continue;
+            float *c = c_logits(path, ids, N_TOK, 256, isas[k], PS_ACT_F32, 1, mctx, &nv);
+            if (!c) continue;
+            if (r) {
+                double md = 0, mr = 0;
+                int64_t at = 0;
+                for (int64_t j = 0; j < (int64_t)N_TOK * nv; j++) {
+                    double dd = fabs((double)c[j] - r[j]);
+                    if (!(dd <= md)) md = dd, at = j;
+                    mr = fmax(mr, fabs(r[j]));
+                }
+                printf("  %-32s %-6s f32  T=%d max|ref| %.3f max|C-ref| %.3g (row %lld)\n", tag,
+                       ps_isa_name(isas[k]), N_TOK, mr, md, (long long)(at / nv));
+                CHECKF(md <= 1e-4, "%s %s: max |C - ref| = %g at row %lld", tag,
+                       ps_isa_name(isas[k]), md, (long long)(at / nv));
+            }
+            free(best);
+            best = c;
+        }
+        const size_t nf = (size_t)N_TOK * (size_t)nv;
+        if (best && fxs[i].split) {
+            /* the fused file's views give the same bits as separate tensors */
+            float *cf = c_logits(fused, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 1, 0, &nv);
+            CHECKF(cf && !memcmp(cf, best, nf * 4), "%s: fused attn_qkv differs from split",
+                   tag);
+            free(cf);
+        }
+        if (best && mctx) {
+            /* the long table (the file's context, 1024 > 256) gives other numbers */
+            float *cl = c_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 1, 0, &nv);
+            double d = 0;
+            for (size_t j = 0; cl && j < nf; j++) d = fmax(d, fabs((double)cl[j] - best[j]));
+            CHECKF(d > 1e-3, "%s: long and short LongRoPE tables give the same logits", tag);
+            free(cl);
+        }
+        if (best) {
+            float *c2 = c_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, mctx, &nv);
+            CHECKF(c2 && !memcmp(c2, best, nf * 4), "%s: 2 threads differ from 1", tag);
+            free(c2);
+            const int32_t chunks[3] = {1, 7, 100};
+            for (int j = 0; j < 3; j++) {
+                if (chunks[j] == 1 && i != 0) continue; /* chunk 1 once: slow */
+                float *cc = c_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), PS_ACT_F32,
+                                     j == 1 ? 2 : 1, mctx, &nv);
+                CHECKF(cc && !memcmp(cc, best, nf * 4), "%s: chunk %d differs from 256", tag,
+                       chunks[j]);
+                free(cc);
+            }
+            float *n1 = c_logits(path, ids, 300, 256, ps_isa_best(), PS_ACT_NATIVE, 1, mctx, &nv);
+            float *n2 = c_logits(path, ids, 300, 7, ps_isa_best(), PS_ACT_NATIVE, 2, mctx, &nv);
+            CHECKF(n1 && n2 && !memcmp(n1, n2, (size_t)300 * nv * 4),
+                   "%s native: chunk 7 on 2 threads differs from chunk 256 on 1", tag);
+            free(n1);
+            free(n2);
+        }
+        free(best);
+        free(r);
+        free(ids);
+    }
+}
+
+static void test_bad_input(void) {
+    ps_genmodel_params p = ps_genmodel_default_params();
+    ps_genmodel_preset("phi3-tiny", &p, NULL);
+    p.output_bias = true;
+    char src[700];
+    snprintf(src, sizeof src, "%s", outp("phi3-bad-src.gguf"));
+    ps_error e;
+    CHECKF(ps_genmodel_write(&p, src, &e) == PS_OK, "%s", e.message);
+    struct {
+        edit ed;
+        ps_status code;
+        const char *names;
+    } cases[] = {
+        {E_QKV_WIDTH, PS_ERR_FORMAT, "blk.0.attn_qkv.weight"},
+        {E_UP_WIDTH, PS_ERR_FORMAT, "blk.1.ffn_up.weight"},
+        {E_NO_UP, PS_ERR_NOT_FOUND, "blk.1.ffn_up.weight"},
+        {E_BIAS_LEN, PS_ERR_FORMAT, "output.bias"},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(cases); i++) {
+        const char *path = outp("phi3-bad.gguf");
+        CHECK(rewrite(src, path, cases[i].ed, 0, 0));
+        ps_model *m = NULL;
+        ps_model_params mp = ps_model_default_params();
+        ps_status st = ps_model_load(path, &mp, &m, &e);
+        CHECKF(st == cases[i].code && strstr(e.message, cases[i].names),
+               "bad case %d: status %d (want %d), message '%s' should name %s",
+               (int)cases[i].ed, (int)st, (int)cases[i].code, e.message, cases[i].names);
+        ps_model_free(m);
+    }
+    /* the source loads, and reports the family */
+    ps_model *m = NULL;
+    ps_model_params mp = ps_model_default_params();
+    CHECKF(ps_model_load(src, &mp, &m, &e) == PS_OK, "%s", e.message);
+    ps_model_info info;
+    ps_model_get_info(m, &info);
+    CHECKF(!strcmp(info.arch, "phi3") && info.n_ff == 128, "arch %s n_ff %d", info.arch,
+           (int)info.n_ff);
+    ps_model_free(m);
+}
+
+int main(void) {
+    mkdir("tests/out", 0755);
+    mkdir("tests/out/reference", 0755);
+    struct stat sb;
+    if (stat("tests/out/reference", &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(out_dir, sizeof out_dir, "tests/out/reference");
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(out_dir, sizeof out_dir, "%s/ps-phi3-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
+    }
+    test_bad_input();
+    bool numpy = access(FORWARD_PY, R_OK) == 0 &&
+                 system(PYTHON " -c 'import numpy' 2>/dev/null") == 0;
+    if (!numpy) SKIP("C vs numpy: " PYTHON " with numpy or " FORWARD_PY " is not available");
+    test_reference(numpy);
+    return ps_test_done("phi3");
+}
