@@ -10,7 +10,8 @@
  * Invariance: chunks of 1, 7, 100, 256 and 1 vs 2 threads give bitwise identical logits, with
  * both activation modes.
  * Loading: the fused views equal separate tensors bit for bit (the same weights split into
- * attn_q/k/v give the same logits); the long table and the short one give different logits.
+ * attn_q/k/v give the same logits); the long table and the short one give different logits;
+ * an attention.sliding_window key changes nothing (llama.cpp ignores it for phi3).
  * Bad input: attn_qkv or ffn_up of the wrong width, a missing ffn_up, an output.bias of the
  * wrong length — each an error naming the tensor.
  * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
@@ -121,7 +122,7 @@ static double *ref_logits(const char *path, const int32_t *ids, int32_t n, int64
     return r;
 }
 
-typedef enum { E_NONE, E_SPLIT_QKV, E_QKV_WIDTH, E_UP_WIDTH, E_NO_UP, E_BIAS_LEN } edit;
+typedef enum { E_NONE, E_SPLIT_QKV, E_QKV_WIDTH, E_UP_WIDTH, E_NO_UP, E_BIAS_LEN, E_SWA_KEY } edit;
 
 /* Rewrites src into dst with one edit. E_SPLIT_QKV turns each attn_qkv into attn_q, attn_k,
  * attn_v (the same rows: q then k then v). */
@@ -131,6 +132,7 @@ static bool rewrite(const char *src, const char *dst, edit ed, int64_t q_rows, i
     if (ps_gguf_open(src, &g, &e) != PS_OK) return false;
     ps_gguf_writer *w = ps_gguf_writer_new();
     ps_gguf_copy_kv(w, g, NULL);
+    if (ed == E_SWA_KEY) ps_gguf_set_u32(w, "phi3.attention.sliding_window", 64);
     for (int64_t i = 0; i < ps_gguf_n_tensors(g); i++) {
         const ps_gguf_tensor *t = ps_gguf_tensor_at(g, i);
         char name[128];
@@ -242,6 +244,17 @@ static void test_reference(bool numpy) {
             CHECKF(cf && !memcmp(cf, best, nf * 4), "%s: fused attn_qkv differs from split",
                    tag);
             free(cf);
+        }
+        if (best && i == 0) {
+            /* attention.sliding_window (Phi-3-mini's files say 2047) is ignored, as llama.cpp
+             * ignores it for phi3: the same bits */
+            char swa[700];
+            snprintf(swa, sizeof swa, "%s.swa.gguf", outp(tag));
+            CHECK(rewrite(path, swa, E_SWA_KEY, 0, 0));
+            float *cs = c_logits(swa, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 1, 0, &nv);
+            CHECKF(cs && !memcmp(cs, best, nf * 4), "%s: a sliding_window key changed the bits",
+                   tag);
+            free(cs);
         }
         if (best && mctx) {
             /* the long table (the file's context, 1024 > 256) gives other numbers */
