@@ -68,11 +68,22 @@ enum {
     PS_A_HYBRID = 1u << 1,         /* qwen35*: layer l is PS_L_ATTN | PS_L_QK_NORM |
                                     * PS_L_ATTN_GATED when (l + 1) % full_attention_interval
                                     * == 0, else PS_L_DELTANET; the ssm.* keys (model.c) */
+    PS_A_SWA_OWN_ROPE = 1u << 2,   /* sliding layers' RoPE: <arch>.rope.freq_base_swa, default
+                                    * 10000, and no scaling (gemma3); without the flag they
+                                    * default to the global base and scaling (gemma2) */
     PS_A_QKV_BY_TENSOR = 1u << 8,  /* layer l is PS_L_QKV_FUSED when the file has
                                     * blk.l.attn_qkv.weight, else it has attn_q/k/v (phi3) */
     PS_A_Q_PRESCALE = 1u << 9,     /* q is multiplied by 1/sqrt(head_dim) after RoPE and the
                                     * attention scale is 1 (llama.cpp's phi3 graph) */
 };
+
+/* Sliding-window attention of a family (ps_arch_info.swa_period / swa_window; model.c reads
+ * the keys): layer l slides when l % period < period - 1 (period from
+ * <arch>.attention.sliding_window_pattern when the file has it, llama.cpp's set_swa_pattern);
+ * the window is <arch>.attention.sliding_window, or swa_window when the file has none
+ * (PS_SWA_REQUIRED: the key must be there; 0: no layer slides). A sliding layer gets
+ * ps_layer.swa = the window, the others 0 (global). */
+#define PS_SWA_REQUIRED (-1)
 
 typedef struct {
     ps_arch id;
@@ -80,6 +91,8 @@ typedef struct {
     ps_rope_mode rope_mode;
     uint32_t layer;          /* PS_L_* of every layer */
     uint32_t flags;          /* PS_A_* */
+    int32_t swa_period;      /* default sliding_window_pattern; 0: the family never slides */
+    int32_t swa_window;      /* default window, PS_SWA_REQUIRED, or 0 (see above) */
 } ps_arch_info;
 
 /* The row for general.architecture = name, or NULL. */

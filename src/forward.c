@@ -98,12 +98,50 @@ static void dn_delta_task(void *ctx, int64_t task, int32_t thread) {
 typedef struct {
     const ps_session *s;
     int32_t kv_slot, n; /* the layer's KV cache slot (ps_layer.kv_slot) */
+    int32_t swa;        /* the layer's window (ps_layer.swa), 0 = global */
     float scale;
     const float *sinks; /* the layer's sink logit per head (gpt-oss) | NULL */
 } att_job;
 
+/* A sliding layer's head task (see att_task): the block's queries p_first .. p_last see,
+ * together, the logical key range lo = max(0, p_first - swa + 1) .. p_last, of len <= swa + 31
+ * keys, which the ring holds (kv_len >= swa + n_batch - 1, or all of n_ctx) in at most two
+ * physical runs: [lo % R, R) and [0, rest). Row r's scores sc[r][t] are those of logical key
+ * lo + t. Run A's scores start at the 16-key block holding lo % R, so up to 15 scores land
+ * before sc[r][0] (the scratch keeps 16 floats in front of every row). Row r's own window
+ * starts off_r = max(0, p_r - swa + 1) - lo keys in: its softmax covers [off_r, n_keys[r]) and
+ * the probabilities before it are 0, so P @ V over [0, n_keys[r]) in logical order (run A, then
+ * run B accumulating) adds exactly the window's terms in the window's order: fma(0, v, +0) is +0
+ * and every later term lands as if the sum started at off_r. So a score's bits depend only on
+ * its position and the keys it sees, never on the chunking or on where the ring wraps. */
+static void att_window(const att_job *job, const float *q, int64_t dq, int32_t nq, int32_t p_first,
+                       const float *K, const float *V, int64_t R, int32_t hd, float *sc,
+                       int64_t lds, float sink, float *out) {
+    const ps_session *s = job->s;
+    const int32_t W = job->swa;
+    const int64_t lo = PS_MAX(0, (int64_t)p_first - W + 1), hi = (int64_t)p_first + nq - 1;
+    const int64_t len = hi - lo + 1, lo_p = lo % R, len_a = PS_MIN(len, R - lo_p);
+    const int64_t a = lo_p & ~(int64_t)15;
+    ps_attn_scores(s->isa, q, dq, nq, K + a * hd, (int32_t)(lo_p - a + len_a), hd, sc - (lo_p - a),
+                   lds);
+    if (len > len_a) ps_attn_scores(s->isa, q, dq, nq, K, (int32_t)(len - len_a), hd, sc + len_a, lds);
+    int32_t n_keys[PS_ATT_QBLOCK], n_a[PS_ATT_QBLOCK], n_b[PS_ATT_QBLOCK];
+    for (int32_t r = 0; r < nq; r++) {
+        const int64_t p = (int64_t)p_first + r, off = PS_MAX(0, p - W + 1) - lo;
+        float *row = sc + r * lds;
+        ps_softmax_sink_f32(s->isa, row + off, (int32_t)(p - lo + 1 - off), job->scale, sink);
+        for (int64_t t = 0; t < off; t++) row[t] = 0.0f;
+        n_keys[r] = (int32_t)(p - lo + 1);
+        n_a[r] = (int32_t)PS_MIN(n_keys[r], len_a);
+        n_b[r] = n_keys[r] - n_a[r];
+    }
+    ps_attn_pv(s->isa, sc, lds, n_a, nq, V + lo_p * hd, hd, out, dq);
+    if (len > len_a) ps_attn_pv_acc(s->isa, sc + len_a, lds, n_b, nq, V, hd, out, dq);
+}
+
 /* One task = one head x up to PS_ATT_QBLOCK query positions i0..i1-1. Query i (absolute
- * position p = n_past + i) attends to cache positions 0..p:
+ * position p = n_past + i) attends to cache positions 0..p (a sliding layer: the last swa of
+ * them, att_window):
  *   S (nq, keys) = Q (nq, hd) @ K^T * scale      (the K cache is in blocks of 16 keys, see
  *                                                 ps_attn_scores; scores of a later query are ignored by
  *                                                 earlier ones: each row uses its own prefix)
@@ -116,23 +154,27 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
     const int32_t h = (int32_t)(task / n_qb), qb = (int32_t)(task % n_qb);
     const int32_t hd = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
     const int64_t dq = (int64_t)hp->n_head * hd;
-    const size_t head = (size_t)job->kv_slot * hp->n_head_kv + (size_t)g;
-    const float *K = s->k_cache + head * PS_KCACHE_POS(s->n_ctx) * (size_t)hd;
-    const float *V = s->v_cache + head * (size_t)s->n_ctx * (size_t)hd;
-    float *sc = s->att_scratch + (size_t)thread * s->att_stride;
+    const int64_t len = s->kv_len[job->kv_slot];
+    const float *K = s->k_cache + s->k_off[job->kv_slot] + (size_t)g * PS_KCACHE_POS(len) * (size_t)hd;
+    const float *V = s->v_cache + s->v_off[job->kv_slot] + (size_t)g * (size_t)len * (size_t)hd;
+    float *sc = s->att_scratch + (size_t)thread * s->att_stride + 16;
     const int32_t i0 = qb * PS_ATT_QBLOCK, i1 = PS_MIN(job->n, i0 + PS_ATT_QBLOCK);
     const int32_t nq = i1 - i0;
-    const int64_t lds = s->n_ctx;
+    const int64_t lds = s->n_ctx + 16;
     const float *q = s->q + (int64_t)i0 * dq + (int64_t)h * hd;
+    float *out = s->att + (int64_t)i0 * dq + (int64_t)h * hd;
+    const float sink = job->sinks ? job->sinks[h] : -INFINITY;
+    if (job->swa > 0) {
+        att_window(job, q, dq, nq, s->n_past + i0, K, V, len, hd, sc, lds, sink, out);
+        return;
+    }
     int32_t n_keys[PS_ATT_QBLOCK] = {0};
     for (int32_t r = 0; r < nq; r++) n_keys[r] = s->n_past + i0 + r + 1;
 
     ps_attn_scores(s->isa, q, dq, nq, K, n_keys[nq - 1], hd, sc, lds);
-    const float sink = job->sinks ? job->sinks[h] : -INFINITY;
     for (int32_t r = 0; r < nq; r++)
         ps_softmax_sink_f32(s->isa, sc + r * lds, n_keys[r], job->scale, sink);
-    ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, hd, s->att + (int64_t)i0 * dq + (int64_t)h * hd,
-               dq);
+    ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, hd, out, dq);
 }
 
 /* ---- the batch ---- */
@@ -180,6 +222,13 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         const int32_t half = hp->n_rot / 2;
         ps_rope_angles(&hp->rope, s->n_past + i, s->rope_cos + i * half,
                        s->rope_sin + i * half);
+        if (s->rope_cos_swa) { /* the sliding layers' own base and scaling (no YaRN: model.c) */
+            ps_rope r = hp->rope;
+            r.base = hp->rope_base_swa;
+            r.freq_scale = hp->rope_freq_scale_swa;
+            ps_rope_angles(&r, s->n_past + i, s->rope_cos_swa + i * half,
+                           s->rope_sin_swa + i * half);
+        }
         ps_quant_row_to_f32(s->isa, w->token_embd.type,
                             (const uint8_t *)w->token_embd.data +
                                 (size_t)job->tokens[i] * w->token_embd.row_bytes,
@@ -208,7 +257,9 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
                 ps_rmsnorm_f32(s->isa, k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
         }
         const int32_t half = hp->n_rot / 2;
-        const float *cs = s->rope_cos + i * half, *sn = s->rope_sin + i * half;
+        const bool own = L->swa > 0 && s->rope_cos_swa;
+        const float *cs = (own ? s->rope_cos_swa : s->rope_cos) + i * half,
+                    *sn = (own ? s->rope_sin_swa : s->rope_sin) + i * half;
         rope_heads(q, hp->n_head, (int32_t)hd, hp->n_rot, hp->rope_mode, cs, sn);
         rope_heads(k, hp->n_head_kv, (int32_t)hd, hp->n_rot, hp->rope_mode, cs, sn);
         if (hp->info->flags & PS_A_Q_PRESCALE) { /* phi3: q * 1/sqrt(hd), then scale 1 */
@@ -217,12 +268,13 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         }
         /* v -> cache [layer][kv head][position][hd]; k -> cache [layer][kv head] in blocks of
          * 16 positions x hd (ps_attn_scores' layout; n_ctx rounded up to 16 per head) */
-        const size_t pos = (size_t)(s->n_past + i);
+        const int64_t len = s->kv_len[L->kv_slot];
+        const size_t pos = (size_t)((s->n_past + i) % len); /* a sliding layer's ring slot */
         for (int32_t g = 0; g < hp->n_head_kv; g++) {
-            const size_t head = (size_t)L->kv_slot * hp->n_head_kv + g;
-            memcpy(s->v_cache + (head * (size_t)s->n_ctx + pos) * (size_t)hd, v + g * hd,
-                   (size_t)hd * sizeof(float));
-            ps_attn_k_store(s->k_cache + head * PS_KCACHE_POS(s->n_ctx) * (size_t)hd,
+            memcpy(s->v_cache + s->v_off[L->kv_slot] + ((size_t)g * (size_t)len + pos) * (size_t)hd,
+                   v + g * hd, (size_t)hd * sizeof(float));
+            ps_attn_k_store(s->k_cache + s->k_off[L->kv_slot] +
+                                (size_t)g * PS_KCACHE_POS(len) * (size_t)hd,
                             (int32_t)hd, (int32_t)pos, k + g * hd);
         }
         break;
@@ -307,7 +359,7 @@ static void attention(ps_session *s, const ps_matmul_env *env, int32_t l, int32_
     ps_matmul(env, &L->wk, s->xb, d, n, s->k, dkv);
     ps_matmul(env, &L->wv, s->xb, d, n, s->v, dkv);
     rows(s, n, gated ? ROW_QG_SPLIT : ROW_QKV, l, NULL, NULL);
-    att_job aj = {s, L->kv_slot, n,
+    att_job aj = {s, L->kv_slot, n, L->swa,
                   hp->info->flags & PS_A_Q_PRESCALE ? 1.0f : 1.0f / sqrtf((float)hd), L->sinks};
     const int64_t n_tasks = (int64_t)hp->n_head * ((n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK);
     const uint64_t t_att = ps_prof_start();

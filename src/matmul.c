@@ -390,7 +390,7 @@ float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
  * queries, the rest per query (j < n_keys[q]), so each query sees its own keys in order. */
 T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
     int NQ, const float *p, int64_t ldp, const int32_t *n_keys, const float *v, int64_t hd,
-    int64_t d0, float *out, int64_t ldo) {
+    int64_t d0, float *out, int64_t ldo, bool acc_in) {
     int32_t nk_min = n_keys[0], nk_max = n_keys[0];
     for (int q = 1; q < NQ; q++) {
         nk_min = PS_MIN(nk_min, n_keys[q]);
@@ -403,7 +403,9 @@ T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
     }
     __m512 acc[6][4];
     _Pragma("GCC unroll 6") for (int q = 0; q < NQ; q++)
-        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc[q][c] = _mm512_setzero_ps();
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+            acc[q][c] = acc_in ? _mm512_maskz_loadu_ps(m[c], out + q * ldo + d0 + 16 * c)
+                               : _mm512_setzero_ps();
     const float *vd = v + d0;
     int32_t j = 0;
     for (; j < nk_min; j++) {
@@ -432,7 +434,7 @@ T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
 }
 
 T_AVX512 static void pv_avx512(const float *p, int64_t ldp, const int32_t *n_keys, int nq,
-                               const float *v, int64_t hd, float *out, int64_t ldo) {
+                               const float *v, int64_t hd, float *out, int64_t ldo, bool acc_in) {
     for (int64_t d0 = 0; d0 < hd; d0 += 64)
         for (int q0 = 0; q0 < nq;) {
             const int left = nq - q0;
@@ -440,10 +442,10 @@ T_AVX512 static void pv_avx512(const float *p, int64_t ldp, const int32_t *n_key
             const float *pq = p + q0 * ldp;
             float *oq = out + q0 * ldo;
             switch (k) {
-            case 6: pv_avx512_n(6, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo); break;
-            case 4: pv_avx512_n(4, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo); break;
-            case 2: pv_avx512_n(2, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo); break;
-            default: pv_avx512_n(1, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo); break;
+            case 6: pv_avx512_n(6, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break;
+            case 4: pv_avx512_n(4, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break;
+            case 2: pv_avx512_n(2, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break;
+            default: pv_avx512_n(1, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break;
             }
             q0 += k;
         }
@@ -566,19 +568,29 @@ void ps_attn_k_store(float *kt, int32_t hd, int32_t j, const float *k) {
     for (int32_t d = 0; d < hd; d++) KT(kt, hd, j, d) = k[d];
 }
 
-void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
-                const float *v, int64_t hd, float *out, int64_t ldo) {
+static void attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
+                    const float *v, int64_t hd, float *out, int64_t ldo, bool acc_in) {
 #if defined(__x86_64__)
     if (isa == PS_ISA_AVX512) {
-        pv_avx512(p, ldp, n_keys, nq, v, hd, out, ldo);
+        pv_avx512(p, ldp, n_keys, nq, v, hd, out, ldo, acc_in);
         return;
     }
 #endif
     for (int32_t q = 0; q < nq; q++) {
         float *o = out + q * ldo;
-        for (int64_t d = 0; d < hd; d++) o[d] = 0.0f;
+        for (int64_t d = 0; !acc_in && d < hd; d++) o[d] = 0.0f;
         for (int32_t j = 0; j < n_keys[q]; j++) ps_axpy_f32(isa, p[q * ldp + j], v + j * hd, o, hd);
     }
+}
+
+void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
+                const float *v, int64_t hd, float *out, int64_t ldo) {
+    attn_pv(isa, p, ldp, n_keys, nq, v, hd, out, ldo, false);
+}
+
+void ps_attn_pv_acc(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
+                    const float *v, int64_t hd, float *out, int64_t ldo) {
+    attn_pv(isa, p, ldp, n_keys, nq, v, hd, out, ldo, true);
 }
 
 /* ---- Q8_0 weights x Q8_0-quantised activations: int8 dot products ----

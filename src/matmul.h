@@ -83,6 +83,11 @@ void ps_attn_k_store(float *kt, int32_t hd, int32_t j, const float *k);
  * and calling ps_axpy_f32 once per key; V rows are shared by the queries of one call. */
 void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
                 const float *v, int64_t hd, float *out, int64_t ldo);
+/* The same, adding to out instead of starting from zero: bitwise the same as one more
+ * ps_axpy_f32 per key after the ones that made out, so a product split into two key runs
+ * (a sliding layer's ring wrapping) equals the product over both runs at once. */
+void ps_attn_pv_acc(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
+                    const float *v, int64_t hd, float *out, int64_t ldo);
 
 /* y (n) += a * x (n), element by element (fused multiply-add on the SIMD ISAs; every element
  * is one operation, so the result per ISA does not depend on n or alignment). */

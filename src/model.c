@@ -320,6 +320,62 @@ static ps_status read_rope_scaling(ps_model *m, const char *arch, ps_error *err)
     return PS_OK;
 }
 
+/* Sliding-window attention (arch.h, the family's swa_period / swa_window), as llama.cpp reads
+ * it: <arch>.attention.sliding_window (the window), attention.sliding_window_pattern (the
+ * period; a per-layer array is refused by name), rope.freq_base_swa. Called after the RoPE
+ * keys. */
+static ps_status read_swa_hparams(ps_model *m, const char *arch, ps_error *err) {
+    const ps_gguf *g = m->gguf;
+    ps_hparams *hp = &m->hp;
+    const ps_arch_info *ai = hp->info;
+    hp->n_swa = 0;
+    hp->swa_period = 0;
+    hp->rope_base_swa = hp->rope_base;
+    hp->rope_freq_scale_swa = hp->rope_freq_scale;
+    if (ai->swa_period == 0) return PS_OK;
+    ps_status st;
+    const int32_t def = ai->swa_window > 0 ? ai->swa_window : 0;
+    if ((st = key_dim(g, arch, "attention.sliding_window", ai->swa_window == PS_SWA_REQUIRED, def,
+                      true, &hp->n_swa, err)))
+        return st;
+    if (hp->n_swa == 0) return PS_OK; /* every layer global */
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", arch);
+    const int64_t ki = ps_gguf_find_key(g, key);
+    hp->swa_period = ai->swa_period;
+    if (ki >= 0) {
+        uint32_t v = 0;
+        st = ps_gguf_get_u32(g, key, &v, NULL);
+        if (st != PS_OK)
+            return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                           "key '%s' is not a single period (a per-layer pattern array is not "
+                           "supported)",
+                           key);
+        if (v > (uint32_t)PS_MAX_DIM)
+            return ps_fail(err, PS_ERR_FORMAT, -1, "key '%s' = %u is out of range", key, v);
+        hp->swa_period = (int32_t)v;
+    }
+    if (ai->flags & PS_A_SWA_OWN_ROPE) {
+        hp->rope_base_swa = 10000.0f;
+        hp->rope_freq_scale_swa = 1.0f;
+    }
+    if ((st = key_f32(g, arch, "rope.freq_base_swa", false, hp->rope_base_swa,
+                      &hp->rope_base_swa, err)))
+        return st;
+    if (!(hp->rope_base_swa > 0.0f))
+        return ps_fail(err, PS_ERR_FORMAT, -1, "%s.rope.freq_base_swa = %g must be > 0", arch,
+                       (double)hp->rope_base_swa);
+    /* the sliding layers' angles reuse the model's ps_rope with their base and scale, which
+     * is exact while YaRN is off (its correction dims and mscale depend on them) */
+    if ((hp->rope_base_swa != hp->rope_base || hp->rope_freq_scale_swa != hp->rope_freq_scale) &&
+        hp->rope.ext_factor != 0.0f)
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                       "%s: YaRN rope scaling with a separate rope base or scale for the "
+                       "sliding layers is not supported",
+                       arch);
+    return PS_OK;
+}
+
 static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     const ps_gguf *g = m->gguf;
     ps_hparams *hp = &m->hp;
@@ -372,6 +428,7 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     if ((st = read_rope_scaling(m, arch, err))) return st;
     hp->rope_mode = hp->info->rope_mode;
     hp->n_layer_kv = hp->n_layer;
+    if ((st = read_swa_hparams(m, arch, err))) return st;
     if ((hp->info->flags & PS_A_HYBRID) && (st = read_hybrid_hparams(m, arch, err))) return st;
     if (hp->arch == PS_ARCH_GPT_OSS) { /* its sliding layers: not run yet, so refused */
         char key[128];
@@ -623,6 +680,10 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
         L->recurrent = (L->feat & PS_L_DELTANET) != 0;
         L->kv_slot = L->recurrent ? -1 : kv++;
         L->rs_slot = L->recurrent ? rs++ : -1;
+        /* llama.cpp's set_swa_pattern: period 0 = every layer slides */
+        if (hp->n_swa > 0 && !L->recurrent &&
+            (hp->swa_period == 0 || l % hp->swa_period < hp->swa_period - 1))
+            L->swa = hp->n_swa;
         for (size_t i = 0; i < ps_n_layer_tensors; i++) {
             const ps_layer_tensor *lt = &ps_layer_tensors[i];
             if (!(L->feat & lt->feature) || (L->feat & lt->unless)) continue;
@@ -896,10 +957,14 @@ void ps_session_free(ps_session *s) {
                      s->hb2,     s->rope_cos, s->rope_sin, s->mm_scratch, s->att_scratch,
                      s->score_logits, s->conv_state, s->ssm_state, s->dn_qkv, s->dn_conv,
                      s->dn_z,     s->dn_out,   s->dn_beta, s->dn_alpha, s->att_gate,
-                     s->moe_logits, s->moe_w, s->moe_x, s->moe_g, s->moe_u, s->shexp_out};
+                     s->moe_logits, s->moe_w, s->moe_x, s->moe_g, s->moe_u, s->shexp_out,
+                     s->rope_cos_swa, s->rope_sin_swa};
     for (size_t i = 0; i < PS_ARRAY_LEN(bufs); i++) ps_free(bufs[i]);
     int32_t *ibufs[] = {s->moe_sel, s->moe_pos, s->moe_start, s->moe_fill};
     for (size_t i = 0; i < PS_ARRAY_LEN(ibufs); i++) ps_free(ibufs[i]);
+    ps_free(s->kv_len);
+    ps_free(s->k_off);
+    ps_free(s->v_off);
     ps_free(s);
 }
 
@@ -965,13 +1030,48 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     for (int32_t l = 0; l < hp->n_layer; l++) moe = moe || (model->w.layers[l].feat & PS_L_FFN_MOE);
     int64_t max_in = PS_MAX(PS_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), (int64_t)dq);
     max_in = PS_MAX(max_in, PS_MAX((int64_t)hp->n_ff_exp, (int64_t)hp->n_ff_shexp));
-    uint64_t kv_per_layer;
-    bool ok = ps_mul_ok(dkv, (uint64_t)s->n_ctx, &kv_per_layer);
-    /* 16-key blocks; a hybrid model caches only its full-attention layers (at least one
-     * buffer is allocated so that the checks below stay simple) */
+    /* per KV slot: n_ctx positions (global layers) or a ring of swa + n_batch - 1 (sliding
+     * layers, when that is shorter), K in 16-key blocks; a hybrid model caches only its
+     * full-attention layers (at least one buffer is allocated so that the checks below stay
+     * simple) */
     const uint64_t n_kv_layer = hp->n_layer_kv > 0 ? (uint64_t)hp->n_layer_kv : 1;
-    s->k_cache = ok ? alloc_floats(n_kv_layer, dkv, PS_KCACHE_POS(s->n_ctx)) : NULL;
-    s->v_cache = ok ? alloc_floats(n_kv_layer, kv_per_layer, 1) : NULL;
+    s->kv_len = ps_calloc(n_kv_layer, sizeof *s->kv_len);
+    s->k_off = ps_calloc(n_kv_layer + 1, sizeof *s->k_off);
+    s->v_off = ps_calloc(n_kv_layer + 1, sizeof *s->v_off);
+    bool ok = s->kv_len && s->k_off && s->v_off;
+    uint64_t k_floats = 0, v_floats = 0, ring_floats = 0;
+    for (int32_t l = 0; ok && l < hp->n_layer; l++) {
+        const ps_layer *L = &model->w.layers[l];
+        if (L->kv_slot < 0) continue;
+        int64_t len = s->n_ctx;
+        if (L->swa > 0) len = PS_MIN(len, (int64_t)L->swa + s->n_batch - 1);
+        uint64_t kf = 0, vf = 0;
+        ok = ps_mul_ok(dkv, PS_KCACHE_POS(len), &kf) && ps_mul_ok(dkv, (uint64_t)len, &vf);
+        s->kv_len[L->kv_slot] = len;
+        s->k_off[L->kv_slot] = (int64_t)k_floats;
+        s->v_off[L->kv_slot] = (int64_t)v_floats;
+        k_floats += kf;
+        v_floats += vf;
+        if (len < s->n_ctx) ring_floats += kf + vf;
+    }
+    if (hp->n_layer_kv == 0 && ok) {
+        s->kv_len[0] = s->n_ctx;
+        ok = ps_mul_ok(dkv, PS_KCACHE_POS(s->n_ctx), &k_floats) &&
+             ps_mul_ok(dkv, (uint64_t)s->n_ctx, &v_floats);
+    }
+    s->k_cache = ok ? alloc_floats(k_floats, 1, 1) : NULL;
+    s->v_cache = ok ? alloc_floats(v_floats, 1, 1) : NULL;
+    /* the rings are read from a 16-key block's start, so a fresh one reads zeros, not garbage */
+    if (s->k_cache && s->v_cache && ring_floats > 0)
+        for (int32_t l = 0; l < hp->n_layer; l++) {
+            const ps_layer *L = &model->w.layers[l];
+            if (L->kv_slot < 0 || s->kv_len[L->kv_slot] >= s->n_ctx) continue;
+            const int64_t len = s->kv_len[L->kv_slot];
+            memset(s->k_cache + s->k_off[L->kv_slot], 0,
+                   dkv * PS_KCACHE_POS(len) * sizeof(float));
+            memset(s->v_cache + s->v_off[L->kv_slot], 0, dkv * (uint64_t)len * sizeof(float));
+        }
+    s->kv_floats = (int64_t)(k_floats + v_floats);
     bool hy_ok = true;
     if (hp->info->flags & PS_A_HYBRID) {
         const uint64_t dk = (uint64_t)hp->ssm_d_state, nv = (uint64_t)hp->ssm_n_v,
@@ -1023,15 +1123,21 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     }
     s->rope_cos = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
     s->rope_sin = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
+    bool rope_ok = true;
+    if (hp->n_swa > 0 && (hp->rope_base_swa != hp->rope_base ||
+                          hp->rope_freq_scale_swa != hp->rope_freq_scale)) {
+        s->rope_cos_swa = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
+        s->rope_sin_swa = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
+        rope_ok = s->rope_cos_swa && s->rope_sin_swa;
+    }
     s->mm_scratch = alloc_floats((uint64_t)s->n_threads, s->mm_stride, 1);
-    s->att_stride = (size_t)PS_ATT_QBLOCK * (size_t)s->n_ctx;
+    s->att_stride = 16 + (size_t)PS_ATT_QBLOCK * ((size_t)s->n_ctx + 16);
     s->att_scratch = alloc_floats((uint64_t)s->n_threads, s->att_stride, 1);
     if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->ffn_out || !s->q || !s->att ||
         !s->k || !s->v || !s->hb || !s->hb2 || !s->rope_cos || !s->rope_sin || !s->mm_scratch ||
-        !s->att_scratch || !hy_ok || !moe_ok) {
+        !s->att_scratch || !hy_ok || !moe_ok || !rope_ok) {
         int n_ctx = (int)s->n_ctx;
-        double kv_mib = 2.0 * (double)hp->n_layer_kv * (double)dkv * (double)n_ctx * 4.0 /
-                        (1024.0 * 1024.0);
+        double kv_mib = (double)(k_floats + v_floats) * 4.0 / (1024.0 * 1024.0);
         ps_session_free(s);
         return ps_fail(err, PS_ERR_NOMEM, -1,
                        "out of memory for a session of n_ctx %d (KV cache %.1f MiB)", n_ctx,
@@ -1052,6 +1158,15 @@ ps_status ps_session_truncate(ps_session *s, int32_t n_keep) {
     /* a recurrent state holds every position at once: it can only start over */
     if (s->model->hp.n_layer_rs > 0 && n_keep != 0 && n_keep != s->n_past)
         return PS_ERR_UNSUPPORTED;
+    /* a sliding layer's ring still holds the swa - 1 keys before n_keep only when at most
+     * ring - swa + 1 positions are dropped */
+    if (n_keep != 0 && n_keep != s->n_past)
+        for (int32_t l = 0; l < s->model->hp.n_layer; l++) {
+            const ps_layer *L = &s->model->w.layers[l];
+            if (L->kv_slot < 0 || L->swa <= 0 || s->kv_len[L->kv_slot] >= s->n_ctx) continue;
+            if ((int64_t)s->n_past - n_keep > s->kv_len[L->kv_slot] - L->swa + 1)
+                return PS_ERR_UNSUPPORTED;
+        }
     s->n_past = n_keep;
     return PS_OK;
 }

@@ -53,6 +53,13 @@ typedef struct {
     int32_t ssm_d_conv, ssm_d_state, ssm_n_k, ssm_n_v, ssm_d_inner;
     int32_t rope_sections[4];
     int32_t full_attn_interval, n_layer_nextn, n_layer_rs;
+    /* sliding-window attention (0 when no layer slides): n_swa = <arch>.attention.sliding_window
+     * (llama.cpp's STANDARD window: the query at p sees keys p - n_swa + 1 .. p, itself
+     * included); layer l slides when swa_period == 0 or l % swa_period < swa_period - 1
+     * (<arch>.attention.sliding_window_pattern, llama.cpp's set_swa_pattern); a sliding layer's
+     * RoPE uses rope_base_swa / rope_freq_scale_swa (ps_layer.swa says which layers) */
+    int32_t n_swa, swa_period;
+    float rope_base_swa, rope_freq_scale_swa;
 } ps_hparams;
 
 /* A 3-D GGUF tensor read as n stacked matrices (one per expert): matrix e is m with data
@@ -90,6 +97,9 @@ static inline ps_mat ps_mat3_at(const ps_mat3 *t, int64_t e) {
  *   conv1d (ch, d_conv) f32   dt_bias, ssm_a (n_v) f32 (ssm_a = -exp(A_log))
  *   ssm_norm (dk) f32   ssm_out (n_v dk -> n_embd)
  * kv_slot / rs_slot: the layer's index among the KV-cached / recurrent layers (-1: none).
+ * swa: the layer's attention window in positions (the query at p sees keys p - swa + 1 .. p),
+ * 0 = global (causal over every cached position). The session keeps a sliding layer's K/V in a
+ * ring of min(n_ctx, swa + n_batch - 1) positions (position j in slot j % ring).
  */
 typedef struct {
     uint32_t feat;              /* PS_L_* */
@@ -101,6 +111,7 @@ typedef struct {
     ps_mat w_gate, w_up, w_down;
     bool recurrent;
     int32_t kv_slot, rs_slot;
+    int32_t swa;
     ps_mat wqkv, wz, w_beta, w_alpha, ssm_out;
     const float *conv1d, *dt_bias, *ssm_a, *ssm_norm;
     ps_mat gate_inp;
@@ -145,12 +156,18 @@ struct ps_model {
 #define PS_ATT_QBLOCK 32
 
 /* Mutable per-sequence state. Buffers (float32):
- *   k_cache: [n_layer][n_head_kv][PS_KCACHE_POS(n_ctx) / 16][head_dim][16] (ps_attn_scores)
- *   v_cache: [n_layer][n_head_kv][n_ctx][head_dim]
+ *   k_cache: per KV slot s at k_off[s]: [n_head_kv][PS_KCACHE_POS(kv_len[s]) / 16][head_dim][16]
+ *            (ps_attn_scores' layout)
+ *   v_cache: per KV slot s at v_off[s]: [n_head_kv][kv_len[s]][head_dim]
+ *   kv_len[s] = n_ctx for a global layer, min(n_ctx, swa + n_batch - 1) for a sliding one (a
+ *            ring: position j lives in slot j % kv_len[s]; a chunk of n_batch queries needs
+ *            its own keys plus the swa - 1 before its first)
  *   x, xb, ffn_out: (n_batch, n_embd)   q, att: (n_batch, n_head*head_dim)
  *   k, v: (n_batch, n_head_kv*head_dim)   hb, hb2: (n_batch, n_ff)
  *   mm_scratch: n_threads * mm_stride
- *   att_scratch: n_threads * att_stride (PS_ATT_QBLOCK x n_ctx scores)
+ *   att_scratch: n_threads * att_stride (16 floats, then PS_ATT_QBLOCK rows of n_ctx + 16
+ *                scores: a sliding layer's scores of a ring segment may start up to 15 before
+ *                a row)
  *   rope_cos, rope_sin: (n_batch, n_rot/2) for the positions of the current call */
 struct ps_session {
     const ps_model *model;
@@ -161,8 +178,12 @@ struct ps_session {
     bool f32_act;             /* PS_ACT_F32 */
     bool amx;                 /* BF16 / Q8_0 matmuls through AMX tiles (isa is AVX512) */
     float *k_cache, *v_cache;
+    int64_t *kv_len, *k_off, *v_off; /* per KV slot (n_layer_kv): positions held, float offsets */
+    int64_t kv_floats;               /* floats of k_cache + v_cache */
     float *x, *xb, *q, *k, *v, *att, *ffn_out, *hb, *hb2;
     float *rope_cos, *rope_sin;
+    float *rope_cos_swa, *rope_sin_swa; /* sliding layers' angles when their base / scaling
+                                         * differ from the global ones, else NULL */
     float *mm_scratch;
     size_t mm_stride;
     float *att_scratch;

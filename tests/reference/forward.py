@@ -250,7 +250,7 @@ def round_bf16_rows(x):
 
 
 class Model:
-    def __init__(self, path, q8_act=False, bf16_act=False, native_act=False, n_ctx=0):
+    def __init__(self, path, q8_act=False, bf16_act=False, native_act=False, n_ctx=0, swa=0):
         self.kv, self.t = read_gguf(path)
         self.native_act = native_act
         self.buf_path = path
@@ -292,6 +292,9 @@ class Model:
             period = int(kv.get(a + ".attention.sliding_window_pattern", 2))
             self.oai_slides = [self.oai_window > 0 and (period == 0 or l % period < period - 1)
                                for l in range(self.n_layer)]
+        # sliding-window attention: window[l] = W (the query at p sees keys p-W+1 .. p), 0 =
+        # global. --swa W makes the even layers of any family slide (the mechanism's test).
+        self.window = [swa if (swa and l % 2 == 0) else 0 for l in range(self.n_layer)]
         if self.arch in ("qwen35", "qwen35moe"):
             self.n_layer -= int(kv.get(a + ".nextn_predict_layers", 0))
             self.interval = int(kv.get(a + ".full_attention_interval", 4))
@@ -345,6 +348,15 @@ class Model:
 
     def W(self, name):
         return self.t[name][0]
+
+    def layer_mask(self, mask, l):
+        """The causal mask of layer l, with keys older than its window masked too."""
+        w = self.window[l]
+        if not w:
+            return mask
+        T = mask.shape[0]
+        i = np.arange(T)
+        return np.where(i[:, None] - i[None, :] >= w, -np.inf, mask)
 
     def has(self, name):
         return name in self.t
@@ -520,6 +532,7 @@ class Model:
         pos = np.arange(T)
         mask = np.triu(np.full((T, T), -np.inf), 1)
         for l in range(self.n_layer):
+            lmask = self.layer_mask(mask, l)
             p = "blk.%d." % l
             h = self.rmsnorm(x, self.W(p + "attn_norm.weight"))
             if self.has(p + "attn_qkv.weight"):  # phi3: one matrix, q | k | v
@@ -548,7 +561,7 @@ class Model:
             out = np.empty((T, H, D))
             for hh in range(H):
                 kh = hh // g
-                s = q[:, hh, :] @ k[:, kh, :].T / np.sqrt(D) + mask
+                s = q[:, hh, :] @ k[:, kh, :].T / np.sqrt(D) + lmask
                 s = s - s.max(axis=1, keepdims=True)
                 e = np.exp(s)
                 out[:, hh, :] = (e / e.sum(axis=1, keepdims=True)) @ v[:, kh, :]
@@ -742,9 +755,11 @@ def main():
     ap.add_argument("--n-ctx", type=int, default=0,
                     help="the context length the C model was loaded with (picks LongRoPE's "
                          "long or short factors; default context_length)")
+    ap.add_argument("--swa", type=int, default=0,
+                    help="make the even layers attend to a sliding window of this many keys")
     a = ap.parse_args()
     m = Model(a.model, q8_act=a.q8_act, bf16_act=a.bf16_act, native_act=a.native_act,
-              n_ctx=a.n_ctx)
+              n_ctx=a.n_ctx, swa=a.swa)
     if a.check_stories:
         bad = check_stories(m, a.check_stories)
         print("stories260K reference: %s" % ("ok" if not bad else "%d MISMATCHES" % bad))
