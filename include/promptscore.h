@@ -340,7 +340,10 @@ PS_API void ps_session_reset(ps_session *session);
 PS_API int32_t ps_session_n_past(const ps_session *session);
 /* Drops cached positions from n_keep on (n_keep <= n_past), e.g. to reuse a shared prefix.
  * Models with recurrent layers (qwen35, qwen35moe) keep one state for all positions, so there
- * n_keep must be 0 or n_past: otherwise PS_ERR_UNSUPPORTED and nothing changes. */
+ * n_keep must be 0 or n_past: otherwise PS_ERR_UNSUPPORTED and nothing changes. Sliding-window
+ * layers (gemma2, gemma3, ...) keep only the last window + n_batch - 1 positions when that is
+ * shorter than n_ctx, so there at most n_batch positions can be dropped (or all of them):
+ * otherwise PS_ERR_UNSUPPORTED and nothing changes. */
 PS_API ps_status ps_session_truncate(ps_session *session, int32_t n_keep);
 
 /* Runs n_tokens (1..n_batch) positions after the cached ones and appends them to the KV cache.
