@@ -408,13 +408,15 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
             char n[64];
 #define BLK(suffix) (snprintf(n, sizeof n, "blk.%d.%s", (int)i, suffix), n)
             ADD(BLK("attn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-            if (i >= p->n_layer) { /* an MTP block: a few of its tensors, never read */
+            /* an MTP block (never read here): a full-attention decoder block plus its nextn
+             * tensors, as real files hold it and llama.cpp's loader requires */
+            const bool mtp = i >= p->n_layer;
+            if (mtp) {
                 ADD(BLK("nextn.eh_proj.weight"), T_MATRIX, ty, 2 * E, E);
                 ADD(BLK("nextn.enorm.weight"), T_NORM, PS_GGML_F32, E, 1);
                 ADD(BLK("nextn.hnorm.weight"), T_NORM, PS_GGML_F32, E, 1);
-                continue;
             }
-            if ((i + 1) % h.full_attn_interval == 0) {
+            if (mtp || (i + 1) % h.full_attn_interval == 0) {
                 ADD(BLK("attn_q.weight"), T_MATRIX, ty, E, 2 * Q);
                 ADD(BLK("attn_k.weight"), T_MATRIX, ty, E, KV);
                 ADD(BLK("attn_v.weight"), T_MATRIX, ty, E, KV);

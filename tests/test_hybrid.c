@@ -385,6 +385,27 @@ static void test_bad_input(void) {
     ps_model_get_info(m, &info);
     CHECKF(info.n_layer == 4, "n_layer %d: the MTP block is not counted", info.n_layer);
     ps_model_free(m);
+    /* the MTP block (blk.4) is whole, as real files hold it: a full-attention block and its
+     * nextn tensors (llama.cpp refuses a file whose MTP block lacks any of them) */
+    const char *src_of[2] = {src, src_moe};
+    for (int f = 0; f < 2; f++) {
+        ps_gguf *g = NULL;
+        CHECK(ps_gguf_open(src_of[f], &g, &e) == PS_OK);
+        const char *mtp[] = {"attn_norm.weight", "post_attention_norm.weight", "attn_q.weight",
+                             "attn_k.weight", "attn_v.weight", "attn_output.weight",
+                             "attn_q_norm.weight", "attn_k_norm.weight",
+                             "nextn.eh_proj.weight", "nextn.enorm.weight", "nextn.hnorm.weight",
+                             f ? "ffn_down_exps.weight" : "ffn_down.weight",
+                             f ? "ffn_gate_inp.weight" : "ffn_up.weight",
+                             f ? "ffn_up_shexp.weight" : "ffn_gate.weight"};
+        for (size_t i = 0; g && i < PS_ARRAY_LEN(mtp); i++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.4.%s", mtp[i]);
+            CHECKF(ps_gguf_find_tensor(g, name) != NULL, "%s: the MTP block holds %s",
+                   f ? "qwen35moe" : "qwen35", name);
+        }
+        ps_gguf_close(g);
+    }
     struct {
         bad b;
         ps_status code;
