@@ -10,6 +10,7 @@
  */
 #include "check.h"
 #include "jscan.h"
+#include "testhooks.h"
 
 #include <jansson.h>
 #include <stdlib.h>
