@@ -22,6 +22,7 @@ int ps_cli_merge(int argc, char **argv);      /* cli_merge.c */
 #include "impl.h"
 #include "jsonl.h"
 #include "promptscore.h"
+#include "util.h"
 
 #define PS_CLI_MAX_CTX (1 << 26)
 
@@ -67,10 +68,14 @@ int ps_cli_parse(const ps_cli_cmd *c, int argc, char **argv);
 /* The --help text of c, generated from its tables. */
 void ps_cli_usage(const ps_cli_cmd *c, FILE *f);
 
-/* s as a base-10 integer in [lo, hi] (whole string) -> *out. */
+/* The command line's integers, parsed in one place. ps_cli_parse_i64: s as a base-10 integer
+ * in [lo, hi] (the whole string) -> *out. ps_cli_parse_i64_prefix: the same for the integer
+ * at the start of s; *end is set after it (lists such as "1,2,4"). ps_cli_parse_u64: s as a
+ * base-10 integer >= 0 up to 2^64 - 1 (a minus sign is refused). False on any error. */
 bool ps_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
-/* Monotonic seconds. */
-double ps_cli_now_s(void);
+bool ps_cli_parse_i64_prefix(const char *s, int64_t lo, int64_t hi, int64_t *out,
+                             const char **end);
+bool ps_cli_parse_u64(const char *s, uint64_t *out);
 
 /* PS_CLI_FN handlers: --act native|f32 (dst ps_act *); -ngl N (dst int32_t *; prints the note
  * that this build runs on the CPU when N != 0). */

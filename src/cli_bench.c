@@ -46,10 +46,9 @@ static const char *BENCH_ABOUT =
 static bool parse_list(const char *s, int32_t *out, int *n) {
     *n = 0;
     while (*s) {
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (errno || end == s || v < 1 || v > 1 << 20 || *n == MAX_LIST) return false;
+        const char *end;
+        int64_t v;
+        if (!ps_cli_parse_i64_prefix(s, 1, 1 << 20, &v, &end) || *n == MAX_LIST) return false;
         out[(*n)++] = (int32_t)v;
         if (*end == ',') end++;
         else if (*end) return false;
@@ -57,8 +56,6 @@ static bool parse_list(const char *s, int32_t *out, int *n) {
     }
     return *n > 0;
 }
-
-#define now_s ps_cli_now_s
 
 typedef struct {
     int32_t v[MAX_LIST];
@@ -398,9 +395,9 @@ int ps_cli_bench(int argc, char **argv) {
             ps_prof_reset();
             ps_prof_use_cpu_clock(cpu_clock);
             ps_prof_enable(true);
-            const double t0 = now_s(), c0 = ps_prof_clock_ns() * 1e-9;
+            const double t0 = ps_now_s(), c0 = ps_prof_clock_ns() * 1e-9;
             ps_status st = ps_score_tokens(s, tokens, lengths[li], &p, &res, &err);
-            const double wall = now_s() - t0, secs = ps_prof_clock_ns() * 1e-9 - c0;
+            const double wall = ps_now_s() - t0, secs = ps_prof_clock_ns() * 1e-9 - c0;
             ps_prof_enable(false);
             if (isatty(STDERR_FILENO)) fputs("\r\033[K", stderr);
             if (st != PS_OK) {

@@ -31,14 +31,10 @@ static bool opt_f32(const char *cmd, const char *opt, const char *v, void *dst) 
 }
 
 static bool opt_u64(const char *cmd, const char *opt, const char *v, void *dst) {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || end == v || *end || *v == '-') {
+    if (!ps_cli_parse_u64(v, dst)) {
         fprintf(stderr, "promptscore %s: %s wants an integer >= 0, got '%s'\n", cmd, opt, v);
         return false;
     }
-    *(uint64_t *)dst = x;
     return true;
 }
 
@@ -180,20 +176,19 @@ int ps_cli_gen_model(int argc, char **argv) {
                         "--help)\n");
         return 2;
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = ps_now_s();
     ps_error e;
     ps_status st = ps_genmodel_write(&p, out, &e);
     if (st != PS_OK) {
         fprintf(stderr, "promptscore gen-model: %s\n", e.message);
         return st == PS_ERR_INVALID_ARG ? 2 : 1;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double secs = ps_now_s() - t0;
     FILE *f = fopen(out, "rb");
     long size = -1;
     if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
     if (f) fclose(f);
     fprintf(stderr, "wrote %s: %s, %ld bytes in %.1f s\n", out, p.arch, size,
-            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+            secs);
     return 0;
 }

@@ -26,19 +26,35 @@
 #include <time.h>
 #include <unistd.h>
 
-double ps_cli_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+bool ps_cli_parse_i64_prefix(const char *s, int64_t lo, int64_t hi, int64_t *out,
+                             const char **end) {
+    if (!s || !*s) return false;
+    char *e;
+    errno = 0;
+    long long v = strtoll(s, &e, 10);
+    if (errno || e == s || v < lo || v > hi) return false;
+    *out = (int64_t)v;
+    *end = e;
+    return true;
 }
 
 bool ps_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    if (!s || !*s) return false;
+    const char *end;
+    int64_t v;
+    if (!ps_cli_parse_i64_prefix(s, lo, hi, &v, &end) || *end) return false;
+    *out = v;
+    return true;
+}
+
+bool ps_cli_parse_u64(const char *s, uint64_t *out) {
+    if (!s) return false;
+    const char *p = s + strspn(s, " \t\n\v\f\r");
+    if (!*p || *p == '-') return false; /* strtoull would negate "-5" into 2^64 - 5 */
     char *end;
     errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return false;
-    *out = (int64_t)v;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno || end == p || *end) return false;
+    *out = (uint64_t)v;
     return true;
 }
 
@@ -179,7 +195,7 @@ static void dl_note(void *ctx, const char *msg) { fprintf(stderr, "%s: %s\n", (c
 
 static double g_dl_last;
 static void dl_progress(void *ctx, int64_t done, int64_t total) {
-    double t = ps_cli_now_s();
+    double t = ps_now_s();
     if (t - g_dl_last < 0.25 && done != total) return;
     g_dl_last = t;
     if (total > 0)
@@ -278,13 +294,13 @@ int ps_cli_load(const char *cmd, const ps_cli_model_opts *o, bool vocab_only, ps
 void ps_cli_progress_start(ps_cli_progress *p, bool force) {
     p->tty = isatty(STDERR_FILENO) != 0;
     p->on = p->tty || force;
-    p->t0 = p->last = ps_cli_now_s();
+    p->t0 = p->last = ps_now_s();
 }
 
 void ps_cli_progress_show(ps_cli_progress *p, const char *what, int64_t done, int64_t total,
                           int64_t tokens, bool force) {
     if (!p->on) return;
-    double t = ps_cli_now_s();
+    double t = ps_now_s();
     if (!force && t - p->last < (p->tty ? 0.2 : 5.0)) return;
     p->last = t;
     double el = t - p->t0;

@@ -218,7 +218,7 @@ static int ppl_sliding(const char *cmd, ps_cli_loaded *l, const int32_t *ids, in
                 exp(mean), mean, (long long)scored, (long long)windows, ctx, stride);
     }
     /* the result line holds no wall-clock figure (runs are compared byte for byte) */
-    double el = ps_cli_now_s() - pr.t0;
+    double el = ps_now_s() - pr.t0;
     fprintf(stderr, "promptscore %s: %lld tokens in %.2fs, %.0f tokens/s\n", cmd,
             (long long)scored, el, el > 0 ? (double)scored / el : 0.0);
     rc = fflush(stdout) == 0 ? 0 : 1;

@@ -386,7 +386,7 @@ int ps_cli_score(int argc, char **argv) {
         if (in != stdin) fclose(in);
         return 1;
     }
-    pr.t0 = pr.last = ps_cli_now_s();
+    pr.t0 = pr.last = ps_now_s();
     /* from here on a stop signal ends the run after the line being written (before: the
      * default action, so loading stays interruptible) */
     g_stop = 0;
@@ -502,7 +502,7 @@ int ps_cli_score(int argc, char **argv) {
         fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
         rc = 1;
     }
-    double el = ps_cli_now_s() - pr.t0;
+    double el = ps_now_s() - pr.t0;
     fprintf(stderr, "promptscore %s: %lld prompts, %lld tokens, %.0f tokens/s, %lld errors, %.2fs\n",
             cmd, (long long)done, (long long)sc.tokens, el > 0 ? (double)sc.tokens / el : 0.0,
             (long long)errors, el);

@@ -11,6 +11,7 @@
  * a line is either whole, or the last one and unterminated.
  */
 #include "cli_shard.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,14 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-uint64_t ps_shard_hash(uint64_t h, const void *p, size_t n) {
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
+uint64_t ps_shard_hash(uint64_t h, const void *p, size_t n) { return ps_fnv1a64(h, p, n); }
 
 static bool parse_i64(const char *s, size_t n, int64_t max, int64_t *out) {
     if (n == 0 || n > 18) return false;

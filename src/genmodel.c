@@ -19,6 +19,7 @@
 #include "quant.h"
 #include "qmix.h"
 #include "types.h"
+#include "util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -550,11 +551,7 @@ static uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-static uint64_t fnv1a(const char *s) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
+static uint64_t fnv1a(const char *s) { return ps_fnv1a64(PS_FNV1A64_INIT, s, strlen(s)); }
 
 /* row (n floats) <- N(mean, sigma), from the stream of (seed, tensor, row). */
 static void gen_row_normal(uint64_t tensor_seed, int64_t row, float mean, float sigma, float *out,

@@ -14,6 +14,7 @@
  * setter is remembered, and the write then fails with it.
  */
 #include "gguf.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -209,11 +210,7 @@ struct ps_gguf {
 };
 
 static uint64_t hash_bytes(const char *p, uint64_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (uint64_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ull;
-    }
+    const uint64_t h = ps_fnv1a64(PS_FNV1A64_INIT, p, (size_t)n);
     return h ^ (h >> 29);
 }
 

@@ -10,6 +10,7 @@
  * string written is valid UTF-8 and text offsets can be counted in code points.
  */
 #include "json.h"
+#include "util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -18,29 +19,6 @@
 /* ---------------------------------------------------------------------------------------- */
 /* UTF-8                                                                                    */
 /* ---------------------------------------------------------------------------------------- */
-
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 when s[0] does not start one (overlong
- * forms, surrogates and code points above U+10FFFF are invalid, as in RFC 3629). */
-static size_t utf8_valid_len(const unsigned char *s, size_t n) {
-    unsigned char c = s[0];
-    if (c < 0x80) return 1;
-    if (c < 0xC2) return 0;
-    if (c < 0xE0) return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
-    if (c < 0xF0) {
-        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
-        if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
-        return 3;
-    }
-    if (c < 0xF5) {
-        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
-            return 0;
-        if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
-        if (c == 0xF4 && s[1] >= 0x90) return 0; /* above U+10FFFF */
-        return 4;
-    }
-    return 0;
-}
 
 static const char REPLACEMENT[3] = {(char)0xEF, (char)0xBF, (char)0xBD}; /* U+FFFD */
 
@@ -53,14 +31,14 @@ static void append_utf8_clean(ps_buf *b, const char *s, size_t n) {
             i++;
             continue;
         }
-        size_t l = utf8_valid_len(u + i, n - i);
+        size_t l = ps_utf8_valid_len(u + i, n - i);
         if (l) {
             i += l;
             continue;
         }
         ps_buf_append(b, s + start, i - start);
         ps_buf_append(b, REPLACEMENT, 3);
-        while (i < n && utf8_valid_len(u + i, n - i) == 0) i++;
+        while (i < n && ps_utf8_valid_len(u + i, n - i) == 0) i++;
         start = i;
     }
     ps_buf_append(b, s + start, n - start);
@@ -89,14 +67,14 @@ void ps_json_str(ps_buf *b, const char *s, size_t n) {
             continue;
         }
         if (c >= 0x80) {
-            size_t l = utf8_valid_len(u + i, n - i);
+            size_t l = ps_utf8_valid_len(u + i, n - i);
             if (l) {
                 i += l;
                 continue;
             }
             ps_buf_append(b, s + start, i - start);
             ps_buf_append(b, REPLACEMENT, 3);
-            while (i < n && u[i] >= 0x80 && utf8_valid_len(u + i, n - i) == 0) i++;
+            while (i < n && u[i] >= 0x80 && ps_utf8_valid_len(u + i, n - i) == 0) i++;
             start = i;
             continue;
         }
@@ -292,14 +270,7 @@ typedef struct {
     size_t cap_entries;
 } topmap_scratch;
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+static uint64_t hash_bytes(const char *s, size_t n) { return ps_fnv1a64(PS_FNV1A64_INIT, s, n); }
 
 static bool scratch_init(topmap_scratch *sc, size_t cap_entries) {
     ps_buf_init(&sc->texts);

@@ -16,6 +16,7 @@
 #include "quant.h"
 #include "types.h"
 #include "vocab.h"
+#include "util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -750,8 +751,7 @@ static ps_status repack_tiles(ps_model *m, ps_error *err) {
         if (matmul_weight(m, i)->type == PS_GGML_BF16)
             total += ps_amx_bf16_tiles_bytes(matmul_weight(m, i));
     if (total == 0) return PS_OK;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = ps_now_s();
     uint8_t *t = ps_aligned_alloc(64, total);
     if (!t)
         return ps_fail(err, PS_ERR_NOMEM, -1,
@@ -766,10 +766,9 @@ static ps_status repack_tiles(ps_model *m, ps_error *err) {
         w->tiles = t + off;
         off += ps_amx_bf16_tiles_bytes(w);
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     m->tiles = t;
     m->info.tile_bytes = (int64_t)total;
-    m->info.tile_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    m->info.tile_seconds = ps_now_s() - t0;
     return PS_OK;
 }
 

@@ -24,6 +24,7 @@
 #include "server_conns.h"
 #include "server_guard.h"
 #include "testhooks.h"
+#include "util.h"
 #include "vocab.h"
 
 #include <arpa/inet.h>
@@ -67,34 +68,6 @@ bool ps_http_fail(ps_http_error *e, int status, const char *param, const char *c
     return false;
 }
 
-/* Strict UTF-8 (no overlong forms, no surrogates, <= U+10FFFF). Returns the offset of the
- * first bad byte, or len when all is valid. */
-static size_t utf8_bad_offset(const unsigned char *s, size_t len) {
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = s[i];
-        if (c < 0x80) { i++; continue; }
-        size_t n;
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c >= 0xc2 && c <= 0xdf) n = 1;
-        else if (c == 0xe0) { n = 2; lo = 0xa0; }
-        else if (c >= 0xe1 && c <= 0xec) n = 2;
-        else if (c == 0xed) { n = 2; hi = 0x9f; }
-        else if (c >= 0xee && c <= 0xef) n = 2;
-        else if (c == 0xf0) { n = 3; lo = 0x90; }
-        else if (c >= 0xf1 && c <= 0xf3) n = 3;
-        else if (c == 0xf4) { n = 3; hi = 0x8f; }
-        else return i;
-        for (size_t k = 1; k <= n; k++) {
-            if (i + k >= len) return i;
-            unsigned b = s[i + k];
-            if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xbf)) return i;
-        }
-        i += n + 1;
-    }
-    return len;
-}
-
 /* "true", "a string", "an array", "1.5", ... for error messages. */
 static void describe(const json_t *v, char *out, size_t cap) {
     switch (json_typeof(v)) {
@@ -119,7 +92,7 @@ static json_t *load_object(const char *body, size_t len, ps_http_error *e) {
         ps_http_fail(e, 400, NULL, NULL, "the request body is empty; send a JSON object");
         return NULL;
     }
-    size_t bad = utf8_bad_offset((const unsigned char *)body, len);
+    size_t bad = ps_utf8_bad_offset((const unsigned char *)body, len);
     if (bad < len) {
         ps_http_fail(e, 400, NULL, NULL,
                      "the request body is not valid UTF-8: bad byte 0x%02x at offset %zu",
@@ -752,20 +725,12 @@ typedef struct {
     bool cors;          /* the request's Origin is --cors-origin: answers carry its headers */
     bool queued;        /* holds one of the --queue slots (a completion) */
     int64_t reserved;   /* bytes of the memory budget it holds */
-    struct timespec t0;
+    double t0;          /* ps_now_s() when the request arrived */
     int64_t prompt_tokens;
 } conn;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void record(ps_server *s, conn *c, const char *method, const char *url, int status) {
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - c->t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - c->t0.tv_nsec);
+    double secs = ps_now_s() - c->t0;
     int si = N_STATUS - 1;
     for (int i = 0; i < N_STATUS - 1; i++)
         if (STATUSES[i] == status) si = i;
@@ -869,7 +834,7 @@ static enum MHD_Result respond_error(ps_server *s, struct MHD_Connection *mc, co
 static void append_sanitized(ps_buf *b, const char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
-        size_t bad = i + utf8_bad_offset((const unsigned char *)s + i, n - i);
+        size_t bad = i + ps_utf8_bad_offset((const unsigned char *)s + i, n - i);
         ps_buf_append(b, s + i, bad - i);
         if (bad >= n) break;
         ps_buf_append(b, "\xef\xbf\xbd", 3);
@@ -1480,7 +1445,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             *con_cls = &g_no_conn;
             return respond_oom(mc);
         }
-        clock_gettime(CLOCK_MONOTONIC, &c->t0);
+        c->t0 = ps_now_s();
         ps_buf_init(&c->body);
         c->route = R_OTHER;
         for (int r = 0; r < R_OTHER; r++)
@@ -1757,19 +1722,19 @@ void ps_server_stop(ps_server *s) {
     pthread_mutex_lock(&s->mu);
     s->draining = true;
     pthread_mutex_unlock(&s->mu);
-    double deadline = now_s() + s->cfg.drain_s;
+    double deadline = ps_now_s() + s->cfg.drain_s;
     for (;;) {
         ps_conns_cut(s->conns, false);
         pthread_mutex_lock(&s->mu);
         int32_t busy = s->admitted + s->connections;
         pthread_mutex_unlock(&s->mu);
-        if (busy == 0 || now_s() > deadline) break;
+        if (busy == 0 || ps_now_s() > deadline) break;
         usleep(10000);
     }
     /* 3. past the deadline: running requests stop at their next chunk and answer 503; then
      *    every connection is cut and closed, and the workers stop */
     atomic_store(&s->abort, true);
-    for (double t = now_s(); now_s() - t < 2;) { /* their answers a moment to go out */
+    for (double t = ps_now_s(); ps_now_s() - t < 2;) { /* their answers a moment to go out */
         pthread_mutex_lock(&s->mu);
         int32_t busy = s->admitted;
         pthread_mutex_unlock(&s->mu);

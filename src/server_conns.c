@@ -7,6 +7,7 @@
  * connection closed, so the shutdown always reaches the right socket.
  */
 #include "server_conns.h"
+#include "util.h"
 
 #include <pthread.h>
 #include <sys/socket.h>
@@ -32,12 +33,6 @@ struct ps_conns {
     uint64_t timed_out;
 };
 
-static double mono_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void cut(track *t) {
     if (t->cut || t->fd < 0) return;
     t->cut = true;
@@ -56,7 +51,7 @@ static void *watchdog(void *arg) {
             until.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&c->wake, &c->mu, &until);
-        double now = mono_s();
+        double now = ps_now_s();
         for (track *t = c->head; t; t = t->next)
             if (!t->busy && !t->cut && now - t->since > c->read_timeout_s) {
                 cut(t);
@@ -112,7 +107,7 @@ void ps_conns_notify(void *cls, struct MHD_Connection *mc, void **socket_context
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
         t->fd = ci ? dup(ci->connect_fd) : -1;
-        t->since = mono_s();
+        t->since = ps_now_s();
         pthread_mutex_lock(&c->mu);
         t->next = c->head;
         if (c->head) c->head->prev = t;
@@ -142,7 +137,7 @@ void ps_conns_set_busy(ps_conns *c, struct MHD_Connection *mc, bool busy) {
     if (!t) return;
     pthread_mutex_lock(&c->mu);
     t->busy = busy;
-    if (!busy) t->since = mono_s();
+    if (!busy) t->since = ps_now_s();
     pthread_mutex_unlock(&c->mu);
 }
 

@@ -23,6 +23,7 @@
  * (PCRE2_MATCH_INVALID_UTF lets regexes skip them).
  */
 #include "vocab.h"
+#include "util.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -264,11 +265,7 @@ struct ps_vocab {
 /* ------------------------------------------------------------------------------------------ */
 
 static uint32_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 1099511628211ull;
-    }
+    const uint64_t h = ps_fnv1a64(PS_FNV1A64_INIT, s, n);
     return (uint32_t)(h ^ (h >> 32));
 }
 

@@ -147,6 +147,18 @@ for a in "-c" "--ctx-size" "--ctx" "--n-ctx"; do
     check "gen-model $a 96 writes a context of 96" 'grep -q "ctx 96," "$T/o"'
 done
 
+# ---- the integer parsers (cli_opts.c): a minus sign is never a huge --seed; lists ------------
+for v in "-5" " -5" "5x" "" "18446744073709551616"; do
+    "$BIN" gen-model -o "$T/s.gguf" --seed "$v" 2>"$T/e"
+    check "gen-model --seed '$v' exits 2 naming --seed" '[ $? -eq 2 ] && grep -q -- "--seed wants an integer >= 0" "$T/e"'
+done
+"$BIN" gen-model -o "$T/s.gguf" --seed 18446744073709551615 2>/dev/null
+check "gen-model --seed 2^64-1 is accepted" '[ $? -eq 0 ]'
+for v in "1,,2" ",1" "0" "1,2x" "1048577"; do
+    "$BIN" bench -m "$MODEL" -t "$v" 2>"$T/e" >/dev/null
+    check "bench -t '$v' exits 2 naming -t" '[ $? -eq 2 ] && grep -q -- "-t wants a comma-separated list" "$T/e"'
+done
+
 # ---- serve: -a/--alias/--served-model-name/--name, -np/--parallel/--workers, -c, -hf ------------
 serve() { # args...: starts serve, sets port (empty when it did not start)
     rm -f "$T/serve.err" # (a stale one would give the last server's port)

@@ -1,0 +1,53 @@
+/*
+ * util.h — the small helpers every layer shares, written once: UTF-8 validation (RFC 3629:
+ * no overlong forms, no surrogates, nothing above U+10FFFF), the 64-bit FNV-1a hash, and a
+ * monotonic clock in seconds (src/util.c).
+ */
+#ifndef PS_UTIL_H
+#define PS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Length (1..4) of the valid UTF-8 sequence at s[0..n) (n >= 1), or 0 when s[0] does not
+ * start one (inline: the JSON writer's inner loop). */
+static inline size_t ps_utf8_valid_len(const unsigned char *s, size_t n) {
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) return (n >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c < 0xF0) {
+        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
+        return 3;
+    }
+    if (c < 0xF5) {
+        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
+            return 0;
+        if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+        if (c == 0xF4 && s[1] >= 0x90) return 0; /* above U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+/* Offset of the first byte of s[0..n) that does not start a valid UTF-8 sequence, or n when
+ * all of it is valid. */
+size_t ps_utf8_bad_offset(const unsigned char *s, size_t n);
+
+/* 64-bit FNV-1a: the offset basis, and n bytes hashed on from h (start with PS_FNV1A64_INIT;
+ * feeding a buffer in pieces gives the same hash as in one go). */
+#define PS_FNV1A64_INIT 0xcbf29ce484222325ull
+static inline uint64_t ps_fnv1a64(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Seconds on CLOCK_MONOTONIC (for durations: progress lines, deadlines, load times). */
+double ps_now_s(void);
+
+#endif
