@@ -19,6 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
+/* the test-only hooks of the library (fault injection, ...), which tests reach through the
+ * static libraries */
+#include "testhooks.h"
+
 static int ps_t_pass, ps_t_fail, ps_t_skip, ps_t_cpu;
 
 /* True when the environment says this is a CI run (CI set, and not "", "0" or "false"). */
