@@ -217,9 +217,11 @@ PS_API ps_model_params ps_model_default_params(void);
 /* Loads a GGUF file (memory-mapped; weights are used in place, never copied).
  * Supported: architectures llama, qwen2, qwen3; tensor types F32, F16, BF16, Q8_0; tokenizers
  * llama (SentencePiece) and gpt2 (byte-level BPE).
- * Returns PS_OK, PS_ERR_IO, PS_ERR_FORMAT (malformed file: err names key/tensor and offset),
- * PS_ERR_UNSUPPORTED (architecture, tensor type, tokenizer), PS_ERR_NOT_FOUND (missing key or
- * tensor, named), PS_ERR_NOMEM. *out is set only on success. */
+ * Returns PS_OK, PS_ERR_IO (cannot open or map it; also a path that is not a regular file — a
+ * FIFO, directory, device or socket — refused right after a non-blocking open, before any read,
+ * so the call never waits on it; err names the kind), PS_ERR_FORMAT (malformed file: err names
+ * key/tensor and offset), PS_ERR_UNSUPPORTED (architecture, tensor type, tokenizer),
+ * PS_ERR_NOT_FOUND (missing key or tensor, named), PS_ERR_NOMEM. *out is set only on success. */
 PS_API ps_status ps_model_load(const char *path, const ps_model_params *params, ps_model **out,
                         ps_error *err);
 /* NULL is a no-op. Every session of the model must be freed first. */

@@ -269,7 +269,7 @@ int ps_cli_score(int argc, char **argv) {
     const char *in_path = NULL, *out_path = NULL;
     int32_t k = 5;
     int format = PS_CLI_FORMAT_JSONL;
-    bool no_bos = false, strict = false, resume = false;
+    bool no_bos = false, strict = false, resume = false, no_special = false;
     int64_t max_line = PS_JSONL_MAX_LINE_BYTES;
     shard_spec shard = {0, 1, false};
     const ps_cli_opt model_opts[] = {
@@ -291,6 +291,9 @@ int ps_cli_score(int argc, char **argv) {
          PS_CLI_FN, &format, 0, 0, opt_format},
         {"--no-bos", NULL, "do not add BOS to text prompts (id prompts are always verbatim)",
          PS_CLI_FLAG, &no_bos},
+        {"--no-parse-special", NULL, "special-token text in text prompts (</s>, <|endoftext|>)\n"
+         "stays plain text; by default it is that token, as the server's\n"
+         "\"parse_special\": true", PS_CLI_FLAG, &no_special},
         {"--strict", NULL, "exit 1 when any line was an error", PS_CLI_FLAG, &strict},
         {"--max-line-bytes", "N", "a longer input line is an error line (line_too_long), read\n"
          "past without keeping it (default 16777216, >= 64)", PS_CLI_I64, &max_line, 64,
@@ -417,6 +420,7 @@ int ps_cli_score(int argc, char **argv) {
     sc.lim.default_k = k;
     sc.lim.add_bos = !no_bos;
     sc.lim.max_line_bytes = max_line;
+    sc.lim.no_parse_special = no_special;
     ps_jscan_limits jl;
     ps_jsonl_scan_limits(&sc.lim, &jl);
     ps_buf b, pending;

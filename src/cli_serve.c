@@ -1,8 +1,10 @@
 /*
  * cli_serve.c — `promptscore serve`: loads the model, starts the OpenAI-compatible server
  * (server.c) and waits for SIGINT/SIGTERM, then stops accepting, lets running requests finish
- * and exits 0. The signals are blocked in every thread (the mask is set before any thread
- * starts) and taken synchronously with sigwait(), so no handler runs inside library code.
+ * and exits 0. While the model loads the signals keep their default action (a long load or a
+ * stalled -hf download is stopped by them); then they are blocked in every thread (the mask
+ * is set before any server thread starts) and taken synchronously with sigwait(), so no
+ * handler runs inside library code.
  * Prints one line when listening ("listening on http://HOST:PORT", which tests parse) and one
  * access-log line per request on stderr. While it drains (up to --drain-s), a second SIGINT or
  * SIGTERM exits at once (130 / 143): a thread of its own waits for it.
@@ -155,22 +157,24 @@ int ps_cli_serve(int argc, char **argv) {
         return 2;
     }
 
-    /* Block the stop signals before any thread exists, so every thread inherits the mask. */
-    sigset_t stop_sigs;
-    sigemptyset(&stop_sigs);
-    sigaddset(&stop_sigs, SIGINT);
-    sigaddset(&stop_sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-
     ps_error err;
     ps_error_clear(&err);
     ps_cli_loaded l;
+    /* Loading (and a -hf download) runs with the stop signals at their default action, so
+     * SIGINT / SIGTERM end a load that takes long or waits on the network. No thread of ours
+     * outlives the load (o.no_session: no pool). */
     int lrc = ps_cli_load("serve", &o, false, &l);
     if (lrc) {
         ps_free(file_key);
         return lrc;
     }
+    /* Then block them before any server thread exists, so every thread inherits the mask. */
+    sigset_t stop_sigs;
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
     ps_model *model = l.model;
     ps_status st;
     ps_model_info info;

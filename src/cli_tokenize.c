@@ -1,7 +1,8 @@
 /*
- * cli_tokenize.c — `promptscore tokenize -m MODEL.gguf [--no-bos] [--parse-special] [--json]`:
+ * cli_tokenize.c — `promptscore tokenize -m MODEL.gguf [--no-bos] [--no-parse-special] [--json]`:
  * reads all of stdin as bytes (nothing stripped, NULs and invalid UTF-8 included), tokenizes it
- * with the model's tokenizer and prints the ids on one line, space-separated, or as a JSON
+ * with the model's tokenizer (special-token text recognised unless --no-parse-special: the
+ * policy of score and the server, docs/api.md) and prints the ids on one line, space-separated, or as a JSON
  * array with --json. The model is loaded vocab-only, so vocabulary-only GGUF files work and
  * weights are never touched. With --pieces, each id is followed by its bytes as a JSON string
  * (one token per line), to see how the text was cut.
@@ -48,23 +49,30 @@ static void print_json_bytes(const char *s, size_t n) {
 
 int ps_cli_tokenize(int argc, char **argv) {
     ps_cli_model_opts o = {0};
-    bool no_bos = false, special = false, json = false, pieces = false;
+    bool no_bos = false, special = false, no_special = false, json = false, pieces = false;
     const ps_cli_opt model_opts[] = {PS_CLI_OPTS_MODEL(&o), {0}};
     const ps_cli_opt tok_opts[] = {
         {"--no-bos", NULL, "do not add BOS (by default BOS is added when the model asks for it)",
          PS_CLI_FLAG, &no_bos},
         {"--parse-special", NULL, "text of control tokens (\"<s>\", \"<|endoftext|>\") becomes\n"
-         "those tokens", PS_CLI_FLAG, &special},
+         "those tokens (the default, as in score and the server)", PS_CLI_FLAG, &special},
+        {"--no-parse-special", NULL, "control-token text stays plain text", PS_CLI_FLAG,
+         &no_special},
         {"--json", NULL, "print a JSON array of ids", PS_CLI_FLAG, &json},
         {"--pieces", NULL, "print one token per line: id, then its bytes as a JSON string",
          PS_CLI_FLAG, &pieces},
         {0}};
     const ps_cli_opt *const tables[] = {model_opts, tok_opts, NULL};
-    const ps_cli_cmd c = {"tokenize", "-m MODEL.gguf [--no-bos] [--parse-special] [--json | --pieces]",
+    const ps_cli_cmd c = {"tokenize", "-m MODEL.gguf [--no-bos] [--no-parse-special] [--json | --pieces]",
                           ABOUT, tables};
     int prc = ps_cli_parse(&c, argc, argv);
     if (prc >= 0) return prc;
     bool bos = !no_bos;
+    if (special && no_special) {
+        fprintf(stderr, "promptscore tokenize: --parse-special and --no-parse-special exclude each other\n");
+        return 2;
+    }
+    special = !no_special;
     if (json && pieces) {
         fprintf(stderr, "promptscore tokenize: --json and --pieces exclude each other\n");
         return 2;

@@ -649,7 +649,9 @@ ps_status ps_gguf_open(const char *path, ps_gguf **out, ps_error *err) {
     ps_error_clear(err);
     if (!path || !out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; what is not a
+     * regular file is refused right after, before any read. A regular file ignores it. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         int e = errno;
         return ps_fail(err, PS_ERR_IO, -1, "cannot open %s: %s", path, strerror(e));
@@ -662,7 +664,14 @@ ps_status ps_gguf_open(const char *path, ps_gguf **out, ps_error *err) {
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return ps_fail(err, PS_ERR_IO, -1, "%s is not a regular file", path);
+        const char *kind = S_ISFIFO(sb.st_mode)  ? "a FIFO (named pipe)"
+                           : S_ISDIR(sb.st_mode) ? "a directory"
+                           : S_ISCHR(sb.st_mode) ? "a character device"
+                           : S_ISBLK(sb.st_mode) ? "a block device"
+                           : S_ISSOCK(sb.st_mode) ? "a socket"
+                                                  : "not a file";
+        return ps_fail(err, PS_ERR_IO, -1, "%s is %s, not a regular file: a model must be a GGUF file",
+                       path, kind);
     }
     ps_gguf *g = ps_calloc(1, sizeof *g);
     char *p = ps_strdup(path);

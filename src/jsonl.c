@@ -10,7 +10,8 @@
  * span, also in a line broken after it; jansson validates it), so 0.1 stays 0.1 and ids jansson alone would refuse (integers over 2^63, \u0000 in a
  * string) pass through; the line is then parsed with that value blanked to null, padded with
  * spaces so that error columns do not move. Text prompts are tokenised with the
- * model's tokenizer (special-token text stays plain text); id lists are taken verbatim.
+ * model's tokenizer, special-token text recognised as its token unless no_parse_special (the
+ * server's policy too); id lists are taken verbatim.
  */
 #include "jsonl.h"
 #include "vocab.h"
@@ -103,7 +104,8 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
         ps_error err;
         ps_error_clear(&err);
         bool bos = lim->add_bos && ps_vocab_add_bos(lim->vocab);
-        ps_status st = ps_vocab_tokenize_alloc(lim->vocab, json_string_value(jp), tl, bos, false, &req->ids, &req->n, &err);
+        ps_status st = ps_vocab_tokenize_alloc(lim->vocab, json_string_value(jp), tl, bos,
+                                               !lim->no_parse_special, &req->ids, &req->n, &err);
         if (st != PS_OK)
             return bad(req, st, "prompt", "line %lld: cannot tokenise the prompt: %s",
                        (long long)ln, err.message);

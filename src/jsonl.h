@@ -27,6 +27,8 @@ typedef struct {
     int32_t default_k;      /* K when the line gives none (or null) */
     bool add_bos;           /* text prompts: prepend BOS when the vocab asks for it */
     int64_t max_line_bytes; /* a longer line is refused (0: PS_JSONL_MAX_LINE_BYTES) */
+    bool no_parse_special;  /* text prompts: special-token text stays plain text (the default,
+                             * false, recognises it, as the server does: docs/api.md) */
 } ps_jsonl_limits;
 
 typedef struct {

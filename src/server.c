@@ -211,8 +211,12 @@ static bool check_model(json_t *root, const ps_req_limits *lim, ps_http_error *e
 }
 
 /* Text -> ids through the vocab (retrying with the size it asks for). */
+/* The tokenization policy (docs/api.md, "Text prompts"): special-token text (`<|endoftext|>`,
+ * `</s>`) is recognised as that token unless the request says "parse_special": false — the
+ * same default as the CLI's score (jsonl.c) and as HF tokenizers and vLLM. */
 static bool tokenize_text(const ps_req_limits *lim, const char *text, size_t len, bool add_bos,
-                          const char *what, int32_t **ids, int32_t *n_ids, ps_http_error *e) {
+                          bool parse_special, const char *what, int32_t **ids, int32_t *n_ids,
+                          ps_http_error *e) {
     *ids = NULL;
     *n_ids = 0;
     if (!lim->vocab)
@@ -220,7 +224,8 @@ static bool tokenize_text(const ps_req_limits *lim, const char *text, size_t len
                             "%s: text prompts need a tokenizer, which this build lacks", what);
     ps_error err;
     ps_error_clear(&err);
-    ps_status st = ps_vocab_tokenize_alloc(lim->vocab, text, len, add_bos, true, ids, n_ids, &err);
+    ps_status st = ps_vocab_tokenize_alloc(lim->vocab, text, len, add_bos, parse_special, ids,
+                                           n_ids, &err);
     if (st == PS_ERR_NOMEM)
         return ps_http_fail(e, 500, NULL, NULL, "out of memory tokenizing %s", what);
     if (st == PS_ERR_INVALID_ARG)
@@ -303,7 +308,7 @@ static bool parse_stop(json_t *root, ps_completion_req *r, ps_http_error *e) {
 
 /* The prompts: string | [string] | [int] | [[int]]. */
 static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_special,
-                          ps_completion_req *r, ps_http_error *e) {
+                          bool parse_special, ps_completion_req *r, ps_http_error *e) {
     json_t *p = json_object_get(root, "prompt");
     char d[64];
     if (!p || json_is_null(p))
@@ -362,7 +367,7 @@ static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_speci
             if (json_string_length(item) == 0)
                 return ps_http_fail(e, 400, "prompt", NULL, "%s is empty", where);
             ok = tokenize_text(lim, json_string_value(item), json_string_length(item),
-                               add_special, where, &pr->ids, &pr->n, e);
+                               add_special, parse_special, where, &pr->ids, &pr->n, e);
             if (ok) {
                 pr->prompt_offset = ps_malloc((size_t)PS_MAX(pr->n, 1) * sizeof *pr->prompt_offset);
                 if (!pr->prompt_offset) {
@@ -427,13 +432,14 @@ bool ps_completion_req_parse(const char *body, size_t len, const ps_req_limits *
     memset(&r, 0, sizeof r);
     r.logprobs = -1;
     r.max_tokens = 16;
-    bool ok = false, add_special = true;
+    bool ok = false, add_special = true, parse_special = true;
     double temperature, top_p;
     char d[64];
     json_t *v;
     if (!check_model(root, lim, e) || !check_unsupported(root, e)) goto done;
     if (!get_bool(root, "echo", false, &r.echo, e)) goto done;
     if (!get_bool(root, "add_special_tokens", true, &add_special, e)) goto done;
+    if (!get_bool(root, "parse_special", true, &parse_special, e)) goto done;
     if ((v = field(root, "logprobs"))) {
         if (!json_is_integer(v) || json_integer_value(v) < 0) {
             describe(v, d, sizeof d);
@@ -489,7 +495,7 @@ bool ps_completion_req_parse(const char *body, size_t len, const ps_req_limits *
         r.seed = (uint64_t)json_integer_value(v);
     }
     if (!parse_stop(root, &r, e)) goto done;
-    if (!parse_prompts(root, lim, add_special, &r, e)) goto done;
+    if (!parse_prompts(root, lim, add_special, parse_special, &r, e)) goto done;
     ok = true;
 done:
     json_decref(root);
@@ -504,7 +510,7 @@ bool ps_tokenize_req_parse(const char *body, size_t len, const ps_req_limits *li
     *n_ids = 0;
     json_t *root = load_object(body, len, e);
     if (!root) return false;
-    bool ok = false, add_special = true;
+    bool ok = false, add_special = true, parse_special = true;
     /* "content" is what llama.cpp's /tokenize reads: the same field under its name */
     json_t *p = field(root, "prompt"), *content = field(root, "content");
     const char *key = p || !content ? "prompt" : "content";
@@ -517,13 +523,14 @@ bool ps_tokenize_req_parse(const char *body, size_t len, const ps_req_limits *li
         if (p) describe(p, d, sizeof d);
         ps_http_fail(e, 400, key, NULL, "%s must be a string (the text to tokenize; \"content\" "
                                         "is accepted as llama.cpp names it), got %s", key, d);
-    } else if (get_bool(root, "add_special_tokens", true, &add_special, e)) {
+    } else if (get_bool(root, "add_special_tokens", true, &add_special, e) &&
+               get_bool(root, "parse_special", true, &parse_special, e)) {
         if (json_string_length(p) == 0) {
             /* "" is a valid text: its tokens are [BOS] or [] */
-            ok = tokenize_text(lim, "", 0, add_special, "prompt", ids, n_ids, e);
+            ok = tokenize_text(lim, "", 0, add_special, parse_special, "prompt", ids, n_ids, e);
         } else {
             ok = tokenize_text(lim, json_string_value(p), json_string_length(p), add_special,
-                               "prompt", ids, n_ids, e);
+                               parse_special, "prompt", ids, n_ids, e);
         }
     }
     json_decref(root);
@@ -862,24 +869,21 @@ static void choice_text(ps_server *s, const ps_completion_req *r, const ps_score
         return;
     }
     if (res->n_gen == 0) return;
+    /* the cut is score.c's (stop_text_len), the same as with echo: a stop string that spans
+     * tokens is cut before its first byte, whichever token that byte is in */
     ps_buf gen;
     ps_buf_init(&gen);
     int32_t end = res->n_total;
     int32_t eos = ps_vocab_eos(s->vocab);
-    if (res->finish == PS_FINISH_STOP && eos >= 0 && res->tokens[end - 1] == eos) end--;
+    bool cut = res->finish == PS_FINISH_STOP && res->stop_text_len >= 0;
+    if (!cut && res->finish == PS_FINISH_STOP && eos >= 0 && res->tokens[end - 1] == eos) end--;
     for (int32_t i = res->n_prompt; i < end; i++) {
         const char *bytes;
         size_t n;
         if (ps_vocab_token_bytes(s->vocab, res->tokens[i], &bytes, &n) == PS_OK)
-            ps_buf_append(&gen, bytes, n);
+            ps_buf_append(&gen, bytes, cut && i == end - 1 ? PS_MIN(n, (size_t)res->stop_text_len) : n);
     }
-    size_t cut = gen.len;
-    if (res->finish == PS_FINISH_STOP && gen.data)
-        for (int32_t k = 0; k < r->n_stop; k++) {
-            const char *hit = memmem(gen.data, gen.len, r->stop[k], strlen(r->stop[k]));
-            if (hit && (size_t)(hit - gen.data) < cut) cut = (size_t)(hit - gen.data);
-        }
-    if (gen.data) append_sanitized(text, gen.data, cut);
+    if (gen.data) append_sanitized(text, gen.data, gen.len);
     if (gen.oom) text->oom = true;
     ps_buf_free(&gen);
 }

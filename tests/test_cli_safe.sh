@@ -92,6 +92,64 @@ check "a broken line echoes a readable object id" \
 check "an id cut by the error, or none: null" \
     'sed -n 3p "$T/broken.out" | grep -q "^{\"id\":null,\"error\"" && sed -n 4p "$T/broken.out" | grep -q "^{\"id\":null,\"error\""'
 
+# ---- -m naming what is not a regular file: refused at once, for every subcommand ---------
+mkfifo "$T/fifo"
+echo "Once upon a time" > "$T/text.txt"
+for what in fifo dir dev; do
+    case $what in fifo) m="$T/fifo"; word="FIFO (named pipe)" ;; dir) m="$T"; word="directory" ;; dev) m=/dev/zero; word="character device" ;; esac
+    for sub in score tokenize perplexity serve bench; do
+        case $sub in
+            score) set -- -i "$T/text.txt" ;;
+            tokenize) set -- ;;
+            perplexity) set -- -f "$T/text.txt" ;;
+            serve) set -- --port 0 ;;
+            bench) set -- ;;
+        esac
+        echo "x" | timeout -s KILL 10 "$BIN" $sub -m "$m" "$@" >/dev/null 2>"$T/m.err"; rc=$?
+        check "$sub -m $what: refused at once, naming it (rc $rc: $(head -c 200 "$T/m.err"))" \
+            '[ $rc -eq 1 ] && grep -q "$word, not a regular file" "$T/m.err"'
+    done
+done
+
+# ---- SIGTERM stops serve while it loads (a -hf download that stalls) --------------------
+cat > "$T/stall.py" <<'EOF'
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+conns = []
+end = time.time() + 40
+s.settimeout(0.5)
+while time.time() < end:
+    try:
+        c, _ = s.accept(); conns.append(c)  # read nothing, answer nothing
+    except socket.timeout:
+        pass
+EOF
+python3 "$T/stall.py" > "$T/stall.port" 2>/dev/null &
+spid=$!
+for i in 1 2 3 4 5 6 7 8 9 10; do [ -s "$T/stall.port" ] && break; sleep 0.2; done
+sport=$(head -n 1 "$T/stall.port")
+if [ -z "$sport" ]; then
+    skip "could not start the stalling server: serve's load is not interrupted"
+else
+    PS_CACHE="$T/cache" HF_ENDPOINT="http://127.0.0.1:$sport" "$BIN" serve --port 0 \
+        -hf org/stall:model.gguf >/dev/null 2>"$T/stall.err" &
+    vpid=$!
+    sleep 1.5
+    kill -TERM "$vpid" 2>/dev/null
+    t=0
+    while kill -0 "$vpid" 2>/dev/null && [ $t -lt 50 ]; do sleep 0.1; t=$((t + 1)); done
+    if kill -0 "$vpid" 2>/dev/null; then
+        bad "serve still running 5 s after SIGTERM during a stalled -hf load"
+        kill -KILL "$vpid" 2>/dev/null
+    else
+        ok
+    fi
+    wait "$vpid" 2>/dev/null
+fi
+kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+
 # ---- SIGINT / SIGTERM mid-run: whole lines, summary, 130 / 143 --------------------------
 python3 tests/kill_score.py "$BIN" "$MODEL" "$T" > "$T/kill.log" 2>&1
 n_ok=$(grep -c '^ok ' "$T/kill.log")

@@ -1243,6 +1243,86 @@ int main(void) {
         free(b);
     }
 
+    /* ---- stop strings spanning 2 and 3 tokens (starting inside the first, ending inside the
+     * last): text is cut before the first occurrence, the same with echo on (after the
+     * prompt's text) and off. A stop that began inside a token used to leave that token whole
+     * without echo ("stop":["Lily."] gave "... named Lily"). */
+    {
+        CHECK(http(port, "POST", "/v1/completions",
+                   "{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0,"
+                   "\"logprobs\":0}", &r) && r.status == 200);
+        j = parse(&r);
+        json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+        char *full = strdup(json_string_value(json_object_get(c0, "text")) ?: "");
+        json_t *toks = json_object_get(json_object_get(c0, "logprobs"), "tokens");
+        size_t nt = json_array_size(toks);
+        for (int span = 2; span <= 3; span++) {
+            char stop[160] = "";
+            for (size_t a = 0; a + (size_t)span <= nt && !stop[0]; a++) {
+                bool plain = true;
+                char cand[160] = "";
+                for (int m = 0; m < span && plain; m++) {
+                    const char *t = json_string_value(json_array_get(toks, a + (size_t)m)) ?: "";
+                    size_t tl = strlen(t);
+                    if (tl < (m == 0 ? 2u : 1u) || tl > 40) plain = false;
+                    for (size_t q = 0; q < tl; q++)
+                        if (t[q] == '"' || t[q] == '\\' || (unsigned char)t[q] < 0x20 ||
+                            (unsigned char)t[q] >= 0x80)
+                            plain = false;
+                    if (!plain) break;
+                    if (m == 0) strcat(cand, t + 1);              /* from inside token a */
+                    else if (m == span - 1) strncat(cand, t, 1);  /* into the last one */
+                    else strcat(cand, t);
+                }
+                if (plain) snprintf(stop, sizeof stop, "%s", cand);
+            }
+            if (!stop[0] || !strstr(full, stop)) {
+                SKIP("no plain %d-token stop string in the greedy story '%s'", span, full);
+                continue;
+            }
+            size_t at = (size_t)(strstr(full, stop) - full);
+            char *texts[2] = {NULL, NULL};
+            int32_t n_prompt_toks = 0;
+            char prompt_text[256] = "";
+            for (int echo = 0; echo <= 1; echo++) {
+                char body[512];
+                snprintf(body, sizeof body,
+                         "{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0,"
+                         "\"logprobs\":0,\"echo\":%s,\"stop\":[\"%s\"]}", echo ? "true" : "false", stop);
+                resp_free(&r);
+                CHECK(http(port, "POST", "/v1/completions", body, &r) && r.status == 200);
+                json_t *jj = parse(&r);
+                json_t *cc = json_array_get(json_object_get(jj, "choices"), 0);
+                const char *fr = json_string_value(json_object_get(cc, "finish_reason"));
+                CHECKF(fr && !strcmp(fr, "stop"), "%d-token stop '%s', echo %d: finish %s", span,
+                       stop, echo, fr ? fr : "?");
+                texts[echo] = strdup(json_string_value(json_object_get(cc, "text")) ?: "");
+                if (echo) {
+                    n_prompt_toks = (int32_t)json_integer_value(
+                        json_object_get(json_object_get(jj, "usage"), "prompt_tokens"));
+                    json_t *et = json_object_get(json_object_get(cc, "logprobs"), "tokens");
+                    for (int32_t q = 0; q < n_prompt_toks; q++)
+                        strncat(prompt_text, json_string_value(json_array_get(et, (size_t)q)) ?: "",
+                                sizeof prompt_text - strlen(prompt_text) - 1);
+                }
+                json_decref(jj);
+            }
+            CHECKF(strlen(texts[0]) == at && !strncmp(texts[0], full, at),
+                   "%d-token stop '%s', echo off: text '%s', want '%.*s'", span, stop, texts[0],
+                   (int)at, full);
+            size_t pl = strlen(prompt_text);
+            CHECKF(n_prompt_toks > 0 && !strncmp(texts[1], prompt_text, pl) &&
+                       !strcmp(texts[1] + pl, texts[0]),
+                   "%d-token stop '%s': echo on gives '%s' after the prompt's '%s', echo off '%s'",
+                   span, stop, texts[1], prompt_text, texts[0]);
+            free(texts[0]);
+            free(texts[1]);
+        }
+        free(full);
+        json_decref(j);
+        resp_free(&r);
+    }
+
     /* ---- echo + generation: text is the concatenation of tokens, generated ones included.
      * Near-uniform sampling (temperature 100) emits lone byte tokens back to back: each is
      * its own U+FFFD in tokens, so text must not merge them (or join bytes into a character
