@@ -356,8 +356,9 @@ int ps_cli_score(int argc, char **argv) {
         for (char *p = arch; *p; p++)
             if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) *p = '_';
         snprintf(config, sizeof config,
-                 "v1 k=%d chunk=%d act=%s bos=%d ctx=%d arch=%s bytes=%lld vocab=%d layers=%d embd=%d",
-                 k, o.chunk, o.act == PS_ACT_F32 ? "f32" : "native", !no_bos, l.info.n_ctx,
+                 "v1 k=%d chunk=%d act=%s bos=%d special=%d ctx=%d arch=%s bytes=%lld vocab=%d "
+                 "layers=%d embd=%d",
+                 k, o.chunk, o.act == PS_ACT_F32 ? "f32" : "native", !no_bos, !no_special, l.info.n_ctx,
                  arch, (long long)l.info.file_bytes, l.info.n_vocab, l.info.n_layer,
                  l.info.n_embd);
         char why[1024];
