@@ -26,6 +26,10 @@
  *                      attn_q/k/v), q scaled before q k^T, a      rope_factors_long/short.weight
  *                      fused gate + up SwiGLU (ffn_up 2 n_ff,     (attention.sliding_window is
  *                      gate first), optional output.bias         ignored, as llama.cpp does)
+ *   olmo2      neox    no input norms; q/k RMSNorm over the whole (a file with attention.sliding_
+ *                      projection; post_attention_norm and        window, OLMo 3, is refused: no
+ *                      post_ffw_norm on the outputs before the    sliding layers yet)
+ *                      residual adds; dense SwiGLU
  *
  * Any expert layer may hold its gate and up merged in ffn_gate_up_exps (PS_L_GATE_UP; llama.cpp
  * reads that layout for qwen35moe among these families): the same rows, so the same scores.
@@ -54,6 +58,8 @@ static const ps_arch_info table[] = {
      PS_L_ATTN | PS_L_ATTN_SINKS | PS_L_POST_NORM | PS_L_FFN_MOE | PS_L_MOE_OAI, 0, 0, 0},
     {PS_ARCH_PHI3, "phi3", PS_ROPE_NEOX, PS_L_ATTN | PS_L_FFN_DENSE | PS_L_FFN_FUSED_UP,
      PS_A_QKV_BY_TENSOR | PS_A_Q_PRESCALE, 0, 0},
+    {PS_ARCH_OLMO2, "olmo2", PS_ROPE_NEOX,
+     PS_L_ATTN | PS_L_NO_IN_NORM | PS_L_QK_NORM_FULL | PS_L_SANDWICH | PS_L_FFN_DENSE, 0, 0, 0},
 };
 
 const ps_arch_info *ps_arch_find(const char *name) {
@@ -78,7 +84,7 @@ const char *ps_arch_names(void) {
 #define F(x) offsetof(ps_layer, x)
 const ps_layer_tensor ps_layer_tensors[] = {
     /* name                  read in         required in     kind       ne                     field   unless */
-    {"attn_norm.weight",     PS_L_ATTN | PS_L_DELTANET, PS_L_ATTN | PS_L_DELTANET, PS_T_VEC, {PS_D_EMBD}, F(attn_norm), 0},
+    {"attn_norm.weight",     PS_L_ATTN | PS_L_DELTANET, PS_L_ATTN | PS_L_DELTANET, PS_T_VEC, {PS_D_EMBD}, F(attn_norm), PS_L_NO_IN_NORM},
     {"attn_q.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_Q},   F(wq), PS_L_ATTN_GATED | PS_L_QKV_FUSED},
     {"attn_q.weight",        PS_L_ATTN_GATED, PS_L_ATTN_GATED, PS_T_MAT, {PS_D_EMBD, PS_D_Q2}, F(wq), 0},
     {"attn_k.weight",        PS_L_ATTN,      PS_L_ATTN,      PS_T_MAT,  {PS_D_EMBD, PS_D_KV},  F(wk), PS_L_QKV_FUSED},
@@ -89,9 +95,13 @@ const ps_layer_tensor ps_layer_tensors[] = {
     {"attn_k.bias",          PS_L_ATTN,      PS_L_QKV_BIAS,  PS_T_VEC,  {PS_D_KV},             F(bk), 0},
     {"attn_v.bias",          PS_L_ATTN,      PS_L_QKV_BIAS,  PS_T_VEC,  {PS_D_KV},             F(bv), 0},
     {"attn_output.bias",     PS_L_ATTN,      0,              PS_T_VEC,  {PS_D_EMBD},           F(bo), 0},
-    {"attn_q_norm.weight",   PS_L_ATTN,      PS_L_QK_NORM,   PS_T_VEC,  {PS_D_HEAD},           F(q_norm), 0},
-    {"attn_k_norm.weight",   PS_L_ATTN,      PS_L_QK_NORM,   PS_T_VEC,  {PS_D_HEAD},           F(k_norm), 0},
-    {"ffn_norm.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_VEC,  {PS_D_EMBD},           F(ffn_norm), PS_L_POST_NORM},
+    {"attn_q_norm.weight",   PS_L_ATTN,      PS_L_QK_NORM,   PS_T_VEC,  {PS_D_HEAD},           F(q_norm), PS_L_QK_NORM_FULL},
+    {"attn_k_norm.weight",   PS_L_ATTN,      PS_L_QK_NORM,   PS_T_VEC,  {PS_D_HEAD},           F(k_norm), PS_L_QK_NORM_FULL},
+    {"attn_q_norm.weight",   PS_L_QK_NORM_FULL, PS_L_QK_NORM_FULL, PS_T_VEC, {PS_D_Q},         F(q_norm), 0},
+    {"attn_k_norm.weight",   PS_L_QK_NORM_FULL, PS_L_QK_NORM_FULL, PS_T_VEC, {PS_D_KV},        F(k_norm), 0},
+    {"post_attention_norm.weight", PS_L_SANDWICH, PS_L_SANDWICH, PS_T_VEC, {PS_D_EMBD},        F(attn_post_norm), 0},
+    {"post_ffw_norm.weight", PS_L_SANDWICH,  PS_L_SANDWICH,  PS_T_VEC,  {PS_D_EMBD},           F(ffn_post_norm), 0},
+    {"ffn_norm.weight",      PS_L_FFN_DENSE, PS_L_FFN_DENSE, PS_T_VEC,  {PS_D_EMBD},           F(ffn_norm), PS_L_POST_NORM | PS_L_NO_IN_NORM},
     {"post_attention_norm.weight", PS_L_POST_NORM, PS_L_POST_NORM, PS_T_VEC, {PS_D_EMBD},      F(ffn_norm), 0},
     /* Gated DeltaNet (qwen35*) */
     {"attn_qkv.weight",      PS_L_DELTANET,  PS_L_DELTANET,  PS_T_MAT,  {PS_D_EMBD, PS_D_SSM_CH}, F(wqkv), 0},

@@ -25,6 +25,8 @@ typedef enum {
     PS_ARCH_QWEN35MOE,  /* the same with experts and a gated shared expert */
     PS_ARCH_GPT_OSS,    /* gpt-oss (llama.cpp's openai-moe): experts with biases, sinks */
     PS_ARCH_PHI3,       /* Phi-3 / Phi-4-mini: fused attn_qkv and gate+up, LongRoPE */
+    PS_ARCH_OLMO2,      /* OLMo 2: norms on the attention / FFN outputs, none on the inputs,
+                         * q/k RMSNorm over the whole projection */
     PS_ARCH_N
 } ps_arch;
 
@@ -59,6 +61,14 @@ enum {
                                * three row ranges of the one tensor (wq, wk, wv views; phi3) */
     PS_L_FFN_FUSED_UP = 1u << 13, /* ffn_up of width 2 n_ff holds gate then up (no ffn_gate):
                                * read as two row ranges (w_gate, w_up views; phi3) */
+    PS_L_SANDWICH = 1u << 14, /* post_attention_norm on the attention's output and
+                               * post_ffw_norm on the FFN's, each before its residual add
+                               * (olmo2) */
+    PS_L_NO_IN_NORM = 1u << 15, /* no attn_norm / ffn_norm: attention and FFN read the residual
+                               * x itself (olmo2) */
+    PS_L_QK_NORM_FULL = 1u << 16, /* attn_q_norm (n_head * head_dim), attn_k_norm (n_head_kv *
+                               * head_dim): RMSNorm over the whole q / k projection before RoPE
+                               * (olmo2) */
 };
 
 /* Family flags. */

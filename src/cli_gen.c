@@ -107,10 +107,13 @@ int ps_cli_gen_model(int argc, char **argv) {
          "used), gpt-oss-20b-2l (gpt-oss-20b's widths, 2 layers: 2880 wide,\n"
          "64/8 heads of 64, 32 experts of FFN 2880, 4 used, vocab 201088),\n"
          "phi3-tiny (phi3: fused qkv and gate+up, rope on 12 of 16 dims,\n"
-         "LongRoPE from 256 to 1024) or phi3-mini-2l (Phi-3-mini-128k's widths,\n"
-         "2 layers: 3072 wide, 32 heads of 96, FFN 8192, vocab 32064)",
+         "LongRoPE from 256 to 1024), phi3-mini-2l (Phi-3-mini-128k's widths,\n"
+         "2 layers: 3072 wide, 32 heads of 96, FFN 8192, vocab 32064),\n"
+         "olmo2-tiny (olmo2: output norms, whole-row q/k norms, 64 wide) or\n"
+         "olmo2-1b-2l (OLMo-2-1B's widths, 2 layers: 2048 wide, 16 heads of\n"
+         "128, FFN 8192, vocab 100352)",
          PS_CLI_FN, NULL, 0, 0, opt_none},
-        {"--arch", "A", "llama | qwen2 | qwen3 | qwen3moe | qwen35 | qwen35moe | gpt-oss | phi3", PS_CLI_FN, &arch, 0, 0,
+        {"--arch", "A", "llama | qwen2 | qwen3 | qwen3moe | qwen35 | qwen35moe | gpt-oss | phi3 | olmo2", PS_CLI_FN, &arch, 0, 0,
          opt_copy},
         {"--n-embd", "N", "width", PS_CLI_I32, &p.n_embd, 1, I},
         {"--n-layer", "N", "layers", PS_CLI_I32, &p.n_layer, 1, I},

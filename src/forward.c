@@ -17,6 +17,9 @@
  *     x += att @ Wo^T (+bo)
  *     xb = rmsnorm(x) * ffn_norm
  *     x += (silu(xb @ Wgate^T) * (xb @ Wup^T)) @ Wdown^T
+ *     olmo2: no attn_norm / ffn_norm (attention and FFN read x); q, k = rmsnorm over the whole
+ *     row * q_norm / k_norm; each output is rmsnorm(out) * post_attention_norm /
+ *     post_ffw_norm before it is added to x
  *     (phi3: Wgate, Wup are the two halves of one ffn_up)
  *   logits (n, n_vocab) = (rmsnorm(x) * output_norm) @ Woutput^T (+ output.bias)
  *
@@ -233,7 +236,7 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
                             (const uint8_t *)w->token_embd.data +
                                 (size_t)job->tokens[i] * w->token_embd.row_bytes,
                             x, d);
-        ps_rmsnorm_f32(s->isa, xb, x, L->attn_norm, d, hp->rms_eps);
+        if (L->attn_norm) ps_rmsnorm_f32(s->isa, xb, x, L->attn_norm, d, hp->rms_eps);
         break;
     }
     case ROW_QG_SPLIT:
@@ -250,7 +253,10 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         for (int64_t j = 0; L->bq && j < dq; j++) q[j] += L->bq[j];
         for (int64_t j = 0; L->bk && j < dkv; j++) k[j] += L->bk[j];
         for (int64_t j = 0; L->bv && j < dkv; j++) v[j] += L->bv[j];
-        if (L->q_norm) {
+        if (L->q_norm && (L->feat & PS_L_QK_NORM_FULL)) { /* olmo2: over the whole row */
+            ps_rmsnorm_f32(s->isa, q, q, L->q_norm, dq, hp->rms_eps);
+            ps_rmsnorm_f32(s->isa, k, k, L->k_norm, dkv, hp->rms_eps);
+        } else if (L->q_norm) {
             for (int32_t h = 0; h < hp->n_head; h++)
                 ps_rmsnorm_f32(s->isa, q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
             for (int32_t h = 0; h < hp->n_head_kv; h++)
@@ -308,8 +314,9 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
     }
     case ROW_ATT_OUT:
         for (int64_t j = 0; L->bo && j < d; j++) fo[j] += L->bo[j];
+        if (L->attn_post_norm) ps_rmsnorm_f32(s->isa, fo, fo, L->attn_post_norm, d, hp->rms_eps);
         for (int64_t j = 0; j < d; j++) x[j] += fo[j];
-        ps_rmsnorm_f32(s->isa, xb, x, L->ffn_norm, d, hp->rms_eps);
+        if (L->ffn_norm) ps_rmsnorm_f32(s->isa, xb, x, L->ffn_norm, d, hp->rms_eps);
         break;
     case ROW_SWIGLU: {
         float *g = s->hb + i * ff, *u = s->hb2 + i * ff;
@@ -328,6 +335,7 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         break;
     }
     case ROW_FFN_OUT:
+        if (L->ffn_post_norm) ps_rmsnorm_f32(s->isa, fo, fo, L->ffn_post_norm, d, hp->rms_eps);
         for (int64_t j = 0; j < d; j++) x[j] += fo[j];
         if (job->next_norm) ps_rmsnorm_f32(s->isa, xb, x, job->next_norm, d, hp->rms_eps);
         break;
@@ -355,9 +363,10 @@ static void attention(ps_session *s, const ps_matmul_env *env, int32_t l, int32_
     const int64_t d = hp->n_embd, hd = hp->head_dim, dq = (int64_t)hp->n_head * hd,
                   dkv = (int64_t)hp->n_head_kv * hd;
     const bool gated = (L->feat & PS_L_ATTN_GATED) != 0;
-    ps_matmul(env, &L->wq, s->xb, d, n, gated ? s->dn_qkv : s->q, gated ? 2 * dq : dq);
-    ps_matmul(env, &L->wk, s->xb, d, n, s->k, dkv);
-    ps_matmul(env, &L->wv, s->xb, d, n, s->v, dkv);
+    const float *in = L->feat & PS_L_NO_IN_NORM ? s->x : s->xb; /* olmo2: x itself */
+    ps_matmul(env, &L->wq, in, d, n, gated ? s->dn_qkv : s->q, gated ? 2 * dq : dq);
+    ps_matmul(env, &L->wk, in, d, n, s->k, dkv);
+    ps_matmul(env, &L->wv, in, d, n, s->v, dkv);
     rows(s, n, gated ? ROW_QG_SPLIT : ROW_QKV, l, NULL, NULL);
     att_job aj = {s, L->kv_slot, n, L->swa,
                   hp->info->flags & PS_A_Q_PRESCALE ? 1.0f : 1.0f / sqrtf((float)hd), L->sinks};
@@ -399,8 +408,9 @@ static void ffn_dense(ps_session *s, const ps_matmul_env *env, int32_t l, int32_
     const ps_hparams *hp = &s->model->hp;
     const ps_layer *L = &s->model->w.layers[l];
     const int64_t d = hp->n_embd, ff = hp->n_ff;
-    ps_matmul(env, &L->w_gate, s->xb, d, n, s->hb, ff);
-    ps_matmul(env, &L->w_up, s->xb, d, n, s->hb2, ff);
+    const float *in = L->feat & PS_L_NO_IN_NORM ? s->x : s->xb; /* olmo2: x itself */
+    ps_matmul(env, &L->w_gate, in, d, n, s->hb, ff);
+    ps_matmul(env, &L->w_up, in, d, n, s->hb2, ff);
     rows(s, n, ROW_SWIGLU, l, NULL, NULL);
     ps_matmul(env, &L->w_down, s->hb, ff, n, s->ffn_out, d);
 }

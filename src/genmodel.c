@@ -191,10 +191,29 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->tied = false;
         return PS_OK;
     }
+    if (!strcmp(name, "olmo2-tiny") || !strcmp(name, "olmo2-1b-2l")) {
+        /* olmo2-1b-2l: OLMo-2-0425-1B's widths with 2 of its 16 layers */
+        const bool tiny = !strcmp(name, "olmo2-tiny");
+        snprintf(p->arch, sizeof p->arch, "olmo2");
+        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
+        p->n_vocab = tiny ? 512 : 100352;
+        p->n_embd = tiny ? 64 : 2048;
+        p->n_layer = 2;
+        p->n_head = tiny ? 4 : 16;
+        p->n_head_kv = tiny ? 2 : 16;
+        p->head_dim = tiny ? 16 : 128;
+        p->n_rot = 0;
+        p->n_ff = tiny ? 128 : 8192;
+        p->n_ctx = 4096;
+        p->rope_base = 500000.0f;
+        p->rms_eps = 1e-6f;
+        p->tied = false;
+        return PS_OK;
+    }
     return ps_fail(err, PS_ERR_NOT_FOUND, -1,
                    "unknown preset '%s' (known: tiny, qwen3-0.6b, qwen3moe-tiny, mixtral-tiny, "
                    "qwen3-30b-a3b-2l, qwen35-tiny, qwen35-4l, qwen35moe-tiny, qwen35moe-4l, "
-                   "gpt-oss-tiny, gpt-oss-20b-2l, phi3-tiny, phi3-mini-2l)",
+                   "gpt-oss-tiny, gpt-oss-20b-2l, phi3-tiny, phi3-mini-2l, olmo2-tiny, olmo2-1b-2l)",
                    name);
 }
 
@@ -400,7 +419,7 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
     const uint32_t feat = ps_arch_find(p->arch)->layer; /* validate() checked the name */
     const bool qwen2 = feat & PS_L_QKV_BIAS, qwen3 = feat & PS_L_QK_NORM,
                moe = feat & PS_L_FFN_MOE, oai = feat & PS_L_MOE_OAI,
-               fused = feat & PS_L_FFN_FUSED_UP;
+               fused = feat & PS_L_FFN_FUSED_UP, olmo2 = feat & PS_L_SANDWICH;
     if (is_hybrid(p)) {
         const ps_genmodel_params h = hybrid_defaults(p);
         const int64_t dk = h.ssm_d_state, dv = (int64_t)h.ssm_n_v * dk,
@@ -461,7 +480,7 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
     for (int32_t i = 0; !is_hybrid(p) && i < p->n_layer; i++) {
         char n[64];
 #define BLK(suffix) (snprintf(n, sizeof n, "blk.%d.%s", (int)i, suffix), n)
-        ADD(BLK("attn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
+        if (!olmo2) ADD(BLK("attn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
         if (fused) { /* phi3: one attn_qkv, q | k | v */
             ADD(BLK("attn_qkv.weight"), T_MATRIX, ty, E, Q + 2 * KV);
         } else {
@@ -479,6 +498,16 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
             ADD(BLK("attn_k_norm.weight"), T_NORM, PS_GGML_F32, p->head_dim, 1);
         }
         ADD(BLK("attn_output.weight"), T_MATRIX, ty, Q, E);
+        if (olmo2) { /* q/k norms over the whole projection, output norms, dense SwiGLU */
+            ADD(BLK("attn_q_norm.weight"), T_NORM, PS_GGML_F32, Q, 1);
+            ADD(BLK("attn_k_norm.weight"), T_NORM, PS_GGML_F32, KV, 1);
+            ADD(BLK("post_attention_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
+            ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
+            ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, F);
+            ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
+            ADD(BLK("post_ffw_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
+            continue;
+        }
         if (oai) { /* gpt-oss: all attention biases, sinks, post_attention_norm, biased experts */
             ADD(BLK("attn_q.bias"), T_BIAS, PS_GGML_F32, Q, 1);
             ADD(BLK("attn_k.bias"), T_BIAS, PS_GGML_F32, KV, 1);

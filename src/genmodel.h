@@ -14,7 +14,8 @@ typedef struct {
     char arch[16];            /* "llama", "qwen2" (q/k/v biases), "qwen3" (q/k head norms),
                                  "qwen35" (Gated DeltaNet hybrid, see below), "qwen35moe" (the
                                  same with experts and a shared expert of width n_ff), "phi3"
-                                 (fused attn_qkv and gate + up) */
+                                 (fused attn_qkv and gate + up), "olmo2" (output norms, no
+                                 input norms, whole-row q/k norms) */
     char name[64];            /* general.name; "" = "promptscore-random-<arch>" */
     int32_t n_vocab;          /* synthetic vocabulary size (>= 259); ignored with vocab_path */
     int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
@@ -80,7 +81,9 @@ ps_genmodel_params ps_genmodel_default_params(void);
  * 64 wide, 2 layers, 4/2 heads of 16 with rope on 12 dims, FFN 128 fused with its gate,
  * LongRoPE from an original context of 256 to 1024), "phi3-mini-2l" (Phi-3-mini-128k's widths
  * with 2 layers: 3072 wide, 32/32 heads of 96, FFN 8192, vocab 32,064, LongRoPE 4096 ->
- * 131072).
+ * 131072), "olmo2-tiny" (olmo2, 64 wide, 2 layers, 4/2 heads of 16, FFN 128, ctx 4096, theta
+ * 5e5), "olmo2-1b-2l" (OLMo-2-1B's widths with 2 layers: 2048 wide, 16/16 heads of 128, FFN
+ * 8192, vocab 100,352).
  * Returns PS_OK or PS_ERR_NOT_FOUND (the message lists the presets). */
 ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *err);
 

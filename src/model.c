@@ -431,7 +431,8 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     hp->n_layer_kv = hp->n_layer;
     if ((st = read_swa_hparams(m, arch, err))) return st;
     if ((hp->info->flags & PS_A_HYBRID) && (st = read_hybrid_hparams(m, arch, err))) return st;
-    if (hp->arch == PS_ARCH_GPT_OSS) { /* its sliding layers: not run yet, so refused */
+    if (hp->arch == PS_ARCH_GPT_OSS || hp->arch == PS_ARCH_OLMO2) {
+        /* their sliding layers (gpt-oss; OLMo 3, stored as olmo2): not run yet, so refused */
         char key[128];
         snprintf(key, sizeof key, "%s.attention.sliding_window", arch);
         if (ps_gguf_find_key(g, key) >= 0)

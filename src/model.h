@@ -80,7 +80,7 @@ static inline ps_mat ps_mat3_at(const ps_mat3 *t, int64_t e) {
  * tensor list is ps_layer_tensors in arch.c). Shapes are GGUF ne order (ne[0] = input dim):
  *   attn_norm (n_embd)          wq (n_embd -> n_head*head_dim)   bq (n_head*head_dim) | NULL
  *   wk, wv (n_embd -> n_head_kv*head_dim)                        bk, bv | NULL
- *   q_norm, k_norm (head_dim) | NULL (qwen3 only)
+ *   q_norm, k_norm (head_dim) | NULL (qwen3; olmo2: n_head*head_dim and n_head_kv*head_dim)
  *   wo (n_head*head_dim -> n_embd)
  *   ffn_norm (n_embd)   w_gate, w_up (n_embd -> n_ff)   w_down (n_ff -> n_embd)
  * experts (PS_L_FFN_MOE, moe.c): ffn_norm, gate_inp (n_embd -> n_expert),
@@ -108,6 +108,7 @@ typedef struct {
     const float *bq, *bk, *bv, *bo;
     const float *q_norm, *k_norm;
     const float *ffn_norm;
+    const float *attn_post_norm, *ffn_post_norm; /* PS_L_SANDWICH (n_embd) | NULL */
     ps_mat w_gate, w_up, w_down;
     bool recurrent;
     int32_t kv_slot, rs_slot;

@@ -26,6 +26,8 @@ llama.cpp defines them, over the whole prompt at once (no KV cache, no chunks), 
               with the 3-D ffn_{gate,up,down}_exps tensors, matrix e = [e]
   logits = output (rmsnorm(x) * output_norm)       (output = token_embd when the file has none)
            (+ output.bias when the file has it)
+olmo2 (forward_olmo2): no input norms, q/k RMSNorm over the whole projection, the attention
+and FFN outputs RMS-normed before their residual adds.
 phi3: q, k, v are the row ranges of one attn_qkv (or separate tensors), ffn_up holds the gate
 rows then the up rows (no ffn_gate), the rope pairing is neox; Phi-3 also scales q by
 1/sqrt(head_dim) before q k^T, which in float64 is the same as scaling the scores.
@@ -257,7 +259,7 @@ class Model:
         kv = self.kv
         self.arch = kv["general.architecture"]
         if self.arch not in ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe",
-                             "gpt-oss", "phi3"):
+                             "gpt-oss", "phi3", "olmo2"):
             raise ValueError("architecture %s not supported" % self.arch)
         a = self.arch
         self.n_embd = int(kv[a + ".embedding_length"])
@@ -269,7 +271,7 @@ class Model:
         self.eps = float(kv.get(a + ".attention.layer_norm_rms_epsilon", 1e-5))
         self.rope_base = float(kv.get(a + ".rope.freq_base", 10000.0))
         self.rope_scaling(kv, a, n_ctx)
-        self.neox = a in ("qwen2", "qwen3", "qwen3moe", "gpt-oss", "phi3")
+        self.neox = a in ("qwen2", "qwen3", "qwen3moe", "gpt-oss", "phi3", "olmo2")
         self.n_expert = int(kv.get(a + ".expert_count", 0))
         self.n_expert_used = int(kv.get(a + ".expert_used_count", 0))
         self.expert_norm = bool(kv.get(a + ".expert_weights_norm", True))
@@ -517,10 +519,47 @@ class Model:
         x = self.rmsnorm(x, self.W("output_norm.weight"))
         return self.matmul(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
 
+    def forward_olmo2(self, tokens):
+        """olmo2 (llama.cpp's olmo2.cpp): no input norms; q and k RMS-normed over the whole
+        projection (n_head * head_dim, n_head_kv * head_dim) before rope; the attention output
+        and the FFN output are RMS-normed (post_attention_norm, post_ffw_norm) before their
+        residual adds:  x += norm(Wo attn(x));  x += norm(Wdown (silu(Wgate x) * Wup x))."""
+        tok = np.asarray(tokens, dtype=np.int64)
+        if tok.min() < 0 or tok.max() >= self.n_vocab:
+            raise ValueError("token id outside [0, %d)" % self.n_vocab)
+        T = len(tok)
+        H, HK, D = self.n_head, self.n_head_kv, self.head_dim
+        x = self.W("token_embd.weight")[tok].copy()
+        pos = np.arange(T)
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        for l in range(self.n_layer):
+            p = "blk.%d." % l
+            q = self.rmsnorm(self.matmul(x, p + "attn_q.weight"), self.W(p + "attn_q_norm.weight"))
+            k = self.rmsnorm(self.matmul(x, p + "attn_k.weight"), self.W(p + "attn_k_norm.weight"))
+            v = self.matmul(x, p + "attn_v.weight").reshape(T, HK, D)
+            q = self.rope(q.reshape(T, H, D), pos)
+            k = self.rope(k.reshape(T, HK, D), pos)
+            out = np.empty((T, H, D))
+            for hh in range(H):
+                kh = hh // (H // HK)
+                sc = q[:, hh, :] @ k[:, kh, :].T / np.sqrt(D) + mask
+                e = np.exp(sc - sc.max(axis=1, keepdims=True))
+                out[:, hh, :] = (e / e.sum(axis=1, keepdims=True)) @ v[:, kh, :]
+            a = self.matmul(out.reshape(T, H * D), p + "attn_output.weight")
+            x = x + self.rmsnorm(a, self.W(p + "post_attention_norm.weight"))
+            gt = self.matmul(x, p + "ffn_gate.weight")
+            up = self.matmul(x, p + "ffn_up.weight")
+            f = self.matmul(gt / (1.0 + np.exp(-gt)) * up, p + "ffn_down.weight")
+            x = x + self.rmsnorm(f, self.W(p + "post_ffw_norm.weight"))
+        x = self.rmsnorm(x, self.W("output_norm.weight"))
+        return self.matmul(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
+
     def forward(self, tokens):
         """tokens: list of ids -> logits (T, n_vocab) float64."""
         if self.arch in ("qwen35", "qwen35moe"):
             return self.forward_hybrid(tokens)
+        if self.arch == "olmo2":
+            return self.forward_olmo2(tokens)
         if self.arch == "gpt-oss":
             return self.forward_oai(tokens)
         tok = np.asarray(tokens, dtype=np.int64)
