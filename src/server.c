@@ -20,6 +20,7 @@
  * A request owns all of its memory, so a bad or cancelled one cannot change the next.
  */
 #include "server.h"
+#include "jscan.h"
 #include "json.h"
 #include "server_conns.h"
 #include "server_guard.h"
@@ -731,6 +732,12 @@ typedef struct {
     bool responded;
     bool cors;          /* the request's Origin is --cors-origin: answers carry its headers */
     bool queued;        /* holds one of the --queue slots (a completion) */
+    bool scanning;      /* the body goes through scan as it arrives (a completion) */
+    ps_jscan scan;      /* refuses a prompt list or an id list over the limits before the
+                         * body is whole, so jansson never builds it */
+    bool refused;       /* the scan refused the body: the rest is dropped unread into memory,
+                         * and `refusal` is the answer once it has arrived */
+    ps_http_error refusal;
     int64_t reserved;   /* bytes of the memory budget it holds */
     double t0;          /* ps_now_s() when the request arrived */
     int64_t prompt_tokens;
@@ -1161,6 +1168,13 @@ static void write_metrics(ps_server *s, ps_buf *b) {
                   "# HELP promptscore_prompts_waiting Prompts queued and not yet started.\n"
                   "# TYPE promptscore_prompts_waiting gauge\n"
                   "promptscore_prompts_waiting %d\n"
+                  "# HELP promptscore_memory_budget_used_bytes Bytes of --mem-budget held by "
+                  "requests in flight.\n"
+                  "# TYPE promptscore_memory_budget_used_bytes gauge\n"
+                  "promptscore_memory_budget_used_bytes %lld\n"
+                  "# HELP promptscore_memory_budget_bytes The memory budget (--mem-budget).\n"
+                  "# TYPE promptscore_memory_budget_bytes gauge\n"
+                  "promptscore_memory_budget_bytes %lld\n"
                   "# HELP promptscore_connections_open TCP connections open now.\n"
                   "# TYPE promptscore_connections_open gauge\n"
                   "promptscore_connections_open %d\n"
@@ -1172,7 +1186,8 @@ static void write_metrics(ps_server *s, ps_buf *b) {
                   "# TYPE promptscore_request_duration_seconds histogram\n",
                   (unsigned long long)s->tokens_scored, (unsigned long long)s->tokens_generated,
                   (unsigned long long)s->cancelled, (int)s->admitted, (int)s->cfg.queue,
-                  (int)waiting, (int)ps_conns_open(s->conns),
+                  (int)waiting, (long long)s->mem_used, (long long)s->cfg.mem_budget,
+                  (int)ps_conns_open(s->conns),
                   (unsigned long long)ps_conns_timed_out(s->conns));
     for (int r = 0; r < R_COUNT; r++) {
         if (!s->lat_count[r]) continue;
@@ -1409,6 +1424,12 @@ static bool admit(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
         }
     }
     pthread_mutex_unlock(&s->mu);
+    if (ok && completion) {
+        ps_jscan_limits lim = {.max_depth = 64, .max_ids = s->limits.n_ctx,
+                               .max_prompts = s->cfg.max_prompts};
+        ps_jscan_init(&c->scan, &lim);
+        c->scanning = true;
+    }
     if (ok) return false;
     if (draining)
         ps_http_fail(&e, 503, NULL, NULL, "the server is shutting down");
@@ -1427,6 +1448,44 @@ static bool admit(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
                      "memory budget and this body of %lld bytes needs %lld to parse; retry later",
                      (long long)used, (long long)budget, (long long)len, (long long)need);
     *ret = respond_error(s, mc, c, method, url, &e, NULL);
+    return true;
+}
+
+/* Feeds a piece of a completion's body to its scan. Returns true when the scan refused it:
+ * the buffered body is freed, what follows is dropped as it arrives, and c->refusal is the
+ * answer (libmicrohttpd 0.9 queues an answer only before or after the body, not while it
+ * arrives). A syntax error is left to the full parser, whose messages name line and column. */
+static bool scan_piece(ps_server *s, conn *c, const char *data, size_t n) {
+    ps_error err;
+    ps_error_clear(&err);
+    if (ps_jscan_feed(&c->scan, data, n, &err) == PS_OK) return false;
+    ps_http_error *e = &c->refusal;
+    memset(e, 0, sizeof *e);
+    switch (c->scan.what) {
+    case PS_JSCAN_IDS:
+        ps_http_fail(e, 400, "prompt", "context_length_exceeded",
+                     "This model's maximum context length is %d tokens, but %s (refused while "
+                     "the body was arriving, before parsing it)",
+                     (int)s->limits.n_ctx, err.message);
+        break;
+    case PS_JSCAN_PROMPTS:
+        ps_http_fail(e, 400, "prompt", "too_many_prompts",
+                     "the request has at least %lld prompts, over this server's limit of %d per "
+                     "request (--max-prompts); send them in several requests (refused at byte "
+                     "%lld, before parsing)",
+                     (long long)c->scan.n_prompts, (int)s->cfg.max_prompts,
+                     (long long)err.offset);
+        break;
+    case PS_JSCAN_SYNTAX:
+        c->scanning = false;
+        return false;
+    default:
+        ps_http_fail(e, 400, NULL, NULL, "%s", err.message);
+        break;
+    }
+    ps_buf_free(&c->body);
+    c->refused = true;
+    c->scanning = false;
     return true;
 }
 
@@ -1491,10 +1550,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             c->too_large = true;
             return MHD_YES;
         }
+        if (c->refused || (c->scanning && scan_piece(s, c, upload_data, n))) return MHD_YES;
         ps_buf_append(&c->body, upload_data, n); /* after a failure: ignored, answered below */
         return MHD_YES;
     }
     ps_conns_set_busy(s->conns, mc, true); /* the whole request is here: no read deadline */
+    if (c->refused) return respond_error(s, mc, c, method, url, &c->refusal, NULL);
     if (c->body.oom) return respond_buf(s, mc, c, method, url, 500, &c->body, NULL);
     return dispatch(s, mc, c, method, url);
 }

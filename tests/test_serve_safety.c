@@ -24,8 +24,9 @@
  *     --read-timeout 2 every slow socket is cut within the deadline, dripping or not;
  *   - bounded work (--max-prompts 16, --max-response 4 MB, --mem-budget 64 MiB): at and over
  *     each limit, the 413 / 400 naming both numbers, the response estimate refused before any
- *     scoring, a body whose parse would need more than the budget refused on its headers, six
- *     2.5 MB bodies at once admitted one at a time (the rest 503 + Retry-After) with the peak
+ *     scoring, a prompt list over --max-prompts and an id list over the context refused while
+ *     the body arrives (only its first bytes sent), a body whose parse would need more than the budget refused on its headers, six
+ *     1.2 MB bodies at once admitted one at a time (the rest 503 + Retry-After) with the peak
  *     RSS growing by less than the budget; a small request sent behind a 64-prompt one is
  *     answered while that one still runs (round robin);
  *   - SIGTERM with a client stalled in its body: the server exits at once (the request was not
@@ -670,13 +671,13 @@ static void test_slow_sockets(void) {
     CHECK(server_stop(&s) == 0);
 }
 
-/* A body of one id list of n ids, as big as asked (valid JSON; over the context: a 400 once
- * parsed). */
-static char *ids_body(size_t bytes) {
+/* A body of one text prompt that is one long word, as big as asked (the costliest text to
+ * tokenize per byte; over the context: a 400 once tokenized). */
+static char *text_body(size_t bytes) {
     char *b = malloc(bytes + 64);
-    size_t o = (size_t)sprintf(b, "{\"prompt\":[");
-    while (o + 8 < bytes) o += (size_t)sprintf(b + o, "%d,", 100 + (int)(o % 300));
-    sprintf(b + o, "1]}");
+    size_t o = (size_t)sprintf(b, "{\"prompt\":\"");
+    memset(b + o, 'a', bytes - o - 2);
+    strcpy(b + bytes - 2, "\"}");
     return b;
 }
 
@@ -702,6 +703,41 @@ static void test_bounded(void) {
     CHECKF(strstr(a.body, "17 prompts") && strstr(a.body, "limit of 16"), "%s", a.body);
     answer_free(&a);
     free(b);
+    /* the streaming check: a prompt list over --max-prompts and an id list over the context
+     * (2048) are refused as the body arrives; the rest of a 300 KB body (spaces) is dropped
+     * unread into memory, and the peak RSS does not move */
+    {
+        const char *cases[][2] = {
+            {"{\"prompt\":[[5],[5],[5],[5],[5],[5],[5],[5],[5],[5],[5],[5],[5],[5],[5],[5],[5],",
+             "too_many_prompts"},
+            {NULL, "context_length_exceeded"}};
+        char ids[16384];
+        size_t o = (size_t)sprintf(ids, "{\"max_tokens\":0,\"prompt\":[");
+        for (int i = 0; i < 2100; i++) o += (size_t)sprintf(ids + o, "7,");
+        cases[1][0] = ids;
+        for (int k = 0; k < 2; k++) {
+            int fd = dial(s.port, NULL);
+            char h[256];
+            snprintf(h, sizeof h,
+                     "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                     "application/json\r\nContent-Length: 300000\r\n\r\n");
+            char *rest = malloc(300000);
+            memset(rest, ' ', 300000);
+            long kb0 = hwm_kb(s.pid);
+            CHECK(fd >= 0 && send_all(fd, h, strlen(h)) &&
+                  send_all(fd, cases[k][0], strlen(cases[k][0])) &&
+                  send_all(fd, rest, 300000 - strlen(cases[k][0])));
+            free(rest);
+            bool got = fd >= 0 && read_answer(fd, 5 * PS_TEST_TIME_SCALE, &a);
+            CHECKF(got, "%s: no answer", cases[k][1]);
+            if (got) check_error(&a, 400, cases[k][1], cases[k][1]);
+            CHECKF(strstr(a.body, "before pars") && hwm_kb(s.pid) - kb0 < 2048,
+                   "%s: refused before parsing, peak RSS +%ld KB: %.200s", cases[k][1],
+                   hwm_kb(s.pid) - kb0, a.body);
+            answer_free(&a);
+            if (fd >= 0) close(fd);
+        }
+    }
     /* the answer's estimate: 400 bytes per entry at K = 5 */
     b = heavy_body(8, 1000);
     req(s.port, NULL, "POST", "/v1/completions", JSON, b, &a);
@@ -731,16 +767,26 @@ static void test_bounded(void) {
         const char *h = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                         "application/json\r\nContent-Length: 3000000\r\n\r\n";
         CHECK(fd >= 0 && send_all(fd, h, strlen(h)) && read_answer(fd, 5, &a));
-        check_error(&a, 413, "request_too_large", "a 3 MB body (72 MB to parse, budget 64 MiB)");
+        check_error(&a, 413, "request_too_large", "a 3 MB body (144 MB to parse, budget 64 MiB)");
         CHECKF(strstr(a.body, "3000000") && strstr(a.body, "67108864"), "%s", a.body);
         answer_free(&a);
         if (fd >= 0) close(fd);
     }
-    /* six 2.5 MB bodies at once (60 MB each to parse): their headers first; one is admitted,
-     * the other five get 503 + Retry-After on their headers alone; then the admitted one's body
-     * (parsed: a 400, over the context); the peak RSS stays under the budget */
+    /* six 1.2 MB bodies at once (58 MB each to parse and tokenize): their headers first; one is
+     * admitted, the other five get 503 + Retry-After on their headers alone; then the admitted
+     * one's body (tokenized: a 400, over the context); the peak RSS stays under the budget */
+    /* the requests before have let go of their share (the gauge the budget is read from) */
+    long held = -1;
+    for (double t1 = now_s(); held != 0 && now_s() - t1 < 10 * PS_TEST_TIME_SCALE;) {
+        req(s.port, NULL, "GET", "/metrics", NULL, NULL, &a);
+        const char *u = strstr(a.body, "\npromptscore_memory_budget_used_bytes ");
+        held = u ? atol(u + 39) : -1;
+        answer_free(&a);
+        if (held != 0) usleep(20000);
+    }
+    CHECKF(held == 0, "the memory budget still held %ld bytes with nothing in flight", held);
     long base_kb = hwm_kb(s.pid);
-    char *big = ids_body(2500000);
+    char *big = text_body(1200000);
     int fds[6];
     char hb[256];
     snprintf(hb, sizeof hb,
@@ -785,12 +831,12 @@ static void test_bounded(void) {
         if (fds[i] >= 0) close(fds[i]);
     long peak_kb = hwm_kb(s.pid);
     CHECKF(waiting == 1 && n400 == 1 && n503 == 5,
-           "six 2.5 MB bodies at once: %d admitted on their headers (%d parsed, 400 over the "
+           "six 1.2 MB bodies at once: %d admitted on their headers (%d parsed, 400 over the "
            "context; the last said %d), %d refused 503 before their bodies", waiting, n400, last,
            n503);
     CHECKF(peak_kb - base_kb < 65536, "peak RSS grew by %ld KB, over the 64 MiB budget",
            peak_kb - base_kb);
-    fprintf(stderr, "NOTE: six 2.5 MB bodies: %d parsed, %d 503; peak RSS %ld KB (+%ld KB)\n",
+    fprintf(stderr, "NOTE: six 1.2 MB bodies: %d parsed, %d 503; peak RSS %ld KB (+%ld KB)\n",
             n400, n503, peak_kb, peak_kb - base_kb);
     free(big);
     CHECK(server_stop(&s) == 0);
