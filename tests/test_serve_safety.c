@@ -855,11 +855,17 @@ static void test_round_robin(const char *heavy) {
     double t0 = now_s();
     req(s.port, NULL, "POST", "/v1/completions", JSON, SMALL, &a);
     double small_s = now_s() - t0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    bool huge_done = fd >= 0 && poll(&p, 1, 0) > 0;
-    CHECKF(a.status == 200 && !huge_done,
-           "a small request behind a huge one: %d after %.2f s, the huge one %s", a.status,
-           small_s, huge_done ? "already answered (first in, first out)" : "still running");
+    /* the tokens scored when the small one is answered: first in, first out would have scored
+     * all 64 x 500 of the huge one first */
+    answer m = {0};
+    req(s.port, NULL, "GET", "/metrics", NULL, NULL, &m);
+    const char *t = strstr(m.body, "\npromptscore_prompt_tokens_scored_total ");
+    long scored = t ? atol(t + 40) : -1;
+    answer_free(&m);
+    CHECKF(a.status == 200 && scored >= 0 && scored < 64 * 500,
+           "a small request behind a huge one: %d after %.2f s, with %ld of the huge one's %d "
+           "tokens scored (first in, first out scores them all first)",
+           a.status, small_s, scored, 64 * 500);
     fprintf(stderr, "NOTE: a small request behind a 64 x 500-token one answered in %.3f s\n",
             small_s);
     answer_free(&a);
