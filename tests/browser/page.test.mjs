@@ -12,6 +12,8 @@
 //   - a prompt longer than the context (second server with --ctx 64) shows the server's error
 //     message in the page; a dead server shows a network error;
 //   - a synthetic 4,000-token response (routed in the browser) renders quickly and hovers;
+//   - serve --api-key: opened as /#key=KEY the page sends "Authorization: Bearer KEY" and drops
+//     the key from the address bar; opened without it, the page asks on the 401, then scores;
 //   - screenshots go to tests/out/ (page.png is the README's picture).
 // Prints "page: N passed, N failed, N skipped". Run by tests/test_page.sh (which skips when
 // chromium or node_modules are missing). Options: --base URL uses a running server (e.g. the
@@ -401,6 +403,35 @@ async function main() {
             await pp.tap('#tokens .t[data-i="6"]');
             check(await pp.isVisible("#tip") && (await pp.$eval("#tip", (t) => t.dataset.i)) === "6", "a tap opens the token's card");
             await phone.close();
+        }
+        // ---- 8. serve --api-key: the page sends the key of its address's #key=, drops it from
+        //         the address bar, and asks for it on a 401 ----
+        if (!argBase) {
+            const keyed = await startServer(["--api-key", "k3y-for-the-page"]);
+            servers.push(keyed);
+            const kc = await browser.newContext({ viewport: { width: 1100, height: 820 } });
+            const kp = await kc.newPage();
+            const auths = [];
+            kp.on("request", (r) => { if (r.url().endsWith("/v1/completions")) auths.push(r.headers()["authorization"] || ""); });
+            await kp.goto(keyed.base + "#key=k3y-for-the-page");
+            check(!kp.url().includes("key="), "the key is dropped from the address bar", kp.url());
+            await kp.fill("#prompt", PROMPT);
+            await kp.click("#score");
+            await kp.waitForFunction(() => document.querySelectorAll("#tokens .t").length > 0 || !document.getElementById("error").hidden, null, { timeout: 10000 });
+            check(await kp.locator("#tokens .t").count() > 0 && auths[0] === "Bearer k3y-for-the-page",
+                  "with #key= the page scores, sending Authorization: Bearer KEY", `${auths.join(",")} ${await kp.textContent("#error")}`);
+            await kc.close();
+            const kc2 = await browser.newContext({ viewport: { width: 1100, height: 820 } });
+            const kp2 = await kc2.newPage();
+            let asked = 0;
+            kp2.on("dialog", async (d) => { asked++; await d.accept("k3y-for-the-page"); });
+            await kp2.goto(keyed.base);
+            await kp2.fill("#prompt", PROMPT);
+            await kp2.click("#score");
+            await kp2.waitForFunction(() => document.querySelectorAll("#tokens .t").length > 0 || !document.getElementById("error").hidden, null, { timeout: 10000 });
+            check(asked === 1 && await kp2.locator("#tokens .t").count() > 0,
+                  "without a key the page asks for it on the 401 and then scores", `asked ${asked}: ${await kp2.textContent("#error")}`);
+            await kc2.close();
         }
         check(pageErrors.length === 0, "no JavaScript errors in the page", pageErrors.join(" | "));
         check(offsite.length === 0, "the page fetches nothing but its own server", offsite.join(" "));
