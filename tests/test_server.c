@@ -1526,6 +1526,15 @@ int main(void) {
                "cancelled counter: %s", m ? m : "(absent)");
         resp_free(&r);
         fprintf(stderr, "NOTE: after a hang-up the next request took %.3f s\n", secs);
+        /* requests are served round robin, so the next request can be answered before the
+         * hung-up one's connection thread has recorded its 499: wait for that (bounded) */
+        for (double t1 = now_s(); now_s() - t1 < 10 * PS_TEST_TIME_SCALE; usleep(20000)) {
+            bool seen = http(port, "GET", "/metrics", NULL, &r) && r.body &&
+                        strstr(r.body, "promptscore_requests_total{route=\"/v1/completions\","
+                                       "status=\"499\"} 1");
+            resp_free(&r);
+            if (seen) break;
+        }
     }
 
     /* ---- metrics: the exposition format parsed line by line (m_parse), the series the
