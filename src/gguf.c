@@ -386,8 +386,15 @@ static ps_status skip_value(cursor *c, uint32_t type, int depth, const char *who
     return PS_OK;
 }
 
-static ps_status parse(ps_gguf *g, ps_error *err) {
-    cursor c = {g->base, g->size, 0, err};
+/* ---- parse(): the file's sections in order, one function per phase ----------------------
+ * Each phase fills g and returns a status; what it allocates into g is freed by
+ * ps_gguf_close() (open_common calls it on any failure). parse() owns the one other
+ * allocation, the byte offset of every tensor info (for messages), and frees it on its single
+ * way out. */
+
+/* Magic, version, tensor and key counts (each count checked against the bytes left). */
+static ps_status parse_header(ps_gguf *g, cursor *c, uint64_t *n_tensors, uint64_t *n_kv) {
+    ps_error *err = c->err;
     ps_status st;
     if (g->size < 4)
         return ps_fail(err, PS_ERR_FORMAT, 0, "file is %zu bytes, too small for a GGUF header",
@@ -396,8 +403,8 @@ static ps_status parse(ps_gguf *g, ps_error *err) {
         return ps_fail(err, PS_ERR_FORMAT, 0,
                        "not a GGUF file: magic is %02x %02x %02x %02x, expected \"GGUF\"",
                        g->base[0], g->base[1], g->base[2], g->base[3]);
-    c.pos = 4;
-    if ((st = cur_u32(&c, &g->version, "version", "the header"))) return st;
+    c->pos = 4;
+    if ((st = cur_u32(c, &g->version, "version", "the header"))) return st;
     if (g->version != 2 && g->version != 3) {
         uint32_t v = g->version, sw = __builtin_bswap32(v);
         if (sw == 2 || sw == 3)
@@ -406,136 +413,151 @@ static ps_status parse(ps_gguf *g, ps_error *err) {
         return ps_fail(err, PS_ERR_UNSUPPORTED, 4,
                        "GGUF version %u is not supported (only versions 2 and 3)", v);
     }
-    uint64_t n_tensors = 0, n_kv = 0;
-    if ((st = cur_u64(&c, &n_tensors, "tensor count", "the header"))) return st;
-    if ((st = cur_u64(&c, &n_kv, "key count", "the header"))) return st;
-    if (n_kv > left(&c) / GGUF_MIN_KV_BYTES)
+    if ((st = cur_u64(c, n_tensors, "tensor count", "the header"))) return st;
+    if ((st = cur_u64(c, n_kv, "key count", "the header"))) return st;
+    if (*n_kv > left(c) / GGUF_MIN_KV_BYTES)
         return ps_fail(err, PS_ERR_FORMAT, 16,
                        "header: %llu keys cannot fit in the %llu bytes after the header",
-                       (unsigned long long)n_kv, (unsigned long long)left(&c));
-    if (n_tensors > left(&c) / GGUF_MIN_TENSOR_BYTES)
+                       (unsigned long long)*n_kv, (unsigned long long)left(c));
+    if (*n_tensors > left(c) / GGUF_MIN_TENSOR_BYTES)
         return ps_fail(err, PS_ERR_FORMAT, 8,
                        "header: %llu tensors cannot fit in the %llu bytes after the header",
-                       (unsigned long long)n_tensors, (unsigned long long)left(&c));
+                       (unsigned long long)*n_tensors, (unsigned long long)left(c));
+    return PS_OK;
+}
 
-    /* ---- key/value pairs ---- */
+/* Key/value pair i: name (non-empty, no NUL, not a duplicate), type, value (validated and
+ * skipped; arrays indexed). */
+static ps_status parse_kv(ps_gguf *g, cursor *c, uint64_t i) {
+    ps_error *err = c->err;
+    ps_status st;
+    gguf_kv *kv = &g->kv[i];
+    char who[128];
+    kv->kv_off = c->pos;
+    snprintf(who, sizeof who, "key #%llu", (unsigned long long)i);
+    if ((st = cur_str(c, &kv->key, "name", who))) return st;
+    if ((st = check_name(c, kv->key, kv->kv_off, "key"))) return st;
+    g->n_kv = (int64_t)i + 1; /* from here on close() frees this entry */
+    snprintf(who, sizeof who, "key '%s'", safe(kv->key.ptr, kv->key.len).s);
+    int64_t dup = hash_find(g, &g->kv_hash, kv_name_at, kv->key.ptr, kv->key.len, (int64_t)i);
+    if (dup >= 0)
+        return ps_fail(err, PS_ERR_FORMAT, (int64_t)kv->kv_off,
+                       "duplicate %s at byte %llu (first at byte %llu)", who,
+                       (unsigned long long)kv->kv_off, (unsigned long long)g->kv[dup].kv_off);
+    uint64_t tat = c->pos;
+    if ((st = cur_u32(c, &kv->type, "value type", who))) return st;
+    if (kv->type > PS_GGUF_FLOAT64)
+        return ps_fail(err, PS_ERR_FORMAT, (int64_t)tat,
+                       "%s: value type %u at byte %llu is not a GGUF type (0..12)", who,
+                       kv->type, (unsigned long long)tat);
+    kv->val_off = c->pos;
+    if ((st = skip_value(c, kv->type, 0, who, kv))) return st;
+    kv->val_len = c->pos - kv->val_off;
+    return PS_OK;
+}
+
+static ps_status parse_kvs(ps_gguf *g, cursor *c, uint64_t n_kv) {
     g->kv = ps_calloc((size_t)PS_MAX(n_kv, (uint64_t)1), sizeof *g->kv);
     if (!g->kv || !hash_init(&g->kv_hash, (int64_t)n_kv))
-        return ps_fail(err, PS_ERR_NOMEM, -1, "no memory for %llu keys",
+        return ps_fail(c->err, PS_ERR_NOMEM, -1, "no memory for %llu keys",
                        (unsigned long long)n_kv);
-    for (uint64_t i = 0; i < n_kv; i++) {
-        gguf_kv *kv = &g->kv[i];
-        char who[128];
-        kv->kv_off = c.pos;
-        snprintf(who, sizeof who, "key #%llu", (unsigned long long)i);
-        if ((st = cur_str(&c, &kv->key, "name", who))) return st;
-        if ((st = check_name(&c, kv->key, kv->kv_off, "key"))) return st;
-        g->n_kv = (int64_t)i + 1; /* from here on close() frees this entry */
-        snprintf(who, sizeof who, "key '%s'", safe(kv->key.ptr, kv->key.len).s);
-        int64_t dup = hash_find(g, &g->kv_hash, kv_name_at, kv->key.ptr, kv->key.len,
-                                (int64_t)i);
-        if (dup >= 0)
-            return ps_fail(err, PS_ERR_FORMAT, (int64_t)kv->kv_off,
-                           "duplicate %s at byte %llu (first at byte %llu)", who,
-                           (unsigned long long)kv->kv_off,
-                           (unsigned long long)g->kv[dup].kv_off);
-        uint64_t tat = c.pos;
-        if ((st = cur_u32(&c, &kv->type, "value type", who))) return st;
-        if (kv->type > PS_GGUF_FLOAT64)
-            return ps_fail(err, PS_ERR_FORMAT, (int64_t)tat,
-                           "%s: value type %u at byte %llu is not a GGUF type (0..12)", who,
-                           kv->type, (unsigned long long)tat);
-        kv->val_off = c.pos;
-        if ((st = skip_value(&c, kv->type, 0, who, kv))) return st;
-        kv->val_len = c.pos - kv->val_off;
-    }
+    ps_status st = PS_OK;
+    for (uint64_t i = 0; i < n_kv && !st; i++) st = parse_kv(g, c, i);
+    return st;
+}
 
-    /* ---- alignment ---- */
+/* general.alignment when present (a power of two), else the default. */
+static ps_status parse_alignment(ps_gguf *g, ps_error *err) {
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
-    if (ps_gguf_find_key(g, "general.alignment") >= 0) {
-        uint32_t a;
-        if ((st = ps_gguf_get_u32(g, "general.alignment", &a, err))) return st;
-        if (a == 0 || (a & (a - 1)) != 0)
-            return ps_fail(err, PS_ERR_FORMAT,
-                           (int64_t)g->kv[ps_gguf_find_key(g, "general.alignment")].val_off,
-                           "general.alignment = %u is not a power of two", a);
-        g->alignment = a;
-    }
+    if (ps_gguf_find_key(g, "general.alignment") < 0) return PS_OK;
+    uint32_t a;
+    ps_status st = ps_gguf_get_u32(g, "general.alignment", &a, err);
+    if (st) return st;
+    if (a == 0 || (a & (a - 1)) != 0)
+        return ps_fail(err, PS_ERR_FORMAT,
+                       (int64_t)g->kv[ps_gguf_find_key(g, "general.alignment")].val_off,
+                       "general.alignment = %u is not a power of two", a);
+    g->alignment = a;
+    return PS_OK;
+}
 
-    /* ---- tensor infos ---- */
+/* Tensor info i: name (non-empty, no NUL, not a duplicate), dimensions, type and byte size,
+ * data offset (aligned). info_off[i] gets the info's byte offset. */
+static ps_status parse_tensor_info(ps_gguf *g, cursor *c, uint64_t i, uint64_t *info_off) {
+    ps_error *err = c->err;
+    ps_status st;
+    ps_gguf_tensor *t = &g->tensors[i];
+    char who[128];
+    uint64_t at = info_off[i] = c->pos;
+    snprintf(who, sizeof who, "tensor #%llu", (unsigned long long)i);
+    if ((st = cur_str(c, &t->name, "name", who))) return st;
+    if ((st = check_name(c, t->name, at, "tensor name"))) return st;
+    snprintf(who, sizeof who, "tensor '%s'", safe(t->name.ptr, t->name.len).s);
+    int64_t dup = hash_find(g, &g->t_hash, t_name_at, t->name.ptr, t->name.len, (int64_t)i);
+    if (dup >= 0)
+        return ps_fail(err, PS_ERR_FORMAT, (int64_t)at,
+                       "duplicate %s at byte %llu (first at byte %llu)", who,
+                       (unsigned long long)at, (unsigned long long)info_off[dup]);
+    uint64_t dat = c->pos;
+    if ((st = cur_u32(c, &t->n_dims, "n_dims", who))) return st;
+    if (t->n_dims < 1 || t->n_dims > 4)
+        return ps_fail(err, PS_ERR_FORMAT, (int64_t)dat,
+                       "%s has n_dims = %u at byte %llu (must be 1..4)", who, t->n_dims,
+                       (unsigned long long)dat);
+    for (int d = 0; d < 4; d++) t->ne[d] = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++) {
+        uint64_t ne = 0, nat = c->pos;
+        if ((st = cur_u64(c, &ne, "dimension", who))) return st;
+        if (ne > (uint64_t)INT64_MAX)
+            return ps_fail(err, PS_ERR_FORMAT, (int64_t)nat,
+                           "%s: ne[%u] = %llu at byte %llu is out of range", who, d,
+                           (unsigned long long)ne, (unsigned long long)nat);
+        t->ne[d] = (int64_t)ne;
+    }
+    uint64_t tat = c->pos;
+    if ((st = cur_u32(c, &t->type, "ggml type", who))) return st;
+    const char *why = tensor_nbytes(t->type, t->n_dims, t->ne, &t->nbytes);
+    if (why)
+        return ps_fail(err, PS_ERR_FORMAT, (int64_t)tat,
+                       "%s (ggml type %u %s, shape %lld x %lld x %lld x %lld): %s", who,
+                       t->type, ps_ggml_type_name(t->type), (long long)t->ne[0],
+                       (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], why);
+    uint64_t oat = c->pos;
+    if ((st = cur_u64(c, &t->offset, "data offset", who))) return st;
+    if (t->offset % g->alignment != 0)
+        st = ps_fail(err, PS_ERR_FORMAT, (int64_t)oat,
+                     "%s: data offset %llu is not a multiple of the alignment %llu", who,
+                     (unsigned long long)t->offset, (unsigned long long)g->alignment);
+    g->n_tensors = (int64_t)i + 1;
+    return st;
+}
+
+/* The tensor table and its name index, then *info_off (parse() frees it), then every info. */
+static ps_status parse_tensor_infos(ps_gguf *g, cursor *c, uint64_t n_tensors,
+                                    uint64_t **info_off) {
     g->tensors = ps_calloc((size_t)PS_MAX(n_tensors, (uint64_t)1), sizeof *g->tensors);
     if (!g->tensors || !hash_init(&g->t_hash, (int64_t)n_tensors))
-        return ps_fail(err, PS_ERR_NOMEM, -1, "no memory for %llu tensors",
+        return ps_fail(c->err, PS_ERR_NOMEM, -1, "no memory for %llu tensors",
                        (unsigned long long)n_tensors);
-    uint64_t *info_off = ps_malloc((size_t)PS_MAX(n_tensors, (uint64_t)1) * sizeof(uint64_t));
-    if (!info_off)
-        return ps_fail(err, PS_ERR_NOMEM, -1, "no memory for %llu tensors",
+    *info_off = ps_malloc((size_t)PS_MAX(n_tensors, (uint64_t)1) * sizeof(uint64_t));
+    if (!*info_off)
+        return ps_fail(c->err, PS_ERR_NOMEM, -1, "no memory for %llu tensors",
                        (unsigned long long)n_tensors);
-    st = PS_OK;
-    for (uint64_t i = 0; i < n_tensors && !st; i++) {
-        ps_gguf_tensor *t = &g->tensors[i];
-        char who[128];
-        uint64_t at = info_off[i] = c.pos;
-        snprintf(who, sizeof who, "tensor #%llu", (unsigned long long)i);
-        if ((st = cur_str(&c, &t->name, "name", who))) break;
-        if ((st = check_name(&c, t->name, at, "tensor name"))) break;
-        snprintf(who, sizeof who, "tensor '%s'", safe(t->name.ptr, t->name.len).s);
-        int64_t dup = hash_find(g, &g->t_hash, t_name_at, t->name.ptr, t->name.len, (int64_t)i);
-        if (dup >= 0) {
-            st = ps_fail(err, PS_ERR_FORMAT, (int64_t)at,
-                         "duplicate %s at byte %llu (first at byte %llu)", who,
-                         (unsigned long long)at, (unsigned long long)info_off[dup]);
-            break;
-        }
-        uint64_t dat = c.pos;
-        if ((st = cur_u32(&c, &t->n_dims, "n_dims", who))) break;
-        if (t->n_dims < 1 || t->n_dims > 4) {
-            st = ps_fail(err, PS_ERR_FORMAT, (int64_t)dat,
-                         "%s has n_dims = %u at byte %llu (must be 1..4)", who, t->n_dims,
-                         (unsigned long long)dat);
-            break;
-        }
-        for (int d = 0; d < 4; d++) t->ne[d] = 1;
-        for (uint32_t d = 0; d < t->n_dims && !st; d++) {
-            uint64_t ne = 0, nat = c.pos;
-            if ((st = cur_u64(&c, &ne, "dimension", who))) break;
-            if (ne > (uint64_t)INT64_MAX)
-                st = ps_fail(err, PS_ERR_FORMAT, (int64_t)nat,
-                             "%s: ne[%u] = %llu at byte %llu is out of range", who, d,
-                             (unsigned long long)ne, (unsigned long long)nat);
-            t->ne[d] = (int64_t)ne;
-        }
-        if (st) break;
-        uint64_t tat = c.pos;
-        if ((st = cur_u32(&c, &t->type, "ggml type", who))) break;
-        const char *why = tensor_nbytes(t->type, t->n_dims, t->ne, &t->nbytes);
-        if (why) {
-            st = ps_fail(err, PS_ERR_FORMAT, (int64_t)tat,
-                         "%s (ggml type %u %s, shape %lld x %lld x %lld x %lld): %s", who,
-                         t->type, ps_ggml_type_name(t->type), (long long)t->ne[0],
-                         (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], why);
-            break;
-        }
-        uint64_t oat = c.pos;
-        if ((st = cur_u64(&c, &t->offset, "data offset", who))) break;
-        if (t->offset % g->alignment != 0)
-            st = ps_fail(err, PS_ERR_FORMAT, (int64_t)oat,
-                         "%s: data offset %llu is not a multiple of the alignment %llu", who,
-                         (unsigned long long)t->offset, (unsigned long long)g->alignment);
-        g->n_tensors = (int64_t)i + 1;
-    }
-    if (st) {
-        ps_free(info_off);
-        return st;
-    }
+    ps_status st = PS_OK;
+    for (uint64_t i = 0; i < n_tensors && !st; i++) st = parse_tensor_info(g, c, i, *info_off);
+    return st;
+}
 
-    /* ---- data section ---- */
+/* The data section starts at the next multiple of the alignment after the infos; every
+ * tensor's bytes must lie inside the file. Sets g->data_off and each tensor's data. */
+static ps_status place_data(ps_gguf *g, const cursor *c, uint64_t n_tensors,
+                            const uint64_t *info_off) {
+    ps_error *err = c->err;
     uint64_t a = g->alignment;
-    uint64_t data_off = (c.pos + a - 1) / a * a; /* no overflow: pos <= size, a <= 2^31 */
+    uint64_t data_off = (c->pos + a - 1) / a * a; /* no overflow: pos <= size, a <= 2^31 */
     if (n_tensors == 0) {
         g->data_off = PS_MIN(data_off, (uint64_t)g->size); /* vocab files end without padding */
     } else if (data_off > g->size) {
-        ps_free(info_off);
         return ps_fail(err, PS_ERR_FORMAT, (int64_t)g->size,
                        "file truncated: it ends at byte %zu, before the data section that "
                        "starts at byte %llu",
@@ -546,8 +568,8 @@ static ps_status parse(ps_gguf *g, ps_error *err) {
     uint64_t room = g->size - g->data_off;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         ps_gguf_tensor *t = &g->tensors[i];
-        if (t->offset > room || t->nbytes > room - t->offset) {
-            ps_status r = ps_fail(
+        if (t->offset > room || t->nbytes > room - t->offset)
+            return ps_fail(
                 err, PS_ERR_FORMAT, (int64_t)info_off[i],
                 "tensor '%s' (%s): data [%llu, +%llu) lies past the end of the file (%llu data "
                 "bytes from byte %llu; truncated?)",
@@ -555,49 +577,49 @@ static ps_status parse(ps_gguf *g, ps_error *err) {
                 (unsigned long long)t->offset,
                 (unsigned long long)t->nbytes, (unsigned long long)room,
                 (unsigned long long)g->data_off);
-            ps_free(info_off);
-            return r;
-        }
         t->data = g->base + g->data_off + t->offset;
     }
+    return PS_OK;
+}
 
-    /* ---- no two tensors share bytes: sort ranges by offset ---- */
-    st = PS_OK;
+/* order[0..n) = tensor indices by ascending data offset (a stable merge sort, O(n log n)),
+ * using tmp[0..n) as scratch. */
+static void sort_by_offset(const ps_gguf *g, int64_t *order, int64_t *tmp) {
+    const int64_t n = g->n_tensors;
+    for (int64_t i = 0; i < n; i++) order[i] = i;
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = PS_MIN(lo + w, n), hi = PS_MIN(lo + 2 * w, n);
+            int64_t x = lo, y = mid, k = lo;
+            while (x < mid || y < hi) {
+                if (y >= hi ||
+                    (x < mid && g->tensors[order[x]].offset <= g->tensors[order[y]].offset))
+                    tmp[k++] = order[x++];
+                else
+                    tmp[k++] = order[y++];
+            }
+        }
+        memcpy(order, tmp, (size_t)n * sizeof *order);
+    }
+}
+
+/* No two tensors share bytes: walk the ranges by offset (sorted first when the file does not
+ * list them in order). */
+static ps_status check_overlaps(ps_gguf *g, const uint64_t *info_off, ps_error *err) {
     bool sorted = true;
     for (int64_t i = 1; i < g->n_tensors; i++)
         if (g->tensors[i].offset < g->tensors[i - 1].offset) sorted = false;
-    int64_t *order = NULL;
+    int64_t *order = NULL, *tmp = NULL;
+    ps_status st = PS_OK;
     if (!sorted) {
         order = ps_malloc((size_t)g->n_tensors * sizeof *order);
-        if (!order) {
-            ps_free(info_off);
-            return ps_fail(err, PS_ERR_NOMEM, -1, "no memory to check %lld tensor ranges",
-                           (long long)g->n_tensors);
-        }
-        /* insertion of indices by offset: a merge sort keeps it O(n log n) */
-        for (int64_t i = 0; i < g->n_tensors; i++) order[i] = i;
-        int64_t *tmp = ps_malloc((size_t)g->n_tensors * sizeof *tmp);
+        tmp = order ? ps_malloc((size_t)g->n_tensors * sizeof *tmp) : NULL;
         if (!tmp) {
-            ps_free(order);
-            ps_free(info_off);
-            return ps_fail(err, PS_ERR_NOMEM, -1, "no memory to check %lld tensor ranges",
-                           (long long)g->n_tensors);
+            st = ps_fail(err, PS_ERR_NOMEM, -1, "no memory to check %lld tensor ranges",
+                         (long long)g->n_tensors);
+            goto done;
         }
-        for (int64_t w = 1; w < g->n_tensors; w *= 2) {
-            for (int64_t lo = 0; lo < g->n_tensors; lo += 2 * w) {
-                int64_t mid = PS_MIN(lo + w, g->n_tensors), hi = PS_MIN(lo + 2 * w, g->n_tensors);
-                int64_t x = lo, y = mid, k = lo;
-                while (x < mid || y < hi) {
-                    if (y >= hi || (x < mid && g->tensors[order[x]].offset <=
-                                                   g->tensors[order[y]].offset))
-                        tmp[k++] = order[x++];
-                    else
-                        tmp[k++] = order[y++];
-                }
-            }
-            memcpy(order, tmp, (size_t)g->n_tensors * sizeof *order);
-        }
-        ps_free(tmp);
+        sort_by_offset(g, order, tmp);
     }
     uint64_t end = 0;
     int64_t last = -1;
@@ -618,7 +640,21 @@ static ps_status parse(ps_gguf *g, ps_error *err) {
         end = t->offset + t->nbytes;
         last = i;
     }
+done:
+    ps_free(tmp);
     ps_free(order);
+    return st;
+}
+
+static ps_status parse(ps_gguf *g, ps_error *err) {
+    cursor c = {g->base, g->size, 0, err};
+    uint64_t n_tensors = 0, n_kv = 0, *info_off = NULL;
+    ps_status st;
+    if (!(st = parse_header(g, &c, &n_tensors, &n_kv)) && !(st = parse_kvs(g, &c, n_kv)) &&
+        !(st = parse_alignment(g, err)) &&
+        !(st = parse_tensor_infos(g, &c, n_tensors, &info_off)) &&
+        !(st = place_data(g, &c, n_tensors, info_off)))
+        st = check_overlaps(g, info_off, err);
     ps_free(info_off);
     return st;
 }
