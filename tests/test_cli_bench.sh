@@ -2,11 +2,13 @@
 # tests/test_cli_bench.sh — `promptscore bench` end to end on ../shared/models/stories260K.gguf
 # ($PS_SHARED overrides): --json gives one object per (threads, length) with sane figures
 # (tokens/s > 0, shares in [0, 1] summing to ~1 — matmul, attention, delta-net, top-K and rest
-# together are the whole score time; a gen-model qwen35 hybrid reports a delta-net share), then the peak-RSS line within its budget; the table form names
-# the reference checks; bad usage exits 2, a missing model 1. --act: every --json run line
+# together are the whole score time; a gen-model qwen35 hybrid reports a delta-net share), then
+# the peak-RSS line within its budget; the table form runs no kernel check (the kernels against
+# their references on model matrices are tests/test_model_kernels.c); bad usage exits 2, a
+# missing model 1. --act: every --json run line
 # carries "act" ("native" by default, "f32" with --act f32); --act bogus or without a value
-# exits 2 naming --act; on a gen-model BF16 model the banner names the activations and the
-# bf16 matmul check passes with either. Runs in well under a second.
+# exits 2 naming --act; on a gen-model BF16 model the banner names the activations and the run
+# goes through with either. Runs in well under a second.
 # Prints "cli_bench: N passed, N failed, N skipped".
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -46,11 +48,11 @@ PY"
 
 "$BIN" bench -m "$MODEL" -t 1 --lengths 64 > "$T/table" 2>&1; rc=$?
 check "bench table exits 0" '[ $rc -eq 0 ]'
-check "table shows the checks" 'grep -q "check: matmul f32 on" "$T/table" && grep -q "check: top-K (k = 20) bitwise equal" "$T/table"'
+check "the table runs no kernel check (tests/test_model_kernels.c does)" '! grep -q "^check:" "$T/table"'
 check "table shows one run and the RSS line" '[ $(grep -c "^ *1 *64 " "$T/table") -eq 1 ] && grep -q "^peak RSS .*(within)" "$T/table"'
 
 "$BIN" bench -m "$MODEL" -t 1 --lengths 5 > "$T/short" 2>&1; rc=$?
-check "a prompt shorter than the check chunk ($(tail -n 1 "$T/short"))" '[ $rc -eq 0 ] && grep -q "check: top-K" "$T/short"'
+check "a 5-token prompt: exit 0 and its run line ($(tail -n 1 "$T/short"))" '[ $rc -eq 0 ] && grep -q "^ *1 *5 " "$T/short"'
 
 # ---- --act: the activations of the matrix products, reported in every --json run line ------
 check "default --json lines carry \"act\": \"native\"" "python3 - '$T/out.json' <<'PY'
@@ -76,8 +78,7 @@ check "--act bogus: exit 2 naming --act" '[ $rc -eq 2 ] && grep -q -- "--act" "$
 "$BIN" bench -m "$MODEL" --act > /dev/null 2> "$T/e"; rc=$?
 check "--act without a value: exit 2 naming --act" '[ $rc -eq 2 ] && grep -q -- "--act" "$T/e"'
 check "--help lists --act" '"$BIN" bench --help | grep -q -- "--act native|f32"'
-# a generated qwen35 hybrid (3 Gated DeltaNet layers + 1 attention): every layer matrix kind is
-# checked, the delta-net share is reported and the shares still add up
+# a generated qwen35 hybrid (3 Gated DeltaNet layers + 1 attention): the delta-net share is reported and the shares still add up
 if "$BIN" gen-model -o "$T/hy.gguf" --preset qwen35-tiny --type q8_0 > /dev/null 2>&1; then
     "$BIN" bench -m "$T/hy.gguf" --json -t 1,2 --lengths 300 > "$T/hy.json" 2> "$T/err"; rc=$?
     check "bench on qwen35 exits 0 (rc $rc: $(cat "$T/err"))" '[ $rc -eq 0 ]'
@@ -90,23 +91,23 @@ for r in runs:
     assert r['deltanet_share'] > 0 and 0.9 <= sum(r[k] for k in keys) <= 1.05, r
 PY"
     "$BIN" bench -m "$T/hy.gguf" -t 1 --lengths 64 > "$T/hyt" 2>&1
-    check "qwen35 table checks the DeltaNet matrices" 'grep -q "^ *1 *64 " "$T/hyt"'
+    check "qwen35 table has its run line" 'grep -q "^ *1 *64 " "$T/hyt"'
 else
     bad "gen-model qwen35-tiny failed"
 fi
-# a generated BF16 model: the banner names the activations, and the matmul check (against the
-# reference with the same activations) passes either way
+# a generated BF16 model: the banner names the activations and the run goes through either way
+# (the matmul against its reference with the same activations: tests/test_model_kernels.c)
 if "$BIN" gen-model -o "$T/bf16.gguf" --arch qwen3 --type bf16 > /dev/null 2>&1; then
     for a in native f32; do
         "$BIN" bench -m "$T/bf16.gguf" -t 1 --lengths 16 --act $a > "$T/b_$a" 2>&1; rc=$?
-        check "BF16 model, --act $a: exit 0, banner and matmul check (rc $rc: $(head -c 300 "$T/b_$a"))" \
-            '[ $rc -eq 0 ] && grep -q "bf16 weights.*activations $a" "$T/b_$a" && grep -q "^check: matmul bf16 on .*vs reference" "$T/b_$a"'
+        check "BF16 model, --act $a: exit 0, banner and run line (rc $rc: $(head -c 300 "$T/b_$a"))" \
+            '[ $rc -eq 0 ] && grep -q "bf16 weights.*activations $a" "$T/b_$a" && grep -q "^ *1 *16 " "$T/b_$a"'
     done
 else
     bad "gen-model --type bf16 failed"
 fi
 # a generated model with experts (Q8_0): the routing and expert shares are there, in [0, 1],
-# both > 0, the experts' not above the matmul share; the check names expert 0's matrices
+# both > 0, the experts' not above the matmul share
 if "$BIN" gen-model -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 > /dev/null 2>&1; then
     "$BIN" bench -m "$T/moe.gguf" --json -t 1 --lengths 300 > "$T/moe.json" 2> "$T/moe.err"; rc=$?
     check "experts: bench --json exits 0 ($(cat "$T/moe.err"))" '[ $rc -eq 0 ]'
