@@ -13,6 +13,16 @@
  *              section post_attention_norm, dense SwiGLU          inner_size, full_attention_
  *                                                                 interval, rope.dimension_
  *                                                                 sections, nextn_predict_layers
+ *   gemma      neox    embeddings x sqrt(n_embd), GeGLU, output   -
+ *                      = token_embd
+ *   gemma2     neox    sliding / global (period 2, window 4096),  attention.sliding_window,
+ *                      post-norms around attention and FFN,       sliding_window_pattern,
+ *                      GeGLU, attention-logit and final-logit     attn_logit_softcapping (50),
+ *                      soft-capping, embeddings x sqrt(n_embd)    final_logit_softcapping (30),
+ *                                                                 rope.freq_base_swa
+ *   gemma3     neox    as gemma2 with q/k head norms and no       the same (no window key: every
+ *                      attention soft-cap; 5 sliding : 1 global;  layer global), final soft-cap
+ *                      sliding layers' RoPE base 10000, unscaled  only when the key is there
  *   qwen35moe  as      as qwen35, experts + a shared expert       qwen35's and the expert keys,
  *              qwen35  scaled by sigmoid(ffn_gate_inp_shexp . x)  expert_shared_feed_forward_
  *                                                                 length (default feed_forward_
@@ -60,6 +70,14 @@ static const ps_arch_info table[] = {
      PS_A_QKV_BY_TENSOR | PS_A_Q_PRESCALE, 0, 0},
     {PS_ARCH_OLMO2, "olmo2", PS_ROPE_NEOX,
      PS_L_ATTN | PS_L_NO_IN_NORM | PS_L_QK_NORM_FULL | PS_L_SANDWICH | PS_L_FFN_DENSE, 0, 0, 0},
+    {PS_ARCH_GEMMA, "gemma", PS_ROPE_NEOX, PS_L_ATTN | PS_L_FFN_DENSE | PS_L_GEGLU, PS_A_GEMMA,
+     0, 0},
+    {PS_ARCH_GEMMA2, "gemma2", PS_ROPE_NEOX,
+     PS_L_ATTN | PS_L_SANDWICH | PS_L_FFN_DENSE | PS_L_GEGLU, PS_A_GEMMA | PS_A_ATTN_SOFTCAP, 2,
+     4096},
+    {PS_ARCH_GEMMA3, "gemma3", PS_ROPE_NEOX,
+     PS_L_ATTN | PS_L_QK_NORM | PS_L_SANDWICH | PS_L_FFN_DENSE | PS_L_GEGLU,
+     PS_A_GEMMA | PS_A_SWA_OWN_ROPE, 6, 0},
 };
 
 const ps_arch_info *ps_arch_find(const char *name) {
@@ -79,6 +97,25 @@ const char *ps_arch_names(void) {
         memcpy(buf, tmp, pos + 1);
     }
     return buf;
+}
+
+/* Families llama.cpp runs that differ from the rows above in more than a feature or two. */
+static const struct { const char *name, *missing; } missing[] = {
+    {"gemma3n", "per-layer token embeddings (per_layer_token_embd), AltUp prediction and "
+                "correction, Laurel blocks, activation sparsity and KV sharing between layers "
+                "are not implemented"},
+    {"gemma4", "per-layer token embeddings, separate head sizes for the sliding layers "
+               "(attention.key_length_swa), KV sharing between layers, a per-layer "
+               "sliding_window_pattern array, the optional expert FFN and the gemma4 BPE "
+               "tokenizer are not implemented"},
+    {"gemma-embedding", "an embedding model (bidirectional attention, pooling): it gives no "
+                        "next-token logits to score"},
+};
+
+const char *ps_arch_missing(const char *name) {
+    for (size_t i = 0; i < PS_ARRAY_LEN(missing); i++)
+        if (!strcmp(missing[i].name, name)) return missing[i].missing;
+    return NULL;
 }
 
 #define F(x) offsetof(ps_layer, x)

@@ -27,6 +27,10 @@ typedef enum {
     PS_ARCH_PHI3,       /* Phi-3 / Phi-4-mini: fused attn_qkv and gate+up, LongRoPE */
     PS_ARCH_OLMO2,      /* OLMo 2: norms on the attention / FFN outputs, none on the inputs,
                          * q/k RMSNorm over the whole projection */
+    PS_ARCH_GEMMA,      /* Gemma (1): embeddings x sqrt(n_embd), GeGLU, tied output */
+    PS_ARCH_GEMMA2,     /* Gemma 2: GeGLU, post-norms, soft-capping, sliding / global layers */
+    PS_ARCH_GEMMA3,     /* Gemma 3 (text): as gemma2 with q/k head norms instead of the
+                         * attention soft-cap, 5 sliding : 1 global, a local RoPE base */
     PS_ARCH_N
 } ps_arch;
 
@@ -69,6 +73,8 @@ enum {
     PS_L_QK_NORM_FULL = 1u << 16, /* attn_q_norm (n_head * head_dim), attn_k_norm (n_head_kv *
                                * head_dim): RMSNorm over the whole q / k projection before RoPE
                                * (olmo2) */
+    PS_L_GEGLU = 1u << 17,    /* the dense FFN is GeGLU: gelu(gate) * up, gelu with the tanh
+                               * approximation (gemma2, gemma3) */
 };
 
 /* Family flags. */
@@ -81,6 +87,11 @@ enum {
     PS_A_SWA_OWN_ROPE = 1u << 2,   /* sliding layers' RoPE: <arch>.rope.freq_base_swa, default
                                     * 10000, and no scaling (gemma3); without the flag they
                                     * default to the global base and scaling (gemma2) */
+    PS_A_GEMMA = 1u << 3,          /* embeddings x sqrtf(n_embd); the query scale rule of
+                                    * llama.cpp's gemma2 / gemma3 (model.c); final-logit
+                                    * soft-capping <arch>.final_logit_softcapping */
+    PS_A_ATTN_SOFTCAP = 1u << 4,   /* attention-logit soft-capping tanh(s / c) * c,
+                                    * c = <arch>.attn_logit_softcapping, default 50 (gemma2) */
     PS_A_QKV_BY_TENSOR = 1u << 8,  /* layer l is PS_L_QKV_FUSED when the file has
                                     * blk.l.attn_qkv.weight, else it has attn_q/k/v (phi3) */
     PS_A_Q_PRESCALE = 1u << 9,     /* q is multiplied by 1/sqrt(head_dim) after RoPE and the
@@ -109,6 +120,9 @@ typedef struct {
 const ps_arch_info *ps_arch_find(const char *name);
 /* "llama, qwen2, ..." (for error messages). */
 const char *ps_arch_names(void);
+/* For a family promptscore knows but does not run (gemma3n, gemma4, ...): what it lacks, for
+ * the load error; NULL for any other name. */
+const char *ps_arch_missing(const char *name);
 
 /* Symbolic tensor dimensions, resolved from the hyperparameters by the loader. */
 typedef enum {

@@ -111,9 +111,13 @@ int ps_cli_gen_model(int argc, char **argv) {
          "2 layers: 3072 wide, 32 heads of 96, FFN 8192, vocab 32064),\n"
          "olmo2-tiny (olmo2: output norms, whole-row q/k norms, 64 wide) or\n"
          "olmo2-1b-2l (OLMo-2-1B's widths, 2 layers: 2048 wide, 16 heads of\n"
-         "128, FFN 8192, vocab 100352)",
+         "128, FFN 8192, vocab 100352), gemma2-tiny / gemma2-2b-4l (gemma2,\n"
+         "sliding / global layers; Gemma-2-2B's widths with 4 layers),\n"
+         "gemma3-tiny / gemma3-1b-6l (gemma3, 5 sliding : 1 global;\n"
+         "Gemma-3-1B's widths with 6 layers)",
          PS_CLI_FN, NULL, 0, 0, opt_none},
-        {"--arch", "A", "llama | qwen2 | qwen3 | qwen3moe | qwen35 | qwen35moe | gpt-oss | phi3 | olmo2", PS_CLI_FN, &arch, 0, 0,
+        {"--arch", "A", "llama | qwen2 | qwen3 | qwen3moe | qwen35 | qwen35moe | gpt-oss | phi3 |\n"
+         "olmo2 | gemma | gemma2 | gemma3", PS_CLI_FN, &arch, 0, 0,
          opt_copy},
         {"--n-embd", "N", "width", PS_CLI_I32, &p.n_embd, 1, I},
         {"--n-layer", "N", "layers", PS_CLI_I32, &p.n_layer, 1, I},
@@ -131,6 +135,8 @@ int ps_cli_gen_model(int argc, char **argv) {
         {"--ssm-state", "N", "qwen35: the DeltaNet head size", PS_CLI_I32, &p.ssm_d_state, 0, I},
         {"--ssm-k-heads", "N", "qwen35: DeltaNet key heads", PS_CLI_I32, &p.ssm_n_k, 0, I},
         {"--ssm-v-heads", "N", "qwen35: DeltaNet value heads", PS_CLI_I32, &p.ssm_n_v, 0, I},
+        {"--sliding-window", "N", "gemma2 / gemma3: the sliding layers' window (0: gemma3 with\n"
+         "every layer global)", PS_CLI_I32, &p.n_swa, 0, I},
         {"--n-expert", "N", "experts per layer (qwen3moe; llama: Mixtral layout, experts of\n"
          "FFN n-ff)", PS_CLI_I32, &p.n_expert, 0, I},
         {"--n-expert-used", "N", "experts per token", PS_CLI_I32, &p.n_expert_used, 0, I},

@@ -102,9 +102,23 @@ typedef struct {
     const ps_session *s;
     int32_t kv_slot, n; /* the layer's KV cache slot (ps_layer.kv_slot) */
     int32_t swa;        /* the layer's window (ps_layer.swa), 0 = global */
-    float scale;
+    float scale;        /* the query scale */
     const float *sinks; /* the layer's sink logit per head (gpt-oss) | NULL */
+    float softcap;      /* attention-logit soft-cap c (gemma2), 0 = none */
 } att_job;
+
+/* softmax(row * scale) over n scores (with the head's sink logit, -inf for none); with a
+ * soft-cap c, softmax(tanh(row * scale / c) * c) (llama.cpp: kq * (1/c), tanh, * c, then the
+ * softmax at scale 1) */
+static void att_softmax(const att_job *job, float *row, int32_t n, float sink) {
+    if (job->softcap > 0.0f) {
+        for (int32_t j = 0; j < n; j++) row[j] *= job->scale;
+        ps_softcap_f32(row, n, job->softcap);
+        ps_softmax_sink_f32(job->s->isa, row, n, 1.0f, sink);
+        return;
+    }
+    ps_softmax_sink_f32(job->s->isa, row, n, job->scale, sink);
+}
 
 /* A sliding layer's head task (see att_task): the block's queries p_first .. p_last see,
  * together, the logical key range lo = max(0, p_first - swa + 1) .. p_last, of len <= swa + 31
@@ -132,7 +146,7 @@ static void att_window(const att_job *job, const float *q, int64_t dq, int32_t n
     for (int32_t r = 0; r < nq; r++) {
         const int64_t p = (int64_t)p_first + r, off = PS_MAX(0, p - W + 1) - lo;
         float *row = sc + r * lds;
-        ps_softmax_sink_f32(s->isa, row + off, (int32_t)(p - lo + 1 - off), job->scale, sink);
+        att_softmax(job, row + off, (int32_t)(p - lo + 1 - off), sink);
         for (int64_t t = 0; t < off; t++) row[t] = 0.0f;
         n_keys[r] = (int32_t)(p - lo + 1);
         n_a[r] = (int32_t)PS_MIN(n_keys[r], len_a);
@@ -175,8 +189,7 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
     for (int32_t r = 0; r < nq; r++) n_keys[r] = s->n_past + i0 + r + 1;
 
     ps_attn_scores(s->isa, q, dq, nq, K, n_keys[nq - 1], hd, sc, lds);
-    for (int32_t r = 0; r < nq; r++)
-        ps_softmax_sink_f32(s->isa, sc + r * lds, n_keys[r], job->scale, sink);
+    for (int32_t r = 0; r < nq; r++) att_softmax(job, sc + r * lds, n_keys[r], sink);
     ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, hd, out, dq);
 }
 
@@ -195,9 +208,11 @@ typedef enum {
     ROW_SWIGLU,      /* hb = silu(hb) * hb2 */
     ROW_SHEXP_SWIGLU,/* the same over the shared expert's width */
     ROW_SHEXP_ADD,   /* ffn_out += shexp_out * sigmoid(gate_inp_shexp . xb) */
-    ROW_FFN_OUT,     /* x += ffn_out; xb = rmsnorm(x) * next (next layer's attn_norm, or
-                        output_norm; NULL: no norm) */
-    ROW_LOGIT_BIAS   /* logits row += output.bias */
+    ROW_FFN_OUT,     /* (gemma: ffn_out = rmsnorm(ffn_out) * ffn_post_norm) x += ffn_out;
+                        xb = rmsnorm(x) * next (next layer's attn_norm, or output_norm; NULL:
+                        no norm) */
+    ROW_LOGIT_BIAS,  /* logits row += output.bias */
+    ROW_LOGIT_CAP    /* logits row = tanh(row / c) * c (final soft-capping) */
 } row_op;
 
 typedef struct {
@@ -236,6 +251,8 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
                             (const uint8_t *)w->token_embd.data +
                                 (size_t)job->tokens[i] * w->token_embd.row_bytes,
                             x, d);
+        /* gemma: x * sqrtf(n_embd), one float multiply per element (ggml_scale) */
+        for (int64_t j = 0; hp->embd_scale != 0.0f && j < d; j++) x[j] *= hp->embd_scale;
         if (L->attn_norm) ps_rmsnorm_f32(s->isa, xb, x, L->attn_norm, d, hp->rms_eps);
         break;
     }
@@ -320,7 +337,8 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         break;
     case ROW_SWIGLU: {
         float *g = s->hb + i * ff, *u = s->hb2 + i * ff;
-        ps_silu_mul_f32(s->isa, g, u, ff);
+        if (L->feat & PS_L_GEGLU) ps_gelu_mul_f32(g, u, ff);
+        else ps_silu_mul_f32(s->isa, g, u, ff);
         break;
     }
     case ROW_SHEXP_SWIGLU: {
@@ -344,6 +362,9 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
         for (int64_t j = 0; j < hp->n_vocab; j++) lg[j] += w->output_b[j];
         break;
     }
+    case ROW_LOGIT_CAP:
+        ps_softcap_f32(job->logits + i * hp->n_vocab, hp->n_vocab, hp->final_softcap);
+        break;
     }
 }
 
@@ -369,7 +390,8 @@ static void attention(ps_session *s, const ps_matmul_env *env, int32_t l, int32_
     ps_matmul(env, &L->wv, in, d, n, s->v, dkv);
     rows(s, n, gated ? ROW_QG_SPLIT : ROW_QKV, l, NULL, NULL);
     att_job aj = {s, L->kv_slot, n, L->swa,
-                  hp->info->flags & PS_A_Q_PRESCALE ? 1.0f : 1.0f / sqrtf((float)hd), L->sinks};
+                  hp->info->flags & PS_A_Q_PRESCALE ? 1.0f : hp->attn_scale, L->sinks,
+                  hp->attn_softcap};
     const int64_t n_tasks = (int64_t)hp->n_head * ((n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK);
     const uint64_t t_att = ps_prof_start();
     ps_pool_for(s->pool, n_tasks, att_task, &aj);
@@ -462,6 +484,10 @@ void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logi
     if (logits && w->output_b) {
         row_job bj = {s, ROW_LOGIT_BIAS, 0, NULL, NULL, logits};
         ps_pool_for(s->pool, n, row_task, &bj);
+    }
+    if (logits && hp->final_softcap > 0.0f) { /* before any score sees them */
+        row_job cj = {s, ROW_LOGIT_CAP, 0, NULL, NULL, logits};
+        ps_pool_for(s->pool, n, row_task, &cj);
     }
     ps_prof_add(PS_PROF_FORWARD, t_fwd);
 }

@@ -210,10 +210,61 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->tied = false;
         return PS_OK;
     }
+    if (!strcmp(name, "gemma2-tiny") || !strcmp(name, "gemma2-2b-4l")) {
+        const bool tiny = !strcmp(name, "gemma2-tiny");
+        snprintf(p->arch, sizeof p->arch, "gemma2");
+        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
+        p->n_vocab = tiny ? 512 : 256000;
+        p->n_embd = tiny ? 64 : 2304;
+        p->n_layer = 4;
+        p->n_head = tiny ? 4 : 8;
+        p->n_head_kv = tiny ? 2 : 4;
+        p->head_dim = tiny ? 16 : 256;
+        p->n_ff = tiny ? 128 : 9216;
+        p->n_ctx = tiny ? 1024 : 8192;
+        p->rope_base = 10000.0f;
+        p->rms_eps = 1e-6f;
+        p->tied = true;
+        p->n_swa = tiny ? 40 : 4096;
+        p->swa_period = 0;
+        p->rope_base_swa = 0.0f;
+        p->attn_softcap = 50.0f;
+        p->final_softcap = 30.0f;
+        p->rope_scale_linear = 0.0f;
+        p->n_ctx_orig = 0;
+        p->output_bias = false;
+        return PS_OK;
+    }
+    if (!strcmp(name, "gemma3-tiny") || !strcmp(name, "gemma3-1b-6l")) {
+        const bool tiny = !strcmp(name, "gemma3-tiny");
+        snprintf(p->arch, sizeof p->arch, "gemma3");
+        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
+        p->n_vocab = tiny ? 512 : 262144;
+        p->n_embd = tiny ? 64 : 1152;
+        p->n_layer = tiny ? 7 : 6;
+        p->n_head = 4;
+        p->n_head_kv = 1;
+        p->head_dim = tiny ? 16 : 256;
+        p->n_ff = tiny ? 128 : 6912;
+        p->n_ctx = tiny ? 1024 : 32768;
+        p->rope_base = 1000000.0f;
+        p->rms_eps = 1e-6f;
+        p->tied = true;
+        p->n_swa = tiny ? 40 : 512;
+        p->swa_period = 0;
+        p->rope_base_swa = 10000.0f;
+        p->attn_softcap = 0.0f;
+        p->final_softcap = 0.0f;
+        p->rope_scale_linear = 0.0f;
+        p->n_ctx_orig = 0;
+        p->output_bias = false;
+        return PS_OK;
+    }
     return ps_fail(err, PS_ERR_NOT_FOUND, -1,
                    "unknown preset '%s' (known: tiny, qwen3-0.6b, qwen3moe-tiny, mixtral-tiny, "
                    "qwen3-30b-a3b-2l, qwen35-tiny, qwen35-4l, qwen35moe-tiny, qwen35moe-4l, "
-                   "gpt-oss-tiny, gpt-oss-20b-2l, phi3-tiny, phi3-mini-2l, olmo2-tiny, olmo2-1b-2l)",
+                   "gpt-oss-tiny, gpt-oss-20b-2l, phi3-tiny, phi3-mini-2l, olmo2-tiny, olmo2-1b-2l, "
+                   "gemma2-tiny, gemma2-2b-4l, gemma3-tiny, gemma3-1b-6l)",
                    name);
 }
 
@@ -419,7 +470,7 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
     const uint32_t feat = ps_arch_find(p->arch)->layer; /* validate() checked the name */
     const bool qwen2 = feat & PS_L_QKV_BIAS, qwen3 = feat & PS_L_QK_NORM,
                moe = feat & PS_L_FFN_MOE, oai = feat & PS_L_MOE_OAI,
-               fused = feat & PS_L_FFN_FUSED_UP, olmo2 = feat & PS_L_SANDWICH;
+               fused = feat & PS_L_FFN_FUSED_UP, olmo2 = feat & PS_L_QK_NORM_FULL;
     if (is_hybrid(p)) {
         const ps_genmodel_params h = hybrid_defaults(p);
         const int64_t dk = h.ssm_d_state, dv = (int64_t)h.ssm_n_v * dk,
@@ -530,7 +581,9 @@ static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor
             ADD(BLK("ffn_down_exps.bias"), T_BIAS, PS_GGML_F32, E, X);
             continue;
         }
+        if (feat & PS_L_SANDWICH) ADD(BLK("post_attention_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
         ADD(BLK("ffn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
+        if (feat & PS_L_SANDWICH) ADD(BLK("post_ffw_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
         if (p->n_expert > 0) {
             const int64_t X = p->n_expert, FX = moe ? p->n_ff_exp : F;
             ADD(BLK("ffn_gate_inp.weight"), T_MATRIX, PS_GGML_F32, E, X);
@@ -779,6 +832,31 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
         if (p->yarn_orig_ctx > 0) {
             snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
             if ((st = ps_gguf_set_u32(w, key, (uint32_t)p->yarn_orig_ctx)) != PS_OK) return st;
+        }
+    }
+    if (ps_arch_find(a)->flags & PS_A_GEMMA) {
+        struct { const char *k; float v; } gf[] = {
+            {"rope.freq_base_swa", p->rope_base_swa},
+            {"attn_logit_softcapping", p->attn_softcap},
+            {"final_logit_softcapping", p->final_softcap},
+            {"rope.scaling.factor", p->rope_scale_linear},
+        };
+        for (size_t i = 0; i < PS_ARRAY_LEN(gf); i++) {
+            if (!(gf[i].v > 0.0f)) continue;
+            snprintf(key, sizeof key, "%s.%s", a, gf[i].k);
+            if ((st = ps_gguf_set_f32(w, key, gf[i].v)) != PS_OK) return st;
+        }
+        if (p->rope_scale_linear > 0.0f) {
+            snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+            if ((st = ps_gguf_set_str(w, key, "linear")) != PS_OK) return st;
+        }
+        if (p->n_swa > 0) {
+            snprintf(key, sizeof key, "%s.attention.sliding_window", a);
+            if ((st = ps_gguf_set_u32(w, key, (uint32_t)p->n_swa)) != PS_OK) return st;
+        }
+        if (p->swa_period > 0) {
+            snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
+            if ((st = ps_gguf_set_u32(w, key, (uint32_t)p->swa_period)) != PS_OK) return st;
         }
     }
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);

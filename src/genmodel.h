@@ -56,6 +56,15 @@ typedef struct {
      * ffn_up of 2 n_ff rows (gate first). */
     int32_t n_ctx_orig;
     bool output_bias;
+    /* gemma2 / gemma3: n_swa = attention.sliding_window (0: gemma3 without the key, every layer
+     * global), swa_period > 0 writes attention.sliding_window_pattern (else the family's
+     * default applies: 2 / 6), rope_base_swa > 0 writes rope.freq_base_swa, attn_softcap > 0
+     * attn_logit_softcapping (gemma2), final_softcap > 0 final_logit_softcapping,
+     * rope_scale_linear > 0 rope.scaling.type linear with that factor (Gemma 3 4B+'s global
+     * layers). Gemma files store norm weights with the +1 of Gemma's RMSNorm applied, as
+     * convert_hf_to_gguf.py does, so their random norms stay near 1 like the others. */
+    int32_t n_swa, swa_period;
+    float rope_base_swa, attn_softcap, final_softcap, rope_scale_linear;
 } ps_genmodel_params;
 
 /* The "tiny" preset: llama, n_embd 64, 2 layers, 4/2 heads of 16, n_ff 128, ctx 512, synthetic
@@ -83,7 +92,14 @@ ps_genmodel_params ps_genmodel_default_params(void);
  * with 2 layers: 3072 wide, 32/32 heads of 96, FFN 8192, vocab 32,064, LongRoPE 4096 ->
  * 131072), "olmo2-tiny" (olmo2, 64 wide, 2 layers, 4/2 heads of 16, FFN 128, ctx 4096, theta
  * 5e5), "olmo2-1b-2l" (OLMo-2-1B's widths with 2 layers: 2048 wide, 16/16 heads of 128, FFN
- * 8192, vocab 100,352).
+ * 8192, vocab 100,352), "gemma2-tiny"
+ * (gemma2, 64 wide, 4 layers alternating sliding (window 40) / global, 4/2 heads of 16, FFN
+ * 128, vocab 512, soft-caps 50 / 30), "gemma2-2b-4l" (Gemma-2-2B's widths with 4 layers: 2304
+ * wide, 8/4 heads of 256, FFN 9216, vocab 256,000, window 4096, ctx 8192), "gemma3-tiny"
+ * (gemma3, 64 wide, 7 layers = 5 sliding (window 40), 1 global, 1 sliding, 4/1 heads of 16,
+ * FFN 128, vocab 512, rope 1e6 global / 10000 local), "gemma3-1b-6l" (Gemma-3-1B's widths with
+ * 6 layers = 5 sliding + 1 global: 1152 wide, 4/1 heads of 256, FFN 6912, vocab 262,144, window
+ * 512, ctx 32768). Gemma presets are tied (output = token_embd).
  * Returns PS_OK or PS_ERR_NOT_FOUND (the message lists the presets). */
 ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *err);
 

@@ -377,6 +377,35 @@ static ps_status read_swa_hparams(ps_model *m, const char *arch, ps_error *err) 
     return PS_OK;
 }
 
+/* gemma, gemma2, gemma3, as llama.cpp reads them: embeddings x sqrtf(n_embd); the query scale
+ * 1/sqrt(head_dim), except for the 27B shapes (gemma2 with 46 layers, gemma3 with 62), where
+ * llama.cpp follows gemma_pytorch's query_pre_attn_scalar = n_embd / n_head; attention
+ * soft-cap <arch>.attn_logit_softcapping (PS_A_ATTN_SOFTCAP, default 50); final soft-cap
+ * <arch>.final_logit_softcapping (gemma2 default 30, the others none unless the key is
+ * there; llama.cpp's gemma (1) has no soft-capping at all: its files have no such key). */
+static ps_status read_gemma_hparams(ps_model *m, const char *arch, ps_error *err) {
+    ps_hparams *hp = &m->hp;
+    const bool g2 = hp->arch == PS_ARCH_GEMMA2;
+    ps_status st;
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    const bool big = (g2 && hp->n_layer == 46) || (hp->arch == PS_ARCH_GEMMA3 && hp->n_layer == 62);
+    hp->attn_scale = big ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+                         : 1.0f / sqrtf((float)hp->head_dim);
+    hp->attn_softcap = 0.0f;
+    if ((hp->info->flags & PS_A_ATTN_SOFTCAP) &&
+        (st = key_f32(m->gguf, arch, "attn_logit_softcapping", false, 50.0f, &hp->attn_softcap,
+                      err)))
+        return st;
+    if ((st = key_f32(m->gguf, arch, "final_logit_softcapping", false, g2 ? 30.0f : 0.0f,
+                      &hp->final_softcap, err)))
+        return st;
+    if (hp->attn_softcap < 0.0f || hp->final_softcap < 0.0f)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "%s: soft-capping values must be >= 0 (attention %g, final %g)", arch,
+                       (double)hp->attn_softcap, (double)hp->final_softcap);
+    return PS_OK;
+}
+
 static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     const ps_gguf *g = m->gguf;
     ps_hparams *hp = &m->hp;
@@ -430,6 +459,8 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     hp->rope_mode = hp->info->rope_mode;
     hp->n_layer_kv = hp->n_layer;
     if ((st = read_swa_hparams(m, arch, err))) return st;
+    if ((hp->info->flags & PS_A_GEMMA) && (st = read_gemma_hparams(m, arch, err))) return st;
+    if (hp->attn_scale == 0.0f) hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     if ((hp->info->flags & PS_A_HYBRID) && (st = read_hybrid_hparams(m, arch, err))) return st;
     if (hp->arch == PS_ARCH_GPT_OSS || hp->arch == PS_ARCH_OLMO2) {
         /* their sliding layers (gpt-oss; OLMo 3, stored as olmo2): not run yet, so refused */
@@ -651,7 +682,9 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
         (st = get_vec(m, "rope_factors_short.weight", hp->n_rot / 2, false, &w->rope_short,
                       err)))
         return st;
-    if (!w->output.data) w->output = w->token_embd; /* tied */
+    /* tied; gemma and gemma2 always read their output from token_embd, as llama.cpp does */
+    if (!w->output.data || hp->arch == PS_ARCH_GEMMA || hp->arch == PS_ARCH_GEMMA2)
+        w->output = w->token_embd;
     if (!w->rope_long != !w->rope_short)
         return ps_fail(err, PS_ERR_FORMAT, -1,
                        "tensor '%s' is there without '%s' (LongRoPE needs both tables)",
@@ -840,6 +873,12 @@ ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params
     }
     if (!params->vocab_only) {
         m->hp.info = ps_arch_find(info->arch);
+        if (!m->hp.info && ps_arch_missing(info->arch)) {
+            st = ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                         "general.architecture = '%s' is not supported: %s (supported: %s)",
+                         info->arch, ps_arch_missing(info->arch), ps_arch_names());
+            goto fail;
+        }
         if (!m->hp.info) {
             st = ps_fail(err, PS_ERR_UNSUPPORTED, -1,
                          "general.architecture = '%s' is not supported (%s)", info->arch,

@@ -60,6 +60,10 @@ typedef struct {
      * RoPE uses rope_base_swa / rope_freq_scale_swa (ps_layer.swa says which layers) */
     int32_t n_swa, swa_period;
     float rope_base_swa, rope_freq_scale_swa;
+    /* gemma (PS_A_GEMMA): embd_scale = sqrtf(n_embd) (0: none); attn_scale: the query scale
+     * (1/sqrt(head_dim), llama.cpp's gemma rule in model.c); attn_softcap / final_softcap: c
+     * of tanh(x / c) * c on the attention logits / the output logits (0: none) */
+    float embd_scale, attn_scale, attn_softcap, final_softcap;
 } ps_hparams;
 
 /* A 3-D GGUF tensor read as n stacked matrices (one per expert): matrix e is m with data

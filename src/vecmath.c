@@ -20,6 +20,19 @@
 
 #include <math.h>
 
+void ps_gelu_mul_f32(float *g, const float *u, int64_t n) {
+    const float sqrt_2_over_pi = 0.79788456080286535587989211986876f, coef_a = 0.044715f;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        g[i] = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + coef_a * x * x))) * u[i];
+    }
+}
+
+void ps_softcap_f32(float *x, int64_t n, float c) {
+    const float inv = 1.0f / c;
+    for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * c;
+}
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define T_AVX2 __attribute__((target("avx2,fma,f16c")))

@@ -19,6 +19,15 @@ void ps_softmax_sink_f32(ps_isa isa, float *row, int32_t n, float scale, float s
 /* g (n) = (g / (1 + exp(-g))) * u, element by element. */
 void ps_silu_mul_f32(ps_isa isa, float *g, const float *u, int64_t n);
 
+/* g (n) = gelu(g) * u, element by element, gelu with the tanh approximation in float as
+ * ggml's formula: 0.5f * x * (1 + tanhf(0.7978845608f * x * (1 + 0.044715f * x * x))) (ggml's
+ * CPU GeGLU instead looks the gelu up in a half-precision table for |x| < 10; see forward.c).
+ * Scalar on every ISA (tanhf), so the same bits everywhere. */
+void ps_gelu_mul_f32(float *g, const float *u, int64_t n);
+
+/* y (n) = c * tanhf(x * (1 / c)) for every element (soft-capping, c > 0), in place allowed. */
+void ps_softcap_f32(float *x, int64_t n, float c);
+
 /* y (n) = exp(x (n)); y may equal x. */
 void ps_exp_f32(ps_isa isa, const float *x, float *y, int64_t n);
 

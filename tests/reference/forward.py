@@ -259,7 +259,7 @@ class Model:
         kv = self.kv
         self.arch = kv["general.architecture"]
         if self.arch not in ("llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe",
-                             "gpt-oss", "phi3", "olmo2"):
+                             "gpt-oss", "phi3", "olmo2", "gemma", "gemma2", "gemma3"):
             raise ValueError("architecture %s not supported" % self.arch)
         a = self.arch
         self.n_embd = int(kv[a + ".embedding_length"])
@@ -271,7 +271,7 @@ class Model:
         self.eps = float(kv.get(a + ".attention.layer_norm_rms_epsilon", 1e-5))
         self.rope_base = float(kv.get(a + ".rope.freq_base", 10000.0))
         self.rope_scaling(kv, a, n_ctx)
-        self.neox = a in ("qwen2", "qwen3", "qwen3moe", "gpt-oss", "phi3", "olmo2")
+        self.neox = a in ("qwen2", "qwen3", "qwen3moe", "gpt-oss", "phi3", "olmo2", "gemma", "gemma2", "gemma3")
         self.n_expert = int(kv.get(a + ".expert_count", 0))
         self.n_expert_used = int(kv.get(a + ".expert_used_count", 0))
         self.expert_norm = bool(kv.get(a + ".expert_weights_norm", True))
@@ -297,6 +297,13 @@ class Model:
         # sliding-window attention: window[l] = W (the query at p sees keys p-W+1 .. p), 0 =
         # global. --swa W makes the even layers of any family slide (the mechanism's test).
         self.window = [swa if (swa and l % 2 == 0) else 0 for l in range(self.n_layer)]
+        self.gemma = a in ("gemma", "gemma2", "gemma3")
+        self.attn_scale = 1.0 / np.sqrt(self.head_dim)
+        self.attn_softcap = 0.0
+        self.final_softcap = 0.0
+        self.layer_rope = [(self.rope_base, self.freq_scale)] * self.n_layer
+        if self.gemma:
+            self.gemma_hparams(kv, a)
         if self.arch in ("qwen35", "qwen35moe"):
             self.n_layer -= int(kv.get(a + ".nextn_predict_layers", 0))
             self.interval = int(kv.get(a + ".full_attention_interval", 4))
@@ -351,6 +358,34 @@ class Model:
     def W(self, name):
         return self.t[name][0]
 
+    def gemma_hparams(self, kv, a):
+        """gemma2 / gemma3 as llama.cpp defines them: sliding layers l % period < period - 1
+        (period 2 / 6, or attention.sliding_window_pattern) with window attention.sliding_window
+        (gemma2 default 4096; gemma3 without the key: all global); sliding layers' rope base
+        rope.freq_base_swa (gemma2 default: the global base and scale; gemma3: 10000, unscaled);
+        query scale 1/sqrt(head_dim), or 1/sqrt(n_embd/n_head) for the 27B layer counts (46,
+        62); soft-caps attn_logit_softcapping (gemma2, default 50), final_logit_softcapping
+        (gemma2 default 30, gemma3 none)."""
+        g2 = a == "gemma2"
+        if a == "gemma":  # gemma (1): no windows, no soft-caps
+            return
+        win = int(kv.get(a + ".attention.sliding_window", 4096 if g2 else 0))
+        period = int(kv.get(a + ".attention.sliding_window_pattern", 2 if g2 else 6))
+        if g2:
+            swa_rope = (float(kv.get(a + ".rope.freq_base_swa", self.rope_base)), self.freq_scale)
+        else:
+            swa_rope = (float(kv.get(a + ".rope.freq_base_swa", 10000.0)), 1.0)
+        for l in range(self.n_layer):
+            slides = win > 0 and (period == 0 or l % period < period - 1)
+            self.window[l] = win if slides else 0
+            if slides:
+                self.layer_rope[l] = swa_rope
+        if self.n_layer == (46 if g2 else 62):
+            self.attn_scale = 1.0 / np.sqrt(self.n_embd // self.n_head)
+        if g2:
+            self.attn_softcap = float(kv.get(a + ".attn_logit_softcapping", 50.0))
+        self.final_softcap = float(kv.get(a + ".final_logit_softcapping", 30.0 if g2 else 0.0))
+
     def layer_mask(self, mask, l):
         """The causal mask of layer l, with keys older than its window masked too."""
         w = self.window[l]
@@ -396,15 +431,17 @@ class Model:
     def rmsnorm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
 
-    def rope(self, x, pos):
+    def rope(self, x, pos, base=None, freq_scale=None):
         """x (T, H, head_dim), rotates the first n_rot dims of every head."""
+        base = self.rope_base if base is None else base
+        freq_scale = self.freq_scale if freq_scale is None else freq_scale
         half = self.n_rot // 2
         i = np.arange(half, dtype=np.float64)
-        inv = self.rope_base ** (-2.0 * i / self.n_rot)
+        inv = base ** (-2.0 * i / self.n_rot)
         if self.ff is not None:
             inv = inv / self.ff[:half]
         extrap = pos[:, None].astype(np.float64) * inv[None, :]  # (T, half)
-        ang = self.freq_scale * extrap
+        ang = freq_scale * extrap
         if self.rope_ext != 0:
             lo, hi = self.rope_corr
             y = (i - lo) / max(0.001, hi - lo)
@@ -568,6 +605,8 @@ class Model:
         T = len(tok)
         H, HK, D = self.n_head, self.n_head_kv, self.head_dim
         x = self.W("token_embd.weight")[tok].copy()
+        if self.gemma:
+            x = x * np.sqrt(self.n_embd)
         pos = np.arange(T)
         mask = np.triu(np.full((T, T), -np.inf), 1)
         for l in range(self.n_layer):
@@ -594,17 +633,33 @@ class Model:
                 q = self.rmsnorm(q, self.W(p + "attn_q_norm.weight"))
             if self.has(p + "attn_k_norm.weight"):
                 k = self.rmsnorm(k, self.W(p + "attn_k_norm.weight"))
-            q = self.rope(q, pos)
-            k = self.rope(k, pos)
+            q = self.rope(q, pos, *self.layer_rope[l])
+            k = self.rope(k, pos, *self.layer_rope[l])
             g = H // HK
             out = np.empty((T, H, D))
             for hh in range(H):
                 kh = hh // g
-                s = q[:, hh, :] @ k[:, kh, :].T / np.sqrt(D) + lmask
+                s = q[:, hh, :] @ k[:, kh, :].T * self.attn_scale
+                if self.attn_softcap:
+                    s = np.tanh(s / self.attn_softcap) * self.attn_softcap
+                s = s + lmask
                 s = s - s.max(axis=1, keepdims=True)
                 e = np.exp(s)
                 out[:, hh, :] = (e / e.sum(axis=1, keepdims=True)) @ v[:, kh, :]
-            x = x + self.matmul(out.reshape(T, H * D), p + "attn_output.weight")
+            att = self.matmul(out.reshape(T, H * D), p + "attn_output.weight")
+            if self.gemma:  # post-norms around attention and FFN (gemma2, gemma3); GeGLU
+                post = self.has(p + "post_attention_norm.weight")
+                if post:
+                    att = self.rmsnorm(att, self.W(p + "post_attention_norm.weight"))
+                x = x + att
+                h = self.rmsnorm(x, self.W(p + "ffn_norm.weight"))
+                gt = self.matmul(h, p + "ffn_gate.weight")
+                up = self.matmul(h, p + "ffn_up.weight")
+                gelu = 0.5 * gt * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * gt * (1.0 + 0.044715 * gt * gt)))
+                y = self.matmul(gelu * up, p + "ffn_down.weight")
+                x = x + (self.rmsnorm(y, self.W(p + "post_ffw_norm.weight")) if post else y)
+                continue
+            x = x + att
             h = self.rmsnorm(x, self.W(p + "ffn_norm.weight"))
             if self.has(p + "ffn_gate_inp.weight"):
                 x = x + self.experts(h, p)
@@ -617,10 +672,14 @@ class Model:
                 gt, up = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
             x = x + self.matmul(gt / (1.0 + np.exp(-gt)) * up, p + "ffn_down.weight")
         x = self.rmsnorm(x, self.W("output_norm.weight"))
-        out = self.matmul(x, "output.weight" if self.has("output.weight") else "token_embd.weight")
+        # gemma and gemma2 always read the output from token_embd (llama.cpp)
+        tied = not self.has("output.weight") or self.arch in ("gemma", "gemma2")
+        z = self.matmul(x, "token_embd.weight" if tied else "output.weight")
         if self.has("output.bias"):
-            out = out + self.W("output.bias")
-        return out
+            z = z + self.W("output.bias")
+        if self.final_softcap:
+            z = np.tanh(z / self.final_softcap) * self.final_softcap
+        return z
 
 
     # ------------------------------------------------------------ qwen35 (hybrid)
