@@ -44,6 +44,12 @@ norm is post_attention_norm; nextn_predict_layers trailing MTP blocks are not ru
 the FFN is the experts (as above) plus a shared expert, sigmoid(ffn_gate_inp_shexp . h2) *
 Wdown_shexp (silu(Wgate_shexp h2) * Wup_shexp h2).
 
+gemma / gemma2 / gemma3 (llama.cpp's definition; see gemma_hparams): x = token_embd[ids] *
+sqrt(n_embd); q k^T * attn_scale, soft-capped tanh(s / c) c (gemma2), masked to the layer's
+sliding window (the query at p sees p-W+1 .. p) on sliding layers, whose rope has its own base
+(gemma3); x += rmsnorm(attn, post_attention_norm); x += rmsnorm(Wdown (gelu_tanh(Wgate h2) *
+Wup h2), post_ffw_norm) (gemma 1 has no post-norms); logits soft-capped tanh(z / c) c.
+
 Weights in numpy are (ne[1], ne[0]) arrays, so y = W @ x for a GGUF matrix of ne = {in, out}.
 
 --q8-act mirrors llama.cpp's Q8_0 matrix product: the activation row is quantised to Q8_0
