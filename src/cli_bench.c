@@ -172,7 +172,13 @@ int ps_cli_bench(int argc, char **argv) {
     ps_model_get_info(model, &info);
     const ps_hparams *hp = &model->hp;
     const double mm_w = matmul_weights(model);
-    const double kv_bytes = 2.0 * hp->n_layer * hp->n_head_kv * (double)hp->head_dim * max_len * 4;
+    /* a sliding-window layer keeps a ring of swa + 255 positions (model.h) */
+    double kv_positions = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const int32_t swa = model->w.layers[l].swa;
+        kv_positions += swa > 0 ? PS_MIN(max_len, swa + PS_CHUNK - 1) : max_len;
+    }
+    const double kv_bytes = 2.0 * hp->n_head_kv * (double)hp->head_dim * kv_positions * 4;
     const double logit_bytes = 2.0 * PS_CHUNK * (double)hp->n_vocab * 4;
     /* the AMX tile copy of BF16 weights (info.tile_bytes, 0 without one) counts as weights */
     const double budget = (double)info.file_bytes + (double)info.tile_bytes + kv_bytes +
