@@ -355,6 +355,12 @@ static size_t row_entries(const ps_score_result *r, int32_t i, int32_t *ids, flo
 void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
                       int32_t first, int64_t text_offset0, const int32_t *prompt_offset,
                       ps_buf *text) {
+    ps_json_logprobs_from(b, vocab, r, first, 0, text_offset0, prompt_offset, text);
+}
+
+void ps_json_logprobs_from(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
+                           int32_t first, int32_t values_from, int64_t text_offset0,
+                           const int32_t *prompt_offset, ps_buf *text) {
     if (b->oom) return;
     if (first < 0) first = 0;
     int32_t end = r->n_total;
@@ -383,13 +389,14 @@ void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r
     ps_buf_puts(b, "],\"token_logprobs\":[");
     for (int32_t i = first; i < end; i++) {
         if (i > first) ps_buf_putc(b, ',');
-        ps_json_f32(b, r->logprobs[i]); /* NaN (entry 0) -> null */
+        if (i < values_from) ps_buf_append(b, "null", 4);
+        else ps_json_f32(b, r->logprobs[i]); /* NaN (entry 0) -> null */
     }
 
     ps_buf_puts(b, "],\"top_logprobs\":[");
     for (int32_t i = first; i < end && !b->oom; i++) {
         if (i > first) ps_buf_putc(b, ',');
-        if (isnan(r->logprobs[i])) {
+        if (i < values_from || isnan(r->logprobs[i])) {
             ps_buf_append(b, "null", 4);
             continue;
         }
@@ -445,7 +452,7 @@ void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r
     ps_buf_puts(b, "],\"top_ids\":[");
     for (int32_t i = first; i < end; i++) {
         if (i > first) ps_buf_putc(b, ',');
-        if (isnan(r->logprobs[i])) {
+        if (i < values_from || isnan(r->logprobs[i])) {
             ps_buf_append(b, "null", 4);
             continue;
         }

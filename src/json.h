@@ -37,5 +37,12 @@ void ps_token_text(ps_buf *b, const ps_vocab *vocab, int32_t id);
 void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
                       int32_t first, int64_t text_offset0, const int32_t *prompt_offset,
                       ps_buf *text);
+/* The same with the values of entries before values_from (an entry index: the prompt's
+ * position) written as null in token_logprobs, top_logprobs and top_ids (the request field
+ * "logprobs_from" of docs/api.md); tokens, token_ids and the offsets stay whole, and every
+ * value written is the one ps_json_logprobs writes. values_from <= 0: all of them. */
+void ps_json_logprobs_from(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
+                           int32_t first, int32_t values_from, int64_t text_offset0,
+                           const int32_t *prompt_offset, ps_buf *text);
 
 #endif

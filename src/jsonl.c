@@ -94,6 +94,16 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
         req->k = (int32_t)json_integer_value(jk);
     }
 
+    json_t *jf = json_object_get(root, "logprobs_from");
+    if (jf && !json_is_null(jf)) {
+        if (!json_is_integer(jf) || json_integer_value(jf) < 0)
+            return bad(req, PS_ERR_FORMAT, "logprobs_from",
+                       "line %lld: logprobs_from must be an integer >= 0 (the first prompt "
+                       "position whose logprobs are written), got %s", (long long)ln,
+                       json_is_integer(jf) ? "a negative integer" : type_name(jf));
+        req->logprobs_from = (int32_t)PS_MIN(json_integer_value(jf), (json_int_t)INT32_MAX);
+    }
+
     json_t *jp = json_object_get(root, "prompt");
     if (json_is_string(jp)) {
         size_t tl = json_string_length(jp);
@@ -304,7 +314,7 @@ void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req 
     ps_score_result prompt = *r; /* prompt entries only */
     prompt.n_gen = 0;
     prompt.n_total = r->n_prompt;
-    ps_json_logprobs(b, vocab, &prompt, 0, 0, req->prompt_offset, NULL);
+    ps_json_logprobs_from(b, vocab, &prompt, 0, req->logprobs_from, 0, req->prompt_offset, NULL);
     ps_buf_puts(b, ",\"sum_logprob\":");
     json_f64(b, r->sum_logprob);
     double mean = r->n_prompt > 1 ? r->sum_logprob / (double)(r->n_prompt - 1) : NAN;

@@ -3,7 +3,8 @@
  * validated (jsonl.c), and the output lines written back: a scored line or an error line.
  * Kept in the library, apart from the CLI, so that fuzz/fuzz_jsonl.c can drive it.
  *
- *   in:   {"prompt": "text" | [ids], "id": any, "logprobs": K}   (other keys are ignored)
+ *   in:   {"prompt": "text" | [ids], "id": any, "logprobs": K, "logprobs_from": P}
+ *         (other keys are ignored)
  *   out:  {"id": <id>, "logprobs": {...}, "sum_logprob": x, "mean_logprob": x,
  *          "perplexity": x, "n_tokens": n}
  *   err:  {"id": <id>, "error": {"message", "type": "invalid_request_error", "param", "code"}}
@@ -36,6 +37,7 @@ typedef struct {
     int32_t *ids;           /* n tokens, in range, 1 <= n <= n_ctx (when ok) */
     int32_t n;
     int32_t k;              /* 0 <= k <= n_vocab */
+    int32_t logprobs_from;  /* "logprobs_from": entries before it have null values (0) */
     int32_t *prompt_offset; /* n byte offsets into a text prompt (-1 = null), or NULL (ids) */
     bool ok;
     /* when !ok: the error line's fields; message names the line number and what is wrong */

@@ -405,9 +405,15 @@ static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_speci
 }
 
 int64_t ps_completion_estimate(const ps_completion_req *r) {
-    int64_t per_entry = 16 + (r->logprobs >= 0 ? 48 + 56 * ((int64_t)r->logprobs + 1) : 0);
+    int64_t per_lp = r->logprobs >= 0 ? 48 + 56 * ((int64_t)r->logprobs + 1) : 0;
     int64_t entries = r->prompt_tokens + (int64_t)r->n_prompts * r->max_tokens;
-    return 1024 + 256 * (int64_t)r->n_prompts + entries * per_entry;
+    int64_t with_values = entries; /* entries before logprobs_from carry no values */
+    if (r->logprobs_from > 0 && r->prompts) {
+        with_values = 0;
+        for (int32_t i = 0; i < r->n_prompts; i++)
+            with_values += PS_MAX(0, (int64_t)r->prompts[i].n + r->max_tokens - r->logprobs_from);
+    }
+    return 1024 + 256 * (int64_t)r->n_prompts + entries * 16 + with_values * per_lp;
 }
 
 void ps_completion_req_free(ps_completion_req *r) {
@@ -456,6 +462,16 @@ bool ps_completion_req_parse(const char *body, size_t len, const ps_req_limits *
             goto done;
         }
         r.logprobs = (int32_t)json_integer_value(v);
+    }
+    if ((v = field(root, "logprobs_from"))) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            describe(v, d, sizeof d);
+            ps_http_fail(e, 400, "logprobs_from", NULL,
+                         "logprobs_from must be an integer >= 0 (the first prompt position whose "
+                         "logprobs are returned), got %s", d);
+            goto done;
+        }
+        r.logprobs_from = (int32_t)PS_MIN(json_integer_value(v), (json_int_t)INT32_MAX);
     }
     if ((v = field(root, "max_tokens"))) {
         if (!json_is_integer(v) || json_integer_value(v) < 0) {
@@ -916,8 +932,8 @@ static void write_completion(ps_server *s, const ps_completion_req *r, ps_score_
         ps_json_str(b, text.data ? text.data : "", text.len);
         ps_buf_puts(b, ",\"logprobs\":");
         if (r->logprobs < 0) ps_buf_puts(b, "null");
-        else ps_json_logprobs(b, s->vocab, x, r->echo ? 0 : x->n_prompt, 0,
-                              r->prompts[i].prompt_offset, NULL);
+        else ps_json_logprobs_from(b, s->vocab, x, r->echo ? 0 : x->n_prompt, r->logprobs_from,
+                                   0, r->prompts[i].prompt_offset, NULL);
         ps_buf_printf(b, ",\"finish_reason\":\"%s\"}",
                       x->finish == PS_FINISH_STOP ? "stop" : "length");
     }

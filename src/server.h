@@ -48,6 +48,7 @@ typedef struct {
     int32_t n_prompts;
     bool echo;
     int32_t logprobs;        /* -1: null (no logprobs object); else K >= 0 */
+    int32_t logprobs_from;   /* entries before this position have null values (default 0) */
     int32_t max_tokens;      /* default 16 */
     float temperature;       /* default 1 (as OpenAI) */
     float top_p;             /* default 1 */
