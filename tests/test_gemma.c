@@ -17,6 +17,8 @@
  * llama-spm vocabulary with that flag, " text" tokenises as "text" does with the prefix.
  * Bad input: a per-layer pattern array, a negative soft-cap, and gemma3n / gemma4 /
  * gemma-embedding files (refused, naming what they would need) — each a clear error.
+ * Faults: every allocation failure over load + session + forward of a gemma3 model with rings
+ * is a clean PS_ERR_NOMEM.
  * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
  */
 #include "check.h"
@@ -432,6 +434,45 @@ static void test_tokenizer(const char *shared) {
     ps_vocab_free(without);
 }
 
+/* Every allocation over load + session (rings, the local rope tables) + forward of a gemma3
+ * model with sliding layers, failed in turn: each a clean PS_ERR_NOMEM (ASan: no leak). */
+static void test_faults(void) {
+    ps_genmodel_params gp = ps_genmodel_default_params();
+    ps_genmodel_preset("gemma3-tiny", &gp, NULL);
+    gp.final_softcap = 2.0f;
+    char path[700];
+    snprintf(path, sizeof path, "%s", outp("faults.gguf"));
+    ps_error e;
+    CHECKF(ps_genmodel_write(&gp, path, &e) == PS_OK, "%s", e.message);
+    const int32_t ids[5] = {2, 9, 300, 4, 77};
+    float *logits = malloc(sizeof(float) * 5 * (size_t)gp.n_vocab);
+    int bad = 0;
+    int64_t n = 0;
+    for (;; n++) {
+        ps_alloc_fail_after(n);
+        ps_model *m = NULL;
+        ps_session *s = NULL;
+        ps_model_params mp = ps_model_default_params();
+        ps_status st = ps_model_load(path, &mp, &m, &e);
+        ps_session_params sp = ps_session_default_params();
+        sp.n_ctx = 600; /* longer than the rings */
+        if (st == PS_OK) st = ps_session_create(m, &sp, &s, &e);
+        if (st == PS_OK) st = ps_session_forward(s, ids, 5, logits, &e);
+        const int64_t used = ps_alloc_count();
+        ps_alloc_fail_after(-1);
+        if (st != PS_OK && st != PS_ERR_NOMEM) bad++;
+        ps_session_free(s);
+        ps_model_free(m);
+        if (st == PS_OK && used <= n) break; /* ran to the end without an injected failure */
+        if (n > 100000) break;
+    }
+    CHECKF(bad == 0 && n > 10, "%d of %lld injected failures were not clean PS_ERR_NOMEM", bad,
+           (long long)n);
+    printf("faults: %lld allocation points over load + session + forward of gemma3-tiny\n",
+           (long long)n);
+    free(logits);
+}
+
 int main(void) {
     const char *tmp = getenv("TMPDIR");
     snprintf(out_dir, sizeof out_dir, "%s/ps_gemma_XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -439,6 +480,7 @@ int main(void) {
     test_layers();
     test_bad_input();
     test_tokenizer(ps_test_shared());
+    test_faults();
     bool numpy = access(FORWARD_PY, R_OK) == 0 &&
                  system(PYTHON " -c 'import numpy' 2>/dev/null") == 0;
     if (!numpy) SKIP("C vs numpy: " PYTHON " with numpy or " FORWARD_PY " is not available");
