@@ -145,6 +145,8 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->rope_base = 150000.0f;
         p->rms_eps = 1e-5f;
         p->tied = false;
+        p->n_swa = tiny ? 40 : 128; /* even layers slide (the default pattern, 2) */
+        p->swa_period = 0;
         p->yarn_factor = 32.0f; /* gpt-oss's config: YaRN 32 over 4096 positions */
         p->yarn_orig_ctx = 4096;
         p->yarn_beta_fast = 32.0f;
@@ -832,6 +834,14 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
         if (p->yarn_orig_ctx > 0) {
             snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
             if ((st = ps_gguf_set_u32(w, key, (uint32_t)p->yarn_orig_ctx)) != PS_OK) return st;
+        }
+    }
+    if (!(ps_arch_find(a)->flags & PS_A_GEMMA) && p->n_swa > 0) { /* gpt-oss */
+        snprintf(key, sizeof key, "%s.attention.sliding_window", a);
+        if ((st = ps_gguf_set_u32(w, key, (uint32_t)p->n_swa)) != PS_OK) return st;
+        if (p->swa_period > 0) {
+            snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
+            if ((st = ps_gguf_set_u32(w, key, (uint32_t)p->swa_period)) != PS_OK) return st;
         }
     }
     if (ps_arch_find(a)->flags & PS_A_GEMMA) {

@@ -462,8 +462,8 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     if ((hp->info->flags & PS_A_GEMMA) && (st = read_gemma_hparams(m, arch, err))) return st;
     if (hp->attn_scale == 0.0f) hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     if ((hp->info->flags & PS_A_HYBRID) && (st = read_hybrid_hparams(m, arch, err))) return st;
-    if (hp->arch == PS_ARCH_GPT_OSS || hp->arch == PS_ARCH_OLMO2) {
-        /* their sliding layers (gpt-oss; OLMo 3, stored as olmo2): not run yet, so refused */
+    if (hp->arch == PS_ARCH_OLMO2) {
+        /* its sliding layers (OLMo 3, stored as olmo2): not run yet, so refused */
         char key[128];
         snprintf(key, sizeof key, "%s.attention.sliding_window", arch);
         if (ps_gguf_find_key(g, key) >= 0)

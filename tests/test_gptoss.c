@@ -15,6 +15,9 @@
  * Merged experts: a gpt-oss and a qwen3moe file written with ffn_gate_up_exps give bitwise the
  * logits of the same weights written as ffn_gate_exps + ffn_up_exps.
  * Routing is real: most experts get rows; the sinks matter (zeroing them moves the logits).
+ * The window: layers 0 and 2 slide over 40 positions, 1 and 3 are global; the first 40
+ * positions are bitwise those of a 1000-wide window and later ones differ; the window key is
+ * required.
  * Bad input: a missing sink, router bias or expert bias, an expert bias of the wrong shape, a
  * merged tensor of the wrong width — each an error naming the tensor.
  * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
@@ -335,6 +338,79 @@ static void test_merged(void) {
     }
 }
 
+/* ---------------------------------------------------------------- the window */
+
+/* Rewrites src with attention.sliding_window = w (0: the key dropped). */
+static const char *with_window(const char *src, uint32_t w, const char *name) {
+    ps_gguf *g = NULL;
+    ps_error e;
+    if (ps_gguf_open(src, &g, &e) != PS_OK) return NULL;
+    ps_gguf_writer *wr = ps_gguf_writer_new();
+    for (int64_t i = 0; i < ps_gguf_n_kv(g); i++) {
+        ps_gguf_str k = ps_gguf_key(g, i);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)k.len, k.ptr);
+        if (strcmp(key, "gpt-oss.attention.sliding_window")) ps_gguf_copy_kv(wr, g, key);
+    }
+    if (w) ps_gguf_set_u32(wr, "gpt-oss.attention.sliding_window", w);
+    for (int64_t i = 0; i < ps_gguf_n_tensors(g); i++) {
+        const ps_gguf_tensor *t = ps_gguf_tensor_at(g, i);
+        char tn[128];
+        snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr);
+        ps_gguf_add_tensor(wr, tn, t->type, t->n_dims, t->ne, t->data, t->nbytes);
+    }
+    const char *path = outp(name);
+    ps_status st = ps_gguf_write_file(wr, path, &e);
+    ps_gguf_writer_free(wr);
+    ps_gguf_close(g);
+    return st == PS_OK ? path : NULL;
+}
+
+/* Even layers slide over the file's window (llama.cpp's default pattern 2), odd ones are
+ * global; positions before the window's end see the same keys either way (bitwise the logits
+ * of a wider window), later ones do not; the key is required, as llama.cpp requires it. */
+static void test_window(void) {
+    char src[700], wide[700];
+    snprintf(src, sizeof src, "%s", outp("win.gguf"));
+    ps_genmodel_params p = fixture("gpt-oss-tiny", PS_GGML_F32, NULL, false, 21);
+    ps_error e;
+    CHECKF(ps_genmodel_write(&p, src, &e) == PS_OK, "%s", e.message);
+    ps_model *m = NULL;
+    ps_model_params mp = ps_model_default_params();
+    if (ps_model_load(src, &mp, &m, &e) == PS_OK) {
+        CHECKF(m->hp.n_swa == 40 && m->w.layers[0].swa == 40 && m->w.layers[1].swa == 0 &&
+                   m->w.layers[2].swa == 40 && m->w.layers[3].swa == 0,
+               "layer windows %d %d %d %d", m->w.layers[0].swa, m->w.layers[1].swa,
+               m->w.layers[2].swa, m->w.layers[3].swa);
+        ps_model_free(m);
+    } else {
+        CHECKF(0, "%s", e.message);
+    }
+    const char *wp = with_window(src, 1000, "win-wide.gguf");
+    snprintf(wide, sizeof wide, "%s", wp ? wp : "");
+    enum { N = 120 };
+    int32_t *ids = make_ids(N, p.n_vocab);
+    int64_t nv = 0;
+    float *a = c_logits(src, ids, N, 256, ps_isa_best(), PS_ACT_F32, 1, &nv, NULL);
+    float *b = wp ? c_logits(wide, ids, N, 256, ps_isa_best(), PS_ACT_F32, 1, &nv, NULL) : NULL;
+    CHECKF(a && b && !n_differ(a, b, (size_t)40 * nv),
+           "positions 0..39: window 40 differs from window 1000");
+    CHECKF(a && b && n_differ(a + (size_t)40 * nv, b + (size_t)40 * nv, (size_t)(N - 40) * nv) > 0,
+           "positions 40..: the window changes nothing");
+    free(a);
+    free(b);
+    free(ids);
+    const char *np = with_window(src, 0, "win-none.gguf");
+    m = NULL;
+    ps_status st = np ? ps_model_load(np, &mp, &m, &e) : PS_ERR_IO;
+    CHECKF(st == PS_ERR_NOT_FOUND && strstr(e.message, "gpt-oss.attention.sliding_window"),
+           "no window key: %d %s", (int)st, e.message);
+    ps_model_free(m);
+    remove(src);
+    remove(wide);
+    if (np) remove(np);
+}
+
 /* ---------------------------------------------------------------- bad input */
 
 typedef struct {
@@ -464,6 +540,7 @@ int main(void) {
         if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
     }
     test_bad_input();
+    test_window();
     test_merged();
     bool numpy = access(FORWARD_PY, R_OK) == 0 &&
                  system(PYTHON " -c 'import numpy' 2>/dev/null") == 0;
