@@ -467,7 +467,7 @@ int main(int argc, char **argv) {
     const char *wl = "mmlu,hellaswag,arc";
     char conc_s[64] = "1,4,8";
     const char *mode_name[MAX_MODES], *mode_args[MAX_MODES];
-    int n_modes = 0, items = 0, check = 0;
+    int n_modes = 0, items = 0, check = 0, named_modes = 0; /* names strndup'd from --mode */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--check")) check = 1;
@@ -481,6 +481,7 @@ int main(int argc, char **argv) {
             const char *eq = strchr(v, '=');
             if (!eq) { usage(); return 2; }
             mode_name[n_modes] = strndup(v, (size_t)(eq - v));
+            named_modes = 1;
             mode_args[n_modes++] = eq + 1;
             i++;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
@@ -502,6 +503,8 @@ int main(int argc, char **argv) {
         model = gen;
     }
     if (check) { /* the comparison only: two thread counts, concurrency 1 and 3, few items */
+        for (int mo = 0; mo < n_modes && named_modes; mo++) free((char *)mode_name[mo]);
+        named_modes = 0;
         n_modes = 0;
         mode_name[n_modes] = "t1", mode_args[n_modes++] = "-t 1";
         mode_name[n_modes] = "t2", mode_args[n_modes++] = "-t 2";
@@ -627,6 +630,16 @@ int main(int argc, char **argv) {
                (long long)(compared - differ + sent - errs), (long long)(differ + errs));
     }
     curl_global_cleanup();
+    for (int w = 0; w < n_w; w++) {
+        for (int mo = 0; mo < n_modes; mo++)
+            for (int ci = 0; ci < n_conc; ci++) {
+                for (int r = 0; r < ws[w].n_req; r++) free(ans[w][mo][ci][r]);
+                free(ans[w][mo][ci]);
+            }
+        for (int r = 0; r < ws[w].n_req; r++) free(ws[w].req[r].body);
+        free(ws[w].req);
+    }
+    for (int mo = 0; mo < n_modes && named_modes; mo++) free((char *)mode_name[mo]);
     char path[400];
     for (int mo = 0; mo < n_modes; mo++) {
         snprintf(path, sizeof path, "%s/server-%d.log", dir, mo);
