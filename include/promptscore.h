@@ -215,8 +215,10 @@ typedef struct {
 PS_API ps_model_params ps_model_default_params(void);
 
 /* Loads a GGUF file (memory-mapped; weights are used in place, never copied).
- * Supported: architectures llama, qwen2, qwen3; tensor types F32, F16, BF16, Q8_0; tokenizers
- * llama (SentencePiece) and gpt2 (byte-level BPE).
+ * Supported (README "What loads" is the one full list): architectures llama (also with experts),
+ * qwen2, qwen3, qwen3moe, qwen35, qwen35moe, gpt-oss, phi3, olmo2, gemma, gemma2, gemma3; tensor
+ * types F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K, IQ4_NL, IQ4_XS, MXFP4;
+ * tokenizers llama (SentencePiece) and gpt2 (byte-level BPE with llama.cpp's pre-tokenizers).
  * Returns PS_OK, PS_ERR_IO (cannot open or map it; also a path that is not a regular file — a
  * FIFO, directory, device or socket — refused right after a non-blocking open, before any read,
  * so the call never waits on it; err names the kind), PS_ERR_FORMAT (malformed file: err names
@@ -228,7 +230,7 @@ PS_API ps_status ps_model_load(const char *path, const ps_model_params *params, 
 PS_API void ps_model_free(ps_model *model);
 
 typedef struct {
-    char arch[32];          /* "llama", "qwen2", "qwen3", "qwen3moe" */
+    char arch[32];          /* general.architecture: "llama", "qwen3", "gemma3", ... */
     char name[128];         /* general.name, or the file's base name */
     char file[128];         /* the file's base name ("" when loaded from an open ps_gguf) */
     char weight_type[16];   /* the type holding most matrix weights ("BF16", "Q8_0"); "" when
