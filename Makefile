@@ -118,7 +118,7 @@ $(FRONT): $(FRONT_OBJ) $(PAGE_OBJ)
 $(BIN): $(CLI_OBJ) $(LINK_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LINK_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/check.h $(LINK_LIBS)
+$(BUILD)/tests/%: tests/%.c tests/check.h tests/fixture.h $(LINK_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
 

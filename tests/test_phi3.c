@@ -17,6 +17,7 @@
  * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
  */
 #include "check.h"
+#include "fixture.h"
 #include "genmodel.h"
 #include "gguf.h"
 #include "impl.h"
@@ -25,102 +26,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#define FORWARD_PY "tests/reference/forward.py"
-#define PYTHON "/usr/bin/python3"
 #define N_TOK 600
-
-static char out_dir[512];
-
-static const char *outp(const char *name) {
-    static char buf[8][640];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", out_dir, name);
-    return buf[k];
-}
-
-static int32_t *make_ids(int32_t n, int32_t n_vocab) {
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    uint64_t s = 0x3141592ull;
-    for (int32_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = i == 0 ? 1 : (int32_t)((s >> 33) % (uint64_t)n_vocab);
-    }
-    return ids;
-}
-
-/* Logits (n, n_vocab) in chunks of `chunk` on a model loaded with model_ctx (0: the file's). */
-static float *c_logits(const char *path, const int32_t *ids, int32_t n, int32_t chunk,
-                       ps_isa isa, ps_act act, int32_t threads, int32_t model_ctx,
-                       int64_t *n_vocab) {
-    ps_error e;
-    ps_model *m = NULL;
-    ps_model_params mp = ps_model_default_params();
-    mp.n_ctx = model_ctx;
-    if (ps_model_load(path, &mp, &m, &e) != PS_OK) {
-        CHECKF(0, "load %s: %s", path, e.message);
-        return NULL;
-    }
-    ps_model_info info;
-    ps_model_get_info(m, &info);
-    *n_vocab = info.n_vocab;
-    ps_pool *pool = NULL;
-    if (threads > 1) ps_pool_create(threads, &pool);
-    ps_session_params sp = ps_session_default_params();
-    sp.n_ctx = n;
-    sp.n_batch = chunk;
-    sp.isa = isa;
-    sp.act = act;
-    sp.pool = pool;
-    ps_session *s = NULL;
-    ps_status st = ps_session_create(m, &sp, &s, &e);
-    CHECKF(st == PS_OK, "session: %s", e.message);
-    const size_t nf = (size_t)n * (size_t)info.n_vocab;
-    float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
-    for (int32_t i = 0; out && i < n; i += chunk) {
-        st = ps_session_forward(s, ids + i, PS_MIN(chunk, n - i),
-                                out + (size_t)i * (size_t)info.n_vocab, &e);
-        if (st != PS_OK) {
-            CHECKF(0, "forward at %d: %s", i, e.message);
-            free(out);
-            out = NULL;
-        }
-    }
-    ps_session_free(s);
-    ps_pool_free(pool);
-    ps_model_free(m);
-    return out;
-}
-
-static double *ref_logits(const char *path, const int32_t *ids, int32_t n, int64_t n_vocab,
-                          const char *tag, int32_t model_ctx) {
-    char ids_path[700], out_path[700], cmd[2400];
-    snprintf(ids_path, sizeof ids_path, "%s.ids", outp(tag));
-    snprintf(out_path, sizeof out_path, "%s.ref.f64", outp(tag));
-    FILE *f = fopen(ids_path, "w");
-    if (!f) return NULL;
-    for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
-    fclose(f);
-    remove(out_path);
-    snprintf(cmd, sizeof cmd,
-             PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s' --n-ctx %d", path,
-             ids_path, out_path, (int)model_ctx);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "  command failed: %s\n", cmd);
-        return NULL;
-    }
-    FILE *g = fopen(out_path, "rb");
-    if (!g) return NULL;
-    const size_t nf = (size_t)n * (size_t)n_vocab;
-    double *r = malloc(nf * sizeof(double));
-    size_t got = fread(r, sizeof(double), nf, g);
-    fclose(g);
-    if (got != nf) {
-        free(r);
-        return NULL;
-    }
-    return r;
-}
 
 typedef enum { E_NONE, E_SPLIT_QKV, E_QKV_WIDTH, E_UP_WIDTH, E_NO_UP, E_BIAS_LEN, E_SWA_KEY } edit;
 
@@ -211,7 +117,7 @@ static void test_reference(bool numpy) {
         if (fxs[i].split)
             CHECK(rewrite(fused, path, E_SPLIT_QKV, (int64_t)p.n_head * p.head_dim,
                           (int64_t)p.n_head_kv * p.head_dim));
-        int32_t *ids = make_ids(N_TOK, p.n_vocab);
+        int32_t *ids = make_ids(N_TOK, p.n_vocab, 0x3141592ull);
         int64_t nv = 0;
         const int32_t mctx = fxs[i].model_ctx;
         double *r = numpy ? ref_logits(path, ids, N_TOK, p.n_vocab, tag, mctx) : NULL;

@@ -20,6 +20,7 @@
  * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
  */
 #include "check.h"
+#include "fixture.h"
 #include "genmodel.h"
 #include "gguf.h"
 #include "impl.h"
@@ -29,19 +30,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#define FORWARD_PY "tests/reference/forward.py"
-#define PYTHON "/usr/bin/python3"
 #define N_TOK 600
-
-static char out_dir[512];
-
-static const char *outp(const char *name) {
-    static char buf[8][640];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", out_dir, name);
-    return buf[k];
-}
 
 /* ---------------------------------------------------------------- fixtures */
 
@@ -131,86 +120,6 @@ static bool rewrite(const char *src, const char *dst, rcase c) {
     return st == PS_OK;
 }
 
-static int32_t *make_ids(int32_t n, int32_t n_vocab) {
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    uint64_t s = 0x7654321ull;
-    for (int32_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = i == 0 ? 1 : (int32_t)((s >> 33) % (uint64_t)n_vocab);
-    }
-    return ids;
-}
-
-/* Logits (n, n_vocab) in chunks of `chunk` on a model loaded with model_ctx (0: the file's). */
-static float *c_logits(const char *path, const int32_t *ids, int32_t n, int32_t chunk,
-                       int32_t threads, int32_t model_ctx, int64_t *n_vocab) {
-    ps_error e;
-    ps_model *m = NULL;
-    ps_model_params mp = ps_model_default_params();
-    mp.n_ctx = model_ctx;
-    if (ps_model_load(path, &mp, &m, &e) != PS_OK) {
-        CHECKF(0, "load %s: %s", path, e.message);
-        return NULL;
-    }
-    ps_model_info info;
-    ps_model_get_info(m, &info);
-    *n_vocab = info.n_vocab;
-    ps_pool *pool = NULL;
-    if (threads > 1) ps_pool_create(threads, &pool);
-    ps_session_params sp = ps_session_default_params();
-    sp.n_ctx = n;
-    sp.n_batch = chunk;
-    sp.act = PS_ACT_F32;
-    sp.pool = pool;
-    ps_session *s = NULL;
-    ps_status st = ps_session_create(m, &sp, &s, &e);
-    CHECKF(st == PS_OK, "session: %s", e.message);
-    const size_t nf = (size_t)n * (size_t)info.n_vocab;
-    float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
-    for (int32_t i = 0; out && i < n; i += chunk) {
-        st = ps_session_forward(s, ids + i, PS_MIN(chunk, n - i),
-                                out + (size_t)i * (size_t)info.n_vocab, &e);
-        if (st != PS_OK) {
-            CHECKF(0, "forward at %d: %s", i, e.message);
-            free(out);
-            out = NULL;
-        }
-    }
-    ps_session_free(s);
-    ps_pool_free(pool);
-    ps_model_free(m);
-    return out;
-}
-
-static double *ref_logits(const char *path, const int32_t *ids, int32_t n, int64_t n_vocab,
-                          const char *tag, int32_t model_ctx) {
-    char ids_path[700], out_path[700], cmd[2400];
-    snprintf(ids_path, sizeof ids_path, "%s.ids", outp(tag));
-    snprintf(out_path, sizeof out_path, "%s.ref.f64", outp(tag));
-    FILE *f = fopen(ids_path, "w");
-    if (!f) return NULL;
-    for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
-    fclose(f);
-    remove(out_path);
-    snprintf(cmd, sizeof cmd,
-             PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s' --n-ctx %d", path,
-             ids_path, out_path, (int)model_ctx);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "  command failed: %s\n", cmd);
-        return NULL;
-    }
-    FILE *g = fopen(out_path, "rb");
-    if (!g) return NULL;
-    const size_t nf = (size_t)n * (size_t)n_vocab;
-    double *r = malloc(nf * sizeof(double));
-    size_t got = fread(r, sizeof(double), nf, g);
-    fclose(g);
-    if (got != nf) {
-        free(r);
-        return NULL;
-    }
-    return r;
-}
 
 static bool make_src(const char *path, uint32_t type, uint64_t seed) {
     ps_genmodel_params p = ps_genmodel_default_params();
@@ -284,19 +193,19 @@ static void test_reference(bool numpy) {
         {R_LONGROPE, "longrope-short", 256},
     };
     static const uint32_t types[] = {PS_GGML_F32, PS_GGML_Q8_0};
-    int32_t *ids = make_ids(N_TOK, 512);
+    int32_t *ids = make_ids(N_TOK, 512, 0x7654321ull);
     for (size_t ti = 0; ti < PS_ARRAY_LEN(types); ti++) {
         char src[700];
         snprintf(src, sizeof src, "%s", outp(ti ? "rope-src-q8.gguf" : "rope-src.gguf"));
         if (!make_src(src, types[ti], 40 + ti)) continue;
         int64_t nv = 0;
-        float *plain = c_logits(src, ids, N_TOK, 256, 1, 0, &nv);
+        float *plain = c_logits(src, ids, N_TOK, 256, PS_ISA_AUTO, PS_ACT_F32, 1, 0, &nv);
         const size_t nf = (size_t)N_TOK * (size_t)nv;
         /* "none" ignores the factor: the unscaled model's bits */
         char path[700];
         snprintf(path, sizeof path, "%s", outp("rope-none.gguf"));
         if (rewrite(src, path, R_NONE)) {
-            float *c = c_logits(path, ids, N_TOK, 256, 1, 0, &nv);
+            float *c = c_logits(path, ids, N_TOK, 256, PS_ISA_AUTO, PS_ACT_F32, 1, 0, &nv);
             CHECKF(c && plain && !memcmp(c, plain, nf * 4),
                    "type none with a factor differs from no scaling");
             free(c);
@@ -306,7 +215,7 @@ static void test_reference(bool numpy) {
             snprintf(tag, sizeof tag, "rope-%s-%s", cases[i].tag, ps_ggml_type_name(types[ti]));
             snprintf(path, sizeof path, "%s.gguf", outp(tag));
             CHECKF(rewrite(src, path, cases[i].c), "%s: rewrite", tag);
-            float *c = c_logits(path, ids, N_TOK, 256, 1, cases[i].model_ctx, &nv);
+            float *c = c_logits(path, ids, N_TOK, 256, PS_ISA_AUTO, PS_ACT_F32, 1, cases[i].model_ctx, &nv);
             if (!c) continue;
             /* the scaling changes the numbers */
             double dplain = 0;
@@ -335,7 +244,7 @@ static void test_reference(bool numpy) {
             if (ti == 0 && (cases[i].c == R_YARN_KEYS || cases[i].c == R_LONGROPE)) {
                 static const int32_t chunks[4] = {1, 7, 100, 256};
                 for (int j = 0; j < 4; j++) {
-                    float *cc = c_logits(path, ids, N_TOK, chunks[j], j == 3 ? 2 : 1,
+                    float *cc = c_logits(path, ids, N_TOK, chunks[j], PS_ISA_AUTO, PS_ACT_F32, j == 3 ? 2 : 1,
                                          cases[i].model_ctx, &nv);
                     CHECKF(cc && !memcmp(cc, c, nf * 4), "%s: chunk %d on %d threads differs",
                            tag, chunks[j], j == 3 ? 2 : 1);
