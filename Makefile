@@ -82,7 +82,7 @@ LOAD_BIN  := $(patsubst tests/load/%.c,$(BUILD)/load/%,$(LOAD_SRC))
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRC))
 
-.PHONY: all test check bench fuzz clean demo install
+.PHONY: all test check bench fuzz clean demo install binaries
 all: $(LIB) $(SO) $(FRONT) $(BIN)
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) include/promptscore.h
@@ -154,6 +154,9 @@ install: $(LIB) $(SO) $(BIN) promptscore.pc.in
 # small shapes, no timing) and reports the fuzz corpus replays on their own line.
 test: all $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
 	@BUILD=$(BUILD) sh tests/run.sh
+
+# make binaries: everything make test runs, built and not run
+binaries: all $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
 
 # make check: every finding is fatal (-fno-sanitize-recover=all); LeakSanitizer runs at each
 # test's exit; strict_string_checks flags string functions reading past an unterminated buffer.
