@@ -33,6 +33,7 @@
 #include "impl.h"
 #include "matmul.h"
 #include "matmul_amx.h"
+#include "matmul_quant.h"
 #include "quant.h"
 #include "types.h"
 
@@ -361,7 +362,8 @@ int main(int argc, char **argv) {
             /* AMX rows: BF16 with the tile copy (made here, timed as the load would) and
              * without it, Q8_0; validated as above, Q8_0 also bitwise against the row above */
             if (amx && !f32_act &&
-                (types[t].type == PS_GGML_BF16 || types[t].type == PS_GGML_Q8_0)) {
+                (types[t].type == PS_GGML_BF16 || types[t].type == PS_GGML_Q8_0 ||
+                 ps_mmq_supported(types[t].type))) {
                 float *y0 = malloc(sizeof(float) * (size_t)(m * n));
                 if (!y0) { fprintf(stderr, "out of memory\n"); return 1; }
                 memcpy(y0, y, sizeof(float) * (size_t)(m * n));
@@ -388,7 +390,7 @@ int main(int argc, char **argv) {
                     for (int64_t i = 0; i < m * n; i++)
                         vs_avx = fmax(vs_avx, fabs((double)y[i] - y0[i]));
                     const bool bitwise = !memcmp(y, y0, sizeof(float) * (size_t)(m * n));
-                    if (wa_err > 1e-5 || (types[t].type == PS_GGML_Q8_0 && !bitwise)) {
+                    if (wa_err > 1e-5 || (types[t].type != PS_GGML_BF16 && !bitwise)) {
                         fprintf(stderr, "bench_matmul: amx %s %s: max rel error %g vs reference, "
                                         "max |amx - avx512| %g\n",
                                 types[t].name, shapes[s].name, wa_err, vs_avx);
@@ -396,7 +398,7 @@ int main(int argc, char **argv) {
                     }
                     mm_args aa = {&ea, &wa, x, y, m};
                     double ga = time_median(run_ps, &aa, flops);
-                    const char *path = types[t].type == PS_GGML_Q8_0 ? "amx-int8"
+                    const char *path = types[t].type != PS_GGML_BF16 ? "amx-int8"
                                        : pass == 0                  ? "amx-bf16"
                                                                     : "amx-bf16-norepack";
                     report(json, types[t].name, path, m, n, k, ga, sgemm, threads, f32_act,
@@ -404,7 +406,7 @@ int main(int argc, char **argv) {
                     if (!json)
                         printf("               %.2fx the avx512 row; max |amx - avx512| %.3g%s",
                                ga / g, vs_avx,
-                               types[t].type != PS_GGML_Q8_0 ? ""
+                               types[t].type == PS_GGML_BF16 ? ""
                                : bitwise ? " (bitwise equal)\n" : " (NOT bitwise equal)\n");
                     if (!json && types[t].type == PS_GGML_BF16)
                         printf(pass == 0 ? "; tile copy %.1f MiB in %.1f ms\n" : "\n",

@@ -324,6 +324,291 @@ T_AMX void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q
     AMX_FENCE();
 }
 
+
+/* ---- the block-quantised types (matmul_quant.c's integer road) ----
+ *
+ * Roles swapped against Q8_0: A = 16 weight rows (row-major, as decoded: no transpose), B =
+ * 16 activation rows in quads (each 16-row group of the call's quantised activations is
+ * transposed once per call, ps_amx_q_act_group), so C row i = weight row i, lane r =
+ * activation row r; the float part multiplies set1(dw[i]) by the rows' scales (the same
+ * products as the VNNI path's dw x set1(d[r]): IEEE multiplication commutes) and the outputs are
+ * transposed back (16 x 16) when stored.
+ *
+ * 256-input types: the sub-block scale goes into the weights, p = sc x (u - off) (|p| < 2^13),
+ * split into bytes p = 256 hi + lo (hi signed, lo unsigned): isum = 256 (x . hi) + (x . lo),
+ * two tdpbssd / tdpbusd chains of K = 64 over the whole block (4 + 4 products), and the mins
+ * a third chain of mn (each sub-block's min repeated over its inputs): msum = x . mn. Those
+ * are the exact int32 isum_b and msum_b of matmul_quant.h, so with the same float part
+ * (acc = fma(isum, dw d, acc); acc = fma(-msum, dm d, acc), block by block) the results are
+ * bitwise the VNNI ones. Blocks outer, 16-row groups inner (one block's packed weights, 12 KiB,
+ * stay in L1 while the activation groups pass); the accumulators wait in a park between blocks.
+ * 32-input types (no sub-block scales): A = u - off as int8, one tdpbssd of K = 32 per block,
+ * blocks in fours as Q8_0, groups outer with the accumulators in registers. */
+
+static int qg_ncomp(const ps_amx_qgeom *g) { /* A planes per block */
+    return g->qk == 256 ? 2 + (g->mink == 1) : 1;
+}
+
+size_t ps_amx_q_block_bytes(const ps_amx_qgeom *g) {
+    return (size_t)qg_ncomp(g) * 16u * (size_t)g->qk + 64u + (g->mink ? 64u : 0u);
+}
+
+size_t ps_amx_q_scratch_bytes(int64_t n_in) {
+    /* worst case: 256-input blocks with mins (3 planes), then the park */
+    return (size_t)((n_in + 255) / 256) * (3u * 4096u + 128u) + 16u * 1024u + 64u;
+}
+
+T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {
+    const int qk = g->qk, sb = g->sb;
+    const int np = qg_ncomp(g);
+    float *dw = (float *)(dst + (size_t)np * 16u * (size_t)qk), *dm = dw + 16;
+    const __m512i off = _mm512_set1_epi16((short)g->off);
+    for (int i = 0; i < 16; i++) {
+        if (qk == 32) { /* u - off fits int8 for every 32-input type */
+            const __m256i u = _mm256_loadu_si256((const __m256i *)dec->u[i]);
+            _mm256_storeu_si256((__m256i *)(dst + 32 * i),
+                                _mm256_sub_epi8(u, _mm256_set1_epi8((char)g->off)));
+        } else {
+            uint8_t *hi = dst + 256 * i, *lo = hi + 4096, *mn = hi + 8192;
+            for (int k0 = 0; k0 < 256; k0 += 32) {
+                const __m512i w = _mm512_sub_epi16(
+                    _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(dec->u[i] + k0))),
+                    off);
+                const int s0 = k0 / sb, s1 = (k0 + 16) / sb;
+                const __m512i sc = _mm512_mask_blend_epi16(
+                    0xffff0000u, _mm512_set1_epi16((short)dec->sc[i][s0]),
+                    _mm512_set1_epi16((short)dec->sc[i][s1]));
+                const __m512i p = _mm512_mullo_epi16(w, sc);
+                _mm256_storeu_si256((__m256i *)(hi + k0),
+                                    _mm512_cvtepi16_epi8(_mm512_srai_epi16(p, 8)));
+                _mm256_storeu_si256((__m256i *)(lo + k0), _mm512_cvtepi16_epi8(p));
+                if (g->mink == 1)
+                    _mm256_storeu_si256(
+                        (__m256i *)(mn + k0),
+                        _mm256_blend_epi32(_mm256_set1_epi8((char)dec->mn[i][s0]),
+                                           _mm256_set1_epi8((char)dec->mn[i][s1]), 0xf0));
+            }
+        }
+        dw[i] = dec->dw[i];
+        if (g->mink) dm[i] = dec->dm[i];
+    }
+}
+
+T_AMX void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
+                              int64_t ldd, int64_t n, void *tmp) {
+    uint8_t *t = tmp;
+    memcpy(t, q, (size_t)(16 * ldq));
+    for (int64_t c = 0; c * 64 < n; c++) {
+        const int64_t rem = PS_MIN((int64_t)64, n - 64 * c);
+        const __mmask64 m = rem == 64 ? ~(__mmask64)0 : (((__mmask64)1 << rem) - 1);
+        __m512i r[16];
+        for (int i = 0; i < 16; i++) r[i] = _mm512_maskz_loadu_epi8(m, t + i * ldq + 64 * c);
+        transpose16(r);
+        for (int kk = 0; kk < rem / 4; kk++)
+            _mm512_storeu_si512((void *)(q + c * 1024 + kk * 64), r[kk]);
+    }
+    const int64_t nb = n / g->qk;
+    for (int pass = 0; pass < (g->mink == 2 ? 2 : 1); pass++) {
+        float *v = pass ? s : d, *tv = (float *)t;
+        memcpy(tv, v, sizeof(float) * (size_t)(16 * ldd));
+        for (int64_t b = 0; b < nb; b++)
+            for (int r = 0; r < 16; r++) v[b * 16 + r] = tv[r * ldd + b];
+    }
+}
+
+/* all tiles 16 x 64 bytes (256-input types) */
+T_AMX static void cfg_q256(void) {
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        c.colsb[t] = 64;
+        c.rows[t] = 16;
+    }
+    AMX_FENCE();
+    _tile_loadconfig(&c);
+}
+
+/* 32-input types: C 0-3 (16 x 16 int32), A 4-5 (16 weight rows x 32 bytes), B 6-7 (8 quads) */
+T_AMX static void cfg_q32(void) {
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 4; t++) {
+        c.colsb[t] = 64;
+        c.rows[t] = 16;
+    }
+    c.colsb[4] = c.colsb[5] = 32;
+    c.rows[4] = c.rows[5] = 16;
+    c.colsb[6] = c.colsb[7] = 64;
+    c.rows[6] = c.rows[7] = 8;
+    AMX_FENCE();
+    _tile_loadconfig(&c);
+}
+
+/* acc[i] (weight row i, lane r = activation row r) -> y rows r < nr, outputs < nw. */
+T_AMX static inline __attribute__((always_inline)) void store_t(__m512 acc[16], int64_t nr,
+                                                                 float *y, int64_t ldy,
+                                                                 __mmask16 m, bool stream) {
+    __m512i r[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_castps_si512(acc[i]);
+    transpose16(r);
+    for (int64_t j = 0; j < nr; j++) store_row(y + j * ldy, m, _mm512_castsi512_ps(r[j]), stream);
+}
+
+/* One block b of one 16-row group: the three chains into C 0-2 (B tile 3, A tiles 4-6), stored
+ * to cb (3 x 256 int32). */
+T_AMX static inline __attribute__((always_inline)) void q256_tiles(bool MINS, const uint8_t *wb,
+                                                                    const int8_t *xb,
+                                                                    int32_t *cb) {
+    _tile_zero(0);
+    _tile_zero(1);
+    if (MINS) _tile_zero(2);
+    for (int c = 0; c < 4; c++) {
+        _tile_loadd(3, xb + c * 1024, 64);
+        _tile_loadd(4, wb + c * 64, 256);
+        _tile_dpbssd(0, 4, 3);
+        _tile_loadd(5, wb + 4096 + c * 64, 256);
+        _tile_dpbusd(1, 5, 3);
+        if (MINS) {
+            _tile_loadd(6, wb + 8192 + c * 64, 256);
+            _tile_dpbssd(2, 6, 3);
+        }
+    }
+    _tile_stored(0, cb, 64);
+    _tile_stored(1, cb + 256, 64);
+    if (MINS) _tile_stored(2, cb + 512, 64);
+}
+
+T_AMX static inline __attribute__((always_inline)) void q256_float(
+    bool MINS, const int32_t *cb, const float *dw, const float *dm, const float *dt,
+    float *park, bool first, bool last, int64_t nr, float *y, int64_t ldy, __mmask16 m,
+    bool stream) {
+    const __m512 dv = _mm512_loadu_ps(dt);
+    __m512 acc[16];
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) {
+        const __m512i is = _mm512_add_epi32(
+            _mm512_slli_epi32(_mm512_load_si512((const void *)(cb + 16 * i)), 8),
+            _mm512_load_si512((const void *)(cb + 256 + 16 * i)));
+        __m512 a = first ? _mm512_setzero_ps() : _mm512_load_ps(park + 16 * i);
+        a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(_mm512_set1_ps(dw[i]), dv), a);
+        if (MINS)
+            a = _mm512_fnmadd_ps(
+                _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb + 512 + 16 * i))),
+                _mm512_mul_ps(_mm512_set1_ps(dm[i]), dv), a);
+        if (last) acc[i] = a;
+        else _mm512_store_ps(park + 16 * i, a);
+    }
+    if (last) store_t(acc, nr, y, ldy, m, stream);
+}
+
+T_AMX static inline __attribute__((always_inline)) void q256_run(
+    bool MINS, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb, const int8_t *xt,
+    int64_t n, const float *dt, int64_t ldd, int64_t n_rows, float *y, int64_t ldy, float *park,
+    bool stream) {
+    const size_t bb = ps_amx_q_block_bytes(g);
+    const int64_t ng = (n_rows + 15) / 16;
+    const __mmask16 m = (__mmask16)((1u << nw) - 1u);
+    int32_t cb[2][768] __attribute__((aligned(64)));
+    cfg_q256();
+    AMX_FENCE();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wp + (size_t)b * bb;
+        const float *dw = (const float *)(wb + (MINS ? 3 : 2) * 4096), *dm = dw + 16;
+        for (int64_t gi = 0; gi < ng; gi++) {
+            int32_t *c = cb[gi & 1];
+            q256_tiles(MINS, wb, xt + gi * 16 * n + b * 4096, c);
+            AMX_FENCE();
+            q256_float(MINS, c, dw, dm, dt + gi * 16 * ldd + b * 16, park + gi * 256, b == 0,
+                       b == nb - 1, PS_MIN((int64_t)16, n_rows - 16 * gi), y + gi * 16 * ldy,
+                       ldy, m, stream);
+            AMX_FENCE();
+        }
+    }
+    _tile_release();
+    if (stream) _mm_sfence();
+    AMX_FENCE();
+}
+
+/* 32-input types: one group of 16 activation rows over all blocks. */
+#define Q32_TDP(C, A, B, bb)                                                                   \
+    do {                                                                                       \
+        _tile_zero(C);                                                                         \
+        _tile_loadd(A, wp + (size_t)(bb) * pb, 32);                                            \
+        _tile_loadd(B, xg + (bb) * 512, 64);                                                   \
+        _tile_dpbssd(C, A, B);                                                                 \
+    } while (0)
+
+T_AMX static inline __attribute__((always_inline)) void q32_float(
+    bool FMIN, __m512 acc[16], const int32_t *cb, const uint8_t *wb, const float *dt,
+    const float *st) {
+    const float *dw = (const float *)(wb + 512), *dm = dw + 16;
+    const __m512 dv = _mm512_loadu_ps(dt);
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) {
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb + 16 * i))),
+                                 _mm512_mul_ps(_mm512_set1_ps(dw[i]), dv), acc[i]);
+        if (FMIN) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(dm[i]), _mm512_loadu_ps(st), acc[i]);
+    }
+}
+
+T_AMX static inline __attribute__((always_inline)) void q32_run(
+    bool FMIN, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb, const int8_t *xt,
+    int64_t n, const float *dt, const float *st, int64_t ldd, int64_t n_rows, float *y,
+    int64_t ldy, bool stream) {
+    const size_t pb = ps_amx_q_block_bytes(g);
+    const __mmask16 m = (__mmask16)((1u << nw) - 1u);
+    int32_t buf[1024] __attribute__((aligned(64)));
+    cfg_q32();
+    AMX_FENCE();
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16) {
+        const int8_t *xg = xt + r0 * n;
+        const float *dg = dt + r0 * ldd, *sg = st ? st + r0 * ldd : NULL;
+        __m512 acc[16];
+        for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+        int64_t b = 0;
+        for (; b + 4 <= nb; b += 4) {
+            Q32_TDP(0, 4, 6, b);
+            Q32_TDP(1, 5, 7, b + 1);
+            Q32_TDP(2, 4, 6, b + 2);
+            Q32_TDP(3, 5, 7, b + 3);
+            _tile_stored(0, buf, 64);
+            _tile_stored(1, buf + 256, 64);
+            _tile_stored(2, buf + 512, 64);
+            _tile_stored(3, buf + 768, 64);
+            AMX_FENCE();
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+                q32_float(FMIN, acc, buf + 256 * i, wp + (size_t)(b + i) * pb, dg + (b + i) * 16,
+                          FMIN ? sg + (b + i) * 16 : NULL);
+            AMX_FENCE();
+        }
+        for (; b < nb; b++) {
+            Q32_TDP(0, 4, 6, b);
+            _tile_stored(0, buf, 64);
+            AMX_FENCE();
+            q32_float(FMIN, acc, buf, wp + (size_t)b * pb, dg + b * 16, FMIN ? sg + b * 16 : NULL);
+            AMX_FENCE();
+        }
+        store_t(acc, PS_MIN((int64_t)16, n_rows - r0), y + r0 * ldy, ldy, m, stream);
+    }
+    _tile_release();
+    if (stream) _mm_sfence();
+    AMX_FENCE();
+}
+
+T_AMX void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
+                         const int8_t *xt, int64_t n, const float *dt, const float *st,
+                         int64_t ldd, int64_t n_rows, float *y, int64_t ldy, float *park,
+                         bool stream) {
+    if (g->qk == 256) {
+        if (g->mink == 1) q256_run(true, g, wp, nw, nb, xt, n, dt, ldd, n_rows, y, ldy, park, stream);
+        else q256_run(false, g, wp, nw, nb, xt, n, dt, ldd, n_rows, y, ldy, park, stream);
+    } else if (g->mink == 2) {
+        q32_run(true, g, wp, nw, nb, xt, n, dt, st, ldd, n_rows, y, ldy, stream);
+    } else {
+        q32_run(false, g, wp, nw, nb, xt, n, dt, NULL, ldd, n_rows, y, ldy, stream);
+    }
+}
+
 #else /* not x86-64: never called (ps_cpu_has_amx() is false) */
 
 size_t ps_amx_bf16_tiles_bytes(const ps_mat *w) { return 0; }
@@ -338,4 +623,12 @@ void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, in
 void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int64_t ldq,
                     const float *d, int64_t ldd, int64_t n_rows, float *y, int64_t ldy,
                     bool stream) {}
+size_t ps_amx_q_block_bytes(const ps_amx_qgeom *g) { return 0; }
+size_t ps_amx_q_scratch_bytes(int64_t n_in) { return 0; }
+void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {}
+void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
+                        int64_t ldd, int64_t n, void *tmp) {}
+void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
+                   const int8_t *xt, int64_t n, const float *dt, const float *st, int64_t ldd,
+                   int64_t n_rows, float *y, int64_t ldy, float *park, bool stream) {}
 #endif

@@ -38,6 +38,7 @@
  * int32 sums are exact either way, so that path would give these bits too.
  */
 #include "matmul_quant.h"
+#include "matmul_amx.h"
 #include "prof.h"
 #include "qact.h"
 #include "quant.h"
@@ -334,7 +335,10 @@ static qpack pack_geom(const qdesc *qd) {
 
 /* Worst case over the types, per 256 inputs: 16 x 256 bytes + 16 sub-blocks x 64 (scales) +
  * 16 x 32 (mins) + 128 (floats). */
-static size_t tile_bytes(int64_t n) { return (size_t)((n + 255) / 256) * (4096 + 1024 + 512 + 128) + 8 * 576; }
+static size_t tile_bytes(int64_t n) {
+    return PS_MAX((size_t)((n + 255) / 256) * (4096 + 1024 + 512 + 128) + 8 * 576,
+                  ps_amx_q_scratch_bytes(n)); /* or the AMX tile and its park */
+}
 
 /* One thread slot of quantised activation rows: q (int8, ldq bytes apart), init (int32, -off x
  * sub-block sums), bs (int16, sub-block sums), d and s (floats, per block). */
@@ -1005,7 +1009,7 @@ static avx2_tile_fn avx2_fn(const qdesc *qd) {
 
 /* ---- the call: quantise a pass of rows, then one task per weight tile ---- */
 
-typedef enum { K_SCALAR, K_AVX2, K_VNNI } qkind;
+typedef enum { K_SCALAR, K_AVX2, K_VNNI, K_AMX } qkind;
 
 typedef struct {
     const ps_matmul_env *env;
@@ -1020,6 +1024,7 @@ typedef struct {
     qkind kind;
     int ig;          /* inputs per start value of the partial sums (the kernel's chain) */
     size_t tile_off; /* bytes from a thread's scratch to its activation slot */
+    ps_amx_qgeom ag; /* K_AMX: the type as matmul_amx.c sees it */
 } mmq_job;
 
 static uint8_t *thread_base(const mmq_job *job, int64_t t) {
@@ -1043,6 +1048,47 @@ static void prefetch_rows(const ps_mat *w, int64_t tile) {
     }
 }
 
+#if defined(__x86_64__)
+/* K_AMX: one group of 16 quantised rows transposed in place (ps_amx_q_act_group), the
+ * thread's tile area as the temporary. */
+static void mmq_amx_group_task(void *ctx, int64_t gi, int32_t thread) {
+    const mmq_job *job = ctx;
+    qslot sl;
+    slot_at(thread_base(job, gi * 16 / QROWS) + job->tile_off, job->w->n_in, &sl);
+    const int64_t r = gi * 16 % QROWS;
+    ps_amx_q_act_group(&job->ag, sl.q + r * sl.ldq, sl.ldq, sl.d + r * sl.ldd, sl.s + r * sl.ldd,
+                       sl.ldd, job->w->n_in, thread_base(job, thread));
+}
+
+/* K_AMX: the 16-row tile decoded block by block and packed (ps_amx_q_pack_block). */
+static void pack_tile_amx(const mmq_job *job, const uint8_t *w0, int nw, int64_t nb,
+                          uint8_t *wp) {
+    const qdesc *qd = job->qd;
+    const ufast_fn uf = ufast(qd->type);
+    const size_t bb = ps_amx_q_block_bytes(&job->ag);
+    const int ns = qd->qk / qd->sb;
+    ps_amx_qdec dec;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int i = 0; i < QT; i++) {
+            for (int k = 0; k < ns; k++) {
+                dec.sc[i][k] = i < nw;
+                dec.mn[i][k] = 0;
+            }
+            dec.dw[i] = dec.dm[i] = 0.0f;
+            if (i < nw) {
+                const uint8_t *blk =
+                    w0 + (size_t)i * job->w->row_bytes + (size_t)b * (size_t)qd->bytes;
+                qd->decode(blk, NULL, dec.sc[i], dec.mn[i], &dec.dw[i], &dec.dm[i]);
+                uf(blk, dec.u[i]);
+            } else {
+                memset(dec.u[i], qd->off, (size_t)qd->qk);
+            }
+        }
+        ps_amx_q_pack_block(&job->ag, &dec, wp + (size_t)b * bb);
+    }
+}
+#endif
+
 static void mmq_tile_task(void *ctx, int64_t task, int32_t thread) {
     const mmq_job *job = ctx;
     const ps_mat *w = job->w;
@@ -1056,6 +1102,19 @@ static void mmq_tile_task(void *ctx, int64_t task, int32_t thread) {
     const uint8_t *rows[QT];
     for (int j = 0; j < nw; j++) rows[j] = w0 + (size_t)j * w->row_bytes;
 #if defined(__x86_64__)
+    if (job->kind == K_AMX) {
+        pack_tile_amx(job, w0, nw, nb, wp);
+        float *park = (float *)(wp + (size_t)nb * ps_amx_q_block_bytes(&job->ag));
+        const bool stream = ps_amx_stream_y(job->n_pass, w->n_out);
+        for (int64_t r0 = 0; r0 < job->n_pass; r0 += QROWS) {
+            qslot sl;
+            slot_at(thread_base(job, r0 / QROWS) + job->tile_off, n, &sl);
+            ps_amx_q_rows(&job->ag, wp, nw, nb, sl.q, n, sl.d, sl.s, sl.ldd,
+                          PS_MIN((int64_t)QROWS, job->n_pass - r0), y + r0 * job->ldy,
+                          job->ldy, park, stream);
+        }
+        return;
+    }
     if (job->kind == K_VNNI)
         pack_tile_vnni(qd, &job->pg, w0, w->row_bytes, nw, nb, wp, ufast(qd->type));
     else if (job->kind == K_AVX2)
@@ -1090,17 +1149,33 @@ void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t l
     if (n_rows <= 0 || w->n_out <= 0) return;
     const int32_t nt = ps_pool_size(env->pool);
     mmq_job job = {env, w, qd, pack_geom(qd), x, ldx, 0, 0, y, ldy, nt, K_SCALAR, qd->sb,
-                   (size_t)r64((int64_t)tile_bytes(w->n_in))};
+                   (size_t)r64((int64_t)tile_bytes(w->n_in)), {0, 0, 0, 0}};
 #if defined(__x86_64__)
     if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = K_VNNI;
     else if (env->isa == PS_ISA_AVX512 || env->isa == PS_ISA_AVX2) job.kind = K_AVX2;
     if (job.kind == K_VNNI && qd->cl) job.ig = qd->cl;
+    if (env->isa == PS_ISA_AVX512 && env->amx) job.kind = K_AMX;
+    job.ag = (ps_amx_qgeom){qd->qk, qd->sb, qd->off,
+                            qd->min == MIN_INT ? 1 : qd->min == MIN_FLOAT ? 2 : 0};
 #endif
     const int64_t cap = (int64_t)nt * QROWS;
     for (int64_t r0 = 0; r0 < n_rows; r0 += cap) {
         job.row0 = r0;
         job.n_pass = PS_MIN(cap, n_rows - r0);
         ps_pool_for(env->pool, job.n_pass, mmq_quant_task, &job);
+#if defined(__x86_64__)
+        if (job.kind == K_AMX) { /* whole groups of 16 rows: the last one's tail rows zero */
+            for (int64_t i = job.n_pass; i % 16; i++) {
+                qslot sl;
+                slot_at(thread_base(&job, i / QROWS) + job.tile_off, w->n_in, &sl);
+                const int64_t r = i % QROWS;
+                memset(sl.q + r * sl.ldq, 0, (size_t)sl.ldq);
+                memset(sl.d + r * sl.ldd, 0, sizeof(float) * (size_t)sl.ldd);
+                memset(sl.s + r * sl.ldd, 0, sizeof(float) * (size_t)sl.ldd);
+            }
+            ps_pool_for(env->pool, (job.n_pass + 15) / 16, mmq_amx_group_task, &job);
+        }
+#endif
         ps_pool_for(env->pool, (w->n_out + QT - 1) / QT, mmq_tile_task, &job);
     }
 }
