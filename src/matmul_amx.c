@@ -504,7 +504,7 @@ T_AMX static inline __attribute__((always_inline)) void q256_float(
 
 T_AMX static inline __attribute__((always_inline)) void q256_run(
     bool MINS, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb, const int8_t *xt,
-    int64_t n, const float *dt, int64_t ldd, int64_t n_rows, float *y, int64_t ldy, float *park,
+    int64_t ldq, const float *dt, int64_t ldd, int64_t n_rows, float *y, int64_t ldy, float *park,
     bool stream) {
     const size_t bb = ps_amx_q_block_bytes(g);
     const int64_t ng = (n_rows + 15) / 16;
@@ -517,7 +517,7 @@ T_AMX static inline __attribute__((always_inline)) void q256_run(
         const float *dw = (const float *)(wb + (MINS ? 3 : 2) * 4096), *dm = dw + 16;
         for (int64_t gi = 0; gi < ng; gi++) {
             int32_t *c = cb[gi & 1];
-            q256_tiles(MINS, wb, xt + gi * 16 * n + b * 4096, c);
+            q256_tiles(MINS, wb, xt + gi * 16 * ldq + b * 4096, c);
             AMX_FENCE();
             q256_float(MINS, c, dw, dm, dt + gi * 16 * ldd + b * 16, park + gi * 256, b == 0,
                        b == nb - 1, PS_MIN((int64_t)16, n_rows - 16 * gi), y + gi * 16 * ldy,
@@ -553,7 +553,7 @@ T_AMX static inline __attribute__((always_inline)) void q32_float(
 
 T_AMX static inline __attribute__((always_inline)) void q32_run(
     bool FMIN, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb, const int8_t *xt,
-    int64_t n, const float *dt, const float *st, int64_t ldd, int64_t n_rows, float *y,
+    int64_t ldq, const float *dt, const float *st, int64_t ldd, int64_t n_rows, float *y,
     int64_t ldy, bool stream) {
     const size_t pb = ps_amx_q_block_bytes(g);
     const __mmask16 m = (__mmask16)((1u << nw) - 1u);
@@ -561,7 +561,7 @@ T_AMX static inline __attribute__((always_inline)) void q32_run(
     cfg_q32();
     AMX_FENCE();
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16) {
-        const int8_t *xg = xt + r0 * n;
+        const int8_t *xg = xt + r0 * ldq;
         const float *dg = dt + r0 * ldd, *sg = st ? st + r0 * ldd : NULL;
         __m512 acc[16];
         for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
@@ -596,16 +596,16 @@ T_AMX static inline __attribute__((always_inline)) void q32_run(
 }
 
 T_AMX void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
-                         const int8_t *xt, int64_t n, const float *dt, const float *st,
+                         const int8_t *xt, int64_t ldq, const float *dt, const float *st,
                          int64_t ldd, int64_t n_rows, float *y, int64_t ldy, float *park,
                          bool stream) {
     if (g->qk == 256) {
-        if (g->mink == 1) q256_run(true, g, wp, nw, nb, xt, n, dt, ldd, n_rows, y, ldy, park, stream);
-        else q256_run(false, g, wp, nw, nb, xt, n, dt, ldd, n_rows, y, ldy, park, stream);
+        if (g->mink == 1) q256_run(true, g, wp, nw, nb, xt, ldq, dt, ldd, n_rows, y, ldy, park, stream);
+        else q256_run(false, g, wp, nw, nb, xt, ldq, dt, ldd, n_rows, y, ldy, park, stream);
     } else if (g->mink == 2) {
-        q32_run(true, g, wp, nw, nb, xt, n, dt, st, ldd, n_rows, y, ldy, stream);
+        q32_run(true, g, wp, nw, nb, xt, ldq, dt, st, ldd, n_rows, y, ldy, stream);
     } else {
-        q32_run(false, g, wp, nw, nb, xt, n, dt, NULL, ldd, n_rows, y, ldy, stream);
+        q32_run(false, g, wp, nw, nb, xt, ldq, dt, NULL, ldd, n_rows, y, ldy, stream);
     }
 }
 
@@ -629,6 +629,6 @@ void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t 
 void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
                         int64_t ldd, int64_t n, void *tmp) {}
 void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
-                   const int8_t *xt, int64_t n, const float *dt, const float *st, int64_t ldd,
+                   const int8_t *xt, int64_t ldq, const float *dt, const float *st, int64_t ldd,
                    int64_t n_rows, float *y, int64_t ldy, float *park, bool stream) {}
 #endif

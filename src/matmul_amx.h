@@ -70,11 +70,11 @@ void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t 
 void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
                         int64_t ldd, int64_t n, void *tmp);
 /* y (n_rows <= PS_CHUNK rows ldy apart, nw <= 16 outputs) from the packed tile wp (nb blocks)
- * and the transposed groups: xt (group k at xt + 16 k n), dt / st (group k at + 16 k ldd).
+ * and the transposed groups: xt (group k at xt + 16 k ldq), dt / st (group k at + 16 k ldd).
  * round16(n_rows) rows readable. park: 16 KiB, 64-byte aligned. stream: as ps_amx_stream_y.
  * Bitwise equal to the VNNI kernels of matmul_quant.c. */
 void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
-                   const int8_t *xt, int64_t n, const float *dt, const float *st, int64_t ldd,
+                   const int8_t *xt, int64_t ldq, const float *dt, const float *st, int64_t ldd,
                    int64_t n_rows, float *y, int64_t ldy, float *park, bool stream);
 
 /* Whether a call writing y (n_rows x n_out floats) should store it around the cache: more than

@@ -1109,7 +1109,7 @@ static void mmq_tile_task(void *ctx, int64_t task, int32_t thread) {
         for (int64_t r0 = 0; r0 < job->n_pass; r0 += QROWS) {
             qslot sl;
             slot_at(thread_base(job, r0 / QROWS) + job->tile_off, n, &sl);
-            ps_amx_q_rows(&job->ag, wp, nw, nb, sl.q, n, sl.d, sl.s, sl.ldd,
+            ps_amx_q_rows(&job->ag, wp, nw, nb, sl.q, sl.ldq, sl.d, sl.s, sl.ldd,
                           PS_MIN((int64_t)QROWS, job->n_pass - r0), y + r0 * job->ldy,
                           job->ldy, park, stream);
         }

@@ -10,13 +10,17 @@
  *   - decoding: every weight decoded by the kernels' decoder, put through ggml's dequantisation
  *     formula for its type (written here independently, from the block layout), equals this
  *     file's own dequantisation of the raw block, bit for bit.
- *   - kernels: ps_matmul (every ISA, 1 and 2 and 7 threads, m = 1, 3, 17, 256, 300 — 300 is
+ *   - kernels: ps_matmul (every ISA, and the AMX tiles where the CPU has them; 1 and 2 and 7
+ *     threads, m = 1, 3, 17, 256, 300 — 300 is
  *     two slots / passes) is bitwise equal to ps_mmq_scalar, on random blocks (random bytes,
  *     sane scales) mixed with extreme blocks (all bits set / clear: the largest sub-block sums
  *     and the vpmaddubsw saturation edge) and tile tails (n = 37, 16, 5); strided x / y never
  *     write outside a row. The scalar kernel is within 1e-5 x sum |x w| of a double reference
  *     built from this file's dequantisation and the reference-quantised activations (a missing
  *     or doubled sub-block is ~1e-2 there). A NaN activation makes exactly its row NaN.
+ *     AMX (tdpbssd / tdpbusd, matmul_amx.c) must equal the scalar kernel and the AVX-512 VNNI
+ *     result bitwise, with 1, 2 and 7 threads; without AMX the test says "AMX not available
+ *     on this CPU" and runs the rest.
  */
 #include "check.h"
 #include "impl.h"
@@ -28,7 +32,10 @@
 #include <float.h>
 #include <math.h>
 
-static const ps_isa ISAS[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+/* the ISAs, then AVX-512 with the AMX tiles (mode 3) */
+static const ps_isa ISAS[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512, PS_ISA_AVX512};
+static bool mode_ok(size_t i) { return ps_isa_supported(ISAS[i]) && (i < 3 || ps_cpu_has_amx()); }
+static const char *mode_name(size_t i) { return i == 3 ? "amx" : ps_isa_name(ISAS[i]); }
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t urand(void) {
@@ -453,7 +460,7 @@ static void check_ref(const tinfo *t, const ps_mat *w, const float *x, int64_t l
 }
 
 static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
-    const int64_t shapes[][2] = {{37, 512}, {16, 256}, {5, 768}, {21, 64}};
+    const int64_t shapes[][2] = {{37, 512}, {16, 256}, {5, 768}, {21, 64}, {19, 96}};
     const int64_t ms[] = {1, 3, 17, 256};
     const int64_t M = 300, KMAX = 768, NMAX = 37, ldx = KMAX + 5, ldy = NMAX + 3;
     float *x = malloc(sizeof(float) * (size_t)(M * ldx));
@@ -462,6 +469,7 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
     for (int64_t i = 0; i < ldx; i++) x[6 * ldx + i] = -1.0f;
     float *ys = malloc(sizeof(float) * (size_t)(M * ldy)), *y = malloc(sizeof(float) * (size_t)(M * ldy));
     float *y2 = malloc(sizeof(float) * (size_t)(M * ldy)), *ym = malloc(sizeof(float) * (size_t)(M * ldy));
+    float *yv = malloc(sizeof(float) * (size_t)(M * ldy)); /* the AVX-512 VNNI result */
     const size_t stride = ps_matmul_scratch_floats(KMAX);
     float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 7);
     for (size_t ti = 0; ti < PS_ARRAY_LEN(TYPES); ti++) {
@@ -477,21 +485,33 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
             for (int64_t e = 0; e < M * ldy; e++) ys[e] = -7.0f;
             CHECK(ps_mmq_scalar(&w, x, ldx, M, ys, ldy) == PS_OK);
             check_ref(t, &w, x, ldx, 20, ys, ldy);
+            bool have_vnni = false;
             for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
-                if (!ps_isa_supported(ISAS[i])) continue;
+                if (!mode_ok(i)) continue;
+                const bool amx = i == 3;
                 char tag[96];
-                snprintf(tag, sizeof tag, "%s %s n %lld k %lld", t->name, ps_isa_name(ISAS[i]),
+                snprintf(tag, sizeof tag, "%s %s n %lld k %lld", t->name, mode_name(i),
                          (long long)n, (long long)k);
-                ps_matmul_env env = {NULL, ISAS[i], scratch, stride, false, false};
+                ps_matmul_env env = {NULL, ISAS[i], scratch, stride, false, amx};
                 for (int64_t e = 0; e < M * ldy; e++) y[e] = -7.0f;
                 ps_matmul(&env, &w, x, ldx, M, y, ldy);
                 CHECKF(!memcmp(y, ys, sizeof(float) * (size_t)(M * ldy)),
                        "%s: differs from the scalar kernel", tag);
-                ps_matmul_env env2 = {i % 2 ? pool2 : pool7, ISAS[i], scratch, stride, false, false};
-                for (int64_t e = 0; e < M * ldy; e++) y2[e] = -7.0f;
-                ps_matmul(&env2, &w, x, ldx, M, y2, ldy);
-                CHECKF(!memcmp(y, y2, sizeof(float) * (size_t)(M * ldy)),
-                       "%s: %d threads differ from 1", tag, i % 2 ? 2 : 7);
+                if (i == 2) {
+                    memcpy(yv, y, sizeof(float) * (size_t)(M * ldy));
+                    have_vnni = true;
+                }
+                if (amx && have_vnni)
+                    CHECKF(!memcmp(y, yv, sizeof(float) * (size_t)(M * ldy)),
+                           "%s: differs from the AVX-512 VNNI kernel", tag);
+                ps_matmul_env env2 = {i % 2 ? pool2 : pool7, ISAS[i], scratch, stride, false, amx};
+                for (int pass = 0; pass < (amx ? 2 : 1); pass++) {
+                    if (pass) env2.pool = pool7; /* AMX: 2 and 7 threads */
+                    for (int64_t e = 0; e < M * ldy; e++) y2[e] = -7.0f;
+                    ps_matmul(&env2, &w, x, ldx, M, y2, ldy);
+                    CHECKF(!memcmp(y, y2, sizeof(float) * (size_t)(M * ldy)),
+                           "%s: %d threads differ from 1", tag, env2.pool == pool2 ? 2 : 7);
+                }
                 for (size_t mi = 0; mi < PS_ARRAY_LEN(ms); mi++) {
                     const int64_t m = ms[mi];
                     ps_matmul(mi % 2 ? &env2 : &env, &w, x + 3 * ldx, ldx, m, ym, n);
@@ -515,14 +535,14 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
         w.n_in = 256;
         w.n_out = 21;
         for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
-            if (!ps_isa_supported(ISAS[i])) continue;
-            ps_matmul_env env = {pool2, ISAS[i], scratch, stride, false, false};
+            if (!mode_ok(i)) continue;
+            ps_matmul_env env = {pool2, ISAS[i], scratch, stride, false, i == 3};
             ps_matmul(&env, &w, x, ldx, 12, y, ldy);
             bool ok = true;
             for (int64_t r = 0; r < 12; r++)
                 for (int64_t j = 0; j < 21; j++) ok &= (r == 9) == (isnan(y[r * ldy + j]) != 0);
             CHECKF(ok, "%s %s: a NaN activation must poison its row only", t->name,
-                   ps_isa_name(ISAS[i]));
+                   mode_name(i));
         }
         free((void *)w.data);
     }
@@ -532,12 +552,16 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
     free(y);
     free(y2);
     free(ym);
+    free(yv);
 }
 
 int main(void) {
     ps_pool *pool2 = NULL, *pool7 = NULL;
     CHECK(ps_pool_create(2, &pool2) == PS_OK);
     CHECK(ps_pool_create(7, &pool7) == PS_OK);
+    if (!ps_cpu_has_amx())
+        printf("AMX not available on this CPU (%s): the AMX tiles are not checked here\n",
+               ps_amx_status());
     test_q8k();
     test_decode();
     test_kernels(pool2, pool7);
