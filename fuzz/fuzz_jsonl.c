@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
             free(r.top_logprobs);
         }
     } else {
-        if (req.ok || !strstr(req.message, "line 7")) abort();
+        if (req.ok || !strstr(req.err.message, "line 7")) abort();
         ps_jsonl_write_error(&b, &req);
     }
     if (b.oom) abort();

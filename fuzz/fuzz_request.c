@@ -1,5 +1,5 @@
 /*
- * fuzz_request.c — libFuzzer target for the server's request validators (server.h):
+ * fuzz_request.c — libFuzzer target for the request module (request.h):
  * ps_completion_req_parse, ps_tokenize_req_parse and ps_detokenize_req_parse on the same bytes.
  * Any input must give either a validated request whose every invariant holds (ids in range,
  * lengths within the context, K within the cap) or an error with a status in 400..503 and a
@@ -38,13 +38,13 @@ static void setup(void) {
     }
 }
 
-static void check_error(const ps_http_error *e) {
+static void check_error(const ps_req_error *e) {
     if (e->status < 400 || e->status > 503 || !e->message[0]) abort();
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     setup();
-    ps_http_error e;
+    ps_req_error e;
     ps_completion_req r;
     if (ps_completion_req_parse((const char *)data, size, &g_lim, &r, &e)) {
         if (r.n_prompts < 1 || r.logprobs < -1 || r.logprobs > g_lim.max_logprobs ||

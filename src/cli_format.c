@@ -140,7 +140,7 @@ void ps_cli_view_result(ps_cli_view *v, ps_buf *b, const ps_vocab *vocab,
 void ps_cli_view_error(ps_cli_view *v, ps_buf *b, const ps_jsonl_req *req) {
     v->errors++;
     ps_buf_printf(b, "%sid %s  error: %s\n", v->format == PS_CLI_FORMAT_TABLE ? "== " : "",
-                  req->id_json ? req->id_json : "null", req->message);
+                  req->id_json ? req->id_json : "null", req->err.message);
 }
 
 void ps_cli_view_end(ps_cli_view *v, ps_buf *b) {

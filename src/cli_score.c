@@ -192,10 +192,11 @@ static int score_line(score_ctx *c, const line_in *li, int64_t lineno, ps_buf *b
         }
         if (st != PS_OK) {
             req.ok = false;
-            req.param = st == PS_ERR_TOKEN_RANGE || st == PS_ERR_CONTEXT ? "prompt" : NULL;
-            req.code = st == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL;
-            snprintf(req.message, sizeof req.message, "line %lld: %s", (long long)lineno,
-                     err.message);
+            ps_req_fail(&req.err, st == PS_ERR_NOMEM || st == PS_ERR_INTERNAL ? 500 : 400,
+                        st == PS_ERR_TOKEN_RANGE || st == PS_ERR_CONTEXT ? "prompt" : NULL,
+                        st == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL,
+                        "line %lld: %s", (long long)lineno, err.message);
+            req.err.st = st;
         }
     }
     bool ok = req.ok;

@@ -225,15 +225,32 @@ static int format_f32(char *out, float v) {
     return n >= 0 ? n : format_f32_slow(out, v);
 }
 
-void ps_json_f32(ps_buf *b, float v) {
+/* The one writer of the values the contract has no number for: -inf (a token the model gives
+ * no probability) is -9999.0, NaN and +inf are null. Returns false for a finite v. */
+static bool json_nonfinite(ps_buf *b, double v) {
     if (isnan(v) || (isinf(v) && v > 0)) {
         ps_buf_append(b, "null", 4);
-        return;
+        return true;
     }
     if (isinf(v)) {
         ps_buf_append(b, "-9999.0", 7);
-        return;
+        return true;
     }
+    return false;
+}
+
+void ps_json_f64(ps_buf *b, double v) {
+    if (json_nonfinite(b, v)) return;
+    char tmp[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v) break;
+    }
+    ps_buf_puts(b, tmp);
+}
+
+void ps_json_f32(ps_buf *b, float v) {
+    if (json_nonfinite(b, v)) return;
     char tmp[32];
     int n = format_f32(tmp, v);
     ps_buf_append(b, tmp, (size_t)n);

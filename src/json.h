@@ -20,6 +20,9 @@ void ps_json_str(ps_buf *b, const char *s, size_t n);
 /* A float32 that parses back to the same float32 ("%.9g" shortest form); -inf is written as
  * -9999.0, NaN as null (the contract never asks for NaN or +inf). */
 void ps_json_f32(ps_buf *b, float v);
+/* A double that parses back to the same double (the shortest of "%.15g".."%.17g"); -inf and
+ * NaN as ps_json_f32 writes them. */
+void ps_json_f64(ps_buf *b, double v);
 
 /* The display text of token `id` alone, appended to b as UTF-8: the token's bytes
  * (ps_vocab_token_bytes) with every maximal run of bytes that is not valid UTF-8 replaced by

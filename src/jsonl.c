@@ -14,6 +14,7 @@
  * server's policy too); id lists are taken verbatim.
  */
 #include "jsonl.h"
+#include "request.h"
 #include "vocab.h"
 
 #include <jansson.h>
@@ -32,136 +33,64 @@ void ps_jsonl_req_free(ps_jsonl_req *req) {
     req->n = 0;
 }
 
-static ps_status bad(ps_jsonl_req *req, ps_status code, const char *param, const char *fmt, ...)
-    PS_PRINTF(4, 5);
-static ps_status bad(ps_jsonl_req *req, ps_status code, const char *param, const char *fmt, ...) {
+/* An error line: the line number, then what is wrong (request.h's error, with the kind the
+ * parse returns). */
+static ps_status bad(ps_jsonl_req *req, ps_status st, const char *param, const char *code,
+                     const char *fmt, ...) PS_PRINTF(5, 6);
+static ps_status bad(ps_jsonl_req *req, ps_status st, const char *param, const char *code,
+                     const char *fmt, ...) {
+    ps_req_error *e = &req->err;
+    ps_req_fail(e, st == PS_ERR_NOMEM || st == PS_ERR_INTERNAL ? 500 : 400, param, code, "%s", "");
+    e->st = st;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(req->message, sizeof req->message, fmt, ap);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
     req->ok = false;
-    req->param = param;
-    return code;
+    return st;
 }
 
-static const char *type_name(const json_t *j) {
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: return "true";
-    case JSON_FALSE: return "false";
-    default: return "null";
-    }
-}
-
+/* The object of one line through the request module, with the line's fields (request.h's
+ * ps_req_limits.line) and the CLI's defaults. */
 static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim,
                             ps_jsonl_req *req) {
-    if (!json_is_object(root))
-        return bad(req, PS_ERR_FORMAT, NULL, "line %lld: expected a JSON object, got %s",
-                   (long long)ln, type_name(root));
+    if (!json_is_object(root)) {
+        char d[64];
+        ps_req_describe(root, d, sizeof d);
+        return bad(req, PS_ERR_FORMAT, NULL, NULL, "line %lld: expected a JSON object, got %s",
+                   (long long)ln, d);
+    }
     json_t *id = json_object_get(root, "id");
     if (id && !req->id_json) { /* only when no raw span was found (e.g. an escaped key) */
         char *s = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
-        if (!s) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)ln);
+        if (!s) return bad(req, PS_ERR_NOMEM, NULL, NULL, "line %lld: out of memory", (long long)ln);
         req->id_json = ps_strdup(s);
         free(s);
-        if (!req->id_json) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)ln);
+        if (!req->id_json)
+            return bad(req, PS_ERR_NOMEM, NULL, NULL, "line %lld: out of memory", (long long)ln);
     }
-
-    req->k = lim->default_k;
-    json_t *jk = json_object_get(root, "logprobs");
-    if (jk && !json_is_null(jk)) {
-        if (!json_is_integer(jk) || json_integer_value(jk) < 0) {
-            char d[48]; /* the value as written: -2, 2.0 (a real is no integer), a string */
-            if (json_is_integer(jk)) {
-                snprintf(d, sizeof d, "%lld", (long long)json_integer_value(jk));
-            } else if (json_is_real(jk)) {
-                snprintf(d, sizeof d, "%.17g", json_real_value(jk));
-                if (!strpbrk(d, ".eEin")) snprintf(d + strlen(d), sizeof d - strlen(d), ".0");
-            } else {
-                snprintf(d, sizeof d, "%s", type_name(jk));
-            }
-            return bad(req, PS_ERR_FORMAT, "logprobs",
-                       "line %lld: logprobs must be an integer >= 0, got %s", (long long)ln, d);
-        }
-        if (json_integer_value(jk) > lim->n_vocab)
-            return bad(req, PS_ERR_FORMAT, "logprobs",
-                       "line %lld: logprobs %lld exceeds the vocabulary size %d", (long long)ln,
-                       (long long)json_integer_value(jk), lim->n_vocab);
-        req->k = (int32_t)json_integer_value(jk);
+    ps_req_limits rl = {.vocab = lim->vocab, .n_vocab = lim->n_vocab, .n_ctx = lim->n_ctx,
+                        .max_logprobs = lim->n_vocab, .no_add_special = !lim->add_bos,
+                        .no_parse_special = lim->no_parse_special, .line = true,
+                        .default_logprobs = lim->default_k};
+    ps_completion_req r;
+    ps_req_error e;
+    if (!ps_request_from_json(root, &rl, &r, &e)) {
+        req->err = e;
+        snprintf(req->err.message, sizeof req->err.message, "line %lld: %.370s", (long long)ln,
+                 e.message);
+        req->ok = false;
+        return e.st;
     }
-
-    json_t *jf = json_object_get(root, "logprobs_from");
-    if (jf && !json_is_null(jf)) {
-        if (!json_is_integer(jf) || json_integer_value(jf) < 0)
-            return bad(req, PS_ERR_FORMAT, "logprobs_from",
-                       "line %lld: logprobs_from must be an integer >= 0 (the first prompt "
-                       "position whose logprobs are written), got %s", (long long)ln,
-                       json_is_integer(jf) ? "a negative integer" : type_name(jf));
-        req->logprobs_from = (int32_t)PS_MIN(json_integer_value(jf), (json_int_t)INT32_MAX);
-    }
-
-    json_t *jp = json_object_get(root, "prompt");
-    if (json_is_string(jp)) {
-        size_t tl = json_string_length(jp);
-        if (tl == 0) return bad(req, PS_ERR_FORMAT, "prompt", "line %lld: the prompt is empty", (long long)ln);
-        if (!lim->vocab)
-            return bad(req, PS_ERR_FORMAT, "prompt",
-                       "line %lld: text prompts need a tokenizer; give token ids", (long long)ln);
-        ps_error err;
-        ps_error_clear(&err);
-        bool bos = lim->add_bos && ps_vocab_add_bos(lim->vocab);
-        ps_status st = ps_vocab_tokenize_alloc(lim->vocab, json_string_value(jp), tl, bos,
-                                               !lim->no_parse_special, &req->ids, &req->n, &err);
-        if (st != PS_OK)
-            return bad(req, st, "prompt", "line %lld: cannot tokenise the prompt: %s",
-                       (long long)ln, err.message);
-        req->prompt_offset = ps_malloc((size_t)PS_MAX(req->n, 1) * sizeof *req->prompt_offset);
-        if (!req->prompt_offset)
-            return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)ln);
-        ps_vocab_prompt_offsets(lim->vocab, json_string_value(jp), tl, req->ids, req->n, bos,
-                                req->prompt_offset);
-    } else if (json_is_array(jp)) {
-        size_t na = json_array_size(jp);
-        if (na == 0) return bad(req, PS_ERR_FORMAT, "prompt", "line %lld: the prompt is empty", (long long)ln);
-        if (na > (size_t)lim->n_ctx) {
-            req->code = "context_length_exceeded";
-            return bad(req, PS_ERR_CONTEXT, "prompt",
-                       "line %lld: the prompt has %zu tokens, more than the context length %d",
-                       (long long)ln, na, lim->n_ctx);
-        }
-        req->ids = ps_malloc(na * sizeof *req->ids);
-        if (!req->ids)
-            return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory for %zu token ids",
-                       (long long)ln, na);
-        for (size_t i = 0; i < na; i++) {
-            json_t *x = json_array_get(jp, i);
-            if (!json_is_integer(x))
-                return bad(req, PS_ERR_FORMAT, "prompt",
-                           "line %lld: prompt[%zu] must be an integer token id, got %s",
-                           (long long)ln, i, type_name(x));
-            json_int_t v = json_integer_value(x);
-            if (v < 0 || v >= lim->n_vocab)
-                return bad(req, PS_ERR_TOKEN_RANGE, "prompt",
-                           "line %lld: token id %lld at index %zu is outside the vocabulary "
-                           "[0, %d)", (long long)ln, (long long)v, i, lim->n_vocab);
-            req->ids[i] = (int32_t)v;
-        }
-        req->n = (int32_t)na;
-    } else {
-        return bad(req, PS_ERR_FORMAT, "prompt",
-                   "line %lld: \"prompt\" must be a string or a list of token ids, got %s",
-                   (long long)ln, jp ? type_name(jp) : "nothing (missing)");
-    }
-    if (req->n > lim->n_ctx) {
-        req->code = "context_length_exceeded";
-        return bad(req, PS_ERR_CONTEXT, "prompt",
-                   "line %lld: the prompt has %d tokens, more than the context length %d",
-                   (long long)ln, req->n, lim->n_ctx);
-    }
+    /* one prompt (the line's), taken over */
+    req->ids = r.prompts[0].ids;
+    req->n = r.prompts[0].n;
+    req->prompt_offset = r.prompts[0].prompt_offset;
+    r.prompts[0].ids = NULL;
+    r.prompts[0].prompt_offset = NULL;
+    req->k = r.logprobs;
+    req->logprobs_from = r.logprobs_from;
+    ps_completion_req_free(&r);
     req->ok = true;
     return PS_OK;
 }
@@ -181,11 +110,11 @@ static ps_status take_id(ps_jsonl_req *req, const char *v0, size_t n, int64_t li
     ps_alloc_failed_clear();
     json_t *idv = json_loadb(v0, n, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
     if (!idv && ps_alloc_failed()) /* jansson may report it as a parse error */
-        return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
+        return bad(req, PS_ERR_NOMEM, NULL, NULL, "line %lld: out of memory", (long long)lineno);
     if (!idv) return PS_OK;
     json_decref(idv);
     req->id_json = ps_malloc(n + 1);
-    if (!req->id_json) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
+    if (!req->id_json) return bad(req, PS_ERR_NOMEM, NULL, NULL, "line %lld: out of memory", (long long)lineno);
     memcpy(req->id_json, v0, n);
     req->id_json[n] = '\0';
     /* a line break inside the id can only be whitespace between tokens (JSON strings cannot
@@ -205,21 +134,18 @@ ps_status ps_jsonl_refused(const char *kept, size_t kept_len, int64_t lineno,
     const long long ln = (long long)lineno, at = (long long)scan->err.offset;
     switch (scan->what) {
     case PS_JSCAN_IDS:
-        req->code = "context_length_exceeded";
-        return bad(req, PS_ERR_CONTEXT, "prompt",
+        return bad(req, PS_ERR_CONTEXT, "prompt", "context_length_exceeded",
                    "line %lld: the prompt has more than %d tokens, more than the context length "
                    "%d (refused at byte %lld, before reading the rest)", ln, lim->n_ctx,
                    lim->n_ctx, at);
     case PS_JSCAN_DEPTH:
-        req->code = "too_deep";
-        return bad(req, PS_ERR_LIMIT, NULL, "line %lld: JSON nested deeper than %d levels, at byte %lld",
+        return bad(req, PS_ERR_LIMIT, NULL, "too_deep", "line %lld: JSON nested deeper than %d levels, at byte %lld",
                    ln, PS_JSONL_MAX_DEPTH, at);
     case PS_JSCAN_BYTES:
-        req->code = "line_too_long";
-        return bad(req, PS_ERR_LIMIT, NULL,
+        return bad(req, PS_ERR_LIMIT, NULL, "line_too_long",
                    "line %lld: the line is longer than %lld bytes (--max-line-bytes)", ln, at);
     default:
-        return bad(req, scan->err.code ? scan->err.code : PS_ERR_INTERNAL, NULL, "line %lld: %s",
+        return bad(req, scan->err.code ? scan->err.code : PS_ERR_INTERNAL, NULL, NULL, "line %lld: %s",
                    ln, scan->err.message);
     }
 }
@@ -231,7 +157,7 @@ ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
      * id would then be echoed with it */
     const char *nul = memchr(line, '\0', len);
     if (nul)
-        return bad(req, PS_ERR_FORMAT, NULL, "line %lld: invalid JSON: a raw NUL byte at column %zu",
+        return bad(req, PS_ERR_FORMAT, NULL, NULL, "line %lld: invalid JSON: a raw NUL byte at column %zu",
                    (long long)lineno, (size_t)(nul - line) + 1);
     ps_jscan_limits jl;
     ps_jsonl_scan_limits(lim, &jl);
@@ -249,7 +175,7 @@ ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
         if (req->id_json && n >= 4 && sst == PS_OK) {
             /* "null" and spaces in its place: same length, same error columns */
             blanked = ps_malloc(len);
-            if (!blanked) return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
+            if (!blanked) return bad(req, PS_ERR_NOMEM, NULL, NULL, "line %lld: out of memory", (long long)lineno);
             memcpy(blanked, line, len);
             size_t off = (size_t)(v0 - line);
             memset(blanked + off, ' ', n);
@@ -262,50 +188,23 @@ ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
     json_t *root = json_loadb(line, len, JSON_ALLOW_NUL, &je); /* U+0000 is text; lengths used */
     ps_free(blanked);
     if (!root && ps_alloc_failed())
-        return bad(req, PS_ERR_NOMEM, NULL, "line %lld: out of memory", (long long)lineno);
+        return bad(req, PS_ERR_NOMEM, NULL, NULL, "line %lld: out of memory", (long long)lineno);
     if (!root) /* the id, when it was read whole before the error, is echoed */
-        return bad(req, PS_ERR_FORMAT, NULL, "line %lld: invalid JSON at column %d: %s",
+        return bad(req, PS_ERR_FORMAT, NULL, NULL, "line %lld: invalid JSON at column %d: %s",
                    (long long)lineno, je.column, je.text);
     if (sst != PS_OK) { /* jansson took what the grammar check refused */
         json_decref(root);
-        return bad(req, PS_ERR_FORMAT, NULL, "line %lld: %s", (long long)lineno, scan.err.message);
+        return bad(req, PS_ERR_FORMAT, NULL, NULL, "line %lld: %s", (long long)lineno, scan.err.message);
     }
     ps_status st = parse_root(root, lineno, lim, req);
     json_decref(root);
     return st;
 }
 
-static void put_null_or_str(ps_buf *b, const char *s) {
-    if (s) ps_json_str(b, s, strlen(s));
-    else ps_buf_puts(b, "null");
-}
-
 void ps_jsonl_write_error(ps_buf *b, const ps_jsonl_req *req) {
-    ps_buf_printf(b, "{\"id\":%s,\"error\":{\"message\":", req->id_json ? req->id_json : "null");
-    ps_json_str(b, req->message, strlen(req->message));
-    ps_buf_puts(b, ",\"type\":\"invalid_request_error\",\"param\":");
-    put_null_or_str(b, req->param);
-    ps_buf_puts(b, ",\"code\":");
-    put_null_or_str(b, req->code);
-    ps_buf_puts(b, "}}\n");
-}
-
-/* A double that parses back to the same double; -inf -> -9999.0, NaN -> null. */
-static void json_f64(ps_buf *b, double v) {
-    if (isnan(v) || (isinf(v) && v > 0)) {
-        ps_buf_puts(b, "null");
-        return;
-    }
-    if (isinf(v)) {
-        ps_buf_puts(b, "-9999.0");
-        return;
-    }
-    char tmp[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-        if (strtod(tmp, NULL) == v) break;
-    }
-    ps_buf_puts(b, tmp);
+    ps_buf_printf(b, "{\"id\":%s,\"error\":", req->id_json ? req->id_json : "null");
+    ps_req_error_write(b, &req->err);
+    ps_buf_puts(b, "}\n");
 }
 
 void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req *req,
@@ -316,11 +215,11 @@ void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req 
     prompt.n_total = r->n_prompt;
     ps_json_logprobs_from(b, vocab, &prompt, 0, req->logprobs_from, 0, req->prompt_offset, NULL);
     ps_buf_puts(b, ",\"sum_logprob\":");
-    json_f64(b, r->sum_logprob);
+    ps_json_f64(b, r->sum_logprob);
     double mean = r->n_prompt > 1 ? r->sum_logprob / (double)(r->n_prompt - 1) : NAN;
     ps_buf_puts(b, ",\"mean_logprob\":");
-    json_f64(b, mean);
+    ps_json_f64(b, mean);
     ps_buf_puts(b, ",\"perplexity\":");
-    json_f64(b, exp(-mean));
+    ps_json_f64(b, exp(-mean));
     ps_buf_printf(b, ",\"n_tokens\":%d}\n", (int)r->n_prompt);
 }

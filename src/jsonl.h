@@ -1,9 +1,12 @@
 /*
- * jsonl.h — one line of `promptscore score` input (docs/api.md, "JSON Lines"), parsed and
- * validated (jsonl.c), and the output lines written back: a scored line or an error line.
+ * jsonl.h — one line of `promptscore score` input (docs/api.md, "JSON Lines"): the envelope
+ * (the pre-scan, the raw id, the line number) unwrapped here, the prompt spec validated by the
+ * request module (request.h, the server's checks), and the output lines written back: a
+ * scored line or an error line.
  * Kept in the library, apart from the CLI, so that fuzz/fuzz_jsonl.c can drive it.
  *
- *   in:   {"prompt": "text" | [ids], "id": any, "logprobs": K, "logprobs_from": P}
+ *   in:   {"prompt": "text" | [ids], "id": any, "logprobs": K, "logprobs_from": P,
+ *          "add_special_tokens": bool, "parse_special": bool}
  *         (other keys are ignored)
  *   out:  {"id": <id>, "logprobs": {...}, "sum_logprob": x, "mean_logprob": x,
  *          "perplexity": x, "n_tokens": n}
@@ -14,6 +17,7 @@
 
 #include "jscan.h"
 #include "json.h"
+#include "request.h"
 
 /* The longest input line kept (ps_jsonl_limits.max_line_bytes when 0). */
 #define PS_JSONL_MAX_LINE_BYTES ((int64_t)16 << 20)
@@ -40,11 +44,9 @@ typedef struct {
     int32_t logprobs_from;  /* "logprobs_from": entries before it have null values (0) */
     int32_t *prompt_offset; /* n byte offsets into a text prompt (-1 = null), or NULL (ids) */
     bool ok;
-    /* when !ok: the error line's fields; message names the line number and what is wrong */
-    char message[400];
-    const char *param;      /* static: "prompt", "logprobs" or NULL */
-    const char *code;       /* static: "context_length_exceeded", "line_too_long",
-                             * "too_deep" or NULL */
+    /* when !ok: the error line's fields (request.h); message names the line number and what
+     * is wrong; code is also "line_too_long" or "too_deep" (the pre-scan's limits) */
+    ps_req_error err;
 } ps_jsonl_req;
 
 /* What the pre-scanner (jscan.h) checks a line against before jansson reads it: the line's

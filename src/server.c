@@ -51,529 +51,6 @@
 #endif
 
 /* ========================================================================================== */
-/* 1. Request parsing and validation                                                          */
-/* ========================================================================================== */
-
-bool ps_http_fail(ps_http_error *e, int status, const char *param, const char *code,
-                  const char *fmt, ...) {
-    if (!e) return false;
-    e->status = status;
-    snprintf(e->type, sizeof e->type, "%s",
-             status >= 500 ? "server_error" : "invalid_request_error");
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
-/* "true", "a string", "an array", "1.5", ... for error messages. */
-static void describe(const json_t *v, char *out, size_t cap) {
-    switch (json_typeof(v)) {
-    case JSON_TRUE: snprintf(out, cap, "true"); break;
-    case JSON_FALSE: snprintf(out, cap, "false"); break;
-    case JSON_NULL: snprintf(out, cap, "null"); break;
-    case JSON_STRING: snprintf(out, cap, "a string"); break;
-    case JSON_ARRAY: snprintf(out, cap, "an array"); break;
-    case JSON_OBJECT: snprintf(out, cap, "an object"); break;
-    case JSON_INTEGER: snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); break;
-    case JSON_REAL: /* 2.0 reads "2.0", not "2": the message must show why it is no integer */
-        snprintf(out, cap, "%.17g", json_real_value(v));
-        if (!strpbrk(out, ".eEin")) snprintf(out + strlen(out), cap - strlen(out), ".0");
-        break;
-    default: snprintf(out, cap, "an unknown value"); break;
-    }
-}
-
-/* Loads the body as a JSON object, or fails with a 400 that says why. */
-static json_t *load_object(const char *body, size_t len, ps_http_error *e) {
-    if (!body || len == 0) {
-        ps_http_fail(e, 400, NULL, NULL, "the request body is empty; send a JSON object");
-        return NULL;
-    }
-    size_t bad = ps_utf8_bad_offset((const unsigned char *)body, len);
-    if (bad < len) {
-        ps_http_fail(e, 400, NULL, NULL,
-                     "the request body is not valid UTF-8: bad byte 0x%02x at offset %zu",
-                     (unsigned)(unsigned char)body[bad], bad);
-        return NULL;
-    }
-    /* A raw NUL byte is never valid JSON (jansson lets one pass right after a number) */
-    const char *nul = memchr(body, '\0', len);
-    if (nul) {
-        ps_http_fail(e, 400, NULL, NULL,
-                     "malformed JSON: a raw NUL byte at offset %zu (inside a string write it "
-                     "as \\u0000)", (size_t)(nul - body));
-        return NULL;
-    }
-    json_error_t jerr;
-    ps_json_alloc_init();
-    ps_alloc_failed_clear();
-    /* U+0000 is valid JSON text (a prompt may hold the byte 0); strings are used with their
-     * lengths, and the few kept as C strings (model, stop) are checked for it */
-    json_t *root = json_loadb(body, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
-    if (!root) {
-        if (ps_alloc_failed()) /* our fault, not the body's (jansson may call it a parse error) */
-            ps_http_fail(e, 500, NULL, NULL, "out of memory parsing the request");
-        else if (json_error_code(&jerr) == json_error_numeric_overflow) /* valid JSON, too large */
-            ps_http_fail(e, 400, NULL, NULL,
-                         "the number at line %d, column %d does not fit (integers must fit in "
-                         "64 bits, reals in a double): %s",
-                         jerr.line, jerr.column, jerr.text);
-        else
-            ps_http_fail(e, 400, NULL, NULL, "malformed JSON at line %d, column %d: %s",
-                         jerr.line, jerr.column, jerr.text);
-        return NULL;
-    }
-    if (!json_is_object(root)) {
-        char d[64];
-        describe(root, d, sizeof d);
-        json_decref(root);
-        ps_http_fail(e, 400, NULL, NULL, "the request body must be a JSON object, got %s", d);
-        return NULL;
-    }
-    return root;
-}
-
-/* A field that is absent or null. */
-static json_t *field(json_t *root, const char *key) {
-    json_t *v = json_object_get(root, key);
-    return v && !json_is_null(v) ? v : NULL;
-}
-
-static bool get_bool(json_t *root, const char *key, bool def, bool *out, ps_http_error *e) {
-    json_t *v = field(root, key);
-    if (!v) { *out = def; return true; }
-    if (!json_is_boolean(v)) {
-        char d[64];
-        describe(v, d, sizeof d);
-        return ps_http_fail(e, 400, key, NULL, "%s must be true or false, got %s", key, d);
-    }
-    *out = json_is_true(v);
-    return true;
-}
-
-static bool get_number(json_t *root, const char *key, double def, double *out,
-                       ps_http_error *e) {
-    json_t *v = field(root, key);
-    if (!v) { *out = def; return true; }
-    if (!json_is_number(v)) {
-        char d[64];
-        describe(v, d, sizeof d);
-        return ps_http_fail(e, 400, key, NULL, "%s must be a number, got %s", key, d);
-    }
-    *out = json_number_value(v);
-    return true;
-}
-
-/* An "unsupported except this value" field: absent, null, or `ok(v)`. */
-static bool check_unsupported(json_t *root, ps_http_error *e) {
-    json_t *v;
-    char d[64];
-    if ((v = field(root, "n")) && !(json_is_integer(v) && json_integer_value(v) == 1)) {
-        describe(v, d, sizeof d);
-        return ps_http_fail(e, 400, "n", NULL,
-                            "n must be 1 (one choice per prompt is supported), got %s", d);
-    }
-    if ((v = field(root, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1)) {
-        describe(v, d, sizeof d);
-        return ps_http_fail(e, 400, "best_of", NULL, "best_of must be 1 (not supported), got %s",
-                            d);
-    }
-    if ((v = field(root, "stream")) && !json_is_false(v)) {
-        describe(v, d, sizeof d);
-        return ps_http_fail(e, 400, "stream", NULL,
-                            "stream is not supported: it must be false or absent, got %s", d);
-    }
-    if ((v = field(root, "suffix")) && !(json_is_string(v) && json_string_length(v) == 0)) {
-        describe(v, d, sizeof d);
-        return ps_http_fail(e, 400, "suffix", NULL,
-                            "suffix is not supported: it must be absent, null or \"\", got %s", d);
-    }
-    return true;
-}
-
-static bool check_model(json_t *root, const ps_req_limits *lim, ps_http_error *e) {
-    json_t *v = field(root, "model");
-    if (!v) return true;
-    if (!json_is_string(v)) {
-        char d[64];
-        describe(v, d, sizeof d);
-        return ps_http_fail(e, 400, "model", NULL, "model must be a string, got %s", d);
-    }
-    const char *name = lim->model_name ? lim->model_name : "";
-    if (json_string_length(v) != strlen(name) || strcmp(json_string_value(v), name) != 0)
-        return ps_http_fail(e, 404, "model", "model_not_found",
-                            "The model '%.120s' does not exist: this server serves '%.120s'",
-                            json_string_value(v), name);
-    return true;
-}
-
-/* Text -> ids through the vocab (retrying with the size it asks for). */
-/* The tokenization policy (docs/api.md, "Text prompts"): special-token text (`<|endoftext|>`,
- * `</s>`) is recognised as that token unless the request says "parse_special": false — the
- * same default as the CLI's score (jsonl.c) and as HF tokenizers and vLLM. */
-static bool tokenize_text(const ps_req_limits *lim, const char *text, size_t len, bool add_bos,
-                          bool parse_special, const char *what, int32_t **ids, int32_t *n_ids,
-                          ps_http_error *e) {
-    *ids = NULL;
-    *n_ids = 0;
-    if (!lim->vocab)
-        return ps_http_fail(e, 400, "prompt", NULL,
-                            "%s: text prompts need a tokenizer, which this build lacks", what);
-    ps_error err;
-    ps_error_clear(&err);
-    ps_status st = ps_vocab_tokenize_alloc(lim->vocab, text, len, add_bos, parse_special, ids,
-                                           n_ids, &err);
-    if (st == PS_ERR_NOMEM)
-        return ps_http_fail(e, 500, NULL, NULL, "out of memory tokenizing %s", what);
-    if (st == PS_ERR_INVALID_ARG)
-        return ps_http_fail(e, 400, "prompt", NULL, "%s is too long (%zu bytes)", what, len);
-    if (st != PS_OK)
-        return ps_http_fail(e, st == PS_ERR_INTERNAL ? 500 : 400, "prompt", NULL,
-                            "%s could not be tokenized: %s", what,
-                            err.message[0] ? err.message : ps_status_str(st));
-    return true;
-}
-
-/* One list of token ids, verbatim; every id in [0, n_vocab). `where` names it ("prompt[2]"). */
-static bool parse_id_list(const json_t *arr, const ps_req_limits *lim, const char *param,
-                          const char *where, int32_t **ids, int32_t *n_ids, ps_http_error *e) {
-    *ids = NULL;
-    *n_ids = 0;
-    size_t n = json_array_size(arr);
-    if (n > (size_t)INT32_MAX)
-        return ps_http_fail(e, 400, param, NULL, "%s has too many tokens (%zu)", where, n);
-    int32_t *buf = ps_malloc((n ? n : 1) * sizeof *buf);
-    if (!buf) return ps_http_fail(e, 500, NULL, NULL, "out of memory reading %s", where);
-    for (size_t i = 0; i < n; i++) {
-        json_t *v = json_array_get(arr, i);
-        if (!json_is_integer(v)) {
-            char d[64];
-            describe(v, d, sizeof d);
-            ps_free(buf);
-            return ps_http_fail(e, 400, param, NULL, "%s[%zu] must be a token id (an integer), got %s",
-                                where, i, d);
-        }
-        json_int_t id = json_integer_value(v);
-        if (id < 0 || id >= lim->n_vocab) {
-            ps_free(buf);
-            return ps_http_fail(e, 400, param, NULL,
-                                "%s[%zu] = %" JSON_INTEGER_FORMAT
-                                " is not a token id: the vocabulary has %d tokens (ids 0..%d)",
-                                where, i, id, (int)lim->n_vocab, (int)lim->n_vocab - 1);
-        }
-        buf[i] = (int32_t)id;
-    }
-    *ids = buf;
-    *n_ids = (int32_t)n;
-    return true;
-}
-
-static bool parse_stop(json_t *root, ps_completion_req *r, ps_http_error *e) {
-    json_t *v = field(root, "stop");
-    if (!v) return true;
-    enum { MAX_STOP = 16 };
-    size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
-    if (!json_is_string(v) && !json_is_array(v)) {
-        char d[64];
-        describe(v, d, sizeof d);
-        return ps_http_fail(e, 400, "stop", NULL,
-                            "stop must be a string or a list of strings, got %s", d);
-    }
-    if (n > MAX_STOP)
-        return ps_http_fail(e, 400, "stop", NULL, "stop has %zu strings; at most %d are allowed",
-                            n, MAX_STOP);
-    if (n == 0) return true;
-    r->stop = ps_calloc(n, sizeof *r->stop);
-    if (!r->stop) return ps_http_fail(e, 500, NULL, NULL, "out of memory reading stop");
-    for (size_t i = 0; i < n; i++) {
-        json_t *s = json_is_string(v) ? v : json_array_get(v, i);
-        if (!json_is_string(s)) {
-            char d[64];
-            describe(s, d, sizeof d);
-            return ps_http_fail(e, 400, "stop", NULL, "stop[%zu] must be a string, got %s", i, d);
-        }
-        if (json_string_length(s) == 0) continue; /* an empty stop string never matches */
-        if (memchr(json_string_value(s), 0, json_string_length(s)))
-            return ps_http_fail(e, 400, "stop", NULL,
-                                "stop[%zu] contains U+0000, which a stop string cannot hold", i);
-        char *copy = ps_strndup(json_string_value(s), json_string_length(s));
-        if (!copy) return ps_http_fail(e, 500, NULL, NULL, "out of memory reading stop");
-        r->stop[r->n_stop++] = copy;
-    }
-    return true;
-}
-
-/* The prompts: string | [string] | [int] | [[int]]. */
-static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_special,
-                          bool parse_special, ps_completion_req *r, ps_http_error *e) {
-    json_t *p = json_object_get(root, "prompt");
-    char d[64];
-    if (!p || json_is_null(p))
-        return ps_http_fail(e, 400, "prompt", NULL, "prompt is required");
-    size_t n;
-    int kind; /* 0 one string, 1 one id list, 2 strings, 3 id lists */
-    if (json_is_string(p)) {
-        n = 1;
-        kind = 0;
-    } else if (json_is_array(p)) {
-        n = json_array_size(p);
-        if (n == 0) return ps_http_fail(e, 400, "prompt", NULL, "prompt is an empty list");
-        json_t *first = json_array_get(p, 0);
-        if (json_is_integer(first)) {
-            kind = 1;
-            n = 1;
-        } else if (json_is_string(first)) {
-            kind = 2;
-        } else if (json_is_array(first)) {
-            kind = 3;
-        } else {
-            describe(first, d, sizeof d);
-            return ps_http_fail(e, 400, "prompt", NULL,
-                                "prompt must be a string, a list of strings, a list of token ids "
-                                "or a list of token-id lists; prompt[0] is %s",
-                                d);
-        }
-    } else {
-        describe(p, d, sizeof d);
-        return ps_http_fail(e, 400, "prompt", NULL,
-                            "prompt must be a string, a list of strings, a list of token ids or "
-                            "a list of token-id lists, got %s",
-                            d);
-    }
-    if (n > (size_t)INT32_MAX / 2)
-        return ps_http_fail(e, 400, "prompt", NULL, "too many prompts (%zu)", n);
-    if (lim->max_prompts > 0 && n > (size_t)lim->max_prompts)
-        return ps_http_fail(e, 400, "prompt", "too_many_prompts",
-                            "the request has %zu prompts, over this server's limit of %d per "
-                            "request (--max-prompts); send them in several requests",
-                            n, (int)lim->max_prompts);
-    r->prompts = ps_calloc(n, sizeof *r->prompts);
-    if (!r->prompts) return ps_http_fail(e, 500, NULL, NULL, "out of memory reading prompts");
-    for (size_t i = 0; i < n; i++) {
-        char where[48];
-        snprintf(where, sizeof where, kind <= 1 ? "prompt" : "prompt[%zu]", i);
-        ps_req_prompt *pr = &r->prompts[i];
-        json_t *item = kind == 0 || kind == 1 ? p : json_array_get(p, i);
-        bool ok;
-        if (kind == 0 || kind == 2) {
-            if (!json_is_string(item)) {
-                describe(item, d, sizeof d);
-                return ps_http_fail(e, 400, "prompt", NULL,
-                                    "%s must be a string like prompt[0], got %s", where, d);
-            }
-            if (json_string_length(item) == 0)
-                return ps_http_fail(e, 400, "prompt", NULL, "%s is empty", where);
-            ok = tokenize_text(lim, json_string_value(item), json_string_length(item),
-                               add_special, parse_special, where, &pr->ids, &pr->n, e);
-            if (ok) {
-                pr->prompt_offset = ps_malloc((size_t)PS_MAX(pr->n, 1) * sizeof *pr->prompt_offset);
-                if (!pr->prompt_offset) {
-                    r->n_prompts = (int32_t)i + 1;
-                    return ps_http_fail(e, 500, NULL, NULL, "out of memory reading prompts");
-                }
-                ps_vocab_prompt_offsets(lim->vocab, json_string_value(item),
-                                        json_string_length(item), pr->ids, pr->n,
-                                        add_special && ps_vocab_add_bos(lim->vocab),
-                                        pr->prompt_offset);
-            }
-        } else {
-            if (!json_is_array(item)) {
-                describe(item, d, sizeof d);
-                return ps_http_fail(e, 400, "prompt", NULL,
-                                    "%s must be a list of token ids like prompt[0], got %s", where,
-                                    d);
-            }
-            ok = parse_id_list(item, lim, "prompt", where, &pr->ids, &pr->n, e);
-        }
-        r->n_prompts = (int32_t)i + 1; /* owns what was allocated so far */
-        if (!ok) return false;
-        if (pr->n == 0) return ps_http_fail(e, 400, "prompt", NULL, "%s is empty", where);
-        int64_t total = (int64_t)pr->n + r->max_tokens;
-        if (total > lim->n_ctx)
-            return ps_http_fail(e, 400, "prompt", "context_length_exceeded",
-                                "This model's maximum context length is %d tokens, but %s has %d "
-                                "tokens and max_tokens is %d (%lld in total)",
-                                (int)lim->n_ctx, where, (int)pr->n, (int)r->max_tokens,
-                                (long long)total);
-        r->prompt_tokens += pr->n;
-    }
-    return true;
-}
-
-int64_t ps_completion_estimate(const ps_completion_req *r) {
-    int64_t per_lp = r->logprobs >= 0 ? 48 + 56 * ((int64_t)r->logprobs + 1) : 0;
-    int64_t entries = r->prompt_tokens + (int64_t)r->n_prompts * r->max_tokens;
-    int64_t with_values = entries; /* entries before logprobs_from carry no values */
-    if (r->logprobs_from > 0 && r->prompts) {
-        with_values = 0;
-        for (int32_t i = 0; i < r->n_prompts; i++)
-            with_values += PS_MAX(0, (int64_t)r->prompts[i].n + r->max_tokens - r->logprobs_from);
-    }
-    return 1024 + 256 * (int64_t)r->n_prompts + entries * 16 + with_values * per_lp;
-}
-
-void ps_completion_req_free(ps_completion_req *r) {
-    if (!r) return;
-    if (r->prompts)
-        for (int32_t i = 0; i < r->n_prompts; i++) {
-            ps_free(r->prompts[i].ids);
-            ps_free(r->prompts[i].prompt_offset);
-        }
-    ps_free(r->prompts);
-    if (r->stop)
-        for (int32_t i = 0; i < r->n_stop; i++) ps_free(r->stop[i]);
-    ps_free(r->stop);
-    memset(r, 0, sizeof *r);
-}
-
-bool ps_completion_req_parse(const char *body, size_t len, const ps_req_limits *lim,
-                             ps_completion_req *out, ps_http_error *e) {
-    memset(out, 0, sizeof *out);
-    json_t *root = load_object(body, len, e);
-    if (!root) return false;
-    ps_completion_req r;
-    memset(&r, 0, sizeof r);
-    r.logprobs = -1;
-    r.max_tokens = 16;
-    bool ok = false, add_special = true, parse_special = true;
-    double temperature, top_p;
-    char d[64];
-    json_t *v;
-    if (!check_model(root, lim, e) || !check_unsupported(root, e)) goto done;
-    if (!get_bool(root, "echo", false, &r.echo, e)) goto done;
-    if (!get_bool(root, "add_special_tokens", true, &add_special, e)) goto done;
-    if (!get_bool(root, "parse_special", true, &parse_special, e)) goto done;
-    if ((v = field(root, "logprobs"))) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0) {
-            describe(v, d, sizeof d);
-            ps_http_fail(e, 400, "logprobs", NULL, "logprobs must be an integer >= 0, got %s", d);
-            goto done;
-        }
-        if (json_integer_value(v) > lim->max_logprobs) {
-            ps_http_fail(e, 400, "logprobs", NULL,
-                         "logprobs %" JSON_INTEGER_FORMAT
-                         " is over this server's limit of %d (start it with --max-logprobs N to "
-                         "raise it, up to the vocabulary size %d)",
-                         json_integer_value(v), (int)lim->max_logprobs, (int)lim->n_vocab);
-            goto done;
-        }
-        r.logprobs = (int32_t)json_integer_value(v);
-    }
-    if ((v = field(root, "logprobs_from"))) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0) {
-            describe(v, d, sizeof d);
-            ps_http_fail(e, 400, "logprobs_from", NULL,
-                         "logprobs_from must be an integer >= 0 (the first prompt position whose "
-                         "logprobs are returned), got %s", d);
-            goto done;
-        }
-        r.logprobs_from = (int32_t)PS_MIN(json_integer_value(v), (json_int_t)INT32_MAX);
-    }
-    if ((v = field(root, "max_tokens"))) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0) {
-            describe(v, d, sizeof d);
-            ps_http_fail(e, 400, "max_tokens", NULL, "max_tokens must be an integer >= 0, got %s",
-                         d);
-            goto done;
-        }
-        if (json_integer_value(v) > lim->n_ctx) {
-            ps_http_fail(e, 400, "max_tokens", "context_length_exceeded",
-                         "This model's maximum context length is %d tokens, but max_tokens is %"
-                         JSON_INTEGER_FORMAT,
-                         (int)lim->n_ctx, json_integer_value(v));
-            goto done;
-        }
-        r.max_tokens = (int32_t)json_integer_value(v);
-    }
-    if (!get_number(root, "temperature", 1.0, &temperature, e)) goto done;
-    if (!(temperature >= 0 && temperature <= 100)) {
-        ps_http_fail(e, 400, "temperature", NULL, "temperature must be in [0, 100], got %g",
-                     temperature);
-        goto done;
-    }
-    if (!get_number(root, "top_p", 1.0, &top_p, e)) goto done;
-    if (!(top_p > 0 && top_p <= 1)) {
-        ps_http_fail(e, 400, "top_p", NULL, "top_p must be in (0, 1], got %g", top_p);
-        goto done;
-    }
-    r.temperature = (float)temperature;
-    r.top_p = (float)top_p;
-    if ((v = field(root, "seed"))) {
-        if (!json_is_integer(v)) {
-            describe(v, d, sizeof d);
-            ps_http_fail(e, 400, "seed", NULL, "seed must be an integer, got %s", d);
-            goto done;
-        }
-        r.has_seed = true;
-        r.seed = (uint64_t)json_integer_value(v);
-    }
-    if (!parse_stop(root, &r, e)) goto done;
-    if (!parse_prompts(root, lim, add_special, parse_special, &r, e)) goto done;
-    ok = true;
-done:
-    json_decref(root);
-    if (ok) *out = r;
-    else ps_completion_req_free(&r);
-    return ok;
-}
-
-bool ps_tokenize_req_parse(const char *body, size_t len, const ps_req_limits *lim, int32_t **ids,
-                           int32_t *n_ids, ps_http_error *e) {
-    *ids = NULL;
-    *n_ids = 0;
-    json_t *root = load_object(body, len, e);
-    if (!root) return false;
-    bool ok = false, add_special = true, parse_special = true;
-    /* "content" is what llama.cpp's /tokenize reads: the same field under its name */
-    json_t *p = field(root, "prompt"), *content = field(root, "content");
-    const char *key = p || !content ? "prompt" : "content";
-    if (!p) p = content;
-    if (p && content && p != content) {
-        ps_http_fail(e, 400, "prompt", NULL,
-                     "give prompt or content (its llama.cpp name), not both");
-    } else if (!p || !json_is_string(p)) {
-        char d[64] = "nothing";
-        if (p) describe(p, d, sizeof d);
-        ps_http_fail(e, 400, key, NULL, "%s must be a string (the text to tokenize; \"content\" "
-                                        "is accepted as llama.cpp names it), got %s", key, d);
-    } else if (get_bool(root, "add_special_tokens", true, &add_special, e) &&
-               get_bool(root, "parse_special", true, &parse_special, e)) {
-        if (json_string_length(p) == 0) {
-            /* "" is a valid text: its tokens are [BOS] or [] */
-            ok = tokenize_text(lim, "", 0, add_special, parse_special, "prompt", ids, n_ids, e);
-        } else {
-            ok = tokenize_text(lim, json_string_value(p), json_string_length(p), add_special,
-                               parse_special, "prompt", ids, n_ids, e);
-        }
-    }
-    json_decref(root);
-    return ok;
-}
-
-bool ps_detokenize_req_parse(const char *body, size_t len, const ps_req_limits *lim,
-                             int32_t **ids, int32_t *n_ids, ps_http_error *e) {
-    *ids = NULL;
-    *n_ids = 0;
-    json_t *root = load_object(body, len, e);
-    if (!root) return false;
-    bool ok = false;
-    json_t *t = field(root, "tokens");
-    if (!t || !json_is_array(t)) {
-        char d[64] = "nothing";
-        if (t) describe(t, d, sizeof d);
-        ps_http_fail(e, 400, "tokens", NULL, "tokens must be a list of token ids, got %s", d);
-    } else {
-        ok = parse_id_list(t, lim, "tokens", "tokens", ids, n_ids, e);
-    }
-    json_decref(root);
-    return ok;
-}
-
-/* ========================================================================================== */
 /* 2. The engine                                                                              */
 /* ========================================================================================== */
 
@@ -753,7 +230,7 @@ typedef struct {
                          * body is whole, so jansson never builds it */
     bool refused;       /* the scan refused the body: the rest is dropped unread into memory,
                          * and `refusal` is the answer once it has arrived */
-    ps_http_error refusal;
+    ps_req_error refusal;
     int64_t reserved;   /* bytes of the memory budget it holds */
     double t0;          /* ps_now_s() when the request arrived */
     int64_t prompt_tokens;
@@ -835,22 +312,14 @@ static enum MHD_Result respond_buf(ps_server *s, struct MHD_Connection *mc, conn
     return respond(s, mc, c, method, url, status, ctype, data, len, NULL);
 }
 
-static void write_error(ps_buf *b, const ps_http_error *e) {
-    ps_buf_puts(b, "{\"error\":{\"message\":");
-    ps_json_str(b, e->message, strlen(e->message));
-    ps_buf_puts(b, ",\"type\":");
-    ps_json_str(b, e->type, strlen(e->type));
-    ps_buf_puts(b, ",\"param\":");
-    if (e->param[0]) ps_json_str(b, e->param, strlen(e->param));
-    else ps_buf_puts(b, "null");
-    ps_buf_puts(b, ",\"code\":");
-    if (e->code[0]) ps_json_str(b, e->code, strlen(e->code));
-    else ps_buf_puts(b, "null");
-    ps_buf_puts(b, "}}");
+static void write_error(ps_buf *b, const ps_req_error *e) {
+    ps_buf_puts(b, "{\"error\":");
+    ps_req_error_write(b, e);
+    ps_buf_puts(b, "}");
 }
 
 static enum MHD_Result respond_error(ps_server *s, struct MHD_Connection *mc, conn *c,
-                                     const char *method, const char *url, const ps_http_error *e,
+                                     const char *method, const char *url, const ps_req_error *e,
                                      const char *allow) {
     ps_buf b;
     ps_buf_init(&b);
@@ -966,7 +435,7 @@ static bool peer_gone(struct MHD_Connection *mc) {
 
 static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *mc, conn *c,
                                          const char *method, const char *url) {
-    ps_http_error e;
+    ps_req_error e;
     memset(&e, 0, sizeof e);
     ps_completion_req req;
     if (!ps_completion_req_parse(c->body.data, c->body.len, &s->limits, &req, &e))
@@ -978,7 +447,7 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
     int64_t est = ps_completion_estimate(&req);
     if (est > s->cfg.max_response) {
         ps_completion_req_free(&req);
-        ps_http_fail(&e, 413, NULL, "response_too_large",
+        ps_req_fail(&e, 413, NULL, "response_too_large",
                      "the answer to this request would be about %lld bytes, over this server's "
                      "limit of %lld (--max-response); ask for fewer prompts, tokens or logprobs",
                      (long long)est, (long long)s->cfg.max_response);
@@ -997,12 +466,12 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
         if (!fits) {
             ps_completion_req_free(&req);
             if (extra + c->reserved > budget)
-                ps_http_fail(&e, 413, NULL, "request_too_large",
+                ps_req_fail(&e, 413, NULL, "request_too_large",
                              "this request needs about %lld bytes (its answer and results), over "
                              "this server's memory budget of %lld (--mem-budget)",
                              (long long)(extra + c->reserved), (long long)budget);
             else
-                ps_http_fail(&e, 503, NULL, NULL,
+                ps_req_fail(&e, 503, NULL, NULL,
                              "the server is busy: requests in flight hold %lld of its %lld bytes "
                              "of memory budget and this one needs %lld more; retry later",
                              (long long)used, (long long)budget, (long long)extra);
@@ -1016,7 +485,7 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
         ps_free(j);
         ps_free(results);
         ps_completion_req_free(&req);
-        ps_http_fail(&e, 500, NULL, NULL, "out of memory admitting the request");
+        ps_req_fail(&e, 500, NULL, NULL, "out of memory admitting the request");
         return respond_error(s, mc, c, method, url, &e, NULL);
     }
     j->req = &req;
@@ -1066,16 +535,16 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
 
     enum MHD_Result ret;
     if (full) {
-        ps_http_fail(&e, 503, NULL, NULL, "the server is shutting down");
+        ps_req_fail(&e, 503, NULL, NULL, "the server is shutting down");
         ret = respond_error(s, mc, c, method, url, &e, NULL);
     } else if (j->status == PS_ERR_CANCELLED && atomic_load(&s->abort)) {
-        ps_http_fail(&e, 503, NULL, NULL,
+        ps_req_fail(&e, 503, NULL, NULL,
                      "the server is shutting down: the request did not finish within the drain "
                      "deadline (--drain-s)");
         ret = respond_error(s, mc, c, method, url, &e, NULL);
     } else if (j->status == PS_ERR_CANCELLED) {
         /* the client is gone: nobody reads an answer */
-        ps_http_fail(&e, 499, NULL, NULL, "cancelled");
+        ps_req_fail(&e, 499, NULL, NULL, "cancelled");
         c->responded = true;
         record(s, c, method, url, 499);
         ret = MHD_NO;
@@ -1084,7 +553,7 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
                              j->status == PS_ERR_INVALID_ARG
                          ? 400
                          : 500;
-        ps_http_fail(&e, status, NULL, j->status == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL,
+        ps_req_fail(&e, status, NULL, j->status == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL,
                      "scoring failed (%s): %s", ps_status_str(j->status), j->error.message);
         ret = respond_error(s, mc, c, method, url, &e, NULL);
     } else {
@@ -1103,7 +572,7 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
 
 static enum MHD_Result handle_tokenize(ps_server *s, struct MHD_Connection *mc, conn *c,
                                        const char *method, const char *url, bool detok) {
-    ps_http_error e;
+    ps_req_error e;
     memset(&e, 0, sizeof e);
     int32_t *ids = NULL, n = 0;
     bool ok = detok ? ps_detokenize_req_parse(c->body.data, c->body.len, &s->limits, &ids, &n, &e)
@@ -1124,7 +593,7 @@ static enum MHD_Result handle_tokenize(ps_server *s, struct MHD_Connection *mc, 
             ps_free(text);
             ps_free(ids);
             ps_buf_free(&b);
-            ps_http_fail(&e, st == PS_OK ? 500 : 400, "tokens", NULL, "detokenize failed: %s",
+            ps_req_fail(&e, st == PS_OK ? 500 : 400, "tokens", NULL, "detokenize failed: %s",
                          st == PS_OK ? "out of memory" : ps_status_str(st));
             return respond_error(s, mc, c, method, url, &e, NULL);
         }
@@ -1222,10 +691,10 @@ static void write_metrics(ps_server *s, ps_buf *b) {
 
 static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c,
                                 const char *method, const char *url) {
-    ps_http_error e;
+    ps_req_error e;
     memset(&e, 0, sizeof e);
     if (c->route == R_OTHER && strstr(url, "/chat/completions")) {
-        ps_http_fail(&e, 404, NULL, "unsupported_route",
+        ps_req_fail(&e, 404, NULL, "unsupported_route",
                      "%.200s is not served here: this server scores prompts and completes text "
                      "with POST /v1/completions (echo + logprobs give every prompt token's "
                      "logprob). A chat route would wrap the messages in the model's chat "
@@ -1236,16 +705,16 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
         return respond_error(s, mc, c, method, url, &e, NULL);
     }
     if (c->route == R_OTHER) {
-        ps_http_fail(&e, 404, NULL, NULL, "Unknown route: %.20s %.200s", method, url);
+        ps_req_fail(&e, 404, NULL, NULL, "Unknown route: %.20s %.200s", method, url);
         return respond_error(s, mc, c, method, url, &e, NULL);
     }
     if (!c->method_ok) {
-        ps_http_fail(&e, 405, NULL, NULL, "Method %.20s is not allowed on %s; use %s", method,
+        ps_req_fail(&e, 405, NULL, NULL, "Method %.20s is not allowed on %s; use %s", method,
                      ROUTES[c->route].path, ROUTES[c->route].method);
         return respond_error(s, mc, c, method, url, &e, ROUTES[c->route].method);
     }
     if (c->too_large) {
-        ps_http_fail(&e, 413, NULL, NULL,
+        ps_req_fail(&e, 413, NULL, NULL,
                      "the request body is over this server's limit of %lld bytes (--max-body)",
                      (long long)s->cfg.max_body);
         return respond_error(s, mc, c, method, url, &e, NULL);
@@ -1295,12 +764,12 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
         return respond_buf(s, mc, c, method, url, 200, &b, "text/html; charset=utf-8");
 #else
         ps_buf_free(&b);
-        ps_http_fail(&e, 404, NULL, NULL, "this build has no page at /");
+        ps_req_fail(&e, 404, NULL, NULL, "this build has no page at /");
         return respond_error(s, mc, c, method, url, &e, NULL);
 #endif
     default:
         ps_buf_free(&b);
-        ps_http_fail(&e, 500, NULL, NULL, "route %d has no handler", c->route);
+        ps_req_fail(&e, 500, NULL, NULL, "route %d has no handler", c->route);
         return respond_error(s, mc, c, method, url, &e, NULL);
     }
 }
@@ -1315,21 +784,21 @@ static enum MHD_Result add_header_len(void *cls, enum MHD_ValueKind kind, const 
 
 static bool guard(ps_server *s, struct MHD_Connection *mc, conn *c, const char *method,
                   const char *url, enum MHD_Result *ret) {
-    ps_http_error e;
+    ps_req_error e;
     memset(&e, 0, sizeof e);
     /* our limits on the request line and headers, below libmicrohttpd's (its buffer of
      * PS_HTTP_POOL bytes), so that what goes over them gets a JSON answer, not its own page */
     size_t hdr = 0;
     MHD_get_connection_values(mc, MHD_HEADER_KIND, add_header_len, &hdr);
     if (strlen(url) > PS_MAX_URI) {
-        ps_http_fail(&e, 414, NULL, "uri_too_long",
+        ps_req_fail(&e, 414, NULL, "uri_too_long",
                      "the request's path is %zu bytes, over this server's limit of %d",
                      strlen(url), PS_MAX_URI);
         *ret = respond_error(s, mc, c, method, url, &e, NULL);
         return true;
     }
     if (hdr > PS_MAX_HEADERS) {
-        ps_http_fail(&e, 431, NULL, "headers_too_large",
+        ps_req_fail(&e, 431, NULL, "headers_too_large",
                      "the request's headers are %zu bytes, over this server's limit of %d",
                      hdr, PS_MAX_HEADERS);
         *ret = respond_error(s, mc, c, method, url, &e, NULL);
@@ -1339,7 +808,7 @@ static bool guard(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
     const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin");
     c->cors = s->cors_origin && origin && !strcmp(origin, s->cors_origin);
     if (!ps_guard_host_ok(host, s->allowed_hosts)) {
-        ps_http_fail(&e, 403, NULL, "host_not_allowed",
+        ps_req_fail(&e, 403, NULL, "host_not_allowed",
                      "the Host header '%.100s' names neither an IP address, localhost nor a name "
                      "of --allowed-hosts (a web page must not reach this server through a DNS "
                      "name of its own)", host ? host : "");
@@ -1350,17 +819,17 @@ static bool guard(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
         const char *want =
             MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Access-Control-Request-Method");
         if (!s->cors_origin) {
-            ps_http_fail(&e, 405, NULL, NULL,
+            ps_req_fail(&e, 405, NULL, NULL,
                          "OPTIONS is not allowed on %s: cross-origin requests are off (start the "
                          "server with --cors-origin ORIGIN to allow one origin)",
                          ROUTES[c->route].path);
         } else if (!c->cors) {
-            ps_http_fail(&e, 403, NULL, "origin_not_allowed",
+            ps_req_fail(&e, 403, NULL, "origin_not_allowed",
                          "the origin '%.100s' may not call this server cross-origin "
                          "(--cors-origin allows %.100s)", origin ? origin : "", s->cors_origin);
         } else if (want && strcmp(want, ROUTES[c->route].method) &&
                    !(!strcmp(want, "HEAD") && !strcmp(ROUTES[c->route].method, "GET"))) {
-            ps_http_fail(&e, 405, NULL, NULL, "Method %.20s is not allowed on %s; use %s", want,
+            ps_req_fail(&e, 405, NULL, NULL, "Method %.20s is not allowed on %s; use %s", want,
                          ROUTES[c->route].path, ROUTES[c->route].method);
         } else {
             struct MHD_Response *resp =
@@ -1390,12 +859,12 @@ static bool guard(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
         const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
         if (!ps_guard_key_ok(s->api_key, strlen(s->api_key), auth)) {
             if (!auth)
-                ps_http_fail(&e, 401, NULL, "invalid_api_key",
+                ps_req_fail(&e, 401, NULL, "invalid_api_key",
                              "You didn't provide an API key. Send it in the Authorization header "
                              "as \"Authorization: Bearer KEY\" (this server was started with "
                              "--api-key)");
             else
-                ps_http_fail(&e, 401, NULL, "invalid_api_key",
+                ps_req_fail(&e, 401, NULL, "invalid_api_key",
                              "Incorrect API key provided in the Authorization header (expected "
                              "\"Bearer KEY\" with the key this server was started with)");
             *ret = respond_error(s, mc, c, method, url, &e, NULL);
@@ -1405,7 +874,7 @@ static bool guard(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
     if (c->method_ok && !strcmp(ROUTES[c->route].method, "POST") &&
         !ps_guard_json_type(MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Type"))) {
         const char *ct = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Type");
-        ps_http_fail(&e, 415, NULL, "unsupported_media_type",
+        ps_req_fail(&e, 415, NULL, "unsupported_media_type",
                      "%s takes a JSON body: send the header Content-Type: application/json "
                      "(got %.100s)", ROUTES[c->route].path, ct ? ct : "none");
         *ret = respond_error(s, mc, c, method, url, &e, NULL);
@@ -1421,7 +890,7 @@ static bool guard(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
  * on_completed. */
 static bool admit(ps_server *s, struct MHD_Connection *mc, conn *c, const char *method,
                   const char *url, long long declared, enum MHD_Result *ret) {
-    ps_http_error e;
+    ps_req_error e;
     memset(&e, 0, sizeof e);
     int64_t len = declared >= 0 ? (int64_t)declared : s->cfg.max_body;
     int64_t need = len * PS_PARSE_BYTES_PER_BYTE + 65536;
@@ -1448,18 +917,18 @@ static bool admit(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
     }
     if (ok) return false;
     if (draining)
-        ps_http_fail(&e, 503, NULL, NULL, "the server is shutting down");
+        ps_req_fail(&e, 503, NULL, NULL, "the server is shutting down");
     else if (queue_full)
-        ps_http_fail(&e, 503, NULL, NULL,
+        ps_req_fail(&e, 503, NULL, NULL,
                      "the server is busy: %d requests are already queued or running (--queue "
                      "%d); retry later", (int)queued, (int)s->cfg.queue);
     else if (need > budget)
-        ps_http_fail(&e, 413, NULL, "request_too_large",
+        ps_req_fail(&e, 413, NULL, "request_too_large",
                      "a body of %lld bytes needs up to %lld bytes to parse, over this server's "
                      "memory budget of %lld (--mem-budget)",
                      (long long)len, (long long)need, (long long)budget);
     else
-        ps_http_fail(&e, 503, NULL, NULL,
+        ps_req_fail(&e, 503, NULL, NULL,
                      "the server is busy: requests in flight hold %lld of its %lld bytes of "
                      "memory budget and this body of %lld bytes needs %lld to parse; retry later",
                      (long long)used, (long long)budget, (long long)len, (long long)need);
@@ -1475,17 +944,17 @@ static bool scan_piece(ps_server *s, conn *c, const char *data, size_t n) {
     ps_error err;
     ps_error_clear(&err);
     if (ps_jscan_feed(&c->scan, data, n, &err) == PS_OK) return false;
-    ps_http_error *e = &c->refusal;
+    ps_req_error *e = &c->refusal;
     memset(e, 0, sizeof *e);
     switch (c->scan.what) {
     case PS_JSCAN_IDS:
-        ps_http_fail(e, 400, "prompt", "context_length_exceeded",
+        ps_req_fail(e, 400, "prompt", "context_length_exceeded",
                      "This model's maximum context length is %d tokens, but %s (refused while "
                      "the body was arriving, before parsing it)",
                      (int)s->limits.n_ctx, err.message);
         break;
     case PS_JSCAN_PROMPTS:
-        ps_http_fail(e, 400, "prompt", "too_many_prompts",
+        ps_req_fail(e, 400, "prompt", "too_many_prompts",
                      "the request has at least %lld prompts, over this server's limit of %d per "
                      "request (--max-prompts); send them in several requests (refused at byte "
                      "%lld, before parsing)",
@@ -1496,7 +965,7 @@ static bool scan_piece(ps_server *s, conn *c, const char *data, size_t n) {
         c->scanning = false;
         return false;
     default:
-        ps_http_fail(e, 400, NULL, NULL, "%s", err.message);
+        ps_req_fail(e, 400, NULL, NULL, "%s", err.message);
         break;
     }
     ps_buf_free(&c->body);

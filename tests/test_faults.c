@@ -144,7 +144,7 @@ static ps_status path_jsonl(void *ctx, ps_error *err) {
     ps_jsonl_req req;
     ps_status st = ps_jsonl_parse(line, sizeof line - 1, 3, &lim, &req);
     if (st != PS_OK) {
-        ps_fail(err, st, -1, "%s", req.message);
+        ps_fail(err, st, -1, "%s", req.err.message);
         ps_jsonl_req_free(&req);
         return st;
     }
@@ -184,7 +184,7 @@ static ps_status path_request(void *ctx, ps_error *err) {
                          .n_vocab = ps_vocab_n_tokens(ps_model_vocab(g_model)), .n_ctx = 64,
                          .max_logprobs = 5};
     ps_completion_req r;
-    ps_http_error e;
+    ps_req_error e;
     memset(&e, 0, sizeof e);
     if (!ps_completion_req_parse(body, sizeof body - 1, &lim, &r, &e)) {
         /* an allocation failure is the server's fault: 500 */

@@ -919,7 +919,7 @@ static void check_raw_nul(void) {
     static const char body[] = "{\"prompt\": [1, 2], \"logprobs\": 5\0, \"max_tokens\": 0}";
     ps_req_limits lim = {.model_name = "m", .n_vocab = 512, .n_ctx = 64, .max_logprobs = 5};
     ps_completion_req r;
-    ps_http_error e;
+    ps_req_error e;
     memset(&e, 0, sizeof e);
     bool ok = ps_completion_req_parse(body, sizeof body - 1, &lim, &r, &e);
     CHECKF(!ok && e.status == 400 && strstr(e.message, "NUL"), "status %d: %s", e.status,

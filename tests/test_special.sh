@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/test_special.sh — one tokenization policy for text prompts (docs/api.md, "Text
 # prompts"): special-token text (`</s>`, `<s>`) is that token by default in `serve` and in
-# `score` (and `tokenize`), and plain text with "parse_special": false / --no-parse-special.
+# `score` (and `tokenize`), and plain text with "parse_special": false (a request's or a JSON
+# Lines line's field) / --no-parse-special.
 # For prompts with and without special-token text, under both settings, the server
 # (/v1/completions echo, logprobs 5, max_tokens 0; /tokenize) and the CLI give the same token
 # ids and the same logprob values written the same way (token_logprobs, top_logprobs, top_ids),
@@ -46,6 +47,12 @@ EOF
 "$BIN" score -m "$MODEL" -i "$T/in.jsonl" -o "$T/cli_on.jsonl" 2>/dev/null; rc1=$?
 "$BIN" score -m "$MODEL" -i "$T/in.jsonl" -o "$T/cli_off.jsonl" --no-parse-special 2>/dev/null; rc2=$?
 check "score runs with and without --no-parse-special (rc $rc1 $rc2)" '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]'
+# the server's field on a line (one request module for both): "parse_special": false on each
+# line gives the bytes of --no-parse-special
+sed 's/}$/, "parse_special": false}/' "$T/in.jsonl" > "$T/in_off.jsonl"
+"$BIN" score -m "$MODEL" -i "$T/in_off.jsonl" -o "$T/cli_off_field.jsonl" 2>/dev/null; rc3=$?
+check "a line's \"parse_special\": false is --no-parse-special, byte for byte (rc $rc3)" \
+    '[ $rc3 -eq 0 ] && cmp -s "$T/cli_off.jsonl" "$T/cli_off_field.jsonl"'
 for setting in on off; do
     case $setting in on) flag="" ;; off) flag="--no-parse-special" ;; esac
     : > "$T/cli_tok_$setting"
