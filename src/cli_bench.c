@@ -21,7 +21,7 @@
  */
 #include "cli.h"
 #include "impl.h"
-#include "model.h"
+#include "session.h"
 #include "prof.h"
 
 #include <errno.h>
@@ -172,7 +172,7 @@ int ps_cli_bench(int argc, char **argv) {
     ps_model_get_info(model, &info);
     const ps_hparams *hp = &model->hp;
     const double mm_w = matmul_weights(model);
-    /* a sliding-window layer keeps a ring of swa + 255 positions (model.h) */
+    /* a sliding-window layer keeps a ring of swa + 255 positions (session.h) */
     double kv_positions = 0;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const int32_t swa = model->w.layers[l].swa;

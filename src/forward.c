@@ -1,8 +1,10 @@
 /*
- * forward.c — the transformer over one batch of positions: the layer loop and the attention and
- * dense-FFN pieces (which pieces a layer runs is its feature set, arch.h).
+ * forward.c — the layer graph over one batch of rows: the layer loop and its pieces (which
+ * pieces a layer runs is its feature set, arch.h); attention over the cache is attention.c's,
+ * the experts moe.c's, the delta rule deltanet.c's.
  *
- * For n new tokens at positions p0 = n_past .. n_past + n - 1, with x (n, n_embd) the residual:
+ * A call runs segments {sequence, tokens, n} (session.h): n rows in all, each row at its own
+ * sequence's next position p. With x (n, n_embd) the residual:
  *
  *   x = token_embd[tokens]                                  one row converted per token
  *   per layer:
@@ -10,8 +12,9 @@
  *     q = xb @ Wq^T (+bq)  (n, n_head*hd);  k, v = xb @ Wk^T, Wv^T (+bk, bv)  (n, n_head_kv*hd)
  *     qwen3: q, k per head = rmsnorm(head) * q_norm / k_norm
  *     phi3: q, k, v are row ranges of one attn_qkv; q *= 1/sqrt(hd) after RoPE, scale 1
- *     RoPE on q and k (llama: adjacent pairs; qwen: halves), then k, v -> cache[layer][kv head]
- *     att = softmax(q k^T / sqrt(hd), causal over the cache) v   (GQA: head h reads kv head
+ *     RoPE on q and k at the row's position (llama: adjacent pairs; qwen: halves), then
+ *     k, v -> the row's sequence's cache (attention.h)
+ *     att = softmax(q k^T / sqrt(hd), causal over that cache) v   (GQA: head h reads kv head
  *           h / (n_head / n_head_kv); gpt-oss: head h's sink logit joins each softmax's
  *           max and denominator, ps_softmax_sink_f32)
  *     x += att @ Wo^T (+bo)
@@ -26,13 +29,17 @@
  * The arithmetic follows llama.cpp's CPU graph where it matters for the last bits (rmsnorm sum of
  * squares in double, then (x * scale) * w; silu(x) = x / (1 + e^-x); RoPE angles as rope.c
  * computes them: p * base^(-2i/n_rot) / freq_factor[i] in double, scaled linearly or by
- * YaRN). Everything runs on the pool: matmuls by weight tiles, attention by (head, 8 queries), and the row-wise steps
- * between them (norms, biases, RoPE, cache writes, residual adds, SwiGLU) by position. Every
- * value is computed by a fixed sequence of operations whatever the thread count or batch split,
- * so logits are identical for 1 or N threads and for any chunking of a prompt.
+ * YaRN). Everything runs on the pool: matmuls by weight tiles over all rows at once, attention
+ * by (segment, head, PS_ATT_QBLOCK = 32 queries), the recurrent layers by (segment, channel
+ * block) and (segment, value head), and the row-wise steps between them (norms, biases, RoPE,
+ * cache writes, residual adds, SwiGLU) by row. Every value is computed by a fixed sequence of
+ * operations whatever the thread count, batch split or the other segments of the call, so
+ * logits are identical for 1 or N threads, for any chunking of a prompt, and for a prompt
+ * alone or packed with others.
  */
+#include "forward.h"
+#include "attention.h"
 #include "deltanet.h"
-#include "model.h"
 #include "moe.h"
 #include "prof.h"
 #include "quant.h"
@@ -62,135 +69,47 @@ static void rope_heads(float *v, int32_t n_heads, int32_t hd, int32_t n_rot, ps_
 typedef struct {
     const ps_session *s;
     const ps_layer *L;
-    int32_t n;
+    const ps_seg *segs;
+    int32_t row0[PS_CHUNK + 1]; /* segment i's first row */
+    int64_t per_seg;            /* tasks per segment */
 } dn_job;
 
 #define DN_CONV_CHANNELS 64 /* channels per conv task */
 
-/* dn_conv (n, ch) = silu(causal conv of the layer's state ++ dn_qkv); the state advances */
+/* One segment's rows of dn_conv (n, ch) = silu(causal conv of its sequence's state ++ dn_qkv),
+ * DN_CONV_CHANNELS channels per task; the state advances */
 static void dn_conv_task(void *ctx, int64_t task, int32_t thread) {
     (void)thread;
     const dn_job *job = ctx;
     const ps_session *s = job->s;
     const ps_hparams *hp = &s->model->hp;
+    const int64_t si = task / job->per_seg, cb = task % job->per_seg;
+    const int64_t r0 = job->row0[si], n = job->row0[si + 1] - r0;
     const int64_t dk = hp->ssm_d_state, ch = 2 * (int64_t)hp->ssm_n_k * dk + hp->ssm_n_v * dk;
-    const int64_t c0 = task * DN_CONV_CHANNELS, c1 = PS_MIN(ch, c0 + DN_CONV_CHANNELS);
-    float *state = s->conv_state + (size_t)job->L->rs_slot * (size_t)(hp->ssm_d_conv - 1) * ch;
-    ps_dn_conv_silu(s->dn_qkv, ch, job->n, state, job->L->conv1d, hp->ssm_d_conv, ch, c0, c1,
-                    s->dn_conv, ch);
+    const int64_t c0 = cb * DN_CONV_CHANNELS, c1 = PS_MIN(ch, c0 + DN_CONV_CHANNELS);
+    float *state = job->segs[si].seq->conv_state +
+                   (size_t)job->L->rs_slot * (size_t)(hp->ssm_d_conv - 1) * ch;
+    ps_dn_conv_silu(s->dn_qkv + r0 * ch, ch, (int32_t)n, state, job->L->conv1d, hp->ssm_d_conv,
+                    ch, c0, c1, s->dn_conv + r0 * ch, ch);
 }
 
-/* One value head h over the chunk's tokens: q, k of key head h % n_k (llama.cpp tiles the key
- * heads over the value heads), v of head h, out -> dn_out. */
+/* One value head h over one segment's tokens, on its sequence's state: q, k of key head
+ * h % n_k (llama.cpp tiles the key heads over the value heads), v of head h, out -> dn_out. */
 static void dn_delta_task(void *ctx, int64_t task, int32_t thread) {
     (void)thread;
     const dn_job *job = ctx;
     const ps_session *s = job->s;
     const ps_hparams *hp = &s->model->hp;
+    const int64_t si = task / job->per_seg, r0 = job->row0[si], n = job->row0[si + 1] - r0;
     const int64_t dk = hp->ssm_d_state, nk = hp->ssm_n_k, nv = hp->ssm_n_v, dv = nv * dk,
-                  ch = 2 * nk * dk + dv, h = task, hk = h % nk;
-    float *S = s->ssm_state + ((size_t)job->L->rs_slot * (size_t)nv + (size_t)h) * dk * dk;
-    const float *q = s->dn_conv + hk * dk, *k = s->dn_conv + nk * dk + hk * dk,
-                *v = s->dn_conv + 2 * nk * dk + h * dk;
-    ps_dn_delta_head(s->isa, S, dk, job->n, q, k, ch, v, ch, s->dn_out + h * dk, dv,
-                     s->dn_alpha + h, s->dn_beta + h, nv, 1.0f / sqrtf((float)dk));
-}
-
-/* ---- attention ---- */
-
-typedef struct {
-    const ps_session *s;
-    int32_t kv_slot, n; /* the layer's KV cache slot (ps_layer.kv_slot) */
-    int32_t swa;        /* the layer's window (ps_layer.swa), 0 = global */
-    float scale;        /* the query scale */
-    const float *sinks; /* the layer's sink logit per head (gpt-oss) | NULL */
-    float softcap;      /* attention-logit soft-cap c (gemma2), 0 = none */
-} att_job;
-
-/* softmax(row * scale) over n scores (with the head's sink logit, -inf for none); with a
- * soft-cap c, softmax(tanh(row * scale / c) * c) (llama.cpp: kq * (1/c), tanh, * c, then the
- * softmax at scale 1) */
-static void att_softmax(const att_job *job, float *row, int32_t n, float sink) {
-    if (job->softcap > 0.0f) {
-        for (int32_t j = 0; j < n; j++) row[j] *= job->scale;
-        ps_softcap_f32(row, n, job->softcap);
-        ps_softmax_sink_f32(job->s->isa, row, n, 1.0f, sink);
-        return;
-    }
-    ps_softmax_sink_f32(job->s->isa, row, n, job->scale, sink);
-}
-
-/* A sliding layer's head task (see att_task): the block's queries p_first .. p_last see,
- * together, the logical key range lo = max(0, p_first - swa + 1) .. p_last, of len <= swa + 31
- * keys, which the ring holds (kv_len >= swa + n_batch - 1, or all of n_ctx) in at most two
- * physical runs: [lo % R, R) and [0, rest). Row r's scores sc[r][t] are those of logical key
- * lo + t. Run A's scores start at the 16-key block holding lo % R, so up to 15 scores land
- * before sc[r][0] (the scratch keeps 16 floats in front of every row). Row r's own window
- * starts off_r = max(0, p_r - swa + 1) - lo keys in: its softmax covers [off_r, n_keys[r]) and
- * the probabilities before it are 0, so P @ V over [0, n_keys[r]) in logical order (run A, then
- * run B accumulating) adds exactly the window's terms in the window's order: fma(0, v, +0) is +0
- * and every later term lands as if the sum started at off_r. So a score's bits depend only on
- * its position and the keys it sees, never on the chunking or on where the ring wraps. */
-static void att_window(const att_job *job, const float *q, int64_t dq, int32_t nq, int32_t p_first,
-                       const float *K, const float *V, int64_t R, int32_t hd, float *sc,
-                       int64_t lds, float sink, float *out) {
-    const ps_session *s = job->s;
-    const int32_t W = job->swa;
-    const int64_t lo = PS_MAX(0, (int64_t)p_first - W + 1), hi = (int64_t)p_first + nq - 1;
-    const int64_t len = hi - lo + 1, lo_p = lo % R, len_a = PS_MIN(len, R - lo_p);
-    const int64_t a = lo_p & ~(int64_t)15;
-    ps_attn_scores(s->isa, q, dq, nq, K + a * hd, (int32_t)(lo_p - a + len_a), hd, sc - (lo_p - a),
-                   lds);
-    if (len > len_a) ps_attn_scores(s->isa, q, dq, nq, K, (int32_t)(len - len_a), hd, sc + len_a, lds);
-    int32_t n_keys[PS_ATT_QBLOCK], n_a[PS_ATT_QBLOCK], n_b[PS_ATT_QBLOCK];
-    for (int32_t r = 0; r < nq; r++) {
-        const int64_t p = (int64_t)p_first + r, off = PS_MAX(0, p - W + 1) - lo;
-        float *row = sc + r * lds;
-        att_softmax(job, row + off, (int32_t)(p - lo + 1 - off), sink);
-        for (int64_t t = 0; t < off; t++) row[t] = 0.0f;
-        n_keys[r] = (int32_t)(p - lo + 1);
-        n_a[r] = (int32_t)PS_MIN(n_keys[r], len_a);
-        n_b[r] = n_keys[r] - n_a[r];
-    }
-    ps_attn_pv(s->isa, sc, lds, n_a, nq, V + lo_p * hd, hd, out, dq);
-    if (len > len_a) ps_attn_pv_acc(s->isa, sc + len_a, lds, n_b, nq, V, hd, out, dq);
-}
-
-/* One task = one head x up to PS_ATT_QBLOCK query positions i0..i1-1. Query i (absolute
- * position p = n_past + i) attends to cache positions 0..p (a sliding layer: the last swa of
- * them, att_window):
- *   S (nq, keys) = Q (nq, hd) @ K^T * scale      (the K cache is in blocks of 16 keys, see
- *                                                 ps_attn_scores; scores of a later query are ignored by
- *                                                 earlier ones: each row uses its own prefix)
- *   P = softmax of each row's prefix;  out (nq, hd) = P @ V   */
-static void att_task(void *ctx, int64_t task, int32_t thread) {
-    const att_job *job = ctx;
-    const ps_session *s = job->s;
-    const ps_hparams *hp = &s->model->hp;
-    const int32_t n_qb = (job->n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK;
-    const int32_t h = (int32_t)(task / n_qb), qb = (int32_t)(task % n_qb);
-    const int32_t hd = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
-    const int64_t dq = (int64_t)hp->n_head * hd;
-    const int64_t len = s->kv_len[job->kv_slot];
-    const float *K = s->k_cache + s->k_off[job->kv_slot] + (size_t)g * PS_KCACHE_POS(len) * (size_t)hd;
-    const float *V = s->v_cache + s->v_off[job->kv_slot] + (size_t)g * (size_t)len * (size_t)hd;
-    float *sc = s->att_scratch + (size_t)thread * s->att_stride + 16;
-    const int32_t i0 = qb * PS_ATT_QBLOCK, i1 = PS_MIN(job->n, i0 + PS_ATT_QBLOCK);
-    const int32_t nq = i1 - i0;
-    const int64_t lds = s->n_ctx + 16;
-    const float *q = s->q + (int64_t)i0 * dq + (int64_t)h * hd;
-    float *out = s->att + (int64_t)i0 * dq + (int64_t)h * hd;
-    const float sink = job->sinks ? job->sinks[h] : -INFINITY;
-    if (job->swa > 0) {
-        att_window(job, q, dq, nq, s->n_past + i0, K, V, len, hd, sc, lds, sink, out);
-        return;
-    }
-    int32_t n_keys[PS_ATT_QBLOCK] = {0};
-    for (int32_t r = 0; r < nq; r++) n_keys[r] = s->n_past + i0 + r + 1;
-
-    ps_attn_scores(s->isa, q, dq, nq, K, n_keys[nq - 1], hd, sc, lds);
-    for (int32_t r = 0; r < nq; r++) att_softmax(job, sc + r * lds, n_keys[r], sink);
-    ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, hd, out, dq);
+                  ch = 2 * nk * dk + dv, h = task % job->per_seg, hk = h % nk;
+    float *S = job->segs[si].seq->ssm_state +
+               ((size_t)job->L->rs_slot * (size_t)nv + (size_t)h) * dk * dk;
+    const float *c = s->dn_conv + r0 * ch;
+    const float *q = c + hk * dk, *k = c + nk * dk + hk * dk, *v = c + 2 * nk * dk + h * dk;
+    ps_dn_delta_head(s->isa, S, dk, (int32_t)n, q, k, ch, v, ch, s->dn_out + r0 * dv + h * dk, dv,
+                     s->dn_alpha + r0 * nv + h, s->dn_beta + r0 * nv + h, nv,
+                     1.0f / sqrtf((float)dk));
 }
 
 /* ---- the batch ---- */
@@ -236,15 +155,15 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
     float *x = s->x + i * d, *xb = s->xb + i * d, *fo = s->ffn_out + i * d;
     switch (job->op) {
     case ROW_EMBED_NORM: {
-        /* RoPE angles of position n_past + i: rope_cos/rope_sin row i (n_rot/2), rope.c */
+        /* RoPE angles of the row's position: rope_cos/rope_sin row i (n_rot/2), rope.c */
         const int32_t half = hp->n_rot / 2;
-        ps_rope_angles(&hp->rope, s->n_past + i, s->rope_cos + i * half,
+        ps_rope_angles(&hp->rope, s->row_pos[i], s->rope_cos + i * half,
                        s->rope_sin + i * half);
         if (s->rope_cos_swa) { /* the sliding layers' own base and scaling (no YaRN: model.c) */
             ps_rope r = hp->rope;
             r.base = hp->rope_base_swa;
             r.freq_scale = hp->rope_freq_scale_swa;
-            ps_rope_angles(&r, s->n_past + i, s->rope_cos_swa + i * half,
+            ps_rope_angles(&r, s->row_pos[i], s->rope_cos_swa + i * half,
                            s->rope_sin_swa + i * half);
         }
         ps_quant_row_to_f32(s->isa, w->token_embd.type,
@@ -289,17 +208,8 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
             const float qs = 1.0f / sqrtf((float)hd);
             for (int64_t j = 0; j < dq; j++) q[j] *= qs;
         }
-        /* v -> cache [layer][kv head][position][hd]; k -> cache [layer][kv head] in blocks of
-         * 16 positions x hd (ps_attn_scores' layout; n_ctx rounded up to 16 per head) */
-        const int64_t len = s->kv_len[L->kv_slot];
-        const size_t pos = (size_t)((s->n_past + i) % len); /* a sliding layer's ring slot */
-        for (int32_t g = 0; g < hp->n_head_kv; g++) {
-            memcpy(s->v_cache + s->v_off[L->kv_slot] + ((size_t)g * (size_t)len + pos) * (size_t)hd,
-                   v + g * hd, (size_t)hd * sizeof(float));
-            ps_attn_k_store(s->k_cache + s->k_off[L->kv_slot] +
-                                (size_t)g * PS_KCACHE_POS(len) * (size_t)hd,
-                            (int32_t)hd, (int32_t)pos, k + g * hd);
-        }
+        /* k, v -> the row's sequence's cache (attention.h's layout) */
+        ps_kv_store(s->row_seq[i], L->kv_slot, hp->n_head_kv, (int32_t)hd, s->row_pos[i], k, v);
         break;
     }
     case ROW_ATT_GATE: {
@@ -375,10 +285,11 @@ static void rows(ps_session *s, int32_t n, row_op op, int32_t layer, const int32
 }
 
 /* The attention piece (PS_L_ATTN): q, k, v; biases, head norms, RoPE and the cache (rows);
- * attention over the cache; PS_L_ATTN_GATED: att *= sigmoid(gate), the gate being the second
+ * attention over each row's sequence's cache (attention.c); PS_L_ATTN_GATED: att *= sigmoid(gate), the gate being the second
  * half of each head's wq output; ffn_out = att @ Wo^T; then (rows) x += ffn_out (+bo) and
  * xb = rmsnorm(x) * ffn_norm for the FFN that follows. */
-static void attention(ps_session *s, const ps_matmul_env *env, int32_t l, int32_t n) {
+static void attention(ps_session *s, const ps_matmul_env *env, int32_t l, int32_t n,
+                      const ps_seg *segs, int32_t n_segs) {
     const ps_hparams *hp = &s->model->hp;
     const ps_layer *L = &s->model->w.layers[l];
     const int64_t d = hp->n_embd, hd = hp->head_dim, dq = (int64_t)hp->n_head * hd,
@@ -389,13 +300,7 @@ static void attention(ps_session *s, const ps_matmul_env *env, int32_t l, int32_
     ps_matmul(env, &L->wk, in, d, n, s->k, dkv);
     ps_matmul(env, &L->wv, in, d, n, s->v, dkv);
     rows(s, n, gated ? ROW_QG_SPLIT : ROW_QKV, l, NULL, NULL);
-    att_job aj = {s, L->kv_slot, n, L->swa,
-                  hp->info->flags & PS_A_Q_PRESCALE ? 1.0f : hp->attn_scale, L->sinks,
-                  hp->attn_softcap};
-    const int64_t n_tasks = (int64_t)hp->n_head * ((n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK);
-    const uint64_t t_att = ps_prof_start();
-    ps_pool_for(s->pool, n_tasks, att_task, &aj);
-    ps_prof_add(PS_PROF_ATTENTION, t_att);
+    ps_attention(s, L, segs, n_segs);
     if (gated) rows(s, n, ROW_ATT_GATE, l, NULL, NULL);
     ps_matmul(env, &L->wo, s->att, dq, n, s->ffn_out, d);
     rows(s, n, ROW_ATT_OUT, l, NULL, NULL);
@@ -403,9 +308,11 @@ static void attention(ps_session *s, const ps_matmul_env *env, int32_t l, int32_
 
 /* The Gated DeltaNet piece (PS_L_DELTANET), in place of attention: qkv, z, beta, alpha
  * projections; causal conv + silu over the qkv channels (channel tasks); l2-normalised q, k,
- * sigmoid(beta), decay g (rows); the delta rule, one task per value head, token by token;
- * gated RMSNorm (rows); ffn_out = out @ ssm_out^T; then x += ffn_out and the FFN norm (rows). */
-static void deltanet(ps_session *s, const ps_matmul_env *env, int32_t l, int32_t n) {
+ * sigmoid(beta), decay g (rows); the delta rule, one task per (segment, value head), token by
+ * token on the segment's sequence's state; gated RMSNorm (rows); ffn_out = out @ ssm_out^T;
+ * then x += ffn_out and the FFN norm (rows). */
+static void deltanet(ps_session *s, const ps_matmul_env *env, int32_t l, int32_t n,
+                     const ps_seg *segs, int32_t n_segs) {
     const ps_hparams *hp = &s->model->hp;
     const ps_layer *L = &s->model->w.layers[l];
     const int64_t d = hp->n_embd, dk = hp->ssm_d_state, nv = hp->ssm_n_v, dv = nv * dk,
@@ -415,10 +322,17 @@ static void deltanet(ps_session *s, const ps_matmul_env *env, int32_t l, int32_t
     ps_matmul(env, &L->w_beta, s->xb, d, n, s->dn_beta, nv);
     ps_matmul(env, &L->w_alpha, s->xb, d, n, s->dn_alpha, nv);
     const uint64_t t_dn = ps_prof_start();
-    dn_job dj = {s, L, n};
-    ps_pool_for(s->pool, (ch + DN_CONV_CHANNELS - 1) / DN_CONV_CHANNELS, dn_conv_task, &dj);
+    dn_job dj;
+    dj.s = s;
+    dj.L = L;
+    dj.segs = segs;
+    dj.row0[0] = 0;
+    for (int32_t i = 0; i < n_segs; i++) dj.row0[i + 1] = dj.row0[i] + segs[i].n;
+    dj.per_seg = (ch + DN_CONV_CHANNELS - 1) / DN_CONV_CHANNELS;
+    ps_pool_for(s->pool, n_segs * dj.per_seg, dn_conv_task, &dj);
     rows(s, n, ROW_DN_PRE, l, NULL, NULL);
-    ps_pool_for(s->pool, nv, dn_delta_task, &dj);
+    dj.per_seg = nv;
+    ps_pool_for(s->pool, n_segs * nv, dn_delta_task, &dj);
     rows(s, n, ROW_DN_POST, l, NULL, NULL);
     ps_prof_add(PS_PROF_DELTANET, t_dn);
     ps_matmul(env, &L->ssm_out, s->dn_out, dv, n, s->ffn_out, d);
@@ -451,27 +365,38 @@ static void shared_expert(ps_session *s, const ps_matmul_env *env, int32_t l, in
     rows(s, n, ROW_SHEXP_ADD, l, NULL, NULL);
 }
 
-void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logits) {
+void ps_forward_run(ps_session *s, const ps_seg *segs, int32_t n_segs, float *logits) {
     const ps_model *m = s->model;
     const ps_hparams *hp = &m->hp;
     const ps_weights *w = &m->w;
     const ps_matmul_env env = {s->pool, s->isa, s->mm_scratch, s->mm_stride, s->f32_act, s->amx};
     const uint64_t t_fwd = ps_prof_start();
 
-    /* a sequence starts from zero recurrent state (hybrid models) */
-    if (s->n_past == 0 && hp->n_layer_rs > 0) {
-        const size_t dk = (size_t)hp->ssm_d_state, nv = (size_t)hp->ssm_n_v,
-                     ch = 2 * (size_t)hp->ssm_n_k * dk + nv * dk, nrs = (size_t)hp->n_layer_rs;
-        memset(s->conv_state, 0, nrs * (size_t)(hp->ssm_d_conv - 1) * ch * sizeof(float));
-        memset(s->ssm_state, 0, nrs * nv * dk * dk * sizeof(float));
+    /* the rows: each one's token, position and sequence */
+    int32_t tokens[PS_CHUNK];
+    int32_t n = 0;
+    for (int32_t si = 0; si < n_segs; si++) {
+        ps_seq *q = segs[si].seq;
+        for (int32_t j = 0; j < segs[si].n; j++, n++) {
+            tokens[n] = segs[si].tokens[j];
+            s->row_pos[n] = q->n_past + j;
+            s->row_seq[n] = q;
+        }
+        /* a sequence starts from zero recurrent state (hybrid models) */
+        if (q->n_past == 0 && hp->n_layer_rs > 0) {
+            const size_t dk = (size_t)hp->ssm_d_state, nv = (size_t)hp->ssm_n_v,
+                         ch = 2 * (size_t)hp->ssm_n_k * dk + nv * dk, nrs = (size_t)hp->n_layer_rs;
+            memset(q->conv_state, 0, nrs * (size_t)(hp->ssm_d_conv - 1) * ch * sizeof(float));
+            memset(q->ssm_state, 0, nrs * nv * dk * dk * sizeof(float));
+        }
     }
     /* x (n, d) = embedding rows; xb = first attention norm; RoPE angles of the positions */
     rows(s, n, ROW_EMBED_NORM, 0, tokens, NULL);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const ps_layer *L = &w->layers[l];
         /* the layer's pieces, as its features (arch.h) say */
-        if (L->feat & PS_L_ATTN) attention(s, &env, l, n);
-        if (L->feat & PS_L_DELTANET) deltanet(s, &env, l, n);
+        if (L->feat & PS_L_ATTN) attention(s, &env, l, n, segs, n_segs);
+        if (L->feat & PS_L_DELTANET) deltanet(s, &env, l, n, segs, n_segs);
         if (L->feat & PS_L_FFN_DENSE) ffn_dense(s, &env, l, n);
         if (L->feat & PS_L_FFN_MOE) ps_moe_ffn(s, &env, l, n, s->ffn_out);
         if (L->feat & PS_L_FFN_SHEXP) shared_expert(s, &env, l, n);

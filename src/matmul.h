@@ -67,28 +67,6 @@ ps_status ps_matmul_ref(const ps_mat *w, bool f32_act, const float *x, int64_t l
  * uses for one output element). */
 float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n);
 
-/* Attention scores against a K cache kept in blocks of 16 keys: key j, dimension d at
- * kt[(j / 16) * hd * 16 + d * 16 + j % 16] (a block is hd x 16 contiguous floats; a cache of
- * n keys needs hd * round_up(n, 16) floats). s (nq, n_keys) rows lds apart,
- *     s[r][j] = sum over d = 0 .. hd-1, in order, of q[r * ldq + d] * k_j[d]
- * (SIMD: one fused multiply-add per step; scalar: multiply, then add), so each score depends
- * only on its query and key. Reads keys j < n_keys only; writes s[r][0 .. n_keys). */
-void ps_attn_scores(ps_isa isa, const float *q, int64_t ldq, int32_t nq, const float *kt,
-                    int32_t n_keys, int32_t hd, float *s, int64_t lds);
-/* Writes key j (hd floats) into that layout. */
-void ps_attn_k_store(float *kt, int32_t hd, int32_t j, const float *k);
-
-/* Attention's second product: out (nq, hd) rows ldo apart, out[q] = sum over j < n_keys[q], in
- * order, of p[q * ldp + j] * v[j] (v rows of hd floats). Bitwise the same as zeroing out[q]
- * and calling ps_axpy_f32 once per key; V rows are shared by the queries of one call. */
-void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
-                const float *v, int64_t hd, float *out, int64_t ldo);
-/* The same, adding to out instead of starting from zero: bitwise the same as one more
- * ps_axpy_f32 per key after the ones that made out, so a product split into two key runs
- * (a sliding layer's ring wrapping) equals the product over both runs at once. */
-void ps_attn_pv_acc(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
-                    const float *v, int64_t hd, float *out, int64_t ldo);
-
 /* y (n) += a * x (n), element by element (fused multiply-add on the SIMD ISAs; every element
  * is one operation, so the result per ISA does not depend on n or alignment). */
 void ps_axpy_f32(ps_isa isa, float a, const float *x, float *y, int64_t n);

@@ -1,6 +1,6 @@
 /*
- * model.c — GGUF keys and tensors -> hyperparameters + weight views; sessions (KV cache and
- * scratch) and the checked entry to the forward pass.
+ * model.c — GGUF keys and tensors -> hyperparameters + weight views (the run state is
+ * session.c's).
  *
  * Loading maps the file (gguf.c), builds the tokenizer (vocab.c) and, unless vocab_only, finds
  * the family in the architecture table (arch.c), reads the <arch>.* keys and checks every
@@ -8,8 +8,7 @@
  * weight-type table (types.c; each matrix in its own type, so mixed files load; norms and
  * biases F32), shape in GGUF order (ne[0] = input dim), whole blocks per row, bytes. Weights stay in
  * the mapping; ps_mat records a pointer and row stride per matrix. Any problem is an error that
- * names the key or tensor and gives the numbers. A session owns everything that changes while a
- * sequence is scored: the float32 KV cache of n_ctx positions and buffers for n_batch positions.
+ * names the key or tensor and gives the numbers.
  */
 #include "model.h"
 #include "matmul_amx.h"
@@ -23,24 +22,12 @@
 #include <time.h>
 
 #define PS_MAX_DIM (1 << 20) /* sanity bound for every hyperparameter */
-#define PS_MAX_CTX (1 << 26) /* ... and for context lengths */
 
 ps_model_params ps_model_default_params(void) {
     ps_model_params p;
     memset(&p, 0, sizeof p);
     p.n_ctx = 0;
     p.vocab_only = false;
-    return p;
-}
-
-ps_session_params ps_session_default_params(void) {
-    ps_session_params p;
-    memset(&p, 0, sizeof p);
-    p.n_ctx = 0;
-    p.n_batch = PS_CHUNK;
-    p.pool = NULL;
-    p.isa = PS_ISA_AUTO;
-    p.act = PS_ACT_NATIVE;
     return p;
 }
 
@@ -986,248 +973,3 @@ void ps_model_get_info(const ps_model *model, ps_model_info *info) {
 }
 
 const ps_vocab *ps_model_vocab(const ps_model *model) { return model ? model->vocab : NULL; }
-
-/* ---- sessions ---- */
-
-void ps_session_free(ps_session *s) {
-    if (!s) return;
-    float *bufs[] = {s->k_cache, s->v_cache, s->x,        s->xb,       s->q,
-                     s->k,       s->v,       s->att,      s->ffn_out,  s->hb,
-                     s->hb2,     s->rope_cos, s->rope_sin, s->mm_scratch, s->att_scratch,
-                     s->score_logits, s->conv_state, s->ssm_state, s->dn_qkv, s->dn_conv,
-                     s->dn_z,     s->dn_out,   s->dn_beta, s->dn_alpha, s->att_gate,
-                     s->moe_logits, s->moe_w, s->moe_x, s->moe_g, s->moe_u, s->shexp_out,
-                     s->rope_cos_swa, s->rope_sin_swa};
-    for (size_t i = 0; i < PS_ARRAY_LEN(bufs); i++) ps_free(bufs[i]);
-    int32_t *ibufs[] = {s->moe_sel, s->moe_pos, s->moe_start, s->moe_fill};
-    for (size_t i = 0; i < PS_ARRAY_LEN(ibufs); i++) ps_free(ibufs[i]);
-    ps_free(s->kv_len);
-    ps_free(s->k_off);
-    ps_free(s->v_off);
-    ps_free(s);
-}
-
-/* a * b * c floats, 64-byte aligned; NULL on overflow or no memory. */
-static float *alloc_floats(uint64_t a, uint64_t b, uint64_t c) {
-    uint64_t n, bytes;
-    if (!ps_mul_ok(a, b, &n) || !ps_mul_ok(n, c, &n) || !ps_mul_ok(n, sizeof(float), &bytes) ||
-        bytes > SIZE_MAX)
-        return NULL;
-    return ps_aligned_alloc(64, (size_t)bytes);
-}
-
-ps_status ps_session_create(const ps_model *model, const ps_session_params *params,
-                            ps_session **out, ps_error *err) {
-    ps_error_clear(err);
-    if (!model || !out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "model and out must be set");
-    *out = NULL;
-    if (model->info.vocab_only)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                       "the model was loaded vocab-only; sessions need its weights");
-    ps_session_params defaults = ps_session_default_params();
-    if (!params) params = &defaults;
-    if (params->n_ctx < 0 || params->n_ctx > PS_MAX_CTX)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d is out of range (0..%d)",
-                       (int)params->n_ctx, PS_MAX_CTX);
-    if (params->n_batch < 1 || params->n_batch > PS_CHUNK)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_batch = %d is out of range (1..%d)",
-                       (int)params->n_batch, PS_CHUNK);
-    if (params->act != PS_ACT_NATIVE && params->act != PS_ACT_F32)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "act = %d is not PS_ACT_NATIVE or PS_ACT_F32",
-                       (int)params->act);
-    ps_isa isa = params->isa == PS_ISA_AUTO ? ps_isa_best() : params->isa;
-    if (!ps_isa_supported(isa) || isa == PS_ISA_AUTO)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "isa %s is not available on this CPU (%s)",
-                       ps_isa_name(params->isa),
-                       isa == PS_ISA_AMX ? ps_amx_status() : "cpuid");
-    /* AMX: asked for (PS_ISA_AMX, or PS_ISA=amx with AUTO), or by default where usable */
-    const int env_amx = params->isa == PS_ISA_AUTO ? ps_isa_env_amx() : 0;
-    if (env_amx == 2 && !ps_cpu_has_amx())
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "PS_ISA=amx: %s", ps_amx_status());
-    const bool amx = isa == PS_ISA_AMX ||
-                     (env_amx != 0 && isa == PS_ISA_AVX512 && ps_cpu_has_amx());
-    if (isa == PS_ISA_AMX) isa = PS_ISA_AVX512;
-    const ps_hparams *hp = &model->hp;
-    ps_session *s = ps_calloc(1, sizeof *s);
-    if (!s) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (session)");
-    s->model = model;
-    s->n_ctx = params->n_ctx > 0 ? params->n_ctx : model->info.n_ctx;
-    s->n_batch = params->n_batch;
-    s->pool = params->pool;
-    s->n_threads = ps_pool_size(params->pool);
-    s->isa = isa;
-    s->amx = amx;
-    s->f32_act = params->act == PS_ACT_F32;
-    s->n_past = 0;
-    if (s->n_ctx < 1) {
-        ps_session_free(s);
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d must be >= 1", (int)s->n_ctx);
-    }
-    const uint64_t nb = (uint64_t)s->n_batch, dq = (uint64_t)hp->n_head * hp->head_dim,
-                   dkv = (uint64_t)hp->n_head_kv * hp->head_dim;
-    bool moe = false;
-    for (int32_t l = 0; l < hp->n_layer; l++) moe = moe || (model->w.layers[l].feat & PS_L_FFN_MOE);
-    int64_t max_in = PS_MAX(PS_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), (int64_t)dq);
-    max_in = PS_MAX(max_in, PS_MAX((int64_t)hp->n_ff_exp, (int64_t)hp->n_ff_shexp));
-    /* per KV slot: n_ctx positions (global layers) or a ring of swa + n_batch - 1 (sliding
-     * layers, when that is shorter), K in 16-key blocks; a hybrid model caches only its
-     * full-attention layers (at least one buffer is allocated so that the checks below stay
-     * simple) */
-    const uint64_t n_kv_layer = hp->n_layer_kv > 0 ? (uint64_t)hp->n_layer_kv : 1;
-    s->kv_len = ps_calloc(n_kv_layer, sizeof *s->kv_len);
-    s->k_off = ps_calloc(n_kv_layer + 1, sizeof *s->k_off);
-    s->v_off = ps_calloc(n_kv_layer + 1, sizeof *s->v_off);
-    bool ok = s->kv_len && s->k_off && s->v_off;
-    uint64_t k_floats = 0, v_floats = 0, ring_floats = 0;
-    for (int32_t l = 0; ok && l < hp->n_layer; l++) {
-        const ps_layer *L = &model->w.layers[l];
-        if (L->kv_slot < 0) continue;
-        int64_t len = s->n_ctx;
-        if (L->swa > 0) len = PS_MIN(len, (int64_t)L->swa + s->n_batch - 1);
-        uint64_t kf = 0, vf = 0;
-        ok = ps_mul_ok(dkv, PS_KCACHE_POS(len), &kf) && ps_mul_ok(dkv, (uint64_t)len, &vf);
-        s->kv_len[L->kv_slot] = len;
-        s->k_off[L->kv_slot] = (int64_t)k_floats;
-        s->v_off[L->kv_slot] = (int64_t)v_floats;
-        k_floats += kf;
-        v_floats += vf;
-        if (len < s->n_ctx) ring_floats += kf + vf;
-    }
-    if (hp->n_layer_kv == 0 && ok) {
-        s->kv_len[0] = s->n_ctx;
-        ok = ps_mul_ok(dkv, PS_KCACHE_POS(s->n_ctx), &k_floats) &&
-             ps_mul_ok(dkv, (uint64_t)s->n_ctx, &v_floats);
-    }
-    s->k_cache = ok ? alloc_floats(k_floats, 1, 1) : NULL;
-    s->v_cache = ok ? alloc_floats(v_floats, 1, 1) : NULL;
-    /* the rings are read from a 16-key block's start, so a fresh one reads zeros, not garbage */
-    if (s->k_cache && s->v_cache && ring_floats > 0)
-        for (int32_t l = 0; l < hp->n_layer; l++) {
-            const ps_layer *L = &model->w.layers[l];
-            if (L->kv_slot < 0 || s->kv_len[L->kv_slot] >= s->n_ctx) continue;
-            const int64_t len = s->kv_len[L->kv_slot];
-            memset(s->k_cache + s->k_off[L->kv_slot], 0,
-                   dkv * PS_KCACHE_POS(len) * sizeof(float));
-            memset(s->v_cache + s->v_off[L->kv_slot], 0, dkv * (uint64_t)len * sizeof(float));
-        }
-    s->kv_floats = (int64_t)(k_floats + v_floats);
-    bool hy_ok = true;
-    if (hp->info->flags & PS_A_HYBRID) {
-        const uint64_t dk = (uint64_t)hp->ssm_d_state, nv = (uint64_t)hp->ssm_n_v,
-                       dv = nv * dk, ch = 2 * (uint64_t)hp->ssm_n_k * dk + dv;
-        const uint64_t nrs = hp->n_layer_rs > 0 ? (uint64_t)hp->n_layer_rs : 1;
-        s->conv_state = alloc_floats(nrs, (uint64_t)(hp->ssm_d_conv - 1), ch);
-        s->ssm_state = alloc_floats(nrs, dv, dk);
-        s->dn_qkv = alloc_floats(nb, PS_MAX(ch, 2 * dq), 1);
-        s->dn_conv = alloc_floats(nb, ch, 1);
-        s->dn_z = alloc_floats(nb, dv, 1);
-        s->dn_out = alloc_floats(nb, dv, 1);
-        s->dn_beta = alloc_floats(nb, nv, 1);
-        s->dn_alpha = alloc_floats(nb, nv, 1);
-        s->att_gate = alloc_floats(nb, dq, 1);
-        hy_ok = s->conv_state && s->ssm_state && s->dn_qkv && s->dn_conv && s->dn_z &&
-                s->dn_out && s->dn_beta && s->dn_alpha && s->att_gate;
-        max_in = PS_MAX(max_in, (int64_t)dv);
-    }
-    s->mm_stride = ps_matmul_scratch_floats(max_in);
-    s->x = alloc_floats(nb, hp->n_embd, 1);
-    s->xb = alloc_floats(nb, hp->n_embd, 1);
-    s->ffn_out = alloc_floats(nb, hp->n_embd, 1);
-    s->q = alloc_floats(nb, dq, 1);
-    s->att = alloc_floats(nb, dq, 1);
-    s->k = alloc_floats(nb, dkv, 1);
-    s->v = alloc_floats(nb, dkv, 1);
-    /* hb, hb2: the dense FFN's or the shared expert's hidden rows */
-    const uint64_t ff_rows = (uint64_t)PS_MAX(PS_MAX(hp->n_ff, hp->n_ff_shexp), 1);
-    s->hb = alloc_floats(nb, ff_rows, 1);
-    s->hb2 = alloc_floats(nb, ff_rows, 1);
-    bool moe_ok = true;
-    if (hp->n_ff_shexp > 0) {
-        s->shexp_out = alloc_floats(nb, hp->n_embd, 1);
-        moe_ok = s->shexp_out != NULL;
-    }
-    if (moe) {
-        const uint64_t E = (uint64_t)hp->n_expert, k = (uint64_t)hp->n_expert_used;
-        s->moe_logits = alloc_floats(nb, E, 1);
-        s->moe_w = alloc_floats(nb, k, 1);
-        s->moe_x = alloc_floats(nb * k, hp->n_embd, 1);
-        s->moe_g = alloc_floats(nb * k, hp->n_ff_exp, 1);
-        s->moe_u = alloc_floats(nb * k, hp->n_ff_exp, 1);
-        s->moe_sel = (int32_t *)alloc_floats(nb, k, 1); /* int32 and float are both 4 bytes */
-        s->moe_pos = (int32_t *)alloc_floats(nb, k, 1);
-        s->moe_start = (int32_t *)alloc_floats(E + 1, 1, 1);
-        s->moe_fill = (int32_t *)alloc_floats(E + 1, 1, 1);
-        moe_ok = moe_ok && s->moe_logits && s->moe_w && s->moe_x && s->moe_g && s->moe_u && s->moe_sel &&
-                 s->moe_pos && s->moe_start && s->moe_fill;
-    }
-    s->rope_cos = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
-    s->rope_sin = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
-    bool rope_ok = true;
-    if (hp->n_swa > 0 && (hp->rope_base_swa != hp->rope_base ||
-                          hp->rope_freq_scale_swa != hp->rope_freq_scale)) {
-        s->rope_cos_swa = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
-        s->rope_sin_swa = alloc_floats(nb, (uint64_t)hp->n_rot / 2 + 1, 1);
-        rope_ok = s->rope_cos_swa && s->rope_sin_swa;
-    }
-    s->mm_scratch = alloc_floats((uint64_t)s->n_threads, s->mm_stride, 1);
-    s->att_stride = 16 + (size_t)PS_ATT_QBLOCK * ((size_t)s->n_ctx + 16);
-    s->att_scratch = alloc_floats((uint64_t)s->n_threads, s->att_stride, 1);
-    if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->ffn_out || !s->q || !s->att ||
-        !s->k || !s->v || !s->hb || !s->hb2 || !s->rope_cos || !s->rope_sin || !s->mm_scratch ||
-        !s->att_scratch || !hy_ok || !moe_ok || !rope_ok) {
-        int n_ctx = (int)s->n_ctx;
-        double kv_mib = (double)(k_floats + v_floats) * 4.0 / (1024.0 * 1024.0);
-        ps_session_free(s);
-        return ps_fail(err, PS_ERR_NOMEM, -1,
-                       "out of memory for a session of n_ctx %d (KV cache %.1f MiB)", n_ctx,
-                       kv_mib);
-    }
-    *out = s;
-    return PS_OK;
-}
-
-void ps_session_reset(ps_session *s) {
-    if (s) s->n_past = 0;
-}
-
-int32_t ps_session_n_past(const ps_session *s) { return s ? s->n_past : 0; }
-
-ps_status ps_session_truncate(ps_session *s, int32_t n_keep) {
-    if (!s || n_keep < 0 || n_keep > s->n_past) return PS_ERR_INVALID_ARG;
-    /* a recurrent state holds every position at once: it can only start over */
-    if (s->model->hp.n_layer_rs > 0 && n_keep != 0 && n_keep != s->n_past)
-        return PS_ERR_UNSUPPORTED;
-    /* a sliding layer's ring still holds the swa - 1 keys before n_keep only when at most
-     * ring - swa + 1 positions are dropped */
-    if (n_keep != 0 && n_keep != s->n_past)
-        for (int32_t l = 0; l < s->model->hp.n_layer; l++) {
-            const ps_layer *L = &s->model->w.layers[l];
-            if (L->kv_slot < 0 || L->swa <= 0 || s->kv_len[L->kv_slot] >= s->n_ctx) continue;
-            if ((int64_t)s->n_past - n_keep > s->kv_len[L->kv_slot] - L->swa + 1)
-                return PS_ERR_UNSUPPORTED;
-        }
-    s->n_past = n_keep;
-    return PS_OK;
-}
-
-ps_status ps_session_forward(ps_session *s, const int32_t *tokens, int32_t n_tokens,
-                             float *logits, ps_error *err) {
-    ps_error_clear(err);
-    if (!s || !tokens) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "session and tokens must be set");
-    if (n_tokens < 1 || n_tokens > s->n_batch)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_tokens = %d is out of range (1..%d)",
-                       (int)n_tokens, (int)s->n_batch);
-    const int32_t n_vocab = s->model->hp.n_vocab;
-    for (int32_t i = 0; i < n_tokens; i++)
-        if (tokens[i] < 0 || tokens[i] >= n_vocab)
-            return ps_fail(err, PS_ERR_TOKEN_RANGE, -1,
-                           "token %d at index %d is outside the vocabulary [0, %d)",
-                           (int)tokens[i], (int)i, (int)n_vocab);
-    if ((int64_t)s->n_past + n_tokens > s->n_ctx)
-        return ps_fail(err, PS_ERR_CONTEXT, -1,
-                       "%d cached + %d new positions exceed the context of %d",
-                       (int)s->n_past, (int)n_tokens, (int)s->n_ctx);
-    ps_forward_run(s, tokens, n_tokens, logits);
-    s->n_past += n_tokens;
-    return PS_OK;
-}

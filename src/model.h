@@ -1,11 +1,10 @@
 /*
- * model.h — the loaded model and the per-sequence session, as the forward pass sees them.
+ * model.h — the loaded model, as the forward pass sees it.
  *
  * struct ps_model splits llama2.c-style into hyperparameters (ps_hparams, read once from the
  * GGUF keys), read-only weights (ps_weights: ps_mat views into the memory-mapped file, never
- * copied) and the tokenizer. struct ps_session holds the mutable per-sequence state: the
- * float32 KV cache and the scratch buffers for one batch of positions. model.c fills the model
- * and creates sessions; forward.c runs the layers.
+ * copied) and the tokenizer. model.c fills it; the run state (KV cache, recurrent state,
+ * scratch) is session.h's, and forward.c runs the layers.
  */
 #ifndef PS_MODEL_H
 #define PS_MODEL_H
@@ -102,8 +101,8 @@ static inline ps_mat ps_mat3_at(const ps_mat3 *t, int64_t e) {
  *   ssm_norm (dk) f32   ssm_out (n_v dk -> n_embd)
  * kv_slot / rs_slot: the layer's index among the KV-cached / recurrent layers (-1: none).
  * swa: the layer's attention window in positions (the query at p sees keys p - swa + 1 .. p),
- * 0 = global (causal over every cached position). The session keeps a sliding layer's K/V in a
- * ring of min(n_ctx, swa + n_batch - 1) positions (position j in slot j % ring).
+ * 0 = global (causal over every cached position). A sequence keeps a sliding layer's K/V in a
+ * ring of min(n_ctx, swa + n_batch - 1) positions (position j in slot j % ring; session.h).
  */
 typedef struct {
     uint32_t feat;              /* PS_L_* */
@@ -154,71 +153,13 @@ struct ps_model {
     ps_model_info info;
 };
 
-/* Positions the K cache holds per head: n_ctx rounded up to whole blocks of 16 keys. */
-#define PS_KCACHE_POS(n_ctx) (((size_t)(n_ctx) + 15) & ~(size_t)15)
-
-/* Query positions per attention task (forward.c); sizes the attention scratch. */
-#define PS_ATT_QBLOCK 32
-
-/* Mutable per-sequence state. Buffers (float32):
- *   k_cache: per KV slot s at k_off[s]: [n_head_kv][PS_KCACHE_POS(kv_len[s]) / 16][head_dim][16]
- *            (ps_attn_scores' layout)
- *   v_cache: per KV slot s at v_off[s]: [n_head_kv][kv_len[s]][head_dim]
- *   kv_len[s] = n_ctx for a global layer, min(n_ctx, swa + n_batch - 1) for a sliding one (a
- *            ring: position j lives in slot j % kv_len[s]; a chunk of n_batch queries needs
- *            its own keys plus the swa - 1 before its first)
- *   x, xb, ffn_out: (n_batch, n_embd)   q, att: (n_batch, n_head*head_dim)
- *   k, v: (n_batch, n_head_kv*head_dim)   hb, hb2: (n_batch, n_ff)
- *   mm_scratch: n_threads * mm_stride
- *   att_scratch: n_threads * att_stride (16 floats, then PS_ATT_QBLOCK rows of n_ctx + 16
- *                scores: a sliding layer's scores of a ring segment may start up to 15 before
- *                a row)
- *   rope_cos, rope_sin: (n_batch, n_rot/2) for the positions of the current call */
-struct ps_session {
-    const ps_model *model;
-    int32_t n_ctx, n_batch, n_threads;
-    int32_t n_past;
-    ps_pool *pool;
-    ps_isa isa;
-    bool f32_act;             /* PS_ACT_F32 */
-    bool amx;                 /* BF16 / Q8_0 matmuls through AMX tiles (isa is AVX512) */
-    float *k_cache, *v_cache;
-    int64_t *kv_len, *k_off, *v_off; /* per KV slot (n_layer_kv): positions held, float offsets */
-    int64_t kv_floats;               /* floats of k_cache + v_cache */
-    float *x, *xb, *q, *k, *v, *att, *ffn_out, *hb, *hb2;
-    float *rope_cos, *rope_sin;
-    float *rope_cos_swa, *rope_sin_swa; /* sliding layers' angles when their base / scaling
-                                         * differ from the global ones, else NULL */
-    float *mm_scratch;
-    size_t mm_stride;
-    float *att_scratch;
-    size_t att_stride;
-    /* hybrid models: per recurrent layer the conv state (d_conv - 1, ch) and the delta-rule
-     * state (n_v, dk, dk) (zeroed when a forward starts at position 0, so a reset session starts
-     * from zero state); scratch qkv (n_batch, max(ch, 2 n_head head_dim): also a full-attention layer's q + gate
-     * output), conv (n_batch, ch), z, dn (n_batch, n_v dk),
-     * beta, alpha (n_batch, n_v), gate (n_batch, n_head*head_dim) (NULL otherwise) */
-    float *conv_state, *ssm_state;
-    float *dn_qkv, *dn_conv, *dn_z, *dn_out, *dn_beta, *dn_alpha, *att_gate;
-    /* experts (moe.c; NULL when no layer has them): router logits / probabilities
-     * (n_batch, n_expert); chosen experts, their weights and grouped positions
-     * (n_batch, n_expert_used); group starts and fill counters (n_expert + 1); gathered rows and
-     * expert outputs (n_batch * n_expert_used, n_embd); gate / up (.., n_ff_exp) */
-    float *moe_logits, *moe_w, *moe_x, *moe_g, *moe_u;
-    float *shexp_out;            /* the shared expert's output (n_batch, n_embd) | NULL */
-    int32_t *moe_sel, *moe_pos, *moe_start, *moe_fill;
-    float *score_logits;         /* score.c's (chunk, n_vocab) logits, kept between calls */
-    size_t score_logits_floats;
-};
+/* The largest context length a model or a sequence takes. */
+#define PS_MAX_CTX (1 << 26)
 
 /* ps_model_load on an opened GGUF (a file or ps_gguf_open_memory): takes ownership of g
  * (closed on failure too, and by ps_model_free); name is the default info.name (may be NULL).
  * Used by ps_model_load and by the fuzz target fuzz/fuzz_model.c. */
 ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params *params,
                              ps_model **out, ps_error *err);
-
-/* forward.c: runs n (1..n_batch, already validated) tokens at positions n_past.. through the
- * model, appends their K/V to the cache, writes logits (n, n_vocab) when not NULL. */
-void ps_forward_run(ps_session *s, const int32_t *tokens, int32_t n, float *logits);
 
 #endif /* PS_MODEL_H */

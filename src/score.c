@@ -14,9 +14,9 @@
  *
  * Memory: the logits buffer and a few per-row arrays are fixed by chunk and n_vocab; what
  * grows with the prompt is the KV cache (the session's) and the result arrays. The logits
- * buffer (600 KB per row for a 151,936-token vocabulary) belongs to the session and is kept
- * between calls: allocating it per call made the kernel zero every touched page again, ~3% of
- * a call's time (a server scores many short prompts on one session).
+ * buffer (600 KB per row for a 151,936-token vocabulary) is the session's output buffer
+ * (ps_session_logits), kept between calls: allocating it per call made the kernel zero every
+ * touched page again, ~3% of a call's time (a server scores many short prompts on one session).
  *
  * Chunk geometry (asserted by tests/test_score.c and the CLI test): on stories260K (F32) and
  * on gen-model llama F16 / qwen3 Q8_0 / qwen3 and qwen2 BF16 models, chunk 1, 7, 100 and 256
@@ -26,7 +26,7 @@
  */
 #include "impl.h"
 #include "buf.h"
-#include "model.h"
+#include "session.h"
 
 #include <math.h>
 
@@ -294,13 +294,7 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
     const bool gen = p->max_tokens > 0;
     const bool sampling = gen && p->temperature > 0.0f;
     ps_score_result *r = result_new(n_tokens + p->max_tokens, k);
-    const size_t need = (size_t)chunk * (size_t)n_vocab;
-    if (s->score_logits_floats < need) {
-        ps_free(s->score_logits);
-        s->score_logits = ps_aligned_alloc(64, need * sizeof(float));
-        s->score_logits_floats = s->score_logits ? need : 0;
-    }
-    float *logits = s->score_logits;
+    float *logits = ps_session_logits(s, (size_t)chunk);
     int32_t *targets = ps_malloc((size_t)chunk * sizeof *targets);
     double *w = sampling ? ps_malloc((size_t)n_vocab * sizeof *w) : NULL;
     int32_t *idx = sampling && p->top_p < 1.0f ? ps_malloc((size_t)n_vocab * sizeof *idx) : NULL;

@@ -19,7 +19,7 @@
 #include "testhooks.h"
 #include "genmodel.h"
 #include "jsonl.h"
-#include "model.h"
+#include "session.h"
 #include "server.h"
 
 #include <arpa/inet.h>

@@ -10,6 +10,7 @@
  * prompt in one batch vs batches of 1/7/64; 1 vs 2 threads bitwise; scalar vs SIMD close.
  */
 #include "check.h"
+#include "attention.h"
 #include "matmul.h"
 #include "quant.h"
 

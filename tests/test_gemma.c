@@ -25,7 +25,7 @@
 #include "genmodel.h"
 #include "gguf.h"
 #include "impl.h"
-#include "model.h"
+#include "session.h"
 #include "promptscore.h"
 #include "vocab.h"
 
@@ -79,7 +79,7 @@ static float *c_logits(const char *path, const int32_t *ids, int32_t n, int32_t 
     ps_session *s = NULL;
     ps_status st = ps_session_create(m, &sp, &s, &e);
     CHECKF(st == PS_OK, "session: %s", e.message);
-    if (s && kv_floats) *kv_floats = s->kv_floats;
+    if (s && kv_floats) *kv_floats = s->seq->kv_floats;
     const size_t nf = (size_t)n * (size_t)*n_vocab;
     float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
     for (int32_t i = 0; out && i < n; i += chunk) {
@@ -254,8 +254,8 @@ static void test_layers(void) {
     ps_session *s = NULL;
     if (ps_session_create(m, &sp, &s, &e) == PS_OK) {
         const int64_t dkv = 16;
-        CHECKF(s->kv_floats == dkv * (608 + 600) + 6 * dkv * (304 + 295),
-               "gemma3-tiny KV floats %lld", (long long)s->kv_floats);
+        CHECKF(s->seq->kv_floats == dkv * (608 + 600) + 6 * dkv * (304 + 295),
+               "gemma3-tiny KV floats %lld", (long long)s->seq->kv_floats);
         ps_session_free(s);
     } else {
         CHECKF(0, "session: %s", e.message);

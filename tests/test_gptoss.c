@@ -26,7 +26,7 @@
 #include "genmodel.h"
 #include "gguf.h"
 #include "impl.h"
-#include "model.h"
+#include "session.h"
 #include "promptscore.h"
 
 #include <math.h>

@@ -40,6 +40,7 @@
  */
 #include "check.h"
 #include "impl.h"
+#include "attention.h"
 #include "matmul.h"
 #include "quant.h"
 

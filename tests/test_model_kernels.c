@@ -17,7 +17,7 @@
  */
 #include "check.h"
 #include "genmodel.h"
-#include "model.h"
+#include "session.h"
 
 #include <math.h>
 #include <stdio.h>

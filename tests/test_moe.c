@@ -22,7 +22,7 @@
 #include "testhooks.h"
 #include "genmodel.h"
 #include "gguf.h"
-#include "model.h"
+#include "session.h"
 
 #include <math.h>
 

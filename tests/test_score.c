@@ -20,7 +20,7 @@
 #include "testhooks.h"
 #include "genmodel.h"
 #include "json.h"
-#include "model.h"
+#include "session.h"
 
 #include <math.h>
 #include <sys/resource.h>

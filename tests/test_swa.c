@@ -23,8 +23,9 @@
 #include "check.h"
 #include "genmodel.h"
 #include "impl.h"
+#include "attention.h"
 #include "matmul.h"
-#include "model.h"
+#include "session.h"
 #include "promptscore.h"
 
 #include <math.h>
@@ -121,7 +122,7 @@ static float *c_logits(const char *path, const int32_t *ids, int32_t n, run_opts
     CHECKF(st == PS_OK, "session: %s", e.message);
     const size_t nf = (size_t)n * (size_t)*n_vocab;
     float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
-    if (s) o->kv_floats = s->kv_floats;
+    if (s) o->kv_floats = s->seq->kv_floats;
     for (int32_t i = 0; out && i < n; i += o->chunk) {
         int32_t k = PS_MIN(o->chunk, n - i);
         st = ps_session_forward(s, ids + i, k, out + (size_t)i * (size_t)*n_vocab, &e);
@@ -136,7 +137,7 @@ static float *c_logits(const char *path, const int32_t *ids, int32_t n, run_opts
         const int32_t too_far = n - o->chunk - 1;
         CHECKF(ps_session_truncate(s, too_far) == PS_ERR_UNSUPPORTED,
                "truncating %d positions into a ring of %lld is accepted", n - too_far,
-               (long long)s->kv_len[0]);
+               (long long)s->seq->kv_len[0]);
         CHECK(ps_session_n_past(s) == n);
         CHECK(ps_session_truncate(s, o->truncate_to) == PS_OK);
         float *again = malloc(nf * sizeof(float));

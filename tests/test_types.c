@@ -9,7 +9,7 @@
  */
 #include "check.h"
 #include "genmodel.h"
-#include "model.h"
+#include "session.h"
 #include "qmix.h"
 #include "types.h"
 

@@ -1,0 +1,378 @@
+/*
+ * attention.c — the KV cache's layout (attention.h) and attention over it.
+ *
+ * Kernels: ps_attn_scores (Q K^T against 16-key blocks of K), ps_attn_pv / ps_attn_pv_acc
+ * (P V, each query over its own key count), single-threaded, each value a fixed sequence of
+ * operations per ISA. ps_attention runs a layer for the rows of one forward call: one pool task
+ * per (segment, head, block of up to PS_ATT_QBLOCK queries of that segment), each computing
+ *   S (nq, keys) = Q (nq, hd) @ K^T          (every query against the keys up to the block's
+ *                                             last; a row only reads its own prefix)
+ *   P = softmax of each row's keys (scale, sink, soft-cap);  out (nq, hd) = P @ V
+ * over the segment's own sequence, so a row's result depends only on its query and its own
+ * sequence's keys — never on the thread, the block or the other segments of the call.
+ */
+#include "attention.h"
+#include "prof.h"
+#include "vecmath.h"
+
+#include <math.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#endif
+
+/* ---- attention products (single-threaded; the caller's task) ---- */
+
+/* out (nq, hd) = P (nq, keys) @ V (keys, hd) with query q summing keys [0, n_keys[q]) in order,
+ * each term one ps_axpy_f32 step. NQ queries at a time so every V row is loaded once. */
+#if defined(__x86_64__)
+/* NQ queries x 4 chunks of 16 dimensions (d0 .. d0 + 63) of out: 4 * NQ accumulators; per key
+ * 4 V loads and NQ broadcasts feed 4 * NQ FMAs. Keys below every query's count run for all
+ * queries, the rest per query (j < n_keys[q]), so each query sees its own keys in order. */
+T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
+    int NQ, const float *p, int64_t ldp, const int32_t *n_keys, const float *v, int64_t hd,
+    int64_t d0, float *out, int64_t ldo, bool acc_in) {
+    int32_t nk_min = n_keys[0], nk_max = n_keys[0];
+    for (int q = 1; q < NQ; q++) {
+        nk_min = PS_MIN(nk_min, n_keys[q]);
+        nk_max = PS_MAX(nk_max, n_keys[q]);
+    }
+    __mmask16 m[4];
+    for (int c = 0; c < 4; c++) {
+        const int64_t left = hd - (d0 + 16 * c);
+        m[c] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+    }
+    __m512 acc[6][4];
+    _Pragma("GCC unroll 6") for (int q = 0; q < NQ; q++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+            acc[q][c] = acc_in ? _mm512_maskz_loadu_ps(m[c], out + q * ldo + d0 + 16 * c)
+                               : _mm512_setzero_ps();
+    const float *vd = v + d0;
+    int32_t j = 0;
+    for (; j < nk_min; j++) {
+        __m512 vj[4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+            vj[c] = _mm512_maskz_loadu_ps(m[c], vd + j * hd + 16 * c);
+        _Pragma("GCC unroll 6") for (int q = 0; q < NQ; q++) {
+            const __m512 pj = _mm512_set1_ps(p[q * ldp + j]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+                acc[q][c] = _mm512_fmadd_ps(pj, vj[c], acc[q][c]);
+        }
+    }
+    for (; j < nk_max; j++) {
+        __m512 vj[4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+            vj[c] = _mm512_maskz_loadu_ps(m[c], vd + j * hd + 16 * c);
+        _Pragma("GCC unroll 6") for (int q = 0; q < NQ; q++) if (j < n_keys[q]) {
+            const __m512 pj = _mm512_set1_ps(p[q * ldp + j]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+                acc[q][c] = _mm512_fmadd_ps(pj, vj[c], acc[q][c]);
+        }
+    }
+    _Pragma("GCC unroll 6") for (int q = 0; q < NQ; q++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+            _mm512_mask_storeu_ps(out + q * ldo + d0 + 16 * c, m[c], acc[q][c]);
+}
+
+T_AVX512 static void pv_avx512(const float *p, int64_t ldp, const int32_t *n_keys, int nq,
+                               const float *v, int64_t hd, float *out, int64_t ldo, bool acc_in) {
+    for (int64_t d0 = 0; d0 < hd; d0 += 64)
+        for (int q0 = 0; q0 < nq;) {
+            const int left = nq - q0;
+            const int k = left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+            const float *pq = p + q0 * ldp;
+            float *oq = out + q0 * ldo;
+            switch (k) {
+            case 6: pv_avx512_n(6, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break;
+            case 4: pv_avx512_n(4, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break;
+            case 2: pv_avx512_n(2, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break;
+            default: pv_avx512_n(1, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break;
+            }
+            q0 += k;
+        }
+}
+#endif
+
+/* ---- attention scores over a K cache in key blocks ---- */
+
+/* K layout (PS_ATT_KBLOCK = 16 keys per block): key j, dimension d at
+ *     kt[(j / 16) * hd * 16 + d * 16 + j % 16]
+ * so one block is hd x 16 contiguous floats and a vector of 16 keys of one dimension is one
+ * aligned 64-byte line; the score kernel walks a block front to back.
+ * s[r][j] = sum over d of q[r][d] * k_j[d], d = 0 .. hd-1 in order, one rounding per step
+ * (scalar: multiply then add; SIMD: fused multiply-add), so a score depends only on its query
+ * and key, never on how queries or keys are grouped. Keys j < n_keys are read, none beyond. */
+#define KT(kt, hd, j, d) ((kt)[((int64_t)(j) / 16) * (hd) * 16 + (int64_t)(d) * 16 + (j) % 16])
+
+static void scores_scalar(const float *q, int64_t ldq, int32_t nq, const float *kt,
+                          int32_t n_keys, int32_t hd, float *s, int64_t lds) {
+    for (int32_t r = 0; r < nq; r++)
+        for (int32_t j = 0; j < n_keys; j++) {
+            float acc = 0.0f;
+            for (int32_t d = 0; d < hd; d++) acc += q[r * ldq + d] * KT(kt, hd, j, d);
+            s[r * lds + j] = acc;
+        }
+}
+
+#if defined(__x86_64__)
+/* R queries x C vectors of 8 keys from key j0 (a multiple of 16): R * C accumulators; per
+ * dimension C key loads and R broadcasts. Lanes past n_keys are masked off. */
+T_AVX2 static inline __attribute__((always_inline)) void scores_avx2_n(
+    int R, int C, const float *q, int64_t ldq, const float *kt, int32_t n_keys, int32_t j0,
+    int32_t hd, float *s, int64_t lds) {
+    __m256i m[2];
+    for (int c = 0; c < C; c++)
+        m[c] = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_keys - (j0 + 8 * c)),
+                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const float *blk = kt + (int64_t)(j0 / 16) * hd * 16;
+    __m256 acc[4][2];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+    for (int32_t d = 0; d < hd; d++) {
+        __m256 kv[2];
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++)
+            kv[c] = _mm256_maskload_ps(blk + d * 16 + 8 * c, m[c]);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            const __m256 qv = _mm256_broadcast_ss(q + r * ldq + d);
+            _Pragma("GCC unroll 2") for (int c = 0; c < C; c++)
+                acc[r][c] = _mm256_fmadd_ps(qv, kv[c], acc[r][c]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++)
+            _mm256_maskstore_ps(s + r * lds + j0 + 8 * c, m[c], acc[r][c]);
+}
+
+T_AVX2 static void scores_avx2(const float *q, int64_t ldq, int32_t nq, const float *kt,
+                               int32_t n_keys, int32_t hd, float *s, int64_t lds) {
+    for (int32_t j0 = 0; j0 < n_keys; j0 += 16) {
+        int32_t r = 0;
+        for (; r + 4 <= nq; r += 4)
+            scores_avx2_n(4, 2, q + r * ldq, ldq, kt, n_keys, j0, hd, s + r * lds, lds);
+        for (; r < nq; r++)
+            scores_avx2_n(1, 2, q + r * ldq, ldq, kt, n_keys, j0, hd, s + r * lds, lds);
+    }
+}
+
+/* The AVX-512 form: R queries x C blocks of 16 keys from key j0 (a multiple of 16). */
+T_AVX512 static inline __attribute__((always_inline)) void scores_avx512_n(
+    int R, int C, const float *q, int64_t ldq, const float *kt, int32_t n_keys, int32_t j0,
+    int32_t hd, float *s, int64_t lds) {
+    __mmask16 m[4];
+    for (int c = 0; c < C; c++) {
+        const int32_t left = n_keys - (j0 + 16 * c);
+        m[c] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+    }
+    const float *blk = kt + (int64_t)(j0 / 16) * hd * 16;
+    __m512 acc[6][4];
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int32_t d = 0; d < hd; d++) {
+        __m512 kv[4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+            kv[c] = _mm512_maskz_loadu_ps(m[c], blk + (int64_t)c * hd * 16 + d * 16);
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            const __m512 qv = _mm512_set1_ps(q[r * ldq + d]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+                acc[r][c] = _mm512_fmadd_ps(qv, kv[c], acc[r][c]);
+        }
+    }
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++)
+            _mm512_mask_storeu_ps(s + r * lds + j0 + 16 * c, m[c], acc[r][c]);
+}
+
+T_AVX512 static void scores_avx512(const float *q, int64_t ldq, int32_t nq, const float *kt,
+                                   int32_t n_keys, int32_t hd, float *s, int64_t lds) {
+    for (int32_t j0 = 0; j0 < n_keys; j0 += 64) {
+        int32_t r = 0;
+        for (; r + 6 <= nq; r += 6)
+            scores_avx512_n(6, 4, q + r * ldq, ldq, kt, n_keys, j0, hd, s + r * lds, lds);
+        for (; r + 2 <= nq; r += 2)
+            scores_avx512_n(2, 4, q + r * ldq, ldq, kt, n_keys, j0, hd, s + r * lds, lds);
+        for (; r < nq; r++)
+            scores_avx512_n(1, 4, q + r * ldq, ldq, kt, n_keys, j0, hd, s + r * lds, lds);
+    }
+}
+#endif
+
+void ps_attn_scores(ps_isa isa, const float *q, int64_t ldq, int32_t nq, const float *kt,
+                    int32_t n_keys, int32_t hd, float *s, int64_t lds) {
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) { scores_avx512(q, ldq, nq, kt, n_keys, hd, s, lds); return; }
+    if (isa == PS_ISA_AVX2) { scores_avx2(q, ldq, nq, kt, n_keys, hd, s, lds); return; }
+#endif
+    scores_scalar(q, ldq, nq, kt, n_keys, hd, s, lds);
+}
+
+void ps_attn_k_store(float *kt, int32_t hd, int32_t j, const float *k) {
+    for (int32_t d = 0; d < hd; d++) KT(kt, hd, j, d) = k[d];
+}
+
+static void attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
+                    const float *v, int64_t hd, float *out, int64_t ldo, bool acc_in) {
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) {
+        pv_avx512(p, ldp, n_keys, nq, v, hd, out, ldo, acc_in);
+        return;
+    }
+#endif
+    for (int32_t q = 0; q < nq; q++) {
+        float *o = out + q * ldo;
+        for (int64_t d = 0; !acc_in && d < hd; d++) o[d] = 0.0f;
+        for (int32_t j = 0; j < n_keys[q]; j++) ps_axpy_f32(isa, p[q * ldp + j], v + j * hd, o, hd);
+    }
+}
+
+void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
+                const float *v, int64_t hd, float *out, int64_t ldo) {
+    attn_pv(isa, p, ldp, n_keys, nq, v, hd, out, ldo, false);
+}
+
+void ps_attn_pv_acc(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
+                    const float *v, int64_t hd, float *out, int64_t ldo) {
+    attn_pv(isa, p, ldp, n_keys, nq, v, hd, out, ldo, true);
+}
+
+/* ---- the cache ---- */
+
+void ps_kv_store(ps_seq *q, int32_t slot, int32_t n_head_kv, int32_t hd, int64_t pos,
+                 const float *k, const float *v) {
+    const int64_t len = q->kv_len[slot];
+    const int32_t j = (int32_t)(pos % len); /* a sliding layer's ring slot */
+    for (int32_t g = 0; g < n_head_kv; g++) {
+        memcpy(ps_kv_v(q, slot, g, hd) + (size_t)j * (size_t)hd, v + (size_t)g * (size_t)hd,
+               (size_t)hd * sizeof(float));
+        ps_attn_k_store(ps_kv_k(q, slot, g, hd), hd, j, k + (size_t)g * (size_t)hd);
+    }
+}
+
+size_t ps_attention_scratch_floats(int32_t n_ctx) {
+    return 16 + (size_t)PS_ATT_QBLOCK * ((size_t)n_ctx + 16);
+}
+
+/* ---- a layer's attention ---- */
+
+typedef struct {
+    const ps_session *s;
+    int32_t kv_slot;    /* the layer's KV cache slot (ps_layer.kv_slot) */
+    int32_t swa;        /* the layer's window (ps_layer.swa), 0 = global */
+    float scale;        /* the query scale */
+    const float *sinks; /* the layer's sink logit per head (gpt-oss) | NULL */
+    float softcap;      /* attention-logit soft-cap c (gemma2), 0 = none */
+    const ps_seg *segs;
+    int32_t n_segs;
+    int32_t row0[PS_CHUNK + 1];  /* segment i's first row */
+    int64_t task0[PS_CHUNK + 1]; /* segment i's first task */
+} att_job;
+
+/* softmax(row * scale) over n scores (with the head's sink logit, -inf for none); with a
+ * soft-cap c, softmax(tanh(row * scale / c) * c) (llama.cpp: kq * (1/c), tanh, * c, then the
+ * softmax at scale 1) */
+static void att_softmax(const att_job *job, float *row, int32_t n, float sink) {
+    if (job->softcap > 0.0f) {
+        for (int32_t j = 0; j < n; j++) row[j] *= job->scale;
+        ps_softcap_f32(row, n, job->softcap);
+        ps_softmax_sink_f32(job->s->isa, row, n, 1.0f, sink);
+        return;
+    }
+    ps_softmax_sink_f32(job->s->isa, row, n, job->scale, sink);
+}
+
+/* A sliding layer's head task (see att_task): the block's queries p_first .. p_last see,
+ * together, the logical key range lo = max(0, p_first - swa + 1) .. p_last, of len <= swa + 31
+ * keys, which the ring holds (kv_len >= swa + n_batch - 1, or all of n_ctx) in at most two
+ * physical runs: [lo % R, R) and [0, rest). Row r's scores sc[r][t] are those of logical key
+ * lo + t. Run A's scores start at the 16-key block holding lo % R, so up to 15 scores land
+ * before sc[r][0] (the scratch keeps 16 floats in front of every row). Row r's own window
+ * starts off_r = max(0, p_r - swa + 1) - lo keys in: its softmax covers [off_r, n_keys[r]) and
+ * the probabilities before it are 0, so P @ V over [0, n_keys[r]) in logical order (run A, then
+ * run B accumulating) adds exactly the window's terms in the window's order: fma(0, v, +0) is +0
+ * and every later term lands as if the sum started at off_r. So a score's bits depend only on
+ * its position and the keys it sees, never on the chunking or on where the ring wraps. */
+static void att_window(const att_job *job, const float *q, int64_t dq, int32_t nq, int32_t p_first,
+                       const float *K, const float *V, int64_t R, int32_t hd, float *sc,
+                       int64_t lds, float sink, float *out) {
+    const ps_session *s = job->s;
+    const int32_t W = job->swa;
+    const int64_t lo = PS_MAX(0, (int64_t)p_first - W + 1), hi = (int64_t)p_first + nq - 1;
+    const int64_t len = hi - lo + 1, lo_p = lo % R, len_a = PS_MIN(len, R - lo_p);
+    const int64_t a = lo_p & ~(int64_t)15;
+    ps_attn_scores(s->isa, q, dq, nq, K + a * hd, (int32_t)(lo_p - a + len_a), hd, sc - (lo_p - a),
+                   lds);
+    if (len > len_a) ps_attn_scores(s->isa, q, dq, nq, K, (int32_t)(len - len_a), hd, sc + len_a, lds);
+    int32_t n_keys[PS_ATT_QBLOCK], n_a[PS_ATT_QBLOCK], n_b[PS_ATT_QBLOCK];
+    for (int32_t r = 0; r < nq; r++) {
+        const int64_t p = (int64_t)p_first + r, off = PS_MAX(0, p - W + 1) - lo;
+        float *row = sc + r * lds;
+        att_softmax(job, row + off, (int32_t)(p - lo + 1 - off), sink);
+        for (int64_t t = 0; t < off; t++) row[t] = 0.0f;
+        n_keys[r] = (int32_t)(p - lo + 1);
+        n_a[r] = (int32_t)PS_MIN(n_keys[r], len_a);
+        n_b[r] = n_keys[r] - n_a[r];
+    }
+    ps_attn_pv(s->isa, sc, lds, n_a, nq, V + lo_p * hd, hd, out, dq);
+    if (len > len_a) ps_attn_pv_acc(s->isa, sc + len_a, lds, n_b, nq, V, hd, out, dq);
+}
+
+/* One task = one segment x one head x up to PS_ATT_QBLOCK of the segment's queries i0..i1-1.
+ * Query i (position p = n_past + i of the segment's sequence) attends to that sequence's cache
+ * positions 0..p (a sliding layer: the last swa of them, att_window). */
+static void att_task(void *ctx, int64_t task, int32_t thread) {
+    const att_job *job = ctx;
+    const ps_session *s = job->s;
+    const ps_hparams *hp = &s->model->hp;
+    int32_t si = 0;
+    while (task >= job->task0[si + 1]) si++;
+    const ps_seg *sg = &job->segs[si];
+    const ps_seq *sq = sg->seq;
+    const int64_t t = task - job->task0[si];
+    const int32_t n_qb = (sg->n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK;
+    const int32_t h = (int32_t)(t / n_qb), qb = (int32_t)(t % n_qb);
+    const int32_t hd = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
+    const int64_t dq = (int64_t)hp->n_head * hd;
+    const float *K = ps_kv_k(sq, job->kv_slot, g, hd), *V = ps_kv_v(sq, job->kv_slot, g, hd);
+    float *sc = s->att_scratch + (size_t)thread * s->att_stride + 16;
+    const int32_t i0 = qb * PS_ATT_QBLOCK, i1 = PS_MIN(sg->n, i0 + PS_ATT_QBLOCK);
+    const int32_t nq = i1 - i0, r0 = job->row0[si] + i0;
+    const int64_t lds = s->n_ctx + 16;
+    const float *q = s->q + (int64_t)r0 * dq + (int64_t)h * hd;
+    float *out = s->att + (int64_t)r0 * dq + (int64_t)h * hd;
+    const float sink = job->sinks ? job->sinks[h] : -INFINITY;
+    if (job->swa > 0) {
+        att_window(job, q, dq, nq, sq->n_past + i0, K, V, sq->kv_len[job->kv_slot], hd, sc, lds,
+                   sink, out);
+        return;
+    }
+    int32_t n_keys[PS_ATT_QBLOCK] = {0};
+    for (int32_t r = 0; r < nq; r++) n_keys[r] = sq->n_past + i0 + r + 1;
+
+    ps_attn_scores(s->isa, q, dq, nq, K, n_keys[nq - 1], hd, sc, lds);
+    for (int32_t r = 0; r < nq; r++) att_softmax(job, sc + r * lds, n_keys[r], sink);
+    ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, hd, out, dq);
+}
+
+void ps_attention(ps_session *s, const ps_layer *L, const ps_seg *segs, int32_t n_segs) {
+    const ps_hparams *hp = &s->model->hp;
+    att_job job;
+    job.s = s;
+    job.kv_slot = L->kv_slot;
+    job.swa = L->swa;
+    job.scale = hp->info->flags & PS_A_Q_PRESCALE ? 1.0f : hp->attn_scale;
+    job.sinks = L->sinks;
+    job.softcap = hp->attn_softcap;
+    job.segs = segs;
+    job.n_segs = n_segs;
+    job.row0[0] = 0;
+    job.task0[0] = 0;
+    for (int32_t i = 0; i < n_segs; i++) {
+        job.row0[i + 1] = job.row0[i] + segs[i].n;
+        job.task0[i + 1] =
+            job.task0[i] + (int64_t)hp->n_head * ((segs[i].n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK);
+    }
+    const uint64_t t_att = ps_prof_start();
+    ps_pool_for(s->pool, job.task0[n_segs], att_task, &job);
+    ps_prof_add(PS_PROF_ATTENTION, t_att);
+}

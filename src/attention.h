@@ -1,0 +1,80 @@
+/*
+ * attention.h — the KV cache's layout and attention over it: scores, softmax, P·V.
+ *
+ * The one place that defines how a sequence's KV cache is laid out (ps_seq's k_cache, v_cache,
+ * per KV-cached layer at the slot offsets k_off / v_off):
+ *   K of kv head g: [PS_KCACHE_POS(len) / 16][head_dim][16] floats — blocks of 16 keys, key j,
+ *     dimension d at kt[(j / 16) * hd * 16 + d * 16 + j % 16], so the 16 keys of one dimension
+ *     are one 64-byte line (ps_attn_scores walks a block front to back)
+ *   V of kv head g: [len][head_dim]
+ * with len = the slot's kv_len (n_ctx, or a sliding layer's ring: position j in slot j % len).
+ * The kernels below are single-threaded (a pool task's); ps_attention runs a layer's attention
+ * for every row of a forward call on the pool, one task per (segment, head, block of
+ * PS_ATT_QBLOCK queries).
+ */
+#ifndef PS_ATTENTION_H
+#define PS_ATTENTION_H
+
+#include "session.h"
+
+/* Positions a K cache of n positions holds per head: n rounded up to whole blocks of 16 keys. */
+#define PS_KCACHE_POS(n) (((size_t)(n) + 15) & ~(size_t)15)
+
+/* Query positions per attention task; sizes the attention scratch. */
+#define PS_ATT_QBLOCK 32
+
+/* Floats of one slot's K / V cache for len positions of n_head_kv heads of hd. */
+static inline uint64_t ps_kv_k_floats(int64_t n_head_kv, int64_t hd, int64_t len) {
+    return (uint64_t)n_head_kv * (uint64_t)hd * PS_KCACHE_POS(len);
+}
+static inline uint64_t ps_kv_v_floats(int64_t n_head_kv, int64_t hd, int64_t len) {
+    return (uint64_t)n_head_kv * (uint64_t)hd * (uint64_t)len;
+}
+/* Kv head g's K blocks / V rows in slot `slot` of q (head_dim hd). */
+static inline float *ps_kv_k(const ps_seq *q, int32_t slot, int32_t g, int32_t hd) {
+    return q->k_cache + q->k_off[slot] + (size_t)g * PS_KCACHE_POS(q->kv_len[slot]) * (size_t)hd;
+}
+static inline float *ps_kv_v(const ps_seq *q, int32_t slot, int32_t g, int32_t hd) {
+    return q->v_cache + q->v_off[slot] + (size_t)g * (size_t)q->kv_len[slot] * (size_t)hd;
+}
+
+/* Stores position pos's k, v (n_head_kv heads of hd each) into slot `slot` of q (a ring slot
+ * pos % kv_len for a sliding layer). */
+void ps_kv_store(ps_seq *q, int32_t slot, int32_t n_head_kv, int32_t hd, int64_t pos,
+                 const float *k, const float *v);
+
+/* Floats of one thread's attention scratch for sequences of up to n_ctx positions: 16, then
+ * PS_ATT_QBLOCK rows of n_ctx + 16 scores (a sliding layer's scores of a ring segment may start
+ * up to 15 before a row). */
+size_t ps_attention_scratch_floats(int32_t n_ctx);
+
+/* Attention scores against K in the layout above (kt: one head's blocks). s (nq, n_keys) rows
+ * lds apart,
+ *     s[r][j] = sum over d = 0 .. hd-1, in order, of q[r * ldq + d] * k_j[d]
+ * (SIMD: one fused multiply-add per step; scalar: multiply, then add), so each score depends
+ * only on its query and key. Reads keys j < n_keys only; writes s[r][0 .. n_keys). */
+void ps_attn_scores(ps_isa isa, const float *q, int64_t ldq, int32_t nq, const float *kt,
+                    int32_t n_keys, int32_t hd, float *s, int64_t lds);
+/* Writes key j (hd floats) into that layout. */
+void ps_attn_k_store(float *kt, int32_t hd, int32_t j, const float *k);
+
+/* Attention's second product: out (nq, hd) rows ldo apart, out[q] = sum over j < n_keys[q], in
+ * order, of p[q * ldp + j] * v[j] (v rows of hd floats). Bitwise the same as zeroing out[q]
+ * and calling ps_axpy_f32 once per key; V rows are shared by the queries of one call. */
+void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
+                const float *v, int64_t hd, float *out, int64_t ldo);
+/* The same, adding to out instead of starting from zero: bitwise the same as one more
+ * ps_axpy_f32 per key after the ones that made out, so a product split into two key runs
+ * (a sliding layer's ring wrapping) equals the product over both runs at once. */
+void ps_attn_pv_acc(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
+                    const float *v, int64_t hd, float *out, int64_t ldo);
+
+/* Layer L's attention for the rows of a forward call: s->att (rows, n_head*hd) = per head h
+ * softmax(s->q[h] K^T * scale) V over the row's own sequence's cache (kv head h / (n_head /
+ * n_head_kv); causal: the row at position p sees keys 0..p, a sliding layer's the last swa;
+ * gpt-oss: the head's sink logit in each softmax; gemma2: soft-capped logits). The rows' K/V
+ * must be stored first (ps_kv_store); segs are the call's segments, sequences' n_past not yet
+ * advanced. */
+void ps_attention(ps_session *s, const ps_layer *L, const ps_seg *segs, int32_t n_segs);
+
+#endif /* PS_ATTENTION_H */
