@@ -24,8 +24,9 @@
  *   bench_workload [-m MODEL.gguf] [--bin build/promptscore] [--mode NAME=ARGS]... [--conc 1,4,8]
  *                  [--workloads mmlu,hellaswag,arc] [--items N] [-t THREADS]
  * Without -m, a small generated llama (`make bench` runs it so).
- *   bench_workload --check    a tiny generated model, 2 modes (-t 1 / -t 2), concurrency 1 and 3,
- *                             few items: the comparison only (make test runs it)
+ *   bench_workload --check    a tiny generated model, 3 modes (-t 1 / -t 2 / -t 2 --max-seqs 5:
+ *                             several prompts per forward pass), concurrency 1 and 3, few items:
+ *                             the comparison only (make test runs it)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -502,12 +503,13 @@ int main(int argc, char **argv) {
         }
         model = gen;
     }
-    if (check) { /* the comparison only: two thread counts, concurrency 1 and 3, few items */
+    if (check) { /* the comparison only: two thread counts and batching, concurrency 1 and 3 */
         for (int mo = 0; mo < n_modes && named_modes; mo++) free((char *)mode_name[mo]);
         named_modes = 0;
         n_modes = 0;
         mode_name[n_modes] = "t1", mode_args[n_modes++] = "-t 1";
         mode_name[n_modes] = "t2", mode_args[n_modes++] = "-t 2";
+        mode_name[n_modes] = "seqs5", mode_args[n_modes++] = "-t 2 --max-seqs 5";
         snprintf(conc_s, sizeof conc_s, "1,3");
         if (!items) items = 3;
     }

@@ -416,6 +416,26 @@ PS_API ps_status ps_score_tokens(ps_session *session, const int32_t *tokens, int
                           const ps_score_params *params, ps_score_result **out, ps_error *err);
 PS_API void ps_score_result_free(ps_score_result *result);
 
+/* One prompt of ps_score_batch: tokens[0..n_tokens) and its parameters (NULL: defaults). */
+typedef struct {
+    const int32_t *tokens;
+    int32_t n_tokens;
+    const ps_score_params *params;
+} ps_score_prompt;
+
+/* Scores n_prompts prompts with several of them in each forward pass: chunks of up to the
+ * smallest params->chunk rows are packed with consecutive prompts' positions (at most max_seqs
+ * prompts per pass; max_seqs < 1 or above the chunk means the chunk), each prompt on its own
+ * sequence (its KV cache sized to its n_tokens + max_tokens rounded up to 16, kept by the
+ * session for later calls) with its own positions and causal mask; then each prompt's
+ * generation, if any, alone. results[i] is bitwise what ps_score_tokens(session, prompts[i])
+ * gives. The session's own sequence (ps_session_forward) is not touched. Returns what
+ * ps_score_tokens would for the first prompt that fails (the message names the prompt); on any
+ * error every results[i] is NULL. */
+PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prompts,
+                                int32_t n_prompts, int32_t max_seqs, ps_score_result **results,
+                                ps_error *err);
+
 #ifdef __cplusplus
 }
 #endif

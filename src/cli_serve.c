@@ -56,7 +56,7 @@ int ps_cli_serve(int argc, char **argv) {
     ps_cli_model_opts o = {0};
     ps_server_config cfg = ps_server_default_config();
     const char *alias = NULL;
-    int32_t port = cfg.port, workers = cfg.n_workers, queue = cfg.queue;
+    int32_t port = cfg.port, workers = cfg.n_workers, queue = cfg.queue, max_seqs = cfg.max_seqs;
     int32_t max_logprobs = cfg.max_logprobs;
     int64_t max_body = cfg.max_body;
     bool quiet = false;
@@ -80,6 +80,9 @@ int ps_cli_serve(int argc, char **argv) {
          "/v1/models shows (default: the GGUF's general.name)", PS_CLI_STR, &alias},
         {"-np, --parallel, --workers", "N", "engine workers, each with its own KV cache\n"
          "(default 1)", PS_CLI_I32, &workers, 1, 256},
+        {"--max-seqs", "N", "prompts of one request packed into each forward pass of up to\n"
+         "256 positions (default 1: one prompt at a time); scores are the same bits",
+         PS_CLI_I32, &max_seqs, 1, 256},
         {"--max-logprobs", "K", "largest logprobs a request may ask for (default 128, <= n_vocab)",
          PS_CLI_I32, &max_logprobs, 0, INT32_MAX},
         {"--max-body", "BYTES", "largest request body (default 16777216); larger gets 413",
@@ -124,6 +127,7 @@ int ps_cli_serve(int argc, char **argv) {
     if (prc >= 0) return prc;
     cfg.port = port;
     cfg.n_workers = workers;
+    cfg.max_seqs = max_seqs;
     cfg.queue = queue;
     cfg.max_logprobs = max_logprobs;
     cfg.max_body = max_body;

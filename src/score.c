@@ -29,6 +29,7 @@
 #include "session.h"
 
 #include <math.h>
+#include <stdio.h>
 
 ps_score_params ps_score_default_params(void) {
     ps_score_params p;
@@ -280,6 +281,106 @@ static int64_t find_stop(const stop_state *ss, const ps_score_params *p, int32_t
     return best;
 }
 
+/* Sets up a result for prompt tokens[0..n_tokens): the tokens, entry 0 empty. */
+static void result_start(ps_score_result *r, const int32_t *tokens, int32_t n_tokens, int32_t k) {
+    r->n_prompt = n_tokens;
+    memcpy(r->tokens, tokens, (size_t)n_tokens * sizeof *tokens);
+    r->logprobs[0] = NAN;
+    for (int32_t j = 0; j < k; j++) {
+        r->top_ids[j] = -1;
+        r->top_logprobs[j] = NAN;
+    }
+}
+
+/* Generation after the prompt (p->max_tokens > 0) on sequence q, whose n_past is the prompt's
+ * length: `row` holds the distribution after the last prompt token; each generated token is
+ * forwarded alone into gen_logits (one row). Fills r's generated entries, n_gen, n_total and
+ * finish; sum_logprob must be set already. */
+static ps_status generate(ps_session *s, ps_seq *q, const ps_score_params *p, int32_t n_tokens,
+                          const float *row, float *gen_logits, ps_score_result *r,
+                          ps_error *err) {
+    const int32_t n_vocab = s->model->hp.n_vocab;
+    const bool sampling = p->temperature > 0.0f;
+    double *w = sampling ? ps_malloc((size_t)n_vocab * sizeof *w) : NULL;
+    int32_t *idx = sampling && p->top_p < 1.0f ? ps_malloc((size_t)n_vocab * sizeof *idx) : NULL;
+    stop_state ss;
+    ps_buf_init(&ss.text);
+    ss.start = NULL;
+    ss.max_stop = 0;
+    if (p->n_stop > 0) {
+        ss.start = ps_malloc(((size_t)p->max_tokens + 1) * sizeof *ss.start);
+        for (int32_t i = 0; i < p->n_stop; i++) ss.max_stop = PS_MAX(ss.max_stop, strlen(p->stop[i]));
+    }
+    ps_status st = PS_OK;
+    if ((sampling && !w) || (sampling && p->top_p < 1.0f && !idx) || (p->n_stop > 0 && !ss.start)) {
+        st = ps_fail(err, PS_ERR_NOMEM, -1,
+                     "out of memory for generating %d tokens over a vocabulary of %d",
+                     p->max_tokens, n_vocab);
+        goto done;
+    }
+    uint64_t rng = p->seed;
+    int32_t eos = ps_vocab_eos(s->model->vocab);
+    int32_t n_gen = 0;
+    for (int32_t g = 0; g < p->max_tokens; g++) {
+        if (g > 0 && cancelled(p)) {
+            st = ps_fail(err, PS_ERR_CANCELLED, -1, "cancelled after %d generated tokens", g);
+            goto done;
+        }
+        int32_t t = sampling ? sample_row(row, n_vocab, p->temperature, p->top_p, &rng, w, idx)
+                             : argmax_row(row, n_vocab);
+        int32_t e = n_tokens + g;
+        st = topk_rows(s, p, row, 1, &t, r, e, e - 1, err);
+        if (st != PS_OK) goto done;
+        r->tokens[e] = t;
+        n_gen = g + 1;
+        if (p->stop_at_eos && t == eos) {
+            n_gen = g; /* EOS ends the text and is not part of it */
+            r->finish = PS_FINISH_STOP;
+            break;
+        }
+        if (ss.start) {
+            ss.start[g] = (int64_t)ss.text.len;
+            const char *bytes;
+            size_t len;
+            if (ps_vocab_token_bytes(s->model->vocab, t, &bytes, &len) == PS_OK)
+                ps_buf_append(&ss.text, bytes, len);
+            ss.start[g + 1] = (int64_t)ss.text.len;
+            if (ss.text.oom) {
+                st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for the generated text");
+                goto done;
+            }
+            int64_t pos = find_stop(&ss, p, g);
+            if (pos >= 0) {
+                int32_t j = g;
+                while (j > 0 && ss.start[j] > pos) j--;
+                /* the stop string begins inside token j (or exactly at its start) */
+                if (ss.start[j] == pos) {
+                    n_gen = j;
+                    r->stop_text_len = -1;
+                } else {
+                    n_gen = j + 1;
+                    r->stop_text_len = (int32_t)(pos - ss.start[j]);
+                }
+                r->finish = PS_FINISH_STOP;
+                break;
+            }
+        }
+        if (g + 1 == p->max_tokens) break;
+        const ps_seg seg = {q, &t, 1};
+        st = ps_session_forward_segs(s, &seg, 1, gen_logits, err);
+        if (st != PS_OK) goto done;
+        row = gen_logits;
+    }
+    r->n_gen = n_gen;
+    r->n_total = n_tokens + n_gen;
+done:
+    ps_free(w);
+    ps_free(idx);
+    ps_free(ss.start);
+    ps_buf_free(&ss.text);
+    return st;
+}
+
 ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens,
                           const ps_score_params *params, ps_score_result **out, ps_error *err) {
     if (!out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "out is required");
@@ -291,36 +392,16 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
 
     const int32_t n_vocab = s->model->hp.n_vocab;
     const int32_t chunk = p->chunk, k = p->k;
-    const bool gen = p->max_tokens > 0;
-    const bool sampling = gen && p->temperature > 0.0f;
     ps_score_result *r = result_new(n_tokens + p->max_tokens, k);
     float *logits = ps_session_logits(s, (size_t)chunk);
     int32_t *targets = ps_malloc((size_t)chunk * sizeof *targets);
-    double *w = sampling ? ps_malloc((size_t)n_vocab * sizeof *w) : NULL;
-    int32_t *idx = sampling && p->top_p < 1.0f ? ps_malloc((size_t)n_vocab * sizeof *idx) : NULL;
-    stop_state ss;
-    ps_buf_init(&ss.text);
-    ss.start = NULL;
-    ss.max_stop = 0;
-    if (gen && p->n_stop > 0) {
-        ss.start = ps_malloc(((size_t)p->max_tokens + 1) * sizeof *ss.start);
-        for (int32_t i = 0; i < p->n_stop; i++) ss.max_stop = PS_MAX(ss.max_stop, strlen(p->stop[i]));
-    }
-    if (!r || !logits || !targets || (sampling && !w) ||
-        (sampling && p->top_p < 1.0f && !idx) || (gen && p->n_stop > 0 && !ss.start)) {
+    if (!r || !logits || !targets) {
         st = ps_fail(err, PS_ERR_NOMEM, -1,
                      "out of memory for the results of %d positions (k %d) and a %d x %d "
                      "logits buffer", n_tokens + p->max_tokens, k, chunk, n_vocab);
         goto fail;
     }
-
-    r->n_prompt = n_tokens;
-    memcpy(r->tokens, tokens, (size_t)n_tokens * sizeof *tokens);
-    r->logprobs[0] = NAN;
-    for (int32_t j = 0; j < k; j++) {
-        r->top_ids[j] = -1;
-        r->top_logprobs[j] = NAN;
-    }
+    result_start(r, tokens, n_tokens, k);
 
     ps_session_reset(s);
     int32_t last_rows = 0; /* rows of the last forward call still in `logits` */
@@ -345,63 +426,14 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
     double sum = 0.0;
     for (int32_t i = 1; i < n_tokens; i++) sum += (double)r->logprobs[i];
     r->sum_logprob = sum;
-
-    /* generation: `row` holds the distribution after the last token so far */
-    const float *row = logits + (size_t)(last_rows - 1) * (size_t)n_vocab;
-    uint64_t rng = p->seed;
-    int32_t eos = ps_vocab_eos(s->model->vocab);
-    int32_t n_gen = 0;
-    for (int32_t g = 0; g < p->max_tokens; g++) {
-        if (g > 0 && cancelled(p)) {
-            st = ps_fail(err, PS_ERR_CANCELLED, -1, "cancelled after %d generated tokens", g);
-            goto fail;
-        }
-        int32_t t = sampling ? sample_row(row, n_vocab, p->temperature, p->top_p, &rng, w, idx)
-                             : argmax_row(row, n_vocab);
-        int32_t e = n_tokens + g;
-        st = topk_rows(s, p, row, 1, &t, r, e, e - 1, err);
+    r->n_gen = 0;
+    r->n_total = n_tokens;
+    /* generation: the row after the last prompt token, then one position at a time */
+    if (p->max_tokens > 0) {
+        st = generate(s, s->seq, p, n_tokens, logits + (size_t)(last_rows - 1) * (size_t)n_vocab,
+                      logits, r, err);
         if (st != PS_OK) goto fail;
-        r->tokens[e] = t;
-        n_gen = g + 1;
-        if (p->stop_at_eos && t == eos) {
-            n_gen = g; /* EOS ends the text and is not part of it */
-            r->finish = PS_FINISH_STOP;
-            break;
-        }
-        if (ss.start) {
-            ss.start[g] = (int64_t)ss.text.len;
-            const char *bytes;
-            size_t len;
-            if (ps_vocab_token_bytes(s->model->vocab, t, &bytes, &len) == PS_OK)
-                ps_buf_append(&ss.text, bytes, len);
-            ss.start[g + 1] = (int64_t)ss.text.len;
-            if (ss.text.oom) {
-                st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for the generated text");
-                goto fail;
-            }
-            int64_t pos = find_stop(&ss, p, g);
-            if (pos >= 0) {
-                int32_t j = g;
-                while (j > 0 && ss.start[j] > pos) j--;
-                /* the stop string begins inside token j (or exactly at its start) */
-                if (ss.start[j] == pos) {
-                    n_gen = j;
-                    r->stop_text_len = -1;
-                } else {
-                    n_gen = j + 1;
-                    r->stop_text_len = (int32_t)(pos - ss.start[j]);
-                }
-                r->finish = PS_FINISH_STOP;
-                break;
-            }
-        }
-        if (g + 1 == p->max_tokens) break;
-        st = ps_session_forward(s, &t, 1, logits, err);
-        if (st != PS_OK) goto fail;
-        row = logits;
     }
-    r->n_gen = n_gen;
-    r->n_total = n_tokens + n_gen;
     *out = r;
     r = NULL;
     st = PS_OK;
@@ -409,9 +441,142 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
 fail: /* also the way out on success, with r handed over */
     ps_score_result_free(r);
     ps_free(targets);
-    ps_free(w);
-    ps_free(idx);
-    ps_free(ss.start);
-    ps_buf_free(&ss.text);
+    return st;
+}
+
+/* ---- several prompts per forward pass ---------------------------------------------------- */
+
+/* Prompt i's state in ps_score_batch. */
+typedef struct {
+    const ps_score_params *p;
+    ps_seq *seq;
+    int32_t fed;     /* positions forwarded so far */
+} batch_item;
+
+ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t n_prompts,
+                         int32_t max_seqs, ps_score_result **results, ps_error *err) {
+    ps_error_clear(err);
+    if (!results || n_prompts < 0 || (n_prompts > 0 && !prompts) || !s)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "session, prompts and results are required (n_prompts %d)", n_prompts);
+    for (int32_t i = 0; i < n_prompts; i++) results[i] = NULL;
+    if (n_prompts == 0) return PS_OK;
+    ps_score_params defaults = ps_score_default_params();
+    /* rows per pass: the smallest chunk any prompt asks for (chunking never changes a score) */
+    int32_t rows = s->n_batch;
+    for (int32_t i = 0; i < n_prompts; i++) {
+        const ps_score_params *p = prompts[i].params ? prompts[i].params : &defaults;
+        ps_status st = check_params(s, prompts[i].tokens, prompts[i].n_tokens, p, err);
+        if (st != PS_OK) {
+            char msg[sizeof err->message];
+            snprintf(msg, sizeof msg, "%s", err ? err->message : "");
+            return ps_fail(err, st, -1, "prompt %d: %s", (int)i, msg);
+        }
+        rows = PS_MIN(rows, p->chunk);
+    }
+    if (max_seqs < 1 || max_seqs > rows) max_seqs = rows;
+    const int32_t n_vocab = s->model->hp.n_vocab;
+    /* the pass's rows, then one row for generation */
+    float *logits = ps_session_logits(s, (size_t)rows + 1);
+    float *gen_logits = logits ? logits + (size_t)rows * (size_t)n_vocab : NULL;
+    int32_t *targets = ps_malloc((size_t)rows * sizeof *targets);
+    batch_item *it = ps_calloc((size_t)n_prompts, sizeof *it);
+    ps_seg segs[PS_CHUNK];
+    int32_t seg_item[PS_CHUNK];
+    ps_status st = PS_OK;
+    if (!logits || !targets || !it) {
+        st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for a %d x %d logits buffer",
+                     rows + 1, n_vocab);
+        goto fail;
+    }
+    for (int32_t i = 0; i < n_prompts; i++) {
+        it[i].p = prompts[i].params ? prompts[i].params : &defaults;
+        results[i] = result_new(prompts[i].n_tokens + it[i].p->max_tokens, it[i].p->k);
+        if (!results[i]) {
+            st = ps_fail(err, PS_ERR_NOMEM, -1,
+                         "out of memory for the results of prompt %d (%d positions, k %d)", i,
+                         prompts[i].n_tokens + it[i].p->max_tokens, it[i].p->k);
+            goto fail;
+        }
+        result_start(results[i], prompts[i].tokens, prompts[i].n_tokens, it[i].p->k);
+    }
+    /* Passes: prompts are packed in order from the first unfinished one, each taking what is
+     * left of it or of the pass, so the prompts of one pass are consecutive and at most
+     * max_seqs; prompt i runs on kept sequence i % max_seqs (every prompt sharing it is done by
+     * the time i is packed), of its own length rounded up to 16 positions. */
+    for (int32_t lo = 0; lo < n_prompts;) {
+        int32_t n_segs = 0, used = 0;
+        for (int32_t i = lo; i < n_prompts && used < rows && n_segs < max_seqs; i++) {
+            batch_item *b = &it[i];
+            const int32_t nt = prompts[i].n_tokens;
+            if (cancelled(b->p)) {
+                st = ps_fail(err, PS_ERR_CANCELLED, -1,
+                             "prompt %d cancelled after %d of %d positions", i, b->fed, nt);
+                goto fail;
+            }
+            if (b->fed == 0) {
+                const int64_t need = PS_MIN((int64_t)s->n_ctx,
+                                            ((int64_t)nt + b->p->max_tokens + 15) & ~(int64_t)15);
+                b->seq = ps_session_pool_seq(s, i % max_seqs, (int32_t)need, err);
+                if (!b->seq) {
+                    st = PS_ERR_NOMEM;
+                    goto fail;
+                }
+            }
+            const int32_t n = PS_MIN(nt - b->fed, rows - used);
+            segs[n_segs] = (ps_seg){b->seq, prompts[i].tokens + b->fed, n};
+            seg_item[n_segs++] = i;
+            used += n;
+        }
+        st = ps_session_forward_segs(s, segs, n_segs, logits, err);
+        if (st != PS_OK) goto fail;
+        int32_t row0 = 0;
+        for (int32_t g = 0; g < n_segs; g++) {
+            const int32_t i = seg_item[g], n = segs[g].n, nt = prompts[i].n_tokens;
+            batch_item *b = &it[i];
+            const int32_t p0 = b->fed;
+            /* rows whose next token is in the prompt: all but the very last prompt row */
+            const int32_t m = p0 + n < nt ? n : n - 1;
+            if (m > 0) {
+                for (int32_t j = 0; j < m; j++) targets[j] = prompts[i].tokens[p0 + j + 1];
+                st = topk_rows(s, b->p, logits + (size_t)row0 * (size_t)n_vocab, m, targets,
+                               results[i], p0 + 1, p0, err);
+                if (st != PS_OK) goto fail;
+            }
+            b->fed += n;
+            row0 += n;
+        }
+        /* finished prompts: the sum, then generation from their last row (gen_logits is past
+         * the pass's rows, so the other prompts' rows stay) */
+        row0 = 0;
+        for (int32_t g = 0; g < n_segs; g++) {
+            const int32_t i = seg_item[g], nt = prompts[i].n_tokens;
+            ps_score_result *r = results[i];
+            row0 += segs[g].n;
+            if (it[i].fed < nt) continue;
+            double sum = 0.0;
+            for (int32_t j = 1; j < nt; j++) sum += (double)r->logprobs[j];
+            r->sum_logprob = sum;
+            r->n_gen = 0;
+            r->n_total = nt;
+            if (it[i].p->max_tokens > 0) {
+                st = generate(s, it[i].seq, it[i].p, nt,
+                              logits + (size_t)(row0 - 1) * (size_t)n_vocab, gen_logits, r, err);
+                if (st != PS_OK) goto fail;
+            }
+            lo = i + 1;
+        }
+    }
+    ps_free(targets);
+    ps_free(it);
+    return PS_OK;
+
+fail:
+    for (int32_t i = 0; i < n_prompts; i++) {
+        ps_score_result_free(results[i]);
+        results[i] = NULL;
+    }
+    ps_free(targets);
+    ps_free(it);
     return st;
 }

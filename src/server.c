@@ -157,11 +157,14 @@ static void *worker_main(void *arg) {
             pthread_mutex_unlock(&s->mu);
             break;
         }
-        /* round robin by request: one prompt of the request at the head, which then goes to
-         * the back of the line if it has more, so a request of a thousand prompts delays a
-         * small one by one prompt per request ahead of it, not by a thousand */
+        /* round robin by request: up to max_seqs prompts of the request at the head (one
+         * forward pass packs them), which then goes to the back of the line if it has more,
+         * so a request of a thousand prompts delays a small one by one group per request
+         * ahead of it, not by a thousand */
         job *j = s->head;
-        int32_t i = j->next_prompt++;
+        const int32_t i = j->next_prompt;
+        const int32_t g = PS_MIN(s->cfg.max_seqs, j->req->n_prompts - i);
+        j->next_prompt += g;
         s->head = j->next;
         if (!s->head) s->tail = NULL;
         j->next = NULL;
@@ -173,7 +176,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&s->mu);
 
         const ps_completion_req *r = j->req;
-        ps_score_result *res = NULL;
+        ps_score_result *res[PS_CHUNK] = {0};
         ps_error err;
         ps_error_clear(&err);
         ps_status st;
@@ -191,24 +194,37 @@ static void *worker_main(void *arg) {
             p.n_stop = r->n_stop;
             p.cancel = job_cancelled;
             p.cancel_ctx = j;
-            st = ps_score_tokens(w->session, r->prompts[i].ids, r->prompts[i].n, &p, &res, &err);
+            if (g == 1) {
+                st = ps_score_tokens(w->session, r->prompts[i].ids, r->prompts[i].n, &p, &res[0],
+                                     &err);
+            } else {
+                ps_score_prompt pr[PS_CHUNK];
+                for (int32_t q = 0; q < g; q++)
+                    pr[q] = (ps_score_prompt){r->prompts[i + q].ids, r->prompts[i + q].n, &p};
+                st = ps_score_batch(w->session, pr, g, g, res, &err);
+            }
         }
 
         pthread_mutex_lock(&s->mu);
-        j->results[i] = st == PS_OK ? res : NULL;
-        if (st == PS_OK) {
-            s->tokens_scored += (uint64_t)res->n_prompt;
-            s->tokens_generated += (uint64_t)res->n_gen;
-        } else if (j->status == PS_OK || j->status == PS_ERR_CANCELLED) {
+        for (int32_t q = 0; q < g; q++) {
+            j->results[i + q] = st == PS_OK ? res[q] : NULL;
+            if (st == PS_OK) {
+                s->tokens_scored += (uint64_t)res[q]->n_prompt;
+                s->tokens_generated += (uint64_t)res[q]->n_gen;
+            }
+        }
+        if (st != PS_OK && (j->status == PS_OK || j->status == PS_ERR_CANCELLED)) {
             if (j->status == PS_OK || st != PS_ERR_CANCELLED) {
                 j->status = st;
                 j->error = err;
             }
             atomic_store(&j->cancel, true); /* the rest of the request is moot */
         }
-        if (--j->remaining == 0) pthread_cond_signal(&j->done);
+        j->remaining -= g;
+        if (j->remaining == 0) pthread_cond_signal(&j->done);
         pthread_mutex_unlock(&s->mu);
-        if (st != PS_OK) ps_score_result_free(res);
+        if (st != PS_OK)
+            for (int32_t q = 0; q < g; q++) ps_score_result_free(res[q]);
     }
     return NULL;
 }
@@ -1075,6 +1091,7 @@ ps_server_config ps_server_default_config(void) {
     c.port = 8080;
     c.n_threads = 0;
     c.n_workers = 1;
+    c.max_seqs = 1;
     c.max_logprobs = -1; /* min(128, n_vocab) */
     c.max_body = 16 << 20;
     c.queue = 64;
@@ -1137,6 +1154,9 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     if (cfg.n_workers < 1 || cfg.n_workers > 256)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--workers %d must be in 1..256",
                        (int)cfg.n_workers);
+    if (cfg.max_seqs < 1 || cfg.max_seqs > PS_CHUNK)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--max-seqs %d must be in 1..%d",
+                       (int)cfg.max_seqs, PS_CHUNK);
     if (cfg.n_threads < 0) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "threads must be >= 0");
     if (cfg.mem_budget < (1 << 20))
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--mem-budget must be >= 1 MiB");

@@ -25,6 +25,8 @@ typedef struct {
     int32_t port;            /* 0 = any free port (see ps_server_port) */
     int32_t n_threads;       /* threads for the forward passes, all workers together; 0 = CPUs */
     int32_t n_workers;       /* engine workers (one session + pool each); default 1 */
+    int32_t max_seqs;        /* prompts of one request a worker runs per forward pass
+                              * (ps_score_batch); default 1 = one prompt at a time */
     int32_t max_logprobs;    /* K cap, at most n_vocab; -1 (default) = min(128, n_vocab) */
     int64_t max_body;        /* request body cap in bytes; default 16 MiB */
     int32_t queue;           /* requests admitted and not finished; more get 503; default 64 */
