@@ -8,8 +8,9 @@
  * the compare masks), compute iscale with the same scalar division, and round with vcvtps2dq
  * under the default MXCSR mode (nearest, ties to even): the same integers for every |v| <= 128.
  * The sums of 16 are exact integer sums, so every variant writes the reference's bytes.
- * Q8_1 reuses ps_quant_act_q8 for q and d and adds s, computed by the same scalar code on
- * every path.
+ * Q8_1 reuses ps_quant_act_q8 for q and d and adds s: the block's |x| maximum (order-free)
+ * and its exact sum of q found by vector reductions on the SIMD paths, then the same scalar
+ * product and f16 rounding on every path.
  */
 #include "qact.h"
 #include "quant.h"
@@ -219,7 +220,75 @@ void ps_qact_q8_1_ref(const float *x, int64_t n, int8_t *q, float *d, float *s) 
     q8_1_sums(x, n, q, d, s);
 }
 
+/* The same s with the block's |x| maximum (order-free) and its exact sum of q by vector
+ * reductions; sum x (amax / 127) and its f16 rounding stay the scalar code's. */
+#if defined(__x86_64__)
+static inline float q8_1_s(int sum, float amax) {
+    return ps_f16_to_f32(ps_f32_to_f16((float)sum * (amax / 127.0f)));
+}
+
+__attribute__((target("avx2,fma")))
+static void q8_1_sums_avx2(const float *x, int64_t n, const int8_t *q, const float *d, float *s) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < n / 32; b++) {
+        if (isnan(d[b])) {
+            s[b] = NAN;
+            continue;
+        }
+        const float *xb = x + b * 32;
+        const __m256 m = _mm256_max_ps(
+            _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb)),
+                          _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8))),
+            _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 16)),
+                          _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 24))));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        /* sum of q: 1 x q pairs (maddubs, exact int16), then int32 */
+        const __m256i p = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)(q + b * 32))), ones16);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+        s[b] = q8_1_s(_mm_cvtsi128_si32(s4), _mm_cvtss_f32(m4));
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+static void q8_1_sums_avx512(const float *x, int64_t n, const int8_t *q, const float *d,
+                             float *s) {
+    for (int64_t b = 0; b < n / 32; b++) {
+        if (isnan(d[b])) {
+            s[b] = NAN;
+            continue;
+        }
+        const float *xb = x + b * 32;
+        const float amax = _mm512_reduce_max_ps(
+            _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb)), _mm512_abs_ps(_mm512_loadu_ps(xb + 16))));
+        /* q + 128 as u8, vpsadbw sums each 8 (exact), minus 32 x 128 */
+        const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(q + b * 32)),
+                                           _mm256_set1_epi8((char)0x80));
+        const __m256i sad = _mm256_sad_epu8(u, _mm256_setzero_si256());
+        const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+        const int sum = (int)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
+        s[b] = q8_1_s(sum, amax);
+    }
+}
+#endif
+
 void ps_qact_q8_1(ps_isa isa, const float *x, int64_t n, int8_t *q, float *d, float *s) {
+    if (isa == PS_ISA_AUTO) isa = ps_isa_best();
     ps_quant_act_q8(isa, x, n, (uint8_t *)q, d, false);
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) {
+        q8_1_sums_avx512(x, n, q, d, s);
+        return;
+    }
+    if (isa == PS_ISA_AVX2) {
+        q8_1_sums_avx2(x, n, q, d, s);
+        return;
+    }
+#endif
     q8_1_sums(x, n, q, d, s);
 }
