@@ -7,9 +7,10 @@
  * e.g. Q4_1 is `q * d + m`, Q4_K `(d * sc) * q - dmin * m`, Q6_K `(d * sc) * q` — one
  * rounding per operation (the build is ISO C11: no contraction into fused multiply-adds).
  * So every non-NaN block gives ggml's bits; a NaN scale gives NaNs (ggml's payload may differ).
- * F16, BF16 and Q8_0 also have AVX2 and AVX-512 forms, and Q4_K, Q5_K, Q6_K (the bulk of the
- * usual K mixes) AVX-512 forms: integer decoding, exact conversion, the same float operations,
- * so the same bits (tests/test_types.c compares every form with the numpy decoder).
+ * F16, BF16, Q8_0 and the legacy, Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 blocks also have AVX2
+ * and AVX-512 forms, and Q4_K, Q5_K, Q6_K AVX-512 forms: integer decoding, exact conversion,
+ * the same float operations in the same order, so the same bits (tests/test_types.c compares
+ * every form with the numpy decoder).
  */
 #include "types.h"
 
@@ -440,6 +441,341 @@ T_AVX512 void ps_dequant_q6_k_avx512(const void *row, float *out, int64_t n) {
     }
 }
 
+/* ---- the other block types: integer codes decoded in registers, widened exactly, then the
+ * scalar form's float operations in its order (the per-block and per-sub-block factors as the
+ * same scalar products); table types look the float value of each code up with one permute
+ * (the table's values are small integers: exact as floats). 16 weights per vector. ---- */
+
+/* 16 nibbles of q (low or high), as int32 */
+T_AVX512 static inline __m512i nib_lo16(const uint8_t *q) {
+    return _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q)),
+                            _mm512_set1_epi32(15));
+}
+T_AVX512 static inline __m512i nib_hi16(const uint8_t *q) {
+    return _mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q)), 4);
+}
+/* bit (j + base) of qh at bit 4 of lane j */
+T_AVX512 static inline __m512i qbit16(uint32_t qh, int base) {
+    const __m512i sh = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                          12, 13, 14, 15),
+                                        _mm512_set1_epi32(base));
+    return _mm512_slli_epi32(
+        _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)qh), sh), _mm512_set1_epi32(1)),
+        4);
+}
+T_AVX512 static inline __m512 cvt16(__m512i v) { return _mm512_cvtepi32_ps(v); }
+
+T_AVX512 void ps_dequant_q4_0_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_q4_0 *x = row;
+    const __m512i k8 = _mm512_set1_epi32(8);
+    for (int64_t i = 0; i < n / PS_Q4_0_BLOCK; i++, out += PS_Q4_0_BLOCK) {
+        const __m512 d = _mm512_set1_ps(ps_f16_to_f32(x[i].d));
+        _mm512_storeu_ps(out, _mm512_mul_ps(cvt16(_mm512_sub_epi32(nib_lo16(x[i].qs), k8)), d));
+        _mm512_storeu_ps(out + 16,
+                         _mm512_mul_ps(cvt16(_mm512_sub_epi32(nib_hi16(x[i].qs), k8)), d));
+    }
+}
+
+T_AVX512 void ps_dequant_q4_1_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_q4_1 *x = row;
+    for (int64_t i = 0; i < n / PS_Q4_1_BLOCK; i++, out += PS_Q4_1_BLOCK) {
+        const __m512 d = _mm512_set1_ps(ps_f16_to_f32(x[i].d));
+        const __m512 m = _mm512_set1_ps(ps_f16_to_f32(x[i].m));
+        _mm512_storeu_ps(out, _mm512_add_ps(_mm512_mul_ps(cvt16(nib_lo16(x[i].qs)), d), m));
+        _mm512_storeu_ps(out + 16, _mm512_add_ps(_mm512_mul_ps(cvt16(nib_hi16(x[i].qs)), d), m));
+    }
+}
+
+T_AVX512 void ps_dequant_q5_0_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_q5_0 *x = row;
+    const __m512i k16 = _mm512_set1_epi32(16);
+    for (int64_t i = 0; i < n / PS_Q5_0_BLOCK; i++, out += PS_Q5_0_BLOCK) {
+        const __m512 d = _mm512_set1_ps(ps_f16_to_f32(x[i].d));
+        const uint32_t qh = rd32(x[i].qh);
+        const __m512i a = _mm512_or_si512(nib_lo16(x[i].qs), qbit16(qh, 0));
+        const __m512i b = _mm512_or_si512(nib_hi16(x[i].qs), qbit16(qh, 16));
+        _mm512_storeu_ps(out, _mm512_mul_ps(cvt16(_mm512_sub_epi32(a, k16)), d));
+        _mm512_storeu_ps(out + 16, _mm512_mul_ps(cvt16(_mm512_sub_epi32(b, k16)), d));
+    }
+}
+
+T_AVX512 void ps_dequant_q5_1_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_q5_1 *x = row;
+    for (int64_t i = 0; i < n / PS_Q5_1_BLOCK; i++, out += PS_Q5_1_BLOCK) {
+        const __m512 d = _mm512_set1_ps(ps_f16_to_f32(x[i].d));
+        const __m512 m = _mm512_set1_ps(ps_f16_to_f32(x[i].m));
+        const uint32_t qh = rd32(x[i].qh);
+        const __m512i a = _mm512_or_si512(nib_lo16(x[i].qs), qbit16(qh, 0));
+        const __m512i b = _mm512_or_si512(nib_hi16(x[i].qs), qbit16(qh, 16));
+        _mm512_storeu_ps(out, _mm512_add_ps(_mm512_mul_ps(cvt16(a), d), m));
+        _mm512_storeu_ps(out + 16, _mm512_add_ps(_mm512_mul_ps(cvt16(b), d), m));
+    }
+}
+
+/* the 16-entry code tables as floats (exact) */
+T_AVX512 static inline __m512 table_ps(const int8_t *kv) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)kv)));
+}
+
+T_AVX512 void ps_dequant_iq4_nl_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_iq4_nl *x = row;
+    const __m512 kv = table_ps(ps_kvalues_iq4nl);
+    for (int64_t i = 0; i < n / PS_IQ4_NL_BLOCK; i++, out += PS_IQ4_NL_BLOCK) {
+        const __m512 d = _mm512_set1_ps(ps_f16_to_f32(x[i].d));
+        _mm512_storeu_ps(out, _mm512_mul_ps(d, _mm512_permutexvar_ps(nib_lo16(x[i].qs), kv)));
+        _mm512_storeu_ps(out + 16, _mm512_mul_ps(d, _mm512_permutexvar_ps(nib_hi16(x[i].qs), kv)));
+    }
+}
+
+T_AVX512 void ps_dequant_mxfp4_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_mxfp4 *x = row;
+    const __m512 kv = table_ps(ps_kvalues_mxfp4);
+    for (int64_t i = 0; i < n / PS_MXFP4_BLOCK; i++, out += PS_MXFP4_BLOCK) {
+        const __m512 d = _mm512_set1_ps(ps_e8m0_half_to_f32(x[i].e));
+        _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_permutexvar_ps(nib_lo16(x[i].qs), kv), d));
+        _mm512_storeu_ps(out + 16, _mm512_mul_ps(_mm512_permutexvar_ps(nib_hi16(x[i].qs), kv), d));
+    }
+}
+
+T_AVX512 void ps_dequant_iq4_xs_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_iq4_xs *x = row;
+    const __m512 kv = table_ps(ps_kvalues_iq4nl);
+    for (int64_t i = 0; i < n / PS_QK_K; i++) {
+        const float d = ps_f16_to_f32(x[i].d);
+        const uint8_t *qs = x[i].qs;
+        for (int ib = 0; ib < PS_QK_K / 32; ib++, out += 32, qs += 16) {
+            const int ls = ((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0x0f) |
+                           (((x[i].scales_h >> 2 * ib) & 3) << 4);
+            const __m512 dl = _mm512_set1_ps(d * (float)(ls - 32));
+            _mm512_storeu_ps(out, _mm512_mul_ps(dl, _mm512_permutexvar_ps(nib_lo16(qs), kv)));
+            _mm512_storeu_ps(out + 16, _mm512_mul_ps(dl, _mm512_permutexvar_ps(nib_hi16(qs), kv)));
+        }
+    }
+}
+
+T_AVX512 void ps_dequant_q2_k_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_q2_k *x = row;
+    const __m512i m3 = _mm512_set1_epi32(3);
+    for (int64_t i = 0; i < n / PS_QK_K; i++) {
+        const float d = ps_f16_to_f32(x[i].d), dmin = ps_f16_to_f32(x[i].dmin);
+        const uint8_t *q = x[i].qs;
+        int is = 0;
+        for (int h = 0; h < PS_QK_K; h += 128, q += 32) {
+            const __m512i b0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q));
+            const __m512i b1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + 16)));
+            for (int shift = 0; shift < 8; shift += 2)
+                for (int half = 0; half < 2; half++, out += 16) {
+                    const uint8_t sc = x[i].scales[is++];
+                    const __m512 dl = _mm512_set1_ps(d * (float)(sc & 0x0f));
+                    const __m512 ml = _mm512_set1_ps(dmin * (float)(sc >> 4));
+                    const __m512i c = _mm512_and_si512(
+                        _mm512_srl_epi32(half ? b1 : b0, _mm_cvtsi32_si128(shift)), m3);
+                    _mm512_storeu_ps(out, _mm512_sub_ps(_mm512_mul_ps(dl, cvt16(c)), ml));
+                }
+        }
+    }
+}
+
+T_AVX512 void ps_dequant_q3_k_avx512(const void *row, float *out, int64_t n) {
+    const ps_block_q3_k *x = row;
+    const __m512i m3 = _mm512_set1_epi32(3), k4 = _mm512_set1_epi32(4);
+    for (int64_t i = 0; i < n / PS_QK_K; i++) {
+        const float d = ps_f16_to_f32(x[i].d);
+        int8_t sc[16];
+        q3_k_scales(x[i].scales, sc);
+        const uint8_t *q = x[i].qs;
+        const __m512i h0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)x[i].hmask));
+        const __m512i h1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x[i].hmask + 16)));
+        int m = 1, is = 0;
+        for (int h = 0; h < PS_QK_K; h += 128, q += 32) {
+            const __m512i b0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q));
+            const __m512i b1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + 16)));
+            for (int shift = 0; shift < 8; shift += 2, m <<= 1)
+                for (int half = 0; half < 2; half++, out += 16) {
+                    const __m512 dl = _mm512_set1_ps(d * (float)sc[is++]);
+                    const __m512i lo = _mm512_and_si512(
+                        _mm512_srl_epi32(half ? b1 : b0, _mm_cvtsi32_si128(shift)), m3);
+                    /* a clear high bit subtracts 4 */
+                    const __mmask16 clear =
+                        _mm512_testn_epi32_mask(half ? h1 : h0, _mm512_set1_epi32(m));
+                    const __m512i c = _mm512_mask_sub_epi32(lo, clear, lo, k4);
+                    _mm512_storeu_ps(out, _mm512_mul_ps(dl, cvt16(c)));
+                }
+        }
+    }
+}
+
+/* AVX2: 8 weights per vector, the same operations; tables by pshufb on the int8 codes. */
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+T_AVX2 static inline __m256i cvt8u(const uint8_t *q) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q));
+}
+/* element j of 8 (j = 0..7 from q + o) as int32: low nibble, high nibble */
+T_AVX2 static inline __m256i nlo8(const uint8_t *q) {
+    return _mm256_and_si256(cvt8u(q), _mm256_set1_epi32(15));
+}
+T_AVX2 static inline __m256i nhi8(const uint8_t *q) { return _mm256_srli_epi32(cvt8u(q), 4); }
+T_AVX2 static inline __m256i qbit8(uint32_t qh, int base) {
+    const __m256i sh = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                        _mm256_set1_epi32(base));
+    return _mm256_slli_epi32(
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)qh), sh), _mm256_set1_epi32(1)),
+        4);
+}
+/* the table value of 8 codes (int32 lanes 0..15), as float: pshufb on bytes, then widen */
+T_AVX2 static inline __m256 lut8(__m128i tab, __m256i idx) {
+    const __m128i b = _mm_packus_epi16(_mm_packus_epi32(_mm256_castsi256_si128(idx),
+                                                        _mm256_extracti128_si256(idx, 1)),
+                                       _mm_setzero_si128());
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(tab, b)));
+}
+
+/* legacy blocks of 32: CODE(q, j) the int32 codes of elements j .. j + 7 (j < 16: low
+ * nibbles of qs[j ..], else high nibbles of qs[j - 16 ..]) */
+T_AVX2 void ps_dequant_q4_0_avx2(const void *row, float *out, int64_t n) {
+    const ps_block_q4_0 *x = row;
+    const __m256i k8 = _mm256_set1_epi32(8);
+    for (int64_t i = 0; i < n / PS_Q4_0_BLOCK; i++, out += PS_Q4_0_BLOCK) {
+        const __m256 d = _mm256_set1_ps(ps_f16_to_f32(x[i].d));
+        for (int j = 0; j < 16; j += 8) {
+            _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(nlo8(x[i].qs + j), k8)), d));
+            _mm256_storeu_ps(out + 16 + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(nhi8(x[i].qs + j), k8)), d));
+        }
+    }
+}
+
+T_AVX2 void ps_dequant_q4_1_avx2(const void *row, float *out, int64_t n) {
+    const ps_block_q4_1 *x = row;
+    for (int64_t i = 0; i < n / PS_Q4_1_BLOCK; i++, out += PS_Q4_1_BLOCK) {
+        const __m256 d = _mm256_set1_ps(ps_f16_to_f32(x[i].d)), m = _mm256_set1_ps(ps_f16_to_f32(x[i].m));
+        for (int j = 0; j < 16; j += 8) {
+            _mm256_storeu_ps(out + j, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(nlo8(x[i].qs + j)), d), m));
+            _mm256_storeu_ps(out + 16 + j, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(nhi8(x[i].qs + j)), d), m));
+        }
+    }
+}
+
+T_AVX2 void ps_dequant_q5_0_avx2(const void *row, float *out, int64_t n) {
+    const ps_block_q5_0 *x = row;
+    const __m256i k16 = _mm256_set1_epi32(16);
+    for (int64_t i = 0; i < n / PS_Q5_0_BLOCK; i++, out += PS_Q5_0_BLOCK) {
+        const __m256 d = _mm256_set1_ps(ps_f16_to_f32(x[i].d));
+        const uint32_t qh = rd32(x[i].qh);
+        for (int j = 0; j < 16; j += 8) {
+            const __m256i a = _mm256_or_si256(nlo8(x[i].qs + j), qbit8(qh, j));
+            const __m256i b = _mm256_or_si256(nhi8(x[i].qs + j), qbit8(qh, j + 16));
+            _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(a, k16)), d));
+            _mm256_storeu_ps(out + 16 + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(b, k16)), d));
+        }
+    }
+}
+
+T_AVX2 void ps_dequant_q5_1_avx2(const void *row, float *out, int64_t n) {
+    const ps_block_q5_1 *x = row;
+    for (int64_t i = 0; i < n / PS_Q5_1_BLOCK; i++, out += PS_Q5_1_BLOCK) {
+        const __m256 d = _mm256_set1_ps(ps_f16_to_f32(x[i].d)), m = _mm256_set1_ps(ps_f16_to_f32(x[i].m));
+        const uint32_t qh = rd32(x[i].qh);
+        for (int j = 0; j < 16; j += 8) {
+            const __m256i a = _mm256_or_si256(nlo8(x[i].qs + j), qbit8(qh, j));
+            const __m256i b = _mm256_or_si256(nhi8(x[i].qs + j), qbit8(qh, j + 16));
+            _mm256_storeu_ps(out + j, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(a), d), m));
+            _mm256_storeu_ps(out + 16 + j, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(b), d), m));
+        }
+    }
+}
+
+T_AVX2 void ps_dequant_iq4_nl_avx2(const void *row, float *out, int64_t n) {
+    const ps_block_iq4_nl *x = row;
+    const __m128i kv = _mm_loadu_si128((const __m128i *)ps_kvalues_iq4nl);
+    for (int64_t i = 0; i < n / PS_IQ4_NL_BLOCK; i++, out += PS_IQ4_NL_BLOCK) {
+        const __m256 d = _mm256_set1_ps(ps_f16_to_f32(x[i].d));
+        for (int j = 0; j < 16; j += 8) {
+            _mm256_storeu_ps(out + j, _mm256_mul_ps(d, lut8(kv, nlo8(x[i].qs + j))));
+            _mm256_storeu_ps(out + 16 + j, _mm256_mul_ps(d, lut8(kv, nhi8(x[i].qs + j))));
+        }
+    }
+}
+
+T_AVX2 void ps_dequant_mxfp4_avx2(const void *row, float *out, int64_t n) {
+    const ps_block_mxfp4 *x = row;
+    const __m128i kv = _mm_loadu_si128((const __m128i *)ps_kvalues_mxfp4);
+    for (int64_t i = 0; i < n / PS_MXFP4_BLOCK; i++, out += PS_MXFP4_BLOCK) {
+        const __m256 d = _mm256_set1_ps(ps_e8m0_half_to_f32(x[i].e));
+        for (int j = 0; j < 16; j += 8) {
+            _mm256_storeu_ps(out + j, _mm256_mul_ps(lut8(kv, nlo8(x[i].qs + j)), d));
+            _mm256_storeu_ps(out + 16 + j, _mm256_mul_ps(lut8(kv, nhi8(x[i].qs + j)), d));
+        }
+    }
+}
+
+T_AVX2 void ps_dequant_iq4_xs_avx2(const void *row, float *out, int64_t n) {
+    const ps_block_iq4_xs *x = row;
+    const __m128i kv = _mm_loadu_si128((const __m128i *)ps_kvalues_iq4nl);
+    for (int64_t i = 0; i < n / PS_QK_K; i++) {
+        const float d = ps_f16_to_f32(x[i].d);
+        const uint8_t *qs = x[i].qs;
+        for (int ib = 0; ib < PS_QK_K / 32; ib++, out += 32, qs += 16) {
+            const int ls = ((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0x0f) |
+                           (((x[i].scales_h >> 2 * ib) & 3) << 4);
+            const __m256 dl = _mm256_set1_ps(d * (float)(ls - 32));
+            for (int j = 0; j < 16; j += 8) {
+                _mm256_storeu_ps(out + j, _mm256_mul_ps(dl, lut8(kv, nlo8(qs + j))));
+                _mm256_storeu_ps(out + 16 + j, _mm256_mul_ps(dl, lut8(kv, nhi8(qs + j))));
+            }
+        }
+    }
+}
+
+T_AVX2 void ps_dequant_q2_k_avx2(const void *row, float *out, int64_t n) {
+    const ps_block_q2_k *x = row;
+    const __m256i m3 = _mm256_set1_epi32(3);
+    for (int64_t i = 0; i < n / PS_QK_K; i++) {
+        const float d = ps_f16_to_f32(x[i].d), dmin = ps_f16_to_f32(x[i].dmin);
+        const uint8_t *q = x[i].qs;
+        int is = 0;
+        for (int h = 0; h < PS_QK_K; h += 128, q += 32)
+            for (int shift = 0; shift < 8; shift += 2)
+                for (int half = 0; half < 2; half++, out += 16) {
+                    const uint8_t sc = x[i].scales[is++];
+                    const __m256 dl = _mm256_set1_ps(d * (float)(sc & 0x0f));
+                    const __m256 ml = _mm256_set1_ps(dmin * (float)(sc >> 4));
+                    for (int l = 0; l < 16; l += 8) {
+                        const __m256i c = _mm256_and_si256(
+                            _mm256_srl_epi32(cvt8u(q + 16 * half + l), _mm_cvtsi32_si128(shift)), m3);
+                        _mm256_storeu_ps(out + l, _mm256_sub_ps(_mm256_mul_ps(dl, _mm256_cvtepi32_ps(c)), ml));
+                    }
+                }
+    }
+}
+
+T_AVX2 void ps_dequant_q3_k_avx2(const void *row, float *out, int64_t n) {
+    const ps_block_q3_k *x = row;
+    const __m256i m3 = _mm256_set1_epi32(3), k4 = _mm256_set1_epi32(4);
+    for (int64_t i = 0; i < n / PS_QK_K; i++) {
+        const float d = ps_f16_to_f32(x[i].d);
+        int8_t sc[16];
+        q3_k_scales(x[i].scales, sc);
+        const uint8_t *q = x[i].qs, *hm = x[i].hmask;
+        int m = 1, is = 0;
+        for (int h = 0; h < PS_QK_K; h += 128, q += 32)
+            for (int shift = 0; shift < 8; shift += 2, m <<= 1)
+                for (int half = 0; half < 2; half++, out += 16) {
+                    const __m256 dl = _mm256_set1_ps(d * (float)sc[is++]);
+                    for (int l = 0; l < 16; l += 8) {
+                        const int k = 16 * half + l;
+                        const __m256i lo = _mm256_and_si256(
+                            _mm256_srl_epi32(cvt8u(q + k), _mm_cvtsi32_si128(shift)), m3);
+                        /* a clear high bit subtracts 4 */
+                        const __m256i set = _mm256_cmpeq_epi32(
+                            _mm256_and_si256(cvt8u(hm + k), _mm256_set1_epi32(m)), _mm256_set1_epi32(m));
+                        const __m256i c = _mm256_sub_epi32(lo, _mm256_andnot_si256(set, k4));
+                        _mm256_storeu_ps(out + l, _mm256_mul_ps(dl, _mm256_cvtepi32_ps(c)));
+                    }
+                }
+    }
+}
+
 #else
 void ps_dequant_f16_avx2(const void *row, float *out, int64_t n) { ps_dequant_f16(row, out, n); }
 void ps_dequant_bf16_avx2(const void *row, float *out, int64_t n) { ps_dequant_bf16(row, out, n); }
@@ -450,4 +786,22 @@ void ps_dequant_q8_0_avx512(const void *row, float *out, int64_t n) { ps_dequant
 void ps_dequant_q4_k_avx512(const void *row, float *out, int64_t n) { ps_dequant_q4_k(row, out, n); }
 void ps_dequant_q5_k_avx512(const void *row, float *out, int64_t n) { ps_dequant_q5_k(row, out, n); }
 void ps_dequant_q6_k_avx512(const void *row, float *out, int64_t n) { ps_dequant_q6_k(row, out, n); }
+void ps_dequant_q4_0_avx2(const void *row, float *out, int64_t n) { ps_dequant_q4_0(row, out, n); }
+void ps_dequant_q4_0_avx512(const void *row, float *out, int64_t n) { ps_dequant_q4_0(row, out, n); }
+void ps_dequant_q4_1_avx2(const void *row, float *out, int64_t n) { ps_dequant_q4_1(row, out, n); }
+void ps_dequant_q4_1_avx512(const void *row, float *out, int64_t n) { ps_dequant_q4_1(row, out, n); }
+void ps_dequant_q5_0_avx2(const void *row, float *out, int64_t n) { ps_dequant_q5_0(row, out, n); }
+void ps_dequant_q5_0_avx512(const void *row, float *out, int64_t n) { ps_dequant_q5_0(row, out, n); }
+void ps_dequant_q5_1_avx2(const void *row, float *out, int64_t n) { ps_dequant_q5_1(row, out, n); }
+void ps_dequant_q5_1_avx512(const void *row, float *out, int64_t n) { ps_dequant_q5_1(row, out, n); }
+void ps_dequant_iq4_nl_avx2(const void *row, float *out, int64_t n) { ps_dequant_iq4_nl(row, out, n); }
+void ps_dequant_iq4_nl_avx512(const void *row, float *out, int64_t n) { ps_dequant_iq4_nl(row, out, n); }
+void ps_dequant_mxfp4_avx2(const void *row, float *out, int64_t n) { ps_dequant_mxfp4(row, out, n); }
+void ps_dequant_mxfp4_avx512(const void *row, float *out, int64_t n) { ps_dequant_mxfp4(row, out, n); }
+void ps_dequant_iq4_xs_avx2(const void *row, float *out, int64_t n) { ps_dequant_iq4_xs(row, out, n); }
+void ps_dequant_iq4_xs_avx512(const void *row, float *out, int64_t n) { ps_dequant_iq4_xs(row, out, n); }
+void ps_dequant_q2_k_avx2(const void *row, float *out, int64_t n) { ps_dequant_q2_k(row, out, n); }
+void ps_dequant_q2_k_avx512(const void *row, float *out, int64_t n) { ps_dequant_q2_k(row, out, n); }
+void ps_dequant_q3_k_avx2(const void *row, float *out, int64_t n) { ps_dequant_q3_k(row, out, n); }
+void ps_dequant_q3_k_avx512(const void *row, float *out, int64_t n) { ps_dequant_q3_k(row, out, n); }
 #endif

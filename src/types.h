@@ -85,6 +85,24 @@ void ps_dequant_q8_0_avx512(const void *row, float *out, int64_t n);
 void ps_dequant_q4_k_avx512(const void *row, float *out, int64_t n);
 void ps_dequant_q5_k_avx512(const void *row, float *out, int64_t n);
 void ps_dequant_q6_k_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_q4_0_avx2(const void *row, float *out, int64_t n);
+void ps_dequant_q4_0_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_q4_1_avx2(const void *row, float *out, int64_t n);
+void ps_dequant_q4_1_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_q5_0_avx2(const void *row, float *out, int64_t n);
+void ps_dequant_q5_0_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_q5_1_avx2(const void *row, float *out, int64_t n);
+void ps_dequant_q5_1_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_iq4_nl_avx2(const void *row, float *out, int64_t n);
+void ps_dequant_iq4_nl_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_mxfp4_avx2(const void *row, float *out, int64_t n);
+void ps_dequant_mxfp4_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_iq4_xs_avx2(const void *row, float *out, int64_t n);
+void ps_dequant_iq4_xs_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_q2_k_avx2(const void *row, float *out, int64_t n);
+void ps_dequant_q2_k_avx512(const void *row, float *out, int64_t n);
+void ps_dequant_q3_k_avx2(const void *row, float *out, int64_t n);
+void ps_dequant_q3_k_avx512(const void *row, float *out, int64_t n);
 
 /* E8M0 exponent byte -> 2^(e - 128) (ggml's half of the E8M0 value, MXFP4's block scale). */
 float ps_e8m0_half_to_f32(uint8_t e);
