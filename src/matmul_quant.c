@@ -527,11 +527,17 @@ static void pack_side(const qdesc *qd, const qpack *pg, const uint8_t *w0, size_
             memset(tmp + i * qd->qk, qd->off, (size_t)qd->qk); /* w = 0 */
             for (int k = 0; k < ns; k++) sc[k] = 0;
         }
-        if (qd->scaled && cl) { /* int16 pairs: the scales of chains 2p and 2p + 1 */
+        if (qd->scaled && cl > 0) { /* int16 pairs: the scales of chains 2p and 2p + 1 */
             int16_t *sp = (int16_t *)scv;
             for (int p = 0; p < qd->qk / (2 * cl); p++) {
                 sp[(p * QT + i) * 2] = (int16_t)sc[(2 * p * cl) / qd->sb];
                 sp[(p * QT + i) * 2 + 1] = (int16_t)sc[((2 * p + 1) * cl) / qd->sb];
+            }
+        } else if (qd->scaled && cl < 0) { /* int16 pairs (sc, 256 sc): see mk_vnni */
+            int16_t *sp = (int16_t *)scv;
+            for (int k = 0; k < ns; k++) {
+                sp[(k * QT + i) * 2] = (int16_t)sc[k];
+                sp[(k * QT + i) * 2 + 1] = (int16_t)(256 * sc[k]);
             }
         } else if (qd->scaled) {
             for (int k = 0; k < ns; k++) scv[k * QT + i] = sc[k];
@@ -803,7 +809,7 @@ T_VNNI static void pack_tile_vnni(const qdesc *qd, const qpack *pg, const uint8_
     uint8_t tmp[QT * 256] __attribute__((aligned(64)));
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *dst = wp + b * pg->pb;
-        pack_side(qd, pg, w0, row_bytes, nw, b, tmp, dst, uf, qd->cl);
+        pack_side(qd, pg, w0, row_bytes, nw, b, tmp, dst, uf, qd->cl ? qd->cl : -1);
         transpose_vnni(qd->qk, tmp, dst);
     }
 }
@@ -822,6 +828,12 @@ T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
     const int32_t *init = sl->init + r0 * ldi;
     const int16_t *bs = sl->bs + r0 * ldb;
     const float *d = sl->d + r0 * ldd, *sx = sl->s + r0 * ldd;
+    /* SCALED: each lane's sub-block sum t (|t| < 2^23) split into the int16 pair (t & 255,
+     * t >> 8) — bytes [b0, 0, b1, b2] of t — against the packed pair (sc, 256 sc), |sc| <= 128:
+     * vpdpwssd adds (t & 255) sc + (t >> 8) 256 sc = sc t, the int32 of vpmulld (two port-0
+     * uops) + vpaddd, so the same exact isum. */
+    const __m512i split = _mm512_set4_epi32((int)0x0e0d800cu, (int)0x0a098008u,
+                                            (int)0x06058004u, (int)0x02018000u);
     __m512 acc[8];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -840,10 +852,10 @@ T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
                     t[r] = _mm512_dpbusd_epi32(t[r], wv, _mm512_set1_epi32(xv));
                 }
             }
-            if (SCALED) {
+            if (SCALED) { /* is += sc x t, exactly, by one vpshufb (port 5) + one vpdpwssd */
                 const __m512i sc = _mm512_load_si512((const void *)(wb + pg->sc + s * 64));
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-                    is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(t[r], sc));
+                    is[r] = _mm512_dpwssd_epi32(is[r], _mm512_shuffle_epi8(t[r], split), sc);
             } else {
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = t[r];
             }
