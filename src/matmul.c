@@ -792,61 +792,92 @@ typedef struct {
     qx_pass qp;
 } q8_job;
 
-static void q8_quant_task(void *ctx, int64_t i, int32_t thread) {
-    const q8_job *job = ctx;
+/* Quantises activation row x into row p of the pass. */
+static void q8_quant_at(const q8_job *job, const float *x, int64_t p) {
     const qx_pass *qp = &job->qp;
-    uint8_t *q = (uint8_t *)qp->q + (size_t)(i / MM_QROWS) * qp->region +
-                 (size_t)(i % MM_QROWS) * (size_t)qp->ldq;
-    float *d = (float *)qp->d + (size_t)(i / MM_QROWS) * qp->dregion + (i % MM_QROWS) * qp->ldd;
-    ps_quant_act_q8(job->qisa, job->x + (job->row0 + i) * job->ldx, job->w->n_in, q, d,
-                    job->kind == Q8_VNNI);
+    uint8_t *q = (uint8_t *)qp->q + (size_t)(p / MM_QROWS) * qp->region +
+                 (size_t)(p % MM_QROWS) * (size_t)qp->ldq;
+    float *d = (float *)qp->d + (size_t)(p / MM_QROWS) * qp->dregion + (p % MM_QROWS) * qp->ldd;
+    ps_quant_act_q8(job->qisa, x, job->w->n_in, q, d, job->kind == Q8_VNNI);
 }
 
-static void q8_tile_task(void *ctx, int64_t task, int32_t thread) {
+static void q8_quant_task(void *ctx, int64_t i, int32_t thread) {
     const q8_job *job = ctx;
-    const ps_mat *w = job->w;
-    const int64_t j0 = task * MM_TILE, nb = w->n_in / PS_Q8_0_BLOCK;
+    (void)thread;
+    q8_quant_at(job, job->x + (job->row0 + i) * job->ldx, i);
+}
+
+/* AMX only: rows p0 .. p0 + n of the pass (p0 a multiple of 16, inside one slot) as the tile
+ * kernel reads them — the last group of 16 filled with zero rows, and the scales of each group
+ * transposed ([block][16 rows]) through thread 0's tile area (free between dispatches). */
+static void q8_amx_prep(const q8_job *job, int64_t p0, int64_t n) {
+    const qx_pass *qp = &job->qp;
+    const int64_t nb = job->w->n_in / PS_Q8_0_BLOCK;
+    for (int64_t i = p0 + n; i % 16; i++) {
+        memset((uint8_t *)qp->q + (size_t)(i / MM_QROWS) * qp->region +
+                   (size_t)(i % MM_QROWS) * (size_t)qp->ldq,
+               0, (size_t)qp->ldq);
+        memset((float *)qp->d + (size_t)(i / MM_QROWS) * qp->dregion + (i % MM_QROWS) * qp->ldd,
+               0, sizeof(float) * (size_t)qp->ldd);
+    }
+    float *tmp = job->env->scratch;
+    for (int64_t p = p0; p < p0 + n; p += 16) {
+        float *dg = (float *)qp->d + (size_t)(p / MM_QROWS) * qp->dregion + (p % MM_QROWS) * qp->ldd;
+        for (int64_t b = 0; b < nb; b++)
+            for (int rr = 0; rr < 16; rr++) tmp[b * 16 + rr] = dg[rr * qp->ldd + b];
+        memcpy(dg, tmp, sizeof(float) * (size_t)(16 * nb));
+    }
+}
+
+/* Weight tile `tile` of w (n_in as job->w) against the pass rows qp -> y (qp's first row, w's
+ * first output), rows ldy apart. */
+static void q8_tile(const q8_job *job, const ps_mat *w, const qx_pass *qp, int64_t tile,
+                    float *y, int64_t ldy, int32_t thread) {
+    const int64_t j0 = tile * MM_TILE, nb = w->n_in / PS_Q8_0_BLOCK;
     const int nw = (int)PS_MIN((int64_t)MM_TILE, w->n_out - j0);
     const uint8_t *rows[MM_TILE];
     for (int j = 0; j < nw; j++)
         rows[j] = (const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes;
     uint8_t *wp = (uint8_t *)(job->env->scratch + (size_t)thread * job->env->scratch_stride);
-    float *y = job->y + job->row0 * job->ldy + j0;
-    /* two tiles ahead: one ahead left the packer waiting on the weights (measured 24% of a
-     * Q8_0 forward in pack_q8_tile_vnni, stalled on the scale loads) */
-    prefetch_tile(w, task + 2 * job->n_threads);
+    y += j0;
     switch (job->kind) {
 #if defined(__x86_64__)
     case Q8_VNNI:
         pack_q8_tile_vnni(rows[0], w->row_bytes, nw, nb, wp);
-        tile_q8_vnni(wp, nw, &job->qp, nb, y, job->ldy);
+        tile_q8_vnni(wp, nw, qp, nb, y, ldy);
         break;
-    case Q8_AMX: {
+    case Q8_AMX:
         /* the same packed tile: its 8 x 64-byte quads per block are an AMX B tile */
         pack_q8_tile_vnni(rows[0], w->row_bytes, nw, nb, wp);
-        const qx_pass *qp = &job->qp;
         for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_QROWS)
             ps_amx_q8_tile(wp, nw, nb,
                            (const int8_t *)(qp->q + (size_t)(r0 / MM_QROWS) * qp->region),
                            qp->ldq, qp->d + (size_t)(r0 / MM_QROWS) * qp->dregion, qp->ldd,
-                           PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0), y + r0 * job->ldy,
-                           job->ldy, ps_amx_stream_y(qp->n_rows, w->n_out));
+                           PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0), y + r0 * ldy, ldy,
+                           ps_amx_stream_y(qp->n_rows, w->n_out));
         break;
-    }
     case Q8_AVX2:
         pack_q8_tile(rows, nw, nb, wp);
-        tile_q8_avx2(wp, nw, &job->qp, nb, y, job->ldy);
+        tile_q8_avx2(wp, nw, qp, nb, y, ldy);
         break;
 #endif
-    default: tile_q8_scalar(rows, nw, &job->qp, nb, y, job->ldy); break;
+    default: tile_q8_scalar(rows, nw, qp, nb, y, ldy); break;
     }
 }
 
-void ps_matmul_q8_0(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
-                    int64_t n_rows, float *y, int64_t ldy) {
+static void q8_tile_task(void *ctx, int64_t task, int32_t thread) {
+    const q8_job *job = ctx;
+    /* two tiles ahead: one ahead left the packer waiting on the weights (measured 24% of a
+     * Q8_0 forward in pack_q8_tile_vnni, stalled on the scale loads) */
+    prefetch_tile(job->w, task + 2 * job->n_threads);
+    q8_tile(job, job->w, &job->qp, task, job->y + job->row0 * job->ldy, job->ldy, thread);
+}
+
+/* The call's kernel and the pass geometry in the threads' activation slots. */
+static q8_job q8_job_for(const ps_matmul_env *env, const ps_mat *w) {
     const int64_t n = w->n_in, nb = n / PS_Q8_0_BLOCK;
-    const int32_t nt = ps_pool_size(env->pool);
-    q8_job job = {env, w, x, ldx, 0, y, ldy, nt, Q8_SCALAR, PS_ISA_SCALAR, {0}};
+    q8_job job = {env, w, NULL, 0, 0, NULL, 0, ps_pool_size(env->pool), Q8_SCALAR,
+                  PS_ISA_SCALAR, {0}};
 #if defined(__x86_64__)
     if (env->isa == PS_ISA_AVX512 && env->amx) job.kind = Q8_AMX;
     else if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = Q8_VNNI;
@@ -860,31 +891,117 @@ void ps_matmul_q8_0(const ps_matmul_env *env, const ps_mat *w, const float *x, i
     job.qp.dregion = env->scratch_stride;
     job.qp.ldq = round64(n);
     job.qp.ldd = round16(nb);
-    const int64_t cap = (int64_t)nt * MM_QROWS;
+    return job;
+}
+
+void ps_matmul_q8_0(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+                    int64_t n_rows, float *y, int64_t ldy) {
+    q8_job job = q8_job_for(env, w);
+    job.x = x;
+    job.ldx = ldx;
+    job.y = y;
+    job.ldy = ldy;
+    const int64_t cap = (int64_t)job.n_threads * MM_QROWS;
     for (int64_t r0 = 0; r0 < n_rows; r0 += cap) {
         job.row0 = r0;
         job.qp.n_rows = PS_MIN(cap, n_rows - r0);
         ps_pool_for(env->pool, job.qp.n_rows, q8_quant_task, &job);
-        if (job.kind == Q8_AMX) /* AMX reads whole groups of 16 rows: zero the last one's tail */
-            for (int64_t i = job.qp.n_rows; i % 16; i++) {
-                memset((uint8_t *)job.qp.q + (size_t)(i / MM_QROWS) * job.qp.region +
-                           (size_t)(i % MM_QROWS) * (size_t)job.qp.ldq,
-                       0, (size_t)job.qp.ldq);
-                memset((float *)job.qp.d + (size_t)(i / MM_QROWS) * job.qp.dregion +
-                           (i % MM_QROWS) * job.qp.ldd,
-                       0, sizeof(float) * (size_t)job.qp.ldd);
-            }
-        if (job.kind == Q8_AMX) { /* scales of each 16-row group transposed: [b][16 rows] */
-            float *tmp = env->scratch; /* thread 0's tile area (>= 16 n floats), free now */
-            for (int64_t g = 0; g * 16 < job.qp.n_rows; g++) {
-                float *dg = (float *)job.qp.d + (size_t)(g * 16 / MM_QROWS) * job.qp.dregion +
-                            (g * 16 % MM_QROWS) * job.qp.ldd;
-                for (int64_t b = 0; b < nb; b++)
-                    for (int rr = 0; rr < 16; rr++) tmp[b * 16 + rr] = dg[rr * job.qp.ldd + b];
-                memcpy(dg, tmp, sizeof(float) * (size_t)(16 * nb));
-            }
-        }
+        /* AMX reads whole groups of 16 rows, their scales transposed */
+        if (job.kind == Q8_AMX)
+            for (int64_t p0 = 0; p0 < job.qp.n_rows; p0 += MM_QROWS)
+                q8_amx_prep(&job, p0, PS_MIN((int64_t)MM_QROWS, job.qp.n_rows - p0));
         ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, q8_tile_task, &job);
+    }
+}
+
+/* ---- grouped calls (ps_matmul_group) ---- */
+
+int32_t ps_mm_plan(const ps_mm_item *items, int32_t n_items, int32_t *item, int64_t *row,
+                   int32_t n_slots, int64_t slot_rows, int64_t align, ps_mm_seg *segs) {
+    int32_t n = 0, slot = 0;
+    int64_t fill = 0, q0 = 0;
+    while (*item < n_items && n < PS_MM_SEGS) {
+        const ps_mm_item *it = &items[*item];
+        if (*row >= it->n_rows) {
+            ++*item;
+            *row = 0;
+            continue;
+        }
+        fill = (fill + align - 1) / align * align;
+        if (fill >= slot_rows) {
+            if (++slot == n_slots) break;
+            fill = 0;
+        }
+        const int64_t take = PS_MIN(it->n_rows - *row, slot_rows - fill);
+        segs[n++] = (ps_mm_seg){*item, slot, fill, *row, take, q0};
+        fill += take;
+        q0 += take;
+        *row += take;
+    }
+    return n;
+}
+
+const ps_mm_seg *ps_mm_seg_of(const ps_mm_seg *segs, int32_t n, int64_t q) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo + 1) / 2;
+        if (segs[mid].q0 <= q) lo = mid;
+        else hi = mid - 1;
+    }
+    return &segs[lo];
+}
+
+typedef struct {
+    q8_job job; /* kernel and slot geometry (job.w: the first item's first matrix) */
+    const ps_mm_item *items;
+    const ps_mm_seg *segs;
+    int32_t n_segs, n_w;
+    int64_t n_tiles; /* weight tiles per matrix */
+} q8_group_job;
+
+static void q8_group_quant_task(void *ctx, int64_t q, int32_t thread) {
+    const q8_group_job *g = ctx;
+    const ps_mm_seg *sg = ps_mm_seg_of(g->segs, g->n_segs, q);
+    const ps_mm_item *it = &g->items[sg->item];
+    const int64_t r = q - sg->q0;
+    (void)thread;
+    q8_quant_at(&g->job, it->x + (sg->row + r) * it->ldx, sg->slot * MM_QROWS + sg->off + r);
+}
+
+/* Task t of a pass: run t / (n_w n_tiles), matrix, tile. */
+static void q8_group_tile_task(void *ctx, int64_t t, int32_t thread) {
+    const q8_group_job *g = ctx;
+    const int64_t per = g->n_w * g->n_tiles, ahead = t + 2 * g->job.n_threads;
+    if (ahead < g->n_segs * per) {
+        const ps_mm_item *ia = &g->items[g->segs[ahead / per].item];
+        prefetch_tile(&ia->w[ahead % per / g->n_tiles], ahead % g->n_tiles);
+    }
+    const ps_mm_seg *sg = &g->segs[t / per];
+    const ps_mm_item *it = &g->items[sg->item];
+    qx_pass qp = g->job.qp;
+    qp.q += (size_t)sg->slot * qp.region + (size_t)sg->off * (size_t)qp.ldq;
+    qp.d += (size_t)sg->slot * qp.dregion + (size_t)sg->off * (size_t)qp.ldd;
+    qp.n_rows = sg->n;
+    const int64_t m = t % per / g->n_tiles;
+    q8_tile(&g->job, &it->w[m], &qp, t % g->n_tiles, it->y[m] + sg->row * it->ldy, it->ldy,
+            thread);
+}
+
+static void q8_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {
+    ps_mm_seg segs[PS_MM_SEGS];
+    q8_group_job g = {q8_job_for(env, &items[0].w[0]), items, segs, 0, items[0].n_w,
+                      (items[0].w[0].n_out + MM_TILE - 1) / MM_TILE};
+    const int64_t align = g.job.kind == Q8_AMX ? 16 : 1;
+    int32_t item = 0;
+    int64_t row = 0;
+    while ((g.n_segs = ps_mm_plan(items, n_items, &item, &row, g.job.n_threads, MM_QROWS, align,
+                                  segs)) > 0) {
+        const ps_mm_seg *last = &segs[g.n_segs - 1];
+        ps_pool_for(env->pool, last->q0 + last->n, q8_group_quant_task, &g);
+        if (g.job.kind == Q8_AMX)
+            for (int32_t i = 0; i < g.n_segs; i++)
+                q8_amx_prep(&g.job, segs[i].slot * MM_QROWS + segs[i].off, segs[i].n);
+        ps_pool_for(env->pool, g.n_segs * g.n_w * g.n_tiles, q8_group_tile_task, &g);
     }
 }
 
@@ -1004,6 +1121,35 @@ void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_
     mm_job job = {env, w, x, ldx, n_rows, y, ldy, ps_pool_size(env->pool)};
     ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &job);
     ps_prof_add(PS_PROF_MATMUL, t0);
+}
+
+void ps_matmul_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {
+    if (n_items <= 0) return;
+    const ps_mat *w0 = &items[0].w[0];
+    bool uniform = true;
+    for (int32_t i = 0; i < n_items && uniform; i++)
+        for (int32_t m = 0; m < items[i].n_w; m++) {
+            const ps_mat *w = &items[i].w[m];
+            uniform = uniform && items[i].n_w == items[0].n_w && w->type == w0->type &&
+                      w->n_in == w0->n_in && w->n_out == w0->n_out;
+        }
+    const ps_wtype *t = ps_wtype_get(w0->type);
+    assert(t);
+    /* the grouped form of the type's native kernel, where it has one */
+    void (*group)(const ps_matmul_env *, const ps_mm_item *, int32_t) = NULL;
+    if (t->matmul == ps_matmul_q8_0) group = q8_group;
+    else if (t->matmul == ps_mmq) group = ps_mmq_group;
+    if (uniform && group && !env->f32_act && w0->n_out > 0) {
+        assert(env->scratch_stride >= ps_matmul_scratch_floats(w0->n_in));
+        const uint64_t t0 = ps_prof_start();
+        group(env, items, n_items);
+        ps_prof_add(PS_PROF_MATMUL, t0);
+        return;
+    }
+    for (int32_t i = 0; i < n_items; i++)
+        for (int32_t m = 0; m < items[i].n_w; m++)
+            ps_matmul(env, &items[i].w[m], items[i].x, items[i].ldx, items[i].n_rows,
+                      items[i].y[m], items[i].ldy);
 }
 
 /* Q8_0: activations quantised by ps_quant_act_q8_ref, exact int block sums, then

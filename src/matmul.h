@@ -55,6 +55,50 @@ size_t ps_matmul_scratch_floats(int64_t max_n_in);
 void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                int64_t n_rows, float *y, int64_t ldy);
 
+/* One product of a grouped call: for m < n_w (1 or 2: matrices that share the input rows, as
+ * an expert's gate and up), y[m] (n_rows, w[m].n_out) rows ldy apart = x (n_rows, n_in) rows
+ * ldx apart @ w[m]^T. */
+typedef struct {
+    const float *x;
+    int64_t ldx, n_rows;
+    int32_t n_w;
+    ps_mat w[2];
+    float *y[2];
+    int64_t ldy;
+} ps_mm_item;
+
+/* Every item's products, each bitwise what ps_matmul(env, &w[m], x, ldx, n_rows, y[m], ldy)
+ * gives on its own (the plain form: that loop). When all matrices share one type, n_in, n_out
+ * and n_w and the type's native kernel has a grouped form (Q8_0 and the integer block types,
+ * not with f32_act), the pool runs them together: the rows of all items are quantised as one
+ * set in passes that fill the threads' activation slots (a row once for both of an item's
+ * matrices), then one task per (run of an item's rows, matrix, weight tile) — instead of two
+ * pool dispatches per matrix. Other calls take the plain loop. No y may overlap any x. */
+void ps_matmul_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items);
+
+/* How a grouped call lays out one pass (ps_mm_plan): runs of rows of one item, each inside one
+ * thread slot of activation rows. */
+typedef struct {
+    int32_t item;
+    int32_t slot;  /* the thread slot the run is quantised into */
+    int64_t off;   /* its first row in the slot */
+    int64_t row;   /* its first row in the item */
+    int64_t n;     /* rows */
+    int64_t q0;    /* its first row in the pass (the sum of the earlier runs' n) */
+} ps_mm_seg;
+
+#define PS_MM_SEGS 128 /* runs per pass at most */
+
+/* The next pass from the cursor (*item, *row): runs placed one after another into n_slots slots
+ * of slot_rows rows each, every run starting at a multiple of align (AMX reads groups of 16
+ * rows), at most PS_MM_SEGS runs; an item that does not fit is split across slots or passes.
+ * Returns the number of runs (0 when every row is placed) and advances the cursor. */
+int32_t ps_mm_plan(const ps_mm_item *items, int32_t n_items, int32_t *item, int64_t *row,
+                   int32_t n_slots, int64_t slot_rows, int64_t align, ps_mm_seg *segs);
+
+/* The run holding row q of a pass of n runs (q < the pass's rows). */
+const ps_mm_seg *ps_mm_seg_of(const ps_mm_seg *segs, int32_t n, int64_t q);
+
 /* The plain reference: each row converted by ps_quant_row_to_f32_ref, dot products summed in
  * double, rounded once to float. Unless f32_act: Q8_0 activations are quantised by
  * ps_quant_act_q8_ref (exact integer block sums, sum of dw * dx * isum in double) and BF16

@@ -1149,18 +1149,33 @@ static void prefetch_rows(const ps_mat *w, int64_t tile) {
 #if defined(__x86_64__)
 /* K_AMX: one group of 16 quantised rows transposed in place (ps_amx_q_act_group), the
  * thread's tile area as the temporary. */
-static void mmq_amx_group_task(void *ctx, int64_t gi, int32_t thread) {
-    const mmq_job *job = ctx;
+static void mmq_amx_group_at(const mmq_job *job, int64_t slot, int64_t r, int32_t thread) {
     qslot sl;
-    slot_at(thread_base(job, gi * 16 / QROWS) + job->tile_off, job->w->n_in, &sl);
-    const int64_t r = gi * 16 % QROWS;
+    slot_at(thread_base(job, slot) + job->tile_off, job->w->n_in, &sl);
     ps_amx_q_act_group(&job->ag, sl.q + r * sl.ldq, sl.ldq, sl.d + r * sl.ldd, sl.s + r * sl.ldd,
                        sl.ldd, job->w->n_in, thread_base(job, thread));
 }
 
+static void mmq_amx_group_task(void *ctx, int64_t gi, int32_t thread) {
+    const mmq_job *job = ctx;
+    mmq_amx_group_at(job, gi * 16 / QROWS, gi * 16 % QROWS, thread);
+}
+
+/* K_AMX: rows from `from` of slot `slot` up to the next multiple of 16 zeroed (whole groups of
+ * 16 rows are read). */
+static void mmq_amx_zero_tail(const mmq_job *job, int64_t slot, int64_t from) {
+    qslot sl;
+    slot_at(thread_base(job, slot) + job->tile_off, job->w->n_in, &sl);
+    for (int64_t r = from; r % 16; r++) {
+        memset(sl.q + r * sl.ldq, 0, (size_t)sl.ldq);
+        memset(sl.d + r * sl.ldd, 0, sizeof(float) * (size_t)sl.ldd);
+        memset(sl.s + r * sl.ldd, 0, sizeof(float) * (size_t)sl.ldd);
+    }
+}
+
 /* K_AMX: the 16-row tile decoded block by block and packed (ps_amx_q_pack_block). */
-static void pack_tile_amx(const mmq_job *job, const uint8_t *w0, int nw, int64_t nb,
-                          uint8_t *wp) {
+static void pack_tile_amx(const mmq_job *job, const uint8_t *w0, size_t row_bytes, int nw,
+                          int64_t nb, uint8_t *wp) {
     const qdesc *qd = job->qd;
     const ufast_fn uf = ufast(qd->type);
     const size_t bb = ps_amx_q_block_bytes(&job->ag);
@@ -1175,7 +1190,7 @@ static void pack_tile_amx(const mmq_job *job, const uint8_t *w0, int nw, int64_t
             dec.dw[i] = dec.dm[i] = 0.0f;
             if (i < nw) {
                 const uint8_t *blk =
-                    w0 + (size_t)i * job->w->row_bytes + (size_t)b * (size_t)qd->bytes;
+                    w0 + (size_t)i * row_bytes + (size_t)b * (size_t)qd->bytes;
                 qd->decode(blk, NULL, dec.sc[i], dec.mn[i], &dec.dw[i], &dec.dm[i]);
                 uf(blk, dec.u[i]);
             } else {
@@ -1187,69 +1202,80 @@ static void pack_tile_amx(const mmq_job *job, const uint8_t *w0, int nw, int64_t
 }
 #endif
 
-static void mmq_tile_task(void *ctx, int64_t task, int32_t thread) {
-    const mmq_job *job = ctx;
-    const ps_mat *w = job->w;
+/* Weight tile `tile` of w (job->w's type and n_in) against n_rows activation rows from row off
+ * of slot `slot` on (off + n_rows <= QROWS, or off = 0 and the rows fill the slots from
+ * `slot` on) -> y (their first row, w's first output), rows ldy apart. stream: AMX's
+ * non-temporal stores (ps_amx_stream_y; same values). */
+static void mmq_tile(const mmq_job *job, const ps_mat *w, int64_t tile, int64_t slot,
+                     int64_t off, int64_t n_rows, float *y, int64_t ldy, bool stream,
+                     int32_t thread) {
     const qdesc *qd = job->qd;
-    const int64_t j0 = task * QT, n = w->n_in, nb = n / qd->qk;
+    const int64_t j0 = tile * QT, n = w->n_in, nb = n / qd->qk;
     const int nw = (int)PS_MIN((int64_t)QT, w->n_out - j0);
     const uint8_t *w0 = (const uint8_t *)w->data + (size_t)j0 * w->row_bytes;
     uint8_t *wp = thread_base(job, thread);
-    float *y = job->y + job->row0 * job->ldy + j0;
-    prefetch_rows(w, task + 2 * job->n_threads);
+    y += j0;
     const uint8_t *rows[QT];
     for (int j = 0; j < nw; j++) rows[j] = w0 + (size_t)j * w->row_bytes;
 #if defined(__x86_64__)
+    float *park = NULL;
     if (job->kind == K_AMX) {
-        pack_tile_amx(job, w0, nw, nb, wp);
-        float *park = (float *)(wp + (size_t)nb * ps_amx_q_block_bytes(&job->ag));
-        const bool stream = ps_amx_stream_y(job->n_pass, w->n_out);
-        for (int64_t r0 = 0; r0 < job->n_pass; r0 += QROWS) {
-            qslot sl;
-            slot_at(thread_base(job, r0 / QROWS) + job->tile_off, n, &sl);
-            ps_amx_q_rows(&job->ag, wp, nw, nb, sl.q, sl.ldq, sl.d, sl.s, sl.ldd,
-                          PS_MIN((int64_t)QROWS, job->n_pass - r0), y + r0 * job->ldy,
-                          job->ldy, park, stream);
-        }
-        return;
-    }
-    if (job->kind == K_VNNI && pack_b32_of(qd->type))
+        pack_tile_amx(job, w0, w->row_bytes, nw, nb, wp);
+        park = (float *)(wp + (size_t)nb * ps_amx_q_block_bytes(&job->ag));
+    } else if (job->kind == K_VNNI && pack_b32_of(qd->type)) {
         pack_b32_of(qd->type)(&job->pg, w0, w->row_bytes, nw, nb, wp);
-    else if (job->kind == K_VNNI)
+    } else if (job->kind == K_VNNI) {
         pack_tile_vnni(qd, &job->pg, w0, w->row_bytes, nw, nb, wp, ufast(qd->type));
-    else if (job->kind == K_AVX2)
+    } else if (job->kind == K_AVX2) {
         pack_tile_c(qd, &job->pg, w0, w->row_bytes, nw, nb, wp, ufast(qd->type));
+    }
+#else
+    (void)stream;
 #endif
-    for (int64_t r0 = 0; r0 < job->n_pass; r0 += QROWS) {
-        const int64_t nr = PS_MIN((int64_t)QROWS, job->n_pass - r0);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += QROWS) {
+        const int64_t nr = PS_MIN((int64_t)QROWS - off, n_rows - r0);
         qslot sl;
-        slot_at(thread_base(job, r0 / QROWS) + job->tile_off, n, &sl);
-        float *yb = y + r0 * job->ldy;
+        slot_at(thread_base(job, slot + r0 / QROWS) + job->tile_off, n, &sl);
+        sl.q += off * sl.ldq;
+        sl.init += off * sl.ldi;
+        sl.bs += off * sl.ldb;
+        sl.d += off * sl.ldd;
+        sl.s += off * sl.ldd;
+        float *yb = y + r0 * ldy;
         switch (job->kind) {
 #if defined(__x86_64__)
+        case K_AMX:
+            ps_amx_q_rows(&job->ag, wp, nw, nb, sl.q, sl.ldq, sl.d, sl.s, sl.ldd, nr, yb, ldy,
+                          park, stream);
+            break;
         case K_VNNI:
-            vnni_fn(qd)(&job->pg, &sl, nr, wp, nb, yb, job->ldy, (__mmask16)((1u << nw) - 1u));
+            vnni_fn(qd)(&job->pg, &sl, nr, wp, nb, yb, ldy, (__mmask16)((1u << nw) - 1u));
             break;
         case K_AVX2:
             for (int h = 0; h * 8 < nw; h++)
-                avx2_fn(qd)(&job->pg, &sl, nr, wp, h, nb, yb + 8 * h, job->ldy,
+                avx2_fn(qd)(&job->pg, &sl, nr, wp, h, nb, yb + 8 * h, ldy,
                             PS_MIN(8, nw - 8 * h));
             break;
 #endif
-        default: tile_scalar(qd, rows, nw, n, &sl, nr, yb, job->ldy); break;
+        default: tile_scalar(qd, rows, nw, n, &sl, nr, yb, ldy); break;
         }
     }
 }
 
-void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
-            int64_t n_rows, float *y, int64_t ldy) {
+static void mmq_tile_task(void *ctx, int64_t task, int32_t thread) {
+    const mmq_job *job = ctx;
+    prefetch_rows(job->w, task + 2 * job->n_threads);
+    mmq_tile(job, job->w, task, 0, 0, job->n_pass, job->y + job->row0 * job->ldy, job->ldy,
+             ps_amx_stream_y(job->n_pass, job->w->n_out), thread);
+}
+
+/* The call's kernel for w's type and n_in on env (x and y left to the caller). */
+static mmq_job mmq_job_for(const ps_matmul_env *env, const ps_mat *w) {
     const qdesc *qd = qdesc_of(w->type);
     assert(qd && w->n_in % qd->qk == 0);
     assert(env->scratch_stride >= ps_mmq_scratch_floats(w->n_in));
-    if (n_rows <= 0 || w->n_out <= 0) return;
-    const int32_t nt = ps_pool_size(env->pool);
-    mmq_job job = {env, w, qd, pack_geom(qd), x, ldx, 0, 0, y, ldy, nt, K_SCALAR, qd->sb,
-                   (size_t)r64((int64_t)tile_bytes(w->n_in)), {0, 0, 0, 0}};
+    mmq_job job = {env, w, qd, pack_geom(qd), NULL, 0, 0, 0, NULL, 0, ps_pool_size(env->pool),
+                   K_SCALAR, qd->sb, (size_t)r64((int64_t)tile_bytes(w->n_in)), {0, 0, 0, 0}};
 #if defined(__x86_64__)
     if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = K_VNNI;
     else if (env->isa == PS_ISA_AVX512 || env->isa == PS_ISA_AVX2) job.kind = K_AVX2;
@@ -1258,25 +1284,101 @@ void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t l
     job.ag = (ps_amx_qgeom){qd->qk, qd->sb, qd->off,
                             qd->min == MIN_INT ? 1 : qd->min == MIN_FLOAT ? 2 : 0};
 #endif
-    const int64_t cap = (int64_t)nt * QROWS;
+    return job;
+}
+
+void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+            int64_t n_rows, float *y, int64_t ldy) {
+    if (n_rows <= 0 || w->n_out <= 0) return;
+    mmq_job job = mmq_job_for(env, w);
+    job.x = x;
+    job.ldx = ldx;
+    job.y = y;
+    job.ldy = ldy;
+    const int64_t cap = (int64_t)job.n_threads * QROWS;
     for (int64_t r0 = 0; r0 < n_rows; r0 += cap) {
         job.row0 = r0;
         job.n_pass = PS_MIN(cap, n_rows - r0);
         ps_pool_for(env->pool, job.n_pass, mmq_quant_task, &job);
 #if defined(__x86_64__)
         if (job.kind == K_AMX) { /* whole groups of 16 rows: the last one's tail rows zero */
-            for (int64_t i = job.n_pass; i % 16; i++) {
-                qslot sl;
-                slot_at(thread_base(&job, i / QROWS) + job.tile_off, w->n_in, &sl);
-                const int64_t r = i % QROWS;
-                memset(sl.q + r * sl.ldq, 0, (size_t)sl.ldq);
-                memset(sl.d + r * sl.ldd, 0, sizeof(float) * (size_t)sl.ldd);
-                memset(sl.s + r * sl.ldd, 0, sizeof(float) * (size_t)sl.ldd);
-            }
+            if (job.n_pass % 16) mmq_amx_zero_tail(&job, job.n_pass / QROWS, job.n_pass % QROWS);
             ps_pool_for(env->pool, (job.n_pass + 15) / 16, mmq_amx_group_task, &job);
         }
 #endif
         ps_pool_for(env->pool, (w->n_out + QT - 1) / QT, mmq_tile_task, &job);
+    }
+}
+
+typedef struct {
+    mmq_job job; /* kernel and slot geometry (job.w: the first item's first matrix) */
+    const ps_mm_item *items;
+    const ps_mm_seg *segs;
+    int32_t n_segs, n_w;
+    int64_t n_tiles; /* weight tiles per matrix */
+    int64_t g0[PS_MM_SEGS + 1]; /* K_AMX: the first 16-row group of each run in the pass */
+} mmq_group_job;
+
+static void mmq_group_quant_task(void *ctx, int64_t q, int32_t thread) {
+    const mmq_group_job *g = ctx;
+    const ps_mm_seg *sg = ps_mm_seg_of(g->segs, g->n_segs, q);
+    const ps_mm_item *it = &g->items[sg->item];
+    const int64_t r = q - sg->q0, n = g->job.w->n_in;
+    qslot sl;
+    (void)thread;
+    slot_at(thread_base(&g->job, sg->slot) + g->job.tile_off, n, &sl);
+    quant_row(g->job.env->isa, g->job.qd, g->job.ig, it->x + (sg->row + r) * it->ldx, n, &sl,
+              sg->off + r);
+}
+
+#if defined(__x86_64__)
+/* K_AMX: group gi of the pass (runs start at multiples of 16 rows). */
+static void mmq_group_amx_task(void *ctx, int64_t gi, int32_t thread) {
+    const mmq_group_job *g = ctx;
+    int32_t i = 0;
+    while (g->g0[i + 1] <= gi) i++;
+    const ps_mm_seg *sg = &g->segs[i];
+    mmq_amx_group_at(&g->job, sg->slot, sg->off + 16 * (gi - g->g0[i]), thread);
+}
+#endif
+
+/* Task t of a pass: run t / (n_w n_tiles), matrix, tile. */
+static void mmq_group_tile_task(void *ctx, int64_t t, int32_t thread) {
+    const mmq_group_job *g = ctx;
+    const int64_t per = g->n_w * g->n_tiles, ahead = t + 2 * g->job.n_threads;
+    if (ahead < g->n_segs * per) {
+        const ps_mm_item *ia = &g->items[g->segs[ahead / per].item];
+        prefetch_rows(&ia->w[ahead % per / g->n_tiles], ahead % g->n_tiles);
+    }
+    const ps_mm_seg *sg = &g->segs[t / per];
+    const ps_mm_item *it = &g->items[sg->item];
+    const ps_mat *w = &it->w[t % per / g->n_tiles];
+    mmq_tile(&g->job, w, t % g->n_tiles, sg->slot, sg->off, sg->n,
+             it->y[t % per / g->n_tiles] + sg->row * it->ldy, it->ldy,
+             ps_amx_stream_y(sg->n, w->n_out), thread);
+}
+
+void ps_mmq_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {
+    ps_mm_seg segs[PS_MM_SEGS];
+    mmq_group_job g = {mmq_job_for(env, &items[0].w[0]), items, segs, 0, items[0].n_w,
+                       (items[0].w[0].n_out + QT - 1) / QT, {0}};
+    const int64_t align = g.job.kind == K_AMX ? 16 : 1;
+    int32_t item = 0;
+    int64_t row = 0;
+    while ((g.n_segs = ps_mm_plan(items, n_items, &item, &row, g.job.n_threads, QROWS, align,
+                                  segs)) > 0) {
+        const ps_mm_seg *last = &segs[g.n_segs - 1];
+        ps_pool_for(env->pool, last->q0 + last->n, mmq_group_quant_task, &g);
+#if defined(__x86_64__)
+        if (g.job.kind == K_AMX) {
+            for (int32_t i = 0; i < g.n_segs; i++) {
+                mmq_amx_zero_tail(&g.job, segs[i].slot, segs[i].off + segs[i].n);
+                g.g0[i + 1] = g.g0[i] + (segs[i].n + 15) / 16;
+            }
+            ps_pool_for(env->pool, g.g0[g.n_segs], mmq_group_amx_task, &g);
+        }
+#endif
+        ps_pool_for(env->pool, g.n_segs * g.n_w * g.n_tiles, mmq_group_tile_task, &g);
     }
 }
 

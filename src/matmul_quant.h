@@ -38,6 +38,10 @@ size_t ps_mmq_scratch_floats(int64_t max_n_in);
 void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
             int64_t n_rows, float *y, int64_t ldy);
 
+/* The grouped form (ps_matmul_group's contract, matmul.h): every matrix of every item of one
+ * type satisfying ps_mmq_supported, with one n_in, n_out and n_w; each product bitwise ps_mmq's. */
+void ps_mmq_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items);
+
 /* The plain reference: activations quantised by the reference quantisers, weights widened by
  * ps_quant_row_to_f32_ref, sum_k w[k] * dx * q[k] in double (for Q4_1 / Q5_1 the min's part
  * taken as m * s per block, as llama.cpp), rounded once. PS_OK or PS_ERR_NOMEM. */

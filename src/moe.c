@@ -31,12 +31,17 @@
  *
  * Compute: the (row, j) pairs are grouped by expert — experts in ascending id, an expert's rows
  * in ascending order — and the rows of each active expert are gathered into a contiguous block;
- * each active expert then gets one ps_matmul per matrix over its block (threads across its
- * weight tiles), experts without rows are never touched (so their pages need not be resident).
+ * the active experts' products then run as grouped matmuls (ps_matmul_group): one call for the
+ * gate and up of up to 128 experts, whose rows are quantised once for both, and one for their
+ * down products, the pool's tasks spanning (expert, weight tile) pairs across the experts
+ * instead of one ps_matmul per expert and matrix (~16 rows each at 256 positions, 128 experts,
+ * 8 used: hundreds of small dispatches per layer). experts_plain, that per-expert loop, stays
+ * beside it as the reference (ps_test_moe_plain; test_moe compares them bitwise). Experts
+ * without rows are never touched (so their pages need not be resident).
  * Routing, gathering, SwiGLU and the weighted sum run one pool task per row. Every output value
  * comes from the same operations whatever the thread count or chunking: ps_matmul's result for
- * a row does not depend on the other rows of the call, and the sum over a row's experts is in
- * selection order.
+ * a row does not depend on the other rows of the call (grouped or not), and the sum over a
+ * row's experts is in selection order.
  *
  * Scratch (session, sized at creation when a layer has experts): moe_logits (n_batch, E),
  * moe_sel / moe_w / moe_pos (n_batch, k), moe_row (n_batch * k), moe_start (E + 1),
@@ -45,9 +50,14 @@
  */
 #include "moe.h"
 #include "prof.h"
+#include "testhooks.h"
 #include "vecmath.h"
 
 #include <math.h>
+#include <stdatomic.h>
+
+/* ps_test_moe_plain (testhooks.h): the per-expert reference path instead of the grouped one */
+static atomic_bool moe_plain;
 
 typedef enum { MOE_ROUTE, MOE_GATHER, MOE_SWIGLU, MOE_DOWN_BIAS, MOE_SUM } moe_op;
 
@@ -192,10 +202,88 @@ static void moe_task(void *ctx, int64_t i, int32_t thread) {
     }
 }
 
+/* Expert e's gate and up (merged: rows 0..F-1 gate, F..2F-1 up of one matrix). */
+static void expert_gate_up(const ps_layer *L, int64_t e, int64_t F, ps_mat *g, ps_mat *u) {
+    if (L->feat & PS_L_GATE_UP) {
+        *g = *u = ps_mat3_at(&L->gate_up_exps, e);
+        g->n_out = u->n_out = F;
+        u->data = (const uint8_t *)u->data + (size_t)F * u->row_bytes;
+    } else {
+        *g = ps_mat3_at(&L->gate_exps, e);
+        *u = ps_mat3_at(&L->up_exps, e);
+    }
+}
+
+/* The reference: per active expert one ps_matmul per matrix (threads across its weight
+ * tiles). */
+static void experts_plain(ps_session *s, const ps_matmul_env *env, const ps_layer *L,
+                          moe_job *job) {
+    const ps_hparams *hp = &s->model->hp;
+    const int64_t d = hp->n_embd, E = hp->n_expert, k = hp->n_expert_used, F = hp->n_ff_exp;
+    const int32_t *start = s->moe_start;
+    const int64_t n = start[E] / k;
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = start[e], nr = start[e + 1] - r0;
+        if (nr == 0) continue;
+        ps_mat g, u;
+        expert_gate_up(L, e, F, &g, &u);
+        ps_matmul(env, &g, s->moe_x + r0 * d, d, nr, s->moe_g + r0 * F, F);
+        ps_matmul(env, &u, s->moe_x + r0 * d, d, nr, s->moe_u + r0 * F, F);
+    }
+    job->op = MOE_SWIGLU;
+    ps_pool_for(s->pool, n * k, moe_task, job);
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = start[e], nr = start[e + 1] - r0;
+        if (nr == 0) continue;
+        const ps_mat dn = ps_mat3_at(&L->down_exps, e);
+        ps_matmul(env, &dn, s->moe_g + r0 * F, F, nr, s->moe_x + r0 * d, d);
+    }
+}
+
+#define MOE_GROUP 128 /* experts per ps_matmul_group call (the items live on the stack) */
+
+/* The same products grouped: gate and up of up to MOE_GROUP active experts in one
+ * ps_matmul_group (their rows quantised once for both), then their down products in another,
+ * so the pool's tasks span (expert, weight tile) pairs across experts; bitwise the same as
+ * experts_plain (ps_matmul_group's contract). */
+static void experts_grouped(ps_session *s, const ps_matmul_env *env, const ps_layer *L,
+                            moe_job *job) {
+    const ps_hparams *hp = &s->model->hp;
+    const int64_t d = hp->n_embd, E = hp->n_expert, k = hp->n_expert_used, F = hp->n_ff_exp;
+    const int32_t *start = s->moe_start;
+    const int64_t n = start[E] / k;
+    ps_mm_item items[MOE_GROUP];
+    for (int64_t e0 = 0, n_items = 0; e0 < E; n_items = 0) {
+        for (; e0 < E && n_items < MOE_GROUP; e0++) {
+            const int64_t r0 = start[e0], nr = start[e0 + 1] - r0;
+            if (nr == 0) continue;
+            ps_mm_item *it = &items[n_items++];
+            *it = (ps_mm_item){s->moe_x + r0 * d, d, nr, 2, {{0}}, {s->moe_g + r0 * F,
+                               s->moe_u + r0 * F}, F};
+            expert_gate_up(L, e0, F, &it->w[0], &it->w[1]);
+        }
+        ps_matmul_group(env, items, (int32_t)n_items);
+    }
+    job->op = MOE_SWIGLU;
+    ps_pool_for(s->pool, n * k, moe_task, job);
+    for (int64_t e0 = 0, n_items = 0; e0 < E; n_items = 0) {
+        for (; e0 < E && n_items < MOE_GROUP; e0++) {
+            const int64_t r0 = start[e0], nr = start[e0 + 1] - r0;
+            if (nr == 0) continue;
+            items[n_items++] = (ps_mm_item){s->moe_g + r0 * F, F, nr, 1,
+                                            {ps_mat3_at(&L->down_exps, e0)},
+                                            {s->moe_x + r0 * d}, d};
+        }
+        ps_matmul_group(env, items, (int32_t)n_items);
+    }
+}
+
+void ps_test_moe_plain(bool on) { atomic_store(&moe_plain, on); }
+
 void ps_moe_ffn(ps_session *s, const ps_matmul_env *env, int32_t layer, int32_t n, float *out) {
     const ps_hparams *hp = &s->model->hp;
     const ps_layer *L = &s->model->w.layers[layer];
-    const int64_t d = hp->n_embd, E = hp->n_expert, k = hp->n_expert_used, F = hp->n_ff_exp;
+    const int64_t d = hp->n_embd, E = hp->n_expert, k = hp->n_expert_used;
     uint64_t t0 = ps_prof_start();
     moe_job job = {s, L, MOE_ROUTE, out};
 
@@ -220,29 +308,8 @@ void ps_moe_ffn(ps_session *s, const ps_matmul_env *env, int32_t layer, int32_t 
 
     /* the active experts: gate and up over their rows, SwiGLU, down (into moe_x) */
     t0 = ps_prof_start();
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t r0 = start[e], nr = start[e + 1] - r0;
-        if (nr == 0) continue;
-        ps_mat g, u;
-        if (L->feat & PS_L_GATE_UP) { /* merged: rows 0..F-1 gate, F..2F-1 up */
-            g = u = ps_mat3_at(&L->gate_up_exps, e);
-            g.n_out = u.n_out = F;
-            u.data = (const uint8_t *)u.data + (size_t)F * u.row_bytes;
-        } else {
-            g = ps_mat3_at(&L->gate_exps, e);
-            u = ps_mat3_at(&L->up_exps, e);
-        }
-        ps_matmul(env, &g, s->moe_x + r0 * d, d, nr, s->moe_g + r0 * F, F);
-        ps_matmul(env, &u, s->moe_x + r0 * d, d, nr, s->moe_u + r0 * F, F);
-    }
-    job.op = MOE_SWIGLU;
-    ps_pool_for(s->pool, (int64_t)n * k, moe_task, &job);
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t r0 = start[e], nr = start[e + 1] - r0;
-        if (nr == 0) continue;
-        const ps_mat dn = ps_mat3_at(&L->down_exps, e);
-        ps_matmul(env, &dn, s->moe_g + r0 * F, F, nr, s->moe_x + r0 * d, d);
-    }
+    if (atomic_load_explicit(&moe_plain, memory_order_relaxed)) experts_plain(s, env, L, &job);
+    else experts_grouped(s, env, L, &job);
     if (L->feat & PS_L_MOE_OAI) {
         job.op = MOE_DOWN_BIAS;
         ps_pool_for(s->pool, (int64_t)n * k, moe_task, &job);

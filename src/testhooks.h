@@ -16,6 +16,8 @@
  * thus knows when a request is running and keeps it running for exactly as long as it needs:
  * the 503 + Retry-After of a full queue, SIGTERM / SIGINT during a request. Without the
  * variable (or with a malformed one) the hook does nothing.
+ *
+ * ps_test_moe_plain(true) (moe.c) switches the expert products to their plain reference path.
  */
 #ifndef PS_TESTHOOKS_H
 #define PS_TESTHOOKS_H
@@ -25,10 +27,16 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <stdbool.h>
 #include <stdint.h>
 
 void ps_alloc_fail_after(int64_t n);
 int64_t ps_alloc_count(void);
+
+/* on: every expert layer (moe.c) computes its experts by the plain per-expert path (one
+ * ps_matmul per active expert and matrix) instead of the grouped one, so that a test can
+ * compare the two bit for bit. Process-wide; off by default. */
+void ps_test_moe_plain(bool on);
 
 typedef struct {
     int r, w; /* -1: off */

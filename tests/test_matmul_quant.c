@@ -21,6 +21,7 @@
  *     AMX (tdpbssd / tdpbusd, matmul_amx.c) must equal the scalar kernel and the AVX-512 VNNI
  *     result bitwise, with 1, 2 and 7 threads; without AMX the test says "AMX not available
  *     on this CPU" and runs the rest.
+ *   - grouped calls: ps_matmul_group equals ps_matmul per item bitwise (test_group).
  */
 #include "check.h"
 #include "impl.h"
@@ -487,42 +488,42 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
             check_ref(t, &w, x, ldx, 20, ys, ldy);
             bool have_vnni = false;
             for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
-                if (!mode_ok(i)) continue;
-                const bool amx = i == 3;
-                char tag[96];
-                snprintf(tag, sizeof tag, "%s %s n %lld k %lld", t->name, mode_name(i),
-                         (long long)n, (long long)k);
-                ps_matmul_env env = {NULL, ISAS[i], scratch, stride, false, amx};
-                for (int64_t e = 0; e < M * ldy; e++) y[e] = -7.0f;
-                ps_matmul(&env, &w, x, ldx, M, y, ldy);
-                CHECKF(!memcmp(y, ys, sizeof(float) * (size_t)(M * ldy)),
-                       "%s: differs from the scalar kernel", tag);
-                if (i == 2) {
-                    memcpy(yv, y, sizeof(float) * (size_t)(M * ldy));
-                    have_vnni = true;
-                }
-                if (amx && have_vnni)
-                    CHECKF(!memcmp(y, yv, sizeof(float) * (size_t)(M * ldy)),
-                           "%s: differs from the AVX-512 VNNI kernel", tag);
-                ps_matmul_env env2 = {i % 2 ? pool2 : pool7, ISAS[i], scratch, stride, false, amx};
-                for (int pass = 0; pass < (amx ? 2 : 1); pass++) {
-                    if (pass) env2.pool = pool7; /* AMX: 2 and 7 threads */
-                    for (int64_t e = 0; e < M * ldy; e++) y2[e] = -7.0f;
-                    ps_matmul(&env2, &w, x, ldx, M, y2, ldy);
-                    CHECKF(!memcmp(y, y2, sizeof(float) * (size_t)(M * ldy)),
-                           "%s: %d threads differ from 1", tag, env2.pool == pool2 ? 2 : 7);
-                }
-                for (size_t mi = 0; mi < PS_ARRAY_LEN(ms); mi++) {
-                    const int64_t m = ms[mi];
-                    ps_matmul(mi % 2 ? &env2 : &env, &w, x + 3 * ldx, ldx, m, ym, n);
-                    bool same = true;
-                    for (int64_t r = 0; r < m; r++)
-                        same &= !memcmp(ym + r * n, y + (r + 3) * ldy, sizeof(float) * (size_t)n);
-                    CHECKF(same, "%s: m = %lld differs from the rows of m = 300", tag,
-                           (long long)m);
-                }
+            if (!mode_ok(i)) continue;
+            const bool amx = i == 3;
+            char tag[96];
+            snprintf(tag, sizeof tag, "%s %s n %lld k %lld", t->name, mode_name(i),
+                     (long long)n, (long long)k);
+            ps_matmul_env env = {NULL, ISAS[i], scratch, stride, false, amx};
+            for (int64_t e = 0; e < M * ldy; e++) y[e] = -7.0f;
+            ps_matmul(&env, &w, x, ldx, M, y, ldy);
+            CHECKF(!memcmp(y, ys, sizeof(float) * (size_t)(M * ldy)),
+                   "%s: differs from the scalar kernel", tag);
+            if (i == 2) {
+                memcpy(yv, y, sizeof(float) * (size_t)(M * ldy));
+                have_vnni = true;
             }
-            free((void *)w.data);
+            if (amx && have_vnni)
+                CHECKF(!memcmp(y, yv, sizeof(float) * (size_t)(M * ldy)),
+                       "%s: differs from the AVX-512 VNNI kernel", tag);
+            ps_matmul_env env2 = {i % 2 ? pool2 : pool7, ISAS[i], scratch, stride, false, amx};
+            for (int pass = 0; pass < (amx ? 2 : 1); pass++) {
+                if (pass) env2.pool = pool7; /* AMX: 2 and 7 threads */
+                for (int64_t e = 0; e < M * ldy; e++) y2[e] = -7.0f;
+                ps_matmul(&env2, &w, x, ldx, M, y2, ldy);
+                CHECKF(!memcmp(y, y2, sizeof(float) * (size_t)(M * ldy)),
+                       "%s: %d threads differ from 1", tag, env2.pool == pool2 ? 2 : 7);
+            }
+            for (size_t mi = 0; mi < PS_ARRAY_LEN(ms); mi++) {
+                const int64_t m = ms[mi];
+                ps_matmul(mi % 2 ? &env2 : &env, &w, x + 3 * ldx, ldx, m, ym, n);
+                bool same = true;
+                for (int64_t r = 0; r < m; r++)
+                    same &= !memcmp(ym + r * n, y + (r + 3) * ldy, sizeof(float) * (size_t)n);
+                CHECKF(same, "%s: m = %lld differs from the rows of m = 300", tag,
+                       (long long)m);
+            }
+        }
+        free((void *)w.data);
         }
     }
     /* a NaN activation poisons exactly its row */
@@ -535,14 +536,14 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
         w.n_in = 256;
         w.n_out = 21;
         for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
-            if (!mode_ok(i)) continue;
-            ps_matmul_env env = {pool2, ISAS[i], scratch, stride, false, i == 3};
-            ps_matmul(&env, &w, x, ldx, 12, y, ldy);
-            bool ok = true;
-            for (int64_t r = 0; r < 12; r++)
-                for (int64_t j = 0; j < 21; j++) ok &= (r == 9) == (isnan(y[r * ldy + j]) != 0);
-            CHECKF(ok, "%s %s: a NaN activation must poison its row only", t->name,
-                   mode_name(i));
+        if (!mode_ok(i)) continue;
+        ps_matmul_env env = {pool2, ISAS[i], scratch, stride, false, i == 3};
+        ps_matmul(&env, &w, x, ldx, 12, y, ldy);
+        bool ok = true;
+        for (int64_t r = 0; r < 12; r++)
+            for (int64_t j = 0; j < 21; j++) ok &= (r == 9) == (isnan(y[r * ldy + j]) != 0);
+        CHECKF(ok, "%s %s: a NaN activation must poison its row only", t->name,
+               mode_name(i));
         }
         free((void *)w.data);
     }
@@ -555,6 +556,83 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
     free(yv);
 }
 
+/* ps_matmul_group (matmul.h) against one ps_matmul per item and matrix, bitwise, on one
+ * thread: Q8_0 (matmul.c's grouped form, AMX included where the CPU has it) and four integer
+ * types, every ISA, 1 / 2 / 7 threads, 200 items of 2 matrices (and of 1) with 0..12 rows
+ * each and every 17th of 300 (longer than a slot: split across slots and passes), so that
+ * passes end at the threads' slots and at PS_MM_SEGS runs; strided x and y (the gaps must stay
+ * untouched). Mixed shapes take the plain loop and must give the same. */
+static void test_group(ps_pool *pool2, ps_pool *pool7) {
+    static const tinfo Q8 = {PS_GGML_Q8_0, "q8_0", 32, 34, {0, -1}};
+    const tinfo *types[] = {&Q8, &TYPES[0], &TYPES[6], &TYPES[8], &TYPES[11]};
+    enum { NI = 200, K = 256, NO = 37, LDX = K + 3, LDY = NO + 3 };
+    int64_t rows[NI], x0[NI], y0[NI], total = 0;
+    for (int i = 0; i < NI; i++) {
+        rows[i] = i % 17 == 0 ? 300 : urand() % 13;
+        x0[i] = total;
+        total += rows[i];
+    }
+    float *x = malloc(sizeof(float) * (size_t)(total * LDX));
+    for (int64_t i = 0; i < total * LDX; i++) x[i] = frand() * (i % 53 == 0 ? 6.0f : 1.0f);
+    for (int i = 0; i < NI; i++) y0[i] = 2 * x0[i] * LDY;
+    const size_t ny = (size_t)(2 * total * LDY);
+    float *yr = malloc(sizeof(float) * ny), *yg = malloc(sizeof(float) * ny);
+    const size_t stride = ps_matmul_scratch_floats(K);
+    float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 7);
+    ps_mm_item *items = malloc(sizeof *items * NI);
+    ps_pool *pools[] = {NULL, pool2, pool7};
+    for (size_t ti = 0; ti < PS_ARRAY_LEN(types); ti++) {
+        const tinfo *t = types[ti];
+        size_t rb = 0;
+        uint8_t *wd = make_rows(t, 2 * NI * NO, K, &rb);
+        for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+            if (!mode_ok(i)) continue;
+            const bool amx = i == 3;
+            for (int n_w = 1; n_w <= 2; n_w++)
+                for (int mixed = 0; mixed < 2; mixed++) {
+                    for (int it = 0; it < NI; it++) {
+                        ps_mm_item *m = &items[it];
+                        *m = (ps_mm_item){x + x0[it] * LDX, LDX, rows[it], n_w, {{0}},
+                                          {yg + y0[it], yg + y0[it] + NO}, 2 * LDY};
+                        for (int j = 0; j < n_w; j++) {
+                            ps_mat *w = &m->w[j];
+                            w->data = wd + (size_t)((2 * it + j) * NO) * rb;
+                            w->type = t->type;
+                            w->n_in = K;
+                            w->n_out = mixed && it == NI / 2 ? NO - 5 : NO;
+                            w->row_bytes = rb;
+                        }
+                    }
+                    ps_matmul_env env1 = {NULL, ISAS[i], scratch, stride, false, amx};
+                    for (size_t e = 0; e < ny; e++) yr[e] = yg[e] = -7.0f;
+                    for (int it = 0; it < NI; it++) /* the reference: items[] with y in yr */
+                        for (int j = 0; j < n_w; j++)
+                            ps_matmul(&env1, &items[it].w[j], items[it].x, LDX, rows[it],
+                                      items[it].y[j] - yg + yr, 2 * LDY);
+                    for (size_t pi = 0; pi < PS_ARRAY_LEN(pools); pi++) {
+                        ps_matmul_env env = env1;
+                        env.pool = pools[pi];
+                        for (size_t e = 0; e < ny; e++) yg[e] = -7.0f;
+                        ps_matmul_group(&env, items, NI);
+                        CHECKF(!memcmp(yr, yg, sizeof(float) * ny),
+                               "group %s %s: %d matrices%s, %d threads: differs from "
+                               "ps_matmul per item", t->name, mode_name(i), n_w,
+                               mixed ? " (mixed shapes)" : "", ps_pool_size(pools[pi]));
+                    }
+                }
+        }
+        free(wd);
+    }
+    printf("ps_matmul_group: q8_0, q4_0, q4_k, q6_k, mxfp4 x every ISA (amx too) x 1/2/7 "
+           "threads, %d items of %lld rows, bitwise ps_matmul per item\n", NI,
+           (long long)total);
+    free(items);
+    ps_free(scratch);
+    free(x);
+    free(yr);
+    free(yg);
+}
+
 int main(void) {
     ps_pool *pool2 = NULL, *pool7 = NULL;
     CHECK(ps_pool_create(2, &pool2) == PS_OK);
@@ -565,6 +643,7 @@ int main(void) {
     test_q8k();
     test_decode();
     test_kernels(pool2, pool7);
+    test_group(pool2, pool7);
     ps_pool_free(pool2);
     ps_pool_free(pool7);
     return ps_test_done("matmul_quant");

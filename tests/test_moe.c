@@ -27,6 +27,7 @@
 #include <math.h>
 
 static char dir[256];
+static ps_isa run_isa = PS_ISA_AUTO; /* the sessions' ISA (test_grouped walks them) */
 
 static const char *path_in(const char *name) {
     static char buf[4][512];
@@ -44,6 +45,7 @@ static float *logits_of(const ps_model *m, const int32_t *ids, int32_t n, int32_
     sp.n_batch = batch;
     sp.pool = pool;
     sp.act = act;
+    sp.isa = run_isa;
     ps_session *s = NULL;
     ps_error e;
     if (ps_session_create(m, &sp, &s, &e) != PS_OK) {
@@ -132,6 +134,85 @@ static void test_invariance(void) {
             ps_model_free(m);
         }
     ps_pool_free(p2);
+}
+
+/* The grouped expert products (ps_matmul_group) against the plain per-expert path
+ * (ps_test_moe_plain) in a model: qwen3moe-tiny at widths of 256 (the k-quants' blocks) with
+ * 160 experts, 3 used, so a 256-row chunk gives ~100 active experts of a few rows each (passes
+ * cut at the threads' slots, runs split across slots) and chunks of 1 / 7 / 100 give few; Q8_0
+ * and Q4_K experts (gen-model quantises them with the type asked for) and BF16 (the plain loop
+ * inside ps_matmul_group), on AVX2 and the best ISA (AMX where the CPU has it). The logits must
+ * be bitwise the plain path's on 1 thread with chunks of 256, for chunks 1 / 7 / 100 / 256 on
+ * 1, 2 and 7 threads. (ps_matmul_group itself, over every ISA, the integer types and the limits
+ * of a pass, is test_matmul_quant's.) */
+static void test_grouped(void) {
+    static const uint32_t types[] = {PS_GGML_Q8_0, PS_GGML_Q4_K, PS_GGML_BF16};
+    static const ps_isa isas[] = {PS_ISA_AVX2, PS_ISA_AUTO};
+    enum { N = 256 };
+    static int32_t ids[N];
+    for (int32_t i = 0; i < N; i++) ids[i] = i == 0 ? 1 : (int32_t)((i * 104729u + 7) % 509) + 3;
+    ps_pool *pools[3] = {NULL, NULL, NULL};
+    CHECK(ps_pool_create(2, &pools[1]) == PS_OK && ps_pool_create(7, &pools[2]) == PS_OK);
+    for (size_t ti = 0; ti < PS_ARRAY_LEN(types); ti++) {
+        ps_genmodel_params gp = ps_genmodel_default_params();
+        ps_error e;
+        CHECK(ps_genmodel_preset("qwen3moe-tiny", &gp, &e) == PS_OK);
+        gp.type = types[ti];
+        gp.n_ctx = N;
+        gp.n_embd = gp.n_ff_exp = 256; /* the k-quants' blocks */
+        gp.head_dim = 256 / gp.n_head;
+        gp.n_expert = 160;
+        gp.n_expert_used = 3;
+        gp.seed = 57 + ti;
+        const char *path = path_in("grouped.gguf");
+        ps_model *m = NULL;
+        ps_model_params mp = ps_model_default_params();
+        if (ps_genmodel_write(&gp, path, &e) != PS_OK ||
+            ps_model_load(path, &mp, &m, &e) != PS_OK) {
+            CHECKF(0, "grouped %s: %s", ps_ggml_type_name(types[ti]), e.message);
+            continue;
+        }
+        CHECKF(m->w.layers[0].gate_exps.m.type == types[ti], "grouped: expert type %s", ps_ggml_type_name(m->w.layers[0].gate_exps.m.type));
+        for (size_t k = 0; k < PS_ARRAY_LEN(isas); k++) {
+            if (!ps_isa_supported(isas[k])) {
+                PS_TEST_CPU_LACKS("%s: grouped expert products", ps_isa_name(isas[k]));
+                continue;
+            }
+            run_isa = isas[k];
+            const size_t nl = (size_t)N * (size_t)gp.n_vocab;
+            int32_t active = 0;
+            ps_test_moe_plain(true);
+            float *plain = logits_of(m, ids, N, 256, NULL, PS_ACT_NATIVE, &active);
+            ps_test_moe_plain(false);
+            if (!plain) continue;
+            CHECKF(active > gp.n_expert / 2, "grouped %s: %d experts active, want > 80",
+                   ps_ggml_type_name(types[ti]), active);
+            static const int32_t batches[] = {1, 7, 100, 256};
+            size_t runs = 0, bad = 0;
+            for (size_t b = 0; b < PS_ARRAY_LEN(batches); b++)
+                for (size_t t = 0; t < PS_ARRAY_LEN(pools); t++) {
+                    float *c = logits_of(m, ids, N, batches[b], pools[t], PS_ACT_NATIVE, NULL);
+                    size_t differ = 0;
+                    for (size_t i = 0; c && i < nl; i++) differ += memcmp(c + i, plain + i, 4) != 0;
+                    CHECKF(c && differ == 0, "grouped %s %s: batch %d, %d threads: %zu of %zu "
+                           "logits differ from the plain path", ps_ggml_type_name(types[ti]),
+                           ps_isa_name(isas[k]), batches[b], t == 0 ? 1 : t == 1 ? 2 : 7,
+                           differ, nl);
+                    runs++;
+                    bad += !c || differ;
+                    free(c);
+                }
+            printf("grouped %s %s: %zu runs (chunks 1/7/100/256 x 1/2/7 threads), %zu differ "
+                   "from the plain per-expert path; %d of %d experts active\n",
+                   ps_ggml_type_name(types[ti]), ps_isa_name(isas[k]), runs, bad, active,
+                   gp.n_expert);
+            free(plain);
+        }
+        run_isa = PS_ISA_AUTO;
+        ps_model_free(m);
+    }
+    ps_pool_free(pools[1]);
+    ps_pool_free(pools[2]);
 }
 
 /* ---- bad files ---- */
@@ -352,10 +433,11 @@ int main(void) {
         return ps_test_done("moe");
     }
     test_invariance();
+    test_grouped();
     test_bad_files();
     test_faults();
     static const char *files[] = {"inv.gguf", "q3moe.gguf", "mixtral.gguf", "bad.gguf",
-                                  "nonorm.gguf"};
+                                  "nonorm.gguf", "grouped.gguf"};
     for (size_t i = 0; i < PS_ARRAY_LEN(files); i++) remove(path_in(files[i]));
     rmdir(dir);
     return ps_test_done("moe");
