@@ -32,6 +32,7 @@
 #define _GNU_SOURCE
 #endif
 #include "promptscore.h"
+#include "util.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -221,12 +222,6 @@ static char *canonical(const char *body) {
     return s;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct {
     const char *url;
     const workload *w;
@@ -259,9 +254,9 @@ static void *client_main(void *arg) {
         sbuf b = {0};
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->w->req[i].body);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-        double t0 = now_s();
+        double t0 = ps_now_s();
         CURLcode rc = curl_easy_perform(h);
-        c->lat[i] = now_s() - t0;
+        c->lat[i] = ps_now_s() - t0;
         long code = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
         char *canon = rc == CURLE_OK && code == 200 && b.p ? canonical(b.p) : NULL;
@@ -429,13 +424,13 @@ static int run(const char *base, const workload *w, int conc, char **answers, re
     pthread_t th[MAX_CONC];
     double h0 = metric_now(base, "promptscore_prefix_cache_hits_total");
     double m0 = metric_now(base, "promptscore_prefix_cache_misses_total");
-    double t0 = now_s();
+    double t0 = ps_now_s();
     for (int i = 0; i < conc; i++) {
         c[i] = (client){url, w, &next, answers, lat, &errors, first_error, &mu};
         pthread_create(&th[i], NULL, client_main, &c[i]);
     }
     for (int i = 0; i < conc; i++) pthread_join(th[i], NULL);
-    res->seconds = now_s() - t0;
+    res->seconds = ps_now_s() - t0;
     double h1 = metric_now(base, "promptscore_prefix_cache_hits_total");
     double m1 = metric_now(base, "promptscore_prefix_cache_misses_total");
     res->hit_rate = h0 >= 0 && m0 >= 0 && h1 + m1 - h0 - m0 > 0
