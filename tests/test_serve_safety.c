@@ -35,6 +35,7 @@
  * Skips when ../shared (or $PS_SHARED) is absent.
  */
 #include "check.h"
+#include "serve_proc.h"
 #include "server_guard.h"
 
 #include <arpa/inet.h>
@@ -64,93 +65,16 @@ static char g_bin[1024];
 static char g_model[4200];
 static const char *g_build = "build";
 
-typedef struct {
-    pid_t pid;
-    int port;
-    char log[1024];
-} server;
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static bool server_start(server *s, const char *const *extra) {
-    memset(s, 0, sizeof *s);
-    static int n_started;
-    snprintf(s->log, sizeof s->log, "%s/tests/safety-%d-%d.log", g_build, (int)getpid(),
-             n_started++);
-    const char *argv[48];
-    int argc = 0;
-    argv[argc++] = g_bin;
-    argv[argc++] = "serve";
-    argv[argc++] = "-m";
-    argv[argc++] = g_model;
-    argv[argc++] = "--port";
-    argv[argc++] = "0";
-    argv[argc++] = "-t";
-    argv[argc++] = "1";
-    for (int i = 0; extra && extra[i] && argc < 46; i++) argv[argc++] = extra[i];
-    argv[argc] = NULL;
-    pid_t pid = fork();
-    if (pid < 0) return false;
-    if (pid == 0) {
-        if (RSS_SLACK_KB) setenv("ASAN_OPTIONS", "quarantine_size_mb=0:detect_leaks=1", 1);
-        FILE *f = freopen(s->log, "w", stderr);
-        (void)f;
-        execv(g_bin, (char *const *)argv);
-        _exit(127);
-    }
-    s->pid = pid;
-    double t0 = now_s();
-    while (now_s() - t0 < 20 * PS_TEST_TIME_SCALE) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            fprintf(stderr, "server exited early (status %d); log %s\n", st, s->log);
-            s->pid = 0;
-            return false;
-        }
-        FILE *f = fopen(s->log, "r");
-        if (f) {
-            char line[1024];
-            while (fgets(line, sizeof line, f)) {
-                char *p = strstr(line, "listening on http://");
-                if (p && (p = strrchr(p, ':'))) s->port = atoi(p + 1);
-            }
-            fclose(f);
-        }
-        if (s->port > 0) return true;
-        usleep(20000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    s->pid = 0;
-    return false;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%.1000s/tests", g_build);
+    serve_opts o = {g_bin, g_model, dir, "safety", NULL, {-1, -1}};
+    return serve_start(s, &o, extra);
 }
 
-/* Waits up to secs for the server to exit; its exit status, or -1 (killed then). */
-static int server_wait(server *s, double secs) {
-    double t0 = now_s();
-    int st = 0;
-    while (now_s() - t0 < secs) {
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
-            s->pid = 0;
-            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        }
-        usleep(5000);
-    }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
-    s->pid = 0;
-    return -1;
-}
+static int server_wait(server *s, double secs) { return serve_wait(s, secs); }
 
-static int server_stop(server *s) {
-    if (!s->pid) return -1;
-    kill(s->pid, SIGTERM);
-    return server_wait(s, 60 * PS_TEST_TIME_SCALE);
-}
+static int server_stop(server *s) { return serve_stop(s); }
 
 static bool log_has(const server *s, const char *needle) {
     FILE *f = fopen(s->log, "r");
@@ -211,12 +135,12 @@ static bool read_answer(int fd, double secs, answer *a) {
     memset(a, 0, sizeof *a);
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
-    double t0 = now_s();
+    double t0 = ps_now_s();
     long want = -1;
     size_t hdr = 0;
     for (;;) {
         if (hdr && want >= 0 && n - hdr >= (size_t)want) break;
-        double left = secs - (now_s() - t0);
+        double left = secs - (ps_now_s() - t0);
         if (left <= 0) break;
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) break;
@@ -410,10 +334,10 @@ static void test_api_key(const char *key_file) {
         int fd = dial(s.port, NULL);
         const char *h = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                         "application/json\r\nContent-Length: 100000\r\n\r\n{\"prompt\":";
-        double t0 = now_s();
+        double t0 = ps_now_s();
         CHECK(fd >= 0 && send_all(fd, h, strlen(h)) && read_answer(fd, 5, &a));
-        CHECKF(a.status == 401 && now_s() - t0 < 2, "no key, body not sent: %d after %.2f s",
-               a.status, now_s() - t0);
+        CHECKF(a.status == 401 && ps_now_s() - t0 < 2, "no key, body not sent: %d after %.2f s",
+               a.status, ps_now_s() - t0);
         answer_free(&a);
         if (fd >= 0) close(fd);
     }
@@ -601,17 +525,7 @@ static void slow_close(slow_set *ss) {
     free(ss->fd);
 }
 
-static long hwm_kb(pid_t pid) {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kb = -1;
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) kb = atol(line + 6);
-    fclose(f);
-    return kb;
-}
+static long hwm_kb(pid_t pid) { return proc_status_kb(pid, "VmHWM:"); }
 
 static void test_slow_sockets(void) {
     /* default limits: 1,000 slow sockets over 40 addresses (25 each) plus 200 from one more
@@ -628,9 +542,9 @@ static void test_slow_sockets(void) {
     CHECKF(opened == 1000, "only %d of 1000 slow sockets connected", opened);
     usleep(300000);
     int ok = 0, tries = 0;
-    double t0 = now_s();
+    double t0 = ps_now_s();
     int closed_one = 0;
-    while (now_s() - t0 < 4) {
+    while (ps_now_s() - t0 < 4) {
         answer a = {0};
         tries++;
         if (req(s.port, NULL, "POST", "/v1/completions", JSON, SMALL, &a) && a.status == 200)
@@ -661,13 +575,13 @@ static void test_slow_sockets(void) {
         return;
     }
     slow_set ss = slow_open(s.port, 300, 10, 3);
-    t0 = now_s();
+    t0 = ps_now_s();
     int closed = 0;
-    while (now_s() - t0 < 2 + 3 * PS_TEST_TIME_SCALE && closed < 300) {
+    while (ps_now_s() - t0 < 2 + 3 * PS_TEST_TIME_SCALE && closed < 300) {
         closed = slow_drip(&ss);
         usleep(250000);
     }
-    double secs = now_s() - t0;
+    double secs = ps_now_s() - t0;
     CHECKF(closed == 300, "--read-timeout 2: %d of 300 slow sockets cut after %.1f s", closed,
            secs);
     CHECKF(secs >= 1.5, "cut after %.2f s, before the deadline", secs);
@@ -786,7 +700,7 @@ static void test_bounded(void) {
      * one's body (tokenized: a 400, over the context); the peak RSS stays under the budget */
     /* the requests before have let go of their share (the gauge the budget is read from) */
     long held = -1;
-    for (double t1 = now_s(); held != 0 && now_s() - t1 < 10 * PS_TEST_TIME_SCALE;) {
+    for (double t1 = ps_now_s(); held != 0 && ps_now_s() - t1 < 10 * PS_TEST_TIME_SCALE;) {
         req(s.port, NULL, "GET", "/metrics", NULL, NULL, &a);
         const char *u = strstr(a.body, "\npromptscore_memory_budget_used_bytes ");
         held = u ? atol(u + 39) : -1;
@@ -812,7 +726,7 @@ static void test_bounded(void) {
     bool answered[6] = {false};
     /* the refusals come at once; wait for five of them (at most 3 s: the one admitted must not
      * sit idle into --idle-timeout) */
-    for (double t1 = now_s(); n_answered < 5 && now_s() - t1 < 3;) {
+    for (double t1 = ps_now_s(); n_answered < 5 && ps_now_s() - t1 < 3;) {
         struct pollfd p[6];
         for (int i = 0; i < 6; i++) p[i] = (struct pollfd){.fd = answered[i] ? -1 : fds[i], .events = POLLIN};
         if (poll(p, 6, 100) <= 0) continue;
@@ -861,9 +775,9 @@ static void test_round_robin(const char *heavy) {
     }
     int fd = post_async(s.port, heavy);
     usleep(300000);
-    double t0 = now_s();
+    double t0 = ps_now_s();
     req(s.port, NULL, "POST", "/v1/completions", JSON, SMALL, &a);
-    double small_s = now_s() - t0;
+    double small_s = ps_now_s() - t0;
     /* the tokens scored when the small one is answered: first in, first out would have scored
      * all 512 x 500 of the huge one first */
     answer m = {0};
@@ -898,11 +812,11 @@ static void test_stops(void) {
                     "application/json\r\nContent-Length: 100\r\n\r\n{\"prompt\"";
     CHECK(fd >= 0 && send_all(fd, h, strlen(h)));
     usleep(200000);
-    double t0 = now_s();
+    double t0 = ps_now_s();
     kill(s.pid, SIGTERM);
     int rc = server_wait(&s, 10 * PS_TEST_TIME_SCALE);
-    CHECKF(rc == 0 && now_s() - t0 < 3 * PS_TEST_TIME_SCALE,
-           "SIGTERM with a stalled client: exit %d after %.1f s", rc, now_s() - t0);
+    CHECKF(rc == 0 && ps_now_s() - t0 < 3 * PS_TEST_TIME_SCALE,
+           "SIGTERM with a stalled client: exit %d after %.1f s", rc, ps_now_s() - t0);
     if (fd >= 0) close(fd);
 }
 
@@ -916,12 +830,12 @@ static void test_drain(const char *heavy) {
     }
     int fd = post_async(s.port, heavy);
     usleep(500000);
-    double t0 = now_s();
+    double t0 = ps_now_s();
     kill(s.pid, SIGTERM);
     answer a = {0};
     bool got = fd >= 0 && read_answer(fd, 20 * PS_TEST_TIME_SCALE, &a);
     int rc = server_wait(&s, 20 * PS_TEST_TIME_SCALE);
-    double secs = now_s() - t0;
+    double secs = ps_now_s() - t0;
     CHECKF(rc == 0 && secs < 1 + 3 * PS_TEST_TIME_SCALE,
            "--drain-s 1 with a long request running: exit %d after %.1f s", rc, secs);
     CHECKF(got && a.status == 503, "the request cut by the drain deadline: %d %.200s", a.status,
@@ -940,11 +854,11 @@ static void test_second_signal(const char *heavy) {
     usleep(500000);
     kill(s.pid, SIGTERM);
     usleep(300000);
-    double t0 = now_s();
+    double t0 = ps_now_s();
     kill(s.pid, SIGTERM);
     int rc = server_wait(&s, 10 * PS_TEST_TIME_SCALE);
-    CHECKF(rc == 143 && now_s() - t0 < 2 * PS_TEST_TIME_SCALE,
-           "a second SIGTERM while draining: exit %d after %.1f s", rc, now_s() - t0);
+    CHECKF(rc == 143 && ps_now_s() - t0 < 2 * PS_TEST_TIME_SCALE,
+           "a second SIGTERM while draining: exit %d after %.1f s", rc, ps_now_s() - t0);
     CHECK(log_has(&s, "second signal: exiting now"));
     if (fd >= 0) close(fd);
 }

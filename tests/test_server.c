@@ -32,6 +32,7 @@
  */
 #include "check.h"
 #include "genmodel.h"
+#include "serve_proc.h"
 #include "server.h"
 
 #include <curl/curl.h>
@@ -66,12 +67,6 @@ static char g_hold_env[32];
 static int g_hold_keep[2] = {-1, -1};
 
 typedef struct {
-    pid_t pid;
-    int port;
-    char log[1024];
-} server;
-
-typedef struct {
     long status;
     char *body;
     size_t len;
@@ -84,105 +79,22 @@ static void resp_free(resp *r) {
     memset(r, 0, sizeof *r);
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Starts the server with extra options; waits for its "listening on" line. */
 static bool server_start_model(server *s, const char *model, const char *const *extra) {
-    memset(s, 0, sizeof *s);
-    static int n_started;
     const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
-    snprintf(s->log, sizeof s->log, "%s/tests/server-%d-%d.log", build, (int)getpid(),
-             n_started++);
-    const char *argv[32];
-    int argc = 0;
-    argv[argc++] = g_bin;
-    argv[argc++] = "serve";
-    argv[argc++] = "-m";
-    argv[argc++] = model;
-    argv[argc++] = "--port";
-    argv[argc++] = "0";
-    argv[argc++] = "-t";
-    argv[argc++] = "1";
-    for (int i = 0; extra && extra[i] && argc < 30; i++) argv[argc++] = extra[i];
-    argv[argc] = NULL;
-    pid_t pid = fork();
-    if (pid < 0) return false;
-    if (pid == 0) {
-        if (PS_T_SAN) setenv("ASAN_OPTIONS", "quarantine_size_mb=0:detect_leaks=1", 1);
-        if (g_hold_env[0]) {
-            setenv("PS_TEST_HOLD_FDS", g_hold_env, 1);
-            for (int i = 0; i < 2; i++) fcntl(g_hold_keep[i], F_SETFD, 0);
-        }
-        FILE *f = freopen(s->log, "w", stderr);
-        (void)f;
-        execv(g_bin, (char *const *)argv);
-        _exit(127);
-    }
-    s->pid = pid;
-    double t0 = now_s();
-    while (now_s() - t0 < 20) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            fprintf(stderr, "server exited early (status %d); log %s\n", st, s->log);
-            s->pid = 0;
-            return false;
-        }
-        FILE *f = fopen(s->log, "r");
-        if (f) {
-            char line[1024];
-            while (fgets(line, sizeof line, f)) {
-                char *p = strstr(line, "listening on http://");
-                if (p && (p = strrchr(p, ':'))) s->port = atoi(p + 1);
-            }
-            fclose(f);
-        }
-        if (s->port > 0) return true;
-        usleep(20000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    s->pid = 0;
-    return false;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%.1000s/tests", build);
+    serve_opts o = {g_bin, model, dir, "server", g_hold_env, {g_hold_keep[0], g_hold_keep[1]}};
+    return serve_start(s, &o, extra);
 }
 
 static bool server_start(server *s, const char *const *extra) {
     return server_start_model(s, g_model, extra);
 }
 
-/* SIGTERM; returns the exit status (or -1 when it did not exit normally within 60 s). */
-static int server_stop(server *s) {
-    if (!s->pid) return -1;
-    kill(s->pid, SIGTERM);
-    double t0 = now_s();
-    int st = 0;
-    while (now_s() - t0 < 60) {
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
-            s->pid = 0;
-            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        }
-        usleep(10000);
-    }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
-    s->pid = 0;
-    return -1;
-}
+static int server_stop(server *s) { return serve_stop(s); }
 
-static long rss_kb(pid_t pid) {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kb = -1;
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) kb = atol(line + 6);
-    fclose(f);
-    return kb;
-}
+static long rss_kb(pid_t pid) { return proc_status_kb(pid, "VmRSS:"); }
 
 static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
     resp *r = ud;
@@ -517,9 +429,9 @@ static void test_act(const char *build) {
             _exit(127);
         }
         int st = -1;
-        double t0 = now_s();
-        while (pid > 0 && now_s() - t0 < 20 && waitpid(pid, &st, WNOHANG) != pid) usleep(10000);
-        if (pid > 0 && now_s() - t0 >= 20) {
+        double t0 = ps_now_s();
+        while (pid > 0 && ps_now_s() - t0 < 20 && waitpid(pid, &st, WNOHANG) != pid) usleep(10000);
+        if (pid > 0 && ps_now_s() - t0 >= 20) {
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);
         }
@@ -825,7 +737,7 @@ static bool wait_byte(int fd, double secs) {
 
 /* True once the server's log holds needle (polled up to secs). */
 static bool log_has(const char *log, const char *needle, double secs) {
-    double t0 = now_s();
+    double t0 = ps_now_s();
     do {
         FILE *f = fopen(log, "r");
         if (f) {
@@ -836,7 +748,7 @@ static bool log_has(const char *log, const char *needle, double secs) {
             if (found) return true;
         }
         usleep(10000);
-    } while (now_s() - t0 < secs);
+    } while (ps_now_s() - t0 < secs);
     return false;
 }
 
@@ -896,10 +808,10 @@ static void test_held(const char *lmeval, const char *baseline, const char *sign
     close(rel[1]);
     close(ann[0]);
     if (held) {
-        double t0 = now_s();
+        double t0 = ps_now_s();
         int st = -1;
         bool exited = false;
-        while (!exited && now_s() - t0 < T) {
+        while (!exited && ps_now_s() - t0 < T) {
             if (waitpid(q.pid, &st, WNOHANG) == q.pid) exited = true;
             else usleep(10000);
         }
@@ -1511,9 +1423,9 @@ int main(void) {
         CHECKF(hr.status == 0, "the heavy request answered within 150 ms (%ld)", hr.status);
         resp_free(&hr);
         free(heavy);
-        double t0 = now_s();
+        double t0 = ps_now_s();
         CHECK(http(port, "POST", "/v1/completions", lmeval, &r) && r.status == 200);
-        double secs = now_s() - t0;
+        double secs = ps_now_s() - t0;
         char *c = canonical(&r);
         CHECKF(c && baseline && !strcmp(c, baseline), "after a hang-up the answer changed");
         free(c);
@@ -1528,7 +1440,7 @@ int main(void) {
         fprintf(stderr, "NOTE: after a hang-up the next request took %.3f s\n", secs);
         /* requests are served round robin, so the next request can be answered before the
          * hung-up one's connection thread has recorded its 499: wait for that (bounded) */
-        for (double t1 = now_s(); now_s() - t1 < 10 * PS_TEST_TIME_SCALE; usleep(20000)) {
+        for (double t1 = ps_now_s(); ps_now_s() - t1 < 10 * PS_TEST_TIME_SCALE; usleep(20000)) {
             bool seen = http(port, "GET", "/metrics", NULL, &r) && r.body &&
                         strstr(r.body, "promptscore_requests_total{route=\"/v1/completions\","
                                        "status=\"499\"} 1");
@@ -1591,7 +1503,7 @@ int main(void) {
         pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
         int global_done = 0;
         long rss100 = -1;
-        double t0 = now_s();
+        double t0 = ps_now_s();
         for (int i = 0; i < CLIENTS; i++) {
             la[i] = (load_arg){.port = port, .n_requests = PER, .body = small, .expect = expect,
                                .server_pid = srv.pid, .rss_at_100 = &rss100, .mu = &mu,
@@ -1604,7 +1516,7 @@ int main(void) {
             errors += la[i].errors;
             mism += la[i].mismatches;
         }
-        double secs = now_s() - t0;
+        double secs = ps_now_s() - t0;
         long rss_end = rss_kb(srv.pid);
         CHECKF(errors == 0, "load: %d errors", errors);
         CHECKF(mism == 0, "load: %d answers differ from the single-client one", mism);
@@ -1645,15 +1557,15 @@ int main(void) {
         }
         int st = -1;
         bool exited = false;
-        double t0 = now_s(), limit = 5.0 * PS_TEST_TIME_SCALE;
-        while (pid > 0 && now_s() - t0 < limit) {
+        double t0 = ps_now_s(), limit = 5.0 * PS_TEST_TIME_SCALE;
+        while (pid > 0 && ps_now_s() - t0 < limit) {
             if (waitpid(pid, &st, WNOHANG) == pid) {
                 exited = true;
                 break;
             }
             usleep(10000);
         }
-        double secs = now_s() - t0;
+        double secs = ps_now_s() - t0;
         if (pid > 0 && !exited) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
