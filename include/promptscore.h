@@ -377,9 +377,12 @@ typedef struct {
     /* cancellation: polled between chunks; returning true stops with PS_ERR_CANCELLED */
     bool (*cancel)(void *ctx);
     void *cancel_ctx;
+    /* an exact prefix cache shared by the sessions of one model (see ps_prefix_cache_create);
+     * NULL (the default) = none. It never changes a result's bits. */
+    struct ps_prefix_cache *cache;
 } ps_score_params;
 
-/* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos. */
+/* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos, no cache. */
 PS_API ps_score_params ps_score_default_params(void);
 
 typedef enum { PS_FINISH_LENGTH = 0, PS_FINISH_STOP = 1 } ps_finish_reason;
@@ -435,6 +438,52 @@ typedef struct {
 PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prompts,
                                 int32_t n_prompts, int32_t max_seqs, ps_score_result **results,
                                 ps_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* The exact prefix cache                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Prompts that share a prefix (a multiple-choice question sent once per choice) share its work:
+ * the cache keeps, per block of `block` positions of a prompt's token ids, the KV of those
+ * positions in every attention layer (and, for models with recurrent layers, their state at
+ * the block's end) and each position's answer (logprob and top-K up to the largest K stored).
+ * ps_score_tokens with params.cache restores the longest cached whole-block prefix into the
+ * session, takes those positions' answers, and computes the rest; its results are bitwise
+ * those of the same call without a cache (the forward pass is chunk-invariant). A request with
+ * a larger K than a block holds recomputes it and stores the larger K. Blocks are found by a
+ * chain hash of the ids and compared id by id. Unreferenced blocks are evicted least recently
+ * used first when the budget is reached. Thread-safe: one cache serves any number of sessions
+ * of its model on any threads. */
+typedef struct ps_prefix_cache ps_prefix_cache;
+
+typedef struct {
+    int64_t budget_bytes; /* memory for cached blocks, >= 0; default 256 MiB */
+    int32_t block;        /* positions per block, a multiple of 16 in 16..1024; 0 (default) =
+                             16, or 64 for models with recurrent layers (their state snapshot
+                             per block is large) */
+} ps_prefix_cache_params;
+
+typedef struct {
+    int64_t hits;          /* blocks found by lookups */
+    int64_t misses;        /* whole blocks of looked-up prompts that were not found */
+    int64_t inserts;       /* blocks added */
+    int64_t evictions;     /* blocks evicted for room */
+    int64_t bytes;         /* memory held by cached blocks now */
+    int64_t budget_bytes;
+    int64_t blocks;        /* blocks cached now */
+    int32_t block;         /* positions per block */
+} ps_prefix_cache_stats;
+
+/* budget 256 MiB, block 0 (the model's default). */
+PS_API ps_prefix_cache_params ps_prefix_cache_default_params(void);
+/* A cache for sessions of `model` (which must outlive it). Returns PS_OK, PS_ERR_INVALID_ARG
+ * (NULL model or out, a vocab-only model, a bad block or budget), PS_ERR_NOMEM. */
+PS_API ps_status ps_prefix_cache_create(const ps_model *model, const ps_prefix_cache_params *params,
+                                 ps_prefix_cache **out, ps_error *err);
+/* Frees every block. No score may be using the cache. NULL is a no-op. */
+PS_API void ps_prefix_cache_free(ps_prefix_cache *cache);
+/* The counters and sizes now (zeros for NULL). */
+PS_API void ps_prefix_cache_get_stats(ps_prefix_cache *cache, ps_prefix_cache_stats *out);
 
 #ifdef __cplusplus
 }

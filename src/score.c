@@ -26,6 +26,7 @@
  */
 #include "impl.h"
 #include "buf.h"
+#include "prefix_cache.h"
 #include "session.h"
 
 #include <math.h>
@@ -158,6 +159,9 @@ static ps_status check_params(const ps_session *s, const int32_t *tokens, int32_
     if (n_tokens < 1)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "nothing to score: %d tokens", n_tokens);
     if (p->k < 0) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "k must be >= 0, got %d", p->k);
+    if (p->cache && ps_pcache_model(p->cache) != s->model)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "the prefix cache belongs to another model than the session's");
     if (p->chunk < 1 || p->chunk > s->n_batch)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1,
                        "chunk must be in 1..%d (the session's n_batch), got %d", s->n_batch,
@@ -381,6 +385,148 @@ done:
     return st;
 }
 
+/* ---- the prefix cache (prefix_cache.c, prefix_kv.c) --------------------------------------- */
+
+/* One score's use of the cache: the blocks found (positions [0, m B), referenced until the
+ * end) and the new blocks being filled (block indices m .. m + n_pend - 1; the first n_kv have
+ * their K/V, and with recurrent layers every one of them has its state). */
+typedef struct {
+    ps_prefix_cache *c;
+    uint64_t cfg;
+    int32_t B, m, whole; /* whole: the prompt's whole blocks */
+    ps_pc_block **held, **pend;
+    int32_t n_pend, n_kv;
+    bool stop;           /* a block found no room or its K/V had left a ring: no more blocks */
+    bool state;          /* the model has recurrent layers: snapshots at n_past = (b + 1) B - 1 */
+    int32_t ring;        /* the shortest sliding-layer ring (positions), 0 when none is shorter
+                          * than the context: a call must end while the ring still holds the
+                          * first block not yet captured */
+} cache_run;
+
+/* Where the next forward call must end for the cache, after position p0 (n_tokens: nowhere). */
+static int32_t cache_split(const cache_run *cr, int32_t p0, int32_t n_tokens) {
+    if (!cr->c || cr->stop) return n_tokens;
+    const int32_t B = cr->B;
+    int32_t end = n_tokens;
+    if (cr->state) { /* the next snapshot point (b + 1) B - 1 > p0 of a block still to cache */
+        int32_t b = PS_MAX((p0 + 1) / B, cr->m);
+        if (b < cr->whole) end = PS_MIN(end, (b + 1) * B - 1);
+    }
+    if (cr->ring) { /* after the call the ring holds n_past - ring .. n_past - 1 */
+        const int32_t b = cr->m + cr->n_kv;
+        if (b < cr->whole) end = PS_MIN(end, b * B + cr->ring);
+    }
+    return end;
+}
+
+/* After a forward call (the session at n_past): snapshot state, capture complete blocks. */
+static ps_status cache_after_forward(cache_run *cr, const ps_seq *s, int32_t k, ps_error *err) {
+    if (!cr->c || cr->stop) return PS_OK;
+    const int32_t B = cr->B, e = s->n_past;
+    if (cr->state && (e + 1) % B == 0) {
+        const int32_t b = (e + 1) / B - 1;
+        if (b >= cr->m && b < cr->whole && b == cr->m + cr->n_pend) {
+            ps_pc_block *blk;
+            ps_status st = ps_pcache_block_new(cr->c, k, &blk, err);
+            if (st != PS_OK) return st;
+            if (!blk) {
+                cr->stop = true;
+                return PS_OK;
+            }
+            ps_pcache_capture_state(cr->c, blk, s);
+            cr->pend[cr->n_pend++] = blk;
+        }
+    }
+    for (;;) {
+        const int32_t b = cr->m + cr->n_kv;
+        if (b >= cr->whole || (b + 1) * B > e) break;
+        if (cr->n_kv == cr->n_pend) {
+            if (cr->state) break; /* its state was not captured */
+            ps_pc_block *blk;
+            ps_status st = ps_pcache_block_new(cr->c, k, &blk, err);
+            if (st != PS_OK) return st;
+            if (!blk) {
+                cr->stop = true;
+                break;
+            }
+            cr->pend[cr->n_pend++] = blk;
+        }
+        if (!ps_pcache_capture_kv(cr->c, cr->pend[cr->n_kv], s, b * B)) {
+            cr->stop = true;
+            break;
+        }
+        cr->n_kv++;
+    }
+    return PS_OK;
+}
+
+/* The new blocks with their K/V take the ids and answers of their positions from the result
+ * and join the index after the blocks found. */
+static void cache_insert(cache_run *cr, const int32_t *tokens, const ps_score_result *r) {
+    const int32_t B = cr->B, k = r->k;
+    for (int32_t i = 0; i < cr->n_kv; i++) {
+        ps_pc_block *blk = cr->pend[i];
+        const size_t p0 = (size_t)(cr->m + i) * (size_t)B;
+        memcpy(blk->ids, tokens + p0, (size_t)B * sizeof *blk->ids);
+        memcpy(blk->lp, r->logprobs + p0, (size_t)B * sizeof *blk->lp);
+        memcpy(blk->top_ids, r->top_ids + p0 * (size_t)k, (size_t)B * (size_t)k * sizeof(int32_t));
+        memcpy(blk->top_lp, r->top_logprobs + p0 * (size_t)k, (size_t)B * (size_t)k * sizeof(float));
+    }
+    ps_pcache_insert(cr->c, cr->cfg, cr->m ? cr->held[cr->m - 1] : NULL, cr->pend, cr->n_kv);
+    for (int32_t i = cr->n_kv; i < cr->n_pend; i++) ps_pcache_block_drop(cr->c, cr->pend[i]);
+    cr->n_pend = cr->n_kv = 0;
+}
+
+/* Gives back what the score still holds (also after a failure). */
+static void cache_end(cache_run *cr) {
+    if (!cr->c) return;
+    for (int32_t i = 0; i < cr->n_pend; i++) ps_pcache_block_drop(cr->c, cr->pend[i]);
+    ps_pcache_release(cr->c, cr->held, cr->m);
+    ps_free(cr->held);
+    ps_free(cr->pend);
+    memset(cr, 0, sizeof *cr);
+}
+
+/* Looks the prompt up; on a hit restores the blocks into sequence q (at n_past 0) and copies their
+ * answers (entries 1 .. m B - 1) into r; *start = the first position to compute (m B - 1, the
+ * last cached position, whose row scores the first new token, or 0). */
+static ps_status cache_begin(cache_run *cr, ps_prefix_cache *c, const ps_session *s, ps_seq *q,
+                             const int32_t *tokens, int32_t n_tokens, ps_score_result *r,
+                             int32_t *start, ps_error *err) {
+    memset(cr, 0, sizeof *cr);
+    *start = 0;
+    const ps_hparams *hp = &s->model->hp;
+    cr->B = ps_pcache_block_len(c);
+    cr->whole = n_tokens / cr->B;
+    if (cr->whole == 0) return PS_OK;
+    cr->held = ps_malloc((size_t)cr->whole * sizeof *cr->held);
+    cr->pend = ps_malloc((size_t)cr->whole * sizeof *cr->pend);
+    if (!cr->held || !cr->pend) {
+        ps_free(cr->held);
+        ps_free(cr->pend);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (prefix cache lookup)");
+    }
+    cr->c = c;
+    cr->cfg = ps_pcache_session_cfg(s);
+    cr->state = hp->n_layer_rs > 0;
+    for (int32_t l = 0; l < hp->n_layer_kv; l++)
+        if (q->kv_len[l] < q->n_ctx)
+            cr->ring = cr->ring ? PS_MIN(cr->ring, (int32_t)q->kv_len[l]) : (int32_t)q->kv_len[l];
+    cr->stop = cr->ring > 0 && cr->ring < cr->B; /* no ring holds a whole block: no inserts */
+    cr->m = ps_pcache_acquire(c, cr->cfg, tokens, n_tokens, r->k, cr->held, cr->whole);
+    if (cr->m == 0) return PS_OK;
+    ps_pcache_restore(c, cr->held, cr->m, q);
+    const int32_t k = r->k;
+    for (int32_t i = 0; i < cr->m; i++) {
+        const int32_t from = i == 0 ? 1 : 0;
+        const size_t e = (size_t)i * (size_t)cr->B + (size_t)from;
+        ps_pcache_read_entries(c, cr->held[i], from, cr->B - from, k, r->logprobs + e,
+                               r->top_ids + e * (size_t)k, r->top_logprobs + e * (size_t)k);
+    }
+    *start = cr->m * cr->B - 1;
+    return PS_OK;
+}
+
 ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens,
                           const ps_score_params *params, ps_score_result **out, ps_error *err) {
     if (!out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "out is required");
@@ -392,6 +538,8 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
 
     const int32_t n_vocab = s->model->hp.n_vocab;
     const int32_t chunk = p->chunk, k = p->k;
+    cache_run cr;
+    memset(&cr, 0, sizeof cr);
     ps_score_result *r = result_new(n_tokens + p->max_tokens, k);
     float *logits = ps_session_logits(s, (size_t)chunk);
     int32_t *targets = ps_malloc((size_t)chunk * sizeof *targets);
@@ -404,14 +552,22 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
     result_start(r, tokens, n_tokens, k);
 
     ps_session_reset(s);
+    /* with a cache: positions [0, start) come from it (restored into the sequence, their
+     * entries copied), the rest is computed, calls ending where the cache must capture */
+    int32_t start = 0;
+    if (p->cache) {
+        st = cache_begin(&cr, p->cache, s, s->seq, tokens, n_tokens, r, &start, err);
+        if (st != PS_OK) goto fail;
+    }
     int32_t last_rows = 0; /* rows of the last forward call still in `logits` */
-    for (int32_t p0 = 0; p0 < n_tokens; p0 += chunk) {
+    for (int32_t p0 = start; p0 < n_tokens;) {
         if (cancelled(p)) {
             st = ps_fail(err, PS_ERR_CANCELLED, -1, "cancelled after %d of %d positions", p0,
                          n_tokens);
             goto fail;
         }
         int32_t n = PS_MIN(chunk, n_tokens - p0);
+        n = PS_MIN(n, cache_split(&cr, p0, n_tokens) - p0);
         st = ps_session_forward(s, tokens + p0, n, logits, err);
         if (st != PS_OK) goto fail;
         last_rows = n;
@@ -422,6 +578,13 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
             st = topk_rows(s, p, logits, m, targets, r, p0 + 1, p0, err);
             if (st != PS_OK) goto fail;
         }
+        st = cache_after_forward(&cr, s->seq, k, err);
+        if (st != PS_OK) goto fail;
+        p0 += n;
+    }
+    if (cr.c) {
+        cache_insert(&cr, tokens, r);
+        cache_end(&cr);
     }
     double sum = 0.0;
     for (int32_t i = 1; i < n_tokens; i++) sum += (double)r->logprobs[i];
@@ -439,6 +602,7 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
     st = PS_OK;
 
 fail: /* also the way out on success, with r handed over */
+    cache_end(&cr);
     ps_score_result_free(r);
     ps_free(targets);
     return st;
@@ -450,7 +614,9 @@ fail: /* also the way out on success, with r handed over */
 typedef struct {
     const ps_score_params *p;
     ps_seq *seq;
-    int32_t fed;     /* positions forwarded so far */
+    int32_t fed;     /* positions forwarded so far (or restored from the prefix cache) */
+    bool started;    /* its sequence is set up (and the cache looked up) */
+    cache_run cr;    /* its use of p->cache */
 } batch_item;
 
 ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t n_prompts,
@@ -514,7 +680,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
                              "prompt %d cancelled after %d of %d positions", i, b->fed, nt);
                 goto fail;
             }
-            if (b->fed == 0) {
+            if (!b->started) {
                 const int64_t need = PS_MIN((int64_t)s->n_ctx,
                                             ((int64_t)nt + b->p->max_tokens + 15) & ~(int64_t)15);
                 b->seq = ps_session_pool_seq(s, i % max_seqs, (int32_t)need, err);
@@ -522,8 +688,15 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
                     st = PS_ERR_NOMEM;
                     goto fail;
                 }
+                b->started = true;
+                if (b->p->cache) {
+                    st = cache_begin(&b->cr, b->p->cache, s, b->seq, prompts[i].tokens, nt,
+                                     results[i], &b->fed, err);
+                    if (st != PS_OK) goto fail;
+                }
             }
-            const int32_t n = PS_MIN(nt - b->fed, rows - used);
+            int32_t n = PS_MIN(nt - b->fed, rows - used);
+            n = PS_MIN(n, cache_split(&b->cr, b->fed, nt) - b->fed);
             segs[n_segs] = (ps_seg){b->seq, prompts[i].tokens + b->fed, n};
             seg_item[n_segs++] = i;
             used += n;
@@ -545,6 +718,8 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
             }
             b->fed += n;
             row0 += n;
+            st = cache_after_forward(&b->cr, b->seq, b->p->k, err);
+            if (st != PS_OK) goto fail;
         }
         /* finished prompts: the sum, then generation from their last row (gen_logits is past
          * the pass's rows, so the other prompts' rows stay) */
@@ -554,6 +729,10 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
             ps_score_result *r = results[i];
             row0 += segs[g].n;
             if (it[i].fed < nt) continue;
+            if (it[i].cr.c) {
+                cache_insert(&it[i].cr, prompts[i].tokens, r);
+                cache_end(&it[i].cr);
+            }
             double sum = 0.0;
             for (int32_t j = 1; j < nt; j++) sum += (double)r->logprobs[j];
             r->sum_logprob = sum;
@@ -573,6 +752,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
 
 fail:
     for (int32_t i = 0; i < n_prompts; i++) {
+        if (it) cache_end(&it[i].cr);
         ps_score_result_free(results[i]);
         results[i] = NULL;
     }

@@ -1,0 +1,351 @@
+/*
+ * prefix_cache.c — the exact prefix cache's index: blocks of B positions keyed by their whole
+ * token-id prefix, reference counts, LRU eviction under a memory budget, counters.
+ *
+ * A lookup walks the prompt a block at a time: the chain hash h_b = fnv1a(h_{b-1}, ids of
+ * block b) (h_{-1} = a seed from the session configuration) picks a bucket, and a block
+ * matches only when its parent is the block matched before it (pointer identity), its cfg is
+ * the session's and its B ids equal the prompt's, id by id: by induction the whole prefix is
+ * equal, whatever the hash does. A parent with linked children is never evicted (only leaves
+ * are), so a child's parent pointer stays valid and every cached block stays reachable.
+ * Blocks with no reference (no score is using them) sit on one LRU list; eviction takes the
+ * least recently used leaf. A lookup's blocks are referenced until the score releases them,
+ * and released leaf first, so a chain's first block is the most recently used of it.
+ * Memory: the bytes of linked blocks plus those reserved by blocks being filled stay within
+ * the budget; a block that finds no room is simply not cached (never an error). One mutex
+ * guards everything but a block's kv / state, which are written before the block is linked
+ * and never after, so readers holding a reference copy them without the lock.
+ */
+#include "impl.h"
+#include "model.h"
+#include "prefix_cache.h"
+#include "util.h"
+
+#include <pthread.h>
+
+struct ps_prefix_cache {
+    const ps_model *model;
+    int32_t B;
+    int64_t budget;
+    size_t kv_floats, state_floats;
+    pthread_mutex_t mu;
+    ps_pc_block **buckets;
+    size_t n_buckets;  /* a power of two */
+    ps_pc_block lru;   /* sentinel: lru.next the most recent, lru.prev the least */
+    int64_t bytes;     /* linked blocks */
+    int64_t reserved;  /* blocks being filled */
+    int64_t n_blocks;
+    int64_t hits, misses, inserts, evictions;
+};
+
+ps_prefix_cache_params ps_prefix_cache_default_params(void) {
+    ps_prefix_cache_params p;
+    memset(&p, 0, sizeof p);
+    p.budget_bytes = (int64_t)256 << 20;
+    p.block = 0;
+    return p;
+}
+
+int32_t ps_pcache_block_len(const ps_prefix_cache *c) { return c->B; }
+size_t ps_pcache_kv_floats(const ps_prefix_cache *c) { return c->kv_floats; }
+size_t ps_pcache_state_floats(const ps_prefix_cache *c) { return c->state_floats; }
+const ps_model *ps_pcache_model(const ps_prefix_cache *c) { return c->model; }
+
+ps_status ps_prefix_cache_create(const ps_model *model, const ps_prefix_cache_params *params,
+                                 ps_prefix_cache **out, ps_error *err) {
+    if (!out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "out is required");
+    *out = NULL;
+    if (!model) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "model is required");
+    if (model->info.vocab_only)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "a vocab-only model has nothing to cache");
+    ps_prefix_cache_params d = ps_prefix_cache_default_params();
+    const ps_prefix_cache_params *p = params ? params : &d;
+    const ps_hparams *hp = &model->hp;
+    int32_t B = p->block ? p->block : (hp->n_layer_rs > 0 ? 64 : 16);
+    if (B < 16 || B > 1024 || B % 16)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "block must be a multiple of 16 in 16..1024, got %d", p->block);
+    if (p->budget_bytes < 0)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "budget_bytes must be >= 0, got %lld",
+                       (long long)p->budget_bytes);
+    ps_prefix_cache *c = ps_calloc(1, sizeof *c);
+    if (!c) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (prefix cache)");
+    c->model = model;
+    c->B = B;
+    c->budget = p->budget_bytes;
+    /* K and V of B positions per KV layer and kv head */
+    c->kv_floats = (size_t)hp->n_layer_kv * (size_t)hp->n_head_kv * (size_t)hp->head_dim *
+                   (size_t)B * 2;
+    if (hp->n_layer_rs > 0) {
+        const size_t dk = (size_t)hp->ssm_d_state, nv = (size_t)hp->ssm_n_v,
+                     ch = 2 * (size_t)hp->ssm_n_k * dk + nv * dk;
+        c->state_floats = (size_t)hp->n_layer_rs * ((size_t)(hp->ssm_d_conv - 1) * ch + nv * dk * dk);
+    }
+    c->n_buckets = 1024;
+    c->buckets = ps_calloc(c->n_buckets, sizeof *c->buckets);
+    if (!c->buckets) {
+        ps_free(c);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (prefix cache index)");
+    }
+    c->lru.next = c->lru.prev = &c->lru;
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        ps_free(c->buckets);
+        ps_free(c);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "prefix cache: pthread_mutex_init failed");
+    }
+    *out = c;
+    return PS_OK;
+}
+
+static void block_free(ps_pc_block *b) {
+    if (!b) return;
+    ps_free(b->lp);
+    ps_free(b->top_ids);
+    ps_free(b->top_lp);
+    ps_free(b->ids); /* ids, kv and state are one allocation */
+    ps_free(b);
+}
+
+void ps_prefix_cache_free(ps_prefix_cache *c) {
+    if (!c) return;
+    for (size_t i = 0; i < c->n_buckets; i++)
+        for (ps_pc_block *b = c->buckets[i], *nx; b; b = nx) {
+            nx = b->hnext;
+            block_free(b);
+        }
+    ps_free(c->buckets);
+    pthread_mutex_destroy(&c->mu);
+    ps_free(c);
+}
+
+void ps_prefix_cache_get_stats(ps_prefix_cache *c, ps_prefix_cache_stats *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    o->hits = c->hits;
+    o->misses = c->misses;
+    o->inserts = c->inserts;
+    o->evictions = c->evictions;
+    o->bytes = c->bytes;
+    o->budget_bytes = c->budget;
+    o->blocks = c->n_blocks;
+    o->block = c->B;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- under the lock ------------------------------------------------------------------------ */
+
+static uint64_t chain_hash(const ps_prefix_cache *c, uint64_t cfg, const ps_pc_block *parent,
+                           const int32_t *ids) {
+    uint64_t h = parent ? parent->hash : ps_fnv1a64(PS_FNV1A64_INIT, &cfg, sizeof cfg);
+    return ps_fnv1a64(h, ids, (size_t)c->B * sizeof *ids);
+}
+
+static ps_pc_block *find(const ps_prefix_cache *c, uint64_t h, uint64_t cfg,
+                         const ps_pc_block *parent, const int32_t *ids) {
+    for (ps_pc_block *b = c->buckets[h & (c->n_buckets - 1)]; b; b = b->hnext)
+        if (b->hash == h && b->cfg == cfg && b->parent == parent &&
+            !memcmp(b->ids, ids, (size_t)c->B * sizeof *ids))
+            return b;
+    return NULL;
+}
+
+static void lru_unlink(ps_pc_block *b) {
+    b->prev->next = b->next;
+    b->next->prev = b->prev;
+    b->prev = b->next = NULL;
+}
+
+static void lru_push_front(ps_prefix_cache *c, ps_pc_block *b) {
+    b->next = c->lru.next;
+    b->prev = &c->lru;
+    c->lru.next->prev = b;
+    c->lru.next = b;
+}
+
+/* Evicts the least recently used unreferenced leaf; false when there is none. */
+static bool evict_one(ps_prefix_cache *c) {
+    for (ps_pc_block *b = c->lru.prev; b != &c->lru; b = b->prev) {
+        if (b->n_children > 0) continue;
+        lru_unlink(b);
+        ps_pc_block **pp = &c->buckets[b->hash & (c->n_buckets - 1)];
+        while (*pp != b) pp = &(*pp)->hnext;
+        *pp = b->hnext;
+        if (b->parent) b->parent->n_children--;
+        c->bytes -= (int64_t)b->bytes;
+        c->n_blocks--;
+        c->evictions++;
+        block_free(b);
+        return true;
+    }
+    return false;
+}
+
+/* Doubles the buckets when the chains grow long (an allocation failure keeps the old ones). */
+static void maybe_grow(ps_prefix_cache *c) {
+    if ((size_t)c->n_blocks <= 2 * c->n_buckets || c->n_buckets > ((size_t)1 << 40)) return;
+    size_t n = c->n_buckets * 2;
+    ps_pc_block **nb = ps_calloc(n, sizeof *nb);
+    if (!nb) return;
+    for (size_t i = 0; i < c->n_buckets; i++)
+        for (ps_pc_block *b = c->buckets[i], *nx; b; b = nx) {
+            nx = b->hnext;
+            b->hnext = nb[b->hash & (n - 1)];
+            nb[b->hash & (n - 1)] = b;
+        }
+    ps_free(c->buckets);
+    c->buckets = nb;
+    c->n_buckets = n;
+}
+
+/* ---- the calls ------------------------------------------------------------------------------ */
+
+int32_t ps_pcache_acquire(ps_prefix_cache *c, uint64_t cfg, const int32_t *ids, int32_t n,
+                          int32_t k, ps_pc_block **out, int32_t max) {
+    const int32_t whole = n / c->B;
+    int32_t m = 0;
+    pthread_mutex_lock(&c->mu);
+    ps_pc_block *parent = NULL;
+    while (m < whole && m < max) {
+        const int32_t *blk = ids + (size_t)m * (size_t)c->B;
+        ps_pc_block *b = find(c, chain_hash(c, cfg, parent, blk), cfg, parent, blk);
+        if (!b || b->k < k) break;
+        if (b->refs++ == 0) lru_unlink(b);
+        out[m++] = b;
+        parent = b;
+    }
+    c->hits += m;
+    c->misses += whole - m;
+    pthread_mutex_unlock(&c->mu);
+    return m;
+}
+
+void ps_pcache_release(ps_prefix_cache *c, ps_pc_block **blocks, int32_t m) {
+    if (m <= 0) return;
+    pthread_mutex_lock(&c->mu);
+    for (int32_t i = m - 1; i >= 0; i--) {
+        ps_pc_block *b = blocks[i];
+        assert(b->refs > 0);
+        if (--b->refs == 0) lru_push_front(c, b);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void ps_pcache_read_entries(ps_prefix_cache *c, const ps_pc_block *b, int32_t from,
+                            int32_t count, int32_t k, float *lp, int32_t *top_ids,
+                            float *top_lp) {
+    assert(from >= 0 && from + count <= c->B && k <= b->k);
+    pthread_mutex_lock(&c->mu);
+    memcpy(lp, b->lp + from, (size_t)count * sizeof *lp);
+    if (k > 0)
+        for (int32_t i = 0; i < count; i++) {
+            memcpy(top_ids + (size_t)i * (size_t)k, b->top_ids + (size_t)(from + i) * (size_t)b->k,
+                   (size_t)k * sizeof *top_ids);
+            memcpy(top_lp + (size_t)i * (size_t)k, b->top_lp + (size_t)(from + i) * (size_t)b->k,
+                   (size_t)k * sizeof *top_lp);
+        }
+    pthread_mutex_unlock(&c->mu);
+}
+
+ps_status ps_pcache_block_new(ps_prefix_cache *c, int32_t k, ps_pc_block **out, ps_error *err) {
+    *out = NULL;
+    const size_t B = (size_t)c->B, kk = (size_t)k;
+    const size_t head = (B * sizeof(int32_t) + 63) & ~(size_t)63;
+    const size_t payload = head + (c->kv_floats + c->state_floats) * sizeof(float);
+    const size_t bytes = sizeof(ps_pc_block) + payload + B * sizeof(float) +
+                         B * kk * (sizeof(int32_t) + sizeof(float));
+    pthread_mutex_lock(&c->mu);
+    while (c->bytes + c->reserved + (int64_t)bytes > c->budget && evict_one(c)) {
+    }
+    const bool room = c->bytes + c->reserved + (int64_t)bytes <= c->budget;
+    if (room) c->reserved += (int64_t)bytes;
+    pthread_mutex_unlock(&c->mu);
+    if (!room) return PS_OK;
+    ps_pc_block *b = ps_calloc(1, sizeof *b);
+    uint8_t *mem = b ? ps_aligned_alloc(64, payload) : NULL;
+    if (b) {
+        /* one allocation: the ids, then (64-byte aligned) kv, then state */
+        b->ids = (int32_t *)(void *)mem;
+        b->lp = ps_malloc(B * sizeof *b->lp);
+        b->top_ids = ps_malloc(kk ? B * kk * sizeof *b->top_ids : 1);
+        b->top_lp = ps_malloc(kk ? B * kk * sizeof *b->top_lp : 1);
+    }
+    if (!b || !mem || !b->lp || !b->top_ids || !b->top_lp) {
+        block_free(b);
+        pthread_mutex_lock(&c->mu);
+        c->reserved -= (int64_t)bytes;
+        pthread_mutex_unlock(&c->mu);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for a prefix-cache block (%zu bytes)",
+                       bytes);
+    }
+    b->kv = (float *)(void *)(mem + head);
+    b->state = c->state_floats ? b->kv + c->kv_floats : NULL;
+    b->k = k;
+    b->bytes = bytes;
+    *out = b;
+    return PS_OK;
+}
+
+void ps_pcache_block_drop(ps_prefix_cache *c, ps_pc_block *b) {
+    if (!b) return;
+    pthread_mutex_lock(&c->mu);
+    c->reserved -= (int64_t)b->bytes;
+    pthread_mutex_unlock(&c->mu);
+    block_free(b);
+}
+
+void ps_pcache_insert(ps_prefix_cache *c, uint64_t cfg, ps_pc_block *parent, ps_pc_block **chain,
+                      int32_t n) {
+    ps_pc_block *dead[64];
+    int32_t n_dead = 0;
+    pthread_mutex_lock(&c->mu);
+    for (int32_t i = 0; i < n; i++) {
+        ps_pc_block *b = chain[i];
+        c->reserved -= (int64_t)b->bytes;
+        const uint64_t h = chain_hash(c, cfg, parent, b->ids);
+        ps_pc_block *old = find(c, h, cfg, parent, b->ids);
+        if (old) {
+            if (old->k < b->k) { /* the larger K's answers replace the smaller */
+                float *lp = old->lp, *tl = old->top_lp;
+                int32_t *ti = old->top_ids;
+                size_t ob = old->bytes;
+                old->lp = b->lp;
+                old->top_ids = b->top_ids;
+                old->top_lp = b->top_lp;
+                old->k = b->k;
+                old->bytes = b->bytes;
+                c->bytes += (int64_t)b->bytes - (int64_t)ob;
+                b->lp = lp;
+                b->top_ids = ti;
+                b->top_lp = tl;
+            }
+            if (n_dead == (int32_t)PS_ARRAY_LEN(dead)) { /* rare: free under the lock */
+                block_free(b);
+            } else {
+                dead[n_dead++] = b;
+            }
+            parent = old;
+            continue;
+        }
+        b->hash = h;
+        b->cfg = cfg;
+        b->parent = parent;
+        b->refs = 0;
+        b->n_children = 0;
+        b->linked = true;
+        if (parent) parent->n_children++;
+        b->hnext = c->buckets[h & (c->n_buckets - 1)];
+        c->buckets[h & (c->n_buckets - 1)] = b;
+        lru_push_front(c, b);
+        c->bytes += (int64_t)b->bytes;
+        c->n_blocks++;
+        c->inserts++;
+        parent = b;
+    }
+    while (c->bytes + c->reserved > c->budget && evict_one(c)) {
+    }
+    maybe_grow(c);
+    pthread_mutex_unlock(&c->mu);
+    for (int32_t i = 0; i < n_dead; i++) block_free(dead[i]);
+}

@@ -1,0 +1,98 @@
+/*
+ * prefix_cache.h — the exact prefix cache's index (prefix_cache.c) and the copies between a
+ * block and a session (prefix_kv.c), as score.c uses them. Internal.
+ *
+ * A block is B consecutive positions bB .. bB + B - 1 of some prompt, keyed by the ids of the
+ * whole prefix 0 .. bB + B - 1: by its parent (the block before it, NULL for b = 0), its own B
+ * ids and the session configuration that computed it (cfg: ISA, activations, AMX). It holds
+ *   kv:    per KV slot l, per kv head h: K [B / 16][hd][16] (the session's 16-key tiles), then
+ *          V [B][hd]: the K/V of its B positions
+ *   state: for models with recurrent layers, the conv and delta-rule state after bB + B - 1
+ *          positions (the point a restore resumes from: the block's last position is always
+ *          recomputed), else NULL
+ *   the answers of its positions: logprob (B) and top-K ids / logprobs (B x k); position 0's
+ *          are NaN / -1 as in a result
+ * kv, state and ids never change once a block is in the index; the answers may be replaced by
+ * a larger K, so they are read under the cache's lock (ps_pcache_read_entries).
+ */
+#ifndef PS_PREFIX_CACHE_H
+#define PS_PREFIX_CACHE_H
+
+#include "impl.h"
+
+typedef struct ps_pc_block ps_pc_block;
+struct ps_pc_block {
+    uint64_t hash;            /* chain hash: fnv1a(parent's hash or cfg seed, ids) */
+    uint64_t cfg;
+    ps_pc_block *parent;      /* kept alive by n_children > 0 (only leaves are evicted) */
+    ps_pc_block *hnext;       /* hash bucket chain */
+    ps_pc_block *prev, *next; /* the LRU list, while refs == 0 and linked */
+    int32_t refs;             /* running scores using it */
+    int32_t n_children;       /* linked blocks whose parent it is */
+    bool linked;              /* in the index */
+    int32_t *ids;             /* B */
+    float *kv;                /* kv_floats */
+    float *state;             /* state_floats | NULL */
+    int32_t k;                /* top-K stored */
+    float *lp;                /* B */
+    int32_t *top_ids;         /* B * k */
+    float *top_lp;            /* B * k */
+    size_t bytes;             /* what this block holds, counted against the budget */
+};
+
+struct ps_prefix_cache; /* prefix_cache.c */
+
+/* Positions per block, floats of one block's kv and state. */
+int32_t ps_pcache_block_len(const ps_prefix_cache *c);
+size_t ps_pcache_kv_floats(const ps_prefix_cache *c);
+size_t ps_pcache_state_floats(const ps_prefix_cache *c);
+const ps_model *ps_pcache_model(const ps_prefix_cache *c);
+
+/* The longest chain of cached blocks with configuration cfg that prefixes ids[0, n) in whole
+ * blocks, at most max blocks, each holding top-K >= k: writes them to out[0..m) and takes a
+ * reference on each (they are not evicted until ps_pcache_release). Counts m hits and the
+ * remaining whole blocks of ids (n / B - m) as misses. Returns m. */
+int32_t ps_pcache_acquire(ps_prefix_cache *c, uint64_t cfg, const int32_t *ids, int32_t n,
+                          int32_t k, ps_pc_block **out, int32_t max);
+/* Drops the references taken by ps_pcache_acquire (blocks[0..m)); they become the most
+ * recently used, the first block most of all. */
+void ps_pcache_release(ps_prefix_cache *c, ps_pc_block **blocks, int32_t m);
+
+/* Copies positions [from, from + count) of block b (0 <= from, from + count <= B) answers at
+ * top-K k (<= b->k): logprob, then k ids and logprobs per position, into lp, top_ids, top_lp. */
+void ps_pcache_read_entries(ps_prefix_cache *c, const ps_pc_block *b, int32_t from,
+                            int32_t count, int32_t k, float *lp, int32_t *top_ids, float *top_lp);
+
+/* A new block for answers of top-K k, outside the index, its bytes reserved against the budget
+ * (evicting unreferenced blocks, least recently used first). *out = NULL with PS_OK when the
+ * budget has no room (every block is referenced or reserved): the caller just does not cache.
+ * PS_ERR_NOMEM when an allocation fails. */
+ps_status ps_pcache_block_new(ps_prefix_cache *c, int32_t k, ps_pc_block **out, ps_error *err);
+/* Frees a block that ps_pcache_block_new gave and that was not inserted; NULL is a no-op. */
+void ps_pcache_block_drop(ps_prefix_cache *c, ps_pc_block *b);
+/* Adds chain[0..n) (filled: ids, kv, state, answers) as the blocks after `parent` (NULL: from
+ * position 0; a block the caller holds a reference on), each the parent of the next. A block
+ * already cached keeps its place (and takes the new answers when they hold a larger K); the
+ * new copy is freed. The chain's blocks are consumed either way. */
+void ps_pcache_insert(ps_prefix_cache *c, uint64_t cfg, ps_pc_block *parent, ps_pc_block **chain,
+                      int32_t n);
+
+/* prefix_kv.c: between blocks and a sequence (session.h) */
+struct ps_session;
+struct ps_seq;
+/* The session's configuration as a cache key (ISA, activations, AMX). */
+uint64_t ps_pcache_session_cfg(const struct ps_session *s);
+/* Copies the K/V of positions [p0, p0 + B) from the sequence into b->kv. False when a sliding
+ * layer's ring no longer holds all of them (nothing to cache then). Needs p0 + B <= n_past. */
+bool ps_pcache_capture_kv(const ps_prefix_cache *c, ps_pc_block *b, const struct ps_seq *q,
+                          int32_t p0);
+/* Copies the sequence's recurrent state (after n_past positions) into b->state (no-op when the
+ * model has none). */
+void ps_pcache_capture_state(const ps_prefix_cache *c, ps_pc_block *b, const struct ps_seq *q);
+/* Restores blocks[0..m) (m >= 1, a chain from position 0) into the sequence: the K/V of
+ * positions 0 .. mB - 2 (a sliding layer: those its ring holds), the state of blocks[m - 1],
+ * and n_past = mB - 1, so the next forward computes position mB - 1 again. Needs mB <= n_ctx. */
+void ps_pcache_restore(const ps_prefix_cache *c, ps_pc_block *const *blocks, int32_t m,
+                       struct ps_seq *q);
+
+#endif /* PS_PREFIX_CACHE_H */

@@ -1,0 +1,461 @@
+/*
+ * test_prefix_cache.c — the exact prefix cache: cached answers are bitwise the uncached ones.
+ *
+ * On a generated model of every architecture family and several weight types (llama F32 / F16,
+ * qwen3 BF16 / Q8_0, qwen2, qwen3moe, mixtral, qwen35 and qwen35moe hybrids, gemma2 / gemma3
+ * and gpt-oss sliding layers, phi3, olmo2), a sequence of prompts sharing prefixes is scored
+ * with a cache and every result compared bit for bit with the same prompt scored on a fresh
+ * session without one: a first prompt (miss, insert), one sharing a prefix that ends mid-block,
+ * the first again with a smaller K (answered from the cache) and a larger K (recomputed, then
+ * stored), a prompt of exactly whole blocks, generation after a cached prompt, and a smaller
+ * chunk. Then: eviction under a tiny budget (bytes within it, evictions counted, answers
+ * exact), two threads hitting one block at once (run under TSan by `make tsan`), the cache of
+ * another model refused, and the allocation-fault walk over create + miss + hit (each failure a
+ * clean PS_ERR_NOMEM; ASan: no leak).
+ */
+#include "check.h"
+#include "genmodel.h"
+#include "gguf.h"
+#include "impl.h"
+#include "promptscore.h"
+
+#include <math.h>
+#include <pthread.h>
+
+static char out_dir[512];
+
+static const char *outp(const char *name) {
+    static char buf[4][640];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", out_dir, name);
+    return buf[k];
+}
+
+/* n pseudo-random ids below V from seed s, BOS (1) first (as tests/fixture.h) */
+static int32_t *make_ids(int32_t n, int32_t n_vocab, uint64_t seed) {
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    uint64_t s = seed;
+    for (int32_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = i == 0 ? 1 : (int32_t)((s >> 33) % (uint64_t)n_vocab);
+    }
+    return ids;
+}
+
+static bool same_result(const ps_score_result *a, const ps_score_result *b, const char *what) {
+    bool ok = a->n_total == b->n_total && a->n_prompt == b->n_prompt && a->k == b->k &&
+              a->finish == b->finish;
+    const int32_t k = a->k;
+    for (int32_t i = 0; ok && i < a->n_total; i++) {
+        ok = a->tokens[i] == b->tokens[i] &&
+             !memcmp(&a->logprobs[i], &b->logprobs[i], sizeof(float)) &&
+             !memcmp(a->top_ids + (size_t)i * k, b->top_ids + (size_t)i * k, (size_t)k * 4) &&
+             !memcmp(a->top_logprobs + (size_t)i * k, b->top_logprobs + (size_t)i * k,
+                     (size_t)k * 4);
+        if (!ok) fprintf(stderr, "  %s: entry %d differs\n", what, i);
+    }
+    ok = ok && !memcmp(&a->sum_logprob, &b->sum_logprob, sizeof(double));
+    CHECKF(ok, "%s: cached and uncached results differ", what);
+    return ok;
+}
+
+/* Scores on a fresh session (no cache). */
+static ps_score_result *score_plain(const ps_model *m, const int32_t *ids, int32_t n,
+                                    const ps_score_params *sp) {
+    ps_session_params ssp = ps_session_default_params();
+    ssp.n_ctx = 512;
+    ps_session *s = NULL;
+    ps_error e;
+    ps_score_result *r = NULL;
+    if (ps_session_create(m, &ssp, &s, &e) != PS_OK) {
+        CHECKF(0, "session: %s", e.message);
+        return NULL;
+    }
+    ps_score_params p = *sp;
+    p.cache = NULL;
+    if (ps_score_tokens(s, ids, n, &p, &r, &e) != PS_OK) CHECKF(0, "score: %s", e.message);
+    ps_session_free(s);
+    return r;
+}
+
+static void expect_equal(const ps_model *m, ps_session *s, const int32_t *ids, int32_t n,
+                         const ps_score_params *sp, const char *what) {
+    ps_score_result *ref = score_plain(m, ids, n, sp), *got = NULL;
+    ps_error e;
+    ps_status st = ps_score_tokens(s, ids, n, sp, &got, &e);
+    CHECKF(st == PS_OK, "%s: %s", what, e.message);
+    if (ref && got) same_result(ref, got, what);
+    ps_score_result_free(ref);
+    ps_score_result_free(got);
+}
+
+static ps_model *gen_load(const ps_genmodel_params *gp, const char *file) {
+    ps_error e;
+    ps_model *m = NULL;
+    ps_model_params mp = ps_model_default_params();
+    if (ps_genmodel_write(gp, outp(file), &e) != PS_OK ||
+        ps_model_load(outp(file), &mp, &m, &e) != PS_OK) {
+        CHECKF(0, "%s: %s", file, e.message);
+        return NULL;
+    }
+    return m;
+}
+
+typedef struct {
+    const char *preset; /* NULL: default shape with arch */
+    const char *arch;
+    uint32_t type;
+} fixture;
+
+static const fixture FIXTURES[] = {
+    {"tiny", NULL, PS_GGML_F32},        {NULL, "llama", PS_GGML_F16},
+    {NULL, "qwen3", PS_GGML_BF16},      {NULL, "qwen3", PS_GGML_Q8_0},
+    {NULL, "qwen2", PS_GGML_Q4_0},      {"qwen3moe-tiny", NULL, PS_GGML_F32},
+    {"mixtral-tiny", NULL, PS_GGML_Q8_0}, {"qwen35-tiny", NULL, PS_GGML_F32},
+    {"qwen35moe-tiny", NULL, PS_GGML_BF16}, {"gemma2-tiny", NULL, PS_GGML_F32},
+    {"gemma3-tiny", NULL, PS_GGML_F16}, {"gpt-oss-tiny", NULL, PS_GGML_F32},
+    {"phi3-tiny", NULL, PS_GGML_F32},   {"olmo2-tiny", NULL, PS_GGML_F32},
+};
+
+static void fixture_params(const fixture *f, ps_genmodel_params *gp) {
+    *gp = ps_genmodel_default_params();
+    if (f->preset) ps_genmodel_preset(f->preset, gp, NULL);
+    if (f->arch) snprintf(gp->arch, sizeof gp->arch, "%s", f->arch);
+    gp->type = f->type;
+    gp->n_ctx = 1024;
+    gp->seed = 7;
+}
+
+/* The prompt sequence of the file comment on one model. */
+static void test_exact(const fixture *f) {
+    ps_genmodel_params gp;
+    fixture_params(f, &gp);
+    char name[96];
+    snprintf(name, sizeof name, "%s-%s.gguf", f->preset ? f->preset : f->arch,
+             ps_ggml_type_name(f->type));
+    ps_model *m = gen_load(&gp, name);
+    if (!m) return;
+    ps_prefix_cache *c = NULL;
+    ps_error e;
+    CHECKF(ps_prefix_cache_create(m, NULL, &c, &e) == PS_OK, "%s", e.message);
+    ps_session_params ssp = ps_session_default_params();
+    ssp.n_ctx = 512;
+    ps_session *s = NULL;
+    CHECKF(ps_session_create(m, &ssp, &s, &e) == PS_OK, "%s", e.message);
+    if (!c || !s) {
+        ps_session_free(s);
+        ps_prefix_cache_free(c);
+        ps_model_free(m);
+        return;
+    }
+    ps_prefix_cache_stats st0;
+    ps_prefix_cache_get_stats(c, &st0);
+    const int32_t B = st0.block, V = gp.n_vocab;
+    enum { N = 300 };
+    int32_t *a = make_ids(N, V, 21), *b = make_ids(N, V, 22);
+    const int32_t mid = 4 * B + B / 2 + 3; /* b shares a's first `mid` ids: a mid-block hit */
+    memcpy(b, a, (size_t)mid * sizeof *b);
+    ps_score_params sp = ps_score_default_params();
+    sp.cache = c;
+    sp.k = 5;
+    char what[160];
+#define WHAT(x) (snprintf(what, sizeof what, "%s: %s", name, x), what)
+    expect_equal(m, s, a, N, &sp, WHAT("first prompt (miss)"));
+    ps_prefix_cache_stats st1;
+    ps_prefix_cache_get_stats(c, &st1);
+    CHECKF(st1.hits == 0 && st1.misses == N / B && st1.blocks == N / B && st1.inserts == N / B,
+           "%s: hits %lld misses %lld blocks %lld (B %d)", name, (long long)st1.hits,
+           (long long)st1.misses, (long long)st1.blocks, B);
+    expect_equal(m, s, b, N, &sp, WHAT("shared prefix ending mid-block"));
+    ps_prefix_cache_stats st2;
+    ps_prefix_cache_get_stats(c, &st2);
+    CHECKF(st2.hits - st1.hits == mid / B, "%s: %lld block hits for a %d-id shared prefix", name,
+           (long long)(st2.hits - st1.hits), mid);
+    expect_equal(m, s, a, N, &sp, WHAT("the first prompt again (hit)"));
+    sp.k = 2;
+    expect_equal(m, s, a, N - 11, &sp, WHAT("smaller K, shorter prompt"));
+    ps_prefix_cache_stats st3;
+    ps_prefix_cache_get_stats(c, &st3);
+    CHECKF(st3.hits - st2.hits == N / B + (N - 11) / B, "%s: smaller K was not a hit", name);
+    sp.k = 8;
+    expect_equal(m, s, a, N, &sp, WHAT("larger K (recomputed)"));
+    ps_prefix_cache_stats st4;
+    ps_prefix_cache_get_stats(c, &st4);
+    CHECKF(st4.hits == st3.hits, "%s: a larger K than stored was a hit", name);
+    expect_equal(m, s, a, N, &sp, WHAT("larger K again (now stored)"));
+    ps_prefix_cache_stats st5;
+    ps_prefix_cache_get_stats(c, &st5);
+    CHECKF(st5.hits - st4.hits == N / B, "%s: the larger K was not stored", name);
+    sp.k = 3;
+    expect_equal(m, s, a, 4 * B, &sp, WHAT("whole blocks only"));
+    expect_equal(m, s, a, B + 1, &sp, WHAT("one block and one id"));
+    sp.max_tokens = 4;
+    expect_equal(m, s, b, N - 40, &sp, WHAT("generation after a cached prompt"));
+    sp.max_tokens = 0;
+    sp.chunk = 7;
+    expect_equal(m, s, b, N, &sp, WHAT("chunk 7"));
+    sp.chunk = 256;
+    sp.k = 0;
+    expect_equal(m, s, a, N, &sp, WHAT("k 0"));
+    /* a session of n_batch 16: a sliding layer's ring is then window + 15 positions, so a
+     * restore writes only the ring's last positions and captures happen block by block */
+    ps_session_params ssp16 = ssp;
+    ssp16.n_batch = 16;
+    ps_session *s16 = NULL;
+    CHECKF(ps_session_create(m, &ssp16, &s16, &e) == PS_OK, "%s", e.message);
+    sp.chunk = 16;
+    sp.k = 5;
+    if (s16) {
+        expect_equal(m, s16, a, N, &sp, WHAT("n_batch 16: hit"));
+        int32_t *c3 = make_ids(N, V, 23);
+        memcpy(c3, a, 200 * sizeof *c3);
+        expect_equal(m, s16, c3, N, &sp, WHAT("n_batch 16: partial hit, inserts"));
+        expect_equal(m, s, c3, N, &sp, WHAT("n_batch 256 after n_batch 16 inserts"));
+        free(c3);
+    }
+    ps_session_free(s16);
+    /* several prompts per pass (ps_score_batch): some hit, some insert, all exact */
+    {
+        int32_t *d = make_ids(N, V, 24);
+        memcpy(d, b, 150 * sizeof *d);
+        ps_score_params bp = ps_score_default_params();
+        bp.cache = c;
+        bp.k = 4;
+        bp.chunk = 64;
+        ps_score_prompt pr[4] = {{a, N, &bp}, {d, N, &bp}, {b, N - 7, &bp}, {d, 2 * B + 5, &bp}};
+        ps_score_result *res[4] = {0};
+        ps_status bst = ps_score_batch(s, pr, 4, 3, res, &e);
+        CHECKF(bst == PS_OK, "%s: batch: %s", name, e.message);
+        for (int i = 0; bst == PS_OK && i < 4; i++) {
+            ps_score_result *ref = score_plain(m, pr[i].tokens, pr[i].n_tokens, &bp);
+            if (ref && res[i]) same_result(ref, res[i], WHAT("ps_score_batch with the cache"));
+            ps_score_result_free(ref);
+            ps_score_result_free(res[i]);
+        }
+        free(d);
+    }
+#undef WHAT
+    free(a);
+    free(b);
+    ps_session_free(s);
+    ps_prefix_cache_free(c);
+    ps_model_free(m);
+}
+
+/* A budget of 3 blocks: inserting 18 blocks evicts (unreferenced leaves first), stays within
+ * the budget, and every answer stays exact. */
+static void test_eviction(void) {
+    ps_genmodel_params gp;
+    fixture_params(&FIXTURES[0], &gp);
+    ps_model *m = gen_load(&gp, "evict.gguf");
+    if (!m) return;
+    ps_error e;
+    ps_prefix_cache *probe = NULL, *c = NULL;
+    CHECK(ps_prefix_cache_create(m, NULL, &probe, &e) == PS_OK);
+    /* a block's bytes: fill one block and read the counter */
+    ps_session_params ssp = ps_session_default_params();
+    ssp.n_ctx = 512;
+    ps_session *s = NULL;
+    CHECK(ps_session_create(m, &ssp, &s, &e) == PS_OK);
+    int32_t *a = make_ids(300, gp.n_vocab, 5), *b = make_ids(300, gp.n_vocab, 6);
+    ps_score_params sp = ps_score_default_params();
+    sp.cache = probe;
+    ps_score_result *r = NULL;
+    CHECK(ps_score_tokens(s, a, 16, &sp, &r, &e) == PS_OK);
+    ps_score_result_free(r);
+    ps_prefix_cache_stats ps;
+    ps_prefix_cache_get_stats(probe, &ps);
+    CHECKF(ps.blocks == 1 && ps.bytes > 0, "probe: %lld blocks", (long long)ps.blocks);
+    ps_prefix_cache_params cp = ps_prefix_cache_default_params();
+    cp.budget_bytes = 3 * ps.bytes + ps.bytes / 2;
+    CHECK(ps_prefix_cache_create(m, &cp, &c, &e) == PS_OK);
+    sp.cache = c;
+    expect_equal(m, s, a, 150, &sp, "evict: a");
+    expect_equal(m, s, b, 150, &sp, "evict: b");
+    ps_prefix_cache_stats st;
+    ps_prefix_cache_get_stats(c, &st);
+    CHECKF(st.evictions > 0 && st.bytes <= cp.budget_bytes && st.blocks <= 3,
+           "evictions %lld, bytes %lld of %lld, blocks %lld", (long long)st.evictions,
+           (long long)st.bytes, (long long)cp.budget_bytes, (long long)st.blocks);
+    expect_equal(m, s, b, 150, &sp, "evict: b again");
+    expect_equal(m, s, a, 150, &sp, "evict: a again");
+    /* budget 0: nothing is ever cached, answers still exact */
+    ps_prefix_cache *zero = NULL;
+    cp.budget_bytes = 0;
+    CHECK(ps_prefix_cache_create(m, &cp, &zero, &e) == PS_OK);
+    sp.cache = zero;
+    expect_equal(m, s, a, 150, &sp, "budget 0");
+    ps_prefix_cache_get_stats(zero, &st);
+    CHECK(st.blocks == 0 && st.bytes == 0);
+    /* bad parameters, and a cache of another model */
+    cp.budget_bytes = -1;
+    CHECK(ps_prefix_cache_create(m, &cp, &zero, &e) == PS_ERR_INVALID_ARG);
+    cp = ps_prefix_cache_default_params();
+    cp.block = 24;
+    ps_prefix_cache *bad = NULL;
+    CHECK(ps_prefix_cache_create(m, &cp, &bad, &e) == PS_ERR_INVALID_ARG && !bad);
+    ps_genmodel_params g2 = gp;
+    g2.seed = 99;
+    ps_model *m2 = gen_load(&g2, "other.gguf");
+    ps_prefix_cache *c2 = NULL;
+    if (m2 && ps_prefix_cache_create(m2, NULL, &c2, &e) == PS_OK) {
+        sp.cache = c2;
+        r = NULL;
+        CHECK(ps_score_tokens(s, a, 40, &sp, &r, &e) == PS_ERR_INVALID_ARG && !r);
+    }
+    ps_prefix_cache_free(c2);
+    ps_model_free(m2);
+    free(a);
+    free(b);
+    ps_prefix_cache_free(zero);
+    ps_prefix_cache_free(c);
+    ps_prefix_cache_free(probe);
+    ps_session_free(s);
+    ps_model_free(m);
+}
+
+/* Two threads, each with its own session, score prompts sharing one cached block chain at the
+ * same time (and insert their own tails); every answer is the uncached one. */
+typedef struct {
+    const ps_model *m;
+    ps_prefix_cache *c;
+    const int32_t *ids;
+    int32_t n;
+    const ps_score_result *ref;
+    int bad;
+} hit_job;
+
+static void *hit_thread(void *arg) {
+    hit_job *j = arg;
+    ps_session_params ssp = ps_session_default_params();
+    ssp.n_ctx = 512;
+    ps_session *s = NULL;
+    ps_error e;
+    if (ps_session_create(j->m, &ssp, &s, &e) != PS_OK) {
+        j->bad++;
+        return NULL;
+    }
+    ps_score_params sp = ps_score_default_params();
+    sp.cache = j->c;
+    for (int it = 0; it < 8; it++) {
+        ps_score_result *r = NULL;
+        if (ps_score_tokens(s, j->ids, j->n, &sp, &r, &e) != PS_OK) {
+            j->bad++;
+            continue;
+        }
+        bool ok = r->n_total == j->ref->n_total &&
+                  !memcmp(r->logprobs + 1, j->ref->logprobs + 1, (size_t)(r->n_total - 1) * 4) &&
+                  !memcmp(r->top_ids, j->ref->top_ids, (size_t)r->n_total * (size_t)r->k * 4) &&
+                  !memcmp(r->top_logprobs, j->ref->top_logprobs,
+                          (size_t)r->n_total * (size_t)r->k * 4);
+        if (!ok) j->bad++;
+        ps_score_result_free(r);
+    }
+    ps_session_free(s);
+    return NULL;
+}
+
+static void test_threads(void) {
+    ps_genmodel_params gp;
+    fixture_params(&FIXTURES[2], &gp); /* qwen3 BF16 */
+    ps_model *m = gen_load(&gp, "threads.gguf");
+    if (!m) return;
+    ps_error e;
+    ps_prefix_cache *c = NULL;
+    CHECK(ps_prefix_cache_create(m, NULL, &c, &e) == PS_OK);
+    int32_t *a = make_ids(120, gp.n_vocab, 31), *b = make_ids(120, gp.n_vocab, 32);
+    memcpy(b, a, 70 * sizeof *b);
+    ps_score_params sp = ps_score_default_params();
+    ps_score_result *ra = score_plain(m, a, 120, &sp), *rb = score_plain(m, b, 120, &sp);
+    /* warm the shared blocks once, then race */
+    sp.cache = c;
+    ps_session_params ssp = ps_session_default_params();
+    ps_session *s = NULL;
+    ps_score_result *r = NULL;
+    if (c && ra && rb && ps_session_create(m, &ssp, &s, &e) == PS_OK &&
+        ps_score_tokens(s, a, 64, &sp, &r, &e) == PS_OK) {
+        hit_job j[2] = {{m, c, a, 120, ra, 0}, {m, c, b, 120, rb, 0}};
+        pthread_t t[2];
+        for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, hit_thread, &j[i]);
+        for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+        CHECKF(j[0].bad == 0 && j[1].bad == 0, "threads: %d and %d wrong answers", j[0].bad,
+               j[1].bad);
+        ps_prefix_cache_stats st;
+        ps_prefix_cache_get_stats(c, &st);
+        CHECKF(st.hits >= 2 * 8 * 4, "threads: %lld block hits", (long long)st.hits);
+    } else {
+        CHECK(0);
+    }
+    ps_score_result_free(r);
+    ps_session_free(s);
+    ps_score_result_free(ra);
+    ps_score_result_free(rb);
+    free(a);
+    free(b);
+    ps_prefix_cache_free(c);
+    ps_model_free(m);
+}
+
+/* Every allocation over cache create + a missing score (inserts) + a hitting score, on a
+ * hybrid model (state snapshots) and a sliding-window one, failed in turn: each a clean
+ * PS_ERR_NOMEM, and a run that succeeds gives the exact answers. */
+static void test_faults(const fixture *f) {
+    ps_genmodel_params gp;
+    fixture_params(f, &gp);
+    ps_model *m = gen_load(&gp, "faults.gguf");
+    if (!m) return;
+    int32_t *a = make_ids(100, gp.n_vocab, 41);
+    ps_score_params sp = ps_score_default_params();
+    ps_score_result *ref = score_plain(m, a, 100, &sp);
+    ps_session_params ssp = ps_session_default_params();
+    ssp.n_ctx = 256;
+    ps_session *s = NULL;
+    ps_error e;
+    CHECK(ps_session_create(m, &ssp, &s, &e) == PS_OK);
+    int bad = 0, wrong = 0;
+    int64_t n = 0;
+    for (; s && ref; n++) {
+        ps_alloc_fail_after(n);
+        ps_prefix_cache *c = NULL;
+        ps_score_result *r1 = NULL, *r2 = NULL;
+        ps_status st = ps_prefix_cache_create(m, NULL, &c, &e);
+        sp.cache = c;
+        if (st == PS_OK) st = ps_score_tokens(s, a, 100, &sp, &r1, &e);
+        if (st == PS_OK) st = ps_score_tokens(s, a, 90, &sp, &r2, &e);
+        const int64_t used = ps_alloc_count();
+        ps_alloc_fail_after(-1);
+        if (st != PS_OK && st != PS_ERR_NOMEM) bad++;
+        if (st == PS_OK && (memcmp(r1->logprobs + 1, ref->logprobs + 1, 99 * 4) ||
+                            memcmp(r2->logprobs + 1, ref->logprobs + 1, 89 * 4)))
+            wrong++;
+        ps_score_result_free(r1);
+        ps_score_result_free(r2);
+        ps_prefix_cache_free(c);
+        if (st == PS_OK && used <= n) break;
+        if (n > 100000) break;
+    }
+    CHECKF(bad == 0 && wrong == 0 && n > 5, "%s: %d unclean failures, %d wrong answers over %lld",
+           gp.arch, bad, wrong, (long long)n);
+    printf("faults: %lld allocation points over cache create + miss + hit (%s)\n", (long long)n,
+           gp.arch);
+    ps_score_result_free(ref);
+    ps_session_free(s);
+    free(a);
+    ps_model_free(m);
+}
+
+int main(void) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out_dir, sizeof out_dir, "%s/ps_pcache_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
+    for (size_t i = 0; i < PS_ARRAY_LEN(FIXTURES); i++) test_exact(&FIXTURES[i]);
+    test_eviction();
+    test_threads();
+    test_faults(&FIXTURES[7]);  /* qwen35-tiny */
+    test_faults(&FIXTURES[10]); /* gemma3-tiny */
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", out_dir);
+    if (strcmp(out_dir, ".")) (void)!system(cmd);
+    return ps_test_done("prefix_cache");
+}
