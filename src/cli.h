@@ -94,6 +94,9 @@ typedef struct {
     bool progress;      /* --progress */
     bool no_repack;     /* --no-repack */
     bool no_session;    /* ps_cli_load: model only */
+    int64_t cache_mb;   /* --cache-mb (score, serve): the prefix cache's budget in MiB; 0 = off,
+                         * -1 (what the subcommand sets before parsing) = the default */
+    bool want_cache;    /* ps_cli_load: create the prefix cache (score, serve) */
 } ps_cli_model_opts;
 
 #define PS_CLI_HF_HELP                                                                         \
@@ -125,6 +128,10 @@ typedef struct {
     {"--no-repack", NULL, "no AMX tile copy of BF16 weights at load (the AMX kernel builds\n"   \
      "the tiles per call: same scores, less memory, slower)", PS_CLI_FLAG, &(o)->no_repack,     \
      0, 0, NULL}
+#define PS_CLI_OPT_CACHE(o)                                                                    \
+    {"--cache-mb", "MB", "the exact prefix cache: prompts sharing a prefix share its work,\n"     \
+     "the answers bitwise the same (default: a quarter of the free memory,\n"                   \
+     "at most 4096; 0 = off)", PS_CLI_I64, &(o)->cache_mb, 0, (int64_t)1 << 30, NULL}
 #define PS_CLI_OPT_PROGRESS(o)                                                                 \
     {"--progress", NULL, "progress on stderr even when it is not a terminal", PS_CLI_FLAG,      \
      &(o)->progress, 0, 0, NULL}
@@ -143,7 +150,12 @@ typedef struct {
     const ps_vocab *vocab;
     ps_model_info info;
     char *path; /* downloaded by -hf */
+    ps_prefix_cache *cache; /* with o->want_cache and a budget > 0, else NULL */
 } ps_cli_loaded;
+
+/* The prefix cache's default budget: a quarter of MemAvailable (/proc/meminfo), at most
+ * 4 GiB, at least 64 MiB (64 MiB when it cannot be read). */
+int64_t ps_cli_default_cache_bytes(void);
 
 /* Returns 0, or the exit status (1 or 2) after printing the error; *l is then empty. */
 int ps_cli_load(const char *cmd, const ps_cli_model_opts *o, bool vocab_only, ps_cli_loaded *l);

@@ -240,7 +240,22 @@ int ps_cli_model_path(const char *cmd, const ps_cli_model_opts *o, const char **
     return 0;
 }
 
+int64_t ps_cli_default_cache_bytes(void) {
+    int64_t kb = -1;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        long long v;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %lld kB", &v) == 1) kb = v;
+        fclose(f);
+    }
+    int64_t b = kb > 0 ? kb * 1024 / 4 : 0;
+    return PS_MIN(PS_MAX(b, (int64_t)64 << 20), (int64_t)4 << 30);
+}
+
 void ps_cli_unload(ps_cli_loaded *l) {
+    ps_prefix_cache_free(l->cache);
     ps_session_free(l->session);
     ps_model_free(l->model);
     ps_pool_free(l->pool);
@@ -268,6 +283,16 @@ int ps_cli_load(const char *cmd, const ps_cli_model_opts *o, bool vocab_only, ps
     }
     ps_model_get_info(l->model, &l->info);
     l->vocab = ps_model_vocab(l->model);
+    if (!vocab_only && o->want_cache && o->cache_mb != 0) {
+        ps_prefix_cache_params cp = ps_prefix_cache_default_params();
+        cp.budget_bytes = o->cache_mb < 0 ? ps_cli_default_cache_bytes() : o->cache_mb << 20;
+        if ((st = ps_prefix_cache_create(l->model, &cp, &l->cache, &err)) != PS_OK) {
+            fprintf(stderr, "promptscore %s: cannot create the prefix cache: %s\n", cmd,
+                    err.message);
+            ps_cli_unload(l);
+            return 1;
+        }
+    }
     if (vocab_only || o->no_session) return 0;
     if ((st = ps_pool_create(o->threads, &l->pool)) != PS_OK) {
         fprintf(stderr, "promptscore %s: cannot start %d threads: %s\n", cmd, o->threads,

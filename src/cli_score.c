@@ -182,6 +182,7 @@ static int score_line(score_ctx *c, const line_in *li, int64_t lineno, ps_buf *b
         sp.k = req.k;
         sp.chunk = c->chunk;
         sp.cancel = stop_requested;
+        sp.cache = c->l->cache;
         ps_error err;
         ps_error_clear(&err);
         ps_status st = ps_score_tokens(c->l->session, req.ids, req.n, &sp, &r, &err);
@@ -266,7 +267,7 @@ static bool opt_shard(const char *cmd, const char *opt, const char *v, void *dst
 
 int ps_cli_score(int argc, char **argv) {
     const char *cmd = argv[0];
-    ps_cli_model_opts o = {.chunk = PS_CHUNK};
+    ps_cli_model_opts o = {.chunk = PS_CHUNK, .cache_mb = -1, .want_cache = true};
     const char *in_path = NULL, *out_path = NULL;
     int32_t k = 5;
     int format = PS_CLI_FORMAT_JSONL;
@@ -278,6 +279,7 @@ int ps_cli_score(int argc, char **argv) {
         PS_CLI_OPT_CTX(&o, "context length (default: the model's)"),
         PS_CLI_OPT_THREADS(&o),
         PS_CLI_OPT_CHUNK(&o),
+        PS_CLI_OPT_CACHE(&o),
         PS_CLI_OPT_ACT(&o),
         PS_CLI_OPT_REPACK(&o),
         {0}};

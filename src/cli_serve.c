@@ -53,7 +53,7 @@ static void *second_signal(void *arg) {
 }
 
 int ps_cli_serve(int argc, char **argv) {
-    ps_cli_model_opts o = {0};
+    ps_cli_model_opts o = {.cache_mb = -1, .want_cache = true};
     ps_server_config cfg = ps_server_default_config();
     const char *alias = NULL;
     int32_t port = cfg.port, workers = cfg.n_workers, queue = cfg.queue, max_seqs = cfg.max_seqs;
@@ -72,6 +72,7 @@ int ps_cli_serve(int argc, char **argv) {
          "(default: all CPUs)", PS_CLI_I32, &o.threads, 0, 1024},
         PS_CLI_OPT_ACT(&o),
         PS_CLI_OPT_REPACK(&o),
+        PS_CLI_OPT_CACHE(&o),
         {0}};
     const ps_cli_opt serve_opts[] = {
         {"--host", "ADDR", "address to bind (default 127.0.0.1)", PS_CLI_STR, &cfg.host},
@@ -180,6 +181,7 @@ int ps_cli_serve(int argc, char **argv) {
     sigaddset(&stop_sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
     ps_model *model = l.model;
+    cfg.cache = l.cache;
     ps_status st;
     ps_model_info info;
     ps_model_get_info(model, &info);

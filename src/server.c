@@ -194,6 +194,7 @@ static void *worker_main(void *arg) {
             p.n_stop = r->n_stop;
             p.cancel = job_cancelled;
             p.cancel_ctx = j;
+            p.cache = s->cfg.cache;
             if (g == 1) {
                 st = ps_score_tokens(w->session, r->prompts[i].ids, r->prompts[i].n, &p, &res[0],
                                      &err);
@@ -635,6 +636,34 @@ static void token_text_json(ps_buf *b, const ps_vocab *v, int32_t id) {
     ps_buf_free(&t);
 }
 
+/* The prefix cache's counters (--cache-mb; nothing when it is off). */
+static void write_cache_metrics(ps_prefix_cache *c, ps_buf *b) {
+    if (!c) return;
+    ps_prefix_cache_stats st;
+    ps_prefix_cache_get_stats(c, &st);
+    ps_buf_printf(b,
+                  "# HELP promptscore_prefix_cache_hits_total Prompt blocks found in the prefix cache.\n"
+                  "# TYPE promptscore_prefix_cache_hits_total counter\n"
+                  "promptscore_prefix_cache_hits_total %lld\n"
+                  "# HELP promptscore_prefix_cache_misses_total Whole prompt blocks not found.\n"
+                  "# TYPE promptscore_prefix_cache_misses_total counter\n"
+                  "promptscore_prefix_cache_misses_total %lld\n"
+                  "# HELP promptscore_prefix_cache_evictions_total Blocks evicted for room.\n"
+                  "# TYPE promptscore_prefix_cache_evictions_total counter\n"
+                  "promptscore_prefix_cache_evictions_total %lld\n"
+                  "# HELP promptscore_prefix_cache_bytes Memory held by cached blocks.\n"
+                  "# TYPE promptscore_prefix_cache_bytes gauge\n"
+                  "promptscore_prefix_cache_bytes %lld\n"
+                  "# HELP promptscore_prefix_cache_budget_bytes The prefix cache's budget (--cache-mb).\n"
+                  "# TYPE promptscore_prefix_cache_budget_bytes gauge\n"
+                  "promptscore_prefix_cache_budget_bytes %lld\n"
+                  "# HELP promptscore_prefix_cache_blocks Blocks cached now.\n"
+                  "# TYPE promptscore_prefix_cache_blocks gauge\n"
+                  "promptscore_prefix_cache_blocks %lld\n",
+                  (long long)st.hits, (long long)st.misses, (long long)st.evictions,
+                  (long long)st.bytes, (long long)st.budget_bytes, (long long)st.blocks);
+}
+
 static void write_metrics(ps_server *s, ps_buf *b) {
     pthread_mutex_lock(&s->mu);
     int32_t waiting = 0;
@@ -703,6 +732,7 @@ static void write_metrics(ps_server *s, ps_buf *b) {
                       s->lat_sum[r], ROUTES[r].path, (unsigned long long)s->lat_count[r]);
     }
     pthread_mutex_unlock(&s->mu);
+    write_cache_metrics(s->cfg.cache, b);
 }
 
 static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c,

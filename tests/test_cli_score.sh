@@ -326,4 +326,20 @@ else
 fi
 kill "$hpid" 2>/dev/null
 
+# ---- the prefix cache: lines sharing prefixes give the same bytes with it on and off ---------
+python3 -c '
+import random
+r = random.Random(5)
+ctx = [1] + [r.randrange(3, 512) for _ in range(90)]
+for i in range(12):
+    tail = [r.randrange(3, 512) for _ in range(1 + i * 3)]
+    print("{\"id\": %d, \"prompt\": %s, \"logprobs\": %d}" % (i, ctx[: 40 + i * 5] + tail, [1, 5, 2, 8][i % 4]))
+' > "$T/shared.jsonl"
+"$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --cache-mb 0 > "$T/pc0.jsonl" 2>/dev/null
+"$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --cache-mb 8 > "$T/pc8.jsonl" 2>/dev/null
+"$BIN" score -m "$MODEL" -i "$T/shared.jsonl" > "$T/pcd.jsonl" 2>/dev/null
+check "--cache-mb 0, 8 and the default give identical lines on shared prefixes" '[ -s "$T/pc0.jsonl" ] && [ $(wc -l < "$T/pc0.jsonl") -eq 12 ] && cmp -s "$T/pc0.jsonl" "$T/pc8.jsonl" && cmp -s "$T/pc0.jsonl" "$T/pcd.jsonl"'
+"$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --cache-mb -1 >/dev/null 2>"$T/pcbad.err"; rc=$?
+check "--cache-mb -1 is a usage error (rc $rc)" '[ $rc -eq 2 ] && grep -q -- "--cache-mb" "$T/pcbad.err"'
+
 done_

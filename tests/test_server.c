@@ -1464,6 +1464,9 @@ int main(void) {
             "promptscore_requests_total{route=\"/v1/completions\",status=\"499\"}",
             "promptscore_prompt_tokens_scored_total{}", "promptscore_queue_depth{}",
             "promptscore_request_duration_seconds_bucket{route=\"/v1/completions\",le=\"+Inf\"}",
+            /* the prefix cache is on by default (--cache-mb) */
+            "promptscore_prefix_cache_hits_total{}", "promptscore_prefix_cache_misses_total{}",
+            "promptscore_prefix_cache_bytes{}", "promptscore_prefix_cache_budget_bytes{}",
         };
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
             CHECKF(m_get(&scrape1, want[i]), "/metrics lacks %s", want[i]);
@@ -1538,6 +1541,12 @@ int main(void) {
         const m_sample *s1 = m_get(&scrape1, k200), *s2 = m_get(&scrape2, k200);
         CHECKF(s1 && s2 && s2->v - s1->v == CLIENTS * PER + 1, "200s counted: %g then %g",
                s1 ? s1->v : -1.0, s2 ? s2->v : -1.0);
+        /* every repeat of the load's prompt finds its whole blocks (16 positions) cached */
+        const char *kh = "promptscore_prefix_cache_hits_total{}";
+        const m_sample *h1 = m_get(&scrape1, kh), *h2 = m_get(&scrape2, kh);
+        CHECKF(h1 && h2 && h2->v - h1->v >= (double)(CLIENTS * PER) * (g_n[2] / 16),
+               "prefix cache hits: %g then %g for %d requests of %d ids", h1 ? h1->v : -1.0,
+               h2 ? h2->v : -1.0, CLIENTS * PER, g_n[2]);
         resp_free(&r);
     }
 
