@@ -9,13 +9,15 @@
  *              own, then one of 4 one-token choices: one prompt per request (lm-eval batch 1)
  *   hellaswag  an 80-token context per item, then 4 endings of 15-25 tokens: one per request
  *   arc        independent 30-token prompts, 16 per request
- * For each mode (`--mode NAME=SERVER-ARGS`, repeatable; the default is one mode, `base`, with
- * none) a server is started on a free loopback port; every workload runs at every concurrency
+ * For each mode (`--mode NAME=SERVER-ARGS`, repeatable; the default is two modes, `nocache`
+ * with `--cache-mb 0` and `cache` with the default prefix cache) and each concurrency
  * (`--conc 1,4,8`: that many client threads on kept-alive connections, pulling the next request
- * from a shared counter). Printed per (workload, mode, concurrency): requests/s, scored tokens/s,
+ * from a shared counter) a server is started on a free loopback port and every workload runs
+ * on it, so each run starts with an empty prefix cache (a run never finds what an earlier
+ * concurrency left). Printed per (workload, mode, concurrency): requests/s, scored tokens/s,
  * p50/p99 latency, the prefix-cache hit rate when the server's /metrics has the counters
  * (`promptscore_prefix_cache_hits_total` / `_misses_total`; "-" otherwise), and the server's
- * peak RSS (VmHWM) after the mode; then the requests/s and tokens/s ratios of every mode against
+ * peak RSS (VmHWM, the largest of the mode's servers); then the requests/s and tokens/s ratios of every mode against
  * the first at the same workload and concurrency, measured in this run.
  * Before anything is timed as valid, every answer (its JSON without "id" and "created") is
  * compared with the first mode's at concurrency 1: any difference, non-200 or transport error
@@ -24,9 +26,10 @@
  *   bench_workload [-m MODEL.gguf] [--bin build/promptscore] [--mode NAME=ARGS]... [--conc 1,4,8]
  *                  [--workloads mmlu,hellaswag,arc] [--items N] [-t THREADS]
  * Without -m, a small generated llama (`make bench` runs it so).
- *   bench_workload --check    a tiny generated model, 3 modes (-t 1 / -t 2 / -t 2 --max-seqs 5:
- *                             several prompts per forward pass), concurrency 1 and 3, few items:
- *                             the comparison only (make test runs it)
+ *   bench_workload --check    a tiny generated model, 3 modes (-t 1 without the prefix cache,
+ *                             -t 2 with it, -t 2 --max-seqs 5 with it: several prompts per
+ *                             forward pass), concurrency 1 and 3, few items: the comparison
+ *                             only (make test runs it)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -502,13 +505,17 @@ int main(int argc, char **argv) {
         for (int mo = 0; mo < n_modes && named_modes; mo++) free((char *)mode_name[mo]);
         named_modes = 0;
         n_modes = 0;
-        mode_name[n_modes] = "t1", mode_args[n_modes++] = "-t 1";
-        mode_name[n_modes] = "t2", mode_args[n_modes++] = "-t 2";
-        mode_name[n_modes] = "seqs5", mode_args[n_modes++] = "-t 2 --max-seqs 5";
+        mode_name[n_modes] = "t1", mode_args[n_modes++] = "-t 1 --cache-mb 0";
+        mode_name[n_modes] = "t2-cache", mode_args[n_modes++] = "-t 2 --cache-mb 64";
+        mode_name[n_modes] = "seqs5", mode_args[n_modes++] = "-t 2 --max-seqs 5 --cache-mb 64";
         snprintf(conc_s, sizeof conc_s, "1,3");
         if (!items) items = 3;
     }
-    if (!n_modes) mode_name[0] = "base", mode_args[0] = "", n_modes = 1;
+    if (!n_modes) { /* the prefix cache off and on */
+        mode_name[0] = "nocache", mode_args[0] = "--cache-mb 0";
+        mode_name[1] = "cache", mode_args[1] = "";
+        n_modes = 2;
+    }
     int conc[MAX_CONC], n_conc = 0;
     for (char *p = conc_s; *p && n_conc < MAX_CONC;) {
         conc[n_conc] = (int)strtol(p, &p, 10);
@@ -549,24 +556,27 @@ int main(int argc, char **argv) {
     long rss[MAX_MODES];
     int failed = 0;
     for (int mo = 0; mo < n_modes; mo++) {
-        server s = {0};
-        if (start_server(&s, bin, model, threads, mode_args[mo], dir, mo)) {
-            fprintf(stderr, "bench_workload: mode %s: the server did not start (%s)\n",
-                    mode_name[mo], s.log);
-            stop_server(&s);
-            return 1;
-        }
-        char base[64];
-        snprintf(base, sizeof base, "http://127.0.0.1:%d", s.port);
-        for (int w = 0; w < n_w; w++)
-            for (int ci = 0; ci < n_conc; ci++) {
+        rss[mo] = -1;
+        for (int ci = 0; ci < n_conc; ci++) { /* a fresh server (an empty cache) per run */
+            server s = {0};
+            if (start_server(&s, bin, model, threads, mode_args[mo], dir, mo)) {
+                fprintf(stderr, "bench_workload: mode %s: the server did not start (%s)\n",
+                        mode_name[mo], s.log);
+                stop_server(&s);
+                return 1;
+            }
+            char base[64];
+            snprintf(base, sizeof base, "http://127.0.0.1:%d", s.port);
+            for (int w = 0; w < n_w; w++) {
                 ans[w][mo][ci] = calloc((size_t)ws[w].n_req, sizeof(char *));
                 if (!ans[w][mo][ci] || run(base, &ws[w], conc[ci], ans[w][mo][ci],
                                            &res[w][mo][ci])) return 1;
                 failed |= res[w][mo][ci].errors > 0;
             }
-        rss[mo] = peak_rss_kb(s.pid);
-        stop_server(&s);
+            long kb = peak_rss_kb(s.pid);
+            if (kb > rss[mo]) rss[mo] = kb;
+            stop_server(&s);
+        }
     }
 
     /* bitwise: every answer equals mode 0 at concurrency 1 */
