@@ -18,9 +18,12 @@
  * horizontal reduction. The weights sit shifted by off >= 0 (Q4_0: q, not q - 8; Q6_K: q, not
  * q - 32; IQ4: value + 128): each sub-block's sum starts at -off * (sum of its activations), an
  * exact int32 the activation quantiser stores per sub-block, so the lane ends at
- * sum (u - off) x = sum w x exactly. Then one vpmulld by the rows' sub-block scales and adds give
- * isum_b (Q3_K / Q2_K: two sub-block sums paired into one vpdpwssd, see mkp_vnni), one convert,
- * scale and fma per block the float part. The mins (msum) are int16 pairs against the
+ * sum (u - off) x = sum w x exactly. Then the rows' sub-block scales give isum_b: VNNI splits
+ * each sum into the int16 pair (t & 255, t >> 8) (one vpshufb) against (sc, 256 sc) in one
+ * vpdpwssd (Q3_K / Q2_K: two sub-block sums paired into one vpdpwssd, see mkp_vnni); AVX2 folds
+ * sc into the vpmaddwd that widens the vpmaddubsw pairs (as llama.cpp's AVX2 k-quant dots) and
+ * takes the offset as - off x sum_s sc_s x (sub-block activation sum), one vpmaddwd per two
+ * sub-blocks; no vpmulld either way. One convert, scale and fma per block the float part. The mins (msum) are int16 pairs against the
  * activations' int16 sub-block sums (vpdpwssd / vpmaddwd), one more fma per block. (A second
  * pass for the mins with its own accumulator, added at the end, cost ~10% more: dropped.)
  * AVX2 with off = 128 (IQ4_NL, IQ4_XS): u - 128 fits int8 but u x 127 x 2 would saturate
@@ -327,7 +330,7 @@ static qpack pack_geom(const qdesc *qd) {
     qpack p;
     p.sc = qd->qk * QT;
     p.mn = p.sc + (qd->scaled ? ns * 64 : 0);
-    p.dw = p.mn + (qd->min == MIN_INT ? ns * 32 : 0);
+    p.dw = p.mn + (qd->min == MIN_INT || (qd->scaled && qd->off) ? ns * 32 : 0);
     p.dm = p.dw + 64;
     p.pb = p.dm + (qd->min != MIN_NONE ? 64 : 0);
     return p;
@@ -533,12 +536,18 @@ static void pack_side(const qdesc *qd, const qpack *pg, const uint8_t *w0, size_
                 sp[(p * QT + i) * 2] = (int16_t)sc[(2 * p * cl) / qd->sb];
                 sp[(p * QT + i) * 2 + 1] = (int16_t)sc[((2 * p + 1) * cl) / qd->sb];
             }
-        } else if (qd->scaled && cl < 0) { /* int16 pairs (sc, 256 sc): see mk_vnni */
+        } else if (qd->scaled && cl == -1) { /* int16 pairs (sc, 256 sc): see mk_vnni */
             int16_t *sp = (int16_t *)scv;
             for (int k = 0; k < ns; k++) {
                 sp[(k * QT + i) * 2] = (int16_t)sc[k];
                 sp[(k * QT + i) * 2 + 1] = (int16_t)(256 * sc[k]);
             }
+        } else if (qd->scaled && cl == -2) { /* AVX2: int16 pairs (sc, sc), off x sc pairs */
+            int16_t *sp = (int16_t *)scv;
+            for (int k = 0; k < ns; k++) sp[(k * QT + i) * 2] = sp[(k * QT + i) * 2 + 1] = (int16_t)sc[k];
+            if (qd->off)
+                for (int k = 0; k < ns; k++)
+                    mnv[((k / 2) * QT + i) * 2 + (k & 1)] = (int16_t)(qd->off * sc[k]);
         } else if (qd->scaled) {
             for (int k = 0; k < ns; k++) scv[k * QT + i] = sc[k];
         }
@@ -560,7 +569,7 @@ static void pack_tile_c(const qdesc *qd, const qpack *pg, const uint8_t *w0, siz
     uint8_t tmp[QT * 256];
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *dst = wp + b * pg->pb;
-        pack_side(qd, pg, w0, row_bytes, nw, b, tmp, dst, uf, 0);
+        pack_side(qd, pg, w0, row_bytes, nw, b, tmp, dst, uf, -2);
         transpose_c(qd->qk, tmp, dst);
     }
 }
@@ -1021,7 +1030,38 @@ T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
         const uint8_t *wb = wp + b * pg->pb + 32 * h;
         __m256i is[4], t[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) is[r] = _mm256_setzero_si256();
-        for (int s = 0; s < NS; s++) {
+        for (int s = 0; s < NS && SCALED; s++) {
+            /* the sub-block scale folded into the pair widening (as llama.cpp's AVX2 k-quant
+             * dots): vpmaddwd against (sc, sc) instead of (1, 1), no vpmulld */
+            const __m256i sc = _mm256_load_si256((const __m256i *)(wb + pg->sc + s * 64));
+            _Pragma("GCC unroll 8") for (int g = 0; g < SB / 4; g++) {
+                __m256i wv = _mm256_load_si256((const __m256i *)(wb + (s * (SB / 4) + g) * 64));
+                __m256i ws = wv;
+                if (SGN) {
+                    ws = _mm256_xor_si256(wv, flip);
+                    wv = _mm256_abs_epi8(ws);
+                }
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    int32_t xv;
+                    memcpy(&xv, q + r * ldq + b * QK + s * SB + 4 * g, 4);
+                    __m256i bx = _mm256_set1_epi32(xv);
+                    if (SGN) bx = _mm256_sign_epi8(bx, ws);
+                    is[r] = _mm256_add_epi32(is[r],
+                                             _mm256_madd_epi16(_mm256_maddubs_epi16(wv, bx), sc));
+                }
+            }
+        }
+        if (SCALED && INIT && !SGN) { /* - off x sum_s sc_s x (activation sum of s), exact */
+            _Pragma("GCC unroll 8") for (int p = 0; p < NS / 2; p++) {
+                const __m256i mv = _mm256_load_si256((const __m256i *)(wb + pg->mn + p * 64));
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    int32_t xv;
+                    memcpy(&xv, bs + r * ldb + b * NS + 2 * p, 4);
+                    is[r] = _mm256_sub_epi32(is[r], _mm256_madd_epi16(mv, _mm256_set1_epi32(xv)));
+                }
+            }
+        }
+        for (int s = 0; s < NS && !SCALED; s++) {
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
                 t[r] = INIT && !SGN ? _mm256_set1_epi32(init[r * ldi + b * NS + s])
                                     : _mm256_setzero_si256();
@@ -1041,13 +1081,7 @@ T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
                         t[r], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, bx), ones));
                 }
             }
-            if (SCALED) {
-                const __m256i sc = _mm256_load_si256((const __m256i *)(wb + pg->sc + s * 64));
-                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-                    is[r] = _mm256_add_epi32(is[r], _mm256_mullo_epi32(t[r], sc));
-            } else {
-                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) is[r] = t[r];
-            }
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) is[r] = t[r];
         }
         const __m256 dw = _mm256_load_ps((const float *)(wb + pg->dw));
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
