@@ -46,228 +46,151 @@ ps_genmodel_params ps_genmodel_default_params(void) {
     return p;
 }
 
+/* The presets, one row each. A row with a base applies that preset first and then sets only
+ * arch, n_ff and the expert fields; a row without sets the whole shape (arch NULL: the shape
+ * of ps_genmodel_default_params) and, by its flags, the family's fields below. Fields a row
+ * does not set keep the caller's values. */
+enum {
+    PR_ROT = 1,     /* sets n_rot */
+    PR_HYBRID = 2,  /* qwen35: full_attn_interval 4, the DeltaNet widths, n_nextn, sections 0 */
+    PR_SWA = 4,     /* sets n_swa (swa_period 0: the family's pattern) */
+    PR_YARN = 8,    /* gpt-oss's YaRN: 32 over 4096 positions, betas 32 / 1 */
+    PR_GEMMA = 16,  /* sets rope_base_swa, the softcaps; no linear rope scale, no output bias */
+};
+
+typedef struct {
+    const char *name, *base, *arch;
+    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
+    float rope_base, rms_eps;
+    bool tied;
+    int32_t n_expert, n_expert_used, n_ff_exp;
+    int flags;
+    int32_t n_rot, n_ctx_orig;                  /* PR_ROT: n_rot; n_ctx_orig always */
+    int32_t ssm_d_state, ssm_n_k, ssm_n_v, n_nextn; /* PR_HYBRID */
+    int32_t n_swa;                              /* PR_SWA */
+    float rope_base_swa, attn_softcap, final_softcap; /* PR_GEMMA */
+} preset_row;
+
+static const preset_row PRESETS[] = {
+    {"tiny", NULL, NULL, .flags = PR_ROT, .n_rot = 0},
+    {"qwen3-0.6b", NULL, "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1000000.0f, 1e-6f,
+     true, 0, 0, 0, .flags = 0},
+    {"qwen3moe-tiny", "tiny", "qwen3moe", .n_ff = 0, .n_expert = 8, .n_expert_used = 2,
+     .n_ff_exp = 32},
+    {"mixtral-tiny", "tiny", "llama", .n_ff = 64, .n_expert = 4, .n_expert_used = 2,
+     .n_ff_exp = 0},
+    {"qwen3-30b-a3b-2l", NULL, "qwen3moe", 151936, 2048, 2, 32, 4, 128, 6144, 40960, 1000000.0f,
+     1e-6f, false, 128, 8, 768, .flags = 0},
+    {"qwen35-tiny", NULL, "qwen35", 1000, 64, 4, 4, 2, 32, 96, 1024, 1000000.0f, 1e-6f, false, 0,
+     0, 0, .flags = PR_ROT | PR_HYBRID, .n_rot = 16, .ssm_d_state = 16, .ssm_n_k = 2,
+     .ssm_n_v = 4, .n_nextn = 1},
+    {"qwen35-4l", NULL, "qwen35", 248320, 2048, 4, 16, 2, 256, 4608, 262144, 10000000.0f, 1e-6f,
+     false, 0, 0, 0, .flags = PR_ROT | PR_HYBRID, .n_rot = 64, .ssm_d_state = 128,
+     .ssm_n_k = 16, .ssm_n_v = 32, .n_nextn = 0},
+    {"qwen35moe-tiny", "qwen35-tiny", "qwen35moe", .n_ff = 64, .n_expert = 8, .n_expert_used = 2,
+     .n_ff_exp = 32},
+    {"qwen35moe-4l", "qwen35-4l", "qwen35moe", .n_ff = 512, .n_expert = 256, .n_expert_used = 8,
+     .n_ff_exp = 512},
+    {"gpt-oss-tiny", NULL, "gpt-oss", 512, 64, 4, 4, 2, 32, 32, 1024, 150000.0f, 1e-5f, false, 8,
+     4, 32, .flags = PR_SWA | PR_YARN, .n_swa = 40},
+    {"gpt-oss-20b-2l", NULL, "gpt-oss", 201088, 2880, 2, 64, 8, 64, 2880, 131072, 150000.0f,
+     1e-5f, false, 32, 4, 2880, .flags = PR_SWA | PR_YARN, .n_swa = 128},
+    /* Phi-3-mini-128k-instruct's widths with 2 layers (LongRoPE, original context 4096);
+     * phi3-tiny: 64 wide, rope on 12 of 16 dims (partial, as Phi-4-mini), LongRoPE with
+     * original context 256 of 1024 */
+    {"phi3-tiny", NULL, "phi3", 512, 64, 2, 4, 2, 16, 128, 1024, 10000.0f, 1e-5f, false, 0, 0, 0,
+     .flags = PR_ROT, .n_rot = 12, .n_ctx_orig = 256},
+    {"phi3-mini-2l", NULL, "phi3", 32064, 3072, 2, 32, 32, 96, 8192, 131072, 10000.0f, 1e-5f,
+     false, 0, 0, 0, .flags = PR_ROT, .n_rot = 96, .n_ctx_orig = 4096},
+    /* OLMo-2-0425-1B's widths with 2 of its 16 layers */
+    {"olmo2-tiny", NULL, "olmo2", 512, 64, 2, 4, 2, 16, 128, 4096, 500000.0f, 1e-6f, false, 0, 0,
+     0, .flags = PR_ROT, .n_rot = 0},
+    {"olmo2-1b-2l", NULL, "olmo2", 100352, 2048, 2, 16, 16, 128, 8192, 4096, 500000.0f, 1e-6f,
+     false, 0, 0, 0, .flags = PR_ROT, .n_rot = 0},
+    {"gemma2-tiny", NULL, "gemma2", 512, 64, 4, 4, 2, 16, 128, 1024, 10000.0f, 1e-6f, true, 0, 0,
+     0, .flags = PR_SWA | PR_GEMMA, .n_swa = 40, .attn_softcap = 50.0f, .final_softcap = 30.0f},
+    {"gemma2-2b-4l", NULL, "gemma2", 256000, 2304, 4, 8, 4, 256, 9216, 8192, 10000.0f, 1e-6f,
+     true, 0, 0, 0, .flags = PR_SWA | PR_GEMMA, .n_swa = 4096, .attn_softcap = 50.0f,
+     .final_softcap = 30.0f},
+    {"gemma3-tiny", NULL, "gemma3", 512, 64, 7, 4, 1, 16, 128, 1024, 1000000.0f, 1e-6f, true, 0,
+     0, 0, .flags = PR_SWA | PR_GEMMA, .n_swa = 40, .rope_base_swa = 10000.0f},
+    {"gemma3-1b-6l", NULL, "gemma3", 262144, 1152, 6, 4, 1, 256, 6912, 32768, 1000000.0f, 1e-6f,
+     true, 0, 0, 0, .flags = PR_SWA | PR_GEMMA, .n_swa = 512, .rope_base_swa = 10000.0f},
+};
+
 ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *err) {
     if (!name || !p) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "preset: NULL argument");
     p->n_ctx_orig = 0; /* set by the presets that have it (n_rot: by those that set it) */
-    if (!strcmp(name, "tiny")) {
-        ps_genmodel_params d = ps_genmodel_default_params();
-        snprintf(p->arch, sizeof p->arch, "%s", d.arch);
-        p->n_vocab = d.n_vocab;
-        p->n_embd = d.n_embd;
-        p->n_layer = d.n_layer;
-        p->n_head = d.n_head;
-        p->n_head_kv = d.n_head_kv;
-        p->head_dim = d.head_dim;
-        p->n_ff = d.n_ff;
-        p->n_ctx = d.n_ctx;
-        p->rope_base = d.rope_base;
-        p->rms_eps = d.rms_eps;
-        p->tied = d.tied;
-        p->n_rot = 0;
-        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
+    const preset_row *r = NULL;
+    for (size_t i = 0; i < PS_ARRAY_LEN(PRESETS) && !r; i++)
+        if (!strcmp(name, PRESETS[i].name)) r = &PRESETS[i];
+    if (!r) {
+        char known[512];
+        size_t o = 0;
+        for (size_t i = 0; i < PS_ARRAY_LEN(PRESETS); i++)
+            o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", i ? ", " : "",
+                                  PRESETS[i].name);
+        return ps_fail(err, PS_ERR_NOT_FOUND, -1, "unknown preset '%s' (known: %s)", name, known);
+    }
+    if (r->base) {
+        ps_genmodel_preset(r->base, p, NULL);
+        snprintf(p->arch, sizeof p->arch, "%s", r->arch);
+        p->n_ff = r->n_ff;
+        p->n_expert = r->n_expert;
+        p->n_expert_used = r->n_expert_used;
+        p->n_ff_exp = r->n_ff_exp;
         return PS_OK;
     }
-    if (!strcmp(name, "qwen3-0.6b")) {
-        snprintf(p->arch, sizeof p->arch, "qwen3");
-        p->n_vocab = 151936;
-        p->n_embd = 1024;
-        p->n_layer = 28;
-        p->n_head = 16;
-        p->n_head_kv = 8;
-        p->head_dim = 128;
-        p->n_ff = 3072;
-        p->n_ctx = 40960;
-        p->rope_base = 1000000.0f;
-        p->rms_eps = 1e-6f;
-        p->tied = true;
-        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
-        return PS_OK;
-    }
-    if (!strcmp(name, "qwen35moe-tiny") || !strcmp(name, "qwen35moe-4l")) {
-        const bool tiny = !strcmp(name, "qwen35moe-tiny");
-        ps_genmodel_preset(tiny ? "qwen35-tiny" : "qwen35-4l", p, NULL);
-        snprintf(p->arch, sizeof p->arch, "qwen35moe");
-        p->n_expert = tiny ? 8 : 256;
-        p->n_expert_used = tiny ? 2 : 8;
-        p->n_ff_exp = tiny ? 32 : 512;
-        p->n_ff = tiny ? 64 : 512; /* the shared expert */
-        return PS_OK;
-    }
-    if (!strcmp(name, "qwen35-tiny") || !strcmp(name, "qwen35-4l")) {
-        const bool tiny = !strcmp(name, "qwen35-tiny");
-        snprintf(p->arch, sizeof p->arch, "qwen35");
-        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
-        p->n_vocab = tiny ? 1000 : 248320;
-        p->n_embd = tiny ? 64 : 2048;
-        p->n_layer = 4;
-        p->n_head = tiny ? 4 : 16;
-        p->n_head_kv = 2;
-        p->head_dim = tiny ? 32 : 256;
-        p->n_ff = tiny ? 96 : 4608;
-        p->n_ctx = tiny ? 1024 : 262144;
-        p->rope_base = tiny ? 1000000.0f : 10000000.0f;
-        p->rms_eps = 1e-6f;
-        p->tied = false;
+    const ps_genmodel_params d = ps_genmodel_default_params();
+    preset_row sh = *r;
+    if (!r->arch) /* the default shape */
+        sh = (preset_row){r->name, NULL, d.arch, d.n_vocab, d.n_embd, d.n_layer, d.n_head,
+                          d.n_head_kv, d.head_dim, d.n_ff, d.n_ctx, d.rope_base, d.rms_eps,
+                          d.tied, 0, 0, 0, .flags = r->flags, .n_rot = r->n_rot};
+    snprintf(p->arch, sizeof p->arch, "%s", sh.arch);
+    p->n_vocab = sh.n_vocab;
+    p->n_embd = sh.n_embd;
+    p->n_layer = sh.n_layer;
+    p->n_head = sh.n_head;
+    p->n_head_kv = sh.n_head_kv;
+    p->head_dim = sh.head_dim;
+    p->n_ff = sh.n_ff;
+    p->n_ctx = sh.n_ctx;
+    p->rope_base = sh.rope_base;
+    p->rms_eps = sh.rms_eps;
+    p->tied = sh.tied;
+    p->n_expert = sh.n_expert;
+    p->n_expert_used = sh.n_expert_used;
+    p->n_ff_exp = sh.n_ff_exp;
+    p->n_ctx_orig = sh.n_ctx_orig;
+    if (sh.flags & PR_ROT) p->n_rot = sh.n_rot;
+    if (sh.flags & PR_HYBRID) {
         p->full_attn_interval = 4;
-        p->n_rot = tiny ? 16 : 64;
-        p->ssm_d_state = tiny ? 16 : 128;
-        p->ssm_n_k = tiny ? 2 : 16;
-        p->ssm_n_v = tiny ? 4 : 32;
+        p->ssm_d_state = sh.ssm_d_state;
+        p->ssm_n_k = sh.ssm_n_k;
+        p->ssm_n_v = sh.ssm_n_v;
         p->ssm_d_conv = 4;
-        p->n_nextn = tiny ? 1 : 0;
+        p->n_nextn = sh.n_nextn;
         memset(p->rope_sections, 0, sizeof p->rope_sections);
-        return PS_OK;
     }
-    if (!strcmp(name, "qwen3moe-tiny") || !strcmp(name, "mixtral-tiny")) {
-        ps_genmodel_preset("tiny", p, NULL);
-        const bool q = name[0] == 'q';
-        snprintf(p->arch, sizeof p->arch, q ? "qwen3moe" : "llama");
-        p->n_expert = q ? 8 : 4;
-        p->n_expert_used = 2;
-        p->n_ff_exp = q ? 32 : 0;
-        p->n_ff = q ? 0 : 64;
-        return PS_OK;
-    }
-    if (!strcmp(name, "gpt-oss-tiny") || !strcmp(name, "gpt-oss-20b-2l")) {
-        const bool tiny = name[8] == 't';
-        snprintf(p->arch, sizeof p->arch, "gpt-oss");
-        p->n_vocab = tiny ? 512 : 201088;
-        p->n_embd = tiny ? 64 : 2880;
-        p->n_layer = tiny ? 4 : 2;
-        p->n_head = tiny ? 4 : 64;
-        p->n_head_kv = tiny ? 2 : 8;
-        p->head_dim = tiny ? 32 : 64;
-        p->n_ff = tiny ? 32 : 2880;
-        p->n_expert = tiny ? 8 : 32;
-        p->n_expert_used = 4;
-        p->n_ff_exp = tiny ? 32 : 2880;
-        p->n_ctx = tiny ? 1024 : 131072;
-        p->rope_base = 150000.0f;
-        p->rms_eps = 1e-5f;
-        p->tied = false;
-        p->n_swa = tiny ? 40 : 128; /* even layers slide (the default pattern, 2) */
+    if (sh.flags & PR_SWA) { /* even layers slide (the family's default pattern) */
+        p->n_swa = sh.n_swa;
         p->swa_period = 0;
-        p->yarn_factor = 32.0f; /* gpt-oss's config: YaRN 32 over 4096 positions */
+    }
+    if (sh.flags & PR_YARN) { /* gpt-oss's config: YaRN 32 over 4096 positions */
+        p->yarn_factor = 32.0f;
         p->yarn_orig_ctx = 4096;
         p->yarn_beta_fast = 32.0f;
         p->yarn_beta_slow = 1.0f;
-        return PS_OK;
     }
-    if (!strcmp(name, "qwen3-30b-a3b-2l")) {
-        snprintf(p->arch, sizeof p->arch, "qwen3moe");
-        p->n_vocab = 151936;
-        p->n_embd = 2048;
-        p->n_layer = 2;
-        p->n_head = 32;
-        p->n_head_kv = 4;
-        p->head_dim = 128;
-        p->n_ff = 6144;
-        p->n_expert = 128;
-        p->n_expert_used = 8;
-        p->n_ff_exp = 768;
-        p->n_ctx = 40960;
-        p->rope_base = 1000000.0f;
-        p->rms_eps = 1e-6f;
-        p->tied = false;
-        return PS_OK;
-    }
-    if (!strcmp(name, "phi3-tiny") || !strcmp(name, "phi3-mini-2l")) {
-        /* phi3-mini-2l: Phi-3-mini-128k-instruct's widths with 2 layers (LongRoPE, original
-         * context 4096); phi3-tiny: 64 wide, rope on 12 of 16 dims (partial, as Phi-4-mini),
-         * LongRoPE with original context 256 of 1024 */
-        const bool tiny = !strcmp(name, "phi3-tiny");
-        snprintf(p->arch, sizeof p->arch, "phi3");
-        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
-        p->n_vocab = tiny ? 512 : 32064;
-        p->n_embd = tiny ? 64 : 3072;
-        p->n_layer = 2;
-        p->n_head = tiny ? 4 : 32;
-        p->n_head_kv = tiny ? 2 : 32;
-        p->head_dim = tiny ? 16 : 96;
-        p->n_rot = tiny ? 12 : 96;
-        p->n_ff = tiny ? 128 : 8192;
-        p->n_ctx = tiny ? 1024 : 131072;
-        p->n_ctx_orig = tiny ? 256 : 4096;
-        p->rope_base = 10000.0f;
-        p->rms_eps = 1e-5f;
-        p->tied = false;
-        return PS_OK;
-    }
-    if (!strcmp(name, "olmo2-tiny") || !strcmp(name, "olmo2-1b-2l")) {
-        /* olmo2-1b-2l: OLMo-2-0425-1B's widths with 2 of its 16 layers */
-        const bool tiny = !strcmp(name, "olmo2-tiny");
-        snprintf(p->arch, sizeof p->arch, "olmo2");
-        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
-        p->n_vocab = tiny ? 512 : 100352;
-        p->n_embd = tiny ? 64 : 2048;
-        p->n_layer = 2;
-        p->n_head = tiny ? 4 : 16;
-        p->n_head_kv = tiny ? 2 : 16;
-        p->head_dim = tiny ? 16 : 128;
-        p->n_rot = 0;
-        p->n_ff = tiny ? 128 : 8192;
-        p->n_ctx = 4096;
-        p->rope_base = 500000.0f;
-        p->rms_eps = 1e-6f;
-        p->tied = false;
-        return PS_OK;
-    }
-    if (!strcmp(name, "gemma2-tiny") || !strcmp(name, "gemma2-2b-4l")) {
-        const bool tiny = !strcmp(name, "gemma2-tiny");
-        snprintf(p->arch, sizeof p->arch, "gemma2");
-        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
-        p->n_vocab = tiny ? 512 : 256000;
-        p->n_embd = tiny ? 64 : 2304;
-        p->n_layer = 4;
-        p->n_head = tiny ? 4 : 8;
-        p->n_head_kv = tiny ? 2 : 4;
-        p->head_dim = tiny ? 16 : 256;
-        p->n_ff = tiny ? 128 : 9216;
-        p->n_ctx = tiny ? 1024 : 8192;
-        p->rope_base = 10000.0f;
-        p->rms_eps = 1e-6f;
-        p->tied = true;
-        p->n_swa = tiny ? 40 : 4096;
-        p->swa_period = 0;
-        p->rope_base_swa = 0.0f;
-        p->attn_softcap = 50.0f;
-        p->final_softcap = 30.0f;
+    if (sh.flags & PR_GEMMA) {
+        p->rope_base_swa = sh.rope_base_swa;
+        p->attn_softcap = sh.attn_softcap;
+        p->final_softcap = sh.final_softcap;
         p->rope_scale_linear = 0.0f;
-        p->n_ctx_orig = 0;
         p->output_bias = false;
-        return PS_OK;
     }
-    if (!strcmp(name, "gemma3-tiny") || !strcmp(name, "gemma3-1b-6l")) {
-        const bool tiny = !strcmp(name, "gemma3-tiny");
-        snprintf(p->arch, sizeof p->arch, "gemma3");
-        p->n_expert = p->n_expert_used = p->n_ff_exp = 0;
-        p->n_vocab = tiny ? 512 : 262144;
-        p->n_embd = tiny ? 64 : 1152;
-        p->n_layer = tiny ? 7 : 6;
-        p->n_head = 4;
-        p->n_head_kv = 1;
-        p->head_dim = tiny ? 16 : 256;
-        p->n_ff = tiny ? 128 : 6912;
-        p->n_ctx = tiny ? 1024 : 32768;
-        p->rope_base = 1000000.0f;
-        p->rms_eps = 1e-6f;
-        p->tied = true;
-        p->n_swa = tiny ? 40 : 512;
-        p->swa_period = 0;
-        p->rope_base_swa = 10000.0f;
-        p->attn_softcap = 0.0f;
-        p->final_softcap = 0.0f;
-        p->rope_scale_linear = 0.0f;
-        p->n_ctx_orig = 0;
-        p->output_bias = false;
-        return PS_OK;
-    }
-    return ps_fail(err, PS_ERR_NOT_FOUND, -1,
-                   "unknown preset '%s' (known: tiny, qwen3-0.6b, qwen3moe-tiny, mixtral-tiny, "
-                   "qwen3-30b-a3b-2l, qwen35-tiny, qwen35-4l, qwen35moe-tiny, qwen35moe-4l, "
-                   "gpt-oss-tiny, gpt-oss-20b-2l, phi3-tiny, phi3-mini-2l, olmo2-tiny, olmo2-1b-2l, "
-                   "gemma2-tiny, gemma2-2b-4l, gemma3-tiny, gemma3-1b-6l)",
-                   name);
+    return PS_OK;
 }
 
 /* ---------------------------------------------------------------- the tensor list */
