@@ -22,6 +22,7 @@
  * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
  */
 #include "check.h"
+#include "fixture.h"
 #include "genmodel.h"
 #include "gguf.h"
 #include "impl.h"
@@ -31,100 +32,9 @@
 
 #include <math.h>
 
-#define FORWARD_PY "tests/reference/forward.py"
-#define PYTHON "/usr/bin/python3"
 #define N_TOK 600
 
-static char out_dir[512];
-
-static const char *outp(const char *name) {
-    static char buf[8][640];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", out_dir, name);
-    return buf[k];
-}
-
 static const ps_isa ISAS[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
-
-static int32_t *make_ids(int32_t n, int32_t n_vocab) {
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    uint64_t s = 0x1234567ull;
-    for (int32_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = i == 0 ? 2 : (int32_t)((s >> 33) % (uint64_t)n_vocab);
-    }
-    return ids;
-}
-
-/* Logits (n, n_vocab) of ids in chunks (malloc) or NULL. */
-static float *c_logits(const char *path, const int32_t *ids, int32_t n, int32_t chunk,
-                       ps_isa isa, int32_t threads, int64_t *n_vocab, int64_t *kv_floats) {
-    ps_error e;
-    ps_model *m = NULL;
-    ps_model_params mp = ps_model_default_params();
-    if (ps_model_load(path, &mp, &m, &e) != PS_OK) {
-        CHECKF(0, "load %s: %s", path, e.message);
-        return NULL;
-    }
-    *n_vocab = m->hp.n_vocab;
-    ps_pool *pool = NULL;
-    if (threads > 1) ps_pool_create(threads, &pool);
-    ps_session_params sp = ps_session_default_params();
-    sp.n_ctx = n;
-    sp.n_batch = chunk;
-    sp.isa = isa;
-    sp.act = PS_ACT_F32;
-    sp.pool = pool;
-    ps_session *s = NULL;
-    ps_status st = ps_session_create(m, &sp, &s, &e);
-    CHECKF(st == PS_OK, "session: %s", e.message);
-    if (s && kv_floats) *kv_floats = s->seq->kv_floats;
-    const size_t nf = (size_t)n * (size_t)*n_vocab;
-    float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
-    for (int32_t i = 0; out && i < n; i += chunk) {
-        int32_t k = PS_MIN(chunk, n - i);
-        st = ps_session_forward(s, ids + i, k, out + (size_t)i * (size_t)*n_vocab, &e);
-        if (st != PS_OK) {
-            CHECKF(0, "forward at %d: %s", i, e.message);
-            free(out);
-            out = NULL;
-        }
-    }
-    ps_session_free(s);
-    ps_pool_free(pool);
-    ps_model_free(m);
-    return out;
-}
-
-static double *ref_logits(const char *path, const int32_t *ids, int32_t n, int64_t n_vocab,
-                          const char *tag) {
-    char ids_path[700], out_path[700], cmd[2400];
-    snprintf(ids_path, sizeof ids_path, "%s.ids", outp(tag));
-    snprintf(out_path, sizeof out_path, "%s.ref.f64", outp(tag));
-    FILE *f = fopen(ids_path, "w");
-    if (!f) return NULL;
-    for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
-    fclose(f);
-    remove(out_path);
-    snprintf(cmd, sizeof cmd, PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s'", path,
-             ids_path, out_path);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "  command failed: %s\n", cmd);
-        return NULL;
-    }
-    FILE *g = fopen(out_path, "rb");
-    if (!g) return NULL;
-    const size_t nf = (size_t)n * (size_t)n_vocab;
-    double *r = malloc(nf * sizeof(double));
-    size_t got = fread(r, sizeof(double), nf, g);
-    fclose(g);
-    if (got != nf) {
-        free(r);
-        return NULL;
-    }
-    return r;
-}
 
 typedef struct {
     const char *preset, *what;
@@ -177,14 +87,14 @@ static void test_reference(bool numpy) {
         ps_status st = ps_genmodel_write(&p, path, &e);
         CHECKF(st == PS_OK, "%s: %s", tag, e.message);
         if (st != PS_OK) continue;
-        int32_t *ids = make_ids(N_TOK, p.n_vocab);
+        int32_t *ids = make_ids_bos(N_TOK, p.n_vocab, 0x1234567ull, 2);
         int64_t nv = 0;
-        double *r = numpy ? ref_logits(path, ids, N_TOK, p.n_vocab, tag) : NULL;
+        double *r = numpy ? ref_logits_args(path, ids, N_TOK, p.n_vocab, tag, "", false) : NULL;
         if (numpy) CHECKF(r != NULL, "%s: no reference logits", tag);
         float *best = NULL;
         for (size_t k = 0; k < PS_ARRAY_LEN(ISAS); k++) {
             if (!ps_isa_supported(ISAS[k])) continue;
-            float *c = c_logits(path, ids, N_TOK, 256, ISAS[k], 1, &nv, NULL);
+            float *c = c_logits(path, ids, N_TOK, 256, ISAS[k], PS_ACT_F32, 1, 0, &nv);
             if (!c) continue;
             if (r) {
                 double md = 0, mr = 0;
@@ -207,14 +117,14 @@ static void test_reference(bool numpy) {
         }
         if (best && fxs[i].invariance) {
             const size_t nf = (size_t)N_TOK * (size_t)nv;
-            float *c2 = c_logits(path, ids, N_TOK, 256, ps_isa_best(), 2, &nv, NULL);
+            float *c2 = c_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, 0, &nv);
             CHECKF(c2 && !memcmp(c2, best, nf * 4), "%s: 2 threads differ from 1", tag);
             free(c2);
             const int32_t chunks[3] = {1, 7, 100};
             for (int j = 0; j < 3; j++) {
                 if (chunks[j] == 1 && fxs[i].type != PS_GGML_F32) continue; /* slow */
-                float *cc = c_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), j == 1 ? 2 : 1,
-                                     &nv, NULL);
+                float *cc = c_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), PS_ACT_F32,
+                                     j == 1 ? 2 : 1, 0, &nv);
                 CHECKF(cc && !memcmp(cc, best, nf * 4), "%s: chunk %d differs from 256", tag,
                        chunks[j]);
                 free(cc);

@@ -23,6 +23,7 @@
  * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
  */
 #include "check.h"
+#include "fixture.h"
 #include "genmodel.h"
 #include "gguf.h"
 #include "impl.h"
@@ -32,19 +33,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#define FORWARD_PY "tests/reference/forward.py"
-#define PYTHON "/usr/bin/python3"
 #define N_TOK 600
-
-static char out_dir[512];
-
-static const char *outp(const char *name) {
-    static char buf[8][640];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", out_dir, name);
-    return buf[k];
-}
 
 static ps_genmodel_params fixture(const char *preset, uint32_t type, const char *mix,
                                   bool merged, uint64_t seed) {
@@ -56,95 +45,6 @@ static ps_genmodel_params fixture(const char *preset, uint32_t type, const char 
     p.seed = seed;
     p.n_ctx = 1024;
     return p;
-}
-
-static int32_t *make_ids(int32_t n, int32_t n_vocab) {
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    uint64_t s = 0x7654321ull;
-    for (int32_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = i == 0 ? 1 : (int32_t)((s >> 33) % (uint64_t)n_vocab);
-    }
-    return ids;
-}
-
-/* Logits (n, n_vocab) of the ids in chunks of `chunk` (malloc) or NULL; *active: experts with
- * rows in the last chunk's last layer. */
-static float *c_logits(const char *path, const int32_t *ids, int32_t n, int32_t chunk,
-                       ps_isa isa, ps_act act, int32_t threads, int64_t *n_vocab,
-                       int32_t *active) {
-    ps_error e;
-    ps_model *m = NULL;
-    ps_model_params mp = ps_model_default_params();
-    if (ps_model_load(path, &mp, &m, &e) != PS_OK) {
-        CHECKF(0, "load %s: %s", path, e.message);
-        return NULL;
-    }
-    ps_model_info info;
-    ps_model_get_info(m, &info);
-    *n_vocab = info.n_vocab;
-    ps_pool *pool = NULL;
-    if (threads > 1) ps_pool_create(threads, &pool);
-    ps_session_params sp = ps_session_default_params();
-    sp.n_ctx = n;
-    sp.n_batch = chunk;
-    sp.isa = isa;
-    sp.act = act;
-    sp.pool = pool;
-    ps_session *s = NULL;
-    ps_status st = ps_session_create(m, &sp, &s, &e);
-    CHECKF(st == PS_OK, "session: %s", e.message);
-    const size_t nf = (size_t)n * (size_t)info.n_vocab;
-    float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
-    for (int32_t i = 0; out && i < n; i += chunk) {
-        int32_t k = PS_MIN(chunk, n - i);
-        st = ps_session_forward(s, ids + i, k, out + (size_t)i * (size_t)info.n_vocab, &e);
-        if (st != PS_OK) {
-            CHECKF(0, "forward at %d: %s", i, e.message);
-            free(out);
-            out = NULL;
-        }
-    }
-    if (out && active) {
-        *active = 0;
-        for (int32_t x = 0; x < m->hp.n_expert; x++)
-            *active += s->moe_start[x + 1] > s->moe_start[x];
-    }
-    ps_session_free(s);
-    ps_pool_free(pool);
-    ps_model_free(m);
-    return out;
-}
-
-static double *ref_logits(const char *path, const int32_t *ids, int32_t n, int64_t n_vocab,
-                          const char *tag) {
-    char ids_path[700], out_path[700], cmd[2400];
-    snprintf(ids_path, sizeof ids_path, "%s.ids", outp(tag));
-    snprintf(out_path, sizeof out_path, "%s.ref.f64", outp(tag));
-    FILE *f = fopen(ids_path, "w");
-    if (!f) return NULL;
-    for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
-    fclose(f);
-    remove(out_path);
-    snprintf(cmd, sizeof cmd, PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s'", path,
-             ids_path, out_path);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "  command failed: %s\n", cmd);
-        return NULL;
-    }
-    FILE *g = fopen(out_path, "rb");
-    if (!g) return NULL;
-    const size_t nf = (size_t)n * (size_t)n_vocab;
-    double *r = malloc(nf * sizeof(double));
-    size_t got = fread(r, sizeof(double), nf, g);
-    fclose(g);
-    remove(out_path);
-    remove(ids_path);
-    if (got != nf) {
-        free(r);
-        return NULL;
-    }
-    return r;
 }
 
 static size_t n_differ(const float *a, const float *b, size_t n) {
@@ -179,9 +79,9 @@ static void test_reference(bool numpy) {
         ps_status st = ps_genmodel_write(&p, path, &e);
         CHECKF(st == PS_OK, "%s: %s", tag, e.message);
         if (st != PS_OK) continue;
-        int32_t *ids = make_ids(N_TOK, p.n_vocab);
+        int32_t *ids = make_ids(N_TOK, p.n_vocab, 0x7654321ull);
         int64_t nv = 0;
-        double *r = numpy ? ref_logits(path, ids, N_TOK, p.n_vocab, tag) : NULL;
+        double *r = numpy ? ref_logits_args(path, ids, N_TOK, p.n_vocab, tag, "", true) : NULL;
         if (numpy) CHECKF(r != NULL, "%s: no reference logits", tag);
         float *best = NULL;
         int32_t active = 0;
@@ -190,7 +90,9 @@ static void test_reference(bool numpy) {
                 PS_TEST_CPU_LACKS("%s", ps_isa_name(isas[k]));
                 continue;
             }
-            float *c = c_logits(path, ids, N_TOK, 256, isas[k], PS_ACT_F32, 1, &nv, &active);
+            fx_run run = fx_run_of(256, isas[k], PS_ACT_F32, 1);
+            float *c = c_logits_run(path, ids, N_TOK, &run, &nv);
+            active = run.active;
             if (!c) continue;
             if (r) {
                 double md = 0, mr = 0;
@@ -212,21 +114,21 @@ static void test_reference(bool numpy) {
                p.n_expert);
         if (best) {
             const size_t nf = (size_t)N_TOK * (size_t)nv;
-            float *c2 = c_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, &nv, NULL);
+            float *c2 = c_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, 0, &nv);
             CHECKF(c2 && !n_differ(c2, best, nf), "%s: 2 threads differ from 1", tag);
             free(c2);
             const int32_t chunks[3] = {1, 7, 100};
             for (int j = 0; j < 3; j++) {
                 if (chunks[j] == 1 && i != 0) continue; /* chunk 1 once: slow */
                 float *cc = c_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), PS_ACT_F32,
-                                     j == 1 ? 2 : 1, &nv, NULL);
+                                     j == 1 ? 2 : 1, 0, &nv);
                 CHECKF(cc && !n_differ(cc, best, nf), "%s: chunk %d differs from 256", tag,
                        chunks[j]);
                 free(cc);
             }
             /* native activations: chunk- and thread-invariant too */
-            float *n1 = c_logits(path, ids, 300, 256, ps_isa_best(), PS_ACT_NATIVE, 1, &nv, NULL);
-            float *n2 = c_logits(path, ids, 300, 7, ps_isa_best(), PS_ACT_NATIVE, 2, &nv, NULL);
+            float *n1 = c_logits(path, ids, 300, 256, ps_isa_best(), PS_ACT_NATIVE, 1, 0, &nv);
+            float *n2 = c_logits(path, ids, 300, 7, ps_isa_best(), PS_ACT_NATIVE, 2, 0, &nv);
             CHECKF(n1 && n2 && !n_differ(n1, n2, (size_t)300 * nv),
                    "%s native: chunk 7 on 2 threads differs from chunk 256 on 1", tag);
             free(n1);
@@ -318,12 +220,12 @@ static void test_merged(void) {
             ps_gguf_close(b);
             remove(gm);
         }
-        int32_t *ids = make_ids(300, p.n_vocab);
+        int32_t *ids = make_ids(300, p.n_vocab, 0x7654321ull);
         int64_t nv = 0;
         for (int a = 0; a < 2; a++) {
             const ps_act act = a ? PS_ACT_F32 : PS_ACT_NATIVE;
-            float *ls = c_logits(split, ids, 300, 256, ps_isa_best(), act, 1, &nv, NULL);
-            float *lm = c_logits(merged, ids, 300, 100, ps_isa_best(), act, 2, &nv, NULL);
+            float *ls = c_logits(split, ids, 300, 256, ps_isa_best(), act, 1, 0, &nv);
+            float *lm = c_logits(merged, ids, 300, 100, ps_isa_best(), act, 2, 0, &nv);
             CHECKF(ls && lm && !n_differ(ls, lm, (size_t)300 * nv),
                    "%s %s %s: merged gate_up differs from split", cases[c].preset,
                    ps_ggml_type_name(cases[c].type), ps_act_name(act));
@@ -389,10 +291,10 @@ static void test_window(void) {
     const char *wp = with_window(src, 1000, "win-wide.gguf");
     snprintf(wide, sizeof wide, "%s", wp ? wp : "");
     enum { N = 120 };
-    int32_t *ids = make_ids(N, p.n_vocab);
+    int32_t *ids = make_ids(N, p.n_vocab, 0x7654321ull);
     int64_t nv = 0;
-    float *a = c_logits(src, ids, N, 256, ps_isa_best(), PS_ACT_F32, 1, &nv, NULL);
-    float *b = wp ? c_logits(wide, ids, N, 256, ps_isa_best(), PS_ACT_F32, 1, &nv, NULL) : NULL;
+    float *a = c_logits(src, ids, N, 256, ps_isa_best(), PS_ACT_F32, 1, 0, &nv);
+    float *b = wp ? c_logits(wide, ids, N, 256, ps_isa_best(), PS_ACT_F32, 1, 0, &nv) : NULL;
     CHECKF(a && b && !n_differ(a, b, (size_t)40 * nv),
            "positions 0..39: window 40 differs from window 1000");
     CHECKF(a && b && n_differ(a + (size_t)40 * nv, b + (size_t)40 * nv, (size_t)(N - 40) * nv) > 0,
@@ -516,10 +418,10 @@ static void test_bad_input(void) {
     char zpath[700];
     const char *zp = rewrite(src, &zs, "zero-sinks.gguf");
     snprintf(zpath, sizeof zpath, "%s", zp ? zp : "");
-    int32_t *ids = make_ids(64, p.n_vocab);
+    int32_t *ids = make_ids(64, p.n_vocab, 0x7654321ull);
     int64_t nv = 0;
-    float *a = c_logits(src, ids, 64, 64, ps_isa_best(), PS_ACT_F32, 1, &nv, NULL);
-    float *b = zp ? c_logits(zpath, ids, 64, 64, ps_isa_best(), PS_ACT_F32, 1, &nv, NULL) : NULL;
+    float *a = c_logits(src, ids, 64, 64, ps_isa_best(), PS_ACT_F32, 1, 0, &nv);
+    float *b = zp ? c_logits(zpath, ids, 64, 64, ps_isa_best(), PS_ACT_F32, 1, 0, &nv) : NULL;
     CHECKF(a && b && n_differ(a, b, (size_t)64 * nv) > 0, "zeroed sinks change nothing");
     free(a);
     free(b);

@@ -22,6 +22,7 @@
  * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
  */
 #include "check.h"
+#include "fixture.h"
 #include "testhooks.h"
 #include "deltanet.h"
 #include "genmodel.h"
@@ -33,19 +34,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#define FORWARD_PY "tests/reference/forward.py"
-#define PYTHON "/usr/bin/python3"
 #define N_TOK 600
-
-static char out_dir[512];
-
-static const char *outp(const char *name) {
-    static char buf[8][640];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", out_dir, name);
-    return buf[k];
-}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float frand(void) {
@@ -131,100 +120,26 @@ static ps_genmodel_params fixture(const char *preset, uint32_t type, int32_t n_h
     return p;
 }
 
-static int32_t *make_ids(int32_t n, int32_t n_vocab) {
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    uint64_t s = 0x1234567ull;
-    for (int32_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = i == 0 ? 1 : (int32_t)((s >> 33) % (uint64_t)n_vocab);
-    }
-    return ids;
+/* After the run: one state for every position, so only 0 or n_past can be kept. */
+static void hybrid_truncate(ps_session *s, const int32_t *ids, int32_t n, const float *out,
+                            void *ud) {
+    (void)ids;
+    (void)out;
+    (void)ud;
+    CHECK(ps_session_truncate(s, n / 2) == PS_ERR_UNSUPPORTED);
+    CHECK(ps_session_n_past(s) == n);
+    CHECK(ps_session_truncate(s, n) == PS_OK);
 }
 
 /* Logits (n, n_vocab) of the ids in chunks of `chunk` (malloc) or NULL. Forwards the whole
  * prompt `passes` times on one session, resetting in between, and checks each pass is the same. */
-static float *c_logits(const char *path, const int32_t *ids, int32_t n, int32_t chunk,
-                       ps_isa isa, ps_act act, int32_t threads, int passes, int64_t *n_vocab) {
-    ps_error e;
-    ps_model *m = NULL;
-    ps_model_params mp = ps_model_default_params();
-    if (ps_model_load(path, &mp, &m, &e) != PS_OK) {
-        CHECKF(0, "load %s: %s", path, e.message);
-        return NULL;
-    }
-    ps_model_info info;
-    ps_model_get_info(m, &info);
-    *n_vocab = info.n_vocab;
-    ps_pool *pool = NULL;
-    if (threads > 1) ps_pool_create(threads, &pool);
-    ps_session_params sp = ps_session_default_params();
-    sp.n_ctx = n;
-    sp.n_batch = chunk;
-    sp.isa = isa;
-    sp.act = act;
-    sp.pool = pool;
-    ps_session *s = NULL;
-    ps_status st = ps_session_create(m, &sp, &s, &e);
-    CHECKF(st == PS_OK, "session: %s", e.message);
-    const size_t nf = (size_t)n * (size_t)info.n_vocab;
-    float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
-    float *again = passes > 1 && out ? malloc(nf * sizeof(float)) : NULL;
-    for (int pass = 0; out && pass < passes; pass++) {
-        float *dst = pass ? again : out;
-        ps_session_reset(s);
-        for (int32_t i = 0; i < n; i += chunk) {
-            int32_t k = PS_MIN(chunk, n - i);
-            st = ps_session_forward(s, ids + i, k, dst + (size_t)i * (size_t)info.n_vocab, &e);
-            if (st != PS_OK) {
-                CHECKF(0, "forward at %d: %s", i, e.message);
-                free(out);
-                out = NULL;
-                break;
-            }
-        }
-        if (out && pass) CHECKF(!memcmp(out, again, nf * 4), "a reset session differs");
-    }
-    if (out) {
-        /* one state for every position: only 0 or n_past can be kept */
-        CHECK(ps_session_truncate(s, n / 2) == PS_ERR_UNSUPPORTED);
-        CHECK(ps_session_n_past(s) == n);
-        CHECK(ps_session_truncate(s, n) == PS_OK);
-    }
-    free(again);
-    ps_session_free(s);
-    ps_pool_free(pool);
-    ps_model_free(m);
-    return out;
-}
-
-static double *ref_logits(const char *path, const int32_t *ids, int32_t n, int64_t n_vocab,
-                          const char *tag) {
-    char ids_path[700], out_path[700], cmd[2400];
-    snprintf(ids_path, sizeof ids_path, "%s", outp(tag));
-    strcat(ids_path, ".ids");
-    snprintf(out_path, sizeof out_path, "%s.ref.f64", outp(tag));
-    FILE *f = fopen(ids_path, "w");
-    if (!f) return NULL;
-    for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
-    fclose(f);
-    remove(out_path);
-    snprintf(cmd, sizeof cmd, PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s'", path,
-             ids_path, out_path);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "  command failed: %s\n", cmd);
-        return NULL;
-    }
-    FILE *g = fopen(out_path, "rb");
-    if (!g) return NULL;
-    const size_t nf = (size_t)n * (size_t)n_vocab;
-    double *r = malloc(nf * sizeof(double));
-    size_t got = fread(r, sizeof(double), nf, g);
-    fclose(g);
-    if (got != nf) {
-        free(r);
-        return NULL;
-    }
-    return r;
+static float *hybrid_logits(const char *path, const int32_t *ids, int32_t n, int32_t chunk,
+                            ps_isa isa, ps_act act, int32_t threads, int passes,
+                            int64_t *n_vocab) {
+    fx_run r = fx_run_of(chunk, isa, act, threads);
+    r.passes = passes;
+    r.on_done = hybrid_truncate;
+    return c_logits_run(path, ids, n, &r, n_vocab);
 }
 
 typedef struct {
@@ -254,14 +169,14 @@ static void test_reference(bool numpy) {
         ps_status st = ps_genmodel_write(&p, path, &e);
         CHECKF(st == PS_OK, "%s: %s", tag, e.message);
         if (st != PS_OK) continue;
-        int32_t *ids = make_ids(N_TOK, p.n_vocab);
+        int32_t *ids = make_ids(N_TOK, p.n_vocab, 0x1234567ull);
         int64_t nv = 0;
-        double *r = numpy ? ref_logits(path, ids, N_TOK, p.n_vocab, tag) : NULL;
+        double *r = numpy ? ref_logits_args(path, ids, N_TOK, p.n_vocab, tag, "", false) : NULL;
         if (numpy) CHECKF(r != NULL, "%s: no reference logits", tag);
         float *best = NULL;
         for (size_t k = 0; k < PS_ARRAY_LEN(isas); k++) {
             if (!ps_isa_supported(isas[k])) continue;
-            float *c = c_logits(path, ids, N_TOK, 256, isas[k], PS_ACT_F32, 1, k == 0 ? 2 : 1,
+            float *c = hybrid_logits(path, ids, N_TOK, 256, isas[k], PS_ACT_F32, 1, k == 0 ? 2 : 1,
                                 &nv);
             if (!c) continue;
             if (r) {
@@ -283,21 +198,21 @@ static void test_reference(bool numpy) {
         /* 2 threads and other chunkings: the same bits as 1 thread in chunks of 256 */
         if (best) {
             const size_t nf = (size_t)N_TOK * (size_t)nv;
-            float *c2 = c_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, 1, &nv);
+            float *c2 = hybrid_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, 1, &nv);
             CHECKF(c2 && !memcmp(c2, best, nf * 4), "%s: 2 threads differ from 1", tag);
             free(c2);
             const int32_t chunks[3] = {1, 7, 100};
             for (int j = 0; j < 3; j++) {
                 if (chunks[j] == 1 && i % 4 != 0) continue; /* chunk 1 once per arch: slow */
-                float *cc = c_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), PS_ACT_F32,
+                float *cc = hybrid_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), PS_ACT_F32,
                                      j == 1 ? 2 : 1, 1, &nv);
                 CHECKF(cc && !memcmp(cc, best, nf * 4), "%s: chunk %d differs from 256", tag,
                        chunks[j]);
                 free(cc);
             }
             /* native activations: runs, is chunk- and thread-invariant too */
-            float *n1 = c_logits(path, ids, 300, 256, ps_isa_best(), PS_ACT_NATIVE, 1, 1, &nv);
-            float *n2 = c_logits(path, ids, 300, 7, ps_isa_best(), PS_ACT_NATIVE, 2, 1, &nv);
+            float *n1 = hybrid_logits(path, ids, 300, 256, ps_isa_best(), PS_ACT_NATIVE, 1, 1, &nv);
+            float *n2 = hybrid_logits(path, ids, 300, 7, ps_isa_best(), PS_ACT_NATIVE, 2, 1, &nv);
             CHECKF(n1 && n2 && !memcmp(n1, n2, (size_t)300 * nv * 4),
                    "%s native: chunk 7 on 2 threads differs from chunk 256 on 1", tag);
             free(n1);

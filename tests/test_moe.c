@@ -19,6 +19,7 @@
  * No shared material needed.
  */
 #include "check.h"
+#include "fixture.h"
 #include "testhooks.h"
 #include "genmodel.h"
 #include "gguf.h"
@@ -26,55 +27,16 @@
 
 #include <math.h>
 
-static char dir[256];
 static ps_isa run_isa = PS_ISA_AUTO; /* the sessions' ISA (test_grouped walks them) */
 
-static const char *path_in(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
-
-/* Logits of n ids, forwarded in batches of `batch` on `pool` (malloc'd) or NULL. */
+/* Logits of n ids, forwarded in batches of `batch` on `pool` (malloc'd) or NULL; *n_active:
+ * experts with rows in the last call's last layer, negative when one took all of them. */
 static float *logits_of(const ps_model *m, const int32_t *ids, int32_t n, int32_t batch,
                         ps_pool *pool, ps_act act, int32_t *n_active) {
-    ps_session_params sp = ps_session_default_params();
-    sp.n_ctx = n;
-    sp.n_batch = batch;
-    sp.pool = pool;
-    sp.act = act;
-    sp.isa = run_isa;
-    ps_session *s = NULL;
-    ps_error e;
-    if (ps_session_create(m, &sp, &s, &e) != PS_OK) {
-        CHECKF(0, "session: %s", e.message);
-        return NULL;
-    }
-    ps_model_info info;
-    ps_model_get_info(m, &info);
-    float *out = malloc((size_t)n * (size_t)info.n_vocab * sizeof *out);
-    for (int32_t i = 0; out && i < n; i += batch) {
-        const int32_t k = PS_MIN(batch, n - i);
-        if (ps_session_forward(s, ids + i, k, out + (size_t)i * (size_t)info.n_vocab, &e) !=
-            PS_OK) {
-            CHECKF(0, "forward at %d: %s", i, e.message);
-            free(out);
-            out = NULL;
-        }
-    }
-    if (n_active && out) { /* experts with rows in the last call's last layer */
-        *n_active = 0;
-        int32_t max_rows = 0;
-        for (int32_t x = 0; x < m->hp.n_expert; x++) {
-            const int32_t r = s->moe_start[x + 1] - s->moe_start[x];
-            *n_active += r > 0;
-            max_rows = PS_MAX(max_rows, r);
-        }
-        if (max_rows == s->moe_start[m->hp.n_expert]) *n_active = -*n_active; /* one took all */
-    }
-    ps_session_free(s);
+    fx_run r = fx_run_of(batch, run_isa, act, 1);
+    r.pool = pool;
+    float *out = fx_logits(m, ids, n, &r);
+    if (n_active && out) *n_active = r.max_rows == r.all_rows ? -r.active : r.active;
     return out;
 }
 
@@ -96,7 +58,7 @@ static void test_invariance(void) {
             /* 3 of 8 experts for qwen3moe: with 2 the sum's order would not show (a + b = b + a) */
             if (gp.n_expert == 8) gp.n_expert_used = 3;
             gp.seed = 31 + ti;
-            const char *path = path_in("inv.gguf");
+            const char *path = outp("inv.gguf");
             ps_model *m = NULL;
             ps_model_params mp = ps_model_default_params();
             if (ps_genmodel_write(&gp, path, &e) != PS_OK ||
@@ -164,7 +126,7 @@ static void test_grouped(void) {
         gp.n_expert = 160;
         gp.n_expert_used = 3;
         gp.seed = 57 + ti;
-        const char *path = path_in("grouped.gguf");
+        const char *path = outp("grouped.gguf");
         ps_model *m = NULL;
         ps_model_params mp = ps_model_default_params();
         if (ps_genmodel_write(&gp, path, &e) != PS_OK ||
@@ -260,7 +222,7 @@ static const char *rewrite(const ps_gguf *g, const defect *d, const char *name) 
         }
         ps_gguf_add_tensor(w, tn, type, nd, ne, data, nbytes);
     }
-    const char *path = path_in(name);
+    const char *path = outp(name);
     ps_error e;
     ps_status st = ps_gguf_write_file(w, path, &e);
     ps_gguf_writer_free(w);
@@ -274,9 +236,9 @@ static const char *rewrite(const ps_gguf *g, const defect *d, const char *name) 
 
 static void test_bad_files(void) {
     ps_error e;
-    char q[512], mx[512]; /* own copies: path_in's buffers rotate */
-    snprintf(q, sizeof q, "%s", path_in("q3moe.gguf"));
-    snprintf(mx, sizeof mx, "%s", path_in("mixtral.gguf"));
+    char q[512], mx[512]; /* own copies: outp's buffers rotate */
+    snprintf(q, sizeof q, "%s", outp("q3moe.gguf"));
+    snprintf(mx, sizeof mx, "%s", outp("mixtral.gguf"));
     ps_genmodel_params gp = ps_genmodel_default_params();
     ps_genmodel_preset("qwen3moe-tiny", &gp, NULL);
     CHECKF(ps_genmodel_write(&gp, q, &e) == PS_OK, "%s", e.message);
@@ -361,7 +323,7 @@ static void test_bad_files(void) {
         snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr);
         ps_gguf_add_tensor(w, tn, t->type, t->n_dims, t->ne, t->data, t->nbytes);
     }
-    const char *np = path_in("nonorm.gguf");
+    const char *np = outp("nonorm.gguf");
     CHECK(ps_gguf_write_file(w, np, &e) == PS_OK);
     ps_gguf_writer_free(w);
     ps_model *a = NULL, *b = NULL;
@@ -395,7 +357,7 @@ static void test_faults(void) {
     ps_genmodel_preset("qwen3moe-tiny", &gp, NULL);
     gp.n_layer = 1;
     char path[512];
-    snprintf(path, sizeof path, "%s", path_in("faults.gguf"));
+    snprintf(path, sizeof path, "%s", outp("faults.gguf"));
     ps_error e;
     CHECKF(ps_genmodel_write(&gp, path, &e) == PS_OK, "%s", e.message);
     const int32_t ids[5] = {1, 9, 300, 4, 77};
@@ -427,8 +389,8 @@ static void test_faults(void) {
 
 int main(void) {
     const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/ps-test-moe-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
+    snprintf(out_dir, sizeof out_dir, "%s/ps-test-moe-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(out_dir)) {
         CHECKF(0, "no temp dir");
         return ps_test_done("moe");
     }
@@ -438,7 +400,7 @@ int main(void) {
     test_faults();
     static const char *files[] = {"inv.gguf", "q3moe.gguf", "mixtral.gguf", "bad.gguf",
                                   "nonorm.gguf", "grouped.gguf"};
-    for (size_t i = 0; i < PS_ARRAY_LEN(files); i++) remove(path_in(files[i]));
-    rmdir(dir);
+    for (size_t i = 0; i < PS_ARRAY_LEN(files); i++) remove(outp(files[i]));
+    rmdir(out_dir);
     return ps_test_done("moe");
 }

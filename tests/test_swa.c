@@ -21,6 +21,7 @@
  * The numpy part is skipped (never passed) without /usr/bin/python3 and numpy.
  */
 #include "check.h"
+#include "fixture.h"
 #include "genmodel.h"
 #include "impl.h"
 #include "attention.h"
@@ -30,20 +31,8 @@
 
 #include <math.h>
 
-#define FORWARD_PY "tests/reference/forward.py"
-#define PYTHON "/usr/bin/python3"
 #define N_TOK 600
 #define WIN 40
-
-static char out_dir[512];
-
-static const char *outp(const char *name) {
-    static char buf[8][640];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", out_dir, name);
-    return buf[k];
-}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float frand(void) {
@@ -79,16 +68,6 @@ static void test_pv_acc(void) {
 
 /* ---------------------------------------------------------------- the model */
 
-static int32_t *make_ids(int32_t n, int32_t n_vocab) {
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    uint64_t s = 0x1234567ull;
-    for (int32_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = i == 0 ? 1 : (int32_t)((s >> 33) % (uint64_t)n_vocab);
-    }
-    return ids;
-}
-
 typedef struct {
     int32_t n_ctx, chunk, threads, win;
     ps_isa isa;
@@ -96,96 +75,50 @@ typedef struct {
     int64_t kv_floats;     /* out */
 } run_opts;
 
-/* Loads path, makes the even layers slide with window o->win (0: none), runs ids (n) in chunks
- * and returns the logits (malloc) or NULL. */
-static float *c_logits(const char *path, const int32_t *ids, int32_t n, run_opts *o,
-                       int64_t *n_vocab) {
-    ps_error e;
-    ps_model *m = NULL;
-    ps_model_params mp = ps_model_default_params();
-    if (ps_model_load(path, &mp, &m, &e) != PS_OK) {
-        CHECKF(0, "load %s: %s", path, e.message);
-        return NULL;
-    }
+static void swa_windows(ps_model *m, void *ud) {
+    const run_opts *o = ud;
     for (int32_t l = 0; l < m->hp.n_layer; l++) m->w.layers[l].swa = l % 2 == 0 ? o->win : 0;
-    *n_vocab = m->hp.n_vocab;
-    ps_pool *pool = NULL;
-    if (o->threads > 1) ps_pool_create(o->threads, &pool);
-    ps_session_params sp = ps_session_default_params();
-    sp.n_ctx = o->n_ctx;
-    sp.n_batch = o->chunk;
-    sp.isa = o->isa;
-    sp.act = PS_ACT_F32;
-    sp.pool = pool;
-    ps_session *s = NULL;
-    ps_status st = ps_session_create(m, &sp, &s, &e);
-    CHECKF(st == PS_OK, "session: %s", e.message);
-    const size_t nf = (size_t)n * (size_t)*n_vocab;
-    float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
-    if (s) o->kv_floats = s->seq->kv_floats;
-    for (int32_t i = 0; out && i < n; i += o->chunk) {
-        int32_t k = PS_MIN(o->chunk, n - i);
-        st = ps_session_forward(s, ids + i, k, out + (size_t)i * (size_t)*n_vocab, &e);
-        if (st != PS_OK) {
-            CHECKF(0, "forward at %d: %s", i, e.message);
-            free(out);
-            out = NULL;
-        }
-    }
-    if (out && o->truncate_to > 0) {
-        /* more than n_batch dropped: refused, nothing changes */
-        const int32_t too_far = n - o->chunk - 1;
-        CHECKF(ps_session_truncate(s, too_far) == PS_ERR_UNSUPPORTED,
-               "truncating %d positions into a ring of %lld is accepted", n - too_far,
-               (long long)s->seq->kv_len[0]);
-        CHECK(ps_session_n_past(s) == n);
-        CHECK(ps_session_truncate(s, o->truncate_to) == PS_OK);
-        float *again = malloc(nf * sizeof(float));
-        for (int32_t i = o->truncate_to; i < n; i += o->chunk) {
-            int32_t k = PS_MIN(o->chunk, n - i);
-            st = ps_session_forward(s, ids + i, k, again + (size_t)i * (size_t)*n_vocab, &e);
-            CHECKF(st == PS_OK, "forward after truncate at %d: %s", i, e.message);
-            if (st != PS_OK) break;
-        }
-        const size_t off = (size_t)o->truncate_to * (size_t)*n_vocab;
-        CHECKF(st == PS_OK && !memcmp(out + off, again + off, (nf - off) * 4),
-               "re-running %d positions after a truncate gives other bits", n - o->truncate_to);
-        free(again);
-    }
-    ps_session_free(s);
-    ps_pool_free(pool);
-    ps_model_free(m);
-    return out;
 }
 
-static double *ref_logits(const char *path, const int32_t *ids, int32_t n, int64_t n_vocab,
-                          const char *tag, int32_t win) {
-    char ids_path[700], out_path[700], cmd[2400];
-    snprintf(ids_path, sizeof ids_path, "%s.ids", outp(tag));
-    snprintf(out_path, sizeof out_path, "%s.ref.f64", outp(tag));
-    FILE *f = fopen(ids_path, "w");
-    if (!f) return NULL;
-    for (int32_t i = 0; i < n; i++) fprintf(f, "%d\n", ids[i]);
-    fclose(f);
-    remove(out_path);
-    snprintf(cmd, sizeof cmd,
-             PYTHON " " FORWARD_PY " '%s' --tokens-file '%s' --out '%s' --swa %d", path,
-             ids_path, out_path, (int)win);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "  command failed: %s\n", cmd);
-        return NULL;
+/* After the run: truncate too far (refused), then to o->truncate_to, and run the rest again. */
+static void swa_truncate(ps_session *s, const int32_t *ids, int32_t n, const float *out,
+                         void *ud) {
+    const run_opts *o = ud;
+    ps_error e;
+    ps_status st = PS_OK;
+    const size_t nv = (size_t)s->model->hp.n_vocab, nf = (size_t)n * nv;
+    /* more than n_batch dropped: refused, nothing changes */
+    const int32_t too_far = n - o->chunk - 1;
+    CHECKF(ps_session_truncate(s, too_far) == PS_ERR_UNSUPPORTED,
+           "truncating %d positions into a ring of %lld is accepted", n - too_far,
+           (long long)s->seq->kv_len[0]);
+    CHECK(ps_session_n_past(s) == n);
+    CHECK(ps_session_truncate(s, o->truncate_to) == PS_OK);
+    float *again = malloc(nf * sizeof(float));
+    for (int32_t i = o->truncate_to; i < n; i += o->chunk) {
+        int32_t k = PS_MIN(o->chunk, n - i);
+        st = ps_session_forward(s, ids + i, k, again + (size_t)i * nv, &e);
+        CHECKF(st == PS_OK, "forward after truncate at %d: %s", i, e.message);
+        if (st != PS_OK) break;
     }
-    FILE *g = fopen(out_path, "rb");
-    if (!g) return NULL;
-    const size_t nf = (size_t)n * (size_t)n_vocab;
-    double *r = malloc(nf * sizeof(double));
-    size_t got = fread(r, sizeof(double), nf, g);
-    fclose(g);
-    if (got != nf) {
-        free(r);
-        return NULL;
-    }
-    return r;
+    const size_t off = (size_t)o->truncate_to * nv;
+    CHECKF(st == PS_OK && !memcmp(out + off, again + off, (nf - off) * 4),
+           "re-running %d positions after a truncate gives other bits", n - o->truncate_to);
+    free(again);
+}
+
+/* Loads path, makes the even layers slide with window o->win (0: none), runs ids (n) in chunks
+ * and returns the logits (malloc) or NULL. */
+static float *swa_logits(const char *path, const int32_t *ids, int32_t n, run_opts *o,
+                         int64_t *n_vocab) {
+    fx_run r = fx_run_of(o->chunk, o->isa, PS_ACT_F32, o->threads);
+    r.n_ctx = o->n_ctx;
+    r.on_model = swa_windows;
+    r.on_done = o->truncate_to > 0 ? swa_truncate : NULL;
+    r.ud = o;
+    float *out = c_logits_run(path, ids, n, &r, n_vocab);
+    o->kv_floats = r.kv_floats;
+    return out;
 }
 
 static void test_reference(bool numpy) {
@@ -208,16 +141,19 @@ static void test_reference(bool numpy) {
         ps_status st = ps_genmodel_write(&p, path, &e);
         CHECKF(st == PS_OK, "%s: %s", tag, e.message);
         if (st != PS_OK) continue;
-        int32_t *ids = make_ids(N_TOK, p.n_vocab);
+        int32_t *ids = make_ids(N_TOK, p.n_vocab, 0x1234567ull);
         int64_t nv = 0;
-        double *r = numpy ? ref_logits(path, ids, N_TOK, p.n_vocab, tag, WIN) : NULL;
+        char swa_arg[32];
+        snprintf(swa_arg, sizeof swa_arg, "--swa %d", WIN);
+        double *r = numpy ? ref_logits_args(path, ids, N_TOK, p.n_vocab, tag, swa_arg, false)
+                          : NULL;
         if (numpy) CHECKF(r != NULL, "%s: no reference logits", tag);
         float *best = NULL;
         int64_t ring_kv = 0;
         for (size_t k = 0; k < PS_ARRAY_LEN(ISAS); k++) {
             if (!ps_isa_supported(ISAS[k])) continue;
             run_opts o = {N_TOK, 256, 1, WIN, ISAS[k], 0, 0};
-            float *c = c_logits(path, ids, N_TOK, &o, &nv);
+            float *c = swa_logits(path, ids, N_TOK, &o, &nv);
             if (!c) continue;
             ring_kv = o.kv_floats;
             if (r) {
@@ -251,7 +187,7 @@ static void test_reference(bool numpy) {
             CHECKF(ring_kv == want, "%s: KV floats %lld, expected %lld", tag,
                    (long long)ring_kv, (long long)want);
             run_opts o = {N_TOK, 256, 1, 0, isa, 0, 0};
-            float *g = c_logits(path, ids, N_TOK, &o, &nv);
+            float *g = swa_logits(path, ids, N_TOK, &o, &nv);
             CHECKF(o.kv_floats == 3 * dkv * (608 + 600), "%s: global KV floats %lld", tag,
                    (long long)o.kv_floats);
             /* the window matters: global attention gives other logits */
@@ -261,9 +197,9 @@ static void test_reference(bool numpy) {
             free(g);
             /* a window wider than the prompt: the bits of global attention */
             run_opts wide = {N_TOK, 256, 1, 5000, isa, 0, 0};
-            float *w1 = c_logits(path, ids, N_TOK, &wide, &nv);
+            float *w1 = swa_logits(path, ids, N_TOK, &wide, &nv);
             o.win = 0;
-            float *g2 = c_logits(path, ids, N_TOK, &o, &nv);
+            float *g2 = swa_logits(path, ids, N_TOK, &o, &nv);
             CHECKF(w1 && g2 && !memcmp(w1, g2, nf * 4),
                    "%s: a window of 5000 differs from global attention", tag);
             free(w1);
@@ -272,27 +208,27 @@ static void test_reference(bool numpy) {
         /* 2 threads and other chunkings (other ring sizes): the same bits */
         {
             run_opts o = {N_TOK, 256, 2, WIN, isa, 0, 0};
-            float *c2 = c_logits(path, ids, N_TOK, &o, &nv);
+            float *c2 = swa_logits(path, ids, N_TOK, &o, &nv);
             CHECKF(c2 && !memcmp(c2, best, nf * 4), "%s: 2 threads differ from 1", tag);
             free(c2);
             const int32_t chunks[3] = {1, 7, 100};
             for (int j = 0; j < 3; j++) {
                 if (chunks[j] == 1 && i != 0) continue; /* chunk 1 once: slow */
                 run_opts oc = {N_TOK, chunks[j], j == 1 ? 2 : 1, WIN, isa, 0, 0};
-                float *cc = c_logits(path, ids, N_TOK, &oc, &nv);
+                float *cc = swa_logits(path, ids, N_TOK, &oc, &nv);
                 CHECKF(cc && !memcmp(cc, best, nf * 4), "%s: chunk %d differs from 256", tag,
                        chunks[j]);
                 free(cc);
             }
             /* a session whose ring holds every position (n_ctx 200 < 295) */
             run_opts os = {200, 256, 1, WIN, isa, 0, 0};
-            float *cs = c_logits(path, ids, 200, &os, &nv);
+            float *cs = swa_logits(path, ids, 200, &os, &nv);
             CHECKF(cs && !memcmp(cs, best, (size_t)200 * (size_t)nv * 4),
                    "%s: an unringed session differs from the ringed one", tag);
             free(cs);
             /* truncation: drop the last 256 (allowed: the ring keeps them) and re-run */
             run_opts ot = {N_TOK, 256, 1, WIN, isa, N_TOK - 256, 0};
-            float *ct = c_logits(path, ids, N_TOK, &ot, &nv);
+            float *ct = swa_logits(path, ids, N_TOK, &ot, &nv);
             CHECKF(ct && !memcmp(ct, best, nf * 4), "%s: a truncating run differs", tag);
             free(ct);
         }
