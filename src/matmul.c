@@ -968,23 +968,20 @@ static void q8_group_quant_task(void *ctx, int64_t q, int32_t thread) {
     q8_quant_at(&g->job, it->x + (sg->row + r) * it->ldx, sg->slot * MM_QROWS + sg->off + r);
 }
 
-/* Task t of a pass: run t / (n_w n_tiles), matrix, tile. */
 static void q8_group_tile_task(void *ctx, int64_t t, int32_t thread) {
     const q8_group_job *g = ctx;
-    const int64_t per = g->n_w * g->n_tiles, ahead = t + 2 * g->job.n_threads;
-    if (ahead < g->n_segs * per) {
-        const ps_mm_item *ia = &g->items[g->segs[ahead / per].item];
-        prefetch_tile(&ia->w[ahead % per / g->n_tiles], ahead % g->n_tiles);
-    }
-    const ps_mm_seg *sg = &g->segs[t / per];
-    const ps_mm_item *it = &g->items[sg->item];
+    int64_t at = 0;
+    const ps_mat *wa = ps_mm_task_w(g->items, g->segs, g->n_segs, g->n_w, g->n_tiles,
+                                    t + 2 * g->job.n_threads, &at);
+    if (wa) prefetch_tile(wa, at);
+    const ps_mm_task k = ps_mm_task_at(g->items, g->segs, g->n_w, g->n_tiles, t);
+    const ps_mm_seg *sg = k.seg;
     qx_pass qp = g->job.qp;
     qp.q += (size_t)sg->slot * qp.region + (size_t)sg->off * (size_t)qp.ldq;
     qp.d += (size_t)sg->slot * qp.dregion + (size_t)sg->off * (size_t)qp.ldd;
     qp.n_rows = sg->n;
-    const int64_t m = t % per / g->n_tiles;
-    q8_tile(&g->job, &it->w[m], &qp, t % g->n_tiles, it->y[m] + sg->row * it->ldy, it->ldy,
-            thread);
+    q8_tile(&g->job, &k.item->w[k.m], &qp, k.tile, k.item->y[k.m] + sg->row * k.item->ldy,
+            k.item->ldy, thread);
 }
 
 static void q8_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {

@@ -99,6 +99,33 @@ int32_t ps_mm_plan(const ps_mm_item *items, int32_t n_items, int32_t *item, int6
 /* The run holding row q of a pass of n runs (q < the pass's rows). */
 const ps_mm_seg *ps_mm_seg_of(const ps_mm_seg *segs, int32_t n, int64_t q);
 
+/* Task t of a pass's tile dispatch (n_w matrices of n_tiles weight tiles per run, runs in
+ * order): its run, item, matrix and tile. */
+typedef struct {
+    const ps_mm_seg *seg;
+    const ps_mm_item *item;
+    int32_t m;
+    int64_t tile;
+} ps_mm_task;
+
+static inline ps_mm_task ps_mm_task_at(const ps_mm_item *items, const ps_mm_seg *segs,
+                                       int32_t n_w, int64_t n_tiles, int64_t t) {
+    const int64_t per = n_w * n_tiles;
+    const ps_mm_seg *sg = &segs[t / per];
+    return (ps_mm_task){sg, &items[sg->item], (int32_t)(t % per / n_tiles), t % n_tiles};
+}
+
+/* The matrix of task t of a pass of n_segs runs and *tile its tile (for a prefetch ahead), or
+ * NULL when t is past the pass's end. */
+static inline const ps_mat *ps_mm_task_w(const ps_mm_item *items, const ps_mm_seg *segs,
+                                         int32_t n_segs, int32_t n_w, int64_t n_tiles, int64_t t,
+                                         int64_t *tile) {
+    if (t >= n_segs * n_w * n_tiles) return NULL;
+    const ps_mm_task a = ps_mm_task_at(items, segs, n_w, n_tiles, t);
+    *tile = a.tile;
+    return &a.item->w[a.m];
+}
+
 /* The plain reference: each row converted by ps_quant_row_to_f32_ref, dot products summed in
  * double, rounded once to float. Unless f32_act: Q8_0 activations are quantised by
  * ps_quant_act_q8_ref (exact integer block sums, sum of dw * dx * isum in double) and BF16

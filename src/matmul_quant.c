@@ -1376,20 +1376,17 @@ static void mmq_group_amx_task(void *ctx, int64_t gi, int32_t thread) {
 }
 #endif
 
-/* Task t of a pass: run t / (n_w n_tiles), matrix, tile. */
 static void mmq_group_tile_task(void *ctx, int64_t t, int32_t thread) {
     const mmq_group_job *g = ctx;
-    const int64_t per = g->n_w * g->n_tiles, ahead = t + 2 * g->job.n_threads;
-    if (ahead < g->n_segs * per) {
-        const ps_mm_item *ia = &g->items[g->segs[ahead / per].item];
-        prefetch_rows(&ia->w[ahead % per / g->n_tiles], ahead % g->n_tiles);
-    }
-    const ps_mm_seg *sg = &g->segs[t / per];
-    const ps_mm_item *it = &g->items[sg->item];
-    const ps_mat *w = &it->w[t % per / g->n_tiles];
-    mmq_tile(&g->job, w, t % g->n_tiles, sg->slot, sg->off, sg->n,
-             it->y[t % per / g->n_tiles] + sg->row * it->ldy, it->ldy,
-             ps_amx_stream_y(sg->n, w->n_out), thread);
+    int64_t at = 0;
+    const ps_mat *wa = ps_mm_task_w(g->items, g->segs, g->n_segs, g->n_w, g->n_tiles,
+                                    t + 2 * g->job.n_threads, &at);
+    if (wa) prefetch_rows(wa, at);
+    const ps_mm_task k = ps_mm_task_at(g->items, g->segs, g->n_w, g->n_tiles, t);
+    const ps_mat *w = &k.item->w[k.m];
+    mmq_tile(&g->job, w, k.tile, k.seg->slot, k.seg->off, k.seg->n,
+             k.item->y[k.m] + k.seg->row * k.item->ldy, k.item->ldy,
+             ps_amx_stream_y(k.seg->n, w->n_out), thread);
 }
 
 void ps_mmq_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {

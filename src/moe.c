@@ -242,6 +242,30 @@ static void experts_plain(ps_session *s, const ps_matmul_env *env, const ps_laye
 
 #define MOE_GROUP 128 /* experts per ps_matmul_group call (the items live on the stack) */
 
+/* The items of the active experts from *e on, up to MOE_GROUP of them: their gate and up
+ * (rows of moe_x into moe_g, moe_u) or, with down, their down product (moe_g into moe_x). */
+static int32_t expert_items(ps_session *s, const ps_layer *L, bool down, int64_t *e,
+                            ps_mm_item *items) {
+    const ps_hparams *hp = &s->model->hp;
+    const int64_t d = hp->n_embd, E = hp->n_expert, F = hp->n_ff_exp;
+    const int32_t *start = s->moe_start;
+    int32_t n_items = 0;
+    for (; *e < E && n_items < MOE_GROUP; ++*e) {
+        const int64_t r0 = start[*e], nr = start[*e + 1] - r0;
+        if (nr == 0) continue;
+        ps_mm_item *it = &items[n_items++];
+        if (down) {
+            *it = (ps_mm_item){s->moe_g + r0 * F, F, nr, 1, {ps_mat3_at(&L->down_exps, *e)},
+                               {s->moe_x + r0 * d}, d};
+        } else {
+            *it = (ps_mm_item){s->moe_x + r0 * d, d, nr, 2, {{0}},
+                               {s->moe_g + r0 * F, s->moe_u + r0 * F}, F};
+            expert_gate_up(L, *e, F, &it->w[0], &it->w[1]);
+        }
+    }
+    return n_items;
+}
+
 /* The same products grouped: gate and up of up to MOE_GROUP active experts in one
  * ps_matmul_group (their rows quantised once for both), then their down products in another,
  * so the pool's tasks span (expert, weight tile) pairs across experts; bitwise the same as
@@ -249,33 +273,13 @@ static void experts_plain(ps_session *s, const ps_matmul_env *env, const ps_laye
 static void experts_grouped(ps_session *s, const ps_matmul_env *env, const ps_layer *L,
                             moe_job *job) {
     const ps_hparams *hp = &s->model->hp;
-    const int64_t d = hp->n_embd, E = hp->n_expert, k = hp->n_expert_used, F = hp->n_ff_exp;
-    const int32_t *start = s->moe_start;
-    const int64_t n = start[E] / k;
+    const int64_t E = hp->n_expert, k = hp->n_expert_used;
+    const int64_t n = s->moe_start[E] / k;
     ps_mm_item items[MOE_GROUP];
-    for (int64_t e0 = 0, n_items = 0; e0 < E; n_items = 0) {
-        for (; e0 < E && n_items < MOE_GROUP; e0++) {
-            const int64_t r0 = start[e0], nr = start[e0 + 1] - r0;
-            if (nr == 0) continue;
-            ps_mm_item *it = &items[n_items++];
-            *it = (ps_mm_item){s->moe_x + r0 * d, d, nr, 2, {{0}}, {s->moe_g + r0 * F,
-                               s->moe_u + r0 * F}, F};
-            expert_gate_up(L, e0, F, &it->w[0], &it->w[1]);
-        }
-        ps_matmul_group(env, items, (int32_t)n_items);
-    }
+    for (int64_t e = 0; e < E;) ps_matmul_group(env, items, expert_items(s, L, false, &e, items));
     job->op = MOE_SWIGLU;
     ps_pool_for(s->pool, n * k, moe_task, job);
-    for (int64_t e0 = 0, n_items = 0; e0 < E; n_items = 0) {
-        for (; e0 < E && n_items < MOE_GROUP; e0++) {
-            const int64_t r0 = start[e0], nr = start[e0 + 1] - r0;
-            if (nr == 0) continue;
-            items[n_items++] = (ps_mm_item){s->moe_g + r0 * F, F, nr, 1,
-                                            {ps_mat3_at(&L->down_exps, e0)},
-                                            {s->moe_x + r0 * d}, d};
-        }
-        ps_matmul_group(env, items, (int32_t)n_items);
-    }
+    for (int64_t e = 0; e < E;) ps_matmul_group(env, items, expert_items(s, L, true, &e, items));
 }
 
 void ps_test_moe_plain(bool on) { atomic_store(&moe_plain, on); }
