@@ -42,7 +42,8 @@ endif
 # response writer, --hf downloads (libcurl) and the random-model generator. src/cli*.c is the
 # promptscore binary. Every other src/*.c is the core (gguf, vocab, model, kernels, scoring: the
 # installed library), so a new source file joins the core unless it is listed here.
-FRONT_SRC := src/server.c src/server_guard.c src/server_conns.c src/request.c src/jsonl.c \
+FRONT_SRC := src/server.c src/server_guard.c src/server_conns.c src/request.c src/engine.c \
+             src/metrics.c src/jsonl.c \
              src/jansson_alloc.c \
              src/json.c src/download.c \
              src/genmodel.c

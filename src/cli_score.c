@@ -1,9 +1,10 @@
 /*
  * cli_score.c — `promptscore score`: JSON Lines in, one scored line out per input line.
  *
- * score streams: one line is read (getline, any length), parsed with jansson, tokenised (text
- * prompts get BOS as the model says unless --no-bos; id lists are verbatim), scored with
- * ps_score_tokens and written as {"id", "logprobs" (the server's object, prompt entries only),
+ * score streams: one line is read (getline, any length), parsed and tokenised by the request
+ * module (jsonl.c, request.c: text prompts get BOS as the model says unless --no-bos; id lists
+ * are verbatim), scored by the engine (engine.c, one worker and one slot, so lines go in input
+ * order, one at a time — the server's request path) and written as {"id", "logprobs" (the server's object, prompt entries only),
  * "sum_logprob", "n_tokens"} before the next line is read, so memory stays bounded by the
  * longest line. A bad line becomes {"id", "error": {...}} and the run goes on (--strict makes
  * the exit status 1 at the end). Progress goes to stderr when it is a terminal (or with
@@ -19,6 +20,7 @@
  */
 #include "cli.h"
 #include "cli_shard.h"
+#include "engine.h"
 #include "jsonl.h"
 #include "vocab.h"
 
@@ -163,6 +165,7 @@ static const char *SCORE_ABOUT =
 
 typedef struct {
     ps_cli_loaded *l;
+    ps_engine *engine;  /* one worker: one line at a time, in input order */
     ps_jsonl_limits lim;
     int32_t chunk;
     int64_t tokens;
@@ -173,21 +176,34 @@ typedef struct {
  * when it was an error line, -1 when a stop signal cancelled it (b is left empty). */
 static int score_line(score_ctx *c, const line_in *li, int64_t lineno, ps_buf *b) {
     ps_jsonl_req req;
-    ps_score_result *r = NULL;
+    const ps_score_result *r = NULL;
     ps_status pst = li->refused
                         ? ps_jsonl_refused(li->buf, li->len, lineno, &c->lim, &li->scan, &req)
                         : ps_jsonl_parse(li->buf, li->len, lineno, &c->lim, &req);
+    ps_engine_job *job = NULL;
     if (pst == PS_OK) {
-        ps_score_params sp = ps_score_default_params();
-        sp.k = req.k;
-        sp.chunk = c->chunk;
-        sp.cancel = stop_requested;
-        sp.cache = c->l->cache;
+        /* the one request path: the line's job to the engine, which scores it (the ids stay
+         * the line's: the job only borrows them) */
+        ps_req_prompt prompt = {.ids = req.ids, .n = req.n, .prompt_offset = req.prompt_offset};
+        ps_completion_req cr = {.prompts = &prompt, .n_prompts = 1, .logprobs = req.k,
+                                .logprobs_from = req.logprobs_from, .temperature = 1,
+                                .top_p = 1, .prompt_tokens = req.n};
         ps_error err;
         ps_error_clear(&err);
-        ps_status st = ps_score_tokens(c->l->session, req.ids, req.n, &sp, &r, &err);
+        ps_status st;
+        job = ps_engine_job_new(&cr, 0);
+        if (!job) {
+            st = ps_fail(&err, PS_ERR_NOMEM, -1, "out of memory");
+        } else if (ps_engine_admit(c->engine) != PS_ENGINE_OK) {
+            st = ps_fail(&err, PS_ERR_INTERNAL, -1, "the engine refused the line");
+        } else {
+            if (ps_engine_submit(c->engine, job) == PS_ENGINE_OK)
+                ps_engine_wait(c->engine, job, stop_requested, NULL);
+            ps_engine_leave(c->engine);
+            st = ps_engine_job_status(job, &err, NULL);
+        }
         if (st == PS_ERR_CANCELLED) {
-            ps_score_result_free(r);
+            ps_engine_job_free(job);
             ps_jsonl_req_free(&req);
             return -1;
         }
@@ -198,6 +214,8 @@ static int score_line(score_ctx *c, const line_in *li, int64_t lineno, ps_buf *b
                         st == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL,
                         "line %lld: %s", (long long)lineno, err.message);
             req.err.st = st;
+        } else {
+            r = ps_engine_job_result(job, 0);
         }
     }
     bool ok = req.ok;
@@ -209,7 +227,7 @@ static int score_line(score_ctx *c, const line_in *li, int64_t lineno, ps_buf *b
         if (c->view) ps_cli_view_error(c->view, b, &req);
         else ps_jsonl_write_error(b, &req);
     }
-    ps_score_result_free(r);
+    ps_engine_job_free(job); /* and its result */
     ps_jsonl_req_free(&req);
     return ok ? 1 : 0;
 }
@@ -336,14 +354,34 @@ int ps_cli_score(int argc, char **argv) {
         return 1;
     }
     ps_cli_loaded l;
+    o.no_session = true; /* the engine's worker holds the session */
     int lrc = ps_cli_load(cmd, &o, false, &l);
     if (lrc) {
         if (in != stdin) fclose(in);
         return lrc;
     }
+    ps_engine *engine = NULL;
+    {
+        ps_engine_params ep = ps_engine_default_params();
+        ep.n_threads = o.threads;
+        ep.queue = 1;
+        ep.chunk = o.chunk > 0 ? o.chunk : PS_CHUNK;
+        ep.act = o.act;
+        ep.cache = l.cache;
+        ps_error err;
+        ps_error_clear(&err);
+        if (ps_engine_create(l.model, &ep, &engine, &err) != PS_OK) {
+            fprintf(stderr, "promptscore %s: cannot create a session of %d positions: %s\n", cmd,
+                    l.info.n_ctx, err.message);
+            ps_cli_unload(&l);
+            if (in != stdin) fclose(in);
+            return 1;
+        }
+    }
     if (k > l.info.n_vocab) {
         fprintf(stderr, "promptscore %s: --logprobs %d exceeds the vocabulary size %d\n", cmd, k,
                 l.info.n_vocab);
+        ps_engine_free(engine);
         ps_cli_unload(&l);
         if (in != stdin) fclose(in);
         return 2;
@@ -369,6 +407,7 @@ int ps_cli_score(int argc, char **argv) {
                                 sizeof why);
         if (src != 0) {
             fprintf(stderr, "promptscore %s: %s%s\n", cmd, resume ? "--resume: " : "", why);
+            ps_engine_free(engine);
             ps_cli_unload(&l);
             if (in != stdin) fclose(in);
             return src;
@@ -383,12 +422,14 @@ int ps_cli_score(int argc, char **argv) {
                     so.complete ? "; it is complete" : "");
         if (so.complete) {
             ps_shard_close(&so);
+            ps_engine_free(engine);
             ps_cli_unload(&l);
             if (in != stdin) fclose(in);
             return 0;
         }
     } else if (out_path && strcmp(out_path, "-") && !(out = fopen(out_path, "wb"))) {
         fprintf(stderr, "promptscore %s: cannot create %s: %s\n", cmd, out_path, strerror(errno));
+        ps_engine_free(engine);
         ps_cli_unload(&l);
         if (in != stdin) fclose(in);
         return 1;
@@ -403,6 +444,7 @@ int ps_cli_score(int argc, char **argv) {
      * line by line for a pipe or terminal (streaming consumers) */
     if (!sharded && fflush(out) != 0) {
         fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+        ps_engine_free(engine);
         ps_cli_unload(&l);
         if (in != stdin) fclose(in);
         if (out != stdout) fclose(out);
@@ -412,7 +454,7 @@ int ps_cli_score(int argc, char **argv) {
     struct stat osb;
     bool flush_each = fstat(out_fd, &osb) != 0 || !S_ISREG(osb.st_mode);
     ps_cli_view view;
-    score_ctx sc = {.l = &l, .chunk = o.chunk};
+    score_ctx sc = {.l = &l, .engine = engine, .chunk = o.chunk};
     if (format != PS_CLI_FORMAT_JSONL) {
         ps_cli_view_init(&view, format, isatty(out_fd) && !getenv("NO_COLOR"));
         sc.view = &view;
@@ -524,6 +566,7 @@ int ps_cli_score(int argc, char **argv) {
     free(li.buf);
     ps_buf_free(&b);
     ps_buf_free(&pending);
+    ps_engine_free(engine);
     ps_cli_unload(&l);
     if (in != stdin) fclose(in);
     if (out != stdout && fclose(out) != 0 && rc == 0) {

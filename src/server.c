@@ -3,24 +3,21 @@
  * scoring request of lm-evaluation-harness), /v1/models, /health, /tokenizer_info, /tokenize,
  * /detokenize, /metrics and the page at /.
  *
- * Three parts, one way through:
- *   parse   ps_completion_req_parse(): body bytes -> a validated request (jansson), or an
- *           OpenAI-shaped error with its status. Pure: no server state, so the fuzzer drives it.
- *   engine  a round-robin line of admitted requests; each engine worker owns a ps_session (KV
- *           cache) and a ps_pool over the one read-only ps_model, takes the next *prompt* of the
- *           request at the head and sends that request to the back, so the prompts of one
- *           lm-eval batch are spread over the workers and a huge request does not starve small
- *           ones. A request is admitted on its headers, before its body is read: against the
- *           number of admitted, unfinished requests (--queue) and a memory budget
- *           (--mem-budget); more get 503.
- *   HTTP    libmicrohttpd, one thread per connection. The connection thread validates, enqueues,
- *           then waits for its request while watching its socket: a client that hangs up sets
- *           the request's cancel flag, which ps_score_tokens polls between chunks and workers
- *           check before starting a prompt. Responses are written with json.h.
+ * A completion goes one way: the body is validated by the request module (request.c: body
+ * bytes -> a validated job, or an OpenAI-shaped error with its status); the job goes to the
+ * engine (engine.c: a round-robin line of admitted requests, workers with a ps_session each);
+ * the results are written here with json.h. A request is admitted on its headers, before its
+ * body is read: against the engine's slots (--queue) and a memory budget (--mem-budget);
+ * more get 503. libmicrohttpd runs one thread per connection; the connection thread
+ * validates, submits, then waits for its job while watching its socket: a client that hangs up
+ * cancels the job, which ps_score_tokens polls between chunks and workers check before
+ * starting a prompt. Counters and latencies go to metrics.c.
  * A request owns all of its memory, so a bad or cancelled one cannot change the next.
  */
 #include "server.h"
+#include "engine.h"
 #include "jscan.h"
+#include "metrics.h"
 #include "json.h"
 #include "server_conns.h"
 #include "server_guard.h"
@@ -50,35 +47,6 @@
 #endif
 #endif
 
-/* ========================================================================================== */
-/* 2. The engine                                                                              */
-/* ========================================================================================== */
-
-/* One admitted /v1/completions request. Owned by its connection thread, which waits until
- * `remaining` reaches 0 before it reads the results and frees the job. */
-typedef struct job {
-    const ps_completion_req *req;
-    ps_score_result **results;  /* n_prompts */
-    uint64_t seed;
-    atomic_bool cancel;         /* client gone, or a prompt failed */
-    atomic_bool *abort;         /* the server's: the drain deadline passed */
-    /* under server->mu */
-    int32_t next_prompt;        /* next prompt a worker takes */
-    int32_t remaining;          /* prompts not yet finished */
-    ps_status status;           /* first failure */
-    ps_error error;
-    pthread_cond_t done;
-    struct job *next;           /* FIFO link */
-} job;
-
-typedef struct {
-    struct ps_server *server;
-    pthread_t thread;
-    ps_pool *pool;
-    ps_session *session;
-    bool started;
-} worker;
-
 /* Routes, for dispatch and metrics. */
 enum {
     R_COMPLETIONS, R_MODELS, R_HEALTH, R_TOKENIZER_INFO, R_TOKENIZE, R_DETOKENIZE, R_METRICS,
@@ -99,13 +67,6 @@ static const struct {
  * buffer, which must hold them with room to spare (past it, libmicrohttpd answers by itself). */
 enum { PS_MAX_URI = 8192, PS_MAX_HEADERS = 16384, PS_HTTP_POOL = 65536 };
 
-/* every status the server answers (499: the client hung up, its work was cancelled) */
-enum { N_STATUS = 15 };
-static const int STATUSES[N_STATUS] = {200, 204, 400, 401, 403, 404, 405, 413,
-                                       414, 415, 431, 499, 500, 503, 0 /* other */};
-static const double BUCKETS[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
-enum { N_BUCKETS = sizeof BUCKETS / sizeof BUCKETS[0] };
-
 struct ps_server {
     /* configuration */
     ps_server_config cfg;
@@ -114,18 +75,11 @@ struct ps_server {
     const ps_vocab *vocab;
     ps_model_info info;
     ps_req_limits limits;
-    /* engine */
-    worker *workers;
-    int32_t n_workers;
-    pthread_mutex_t mu;
-    pthread_cond_t work;
-    job *head, *tail;
-    int32_t admitted;           /* admitted requests not yet finished */
+    ps_engine *engine;          /* admission slots (--queue), the line, the workers */
+    pthread_mutex_t mu;         /* guards the three below */
     int64_t mem_used;           /* bytes of the memory budget held by requests in flight */
     int32_t connections;        /* requests begun and not completed (for shutdown) */
-    bool draining;              /* shutting down: new completions get 503 */
-    bool stop;                  /* workers exit once the FIFO is empty */
-    atomic_bool abort;          /* the drain deadline passed: every running request stops */
+    bool draining;              /* shutting down: new requests with a body get 503 */
     /* who may ask (copies of the configuration's strings) */
     char *api_key, *allowed_hosts, *cors_origin;
     ps_conns *conns;
@@ -133,105 +87,11 @@ struct ps_server {
     struct MHD_Daemon *daemon;
     int32_t port;
     atomic_uint_fast64_t next_id;
-    /* metrics (under mu) */
-    uint64_t requests[R_COUNT][N_STATUS];
-    uint64_t lat_buckets[R_COUNT][N_BUCKETS];
-    uint64_t lat_count[R_COUNT];
-    double lat_sum[R_COUNT];
-    uint64_t tokens_scored, tokens_generated, cancelled;
-    ps_test_hold hold; /* test-only: see testhooks.h */
+    ps_metrics metrics;
 };
 
-static bool job_cancelled(void *ctx) {
-    job *j = ctx;
-    return atomic_load(&j->cancel) || atomic_load(j->abort);
-}
-
-static void *worker_main(void *arg) {
-    worker *w = arg;
-    ps_server *s = w->server;
-    for (;;) {
-        pthread_mutex_lock(&s->mu);
-        while (!s->stop && !s->head) pthread_cond_wait(&s->work, &s->mu);
-        if (!s->head) { /* stopping, nothing left */
-            pthread_mutex_unlock(&s->mu);
-            break;
-        }
-        /* round robin by request: up to max_seqs prompts of the request at the head (one
-         * forward pass packs them), which then goes to the back of the line if it has more,
-         * so a request of a thousand prompts delays a small one by one group per request
-         * ahead of it, not by a thousand */
-        job *j = s->head;
-        const int32_t i = j->next_prompt;
-        const int32_t g = PS_MIN(s->cfg.max_seqs, j->req->n_prompts - i);
-        j->next_prompt += g;
-        s->head = j->next;
-        if (!s->head) s->tail = NULL;
-        j->next = NULL;
-        if (j->next_prompt < j->req->n_prompts) {
-            if (s->tail) s->tail->next = j;
-            else s->head = j;
-            s->tail = j;
-        }
-        pthread_mutex_unlock(&s->mu);
-
-        const ps_completion_req *r = j->req;
-        ps_score_result *res[PS_CHUNK] = {0};
-        ps_error err;
-        ps_error_clear(&err);
-        ps_status st;
-        if (job_cancelled(j)) {
-            st = PS_ERR_CANCELLED;
-        } else {
-            ps_test_hold_wait(&s->hold);
-            ps_score_params p = ps_score_default_params();
-            p.k = r->logprobs > 0 ? r->logprobs : 0;
-            p.max_tokens = r->max_tokens;
-            p.temperature = r->temperature;
-            p.top_p = r->top_p;
-            p.seed = j->seed;
-            p.stop = (const char *const *)r->stop;
-            p.n_stop = r->n_stop;
-            p.cancel = job_cancelled;
-            p.cancel_ctx = j;
-            p.cache = s->cfg.cache;
-            if (g == 1) {
-                st = ps_score_tokens(w->session, r->prompts[i].ids, r->prompts[i].n, &p, &res[0],
-                                     &err);
-            } else {
-                ps_score_prompt pr[PS_CHUNK];
-                for (int32_t q = 0; q < g; q++)
-                    pr[q] = (ps_score_prompt){r->prompts[i + q].ids, r->prompts[i + q].n, &p};
-                st = ps_score_batch(w->session, pr, g, g, res, &err);
-            }
-        }
-
-        pthread_mutex_lock(&s->mu);
-        for (int32_t q = 0; q < g; q++) {
-            j->results[i + q] = st == PS_OK ? res[q] : NULL;
-            if (st == PS_OK) {
-                s->tokens_scored += (uint64_t)res[q]->n_prompt;
-                s->tokens_generated += (uint64_t)res[q]->n_gen;
-            }
-        }
-        if (st != PS_OK && (j->status == PS_OK || j->status == PS_ERR_CANCELLED)) {
-            if (j->status == PS_OK || st != PS_ERR_CANCELLED) {
-                j->status = st;
-                j->error = err;
-            }
-            atomic_store(&j->cancel, true); /* the rest of the request is moot */
-        }
-        j->remaining -= g;
-        if (j->remaining == 0) pthread_cond_signal(&j->done);
-        pthread_mutex_unlock(&s->mu);
-        if (st != PS_OK)
-            for (int32_t q = 0; q < g; q++) ps_score_result_free(res[q]);
-    }
-    return NULL;
-}
-
 /* ========================================================================================== */
-/* 3. HTTP                                                                                    */
+/* 2. HTTP                                                                                    */
 /* ========================================================================================== */
 
 typedef struct {
@@ -255,16 +115,7 @@ typedef struct {
 
 static void record(ps_server *s, conn *c, const char *method, const char *url, int status) {
     double secs = ps_now_s() - c->t0;
-    int si = N_STATUS - 1;
-    for (int i = 0; i < N_STATUS - 1; i++)
-        if (STATUSES[i] == status) si = i;
-    pthread_mutex_lock(&s->mu);
-    s->requests[c->route][si]++;
-    for (int b = 0; b < N_BUCKETS; b++)
-        if (secs <= BUCKETS[b]) s->lat_buckets[c->route][b]++;
-    s->lat_count[c->route]++;
-    s->lat_sum[c->route] += secs;
-    pthread_mutex_unlock(&s->mu);
+    ps_metrics_record(&s->metrics, c->route, status, secs);
     if (s->cfg.log) {
         char line[512];
         snprintf(line, sizeof line, "%s %.200s %d %lld %.1f", method, url, status,
@@ -397,7 +248,7 @@ static void choice_text(ps_server *s, const ps_completion_req *r, const ps_score
     ps_buf_free(&gen);
 }
 
-static void write_completion(ps_server *s, const ps_completion_req *r, ps_score_result **res,
+static void write_completion(ps_server *s, const ps_completion_req *r, const ps_engine_job *j,
                              ps_buf *b) {
     uint64_t id = atomic_fetch_add(&s->next_id, 1);
     int64_t completion_tokens = 0;
@@ -409,7 +260,7 @@ static void write_completion(ps_server *s, const ps_completion_req *r, ps_score_
     ps_buf text;
     ps_buf_init(&text);
     for (int32_t i = 0; i < r->n_prompts; i++) {
-        const ps_score_result *x = res[i];
+        const ps_score_result *x = ps_engine_job_result(j, i);
         completion_tokens += x->n_gen;
         ps_buf_reset(&text);
         choice_text(s, r, x, &text);
@@ -435,7 +286,8 @@ static void write_completion(ps_server *s, const ps_completion_req *r, ps_score_
  * (shutdown(SHUT_WR)) once it has sent its request and still read the answer, and TCP cannot
  * tell that from a close until something is written; such a request runs to its end (bounded
  * by the limits) and an answer nobody reads is dropped. */
-static bool peer_gone(struct MHD_Connection *mc) {
+static bool peer_gone(void *ctx) {
+    struct MHD_Connection *mc = ctx;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return false;
@@ -496,93 +348,59 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
         }
     }
 
-    job *j = ps_calloc(1, sizeof *j);
-    ps_score_result **results = ps_calloc((size_t)req.n_prompts, sizeof *results);
-    if (!j || !results) {
-        ps_free(j);
-        ps_free(results);
+    uint64_t seed = req.seed;
+    if (!req.has_seed) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        seed = ((uint64_t)t.tv_nsec << 20) ^ (uint64_t)t.tv_sec ^
+               (atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull);
+    }
+    ps_engine_job *j = ps_engine_job_new(&req, seed);
+    if (!j) {
         ps_completion_req_free(&req);
         ps_req_fail(&e, 500, NULL, NULL, "out of memory admitting the request");
         return respond_error(s, mc, c, method, url, &e, NULL);
     }
-    j->req = &req;
-    j->results = results;
-    j->remaining = req.n_prompts;
-    atomic_init(&j->cancel, false);
-    j->abort = &s->abort;
-    if (req.has_seed) {
-        j->seed = req.seed;
-    } else {
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        j->seed = ((uint64_t)t.tv_nsec << 20) ^ (uint64_t)t.tv_sec ^
-                  (atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull);
-    }
-    pthread_cond_init(&j->done, NULL);
-
-    pthread_mutex_lock(&s->mu);
-    bool draining = s->draining;
-    bool full = draining || s->stop; /* the queue slot was taken on the headers (admit) */
+    /* the slot was taken on the headers (admit); a drain that began since refuses the job */
+    bool full = ps_engine_submit(s->engine, j) != PS_ENGINE_OK;
+    ps_status jst = PS_OK;
+    ps_error jerr;
+    bool aborted = false;
     if (!full) {
-        if (s->tail) s->tail->next = j;
-        else s->head = j;
-        s->tail = j;
-        pthread_cond_broadcast(&s->work);
-        while (j->remaining > 0) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 50 * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&j->done, &s->mu, &until);
-            if (j->remaining > 0 && !job_cancelled(j)) {
-                pthread_mutex_unlock(&s->mu);
-                bool gone = peer_gone(mc);
-                pthread_mutex_lock(&s->mu);
-                if (gone) {
-                    atomic_store(&j->cancel, true);
-                    s->cancelled++;
-                }
-            }
-        }
+        ps_engine_wait(s->engine, j, peer_gone, mc);
+        jst = ps_engine_job_status(j, &jerr, &aborted);
     }
-    pthread_mutex_unlock(&s->mu);
 
     enum MHD_Result ret;
     if (full) {
         ps_req_fail(&e, 503, NULL, NULL, "the server is shutting down");
         ret = respond_error(s, mc, c, method, url, &e, NULL);
-    } else if (j->status == PS_ERR_CANCELLED && atomic_load(&s->abort)) {
+    } else if (jst == PS_ERR_CANCELLED && aborted) {
         ps_req_fail(&e, 503, NULL, NULL,
                      "the server is shutting down: the request did not finish within the drain "
                      "deadline (--drain-s)");
         ret = respond_error(s, mc, c, method, url, &e, NULL);
-    } else if (j->status == PS_ERR_CANCELLED) {
+    } else if (jst == PS_ERR_CANCELLED) {
         /* the client is gone: nobody reads an answer */
         ps_req_fail(&e, 499, NULL, NULL, "cancelled");
         c->responded = true;
         record(s, c, method, url, 499);
         ret = MHD_NO;
-    } else if (j->status != PS_OK) {
-        int status = j->status == PS_ERR_CONTEXT || j->status == PS_ERR_TOKEN_RANGE ||
-                             j->status == PS_ERR_INVALID_ARG
+    } else if (jst != PS_OK) {
+        int status = jst == PS_ERR_CONTEXT || jst == PS_ERR_TOKEN_RANGE ||
+                             jst == PS_ERR_INVALID_ARG
                          ? 400
                          : 500;
-        ps_req_fail(&e, status, NULL, j->status == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL,
-                     "scoring failed (%s): %s", ps_status_str(j->status), j->error.message);
+        ps_req_fail(&e, status, NULL, jst == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL,
+                     "scoring failed (%s): %s", ps_status_str(jst), jerr.message);
         ret = respond_error(s, mc, c, method, url, &e, NULL);
     } else {
         ps_buf b;
         ps_buf_init(&b);
-        write_completion(s, &req, results, &b);
+        write_completion(s, &req, j, &b);
         ret = respond_buf(s, mc, c, method, url, 200, &b, "application/json");
     }
-    for (int32_t i = 0; i < req.n_prompts; i++) ps_score_result_free(results[i]);
-    ps_free(results);
-    pthread_cond_destroy(&j->done);
-    ps_free(j);
+    ps_engine_job_free(j);
     ps_completion_req_free(&req);
     return ret;
 }
@@ -665,73 +483,16 @@ static void write_cache_metrics(ps_prefix_cache *c, ps_buf *b) {
 }
 
 static void write_metrics(ps_server *s, ps_buf *b) {
+    ps_metrics_gauges g;
+    memset(&g, 0, sizeof g);
+    ps_engine_get_stats(s->engine, &g.engine);
     pthread_mutex_lock(&s->mu);
-    int32_t waiting = 0;
-    for (job *j = s->head; j; j = j->next) waiting += j->req->n_prompts - j->next_prompt;
-    ps_buf_puts(b, "# HELP promptscore_requests_total HTTP requests by route and status.\n"
-                   "# TYPE promptscore_requests_total counter\n");
-    for (int r = 0; r < R_COUNT; r++)
-        for (int k = 0; k < N_STATUS; k++)
-            if (s->requests[r][k])
-            {
-                char st[16];
-                snprintf(st, sizeof st, STATUSES[k] ? "%d" : "other", STATUSES[k]);
-                ps_buf_printf(b, "promptscore_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
-                              ROUTES[r].path, st, (unsigned long long)s->requests[r][k]);
-            }
-    ps_buf_printf(b,
-                  "# HELP promptscore_prompt_tokens_scored_total Prompt tokens scored.\n"
-                  "# TYPE promptscore_prompt_tokens_scored_total counter\n"
-                  "promptscore_prompt_tokens_scored_total %llu\n"
-                  "# HELP promptscore_generated_tokens_total Tokens generated after prompts.\n"
-                  "# TYPE promptscore_generated_tokens_total counter\n"
-                  "promptscore_generated_tokens_total %llu\n"
-                  "# HELP promptscore_requests_cancelled_total Requests whose client hung up.\n"
-                  "# TYPE promptscore_requests_cancelled_total counter\n"
-                  "promptscore_requests_cancelled_total %llu\n"
-                  "# HELP promptscore_queue_depth Completion requests admitted and not finished.\n"
-                  "# TYPE promptscore_queue_depth gauge\n"
-                  "promptscore_queue_depth %d\n"
-                  "# HELP promptscore_queue_limit Admitted requests beyond which the server answers 503.\n"
-                  "# TYPE promptscore_queue_limit gauge\n"
-                  "promptscore_queue_limit %d\n"
-                  "# HELP promptscore_prompts_waiting Prompts queued and not yet started.\n"
-                  "# TYPE promptscore_prompts_waiting gauge\n"
-                  "promptscore_prompts_waiting %d\n"
-                  "# HELP promptscore_memory_budget_used_bytes Bytes of --mem-budget held by "
-                  "requests in flight.\n"
-                  "# TYPE promptscore_memory_budget_used_bytes gauge\n"
-                  "promptscore_memory_budget_used_bytes %lld\n"
-                  "# HELP promptscore_memory_budget_bytes The memory budget (--mem-budget).\n"
-                  "# TYPE promptscore_memory_budget_bytes gauge\n"
-                  "promptscore_memory_budget_bytes %lld\n"
-                  "# HELP promptscore_connections_open TCP connections open now.\n"
-                  "# TYPE promptscore_connections_open gauge\n"
-                  "promptscore_connections_open %d\n"
-                  "# HELP promptscore_connections_timed_out_total Connections cut because their "
-                  "request did not arrive within --read-timeout.\n"
-                  "# TYPE promptscore_connections_timed_out_total counter\n"
-                  "promptscore_connections_timed_out_total %llu\n"
-                  "# HELP promptscore_request_duration_seconds Request latency by route.\n"
-                  "# TYPE promptscore_request_duration_seconds histogram\n",
-                  (unsigned long long)s->tokens_scored, (unsigned long long)s->tokens_generated,
-                  (unsigned long long)s->cancelled, (int)s->admitted, (int)s->cfg.queue,
-                  (int)waiting, (long long)s->mem_used, (long long)s->cfg.mem_budget,
-                  (int)ps_conns_open(s->conns),
-                  (unsigned long long)ps_conns_timed_out(s->conns));
-    for (int r = 0; r < R_COUNT; r++) {
-        if (!s->lat_count[r]) continue;
-        for (int k = 0; k < N_BUCKETS; k++)
-            ps_buf_printf(b, "promptscore_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-                          ROUTES[r].path, BUCKETS[k], (unsigned long long)s->lat_buckets[r][k]);
-        ps_buf_printf(b,
-                      "promptscore_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n"
-                      "promptscore_request_duration_seconds_sum{route=\"%s\"} %.6f\n"
-                      "promptscore_request_duration_seconds_count{route=\"%s\"} %llu\n",
-                      ROUTES[r].path, (unsigned long long)s->lat_count[r], ROUTES[r].path,
-                      s->lat_sum[r], ROUTES[r].path, (unsigned long long)s->lat_count[r]);
-    }
+    g.mem_used = s->mem_used;
     pthread_mutex_unlock(&s->mu);
+    g.mem_budget = s->cfg.mem_budget;
+    g.connections_open = ps_conns_open(s->conns);
+    g.connections_timed_out = ps_conns_timed_out(s->conns);
+    ps_metrics_write(&s->metrics, &g, b);
     write_cache_metrics(s->cfg.cache, b);
 }
 
@@ -942,17 +703,28 @@ static bool admit(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
     int64_t need = len * PS_PARSE_BYTES_PER_BYTE + 65536;
     bool completion = c->route == R_COMPLETIONS;
     pthread_mutex_lock(&s->mu);
-    int32_t queued = s->admitted;
     int64_t used = s->mem_used, budget = s->cfg.mem_budget;
-    bool draining = s->draining, queue_full = completion && s->admitted >= s->cfg.queue;
+    bool draining = s->draining, queue_full = false;
+    int32_t queued = 0;
+    if (!draining && completion) { /* a slot of the engine's --queue (lock order: mu, then the
+                                    * engine's) */
+        ps_engine_admission a = ps_engine_admit(s->engine);
+        draining = a == PS_ENGINE_DRAINING;
+        queue_full = a == PS_ENGINE_BUSY;
+        if (queue_full) {
+            ps_engine_stats st;
+            ps_engine_get_stats(s->engine, &st);
+            queued = st.admitted;
+        }
+        c->queued = a == PS_ENGINE_OK;
+    }
     bool ok = !draining && !queue_full && need <= budget && used + need <= budget;
     if (ok) {
         s->mem_used += need;
         c->reserved = need;
-        if (completion) {
-            s->admitted++;
-            c->queued = true;
-        }
+    } else if (c->queued) {
+        ps_engine_leave(s->engine);
+        c->queued = false;
     }
     pthread_mutex_unlock(&s->mu);
     if (ok && completion) {
@@ -1103,8 +875,8 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     pthread_mutex_lock(&s->mu);
     s->connections--;
     s->mem_used -= c->reserved;
-    if (c->queued) s->admitted--;
     pthread_mutex_unlock(&s->mu);
+    if (c->queued) ps_engine_leave(s->engine);
     ps_free(c);
     *con_cls = NULL;
     ps_conns_set_busy(s->conns, mc, false); /* kept alive: the next request's deadline starts */
@@ -1136,28 +908,13 @@ ps_server_config ps_server_default_config(void) {
     return c;
 }
 
-static void stop_workers(ps_server *s) {
-    pthread_mutex_lock(&s->mu);
-    s->stop = true;
-    pthread_cond_broadcast(&s->work);
-    pthread_mutex_unlock(&s->mu);
-    for (int32_t i = 0; i < s->n_workers; i++) {
-        worker *w = &s->workers[i];
-        if (w->started) pthread_join(w->thread, NULL);
-        ps_session_free(w->session);
-        ps_pool_free(w->pool);
-    }
-    ps_free(s->workers);
-    s->workers = NULL;
-}
-
 static void server_free(ps_server *s) {
-    if (s->workers) stop_workers(s);
+    ps_engine_free(s->engine);
     ps_conns_free(s->conns);
     ps_free(s->api_key);
     ps_free(s->allowed_hosts);
     ps_free(s->cors_origin);
-    pthread_cond_destroy(&s->work);
+    ps_metrics_destroy(&s->metrics);
     pthread_mutex_destroy(&s->mu);
     ps_free(s);
 }
@@ -1215,11 +972,14 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     ps_server *s = ps_calloc(1, sizeof *s);
     if (!s) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->work, NULL);
+    {
+        const char *labels[R_COUNT];
+        for (int r = 0; r < R_COUNT; r++) labels[r] = ROUTES[r].path;
+        ps_metrics_init(&s->metrics, R_COUNT, labels);
+    }
     s->cfg = cfg;
     s->cfg.host = NULL; /* not kept */
     s->cfg.api_key = s->cfg.allowed_hosts = s->cfg.cors_origin = NULL; /* copies below */
-    atomic_init(&s->abort, false);
     if ((cfg.api_key && !(s->api_key = ps_strdup(cfg.api_key))) ||
         (cfg.allowed_hosts && !(s->allowed_hosts = ps_strdup(cfg.allowed_hosts))) ||
         (cfg.cors_origin && *cfg.cors_origin && !(s->cors_origin = ps_strdup(cfg.cors_origin))) ||
@@ -1238,38 +998,20 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     s->limits.max_logprobs = cfg.max_logprobs;
     s->limits.max_prompts = cfg.max_prompts;
     atomic_init(&s->next_id, ((uint64_t)time(NULL) << 24) ^ (uint64_t)getpid());
-    s->hold = ps_test_hold_from_env();
 
-    /* engine workers: one session + pool each; threads split evenly */
-    s->workers = ps_calloc((size_t)cfg.n_workers, sizeof *s->workers);
-    if (!s->workers) {
+    /* the engine: --workers sessions, the threads split evenly over them */
+    ps_engine_params ep = ps_engine_default_params();
+    ep.n_workers = cfg.n_workers;
+    ep.n_threads = cfg.n_threads;
+    ep.queue = cfg.queue;
+    ep.max_seqs = cfg.max_seqs;
+    ep.cache = cfg.cache;
+    ep.act = cfg.act;
+    ep.hold = ps_test_hold_from_env();
+    ps_status est = ps_engine_create(model, &ep, &s->engine, err);
+    if (est != PS_OK) {
         server_free(s);
-        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
-    }
-    s->n_workers = cfg.n_workers;
-    int32_t per = PS_MAX(1, cfg.n_threads / cfg.n_workers);
-    for (int32_t i = 0; i < s->n_workers; i++) {
-        worker *w = &s->workers[i];
-        w->server = s;
-        ps_status st = ps_pool_create(per, &w->pool);
-        if (st != PS_OK) {
-            server_free(s);
-            return ps_fail(err, st, -1, "cannot create a pool of %d threads: %s", (int)per,
-                           ps_status_str(st));
-        }
-        ps_session_params sp = ps_session_default_params();
-        sp.pool = w->pool;
-        sp.act = cfg.act;
-        st = ps_session_create(model, &sp, &w->session, err);
-        if (st != PS_OK) {
-            server_free(s);
-            return st;
-        }
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-            server_free(s);
-            return ps_fail(err, PS_ERR_NOMEM, -1, "cannot start engine worker %d", (int)i);
-        }
-        w->started = true;
+        return est;
     }
 
     /* listen address */
@@ -1322,25 +1064,22 @@ void ps_server_stop(ps_server *s) {
     pthread_mutex_lock(&s->mu);
     s->draining = true;
     pthread_mutex_unlock(&s->mu);
+    ps_engine_drain_begin(s->engine);
     double deadline = ps_now_s() + s->cfg.drain_s;
     for (;;) {
         ps_conns_cut(s->conns, false);
+        bool idle = ps_engine_drain(s->engine, PS_MIN(deadline, ps_now_s() + 0.01));
         pthread_mutex_lock(&s->mu);
-        int32_t busy = s->admitted + s->connections;
+        int32_t conns = s->connections;
         pthread_mutex_unlock(&s->mu);
-        if (busy == 0 || ps_now_s() > deadline) break;
-        usleep(10000);
+        if ((idle && conns == 0) || ps_now_s() > deadline) break;
+        if (idle) usleep(10000);
     }
-    /* 3. past the deadline: running requests stop at their next chunk and answer 503; then
-     *    every connection is cut and closed, and the workers stop */
-    atomic_store(&s->abort, true);
-    for (double t = ps_now_s(); ps_now_s() - t < 2;) { /* their answers a moment to go out */
-        pthread_mutex_lock(&s->mu);
-        int32_t busy = s->admitted;
-        pthread_mutex_unlock(&s->mu);
-        if (busy == 0) break;
-        usleep(10000);
-    }
+    /* 3. past the deadline: running requests stop at their next chunk and answer 503 (their
+     *    answers get a moment to go out); then every connection is cut and closed, and the
+     *    workers stop */
+    ps_engine_abort(s->engine);
+    ps_engine_drain(s->engine, ps_now_s() + 2);
     ps_conns_cut(s->conns, true);
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;

@@ -10,8 +10,9 @@
  * default). ps_alloc_count() returns how many allocations were attempted since the last
  * ps_alloc_fail_after() call. Process-wide.
  *
- * PS_TEST_HOLD_FDS="R,W" (two inherited file descriptors): each engine worker of the HTTP
- * server, before it scores a prompt, writes one byte to W ("holding a prompt") and then waits
+ * PS_TEST_HOLD_FDS="R,W" (two inherited file descriptors; the server reads it into its
+ * engine's ps_engine_params.hold, which tests/test_engine.c sets directly): each engine worker
+ * (engine.c), before it scores a prompt, writes one byte to W ("holding a prompt") and then waits
  * for one byte on R (or its end of file). A test that owns the other ends of the two pipes
  * thus knows when a request is running and keeps it running for exactly as long as it needs:
  * the 503 + Retry-After of a full queue, SIGTERM / SIGINT during a request. Without the
