@@ -50,6 +50,12 @@ static ps_status bad(ps_jsonl_req *req, ps_status st, const char *param, const c
     return st;
 }
 
+/* st, with the error's byte offset in the line. */
+static ps_status at_byte(ps_jsonl_req *req, int64_t offset, ps_status st) {
+    req->err.offset = offset;
+    return st;
+}
+
 /* The object of one line through the request module, with the line's fields (request.h's
  * ps_req_limits.line) and the CLI's defaults. */
 static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim,
@@ -134,19 +140,21 @@ ps_status ps_jsonl_refused(const char *kept, size_t kept_len, int64_t lineno,
     const long long ln = (long long)lineno, at = (long long)scan->err.offset;
     switch (scan->what) {
     case PS_JSCAN_IDS:
-        return bad(req, PS_ERR_CONTEXT, "prompt", "context_length_exceeded",
+        return at_byte(req, at, bad(req, PS_ERR_CONTEXT, "prompt", "context_length_exceeded",
                    "line %lld: the prompt has more than %d tokens, more than the context length "
                    "%d (refused at byte %lld, before reading the rest)", ln, lim->n_ctx,
-                   lim->n_ctx, at);
+                   lim->n_ctx, at));
     case PS_JSCAN_DEPTH:
-        return bad(req, PS_ERR_LIMIT, NULL, "too_deep", "line %lld: JSON nested deeper than %d levels, at byte %lld",
-                   ln, PS_JSONL_MAX_DEPTH, at);
+        return at_byte(req, at, bad(req, PS_ERR_LIMIT, NULL, "too_deep",
+                                    "line %lld: JSON nested deeper than %d levels, at byte %lld",
+                                    ln, PS_JSONL_MAX_DEPTH, at));
     case PS_JSCAN_BYTES:
-        return bad(req, PS_ERR_LIMIT, NULL, "line_too_long",
-                   "line %lld: the line is longer than %lld bytes (--max-line-bytes)", ln, at);
+        return at_byte(req, at, bad(req, PS_ERR_LIMIT, NULL, "line_too_long",
+                                    "line %lld: the line is longer than %lld bytes "
+                                    "(--max-line-bytes)", ln, at));
     default:
-        return bad(req, scan->err.code ? scan->err.code : PS_ERR_INTERNAL, NULL, NULL, "line %lld: %s",
-                   ln, scan->err.message);
+        return at_byte(req, at, bad(req, scan->err.code ? scan->err.code : PS_ERR_INTERNAL, NULL,
+                                    NULL, "line %lld: %s", ln, scan->err.message));
     }
 }
 
@@ -157,8 +165,10 @@ ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
      * id would then be echoed with it */
     const char *nul = memchr(line, '\0', len);
     if (nul)
-        return bad(req, PS_ERR_FORMAT, NULL, NULL, "line %lld: invalid JSON: a raw NUL byte at column %zu",
-                   (long long)lineno, (size_t)(nul - line) + 1);
+        return at_byte(req, nul - line,
+                       bad(req, PS_ERR_FORMAT, NULL, NULL,
+                           "line %lld: invalid JSON: a raw NUL byte at column %zu",
+                           (long long)lineno, (size_t)(nul - line) + 1));
     ps_jscan_limits jl;
     ps_jsonl_scan_limits(lim, &jl);
     ps_jscan scan;
@@ -190,11 +200,13 @@ ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
     if (!root && ps_alloc_failed())
         return bad(req, PS_ERR_NOMEM, NULL, NULL, "line %lld: out of memory", (long long)lineno);
     if (!root) /* the id, when it was read whole before the error, is echoed */
-        return bad(req, PS_ERR_FORMAT, NULL, NULL, "line %lld: invalid JSON at column %d: %s",
-                   (long long)lineno, je.column, je.text);
+        return at_byte(req, je.position,
+                       bad(req, PS_ERR_FORMAT, NULL, NULL, "line %lld: invalid JSON at column %d: %s",
+                           (long long)lineno, je.column, je.text));
     if (sst != PS_OK) { /* jansson took what the grammar check refused */
         json_decref(root);
-        return bad(req, PS_ERR_FORMAT, NULL, NULL, "line %lld: %s", (long long)lineno, scan.err.message);
+        return at_byte(req, scan.err.offset, bad(req, PS_ERR_FORMAT, NULL, NULL, "line %lld: %s",
+                                                 (long long)lineno, scan.err.message));
     }
     ps_status st = parse_root(root, lineno, lim, req);
     json_decref(root);

@@ -186,6 +186,31 @@ static void test_line(void) {
         {"{\"prompt\": [1], \"parse_special\": 1}", PS_ERR_FORMAT, "parse_special", "got 1"},
         {"[1]", PS_ERR_FORMAT, NULL, "JSON object"},
     };
+    /* the envelope's errors carry their byte offset in the line */
+    struct {
+        const char *line;
+        int64_t offset;
+    } at[] = {{"{\"prompt\": [1,, 2]}", 14}, {"{\"prompt\": [[[[1]]]]}", -2}};
+    for (size_t i = 0; i < PS_ARRAY_LEN(at); i++) {
+        ps_jsonl_req req;
+        ps_jsonl_parse(at[i].line, strlen(at[i].line), 1, &jl, &req);
+        CHECKF(at[i].offset == -2 ? req.err.offset == -1 : req.err.offset == at[i].offset ||
+                                                               req.err.offset == at[i].offset + 1,
+               "%s: offset %lld", at[i].line, (long long)req.err.offset);
+        ps_jsonl_req_free(&req);
+    }
+    {
+        ps_jsonl_limits small = jl;
+        small.max_line_bytes = 64;
+        char line[200];
+        snprintf(line, sizeof line, "{\"prompt\": [1], \"pad\": \"%0120d\"}", 0);
+        ps_jsonl_req req;
+        ps_status st = ps_jsonl_parse(line, strlen(line), 1, &small, &req);
+        CHECKF(st == PS_ERR_LIMIT && !strcmp(req.err.code, "line_too_long") &&
+                   req.err.offset == 64,
+               "line_too_long: %d %s at %lld", st, req.err.code, (long long)req.err.offset);
+        ps_jsonl_req_free(&req);
+    }
     for (size_t i = 0; i < PS_ARRAY_LEN(cases); i++) {
         ps_jsonl_req req;
         ps_status st = ps_jsonl_parse(cases[i].line, strlen(cases[i].line), 3, &jl, &req);
