@@ -180,14 +180,14 @@ static int score_line(score_ctx *c, const line_in *li, int64_t lineno, ps_buf *b
     ps_status pst = li->refused
                         ? ps_jsonl_refused(li->buf, li->len, lineno, &c->lim, &li->scan, &req)
                         : ps_jsonl_parse(li->buf, li->len, lineno, &c->lim, &req);
+    /* the one request path: the line's job to the engine, which scores it (the ids stay the
+     * line's: the job borrows them, and cr, until it is freed below) */
     ps_engine_job *job = NULL;
+    ps_req_prompt prompt = {.ids = req.ids, .n = req.n, .prompt_offset = req.prompt_offset};
+    ps_completion_req cr = {.prompts = &prompt, .n_prompts = 1, .logprobs = req.k,
+                            .logprobs_from = req.logprobs_from, .temperature = 1, .top_p = 1,
+                            .prompt_tokens = req.n};
     if (pst == PS_OK) {
-        /* the one request path: the line's job to the engine, which scores it (the ids stay
-         * the line's: the job only borrows them) */
-        ps_req_prompt prompt = {.ids = req.ids, .n = req.n, .prompt_offset = req.prompt_offset};
-        ps_completion_req cr = {.prompts = &prompt, .n_prompts = 1, .logprobs = req.k,
-                                .logprobs_from = req.logprobs_from, .temperature = 1,
-                                .top_p = 1, .prompt_tokens = req.n};
         ps_error err;
         ps_error_clear(&err);
         ps_status st;
