@@ -36,6 +36,10 @@ ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
+ifeq ($(SAN),thread)
+CFLAGS  += -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=thread
+endif
 
 # The layering. FRONT_SRC, an explicit list, are the front ends: the HTTP server (libmicrohttpd
 # and the embedded page), the JSONL reader and the jansson allocation hook (jansson), the
@@ -84,7 +88,7 @@ LOAD_BIN  := $(patsubst tests/load/%.c,$(BUILD)/load/%,$(LOAD_SRC))
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRC))
 
-.PHONY: all test check bench fuzz clean demo install binaries
+.PHONY: all test check tsan bench fuzz clean demo install binaries
 all: $(LIB) $(SO) $(FRONT) $(BIN)
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) include/promptscore.h
@@ -169,6 +173,21 @@ check:
 	ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 PS_SANITIZED=1 \
 	$(MAKE) BUILD=build-san SAN=1 OPT="-O1 -g" test
+	$(MAKE) tsan
+
+# make tsan (part of make check): ThreadSanitizer over the tests whose threads share state —
+# the prefix cache (two sessions hitting one block chain at once), the thread pool, and the
+# server (its workers share the prefix cache; connection threads, the queue, /metrics) with the
+# serve binary built the same way. Any report fails the test (halt_on_error).
+TSAN_TESTS := test_prefix_cache test_pool test_server
+tsan:
+	$(MAKE) BUILD=build-tsan SAN=thread OPT="-O1 -g" all \
+	    $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS))
+	@for t in $(TSAN_TESTS); do \
+	    TSAN_OPTIONS=halt_on_error=1:abort_on_error=1 PS_SANITIZED=1 BUILD=build-tsan \
+	        ./build-tsan/tests/$$t > build-tsan/$$t.log 2>&1; rc=$$?; tail -1 build-tsan/$$t.log; \
+	    if [ $$rc -ne 0 ]; then echo "tsan: $$t failed (build-tsan/$$t.log)"; exit 1; fi; \
+	done; echo "tsan: $(words $(TSAN_TESTS)) tests clean"
 
 # make demo: builds, then scores examples/prompts.jsonl with a model it finds or makes
 # (tools/demo.sh says which: ../shared's stories260K, the -hf cache / download, or a random one)
@@ -182,4 +201,4 @@ fuzz:
 	sh fuzz/build.sh
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-tsan build-fuzz
