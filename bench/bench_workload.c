@@ -18,7 +18,9 @@
  * p50/p99 latency, the prefix-cache hit rate when the server's /metrics has the counters
  * (`promptscore_prefix_cache_hits_total` / `_misses_total`; "-" otherwise), and the server's
  * peak RSS (VmHWM, the largest of the mode's servers); then the requests/s and tokens/s ratios of every mode against
- * the first at the same workload and concurrency, measured in this run.
+ * the first at the same workload and concurrency, measured in this run, in wall time and in
+ * the server's CPU time (user + system from /proc: steadier than wall time when other jobs
+ * share the machine).
  * Before anything is timed as valid, every answer (its JSON without "id" and "created") is
  * compared with the first mode's at concurrency 1: any difference, non-200 or transport error
  * makes the exit status 1 — a mode that is faster but not bitwise the same is not a result.
@@ -398,8 +400,24 @@ static void stop_server(server *s) {
 
 typedef struct {
     double seconds, p50, p99, hit_rate; /* hit_rate -1: the server has no cache counters */
+    double cpu;                         /* the server's CPU seconds (user + system) in the run */
     int errors;
 } result;
+
+/* A process's user + system CPU seconds (/proc/PID/stat fields 14 and 15), -1 when unread. */
+static double cpu_s(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -415,7 +433,8 @@ static double metric_now(const char *base, const char *name) {
     return v;
 }
 
-static int run(const char *base, const workload *w, int conc, char **answers, result *res) {
+static int run(const char *base, pid_t pid, const workload *w, int conc, char **answers,
+               result *res) {
     char url[128];
     snprintf(url, sizeof url, "%s/v1/completions", base);
     double *lat = calloc((size_t)w->n_req, sizeof *lat);
@@ -427,6 +446,7 @@ static int run(const char *base, const workload *w, int conc, char **answers, re
     pthread_t th[MAX_CONC];
     double h0 = metric_now(base, "promptscore_prefix_cache_hits_total");
     double m0 = metric_now(base, "promptscore_prefix_cache_misses_total");
+    double c0 = cpu_s(pid);
     double t0 = ps_now_s();
     for (int i = 0; i < conc; i++) {
         c[i] = (client){url, w, &next, answers, lat, &errors, first_error, &mu};
@@ -434,6 +454,8 @@ static int run(const char *base, const workload *w, int conc, char **answers, re
     }
     for (int i = 0; i < conc; i++) pthread_join(th[i], NULL);
     res->seconds = ps_now_s() - t0;
+    double c1 = cpu_s(pid);
+    res->cpu = c0 >= 0 && c1 >= 0 ? c1 - c0 : -1;
     double h1 = metric_now(base, "promptscore_prefix_cache_hits_total");
     double m1 = metric_now(base, "promptscore_prefix_cache_misses_total");
     res->hit_rate = h0 >= 0 && m0 >= 0 && h1 + m1 - h0 - m0 > 0
@@ -569,7 +591,7 @@ int main(int argc, char **argv) {
             snprintf(base, sizeof base, "http://127.0.0.1:%d", s.port);
             for (int w = 0; w < n_w; w++) {
                 ans[w][mo][ci] = calloc((size_t)ws[w].n_req, sizeof(char *));
-                if (!ans[w][mo][ci] || run(base, &ws[w], conc[ci], ans[w][mo][ci],
+                if (!ans[w][mo][ci] || run(base, s.pid, &ws[w], conc[ci], ans[w][mo][ci],
                                            &res[w][mo][ci])) return 1;
                 failed |= res[w][mo][ci].errors > 0;
             }
@@ -597,8 +619,8 @@ int main(int argc, char **argv) {
                     }
                 }
 
-    printf("%-10s %-10s %5s %9s %11s %9s %9s %6s %9s\n", "workload", "mode", "conc", "req/s",
-           "tokens/s", "p50 ms", "p99 ms", "hit", "peak MB");
+    printf("%-10s %-10s %5s %9s %11s %9s %9s %6s %9s %8s\n", "workload", "mode", "conc", "req/s",
+           "tokens/s", "p50 ms", "p99 ms", "hit", "peak MB", "cpu s");
     for (int w = 0; w < n_w; w++) {
         int64_t tok = 0;
         for (int r = 0; r < ws[w].n_req; r++) tok += ws[w].req[r].n_tokens;
@@ -607,9 +629,9 @@ int main(int argc, char **argv) {
                 const result *x = &res[w][mo][ci];
                 char hit[16] = "-";
                 if (x->hit_rate >= 0) snprintf(hit, sizeof hit, "%.0f%%", 100 * x->hit_rate);
-                printf("%-10s %-10s %5d %9.2f %11.0f %9.1f %9.1f %6s %9.0f\n", ws[w].name,
+                printf("%-10s %-10s %5d %9.2f %11.0f %9.1f %9.1f %6s %9.0f %8.2f\n", ws[w].name,
                        mode_name[mo], conc[ci], ws[w].n_req / x->seconds, tok / x->seconds,
-                       1e3 * x->p50, 1e3 * x->p99, hit, rss[mo] / 1024.0);
+                       1e3 * x->p50, 1e3 * x->p99, hit, rss[mo] / 1024.0, x->cpu);
             }
     }
     if (n_modes > 1 && !check) {
@@ -618,9 +640,10 @@ int main(int argc, char **argv) {
         for (int w = 0; w < n_w; w++)
             for (int mo = 1; mo < n_modes; mo++)
                 for (int ci = 0; ci < n_conc; ci++)
-                    printf("  %-10s %-10s conc %d: %.2fx requests/s\n", ws[w].name,
-                           mode_name[mo], conc[ci],
-                           res[w][0][ci].seconds / res[w][mo][ci].seconds);
+                    printf("  %-10s %-10s conc %d: %.2fx requests/s, %.2fx requests per server "
+                           "CPU second\n", ws[w].name, mode_name[mo], conc[ci],
+                           res[w][0][ci].seconds / res[w][mo][ci].seconds,
+                           res[w][mo][ci].cpu > 0 ? res[w][0][ci].cpu / res[w][mo][ci].cpu : 0.0);
     }
     printf("answers: %lld compared with mode %s at concurrency %d, %lld differ; %s\n",
            (long long)compared, mode_name[0], conc[0], (long long)differ,
