@@ -34,7 +34,7 @@
 #include <immintrin.h>
 
 #define T_AMX                                                                                  \
-    __attribute__((target("amx-tile,amx-bf16,amx-int8,avx512f,avx512bw,avx512vl,avx512dq")))
+    __attribute__((target("amx-tile,amx-bf16,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
 /* The tile intrinsics are asm statements that tell the compiler nothing about the memory they
  * read or write: a barrier before loads of data written by C code and after stores. */
@@ -345,23 +345,24 @@ T_AMX void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q
  * 32-input types (no sub-block scales): A = u - off as int8, one tdpbssd of K = 32 per block,
  * blocks in fours as Q8_0, groups outer with the accumulators in registers. */
 
-static int qg_ncomp(const ps_amx_qgeom *g) { /* A planes per block */
-    return g->qk == 256 ? 2 + (g->mink == 1) : 1;
+/* Byte offset of a packed block's float scales: 256 inputs: the hi and lo planes (16 x 256
+ * each), then (mink == 1) the int16 min pairs; 32 inputs: the one 16 x 32 plane. */
+static size_t qg_dw_off(const ps_amx_qgeom *g) {
+    return g->qk == 256 ? 8192u + (g->mink == 1 ? 512u : 0u) : 512u;
 }
 
 size_t ps_amx_q_block_bytes(const ps_amx_qgeom *g) {
-    return (size_t)qg_ncomp(g) * 16u * (size_t)g->qk + 64u + (g->mink ? 64u : 0u);
+    return qg_dw_off(g) + 64u + (g->mink ? 64u : 0u);
 }
 
 size_t ps_amx_q_scratch_bytes(int64_t n_in) {
-    /* worst case: 256-input blocks with mins (3 planes), then the park */
-    return (size_t)((n_in + 255) / 256) * (3u * 4096u + 128u) + 16u * 1024u + 64u;
+    /* worst case: 256-input blocks with mins, then the park */
+    return (size_t)((n_in + 255) / 256) * (8192u + 512u + 128u) + 16u * 1024u + 64u;
 }
 
 T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {
-    const int qk = g->qk, sb = g->sb;
-    const int np = qg_ncomp(g);
-    float *dw = (float *)(dst + (size_t)np * 16u * (size_t)qk), *dm = dw + 16;
+    const int qk = g->qk, sb = g->sb, np = 128 / sb; /* np: min pairs per 256-input block */
+    float *dw = (float *)(dst + qg_dw_off(g)), *dm = dw + 16;
     const __m512i off = _mm512_set1_epi16((short)g->off);
     for (int i = 0; i < 16; i++) {
         if (qk == 32) { /* u - off fits int8 for every 32-input type */
@@ -369,7 +370,7 @@ T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, ui
             _mm256_storeu_si256((__m256i *)(dst + 32 * i),
                                 _mm256_sub_epi8(u, _mm256_set1_epi8((char)g->off)));
         } else {
-            uint8_t *hi = dst + 256 * i, *lo = hi + 4096, *mn = hi + 8192;
+            uint8_t *hi = dst + 256 * i, *lo = hi + 4096;
             for (int k0 = 0; k0 < 256; k0 += 32) {
                 const __m512i w = _mm512_sub_epi16(
                     _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(dec->u[i] + k0))),
@@ -382,11 +383,10 @@ T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, ui
                 _mm256_storeu_si256((__m256i *)(hi + k0),
                                     _mm512_cvtepi16_epi8(_mm512_srai_epi16(p, 8)));
                 _mm256_storeu_si256((__m256i *)(lo + k0), _mm512_cvtepi16_epi8(p));
-                if (g->mink == 1)
-                    _mm256_storeu_si256(
-                        (__m256i *)(mn + k0),
-                        _mm256_blend_epi32(_mm256_set1_epi8((char)dec->mn[i][s0]),
-                                           _mm256_set1_epi8((char)dec->mn[i][s1]), 0xf0));
+            }
+            if (g->mink == 1) {
+                int16_t *mp = (int16_t *)(dst + 8192) + 2 * np * i;
+                for (int k = 0; k < 2 * np; k++) mp[k] = dec->mn[i][k];
             }
         }
         dw[i] = dec->dw[i];
@@ -395,7 +395,7 @@ T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, ui
 }
 
 T_AMX void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
-                              int64_t ldd, int64_t n, void *tmp) {
+                              int64_t ldd, int16_t *bs, int64_t ldb, int64_t n, void *tmp) {
     uint8_t *t = tmp;
     memcpy(t, q, (size_t)(16 * ldq));
     for (int64_t c = 0; c * 64 < n; c++) {
@@ -413,6 +413,16 @@ T_AMX void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, flo
         memcpy(tv, v, sizeof(float) * (size_t)(16 * ldd));
         for (int64_t b = 0; b < nb; b++)
             for (int r = 0; r < 16; r++) v[b * 16 + r] = tv[r * ldd + b];
+    }
+    if (g->mink == 1) { /* the sub-block sums' int16 pairs: [block][pair][16 rows] */
+        const int np = 128 / g->sb;
+        int16_t *tb = (int16_t *)t;
+        int32_t *o = (int32_t *)bs;
+        memcpy(tb, bs, sizeof(int16_t) * (size_t)(16 * ldb));
+        for (int64_t b = 0; b < nb; b++)
+            for (int p = 0; p < np; p++)
+                for (int r = 0; r < 16; r++)
+                    memcpy(o + (b * np + p) * 16 + r, tb + r * ldb + (b * np + p) * 2, 4);
     }
 }
 
@@ -456,35 +466,51 @@ T_AMX static inline __attribute__((always_inline)) void store_t(__m512 acc[16], 
     for (int64_t j = 0; j < nr; j++) store_row(y + j * ldy, m, _mm512_castsi512_ps(r[j]), stream);
 }
 
-/* One block b of one 16-row group: the three chains into C 0-2 (B tile 3, A tiles 4-6), stored
- * to cb (3 x 256 int32). */
-T_AMX static inline __attribute__((always_inline)) void q256_tiles(bool MINS, const uint8_t *wb,
-                                                                    const int8_t *xb,
+/* Block b of G (1 or 2) 16-row groups: the hi and lo chains (K = 64, four steps each) of
+ * group 0 into C 0-1, of group 1 into C 2-3 (B tiles 4-5: the groups' activations, A tiles
+ * 6-7: the hi and lo planes), so that four independent chains keep the tile unit busy;
+ * stored to cb (G x 2 x 256 int32). */
+T_AMX static inline __attribute__((always_inline)) void q256_tiles(int G, const uint8_t *wb,
+                                                                    const int8_t *x0,
+                                                                    const int8_t *x1,
                                                                     int32_t *cb) {
     _tile_zero(0);
     _tile_zero(1);
-    if (MINS) _tile_zero(2);
+    if (G == 2) {
+        _tile_zero(2);
+        _tile_zero(3);
+    }
     for (int c = 0; c < 4; c++) {
-        _tile_loadd(3, xb + c * 1024, 64);
-        _tile_loadd(4, wb + c * 64, 256);
-        _tile_dpbssd(0, 4, 3);
-        _tile_loadd(5, wb + 4096 + c * 64, 256);
-        _tile_dpbusd(1, 5, 3);
-        if (MINS) {
-            _tile_loadd(6, wb + 8192 + c * 64, 256);
-            _tile_dpbssd(2, 6, 3);
+        _tile_loadd(4, x0 + c * 1024, 64);
+        _tile_loadd(6, wb + c * 64, 256);
+        _tile_dpbssd(0, 6, 4);
+        if (G == 2) {
+            _tile_loadd(5, x1 + c * 1024, 64);
+            _tile_dpbssd(2, 6, 5);
         }
+        _tile_loadd(7, wb + 4096 + c * 64, 256);
+        _tile_dpbusd(1, 7, 4);
+        if (G == 2) _tile_dpbusd(3, 7, 5);
     }
     _tile_stored(0, cb, 64);
     _tile_stored(1, cb + 256, 64);
-    if (MINS) _tile_stored(2, cb + 512, 64);
+    if (G == 2) {
+        _tile_stored(2, cb + 512, 64);
+        _tile_stored(3, cb + 768, 64);
+    }
 }
 
+/* The float part of one group and block: isum = 256 hi + lo; NP min pairs (msum: vpdpwssd of
+ * the activations' sub-block sum pairs, lanes = rows, by the weight row's min pair). */
 T_AMX static inline __attribute__((always_inline)) void q256_float(
-    bool MINS, const int32_t *cb, const float *dw, const float *dm, const float *dt,
-    float *park, bool first, bool last, int64_t nr, float *y, int64_t ldy, __mmask16 m,
-    bool stream) {
+    int NP, const int32_t *cb, const uint8_t *wb, const float *dw, const float *dm,
+    const float *dt, const int32_t *bst, float *park, bool first, bool last, int64_t nr,
+    float *y, int64_t ldy, __mmask16 m, bool stream) {
     const __m512 dv = _mm512_loadu_ps(dt);
+    __m512i bv[8];
+    _Pragma("GCC unroll 8") for (int p = 0; p < NP; p++)
+        bv[p] = _mm512_loadu_si512((const void *)(bst + 16 * p));
+    const int32_t *mp = (const int32_t *)(wb + 8192);
     __m512 acc[16];
     _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) {
         const __m512i is = _mm512_add_epi32(
@@ -492,10 +518,13 @@ T_AMX static inline __attribute__((always_inline)) void q256_float(
             _mm512_load_si512((const void *)(cb + 256 + 16 * i)));
         __m512 a = first ? _mm512_setzero_ps() : _mm512_load_ps(park + 16 * i);
         a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(_mm512_set1_ps(dw[i]), dv), a);
-        if (MINS)
-            a = _mm512_fnmadd_ps(
-                _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb + 512 + 16 * i))),
-                _mm512_mul_ps(_mm512_set1_ps(dm[i]), dv), a);
+        if (NP) {
+            __m512i t = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int p = 0; p < NP; p++)
+                t = _mm512_dpwssd_epi32(t, bv[p], _mm512_set1_epi32(mp[i * NP + p]));
+            a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(_mm512_set1_ps(dm[i]), dv),
+                                 a);
+        }
         if (last) acc[i] = a;
         else _mm512_store_ps(park + 16 * i, a);
     }
@@ -503,25 +532,32 @@ T_AMX static inline __attribute__((always_inline)) void q256_float(
 }
 
 T_AMX static inline __attribute__((always_inline)) void q256_run(
-    bool MINS, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb, const int8_t *xt,
-    int64_t ldq, const float *dt, int64_t ldd, int64_t n_rows, float *y, int64_t ldy, float *park,
-    bool stream) {
+    int NP, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb, const int8_t *xt,
+    int64_t ldq, const float *dt, const int32_t *bst, int64_t ldd, int64_t ldb,
+    int64_t n_rows, float *y, int64_t ldy, float *park, bool stream) {
     const size_t bb = ps_amx_q_block_bytes(g);
     const int64_t ng = (n_rows + 15) / 16;
     const __mmask16 m = (__mmask16)((1u << nw) - 1u);
-    int32_t cb[2][768] __attribute__((aligned(64)));
+    int32_t cb[2][1024] __attribute__((aligned(64)));
     cfg_q256();
     AMX_FENCE();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *wb = wp + (size_t)b * bb;
-        const float *dw = (const float *)(wb + (MINS ? 3 : 2) * 4096), *dm = dw + 16;
-        for (int64_t gi = 0; gi < ng; gi++) {
-            int32_t *c = cb[gi & 1];
-            q256_tiles(MINS, wb, xt + gi * 16 * ldq + b * 4096, c);
+        const float *dw = (const float *)(wb + qg_dw_off(g)), *dm = dw + 16;
+        for (int64_t g0 = 0; g0 < ng; g0 += 2) {
+            const int G = g0 + 1 < ng ? 2 : 1;
+            int32_t *c = cb[(g0 / 2) & 1];
+            const int8_t *x0 = xt + g0 * 16 * ldq + b * 4096;
+            if (G == 2) q256_tiles(2, wb, x0, x0 + 16 * ldq, c);
+            else q256_tiles(1, wb, x0, x0, c);
             AMX_FENCE();
-            q256_float(MINS, c, dw, dm, dt + gi * 16 * ldd + b * 16, park + gi * 256, b == 0,
-                       b == nb - 1, PS_MIN((int64_t)16, n_rows - 16 * gi), y + gi * 16 * ldy,
-                       ldy, m, stream);
+            for (int h = 0; h < G; h++) {
+                const int64_t gi = g0 + h;
+                q256_float(NP, c + 512 * h, wb, dw, dm, dt + gi * 16 * ldd + b * 16,
+                           NP ? bst + gi * 8 * ldb + b * NP * 16 : NULL, park + gi * 256, b == 0,
+                           b == nb - 1, PS_MIN((int64_t)16, n_rows - 16 * gi),
+                           y + gi * 16 * ldy, ldy, m, stream);
+            }
             AMX_FENCE();
         }
     }
@@ -597,16 +633,19 @@ T_AMX static inline __attribute__((always_inline)) void q32_run(
 
 T_AMX void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
                          const int8_t *xt, int64_t ldq, const float *dt, const float *st,
-                         int64_t ldd, int64_t n_rows, float *y, int64_t ldy, float *park,
-                         bool stream) {
-    if (g->qk == 256) {
-        if (g->mink == 1) q256_run(true, g, wp, nw, nb, xt, ldq, dt, ldd, n_rows, y, ldy, park, stream);
-        else q256_run(false, g, wp, nw, nb, xt, ldq, dt, ldd, n_rows, y, ldy, park, stream);
-    } else if (g->mink == 2) {
+                         int64_t ldd, const int16_t *bst, int64_t ldb, int64_t n_rows, float *y,
+                         int64_t ldy, float *park, bool stream) {
+    const int32_t *bp = (const int32_t *)bst;
+    if (g->qk == 256 && g->mink == 1 && g->sb == 16)
+        q256_run(8, g, wp, nw, nb, xt, ldq, dt, bp, ldd, ldb, n_rows, y, ldy, park, stream);
+    else if (g->qk == 256 && g->mink == 1)
+        q256_run(4, g, wp, nw, nb, xt, ldq, dt, bp, ldd, ldb, n_rows, y, ldy, park, stream);
+    else if (g->qk == 256)
+        q256_run(0, g, wp, nw, nb, xt, ldq, dt, NULL, ldd, ldb, n_rows, y, ldy, park, stream);
+    else if (g->mink == 2)
         q32_run(true, g, wp, nw, nb, xt, ldq, dt, st, ldd, n_rows, y, ldy, stream);
-    } else {
+    else
         q32_run(false, g, wp, nw, nb, xt, ldq, dt, NULL, ldd, n_rows, y, ldy, stream);
-    }
 }
 
 #else /* not x86-64: never called (ps_cpu_has_amx() is false) */
@@ -627,8 +666,9 @@ size_t ps_amx_q_block_bytes(const ps_amx_qgeom *g) { return 0; }
 size_t ps_amx_q_scratch_bytes(int64_t n_in) { return 0; }
 void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {}
 void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
-                        int64_t ldd, int64_t n, void *tmp) {}
+                        int64_t ldd, int16_t *bs, int64_t ldb, int64_t n, void *tmp) {}
 void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
                    const int8_t *xt, int64_t ldq, const float *dt, const float *st, int64_t ldd,
-                   int64_t n_rows, float *y, int64_t ldy, float *park, bool stream) {}
+                   const int16_t *bst, int64_t ldb, int64_t n_rows, float *y, int64_t ldy,
+                   float *park, bool stream) {}
 #endif

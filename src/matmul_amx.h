@@ -54,9 +54,9 @@ typedef struct {
     float dw[16], dm[16];
 } ps_amx_qdec;
 
-/* Bytes of one packed block of a 16-row tile: 256 inputs: planes of 16 rows x 256 bytes (hi,
- * lo of sc x (u - off), then the mins repeated per input where mink == 1), 32 inputs: one
- * plane of 16 x 32 bytes u - off; then 16 float dw and (mink) 16 dm. */
+/* Bytes of one packed block of a 16-row tile: 256 inputs: two planes of 16 rows x 256 bytes
+ * (hi, lo of p = sc x (u - off) = 256 hi + lo), then (mink == 1) each row's mins as int16
+ * pairs; 32 inputs: one plane of 16 x 32 bytes u - off; then 16 float dw and (mink) 16 dm. */
 size_t ps_amx_q_block_bytes(const ps_amx_qgeom *g);
 /* Scratch bytes a task needs for n_in inputs: the packed tile (nb blocks) and a park of
  * 16 KiB (the accumulators of PS_CHUNK rows between blocks), worst case over the types. */
@@ -66,16 +66,19 @@ void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t 
 /* Transposes one group of 16 quantised activation rows in place: q (rows ldq bytes apart,
  * n inputs, n a multiple of 32) becomes 1 KiB B tiles per 64 inputs (row kk, column r = the
  * 4 bytes q[r][64 c + 4 kk ..]), 16 n bytes; d (and s where mink == 2; floats per block, rows
- * ldd apart) become [block][16 rows]. tmp: 16 x max(ldq, 4 ldd) bytes. */
+ * ldd apart) become [block][16 rows]; where mink == 1 the int16 sub-block sums bs (rows ldb
+ * apart) become their int32 pairs [block][pair][16 rows]. tmp: 16 x max(ldq, 4 ldd) bytes. */
 void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
-                        int64_t ldd, int64_t n, void *tmp);
+                        int64_t ldd, int16_t *bs, int64_t ldb, int64_t n, void *tmp);
 /* y (n_rows <= PS_CHUNK rows ldy apart, nw <= 16 outputs) from the packed tile wp (nb blocks)
- * and the transposed groups: xt (group k at xt + 16 k ldq), dt / st (group k at + 16 k ldd).
+ * and the transposed groups: xt (group k at xt + 16 k ldq), dt / st (group k at + 16 k ldd),
+ * bst (mink == 1: group k at + 16 k ldb).
  * round16(n_rows) rows readable. park: 16 KiB, 64-byte aligned. stream: as ps_amx_stream_y.
  * Bitwise equal to the VNNI kernels of matmul_quant.c. */
 void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
                    const int8_t *xt, int64_t ldq, const float *dt, const float *st, int64_t ldd,
-                   int64_t n_rows, float *y, int64_t ldy, float *park, bool stream);
+                   const int16_t *bst, int64_t ldb, int64_t n_rows, float *y, int64_t ldy,
+                   float *park, bool stream);
 
 /* Whether a call writing y (n_rows x n_out floats) should store it around the cache: more than
  * 32 MiB of outputs (the logits of a chunk), which no cache level keeps anyway. */

@@ -1187,7 +1187,7 @@ static void mmq_amx_group_at(const mmq_job *job, int64_t slot, int64_t r, int32_
     qslot sl;
     slot_at(thread_base(job, slot) + job->tile_off, job->w->n_in, &sl);
     ps_amx_q_act_group(&job->ag, sl.q + r * sl.ldq, sl.ldq, sl.d + r * sl.ldd, sl.s + r * sl.ldd,
-                       sl.ldd, job->w->n_in, thread_base(job, thread));
+                       sl.ldd, sl.bs + r * sl.ldb, sl.ldb, job->w->n_in, thread_base(job, thread));
 }
 
 static void mmq_amx_group_task(void *ctx, int64_t gi, int32_t thread) {
@@ -1204,6 +1204,7 @@ static void mmq_amx_zero_tail(const mmq_job *job, int64_t slot, int64_t from) {
         memset(sl.q + r * sl.ldq, 0, (size_t)sl.ldq);
         memset(sl.d + r * sl.ldd, 0, sizeof(float) * (size_t)sl.ldd);
         memset(sl.s + r * sl.ldd, 0, sizeof(float) * (size_t)sl.ldd);
+        memset(sl.bs + r * sl.ldb, 0, sizeof(int16_t) * (size_t)sl.ldb);
     }
 }
 
@@ -1279,8 +1280,8 @@ static void mmq_tile(const mmq_job *job, const ps_mat *w, int64_t tile, int64_t 
         switch (job->kind) {
 #if defined(__x86_64__)
         case K_AMX:
-            ps_amx_q_rows(&job->ag, wp, nw, nb, sl.q, sl.ldq, sl.d, sl.s, sl.ldd, nr, yb, ldy,
-                          park, stream);
+            ps_amx_q_rows(&job->ag, wp, nw, nb, sl.q, sl.ldq, sl.d, sl.s, sl.ldd, sl.bs, sl.ldb,
+                          nr, yb, ldy, park, stream);
             break;
         case K_VNNI:
             vnni_fn(qd)(&job->pg, &sl, nr, wp, nb, yb, ldy, (__mmask16)((1u << nw) - 1u));
@@ -1314,7 +1315,7 @@ static mmq_job mmq_job_for(const ps_matmul_env *env, const ps_mat *w) {
     if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = K_VNNI;
     else if (env->isa == PS_ISA_AVX512 || env->isa == PS_ISA_AVX2) job.kind = K_AVX2;
     if (job.kind == K_VNNI && qd->cl) job.ig = qd->cl;
-    if (env->isa == PS_ISA_AVX512 && env->amx) job.kind = K_AMX;
+    if (env->isa == PS_ISA_AVX512 && env->amx && ps_cpu_has_avx512vnni()) job.kind = K_AMX;
     job.ag = (ps_amx_qgeom){qd->qk, qd->sb, qd->off,
                             qd->min == MIN_INT ? 1 : qd->min == MIN_FLOAT ? 2 : 0};
 #endif
