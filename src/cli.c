@@ -40,12 +40,15 @@ void ps_cli_paths(char *buf, size_t size) {
     const char *q8 = amx ? "amx-int8 (tdpbssd)"
                      : isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni() ? "avx512-vnni (vpdpbusd)"
                      : isa == PS_ISA_SCALAR ? "scalar int8" : "avx2 int8 (maddubs)";
-    snprintf(buf, size, "isa %s; bf16 %s, q8_0 %s; amx: %s", ps_isa_name(isa), bf16, q8,
-             env == 0 ? "off (PS_ISA)" : ps_amx_status());
+    const char *blocks = amx && ps_cpu_has_avx512vnni() ? "amx-int8 (tdpbssd, tdpbusd)"
+                         : isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni() ? "avx512-vnni"
+                         : isa == PS_ISA_SCALAR ? "scalar int8" : "avx2 int8";
+    snprintf(buf, size, "isa %s; bf16 %s, q8_0 %s, other block types %s; amx: %s",
+             ps_isa_name(isa), bf16, q8, blocks, env == 0 ? "off (PS_ISA)" : ps_amx_status());
 }
 
 void ps_cli_print_version(void) {
-    char paths[256];
+    char paths[384];
     ps_cli_paths(paths, sizeof paths);
     printf("promptscore %s\nmatmul paths: %s\n", ps_version(), paths);
 }

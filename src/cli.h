@@ -179,8 +179,9 @@ void ps_cli_progress_end(ps_cli_progress *p);
 bool ps_cli_parse_act(const char *cmd, const char *value, ps_act *out);
 
 /* One line naming the matrix kernels a session created now (PS_ISA as set, the CPU as it is)
- * uses for BF16 and Q8_0 weights with native activations, and whether AMX is on, and if not
- * why, e.g. "bf16 amx-bf16 (tdpbf16ps), q8_0 amx-int8 (tdpbssd); amx: amx-bf16, amx-int8".
+ * uses for BF16, Q8_0 and the other block types with native activations, and whether AMX is
+ * on, and if not why, e.g. "bf16 amx-bf16 (tdpbf16ps), q8_0 amx-int8 (tdpbssd), other block
+ * types amx-int8 (tdpbssd, tdpbusd); amx: amx-bf16, amx-int8".
  * Printed by --version and bench. (cli.c) */
 void ps_cli_paths(char *buf, size_t size);
 /* What --version prints, for `promptscore --version` and every subcommand's --version:

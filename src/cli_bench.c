@@ -209,7 +209,7 @@ int ps_cli_bench(int argc, char **argv) {
                act == PS_ACT_F32 ? "not used, every weight type is widened to f32"
                                  : "see matmul paths");
     if (!json) {
-        char paths[256];
+        char paths[384];
         ps_cli_paths(paths, sizeof paths);
         printf("matmul paths: %s%s\n", act == PS_ACT_F32 ? "(not used: --act f32) " : "", paths);
         if (info.tile_bytes > 0)
