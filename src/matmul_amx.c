@@ -1,5 +1,6 @@
 /*
- * matmul_amx.c — the BF16 and Q8_0 matmul tiles on Intel AMX (tile registers + TMUL).
+ * matmul_amx.c — the BF16, Q8_0 and block-quantised matmul tiles on Intel AMX (tile registers
+ * + TMUL).
  *
  * AMX has 8 tile registers of up to 16 rows x 64 bytes, configured per thread (ldtilecfg), and
  * instructions C (16 x 16 float32 / int32) += A (16 rows x K) . B (K x 16, in "VNNI" pairs or
@@ -21,6 +22,10 @@
  *     16 x 16 (row, output) pairs; then, as the VNNI path does, acc = fmaf((float)isum_b,
  *     dw[j][b] * dx[r][b], acc) in block order with AVX-512. The same float operations in the
  *     same order: bitwise equal to the VNNI, AVX2 and scalar paths (test_matmul checks).
+ *
+ *   The other block types (matmul_quant.c's integer road): see "the block-quantised types"
+ *     below: int8 weights x int8 activations, the exact int32 sums of that file's kernels,
+ *     its float part; bitwise equal to its VNNI, AVX2 and scalar kernels.
  *
  * Tiles are configured at the start of every task and released at its end (tilerelease), so
  * any thread of any pool can run a task and no thread keeps tile state between calls.

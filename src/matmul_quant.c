@@ -31,14 +31,11 @@
  * Integer bounds: every lane fits int32 (worst: Q6_K, 16 x 128 x (32 x 127 x 16) < 2^28), and
  * no vpmaddubsw pair exceeds 2 x 63 x 127.
  *
- * AMX (later): the sub-block sums are a u8 x s8 -> int32 product of the 16 decoded weight rows
- * and a block of activation rows over K = the sub-block size (or, summed in int32 first, over a
- * pair or a whole block where no scale differs) — what TDPBUSD computes, unsigned A times signed
- * B. The decoded rows (pack_side's tmp: 16 rows x qk bytes, before the group transpose) are its
- * A tile as they stand; the activation rows, 4 bytes per group as the slot already holds them,
- * its B tile; per sub-block one TDPBUSD into a zeroed 16 x 16 int32 tile (start values added
- * after), then the same scale multiply, convert and fma per (weight row, activation row). The
- * int32 sums are exact either way, so that path would give these bits too.
+ * AMX (env->amx, K_AMX): the same activation slots, each 16-row group then transposed in place
+ * into B tiles (ps_amx_q_act_group), and each task's 16 weight rows decoded by the same
+ * decoders and packed for the tiles (pack_tile_amx -> ps_amx_q_pack_block); matmul_amx.c's
+ * ps_amx_q_rows forms the same exact int32 isum / msum with tdpbssd / tdpbusd and runs this
+ * file's float part, so it gives these bits too (test_matmul_quant checks).
  */
 #include "matmul_quant.h"
 #include "matmul_amx.h"
