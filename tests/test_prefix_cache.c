@@ -290,10 +290,10 @@ static void test_eviction(void) {
     CHECK(st.blocks == 0 && st.bytes == 0);
     /* bad parameters, and a cache of another model */
     cp.budget_bytes = -1;
-    CHECK(ps_prefix_cache_create(m, &cp, &zero, &e) == PS_ERR_INVALID_ARG);
+    ps_prefix_cache *bad = NULL;
+    CHECK(ps_prefix_cache_create(m, &cp, &bad, &e) == PS_ERR_INVALID_ARG && !bad);
     cp = ps_prefix_cache_default_params();
     cp.block = 24;
-    ps_prefix_cache *bad = NULL;
     CHECK(ps_prefix_cache_create(m, &cp, &bad, &e) == PS_ERR_INVALID_ARG && !bad);
     ps_genmodel_params g2 = gp;
     g2.seed = 99;
