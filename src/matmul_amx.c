@@ -51,7 +51,8 @@ typedef struct {
     uint8_t rows[16];
 } amx_cfg;
 
-/* BF16: tiles 0-3 C (16 x 16 float), 4-5 A (16 rows x 32 bf16), 6-7 B (16 pairs x 16). */
+/* Every tile 16 rows x 64 bytes. BF16: 0-3 C (16 x 16 float), 4-5 A (16 rows x 32 bf16), 6-7 B
+ * (16 pairs x 16); the 256-input block types use the same shapes (see their kernels). */
 T_AMX static void cfg_bf16(void) {
     amx_cfg c;
     memset(&c, 0, sizeof c);
@@ -64,7 +65,8 @@ T_AMX static void cfg_bf16(void) {
     _tile_loadconfig(&c);
 }
 
-/* Q8_0: tiles 0-3 C (16 x 16 int32), 4-5 A (16 rows x 32 int8), 6-7 B (8 quads x 16). */
+/* Q8_0 and the 32-input block types: tiles 0-3 C (16 x 16 int32), 4-5 A (16 rows x 32 int8),
+ * 6-7 B (8 quads x 16). */
 T_AMX static void cfg_q8(void) {
     amx_cfg c;
     memset(&c, 0, sizeof c);
@@ -431,36 +433,6 @@ T_AMX void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, flo
     }
 }
 
-/* all tiles 16 x 64 bytes (256-input types) */
-T_AMX static void cfg_q256(void) {
-    amx_cfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        c.colsb[t] = 64;
-        c.rows[t] = 16;
-    }
-    AMX_FENCE();
-    _tile_loadconfig(&c);
-}
-
-/* 32-input types: C 0-3 (16 x 16 int32), A 4-5 (16 weight rows x 32 bytes), B 6-7 (8 quads) */
-T_AMX static void cfg_q32(void) {
-    amx_cfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 4; t++) {
-        c.colsb[t] = 64;
-        c.rows[t] = 16;
-    }
-    c.colsb[4] = c.colsb[5] = 32;
-    c.rows[4] = c.rows[5] = 16;
-    c.colsb[6] = c.colsb[7] = 64;
-    c.rows[6] = c.rows[7] = 8;
-    AMX_FENCE();
-    _tile_loadconfig(&c);
-}
-
 /* acc[i] (weight row i, lane r = activation row r) -> y rows r < nr, outputs < nw. */
 T_AMX static inline __attribute__((always_inline)) void store_t(__m512 acc[16], int64_t nr,
                                                                  float *y, int64_t ldy,
@@ -544,7 +516,7 @@ T_AMX static inline __attribute__((always_inline)) void q256_run(
     const int64_t ng = (n_rows + 15) / 16;
     const __mmask16 m = (__mmask16)((1u << nw) - 1u);
     int32_t cb[2][1024] __attribute__((aligned(64)));
-    cfg_q256();
+    cfg_bf16();
     AMX_FENCE();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *wb = wp + (size_t)b * bb;
@@ -599,7 +571,7 @@ T_AMX static inline __attribute__((always_inline)) void q32_run(
     const size_t pb = ps_amx_q_block_bytes(g);
     const __mmask16 m = (__mmask16)((1u << nw) - 1u);
     int32_t buf[1024] __attribute__((aligned(64)));
-    cfg_q32();
+    cfg_q8();
     AMX_FENCE();
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16) {
         const int8_t *xg = xt + r0 * ldq;
