@@ -427,12 +427,15 @@ typedef struct {
 } ps_score_prompt;
 
 /* Scores n_prompts prompts with several of them in each forward pass: chunks of up to the
- * smallest params->chunk rows are packed with consecutive prompts' positions (at most max_seqs
- * prompts per pass; max_seqs < 1 or above the chunk means the chunk), each prompt on its own
- * sequence (its KV cache sized to its n_tokens + max_tokens rounded up to 16, kept by the
- * session for later calls) with its own positions and causal mask; then each prompt's
- * generation, if any, alone. results[i] is bitwise what ps_score_tokens(session, prompts[i])
- * gives. The session's own sequence (ps_session_forward) is not touched. Returns what
+ * smallest params->chunk rows are packed with the positions of prompts in order (at most
+ * max_seqs prompts per pass, within max_seqs consecutive ones; max_seqs < 1 or above the
+ * chunk means the chunk), each prompt on its own sequence (its KV cache sized to its
+ * n_tokens + max_tokens rounded up to 16, kept by the session for later calls) with its own
+ * positions and causal mask; then each prompt's generation, if any, alone. results[i] is
+ * bitwise what ps_score_tokens(session, prompts[i]) gives. With a prefix cache (params->cache), a prompt that shares whole blocks with an
+ * earlier prompt of the call still computing them waits until that one is done and its blocks
+ * are cached, then restores them: a prefix shared within one call is computed once. The
+ * session's own sequence (ps_session_forward) is not touched. Returns what
  * ps_score_tokens would for the first prompt that fails (the message names the prompt); on any
  * error every results[i] is NULL. */
 PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prompts,

@@ -616,8 +616,38 @@ typedef struct {
     ps_seq *seq;
     int32_t fed;     /* positions forwarded so far (or restored from the prefix cache) */
     bool started;    /* its sequence is set up (and the cache looked up) */
+    bool done;       /* every prompt row forwarded (and its generation, if any, done) */
     cache_run cr;    /* its use of p->cache */
 } batch_item;
+
+/* Whether prompt i, not started yet, should wait for an earlier prompt of the batch that is
+ * running (started, not done) and computing blocks that i would then find in the cache: they
+ * share at least one whole block past what that prompt found cached, its answers hold top-K
+ * >= i's, both use the same cache, and its blocks still go into it (not stopped). Such a
+ * "leader" inserts its new blocks when its prompt rows are done, at the end of a pass; i
+ * starts at a later pass and restores them, so the shared prefix is computed once. Only a
+ * question of speed: a prompt's bits never depend on what the cache holds. */
+static bool batch_follows(const batch_item *it, const ps_score_prompt *prompts, int32_t lo,
+                          int32_t i) {
+    const ps_score_params *pi = it[i].p;
+    if (!pi->cache) return false;
+    const int32_t B = ps_pcache_block_len(pi->cache);
+    const int32_t *ti = prompts[i].tokens, ni = prompts[i].n_tokens;
+    for (int32_t j = lo; j < i; j++) {
+        const batch_item *l = &it[j];
+        if (!l->started || l->done || !l->cr.c || l->cr.stop || l->cr.c != pi->cache ||
+            l->p->k < pi->k)
+            continue;
+        const int32_t *tj = prompts[j].tokens;
+        const int32_t n = PS_MIN(ni, prompts[j].n_tokens);
+        int32_t same = 0;
+        while (same < n && ti[same] == tj[same]) same++;
+        /* whole shared blocks the leader computes (it found m cached; it inserts up to its
+         * own whole blocks) */
+        if (PS_MIN(same / B, l->cr.whole) > l->cr.m) return true;
+    }
+    return false;
+}
 
 ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t n_prompts,
                          int32_t max_seqs, ps_score_result **results, ps_error *err) {
@@ -666,21 +696,28 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
         }
         result_start(results[i], prompts[i].tokens, prompts[i].n_tokens, it[i].p->k);
     }
-    /* Passes: prompts are packed in order from the first unfinished one, each taking what is
-     * left of it or of the pass, so the prompts of one pass are consecutive and at most
-     * max_seqs; prompt i runs on kept sequence i % max_seqs (every prompt sharing it is done by
-     * the time i is packed), of its own length rounded up to 16 positions. */
-    for (int32_t lo = 0; lo < n_prompts;) {
+    /* Passes: prompts are packed in order from the first unfinished one (lo), each taking what
+     * is left of it or of the pass, at most max_seqs prompts among lo .. lo + max_seqs - 1, so
+     * prompt i can run on kept sequence i % max_seqs (every earlier prompt sharing it is done
+     * by the time i starts), of its own length rounded up to 16 positions. A prompt that
+     * shares whole blocks with a running one that computes them waits until they are cached
+     * (batch_follows); the running one is always packed first, so a pass is never empty. */
+    for (int32_t lo = 0;;) {
+        while (lo < n_prompts && it[lo].done) lo++;
+        if (lo == n_prompts) break;
         int32_t n_segs = 0, used = 0;
-        for (int32_t i = lo; i < n_prompts && used < rows && n_segs < max_seqs; i++) {
+        for (int32_t i = lo; i < n_prompts && i < lo + max_seqs && used < rows && n_segs < max_seqs;
+             i++) {
             batch_item *b = &it[i];
             const int32_t nt = prompts[i].n_tokens;
+            if (b->done) continue;
             if (cancelled(b->p)) {
                 st = ps_fail(err, PS_ERR_CANCELLED, -1,
                              "prompt %d cancelled after %d of %d positions", i, b->fed, nt);
                 goto fail;
             }
             if (!b->started) {
+                if (batch_follows(it, prompts, lo, i)) continue;
                 const int64_t need = PS_MIN((int64_t)s->n_ctx,
                                             ((int64_t)nt + b->p->max_tokens + 15) & ~(int64_t)15);
                 b->seq = ps_session_pool_seq(s, i % max_seqs, (int32_t)need, err);
@@ -701,6 +738,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
             seg_item[n_segs++] = i;
             used += n;
         }
+        assert(n_segs > 0);
         st = ps_session_forward_segs(s, segs, n_segs, logits, err);
         if (st != PS_OK) goto fail;
         int32_t row0 = 0;
@@ -721,8 +759,9 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
             st = cache_after_forward(&b->cr, b->seq, b->p->k, err);
             if (st != PS_OK) goto fail;
         }
-        /* finished prompts: the sum, then generation from their last row (gen_logits is past
-         * the pass's rows, so the other prompts' rows stay) */
+        /* finished prompts: their blocks into the cache (where the prompts waiting for them
+         * find them at the next pass), the sum, then generation from their last row
+         * (gen_logits is past the pass's rows, so the other prompts' rows stay) */
         row0 = 0;
         for (int32_t g = 0; g < n_segs; g++) {
             const int32_t i = seg_item[g], nt = prompts[i].n_tokens;
@@ -743,7 +782,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
                               logits + (size_t)(row0 - 1) * (size_t)n_vocab, gen_logits, r, err);
                 if (st != PS_OK) goto fail;
             }
-            lo = i + 1;
+            it[i].done = true;
         }
     }
     ps_free(targets);

@@ -243,6 +243,115 @@ static void test_exact(const fixture *f) {
     ps_model_free(m);
 }
 
+/* Prompt i's cancel callback (batch_shared): true from the given poll on. */
+typedef struct {
+    int polls, at;
+} cancel_at;
+static bool cancel_on_poll(void *ctx) {
+    cancel_at *c = ctx;
+    return ++c->polls >= c->at;
+}
+
+/* Prompts of one ps_score_batch call sharing prefixes that no cache holds yet: the later ones
+ * wait for the first (the leader) to put its blocks in the cache, then restore them — hits
+ * counted within the one call (none before the batch found them) — and every answer is bitwise
+ * the uncached one: a follower sharing a prefix that ends mid-block, one at a block boundary,
+ * one that is a prefix of the leader, one unrelated, and one behind a prompt that a hybrid or
+ * ring model cuts short at a block end. Then the leader cancelled while its followers wait:
+ * the call fails as a whole, the cache keeps no half-filled block, and the followers alone are
+ * exact. */
+static void test_batch_shared(const fixture *f) {
+    ps_genmodel_params gp;
+    fixture_params(f, &gp);
+    char name[96];
+    snprintf(name, sizeof name, "shared-%s-%s.gguf", f->preset ? f->preset : f->arch,
+             ps_ggml_type_name(f->type));
+    ps_model *m = gen_load(&gp, name);
+    if (!m) return;
+    ps_prefix_cache *c = NULL;
+    ps_error e;
+    CHECKF(ps_prefix_cache_create(m, NULL, &c, &e) == PS_OK, "%s", e.message);
+    ps_session_params ssp = ps_session_default_params();
+    ssp.n_ctx = 512;
+    ps_session *s = NULL;
+    CHECKF(ps_session_create(m, &ssp, &s, &e) == PS_OK, "%s", e.message);
+    if (!c || !s) {
+        ps_session_free(s);
+        ps_prefix_cache_free(c);
+        ps_model_free(m);
+        return;
+    }
+    ps_prefix_cache_stats st0, st1;
+    ps_prefix_cache_get_stats(c, &st0);
+    const int32_t B = st0.block, V = gp.n_vocab;
+    enum { N = 300 };
+    const int32_t share1 = 2 * B + B / 2 + 3, share2 = 3 * B;
+    int32_t *a = make_ids(N, V, 31), *f1 = make_ids(N, V, 32), *f2 = make_ids(N - 20, V, 33);
+    int32_t *x = make_ids(N, V, 34), *y = make_ids(10, V, 35);
+    memcpy(f1, a, (size_t)share1 * sizeof *a);
+    memcpy(f2, a, (size_t)share2 * sizeof *a);
+    ps_score_params bp = ps_score_default_params();
+    bp.cache = c;
+    bp.k = 3;
+    ps_score_params small = bp;
+    small.k = 2; /* a follower may take a larger K's blocks */
+    char what[160];
+    {
+        ps_score_prompt pr[6] = {{a, N, &bp},     {f1, N, &bp},         {x, N, &bp},
+                                 {y, 10, &bp},    {f2, N - 20, &small}, {a, 3 * B + 2, &bp}};
+        ps_score_result *res[6] = {0};
+        ps_status bst = ps_score_batch(s, pr, 6, 4, res, &e);
+        CHECKF(bst == PS_OK, "%s: batch: %s", name, e.message);
+        ps_prefix_cache_get_stats(c, &st1);
+        /* f1 finds 2 of a's blocks, f2 3, the prefix of a 3; x and y are their own */
+        CHECKF(st1.hits - st0.hits == 8, "%s: %lld block hits within one batch, want 8", name,
+               (long long)(st1.hits - st0.hits));
+        for (int i = 0; bst == PS_OK && i < 6; i++) {
+            ps_score_result *ref = score_plain(m, pr[i].tokens, pr[i].n_tokens, pr[i].params);
+            snprintf(what, sizeof what, "%s: one batch sharing prefixes, prompt %d", name, i);
+            if (ref && res[i]) same_result(ref, res[i], what);
+            ps_score_result_free(ref);
+            ps_score_result_free(res[i]);
+        }
+    }
+    /* the leader cancelled at its second pass (chunk 64: it needs five), its followers
+     * waiting on it */
+    {
+        int32_t *l2 = make_ids(N, V, 36), *g1 = make_ids(N - 30, V, 37);
+        memcpy(g1, l2, (size_t)share1 * sizeof *l2);
+        ps_score_params lp = bp, fp = bp;
+        lp.chunk = fp.chunk = 64;
+        cancel_at ca = {0, 2};
+        lp.cancel = cancel_on_poll;
+        lp.cancel_ctx = &ca;
+        ps_score_prompt pr[3] = {{l2, N, &lp}, {g1, N - 30, &fp}, {l2, 2 * B + 1, &fp}};
+        ps_score_result *res[3] = {0};
+        ps_prefix_cache_stats sa, sb;
+        ps_prefix_cache_get_stats(c, &sa);
+        ps_status bst = ps_score_batch(s, pr, 3, 3, res, &e);
+        ps_prefix_cache_get_stats(c, &sb);
+        CHECKF(bst == PS_ERR_CANCELLED && !res[0] && !res[1] && !res[2],
+               "%s: a cancelled leader: %s (%s)", name, ps_status_str(bst), e.message);
+        CHECKF(sb.blocks == sa.blocks && sb.bytes == sa.bytes && sb.inserts == sa.inserts,
+               "%s: a cancelled leader changed the cache (%lld -> %lld blocks)", name,
+               (long long)sa.blocks, (long long)sb.blocks);
+        for (int i = 1; i < 3; i++) {
+            snprintf(what, sizeof what, "%s: follower %d of a cancelled leader, alone", name, i);
+            expect_equal(m, s, pr[i].tokens, pr[i].n_tokens, &fp, what);
+        }
+        free(l2);
+        free(g1);
+    }
+    free(a);
+    free(f1);
+    free(f2);
+    free(x);
+    free(y);
+    ps_session_free(s);
+    ps_prefix_cache_free(c);
+    ps_model_free(m);
+}
+
 /* A budget of 3 blocks: inserting 18 blocks evicts (unreferenced leaves first), stays within
  * the budget, and every answer stays exact. */
 static void test_eviction(void) {
@@ -450,6 +559,9 @@ int main(void) {
     snprintf(out_dir, sizeof out_dir, "%s/ps_pcache_XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
     for (size_t i = 0; i < PS_ARRAY_LEN(FIXTURES); i++) test_exact(&FIXTURES[i]);
+    /* prompts of one batch sharing prefixes: plain, quantized, MoE, hybrid, sliding rings */
+    const int shared_fx[] = {0, 3, 5, 7, 9, 11};
+    for (size_t i = 0; i < PS_ARRAY_LEN(shared_fx); i++) test_batch_shared(&FIXTURES[shared_fx[i]]);
     test_eviction();
     test_threads();
     test_faults(&FIXTURES[7]);  /* qwen35-tiny */
