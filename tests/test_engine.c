@@ -7,7 +7,8 @@
  * request (a one-prompt job queued behind a three-prompt one runs second, not fourth);
  * cancellation by the waiter's `gone` (counted) and by the drain deadline (abort, told apart);
  * and that results are bitwise those of ps_score_tokens on a session of its own, also with
- * groups of max_seqs = 3 and two workers. On ../shared/models/stories260K.gguf.
+ * groups of max_seqs = 3 and two workers; and a cancel landing inside a group of two jobs'
+ * prompts (one job cancelled, the other answered exactly). On ../shared/models/stories260K.gguf.
  */
 #include "check.h"
 #include "engine.h"
@@ -226,6 +227,77 @@ static void test_round_robin_and_cancel(void) {
     close_pipes();
 }
 
+/* A cancel landing inside a group of two jobs' prompts (max_seqs 2, with the prefix cache): the
+ * worker takes x[0] and y[0] as one group; while it holds y[0] (x[0] already taken into the
+ * group), x's waiter is told its client is gone, so ps_score_batch meets x's cancel flag at
+ * its first pass and fails as a whole. y's prompt shares x's first 40 ids (two and a half
+ * cache blocks), so in that batch it was a follower waiting for x to fill the cache. x ends
+ * cancelled; y is scored again alone and is bitwise the direct answer, and the cache holds
+ * only what y put there (nothing of x's half-run batch). */
+static void test_cancel_in_group(void) {
+    ps_prefix_cache *c = NULL;
+    ps_error err;
+    CHECKF(ps_prefix_cache_create(g_model, NULL, &c, &err) == PS_OK, "%s", err.message);
+    ps_engine_params p = ps_engine_default_params();
+    p.max_seqs = 2;
+    p.cache = c;
+    hold_pipes(&p);
+    ps_engine *e = NULL;
+    CHECK(ps_engine_create(g_model, &p, &e, NULL) == PS_OK);
+    if (!e || !c) {
+        ps_engine_free(e);
+        ps_prefix_cache_free(c);
+        close_pipes();
+        return;
+    }
+    ps_completion_req rb, rx, ry;
+    make_req(&rb, 1, 5, 2);
+    make_req(&rx, 1, 100, 2);
+    make_req(&ry, 1, 60, 2);
+    for (int32_t t = 0; t < 40; t++) ry.prompts[0].ids[t] = rx.prompts[0].ids[t];
+    ps_engine_job *blocker = ps_engine_job_new(&rb, 1);
+    ps_engine_job *x = ps_engine_job_new(&rx, 1), *y = ps_engine_job_new(&ry, 1);
+    CHECK(ps_engine_admit(e) == PS_ENGINE_OK && ps_engine_submit(e, blocker) == PS_ENGINE_OK);
+    CHECK(wait_held()); /* the blocker runs alone; x and y queue behind it */
+    CHECK(ps_engine_admit(e) == PS_ENGINE_OK && ps_engine_submit(e, x) == PS_ENGINE_OK);
+    CHECK(ps_engine_admit(e) == PS_ENGINE_OK && ps_engine_submit(e, y) == PS_ENGINE_OK);
+    release();
+    CHECK(ps_engine_wait(e, blocker, NULL, NULL) == PS_OK);
+    CHECK(wait_held()); /* the group {x[0], y[0]}: x[0] is taken in */
+    ps_engine_stats st;
+    ps_engine_get_stats(e, &st);
+    CHECK(st.prompts_waiting == 0); /* both prompts are in the worker's group */
+    release();
+    CHECK(wait_held()); /* y[0]: x is in the group, the batch has not started */
+    pthread_t helper;
+    CHECK(pthread_create(&helper, NULL, release_after_cancel, e) == 0);
+    bool aborted = true;
+    CHECK(ps_engine_wait(e, x, gone_yes, NULL) == PS_ERR_CANCELLED);
+    pthread_join(helper, NULL);
+    CHECK(ps_engine_job_status(x, &err, &aborted) == PS_ERR_CANCELLED && !aborted);
+    CHECK(ps_engine_job_result(x, 0) == NULL);
+    CHECK(ps_engine_wait(e, y, NULL, NULL) == PS_OK);
+    CHECK(same_as_direct(&ry, y));
+    ps_prefix_cache_stats cs;
+    ps_prefix_cache_get_stats(c, &cs);
+    /* blocks come only from y alone (60 ids: 3 whole blocks of 16), none from x */
+    CHECKF(cs.inserts == 60 / cs.block && cs.hits == 0, "cache: %lld inserts, %lld hits",
+           (long long)cs.inserts, (long long)cs.hits);
+    ps_engine_get_stats(e, &st);
+    CHECK(st.cancelled == 1 && st.tokens_scored == 5 + 60);
+    for (int i = 0; i < 3; i++) ps_engine_leave(e);
+    CHECK(ps_engine_drain(e, ps_now_s() + 60));
+    ps_engine_job_free(blocker);
+    ps_engine_job_free(x);
+    ps_engine_job_free(y);
+    ps_completion_req_free(&rb);
+    ps_completion_req_free(&rx);
+    ps_completion_req_free(&ry);
+    ps_engine_free(e);
+    ps_prefix_cache_free(c);
+    close_pipes();
+}
+
 /* Groups (max_seqs 3) over two workers: every result still bitwise the direct one. */
 static void test_groups(void) {
     ps_engine_params p = ps_engine_default_params();
@@ -275,6 +347,7 @@ int main(void) {
     test_admission_and_drain();
     test_round_robin_and_cancel();
     test_groups();
+    test_cancel_in_group();
     ps_model_free(g_model);
     return ps_test_done("engine");
 }
