@@ -9,6 +9,9 @@
  *              own, then one of 4 one-token choices: one prompt per request (lm-eval batch 1)
  *   hellaswag  an 80-token context per item, then 4 endings of 15-25 tokens: one per request
  *   arc        independent 30-token prompts, 16 per request
+ *   mmlu4, hellaswag4  the same items with an item's 4 prompts in one request (lm-eval's
+ *              batched requests: with `--max-seqs` >= 4 and the cache, the shared context is
+ *              computed once and the other 3 prompts restore it)
  * For each mode (`--mode NAME=SERVER-ARGS`, repeatable; the default is two modes, `nocache`
  * with `--cache-mb 0` and `cache` with the default prefix cache) and each concurrency
  * (`--conc 1,4,8`: that many client threads on kept-alive connections, pulling the next request
@@ -26,7 +29,8 @@
  * makes the exit status 1 — a mode that is faster but not bitwise the same is not a result.
  *
  *   bench_workload [-m MODEL.gguf] [--bin build/promptscore] [--mode NAME=ARGS]... [--conc 1,4,8]
- *                  [--workloads mmlu,hellaswag,arc] [--items N] [-t THREADS]
+ *                  [--workloads mmlu,mmlu4,hellaswag,hellaswag4,arc]
+ *                  [--items N] [-t THREADS]
  * Without -m, a small generated llama (`make bench` runs it so).
  *   bench_workload --check    a tiny generated model, 3 modes (-t 1 without the prefix cache,
  *                             -t 2 with it, -t 2 --max-seqs 5 with it: several prompts per
@@ -58,6 +62,15 @@ extern char **environ;
 
 #define MAX_MODES 8
 #define MAX_CONC 8
+#define MAX_WORKLOADS 5
+
+/* whether the comma-separated list holds name */
+static int listed(const char *list, const char *name) {
+    const size_t n = strlen(name);
+    for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
 
 /* ---- workloads ---------------------------------------------------------------------------- */
 
@@ -132,45 +145,58 @@ static int make_request(request *r, int32_t *const *ids, const int *len, int n_p
 }
 
 /* mmlu: shot = shared context, q = question length, 4 one-token choices */
-static int build_mmlu(workload *w, int items, int shot, int q) {
-    int32_t *ctx = malloc(sizeof(int32_t) * (size_t)(shot + q + 1));
+/* mmlu: shot = shared context, q = question length, 4 one-token choices; per_req 1: one
+ * choice per request ("mmlu"), 4: an item's 4 choices in one request ("mmlu4", as lm-eval
+ * sends a batch of 4) */
+static int build_mmlu(workload *w, int items, int shot, int q, int per_req) {
+    int32_t *ctx[4];
+    int len[4];
     int32_t choices[4];
-    w->name = "mmlu";
-    w->n_req = items * 4;
+    w->name = per_req == 1 ? "mmlu" : "mmlu4";
+    w->n_req = items * 4 / per_req;
     w->req = calloc((size_t)w->n_req, sizeof *w->req);
-    if (!ctx || !w->req) return -1;
-    fill(ctx, shot);
+    for (int c = 0; c < 4; c++) ctx[c] = malloc(sizeof(int32_t) * (size_t)(shot + q + 1));
+    if (!ctx[0] || !ctx[1] || !ctx[2] || !ctx[3] || !w->req) return -1;
+    fill(ctx[0], shot);
     fill(choices, 4);
     for (int it = 0; it < items; it++) {
-        fill(ctx + shot, q);
+        fill(ctx[0] + shot, q);
         for (int c = 0; c < 4; c++) {
-            ctx[shot + q] = choices[c];
-            int32_t *p = ctx;
-            int n = shot + q + 1;
-            if (make_request(&w->req[it * 4 + c], &p, &n, 1)) return -1;
+            memcpy(ctx[c], ctx[0], sizeof(int32_t) * (size_t)(shot + q));
+            ctx[c][shot + q] = choices[c];
+            len[c] = shot + q + 1;
         }
+        for (int c = 0; c < 4; c += per_req)
+            if (make_request(&w->req[(it * 4 + c) / per_req], ctx + c, len + c, per_req))
+                return -1;
     }
-    free(ctx);
+    for (int c = 0; c < 4; c++) free(ctx[c]);
     return 0;
 }
 
-static int build_hellaswag(workload *w, int items, int ctx_len) {
-    int32_t *buf = malloc(sizeof(int32_t) * (size_t)(ctx_len + 25));
-    w->name = "hellaswag";
-    w->n_req = items * 4;
+/* hellaswag: a context of ctx_len per item, 4 endings of 15-25 tokens; per_req as mmlu's
+ * ("hellaswag", "hellaswag4") */
+static int build_hellaswag(workload *w, int items, int ctx_len, int per_req) {
+    int32_t *buf[4];
+    int len[4];
+    w->name = per_req == 1 ? "hellaswag" : "hellaswag4";
+    w->n_req = items * 4 / per_req;
     w->req = calloc((size_t)w->n_req, sizeof *w->req);
-    if (!buf || !w->req) return -1;
+    for (int e = 0; e < 4; e++) buf[e] = malloc(sizeof(int32_t) * (size_t)(ctx_len + 25));
+    if (!buf[0] || !buf[1] || !buf[2] || !buf[3] || !w->req) return -1;
     for (int it = 0; it < items; it++) {
-        fill(buf, ctx_len);
+        fill(buf[0], ctx_len);
         for (int e = 0; e < 4; e++) {
             int n_end = 15 + (int)(rng() % 11);
-            fill(buf + ctx_len, n_end);
-            int32_t *p = buf;
-            int n = ctx_len + n_end;
-            if (make_request(&w->req[it * 4 + e], &p, &n, 1)) return -1;
+            memcpy(buf[e], buf[0], sizeof(int32_t) * (size_t)ctx_len);
+            fill(buf[e] + ctx_len, n_end);
+            len[e] = ctx_len + n_end;
         }
+        for (int e = 0; e < 4; e += per_req)
+            if (make_request(&w->req[(it * 4 + e) / per_req], buf + e, len + e, per_req))
+                return -1;
     }
-    free(buf);
+    for (int e = 0; e < 4; e++) free(buf[e]);
     return 0;
 }
 
@@ -474,7 +500,8 @@ static int run(const char *base, pid_t pid, const workload *w, int conc, char **
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_workload [-m MODEL.gguf] [--bin PATH] [--mode NAME=SERVER-ARGS]...\n"
-            "                      [--conc 1,4,8] [--workloads mmlu,hellaswag,arc] [--items N]\n"
+            "                      [--conc 1,4,8] [--workloads mmlu,mmlu4,hellaswag,hellaswag4,arc]\n"
+            "                      [--items N]\n"
             "                      [-t THREADS]\n"
             "       bench_workload --check\n");
 }
@@ -564,17 +591,24 @@ int main(int argc, char **argv) {
     n_ids = nv - lo_id - (nv > 1024 ? 256 : 0);
     if (n_ids < 2) { fprintf(stderr, "bench_workload: vocabulary too small\n"); return 1; }
 
-    workload ws[3];
+    workload ws[MAX_WORKLOADS];
     int n_w = 0;
     int it = items ? items : 16;
-    if (strstr(wl, "mmlu") && build_mmlu(&ws[n_w++], it, 550, 50)) return 1;
-    if (strstr(wl, "hellaswag") && build_hellaswag(&ws[n_w++], it, 80)) return 1;
-    if (strstr(wl, "arc") && build_arc(&ws[n_w++], it, 16, 30)) return 1;
+    if (listed(wl, "mmlu") && build_mmlu(&ws[n_w++], it, 550, 50, 1)) return 1;
+    if (listed(wl, "mmlu4") && build_mmlu(&ws[n_w++], it, 550, 50, 4)) return 1;
+    if (listed(wl, "hellaswag") && build_hellaswag(&ws[n_w++], it, 80, 1)) return 1;
+    if (listed(wl, "hellaswag4") && build_hellaswag(&ws[n_w++], it, 80, 4)) return 1;
+    if (listed(wl, "arc") && build_arc(&ws[n_w++], it, 16, 30)) return 1;
+    if (!n_w) {
+        fprintf(stderr, "bench_workload: --workloads takes mmlu, mmlu4, hellaswag, hellaswag4, "
+                        "arc\n");
+        return 2;
+    }
     curl_global_init(CURL_GLOBAL_DEFAULT);
 
     /* answers[w][mode][conc][req]; results[w][mode][conc] */
-    char **ans[3][MAX_MODES][MAX_CONC];
-    result res[3][MAX_MODES][MAX_CONC];
+    char **ans[MAX_WORKLOADS][MAX_MODES][MAX_CONC];
+    result res[MAX_WORKLOADS][MAX_MODES][MAX_CONC];
     long rss[MAX_MODES];
     int failed = 0;
     for (int mo = 0; mo < n_modes; mo++) {

@@ -15,6 +15,12 @@
  * from the wall clock. At the end: the process's peak RSS next to the budget
  *     mapped weights + KV cache + 2 x one chunk of logits + 64 MiB.
  *
+ * --cache-pairs N: after each row, the same prompt is scored N more times without the prefix
+ * cache and N times with a fresh (empty) one, alternating off / on, and one line gives the
+ * median seconds of each and their ratio: the cost, for a prompt the cache has never seen, of
+ * capturing its blocks (the K/V copies) and inserting them. The budget at the end then counts
+ * the largest cache those runs held.
+ *
  * The kernels' agreement with their references on a model's own matrices is a test
  * (tests/test_model_kernels.c), not part of this command, which only measures.
  * --json prints one JSON object per line instead of the table.
@@ -98,11 +104,39 @@ static double matmul_weights(const ps_model *m) {
     return sum;
 }
 
+/* One timed ps_score_tokens of tokens[0, n) (CPU or wall seconds), with cache (NULL: none);
+ * *bytes = the cache's bytes after it. Negative on failure (err says why). */
+static double timed_score(ps_session *s, const int32_t *tokens, int32_t n, int32_t k,
+                          ps_prefix_cache *cache, bool cpu_clock, int64_t *bytes,
+                          ps_error *err) {
+    ps_score_params p = ps_score_default_params();
+    p.k = k;
+    p.cache = cache;
+    ps_score_result *res = NULL;
+    ps_prof_use_cpu_clock(cpu_clock);
+    const double c0 = ps_prof_clock_ns() * 1e-9;
+    ps_status st = ps_score_tokens(s, tokens, n, &p, &res, err);
+    const double secs = ps_prof_clock_ns() * 1e-9 - c0;
+    ps_score_result_free(res);
+    if (cache) {
+        ps_prefix_cache_stats cs;
+        ps_prefix_cache_get_stats(cache, &cs);
+        *bytes = cs.bytes;
+    }
+    return st == PS_OK ? secs : -1;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 int ps_cli_bench(int argc, char **argv) {
     ps_cli_model_opts o = {0};
     int_list tl = {{1, 2}, 2, false}, ll = {{256, 1024, 4096}, 3, false};
-    int32_t k = 20;
+    int32_t k = 20, cache_pairs = 0;
     bool json = false;
+    double cache_peak = 0; /* the largest cache the --cache-pairs runs held (bytes) */
     const ps_cli_opt model_opts[] = {
         PS_CLI_OPTS_MODEL(&o),
         PS_CLI_OPT_CTX(&o, "context length (default: the model's); every length must fit"),
@@ -117,6 +151,9 @@ int ps_cli_bench(int argc, char **argv) {
         {"-k, --logprobs, --top-k", "N", "top-K alternatives per position (default 20)",
          PS_CLI_I32, &k, 0, 1000},
         {"--json", NULL, "one JSON object per line", PS_CLI_FLAG, &json},
+        {"--cache-pairs", "N", "after each row, N alternating pairs of the same prompt without\n"
+         "and with a fresh prefix cache: median seconds and their ratio (default 0)",
+         PS_CLI_I32, &cache_pairs, 0, 1000},
         {0}};
     const ps_cli_opt *const tables[] = {model_opts, bench_opts, NULL};
     const ps_cli_cmd c = {"bench", "-m MODEL.gguf [options]", BENCH_ABOUT, tables};
@@ -305,6 +342,47 @@ int ps_cli_bench(int argc, char **argv) {
                        gf, moe_cols,
                        cpu_clock ? "CPU time" : "wall time", wall);
             fflush(stdout);
+            if (cache_pairs > 0) {
+                double *off = ps_malloc(sizeof(double) * 2 * (size_t)cache_pairs);
+                double *on = off ? off + cache_pairs : NULL;
+                if (!off) {
+                    rc = 1;
+                    break;
+                }
+                for (int32_t i = 0; i < cache_pairs && !rc; i++) {
+                    ps_prefix_cache_params cp = ps_prefix_cache_default_params();
+                    cp.budget_bytes = (int64_t)1 << 40; /* every block of the prompt fits */
+                    ps_prefix_cache *cache = NULL;
+                    int64_t bytes = 0;
+                    if (ps_prefix_cache_create(model, &cp, &cache, &err) != PS_OK ||
+                        (off[i] = timed_score(s, tokens, lengths[li], k, NULL, cpu_clock, &bytes,
+                                              &err)) < 0 ||
+                        (on[i] = timed_score(s, tokens, lengths[li], k, cache, cpu_clock, &bytes,
+                                             &err)) < 0) {
+                        fprintf(stderr, "promptscore bench: --cache-pairs: %s\n", err.message);
+                        rc = 1;
+                    }
+                    cache_peak = PS_MAX(cache_peak, (double)bytes);
+                    ps_prefix_cache_free(cache);
+                }
+                if (!rc) {
+                    qsort(off, (size_t)cache_pairs, sizeof *off, cmp_d);
+                    qsort(on, (size_t)cache_pairs, sizeof *on, cmp_d);
+                    const double mo = off[cache_pairs / 2], mc = on[cache_pairs / 2];
+                    if (json)
+                        printf("{\"threads\": %d, \"tokens\": %d, \"cache_pairs\": %d, "
+                               "\"off_seconds\": %.6f, \"on_seconds\": %.6f, \"on_over_off\": "
+                               "%.4f, \"clock\": \"%s\"}\n", threads[ti], lengths[li],
+                               cache_pairs, mo, mc, mc / mo, cpu_clock ? "cpu" : "wall");
+                    else
+                        printf("%7d %7d  prefix cache (fresh) on / off: %.3f s / %.3f s = %.4f "
+                               "(medians of %d alternating pairs, %s)\n", threads[ti],
+                               lengths[li], mc, mo, mc / mo, cache_pairs,
+                               cpu_clock ? "CPU time" : "wall time");
+                    fflush(stdout);
+                }
+                ps_free(off);
+            }
         }
         ps_session_free(s);
         ps_pool_free(pool);
@@ -312,24 +390,28 @@ int ps_cli_bench(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double rss = (double)ru.ru_maxrss * 1024.0;
+    const double budget_all = budget + cache_peak;
     if (!rc) {
         if (json)
             printf("{\"peak_rss_mb\": %.1f, \"budget_mb\": %.1f, \"weights_mb\": %.1f, "
                    "\"tile_copy_mb\": %.1f, \"kv_cache_mb\": %.1f, \"logits_mb\": %.1f, "
-                   "\"within_budget\": %s}\n",
-                   rss / 1048576, budget / 1048576, info.file_bytes / 1048576.0,
+                   "\"cache_mb\": %.1f, \"within_budget\": %s}\n",
+                   rss / 1048576, budget_all / 1048576, info.file_bytes / 1048576.0,
                    info.tile_bytes / 1048576.0, kv_bytes / 1048576, logit_bytes / 1048576,
-                   rss <= budget ? "true" : "false");
+                   cache_peak / 1048576, rss <= budget_all ? "true" : "false");
         else {
             char tiles[64] = "";
             if (info.tile_bytes)
                 snprintf(tiles, sizeof tiles, " + AMX tile copy %.1f",
                          info.tile_bytes / 1048576.0);
+            char pc[64] = "";
+            if (cache_pairs > 0)
+                snprintf(pc, sizeof pc, " + prefix cache %.1f", cache_peak / 1048576);
             printf("peak RSS %.1f MB; budget %.1f MB = weights %.1f%s + KV cache %.1f + 2 "
-                   "chunks of logits %.1f + 64 (%s)\n",
-                   rss / 1048576, budget / 1048576, info.file_bytes / 1048576.0, tiles,
-                   kv_bytes / 1048576, logit_bytes / 1048576,
-                   rss <= budget ? "within" : "OVER");
+                   "chunks of logits %.1f%s + 64 (%s)\n",
+                   rss / 1048576, budget_all / 1048576, info.file_bytes / 1048576.0, tiles,
+                   kv_bytes / 1048576, logit_bytes / 1048576, pc,
+                   rss <= budget_all ? "within" : "OVER");
         }
     }
     ps_free(tokens);

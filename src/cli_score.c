@@ -3,10 +3,13 @@
  *
  * score streams: one line is read (getline, any length), parsed and tokenised by the request
  * module (jsonl.c, request.c: text prompts get BOS as the model says unless --no-bos; id lists
- * are verbatim), scored by the engine (engine.c, one worker and one slot, so lines go in input
- * order, one at a time — the server's request path) and written as {"id", "logprobs" (the server's object, prompt entries only),
- * "sum_logprob", "n_tokens"} before the next line is read, so memory stays bounded by the
- * longest line. A bad line becomes {"id", "error": {...}} and the run goes on (--strict makes
+ * are verbatim), scored by the engine (engine.c, one worker — the server's request path) and
+ * written as {"id", "logprobs" (the server's object, prompt entries only), "sum_logprob",
+ * "n_tokens"} in input order. By default one line is in flight: it is written before the next
+ * is read, so memory stays bounded by the longest line. --max-seqs N reads rounds of up to N
+ * lines, queues their jobs at once (the worker takes them as one group, their positions packed
+ * into shared forward passes, bitwise the same scores), then writes them in order: memory is
+ * then bounded by N lines. A bad line becomes {"id", "error": {...}} and the run goes on (--strict makes
  * the exit status 1 at the end). Progress goes to stderr when it is a terminal (or with
  * --progress); one summary line always ends the run on stderr. --format table | summary
  * writes a view for people instead of the JSON (cli_format.c).
@@ -165,70 +168,140 @@ static const char *SCORE_ABOUT =
 
 typedef struct {
     ps_cli_loaded *l;
-    ps_engine *engine;  /* one worker: one line at a time, in input order */
+    ps_engine *engine;  /* one worker: lines in input order, max_seqs at a time */
     ps_jsonl_limits lim;
     int32_t chunk;
     int64_t tokens;
     ps_cli_view *view; /* --format table | summary; NULL for JSON Lines */
 } score_ctx;
 
-/* Scores one input line into b (a result or an error line). Returns 1 when it was scored, 0
- * when it was an error line, -1 when a stop signal cancelled it (b is left empty). */
-static int score_line(score_ctx *c, const line_in *li, int64_t lineno, ps_buf *b) {
-    ps_jsonl_req req;
-    const ps_score_result *r = NULL;
+static bool blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return false;
+    return true;
+}
+
+/* One input line of a round (see the loop in ps_cli_score): parsed when read, its job queued
+ * with the round's others, its output written in input order. */
+typedef struct {
+    int64_t lineno;
+    uint64_t hash;          /* sharded: the line's hash */
+    bool blank;             /* nothing to score (sharded: still a record) */
+    ps_jsonl_req req;       /* parsed (also for a blank line: then unused and empty) */
+    ps_req_prompt prompt;   /* the job borrows these two until it is freed */
+    ps_completion_req cr;
+    ps_engine_job *job;     /* NULL: an error line (req.ok false) or blank */
+    bool admitted;          /* holds an engine slot */
+    ps_status st;           /* the job's failure before it ran (no memory, refused) */
+    ps_error err;
+} line_slot;
+
+static bool gone_now(void *ctx) {
+    (void)ctx;
+    return true;
+}
+
+/* Parses the line just read into q and makes its job (not yet queued). */
+static void line_start(score_ctx *c, const line_in *li, int64_t lineno, line_slot *q) {
+    q->lineno = lineno;
+    q->hash = li->hash;
+    q->job = NULL;
+    q->admitted = false;
+    q->st = PS_OK;
+    ps_error_clear(&q->err);
+    memset(&q->req, 0, sizeof q->req);
+    q->blank = !li->refused && blank(li->buf, li->len);
+    if (q->blank) return;
     ps_status pst = li->refused
-                        ? ps_jsonl_refused(li->buf, li->len, lineno, &c->lim, &li->scan, &req)
-                        : ps_jsonl_parse(li->buf, li->len, lineno, &c->lim, &req);
+                        ? ps_jsonl_refused(li->buf, li->len, lineno, &c->lim, &li->scan, &q->req)
+                        : ps_jsonl_parse(li->buf, li->len, lineno, &c->lim, &q->req);
+    if (pst != PS_OK) return; /* an error line */
     /* the one request path: the line's job to the engine, which scores it (the ids stay the
-     * line's: the job borrows them, and cr, until it is freed below) */
-    ps_engine_job *job = NULL;
-    ps_req_prompt prompt = {.ids = req.ids, .n = req.n, .prompt_offset = req.prompt_offset};
-    ps_completion_req cr = {.prompts = &prompt, .n_prompts = 1, .logprobs = req.k,
-                            .logprobs_from = req.logprobs_from, .temperature = 1, .top_p = 1,
-                            .prompt_tokens = req.n};
-    if (pst == PS_OK) {
-        ps_error err;
-        ps_error_clear(&err);
-        ps_status st;
-        job = ps_engine_job_new(&cr, 0);
-        if (!job) {
-            st = ps_fail(&err, PS_ERR_NOMEM, -1, "out of memory");
-        } else if (ps_engine_admit(c->engine) != PS_ENGINE_OK) {
-            st = ps_fail(&err, PS_ERR_INTERNAL, -1, "the engine refused the line");
-        } else {
-            if (ps_engine_submit(c->engine, job) == PS_ENGINE_OK)
-                ps_engine_wait(c->engine, job, stop_requested, NULL);
+     * line's: the job borrows them, and cr, until it is freed) */
+    q->prompt = (ps_req_prompt){.ids = q->req.ids, .n = q->req.n,
+                                .prompt_offset = q->req.prompt_offset};
+    q->cr = (ps_completion_req){.prompts = &q->prompt, .n_prompts = 1, .logprobs = q->req.k,
+                                .logprobs_from = q->req.logprobs_from, .temperature = 1,
+                                .top_p = 1, .prompt_tokens = q->req.n};
+    q->job = ps_engine_job_new(&q->cr, 0);
+    if (!q->job) {
+        q->st = ps_fail(&q->err, PS_ERR_NOMEM, -1, "out of memory");
+    } else if (ps_engine_admit(c->engine) != PS_ENGINE_OK) {
+        q->st = ps_fail(&q->err, PS_ERR_INTERNAL, -1, "the engine refused the line");
+    } else {
+        q->admitted = true;
+    }
+}
+
+/* Queues the jobs of slots[0..n) that are ready, in input order, all at once (so that
+ * max_seqs of them form one group of the engine's worker). */
+static void lines_submit(score_ctx *c, line_slot *slots, int n) {
+    ps_engine_job *jobs[PS_CHUNK];
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (slots[i].admitted) jobs[m++] = slots[i].job;
+    if (m > 0 && ps_engine_submit_all(c->engine, jobs, m) != PS_ENGINE_OK)
+        for (int i = 0; i < n; i++)
+            if (slots[i].admitted) {
+                slots[i].st = ps_fail(&slots[i].err, PS_ERR_INTERNAL, -1,
+                                      "the engine refused the line");
+                ps_engine_leave(c->engine);
+                slots[i].admitted = false;
+            }
+}
+
+/* Frees what q holds; with `cancel`, first cancels its job and waits for it. */
+static void line_free(score_ctx *c, line_slot *q, bool cancel) {
+    if (q->admitted) {
+        ps_engine_wait(c->engine, q->job, cancel ? gone_now : stop_requested, NULL);
+        ps_engine_leave(c->engine);
+        q->admitted = false;
+    }
+    ps_engine_job_free(q->job); /* and its result */
+    q->job = NULL;
+    if (!q->blank) ps_jsonl_req_free(&q->req);
+}
+
+/* Waits for q's job and writes its output into b (a result or an error line), then frees q.
+ * Returns 1 when it was scored, 0 when it was an error line, -1 when a stop signal cancelled
+ * it (b is left empty). */
+static int line_finish(score_ctx *c, line_slot *q, ps_buf *b) {
+    ps_jsonl_req *req = &q->req;
+    const ps_score_result *r = NULL;
+    if (req->ok) {
+        ps_status st = q->st;
+        ps_error err = q->err;
+        if (q->admitted) {
+            ps_engine_wait(c->engine, q->job, stop_requested, NULL);
             ps_engine_leave(c->engine);
-            st = ps_engine_job_status(job, &err, NULL);
+            q->admitted = false;
+            st = ps_engine_job_status(q->job, &err, NULL);
         }
         if (st == PS_ERR_CANCELLED) {
-            ps_engine_job_free(job);
-            ps_jsonl_req_free(&req);
+            line_free(c, q, false);
             return -1;
         }
         if (st != PS_OK) {
-            req.ok = false;
-            ps_req_fail(&req.err, st == PS_ERR_NOMEM || st == PS_ERR_INTERNAL ? 500 : 400,
+            req->ok = false;
+            ps_req_fail(&req->err, st == PS_ERR_NOMEM || st == PS_ERR_INTERNAL ? 500 : 400,
                         st == PS_ERR_TOKEN_RANGE || st == PS_ERR_CONTEXT ? "prompt" : NULL,
                         st == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL,
-                        "line %lld: %s", (long long)lineno, err.message);
-            req.err.st = st;
+                        "line %lld: %s", (long long)q->lineno, err.message);
+            req->err.st = st;
         } else {
-            r = ps_engine_job_result(job, 0);
+            r = ps_engine_job_result(q->job, 0);
         }
     }
-    bool ok = req.ok;
+    bool ok = req->ok;
     if (ok) {
-        if (c->view) ps_cli_view_result(c->view, b, c->l->vocab, &req, r);
-        else ps_jsonl_write_result(b, c->l->vocab, &req, r);
-        c->tokens += req.n;
+        if (c->view) ps_cli_view_result(c->view, b, c->l->vocab, req, r);
+        else ps_jsonl_write_result(b, c->l->vocab, req, r);
+        c->tokens += req->n;
     } else {
-        if (c->view) ps_cli_view_error(c->view, b, &req);
-        else ps_jsonl_write_error(b, &req);
+        if (c->view) ps_cli_view_error(c->view, b, req);
+        else ps_jsonl_write_error(b, req);
     }
-    ps_engine_job_free(job); /* and its result */
-    ps_jsonl_req_free(&req);
+    line_free(c, q, false);
     return ok ? 1 : 0;
 }
 
@@ -247,12 +320,6 @@ static int64_t count_lines(FILE *f) {
     if (last != '\n') n++;
     rewind(f);
     return n;
-}
-
-static bool blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return false;
-    return true;
 }
 
 static bool opt_format(const char *cmd, const char *opt, const char *v, void *dst) {
@@ -287,7 +354,7 @@ int ps_cli_score(int argc, char **argv) {
     const char *cmd = argv[0];
     ps_cli_model_opts o = {.chunk = PS_CHUNK, .cache_mb = -1, .want_cache = true};
     const char *in_path = NULL, *out_path = NULL;
-    int32_t k = 5;
+    int32_t k = 5, max_seqs = 1;
     int format = PS_CLI_FORMAT_JSONL;
     bool no_bos = false, strict = false, resume = false, no_special = false;
     int64_t max_line = PS_JSONL_MAX_LINE_BYTES;
@@ -319,6 +386,11 @@ int ps_cli_score(int argc, char **argv) {
         {"--max-line-bytes", "N", "a longer input line is an error line (line_too_long), read\n"
          "past without keeping it (default 16777216, >= 64)", PS_CLI_I64, &max_line, 64,
          (int64_t)1 << 40},
+        {"--max-seqs", "N", "read up to N lines ahead and score their prompts together, in\n"
+         "shared forward passes (lines sharing a prefix compute it once\n"
+         "with the prefix cache); output stays in input order and every\n"
+         "score's bits are those of --max-seqs 1 (default 1: one line at a\n"
+         "time, each written before the next is read)", PS_CLI_I32, &max_seqs, 1, PS_CHUNK},
         PS_CLI_OPT_PROGRESS(&o),
         {"--shard", "I/N", "score only the lines L with (L - 1) mod N == I (0 <= I < N), each\n"
          "tagged with its line number and a hash of the input line, between\n"
@@ -364,7 +436,8 @@ int ps_cli_score(int argc, char **argv) {
     {
         ps_engine_params ep = ps_engine_default_params();
         ep.n_threads = o.threads;
-        ep.queue = 1;
+        ep.queue = max_seqs;
+        ep.max_seqs = max_seqs;
         ep.chunk = o.chunk > 0 ? o.chunk : PS_CHUNK;
         ep.act = o.act;
         ep.cache = l.cache;
@@ -476,58 +549,98 @@ int ps_cli_score(int argc, char **argv) {
     int64_t lineno = so.lineno, done = 0, errors = 0;
     int rc = 0, got;
     bool read_failed = false;
-    while (!g_stop && (got = read_line(in, &li, &jl, lineno == 0, sharded ? &so : NULL)) != LINE_EOF) {
-        if (got == LINE_STOPPED) break;
-        if (got == LINE_ERROR) {
-            read_failed = true;
-            break;
-        }
-        if (got == LINE_NOMEM) {
-            fprintf(stderr, "promptscore %s: out of memory reading line %lld\n", cmd,
-                    (long long)lineno + 1);
-            rc = 1;
-            break;
-        }
-        lineno++;
-        if (sharded && !ps_shard_mine(&so, lineno)) continue;
-        if (!li.refused && blank(li.buf, li.len)) {
-            if (total > 0) total--;
-            if (sharded && !ps_shard_write(&so, lineno, li.hash, NULL, 0)) {
-                fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
-                rc = 1;
+    /* rounds of up to max_seqs lines: each parsed as it is read, their jobs queued at once
+     * (the engine's worker scores them in shared forward passes), then waited for and written
+     * in input order; --max-seqs 1 is one line at a time */
+    line_slot *slots = ps_calloc((size_t)max_seqs, sizeof *slots);
+    if (!slots) {
+        fprintf(stderr, "promptscore %s: out of memory\n", cmd);
+        rc = 1;
+    }
+    bool eof = false, halt = false;
+    while (slots && !eof && !halt && !g_stop) {
+        int n = 0;
+        while (n < max_seqs && !g_stop) {
+            got = read_line(in, &li, &jl, lineno == 0, sharded ? &so : NULL);
+            if (got == LINE_EOF) {
+                eof = true;
                 break;
             }
-            continue;
-        }
-        ps_buf_reset(&b);
-        int sr = score_line(&sc, &li, lineno, &b);
-        if (sr < 0) break; /* stopped while scoring: the line is not written */
-        if (sr == 0) errors++;
-        done++;
-        if (b.oom) {
-            fprintf(stderr, "promptscore %s: out of memory writing line %lld\n", cmd,
-                    (long long)lineno);
-            rc = 1;
-            break;
-        }
-        bool wok;
-        if (sharded) {
-            wok = ps_shard_write(&so, lineno, li.hash, b.data, b.len);
-        } else {
-            ps_buf_append(&pending, b.data, b.len);
-            wok = !pending.oom;
-            if (wok && (flush_each || pending.len >= 65536)) {
-                wok = write_all(out_fd, pending.data, pending.len);
-                ps_buf_reset(&pending);
+            if (got == LINE_STOPPED) {
+                halt = true;
+                break;
             }
+            if (got == LINE_ERROR) {
+                read_failed = true;
+                halt = true;
+                break;
+            }
+            if (got == LINE_NOMEM) {
+                fprintf(stderr, "promptscore %s: out of memory reading line %lld\n", cmd,
+                        (long long)lineno + 1);
+                rc = 1;
+                halt = true;
+                break;
+            }
+            lineno++;
+            if (sharded && !ps_shard_mine(&so, lineno)) continue;
+            line_start(&sc, &li, lineno, &slots[n++]);
         }
-        if (!wok) {
-            fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
-            rc = 1;
-            break;
+        lines_submit(&sc, slots, n);
+        bool drop = false; /* after a stop or a failure: the rest is cancelled, not written */
+        for (int i = 0; i < n; i++) {
+            line_slot *q = &slots[i];
+            if (drop) {
+                line_free(&sc, q, true);
+                continue;
+            }
+            if (q->blank) {
+                if (total > 0) total--;
+                if (sharded && !ps_shard_write(&so, q->lineno, q->hash, NULL, 0)) {
+                    fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+                    rc = 1;
+                    drop = halt = true;
+                }
+                continue;
+            }
+            ps_buf_reset(&b);
+            const int64_t ln = q->lineno;
+            const uint64_t lh = q->hash;
+            int sr = line_finish(&sc, q, &b);
+            if (sr < 0) { /* stopped while scoring: the line is not written */
+                drop = halt = true;
+                continue;
+            }
+            if (sr == 0) errors++;
+            done++;
+            if (b.oom) {
+                fprintf(stderr, "promptscore %s: out of memory writing line %lld\n", cmd,
+                        (long long)ln);
+                rc = 1;
+                drop = halt = true;
+                continue;
+            }
+            bool wok;
+            if (sharded) {
+                wok = ps_shard_write(&so, ln, lh, b.data, b.len);
+            } else {
+                ps_buf_append(&pending, b.data, b.len);
+                wok = !pending.oom;
+                if (wok && (flush_each || pending.len >= 65536)) {
+                    wok = write_all(out_fd, pending.data, pending.len);
+                    ps_buf_reset(&pending);
+                }
+            }
+            if (!wok) {
+                fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+                rc = 1;
+                drop = halt = true;
+                continue;
+            }
+            ps_cli_progress_show(&pr, "prompts", done, total, sc.tokens, false);
         }
-        ps_cli_progress_show(&pr, "prompts", done, total, sc.tokens, false);
     }
+    ps_free(slots);
     if (read_failed) {
         fprintf(stderr, "promptscore %s: read failed after line %lld: %s\n", cmd,
                 (long long)lineno, strerror(errno));

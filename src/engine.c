@@ -387,19 +387,26 @@ bool ps_engine_job_done(ps_engine *e, const ps_engine_job *j) {
     return done;
 }
 
-ps_engine_admission ps_engine_submit(ps_engine *e, ps_engine_job *j) {
+ps_engine_admission ps_engine_submit_all(ps_engine *e, ps_engine_job *const *jobs, int32_t n) {
     pthread_mutex_lock(&e->mu);
     if (e->draining || e->stop) {
         pthread_mutex_unlock(&e->mu);
         return PS_ENGINE_DRAINING;
     }
-    j->abort = &e->abort;
-    if (e->tail) e->tail->next = j;
-    else e->head = j;
-    e->tail = j;
-    pthread_cond_broadcast(&e->work);
+    for (int32_t i = 0; i < n; i++) {
+        ps_engine_job *j = jobs[i];
+        j->abort = &e->abort;
+        if (e->tail) e->tail->next = j;
+        else e->head = j;
+        e->tail = j;
+    }
+    if (n > 0) pthread_cond_broadcast(&e->work);
     pthread_mutex_unlock(&e->mu);
     return PS_ENGINE_OK;
+}
+
+ps_engine_admission ps_engine_submit(ps_engine *e, ps_engine_job *j) {
+    return ps_engine_submit_all(e, &j, 1);
 }
 
 ps_status ps_engine_wait(ps_engine *e, ps_engine_job *j, bool (*gone)(void *ctx), void *ctx) {

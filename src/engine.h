@@ -68,6 +68,10 @@ bool ps_engine_job_done(ps_engine *e, const ps_engine_job *j);
 /* Queues j on a slot the caller holds (PS_ENGINE_OK), or refuses it once a drain began
  * (PS_ENGINE_DRAINING; nothing to wait for). */
 ps_engine_admission ps_engine_submit(ps_engine *e, ps_engine_job *j);
+/* Queues jobs[0..n) in this order at once (one lock: a worker waking for the first sees them
+ * all, so max_seqs of them can form one group), each on a slot the caller holds; or refuses
+ * them all once a drain began (PS_ENGINE_DRAINING). */
+ps_engine_admission ps_engine_submit_all(ps_engine *e, ps_engine_job *const *jobs, int32_t n);
 /* Waits for a submitted job; gone(ctx) (may be NULL) is polled every 50 ms while it runs and
  * true cancels the job (counted in the engine's cancelled). Returns ps_engine_job_status. */
 ps_status ps_engine_wait(ps_engine *e, ps_engine_job *j, bool (*gone)(void *ctx), void *ctx);

@@ -342,4 +342,19 @@ check "--cache-mb 0, 8 and the default give identical lines on shared prefixes" 
 "$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --cache-mb -1 >/dev/null 2>"$T/pcbad.err"; rc=$?
 check "--cache-mb -1 is a usage error (rc $rc)" '[ $rc -eq 2 ] && grep -q -- "--cache-mb" "$T/pcbad.err"'
 
+# ---- --max-seqs: rounds of lines scored together, written in input order, the same bytes -----
+for ms in 3 5; do
+    "$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --max-seqs $ms > "$T/ms$ms.jsonl" 2>/dev/null
+    "$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --max-seqs $ms --cache-mb 0 > "$T/ms$ms-0.jsonl" 2>/dev/null
+done
+check "--max-seqs 3 and 5 (cache on and off): the bytes of --max-seqs 1 on shared prefixes" '[ -s "$T/ms3.jsonl" ] && cmp -s "$T/pc0.jsonl" "$T/ms3.jsonl" && cmp -s "$T/pc0.jsonl" "$T/ms5.jsonl" && cmp -s "$T/pc0.jsonl" "$T/ms3-0.jsonl" && cmp -s "$T/pc0.jsonl" "$T/ms5-0.jsonl"'
+"$BIN" score -m "$MODEL" -i "$T/in.jsonl" > "$T/mix1.jsonl" 2>/dev/null; rc1=$?
+"$BIN" score -m "$MODEL" -i "$T/in.jsonl" --max-seqs 4 > "$T/mix4.jsonl" 2>/dev/null; rc4=$?
+check "--max-seqs 4 on good, bad and blank lines: the output of --max-seqs 1 (rc $rc1 $rc4)" '[ -s "$T/mix1.jsonl" ] && [ $rc1 -eq $rc4 ] && cmp -s "$T/mix1.jsonl" "$T/mix4.jsonl"'
+"$BIN" score -m "$MODEL" -i "$T/in.jsonl" --shard 1/2 -o "$T/sh1.jsonl" 2>/dev/null
+"$BIN" score -m "$MODEL" -i "$T/in.jsonl" --shard 1/2 --max-seqs 3 -o "$T/sh3.jsonl" 2>/dev/null
+check "--shard 1/2 --max-seqs 3: the records of --max-seqs 1" '[ -s "$T/sh1.jsonl" ] && cmp -s "$T/sh1.jsonl" "$T/sh3.jsonl"'
+"$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --max-seqs 0 >/dev/null 2>"$T/ms0.err"; rc=$?
+check "--max-seqs 0 is a usage error (rc $rc)" '[ $rc -eq 2 ] && grep -q -- "--max-seqs" "$T/ms0.err"'
+
 done_

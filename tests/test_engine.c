@@ -8,7 +8,8 @@
  * cancellation by the waiter's `gone` (counted) and by the drain deadline (abort, told apart);
  * and that results are bitwise those of ps_score_tokens on a session of its own, also with
  * groups of max_seqs = 3 and two workers; and a cancel landing inside a group of two jobs'
- * prompts (one job cancelled, the other answered exactly). On ../shared/models/stories260K.gguf.
+ * prompts (one job cancelled, the other answered exactly); jobs queued at once forming one
+ * group. On ../shared/models/stories260K.gguf.
  */
 #include "check.h"
 #include "engine.h"
@@ -298,6 +299,55 @@ static void test_cancel_in_group(void) {
     close_pipes();
 }
 
+/* ps_engine_submit_all queues its jobs under one lock: the idle worker (max_seqs 3) wakes to
+ * all three and takes them as one group (none left waiting at its first hold), as `score
+ * --max-seqs` relies on; the results are the direct ones. */
+static void test_submit_all(void) {
+    ps_engine_params p = ps_engine_default_params();
+    p.max_seqs = 3;
+    hold_pipes(&p);
+    ps_engine *e = NULL;
+    CHECK(ps_engine_create(g_model, &p, &e, NULL) == PS_OK);
+    if (!e) {
+        close_pipes();
+        return;
+    }
+    ps_completion_req r[3];
+    ps_engine_job *j[3];
+    for (int i = 0; i < 3; i++) {
+        make_req(&r[i], 1, 20 + 9 * i, 3);
+        j[i] = ps_engine_job_new(&r[i], 1);
+        CHECK(ps_engine_admit(e) == PS_ENGINE_OK);
+    }
+    CHECK(ps_engine_submit_all(e, j, 3) == PS_ENGINE_OK);
+    CHECK(wait_held());
+    ps_engine_stats st;
+    ps_engine_get_stats(e, &st);
+    CHECKF(st.prompts_waiting == 0, "%d prompts left in line: the three were not one group",
+           (int)st.prompts_waiting);
+    release();
+    for (int i = 1; i < 3; i++) {
+        CHECK(wait_held());
+        release();
+    }
+    for (int i = 0; i < 3; i++) {
+        CHECK(ps_engine_wait(e, j[i], NULL, NULL) == PS_OK);
+        CHECK(same_as_direct(&r[i], j[i]));
+        ps_engine_job_free(j[i]);
+        ps_completion_req_free(&r[i]);
+        ps_engine_leave(e);
+    }
+    ps_engine_drain_begin(e);
+    ps_completion_req rd;
+    make_req(&rd, 1, 5, 1);
+    ps_engine_job *d = ps_engine_job_new(&rd, 1);
+    CHECK(ps_engine_submit_all(e, &d, 1) == PS_ENGINE_DRAINING);
+    ps_engine_job_free(d);
+    ps_completion_req_free(&rd);
+    ps_engine_free(e);
+    close_pipes();
+}
+
 /* Groups (max_seqs 3) over two workers: every result still bitwise the direct one. */
 static void test_groups(void) {
     ps_engine_params p = ps_engine_default_params();
@@ -348,6 +398,7 @@ int main(void) {
     test_round_robin_and_cancel();
     test_groups();
     test_cancel_in_group();
+    test_submit_all();
     ps_model_free(g_model);
     return ps_test_done("engine");
 }
