@@ -367,10 +367,30 @@ size_t ps_amx_q_scratch_bytes(int64_t n_in) {
     return (size_t)((n_in + 255) / 256) * (8192u + 512u + 128u) + 16u * 1024u + 64u;
 }
 
+/* 256 inputs: per row, 64 inputs at a time: w = u - off widened to int16, p = sc x w by one
+ * vpmullw (the sub-block scales spread over the lanes from one register of them), and the
+ * planes are p's two bytes: hi = the high byte (signed, p >> 8), lo = the low byte, gathered
+ * from two p vectors by one vpshufb each (bytes to qword halves) and one two-source qword
+ * permute per plane. (Was: vpsraw + two vpmovwb per 32 inputs, each 2 uops on port 5.) */
 T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {
     const int qk = g->qk, sb = g->sb, np = 128 / sb; /* np: min pairs per 256-input block */
     float *dw = (float *)(dst + qg_dw_off(g)), *dm = dw + 16;
     const __m512i off = _mm512_set1_epi16((short)g->off);
+    /* per 128-bit lane: the low bytes of its 8 words, then the high bytes */
+    const __m512i split = _mm512_set4_epi32(0x0f0d0b09, 0x07050301, 0x0e0c0a08, 0x06040200);
+    const __m512i qlo = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i qhi = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+    /* lane l of 32-input chunk c: the sub-block of input 32 c + l */
+    __m512i sidx[8];
+    if (qk == 256) {
+        const __m512i iota = _mm512_setr_epi32(0x00010000, 0x00030002, 0x00050004, 0x00070006,
+                                               0x00090008, 0x000b000a, 0x000d000c, 0x000f000e,
+                                               0x00110010, 0x00130012, 0x00150014, 0x00170016,
+                                               0x00190018, 0x001b001a, 0x001d001c, 0x001f001e);
+        for (int c = 0; c < 8; c++)
+            sidx[c] = sb == 16 ? _mm512_srli_epi16(_mm512_add_epi16(iota, _mm512_set1_epi16((short)(32 * c))), 4)
+                               : _mm512_set1_epi16((short)c);
+    }
     for (int i = 0; i < 16; i++) {
         if (qk == 32) { /* u - off fits int8 for every 32-input type */
             const __m256i u = _mm256_loadu_si256((const __m256i *)dec->u[i]);
@@ -378,18 +398,22 @@ T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, ui
                                 _mm256_sub_epi8(u, _mm256_set1_epi8((char)g->off)));
         } else {
             uint8_t *hi = dst + 256 * i, *lo = hi + 4096;
-            for (int k0 = 0; k0 < 256; k0 += 32) {
-                const __m512i w = _mm512_sub_epi16(
-                    _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(dec->u[i] + k0))),
+            /* the row's 8 or 16 scales as int16 words 0..15 (|sc| <= 128) */
+            const __m512i scv = _mm512_castsi256_si512(
+                _mm512_cvtepi32_epi16(_mm512_loadu_si512((const void *)dec->sc[i])));
+            for (int k0 = 0; k0 < 256; k0 += 64) {
+                const int c = k0 / 32;
+                const __m512i w0 = _mm512_sub_epi16(
+                    _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(dec->u[i] + k0))), off);
+                const __m512i w1 = _mm512_sub_epi16(
+                    _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(dec->u[i] + k0 + 32))),
                     off);
-                const int s0 = k0 / sb, s1 = (k0 + 16) / sb;
-                const __m512i sc = _mm512_mask_blend_epi16(
-                    0xffff0000u, _mm512_set1_epi16((short)dec->sc[i][s0]),
-                    _mm512_set1_epi16((short)dec->sc[i][s1]));
-                const __m512i p = _mm512_mullo_epi16(w, sc);
-                _mm256_storeu_si256((__m256i *)(hi + k0),
-                                    _mm512_cvtepi16_epi8(_mm512_srai_epi16(p, 8)));
-                _mm256_storeu_si256((__m256i *)(lo + k0), _mm512_cvtepi16_epi8(p));
+                const __m512i p0 = _mm512_shuffle_epi8(
+                    _mm512_mullo_epi16(w0, _mm512_permutexvar_epi16(sidx[c], scv)), split);
+                const __m512i p1 = _mm512_shuffle_epi8(
+                    _mm512_mullo_epi16(w1, _mm512_permutexvar_epi16(sidx[c + 1], scv)), split);
+                _mm512_store_si512((void *)(hi + k0), _mm512_permutex2var_epi64(p0, qhi, p1));
+                _mm512_store_si512((void *)(lo + k0), _mm512_permutex2var_epi64(p0, qlo, p1));
             }
             if (g->mink == 1) {
                 int16_t *mp = (int16_t *)(dst + 8192) + 2 * np * i;

@@ -1205,29 +1205,26 @@ static void mmq_amx_zero_tail(const mmq_job *job, int64_t slot, int64_t from) {
     }
 }
 
-/* K_AMX: the 16-row tile decoded block by block and packed (ps_amx_q_pack_block). */
+/* K_AMX: the 16-row tile decoded block by block and packed (ps_amx_q_pack_block). Rows past
+ * nw: u = off, zero scales and floats, set once; the decoders write every scale (and min) the
+ * packer reads of the other rows. */
 static void pack_tile_amx(const mmq_job *job, const uint8_t *w0, size_t row_bytes, int nw,
                           int64_t nb, uint8_t *wp) {
     const qdesc *qd = job->qd;
     const ufast_fn uf = ufast(qd->type);
     const size_t bb = ps_amx_q_block_bytes(&job->ag);
-    const int ns = qd->qk / qd->sb;
     ps_amx_qdec dec;
+    memset(dec.sc, 0, sizeof dec.sc);
+    memset(dec.mn, 0, sizeof dec.mn);
+    for (int i = nw; i < QT; i++) {
+        memset(dec.u[i], qd->off, (size_t)qd->qk);
+        dec.dw[i] = dec.dm[i] = 0.0f;
+    }
     for (int64_t b = 0; b < nb; b++) {
-        for (int i = 0; i < QT; i++) {
-            for (int k = 0; k < ns; k++) {
-                dec.sc[i][k] = i < nw;
-                dec.mn[i][k] = 0;
-            }
-            dec.dw[i] = dec.dm[i] = 0.0f;
-            if (i < nw) {
-                const uint8_t *blk =
-                    w0 + (size_t)i * row_bytes + (size_t)b * (size_t)qd->bytes;
-                qd->decode(blk, NULL, dec.sc[i], dec.mn[i], &dec.dw[i], &dec.dm[i]);
-                uf(blk, dec.u[i]);
-            } else {
-                memset(dec.u[i], qd->off, (size_t)qd->qk);
-            }
+        for (int i = 0; i < nw; i++) {
+            const uint8_t *blk = w0 + (size_t)i * row_bytes + (size_t)b * (size_t)qd->bytes;
+            qd->decode(blk, NULL, dec.sc[i], dec.mn[i], &dec.dw[i], &dec.dm[i]);
+            uf(blk, dec.u[i]);
         }
         ps_amx_q_pack_block(&job->ag, &dec, wp + (size_t)b * bb);
     }
