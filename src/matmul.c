@@ -941,7 +941,8 @@ int32_t ps_mm_plan(const ps_mm_item *items, int32_t n_items, int32_t *item, int6
     return n;
 }
 
-const ps_mm_seg *ps_mm_seg_of(const ps_mm_seg *segs, int32_t n, int64_t q) {
+/* The run holding row q of a pass of n runs (q < the pass's rows). */
+static const ps_mm_seg *mm_seg_of(const ps_mm_seg *segs, int32_t n, int64_t q) {
     int32_t lo = 0, hi = n - 1;
     while (lo < hi) {
         const int32_t mid = lo + (hi - lo + 1) / 2;
@@ -951,55 +952,100 @@ const ps_mm_seg *ps_mm_seg_of(const ps_mm_seg *segs, int32_t n, int64_t q) {
     return &segs[lo];
 }
 
+/* Task t of a pass's tile dispatch (n_w matrices of n_tiles weight tiles per run, runs in
+ * order): its run, item, matrix and tile. */
 typedef struct {
-    q8_job job; /* kernel and slot geometry (job.w: the first item's first matrix) */
+    const ps_mm_seg *seg;
+    const ps_mm_item *item;
+    int32_t m;
+    int64_t tile;
+} mm_group_task;
+
+static mm_group_task mm_group_task_at(const ps_mm_item *items, const ps_mm_seg *segs, int32_t n_w,
+                          int64_t n_tiles, int64_t t) {
+    const int64_t per = n_w * n_tiles;
+    const ps_mm_seg *sg = &segs[t / per];
+    return (mm_group_task){sg, &items[sg->item], (int32_t)(t % per / n_tiles), t % n_tiles};
+}
+
+/* One pass of ps_mm_group_run. */
+typedef struct {
+    const ps_mm_group_kernel *k;
     const ps_mm_item *items;
     const ps_mm_seg *segs;
     int32_t n_segs, n_w;
-    int64_t n_tiles; /* weight tiles per matrix */
-} q8_group_job;
+} mm_group_pass;
 
-static void q8_group_quant_task(void *ctx, int64_t q, int32_t thread) {
-    const q8_group_job *g = ctx;
-    const ps_mm_seg *sg = ps_mm_seg_of(g->segs, g->n_segs, q);
-    const ps_mm_item *it = &g->items[sg->item];
+static void mm_group_quant_task(void *ctx, int64_t q, int32_t thread) {
+    const mm_group_pass *p = ctx;
+    const ps_mm_seg *sg = mm_seg_of(p->segs, p->n_segs, q);
+    const ps_mm_item *it = &p->items[sg->item];
     const int64_t r = q - sg->q0;
     (void)thread;
-    q8_quant_at(&g->job, it->x + (sg->row + r) * it->ldx, sg->slot * MM_QROWS + sg->off + r);
+    p->k->quant(p->k->job, it->x + (sg->row + r) * it->ldx, sg->slot, sg->off + r);
 }
 
-static void q8_group_tile_task(void *ctx, int64_t t, int32_t thread) {
-    const q8_group_job *g = ctx;
-    int64_t at = 0;
-    const ps_mat *wa = ps_mm_task_w(g->items, g->segs, g->n_segs, g->n_w, g->n_tiles,
-                                    t + 2 * g->job.n_threads, &at);
-    if (wa) prefetch_tile(wa, at);
-    const ps_mm_task k = ps_mm_task_at(g->items, g->segs, g->n_w, g->n_tiles, t);
-    const ps_mm_seg *sg = k.seg;
-    qx_pass qp = g->job.qp;
+static void mm_group_tile_task(void *ctx, int64_t t, int32_t thread) {
+    const mm_group_pass *p = ctx;
+    const ps_mm_group_kernel *k = p->k;
+    const int64_t ahead = t + 2 * k->n_threads; /* the tile two rounds ahead, prefetched */
+    if (ahead < p->n_segs * p->n_w * k->n_tiles) {
+        const mm_group_task a = mm_group_task_at(p->items, p->segs, p->n_w, k->n_tiles, ahead);
+        k->prefetch(&a.item->w[a.m], a.tile);
+    }
+    const mm_group_task a = mm_group_task_at(p->items, p->segs, p->n_w, k->n_tiles, t);
+    k->tile(k->job, &a.item->w[a.m], a.seg, a.tile, a.item->y[a.m] + a.seg->row * a.item->ldy,
+            a.item->ldy, thread);
+}
+
+void ps_mm_group_run(ps_pool *pool, const ps_mm_item *items, int32_t n_items,
+                     const ps_mm_group_kernel *k) {
+    ps_mm_seg segs[PS_MM_SEGS];
+    mm_group_pass p = {k, items, segs, 0, items[0].n_w};
+    int32_t item = 0;
+    int64_t row = 0;
+    while ((p.n_segs = ps_mm_plan(items, n_items, &item, &row, k->n_threads, k->slot_rows,
+                                  k->align, segs)) > 0) {
+        const ps_mm_seg *last = &segs[p.n_segs - 1];
+        ps_pool_for(pool, last->q0 + last->n, mm_group_quant_task, &p);
+        if (k->prep) k->prep(k->job, segs, p.n_segs);
+        ps_pool_for(pool, p.n_segs * p.n_w * k->n_tiles, mm_group_tile_task, &p);
+    }
+}
+
+/* Q8_0's grouped form: its slots, its tile kernel. */
+static void q8_group_quant(void *job, const float *x, int32_t slot, int64_t r) {
+    q8_quant_at(job, x, slot * MM_QROWS + r);
+}
+
+static void q8_group_prep(void *job, const ps_mm_seg *segs, int32_t n_segs) {
+    for (int32_t i = 0; i < n_segs; i++) /* AMX: whole groups of 16 rows, scales transposed */
+        q8_amx_prep(job, segs[i].slot * MM_QROWS + segs[i].off, segs[i].n);
+}
+
+static void q8_group_tile(void *job, const ps_mat *w, const ps_mm_seg *sg, int64_t tile,
+                          float *y, int64_t ldy, int32_t thread) {
+    const q8_job *j = job;
+    qx_pass qp = j->qp;
     qp.q += (size_t)sg->slot * qp.region + (size_t)sg->off * (size_t)qp.ldq;
     qp.d += (size_t)sg->slot * qp.dregion + (size_t)sg->off * (size_t)qp.ldd;
     qp.n_rows = sg->n;
-    q8_tile(&g->job, &k.item->w[k.m], &qp, k.tile, k.item->y[k.m] + sg->row * k.item->ldy,
-            k.item->ldy, thread);
+    q8_tile(j, w, &qp, tile, y, ldy, thread);
 }
 
-static void q8_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {
-    ps_mm_seg segs[PS_MM_SEGS];
-    q8_group_job g = {q8_job_for(env, &items[0].w[0]), items, segs, 0, items[0].n_w,
-                      (items[0].w[0].n_out + MM_TILE - 1) / MM_TILE};
-    const int64_t align = g.job.kind == Q8_AMX ? 16 : 1;
-    int32_t item = 0;
-    int64_t row = 0;
-    while ((g.n_segs = ps_mm_plan(items, n_items, &item, &row, g.job.n_threads, MM_QROWS, align,
-                                  segs)) > 0) {
-        const ps_mm_seg *last = &segs[g.n_segs - 1];
-        ps_pool_for(env->pool, last->q0 + last->n, q8_group_quant_task, &g);
-        if (g.job.kind == Q8_AMX)
-            for (int32_t i = 0; i < g.n_segs; i++)
-                q8_amx_prep(&g.job, segs[i].slot * MM_QROWS + segs[i].off, segs[i].n);
-        ps_pool_for(env->pool, g.n_segs * g.n_w * g.n_tiles, q8_group_tile_task, &g);
-    }
+void ps_matmul_q8_0_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {
+    q8_job job = q8_job_for(env, &items[0].w[0]);
+    const bool amx = job.kind == Q8_AMX;
+    const ps_mm_group_kernel k = {&job,
+                                  MM_QROWS,
+                                  amx ? 16 : 1,
+                                  (items[0].w[0].n_out + MM_TILE - 1) / MM_TILE,
+                                  job.n_threads,
+                                  q8_group_quant,
+                                  amx ? q8_group_prep : NULL,
+                                  prefetch_tile,
+                                  q8_group_tile};
+    ps_mm_group_run(env->pool, items, n_items, &k);
 }
 
 /* ---- the BF16 call: round a pass of rows to bf16, then one task per weight tile ---- */
@@ -1132,14 +1178,11 @@ void ps_matmul_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t 
         }
     const ps_wtype *t = ps_wtype_get(w0->type);
     assert(t);
-    /* the grouped form of the type's native kernel, where it has one */
-    void (*group)(const ps_matmul_env *, const ps_mm_item *, int32_t) = NULL;
-    if (t->matmul == ps_matmul_q8_0) group = q8_group;
-    else if (t->matmul == ps_mmq) group = ps_mmq_group;
-    if (uniform && group && !env->f32_act && w0->n_out > 0) {
+    /* the grouped form of the type's native kernel, where it has one (types.c) */
+    if (uniform && t->matmul_group && !env->f32_act && w0->n_out > 0) {
         assert(env->scratch_stride >= ps_matmul_scratch_floats(w0->n_in));
         const uint64_t t0 = ps_prof_start();
-        group(env, items, n_items);
+        t->matmul_group(env, items, n_items);
         ps_prof_add(PS_PROF_MATMUL, t0);
         return;
     }

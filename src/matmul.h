@@ -96,35 +96,29 @@ typedef struct {
 int32_t ps_mm_plan(const ps_mm_item *items, int32_t n_items, int32_t *item, int64_t *row,
                    int32_t n_slots, int64_t slot_rows, int64_t align, ps_mm_seg *segs);
 
-/* The run holding row q of a pass of n runs (q < the pass's rows). */
-const ps_mm_seg *ps_mm_seg_of(const ps_mm_seg *segs, int32_t n, int64_t q);
-
-/* Task t of a pass's tile dispatch (n_w matrices of n_tiles weight tiles per run, runs in
- * order): its run, item, matrix and tile. */
+/* A type's grouped kernel as ps_mm_group_run drives it. job: its call state. quant: activation
+ * row x into row r of thread slot `slot` (slots of slot_rows rows). prep (or NULL): once a
+ * pass is quantised, before its tiles (AMX: the transposes of whole groups of 16 rows).
+ * prefetch: the rows of weight tile `tile` of w, read a little ahead. tile: weight tile `tile`
+ * (n_tiles per matrix) of w against the rows of run sg into y (the run's first row, w's first
+ * output), rows ldy apart; thread: the pool thread running it (its scratch). */
 typedef struct {
-    const ps_mm_seg *seg;
-    const ps_mm_item *item;
-    int32_t m;
-    int64_t tile;
-} ps_mm_task;
+    void *job;
+    int64_t slot_rows, align, n_tiles;
+    int32_t n_threads;
+    void (*quant)(void *job, const float *x, int32_t slot, int64_t r);
+    void (*prep)(void *job, const ps_mm_seg *segs, int32_t n_segs);
+    void (*prefetch)(const ps_mat *w, int64_t tile);
+    void (*tile)(void *job, const ps_mat *w, const ps_mm_seg *sg, int64_t tile, float *y,
+                 int64_t ldy, int32_t thread);
+} ps_mm_group_kernel;
 
-static inline ps_mm_task ps_mm_task_at(const ps_mm_item *items, const ps_mm_seg *segs,
-                                       int32_t n_w, int64_t n_tiles, int64_t t) {
-    const int64_t per = n_w * n_tiles;
-    const ps_mm_seg *sg = &segs[t / per];
-    return (ps_mm_task){sg, &items[sg->item], (int32_t)(t % per / n_tiles), t % n_tiles};
-}
-
-/* The matrix of task t of a pass of n_segs runs and *tile its tile (for a prefetch ahead), or
- * NULL when t is past the pass's end. */
-static inline const ps_mat *ps_mm_task_w(const ps_mm_item *items, const ps_mm_seg *segs,
-                                         int32_t n_segs, int32_t n_w, int64_t n_tiles, int64_t t,
-                                         int64_t *tile) {
-    if (t >= n_segs * n_w * n_tiles) return NULL;
-    const ps_mm_task a = ps_mm_task_at(items, segs, n_w, n_tiles, t);
-    *tile = a.tile;
-    return &a.item->w[a.m];
-}
+/* The grouped driver every grouped kernel shares: passes planned by ps_mm_plan (runs aligned
+ * to k->align rows), each quantised by one pool dispatch over its rows, then k->prep, then one
+ * task per (run, matrix, weight tile) in that order, each prefetching the tile two rounds of
+ * k->n_threads tasks ahead. The items must share n_w and their matrices one shape. */
+void ps_mm_group_run(ps_pool *pool, const ps_mm_item *items, int32_t n_items,
+                     const ps_mm_group_kernel *k);
 
 /* The plain reference: each row converted by ps_quant_row_to_f32_ref, dot products summed in
  * double, rounded once to float. Unless f32_act: Q8_0 activations are quantised by

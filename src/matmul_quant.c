@@ -1339,25 +1339,26 @@ void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t l
     }
 }
 
+/* The grouped form (ps_mm_group_run drives it): the same slots, tiles and kernels. */
 typedef struct {
-    mmq_job job; /* kernel and slot geometry (job.w: the first item's first matrix) */
-    const ps_mm_item *items;
-    const ps_mm_seg *segs;
-    int32_t n_segs, n_w;
-    int64_t n_tiles; /* weight tiles per matrix */
+    mmq_job job;                /* kernel and slot geometry (job.w: the first matrix) */
+    const ps_mm_seg *segs;      /* K_AMX prep: the pass's runs */
     int64_t g0[PS_MM_SEGS + 1]; /* K_AMX: the first 16-row group of each run in the pass */
 } mmq_group_job;
 
-static void mmq_group_quant_task(void *ctx, int64_t q, int32_t thread) {
+static void mmq_group_quant(void *ctx, const float *x, int32_t slot, int64_t r) {
     const mmq_group_job *g = ctx;
-    const ps_mm_seg *sg = ps_mm_seg_of(g->segs, g->n_segs, q);
-    const ps_mm_item *it = &g->items[sg->item];
-    const int64_t r = q - sg->q0, n = g->job.w->n_in;
+    const int64_t n = g->job.w->n_in;
     qslot sl;
-    (void)thread;
-    slot_at(thread_base(&g->job, sg->slot) + g->job.tile_off, n, &sl);
-    quant_row(g->job.env->isa, g->job.qd, g->job.ig, it->x + (sg->row + r) * it->ldx, n, &sl,
-              sg->off + r);
+    slot_at(thread_base(&g->job, slot) + g->job.tile_off, n, &sl);
+    quant_row(g->job.env->isa, g->job.qd, g->job.ig, x, n, &sl, r);
+}
+
+static void mmq_group_tile(void *ctx, const ps_mat *w, const ps_mm_seg *sg, int64_t tile,
+                           float *y, int64_t ldy, int32_t thread) {
+    const mmq_group_job *g = ctx;
+    mmq_tile(&g->job, w, tile, sg->slot, sg->off, sg->n, y, ldy,
+             ps_amx_stream_y(sg->n, w->n_out), thread);
 }
 
 #if defined(__x86_64__)
@@ -1369,43 +1370,35 @@ static void mmq_group_amx_task(void *ctx, int64_t gi, int32_t thread) {
     const ps_mm_seg *sg = &g->segs[i];
     mmq_amx_group_at(&g->job, sg->slot, sg->off + 16 * (gi - g->g0[i]), thread);
 }
-#endif
 
-static void mmq_group_tile_task(void *ctx, int64_t t, int32_t thread) {
-    const mmq_group_job *g = ctx;
-    int64_t at = 0;
-    const ps_mat *wa = ps_mm_task_w(g->items, g->segs, g->n_segs, g->n_w, g->n_tiles,
-                                    t + 2 * g->job.n_threads, &at);
-    if (wa) prefetch_rows(wa, at);
-    const ps_mm_task k = ps_mm_task_at(g->items, g->segs, g->n_w, g->n_tiles, t);
-    const ps_mat *w = &k.item->w[k.m];
-    mmq_tile(&g->job, w, k.tile, k.seg->slot, k.seg->off, k.seg->n,
-             k.item->y[k.m] + k.seg->row * k.item->ldy, k.item->ldy,
-             ps_amx_stream_y(k.seg->n, w->n_out), thread);
+/* K_AMX: each run's tail rows zeroed up to its group's end, then every group transposed. */
+static void mmq_group_prep(void *ctx, const ps_mm_seg *segs, int32_t n_segs) {
+    mmq_group_job *g = ctx;
+    g->segs = segs;
+    for (int32_t i = 0; i < n_segs; i++) {
+        mmq_amx_zero_tail(&g->job, segs[i].slot, segs[i].off + segs[i].n);
+        g->g0[i + 1] = g->g0[i] + (segs[i].n + 15) / 16;
+    }
+    ps_pool_for(g->job.env->pool, g->g0[n_segs], mmq_group_amx_task, g);
 }
+#endif
 
 void ps_mmq_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {
-    ps_mm_seg segs[PS_MM_SEGS];
-    mmq_group_job g = {mmq_job_for(env, &items[0].w[0]), items, segs, 0, items[0].n_w,
-                       (items[0].w[0].n_out + QT - 1) / QT, {0}};
-    const int64_t align = g.job.kind == K_AMX ? 16 : 1;
-    int32_t item = 0;
-    int64_t row = 0;
-    while ((g.n_segs = ps_mm_plan(items, n_items, &item, &row, g.job.n_threads, QROWS, align,
-                                  segs)) > 0) {
-        const ps_mm_seg *last = &segs[g.n_segs - 1];
-        ps_pool_for(env->pool, last->q0 + last->n, mmq_group_quant_task, &g);
+    mmq_group_job g = {mmq_job_for(env, &items[0].w[0]), NULL, {0}};
+    void (*prep)(void *, const ps_mm_seg *, int32_t) = NULL;
 #if defined(__x86_64__)
-        if (g.job.kind == K_AMX) {
-            for (int32_t i = 0; i < g.n_segs; i++) {
-                mmq_amx_zero_tail(&g.job, segs[i].slot, segs[i].off + segs[i].n);
-                g.g0[i + 1] = g.g0[i] + (segs[i].n + 15) / 16;
-            }
-            ps_pool_for(env->pool, g.g0[g.n_segs], mmq_group_amx_task, &g);
-        }
+    if (g.job.kind == K_AMX) prep = mmq_group_prep;
 #endif
-        ps_pool_for(env->pool, g.n_segs * g.n_w * g.n_tiles, mmq_group_tile_task, &g);
-    }
+    const ps_mm_group_kernel k = {&g,
+                                  QROWS,
+                                  g.job.kind == K_AMX ? 16 : 1,
+                                  (items[0].w[0].n_out + QT - 1) / QT,
+                                  g.job.n_threads,
+                                  mmq_group_quant,
+                                  prep,
+                                  prefetch_rows,
+                                  mmq_group_tile};
+    ps_mm_group_run(env->pool, items, n_items, &k);
 }
 
 ps_status ps_mmq_scalar(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,

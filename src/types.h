@@ -26,6 +26,9 @@ typedef void (*ps_row_from_f32_fn)(const float *x, void *row, int64_t n);
 /* A native-activation matrix product, the contract of ps_matmul (matmul.h). */
 typedef void (*ps_wtype_matmul_fn)(const ps_matmul_env *env, const ps_mat *w, const float *x,
                                    int64_t ldx, int64_t n_rows, float *y, int64_t ldy);
+/* Its grouped form, the contract of ps_matmul_group (items sharing one shape of this type). */
+typedef void (*ps_wtype_matmul_group_fn)(const ps_matmul_env *env, const ps_mm_item *items,
+                                         int32_t n_items);
 /* Its plain reference, the contract of ps_matmul_ref with native activations. */
 typedef ps_status (*ps_wtype_matmul_ref_fn)(const ps_mat *w, const float *x, int64_t ldx,
                                             int64_t n_rows, float *y, int64_t ldy);
@@ -42,6 +45,7 @@ typedef struct {
     /* native activations: NULL = the weights widened by to_f32 into the float32 tiles */
     ps_wtype_matmul_fn matmul;
     ps_wtype_matmul_ref_fn matmul_ref; /* set exactly when matmul is */
+    ps_wtype_matmul_group_fn matmul_group; /* NULL: grouped calls loop over matmul */
     const char *kernel;            /* what native activations run, for bench and README */
 } ps_wtype;
 
@@ -129,6 +133,7 @@ void ps_quantize_mxfp4(const float *x, void *row, int64_t n);
 /* The native kernels matmul.c has (Q8_0 int8, BF16 vdpbf16ps) and their references. */
 void ps_matmul_q8_0(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                     int64_t n_rows, float *y, int64_t ldy);
+void ps_matmul_q8_0_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items);
 ps_status ps_matmul_q8_0_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
                              float *y, int64_t ldy);
 void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
