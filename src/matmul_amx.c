@@ -352,10 +352,13 @@ T_AMX void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q
  * 32-input types (no sub-block scales): A = u - off as int8, one tdpbssd of K = 32 per block,
  * blocks in fours as Q8_0, groups outer with the accumulators in registers. */
 
-/* Byte offset of a packed block's float scales: 256 inputs: the hi and lo planes (16 x 256
- * each), then (mink == 1) the int16 min pairs; 32 inputs: the one 16 x 32 plane. */
+/* Bytes of a packed 256-input block's weight planes: hi and lo (16 x 256 each), or one. */
+static size_t qg_planes(const ps_amx_qgeom *g) { return g->bias >= 0 ? 4096u : 8192u; }
+
+/* Byte offset of a packed block's float scales: 256 inputs: the planes, then (mink == 1) the
+ * int16 min pairs; 32 inputs: the one 16 x 32 plane. */
 static size_t qg_dw_off(const ps_amx_qgeom *g) {
-    return g->qk == 256 ? 8192u + (g->mink == 1 ? 512u : 0u) : 512u;
+    return g->qk == 256 ? qg_planes(g) + (g->mink == 1 ? 512u : 0u) : 512u;
 }
 
 size_t ps_amx_q_block_bytes(const ps_amx_qgeom *g) {
@@ -371,11 +374,13 @@ size_t ps_amx_q_scratch_bytes(int64_t n_in) {
  * vpmullw (the sub-block scales spread over the lanes from one register of them), and the
  * planes are p's two bytes: hi = the high byte (signed, p >> 8), lo = the low byte, gathered
  * from two p vectors by one vpshufb each (bytes to qword halves) and one two-source qword
- * permute per plane. (Was: vpsraw + two vpmovwb per 32 inputs, each 2 uops on port 5.) */
+ * permute per plane. (Was: vpsraw + two vpmovwb per 32 inputs, each 2 uops on port 5.)
+ * bias >= 0: the one plane is the low byte of p + bias (which is all of it). */
 T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {
     const int qk = g->qk, sb = g->sb, np = 128 / sb; /* np: min pairs per 256-input block */
     float *dw = (float *)(dst + qg_dw_off(g)), *dm = dw + 16;
     const __m512i off = _mm512_set1_epi16((short)g->off);
+    const __m512i bias = _mm512_set1_epi16((short)(g->bias > 0 ? g->bias : 0));
     /* per 128-bit lane: the low bytes of its 8 words, then the high bytes */
     const __m512i split = _mm512_set4_epi32(0x0f0d0b09, 0x07050301, 0x0e0c0a08, 0x06040200);
     const __m512i qlo = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
@@ -409,14 +414,20 @@ T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, ui
                     _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(dec->u[i] + k0 + 32))),
                     off);
                 const __m512i p0 = _mm512_shuffle_epi8(
-                    _mm512_mullo_epi16(w0, _mm512_permutexvar_epi16(sidx[c], scv)), split);
+                    _mm512_add_epi16(_mm512_mullo_epi16(w0, _mm512_permutexvar_epi16(sidx[c], scv)), bias),
+                    split);
                 const __m512i p1 = _mm512_shuffle_epi8(
-                    _mm512_mullo_epi16(w1, _mm512_permutexvar_epi16(sidx[c + 1], scv)), split);
+                    _mm512_add_epi16(_mm512_mullo_epi16(w1, _mm512_permutexvar_epi16(sidx[c + 1], scv)), bias),
+                    split);
+                if (g->bias >= 0) {
+                    _mm512_store_si512((void *)(hi + k0), _mm512_permutex2var_epi64(p0, qlo, p1));
+                    continue;
+                }
                 _mm512_store_si512((void *)(hi + k0), _mm512_permutex2var_epi64(p0, qhi, p1));
                 _mm512_store_si512((void *)(lo + k0), _mm512_permutex2var_epi64(p0, qlo, p1));
             }
             if (g->mink == 1) {
-                int16_t *mp = (int16_t *)(dst + 8192) + 2 * np * i;
+                int16_t *mp = (int16_t *)(dst + qg_planes(g)) + 2 * np * i;
                 for (int k = 0; k < 2 * np; k++) mp[k] = dec->mn[i][k];
             }
         }
@@ -445,6 +456,18 @@ T_AMX void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, flo
         for (int64_t b = 0; b < nb; b++)
             for (int r = 0; r < 16; r++) v[b * 16 + r] = tv[r * ldd + b];
     }
+    if (g->bias > 0) { /* the block sums: [block][16 rows] */
+        const int ns = 256 / g->sb;
+        int16_t *tb = (int16_t *)t;
+        int32_t *o = (int32_t *)bs;
+        memcpy(tb, bs, sizeof(int16_t) * (size_t)(16 * ldb));
+        for (int64_t b = 0; b < nb; b++)
+            for (int r = 0; r < 16; r++) {
+                int32_t sum = 0;
+                for (int k = 0; k < ns; k++) sum += tb[r * ldb + b * ns + k];
+                o[b * 16 + r] = sum;
+            }
+    }
     if (g->mink == 1) { /* the sub-block sums' int16 pairs: [block][pair][16 rows] */
         const int np = 128 / g->sb;
         int16_t *tb = (int16_t *)t;
@@ -467,56 +490,66 @@ T_AMX static inline __attribute__((always_inline)) void store_t(__m512 acc[16], 
     for (int64_t j = 0; j < nr; j++) store_row(y + j * ldy, m, _mm512_castsi512_ps(r[j]), stream);
 }
 
-/* Block b of G (1 or 2) 16-row groups: the hi and lo chains (K = 64, four steps each) of
- * group 0 into C 0-1, of group 1 into C 2-3 (B tiles 4-5: the groups' activations, A tiles
- * 6-7: the hi and lo planes), so that four independent chains keep the tile unit busy;
- * stored to cb (G x 2 x 256 int32). */
-T_AMX static inline __attribute__((always_inline)) void q256_tiles(int G, const uint8_t *wb,
+/* Block b of G (1 or 2) 16-row groups, P (2 or 1) planes: the hi and lo chains (K = 64, four
+ * steps each) of group 0 into C 0-1, of group 1 into C 2-3 (B tiles 4-5: the groups'
+ * activations, A tiles 6-7: the hi and lo planes), so that four independent chains keep the
+ * tile unit busy; P = 1: the one plane's chain (unsigned bytes: tdpbusd) into C 0 and C 2.
+ * Stored to cb (group h at + 512 h; hi or the one plane at + 0, lo at + 256). */
+T_AMX static inline __attribute__((always_inline)) void q256_tiles(int G, int P,
+                                                                    const uint8_t *wb,
                                                                     const int8_t *x0,
                                                                     const int8_t *x1,
                                                                     int32_t *cb) {
     _tile_zero(0);
-    _tile_zero(1);
-    if (G == 2) {
-        _tile_zero(2);
-        _tile_zero(3);
-    }
+    if (P == 2) _tile_zero(1);
+    if (G == 2) _tile_zero(2);
+    if (G == 2 && P == 2) _tile_zero(3);
     for (int c = 0; c < 4; c++) {
         _tile_loadd(4, x0 + c * 1024, 64);
         _tile_loadd(6, wb + c * 64, 256);
-        _tile_dpbssd(0, 6, 4);
+        if (P == 2) _tile_dpbssd(0, 6, 4);
+        else _tile_dpbusd(0, 6, 4);
         if (G == 2) {
             _tile_loadd(5, x1 + c * 1024, 64);
-            _tile_dpbssd(2, 6, 5);
+            if (P == 2) _tile_dpbssd(2, 6, 5);
+            else _tile_dpbusd(2, 6, 5);
         }
-        _tile_loadd(7, wb + 4096 + c * 64, 256);
-        _tile_dpbusd(1, 7, 4);
-        if (G == 2) _tile_dpbusd(3, 7, 5);
+        if (P == 2) {
+            _tile_loadd(7, wb + 4096 + c * 64, 256);
+            _tile_dpbusd(1, 7, 4);
+            if (G == 2) _tile_dpbusd(3, 7, 5);
+        }
     }
     _tile_stored(0, cb, 64);
-    _tile_stored(1, cb + 256, 64);
-    if (G == 2) {
-        _tile_stored(2, cb + 512, 64);
-        _tile_stored(3, cb + 768, 64);
-    }
+    if (P == 2) _tile_stored(1, cb + 256, 64);
+    if (G == 2) _tile_stored(2, cb + 512, 64);
+    if (G == 2 && P == 2) _tile_stored(3, cb + 768, 64);
 }
 
-/* The float part of one group and block: isum = 256 hi + lo; NP min pairs (msum: vpdpwssd of
- * the activations' sub-block sum pairs, lanes = rows, by the weight row's min pair). */
+/* The float part of one group and block: isum = 256 hi + lo (P = 2), or the plane's sum less
+ * bias x the block's activation sum (P = 1; BIAS: bias > 0, bst the block sums); NP min pairs
+ * (msum: vpdpwssd of the activations' sub-block sum pairs, lanes = rows, by the weight row's
+ * min pair, at wb + planes). */
 T_AMX static inline __attribute__((always_inline)) void q256_float(
-    int NP, const int32_t *cb, const uint8_t *wb, const float *dw, const float *dm,
-    const float *dt, const int32_t *bst, float *park, bool first, bool last, int64_t nr,
-    float *y, int64_t ldy, __mmask16 m, bool stream) {
+    int NP, int P, bool BIAS, int bias, const int32_t *cb, const uint8_t *wb, const float *dw,
+    const float *dm, const float *dt, const int32_t *bst, float *park, bool first, bool last,
+    int64_t nr, float *y, int64_t ldy, __mmask16 m, bool stream) {
     const __m512 dv = _mm512_loadu_ps(dt);
     __m512i bv[8];
     _Pragma("GCC unroll 8") for (int p = 0; p < NP; p++)
         bv[p] = _mm512_loadu_si512((const void *)(bst + 16 * p));
-    const int32_t *mp = (const int32_t *)(wb + 8192);
+    const __m512i cs = BIAS ? _mm512_mullo_epi32(_mm512_loadu_si512((const void *)bst),
+                                                 _mm512_set1_epi32(bias))
+                            : _mm512_setzero_si512();
+    const int32_t *mp = (const int32_t *)(wb + (P == 2 ? 8192 : 4096));
     __m512 acc[16];
     _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) {
-        const __m512i is = _mm512_add_epi32(
-            _mm512_slli_epi32(_mm512_load_si512((const void *)(cb + 16 * i)), 8),
-            _mm512_load_si512((const void *)(cb + 256 + 16 * i)));
+        __m512i is = _mm512_load_si512((const void *)(cb + 16 * i));
+        if (P == 2)
+            is = _mm512_add_epi32(_mm512_slli_epi32(is, 8),
+                                  _mm512_load_si512((const void *)(cb + 256 + 16 * i)));
+        else if (BIAS)
+            is = _mm512_sub_epi32(is, cs);
         __m512 a = first ? _mm512_setzero_ps() : _mm512_load_ps(park + 16 * i);
         a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(_mm512_set1_ps(dw[i]), dv), a);
         if (NP) {
@@ -533,12 +566,14 @@ T_AMX static inline __attribute__((always_inline)) void q256_float(
 }
 
 T_AMX static inline __attribute__((always_inline)) void q256_run(
-    int NP, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb, const int8_t *xt,
-    int64_t ldq, const float *dt, const int32_t *bst, int64_t ldd, int64_t ldb,
-    int64_t n_rows, float *y, int64_t ldy, float *park, bool stream) {
+    int NP, int P, bool BIAS, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
+    const int8_t *xt, int64_t ldq, const float *dt, const int32_t *bst, int64_t ldd,
+    int64_t ldb, int64_t n_rows, float *y, int64_t ldy, float *park, bool stream) {
     const size_t bb = ps_amx_q_block_bytes(g);
     const int64_t ng = (n_rows + 15) / 16;
     const __mmask16 m = (__mmask16)((1u << nw) - 1u);
+    /* per group and block: NP int32 pairs (mins) or one int32 (block sums), 16 rows each */
+    const int64_t bstride = BIAS ? 16 : NP * 16;
     int32_t cb[2][1024] __attribute__((aligned(64)));
     cfg_bf16();
     AMX_FENCE();
@@ -549,14 +584,15 @@ T_AMX static inline __attribute__((always_inline)) void q256_run(
             const int G = g0 + 1 < ng ? 2 : 1;
             int32_t *c = cb[(g0 / 2) & 1];
             const int8_t *x0 = xt + g0 * 16 * ldq + b * 4096;
-            if (G == 2) q256_tiles(2, wb, x0, x0 + 16 * ldq, c);
-            else q256_tiles(1, wb, x0, x0, c);
+            if (G == 2) q256_tiles(2, P, wb, x0, x0 + 16 * ldq, c);
+            else q256_tiles(1, P, wb, x0, x0, c);
             AMX_FENCE();
             for (int h = 0; h < G; h++) {
                 const int64_t gi = g0 + h;
-                q256_float(NP, c + 512 * h, wb, dw, dm, dt + gi * 16 * ldd + b * 16,
-                           NP ? bst + gi * 8 * ldb + b * NP * 16 : NULL, park + gi * 256, b == 0,
-                           b == nb - 1, PS_MIN((int64_t)16, n_rows - 16 * gi),
+                q256_float(NP, P, BIAS, g->bias, c + 512 * h, wb, dw, dm,
+                           dt + gi * 16 * ldd + b * 16,
+                           NP || BIAS ? bst + gi * 8 * ldb + b * bstride : NULL, park + gi * 256,
+                           b == 0, b == nb - 1, PS_MIN((int64_t)16, n_rows - 16 * gi),
                            y + gi * 16 * ldy, ldy, m, stream);
             }
             AMX_FENCE();
@@ -637,16 +673,24 @@ T_AMX void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64
                          int64_t ldd, const int16_t *bst, int64_t ldb, int64_t n_rows, float *y,
                          int64_t ldy, float *park, bool stream) {
     const int32_t *bp = (const int32_t *)bst;
-    if (g->qk == 256 && g->mink == 1 && g->sb == 16)
-        q256_run(8, g, wp, nw, nb, xt, ldq, dt, bp, ldd, ldb, n_rows, y, ldy, park, stream);
-    else if (g->qk == 256 && g->mink == 1)
-        q256_run(4, g, wp, nw, nb, xt, ldq, dt, bp, ldd, ldb, n_rows, y, ldy, park, stream);
-    else if (g->qk == 256)
-        q256_run(0, g, wp, nw, nb, xt, ldq, dt, NULL, ldd, ldb, n_rows, y, ldy, park, stream);
-    else if (g->mink == 2)
+#define Q256(NP, P, BIAS, B)                                                                   \
+    q256_run(NP, P, BIAS, g, wp, nw, nb, xt, ldq, dt, B, ldd, ldb, n_rows, y, ldy, park, stream)
+    /* NP: min pairs per block (mink == 1); P: planes; BIAS: the one plane's bias > 0 */
+    if (g->qk == 256 && g->bias >= 0) {
+        if (g->mink == 1 && g->sb == 16) Q256(8, 1, false, bp); /* Q2_K */
+        else if (g->mink == 1) Q256(4, 1, false, bp);
+        else if (g->bias > 0) Q256(0, 1, true, bp); /* Q3_K */
+        else Q256(0, 1, false, NULL);
+    } else if (g->qk == 256) {
+        if (g->mink == 1 && g->sb == 16) Q256(8, 2, false, bp);
+        else if (g->mink == 1) Q256(4, 2, false, bp); /* Q4_K, Q5_K */
+        else Q256(0, 2, false, NULL);                 /* Q6_K, IQ4_XS */
+    } else if (g->mink == 2) {
         q32_run(true, g, wp, nw, nb, xt, ldq, dt, st, ldd, n_rows, y, ldy, stream);
-    else
+    } else {
         q32_run(false, g, wp, nw, nb, xt, ldq, dt, NULL, ldd, n_rows, y, ldy, stream);
+    }
+#undef Q256
 }
 
 #else /* not x86-64: never called (ps_cpu_has_amx() is false) */

@@ -40,9 +40,11 @@ void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int6
 
 /* A type as the AMX kernels see it: qk inputs per block (256 or 32), sub-blocks of sb, weights
  * stored as u = w + off; mink 0: no mins, 1: integer mins (k-quants, dm x msum), 2: float mins
- * (Q4_1 / Q5_1, m x Q8_1's s). 256-input types are scaled (per sub-block integer scales). */
+ * (Q4_1 / Q5_1, m x Q8_1's s). 256-input types are scaled (per sub-block integer scales).
+ * bias (256 inputs): -1: p = sc x (u - off) takes two byte planes; >= 0: every p + bias is in
+ * 0 .. 255, one unsigned plane (bias > 0 only where mink == 0). */
 typedef struct {
-    int qk, sb, off, mink;
+    int qk, sb, off, mink, bias;
 } ps_amx_qgeom;
 
 /* Block b of 16 weight rows decoded as matmul_quant.c's decoders give it (rows past the
@@ -55,8 +57,9 @@ typedef struct {
 } ps_amx_qdec;
 
 /* Bytes of one packed block of a 16-row tile: 256 inputs: two planes of 16 rows x 256 bytes
- * (hi, lo of p = sc x (u - off) = 256 hi + lo), then (mink == 1) each row's mins as int16
- * pairs; 32 inputs: one plane of 16 x 32 bytes u - off; then 16 float dw and (mink) 16 dm. */
+ * (hi, lo of p = sc x (u - off) = 256 hi + lo), or with bias >= 0 the one plane p + bias,
+ * then (mink == 1) each row's mins as int16 pairs; 32 inputs: one plane of 16 x 32 bytes
+ * u - off; then 16 float dw and (mink) 16 dm. */
 size_t ps_amx_q_block_bytes(const ps_amx_qgeom *g);
 /* Scratch bytes a task needs for n_in inputs: the packed tile (nb blocks) and a park of
  * 16 KiB (the accumulators of PS_CHUNK rows between blocks), worst case over the types. */
@@ -67,12 +70,13 @@ void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t 
  * n inputs, n a multiple of 32) becomes 1 KiB B tiles per 64 inputs (row kk, column r = the
  * 4 bytes q[r][64 c + 4 kk ..]), 16 n bytes; d (and s where mink == 2; floats per block, rows
  * ldd apart) become [block][16 rows]; where mink == 1 the int16 sub-block sums bs (rows ldb
- * apart) become their int32 pairs [block][pair][16 rows]. tmp: 16 x max(ldq, 4 ldd) bytes. */
+ * apart) become their int32 pairs [block][pair][16 rows], where bias > 0 the int32 block sums
+ * (the sum of the block's bs) [block][16 rows]. tmp: 16 x max(ldq, 4 ldd) bytes. */
 void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
                         int64_t ldd, int16_t *bs, int64_t ldb, int64_t n, void *tmp);
 /* y (n_rows <= PS_CHUNK rows ldy apart, nw <= 16 outputs) from the packed tile wp (nb blocks)
  * and the transposed groups: xt (group k at xt + 16 k ldq), dt / st (group k at + 16 k ldd),
- * bst (mink == 1: group k at + 16 k ldb).
+ * bst (mink == 1 or bias > 0: group k at + 16 k ldb).
  * round16(n_rows) rows readable. park: 16 KiB, 64-byte aligned. stream: as ps_amx_stream_y.
  * Bitwise equal to the VNNI kernels of matmul_quant.c. */
 void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,

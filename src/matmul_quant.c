@@ -70,6 +70,9 @@ typedef struct {
     bool scaled;
     int bytes;
     decode_fn decode;
+    int amx_bias; /* AMX, 256 inputs: -1, or a bias putting every p = sc x (u - off) in 0..255
+                   * (one byte plane, ps_amx_qgeom): Q2_K sc 0..15 x u 0..3 = 0..45; Q3_K
+                   * sc -32..31 x w -4..3 = -124..128, + 124 = 0..252 */
 } qdesc;
 
 /* ---- decoders (ggml's block layouts, ggml-common.h) ---- */
@@ -265,19 +268,19 @@ static void dec_iq4_xs(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, f
 /* Block bytes from the struct layouts of qblocks.h; the decoders read ggml's byte offsets,
  * which the asserts below tie to those structs. */
 static const qdesc QTYPES[] = {
-    /* type           qk   sb  off  cl  act       min        scaled bytes                   decode */
-    {PS_GGML_Q4_0,    32,  32, 8,   0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q4_0),   dec_q4_0},
-    {PS_GGML_Q4_1,    32,  32, 0,   0,  ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q4_1),   dec_q4_1},
-    {PS_GGML_Q5_0,    32,  32, 16,  0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q5_0),   dec_q5_0},
-    {PS_GGML_Q5_1,    32,  32, 0,   0,  ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q5_1),   dec_q5_1},
-    {PS_GGML_Q2_K,    256, 16, 0,   16, ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q2_k),   dec_q2_k},
-    {PS_GGML_Q3_K,    256, 16, 4,   16, ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_q3_k),   dec_q3_k},
-    {PS_GGML_Q4_K,    256, 32, 0,   0,  ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q4_k),   dec_q4_k},
-    {PS_GGML_Q5_K,    256, 32, 0,   0,  ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q5_k),   dec_q5_k},
-    {PS_GGML_Q6_K,    256, 16, 32,  0,  ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_q6_k),   dec_q6_k},
-    {PS_GGML_IQ4_NL,  32,  32, 128, 0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_iq4_nl), dec_iq4_nl},
-    {PS_GGML_IQ4_XS,  256, 32, 128, 0,  ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_iq4_xs), dec_iq4_xs},
-    {PS_GGML_MXFP4,   32,  32, 12,  0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_mxfp4),  dec_mxfp4},
+    /* type           qk   sb  off  cl  act       min        scaled bytes                   decode      amx_bias */
+    {PS_GGML_Q4_0,    32,  32, 8,   0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q4_0),   dec_q4_0,  -1},
+    {PS_GGML_Q4_1,    32,  32, 0,   0,  ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q4_1),   dec_q4_1,  -1},
+    {PS_GGML_Q5_0,    32,  32, 16,  0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q5_0),   dec_q5_0,  -1},
+    {PS_GGML_Q5_1,    32,  32, 0,   0,  ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q5_1),   dec_q5_1,  -1},
+    {PS_GGML_Q2_K,    256, 16, 0,   16, ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q2_k),   dec_q2_k,   0},
+    {PS_GGML_Q3_K,    256, 16, 4,   16, ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_q3_k),   dec_q3_k, 124},
+    {PS_GGML_Q4_K,    256, 32, 0,   0,  ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q4_k),   dec_q4_k,  -1},
+    {PS_GGML_Q5_K,    256, 32, 0,   0,  ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q5_k),   dec_q5_k,  -1},
+    {PS_GGML_Q6_K,    256, 16, 32,  0,  ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_q6_k),   dec_q6_k,  -1},
+    {PS_GGML_IQ4_NL,  32,  32, 128, 0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_iq4_nl), dec_iq4_nl,  -1},
+    {PS_GGML_IQ4_XS,  256, 32, 128, 0,  ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_iq4_xs), dec_iq4_xs,  -1},
+    {PS_GGML_MXFP4,   32,  32, 12,  0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_mxfp4),  dec_mxfp4,  -1},
 };
 _Static_assert(offsetof(ps_block_q5_0, qs) == 6 && offsetof(ps_block_q5_1, qs) == 8 &&
                    offsetof(ps_block_q2_k, d) == 80 && offsetof(ps_block_q3_k, scales) == 96 &&
@@ -1304,14 +1307,14 @@ static mmq_job mmq_job_for(const ps_matmul_env *env, const ps_mat *w) {
     assert(qd && w->n_in % qd->qk == 0);
     assert(env->scratch_stride >= ps_mmq_scratch_floats(w->n_in));
     mmq_job job = {env, w, qd, pack_geom(qd), NULL, 0, 0, 0, NULL, 0, ps_pool_size(env->pool),
-                   K_SCALAR, qd->sb, (size_t)r64((int64_t)tile_bytes(w->n_in)), {0, 0, 0, 0}};
+                   K_SCALAR, qd->sb, (size_t)r64((int64_t)tile_bytes(w->n_in)), {0, 0, 0, 0, -1}};
 #if defined(__x86_64__)
     if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = K_VNNI;
     else if (env->isa == PS_ISA_AVX512 || env->isa == PS_ISA_AVX2) job.kind = K_AVX2;
     if (job.kind == K_VNNI && qd->cl) job.ig = qd->cl;
     if (env->isa == PS_ISA_AVX512 && env->amx && ps_cpu_has_avx512vnni()) job.kind = K_AMX;
     job.ag = (ps_amx_qgeom){qd->qk, qd->sb, qd->off,
-                            qd->min == MIN_INT ? 1 : qd->min == MIN_FLOAT ? 2 : 0};
+                            qd->min == MIN_INT ? 1 : qd->min == MIN_FLOAT ? 2 : 0, qd->amx_bias};
 #endif
     return job;
 }
