@@ -18,7 +18,9 @@ second run; --tsv prints one tab-separated line of the figures instead (d-logpro
 top-5 ids far, near, first > 1e-4; then the same for the floor, or "-"). --reference also
 scores the prompt with the float64 reference (tests/reference/forward.py, with --native-act
 unless promptscore runs --act f32) and prints how far each engine is from it: which of two
-disagreeing engines is off. Exit 1 when a program fails.
+disagreeing engines is off, at the first position where they part by more than 1e-4 (with
+--tsv: three more columns, that position and each engine's distance there from the
+reference). Exit 1 when a program fails.
 """
 import argparse, json, os, random, subprocess, sys
 
@@ -119,14 +121,22 @@ ref = lscore({})
 mine = promptscore()
 ps = diff(mine, ref)
 floor = '-' if a.no_floor else diff(lscore({'LS_NOREPACK': '1'}), ref)
+part = next((i for i in sorted(mine) if abs(mine[i][0] - ref[i][0]) > 1e-4), None)
+if a.reference:
+    f64 = reference()
+    at = ('-\t-\t-' if part is None else
+          f'{part}\t{abs(mine[part][0] - f64[part][0]):.1e}\t{abs(ref[part][0] - f64[part][0]):.1e}')
 if a.tsv:
-    print(ps + '\t' + floor)
+    print(ps + '\t' + floor + ('\t' + at if a.reference else ''))
 else:
     print(f'{os.path.basename(a.model)} {" ".join(a.flags)}, {a.n} tokens'
           + (f' (llama.cpp: {os.path.basename(a.lscore_model)})' if a.lscore_model else ''))
     print('  promptscore vs llama.cpp:          ' + ps)
     print('  llama.cpp generic vs repacked:     ' + floor)
-if a.reference:
-    f64 = reference()
+if a.reference and not a.tsv:
     print('  promptscore vs float64 reference:  ' + diff(mine, f64))
     print('  llama.cpp vs float64 reference:    ' + diff(ref, f64))
+    if part is not None:
+        p_, dp, dl = at.split('\t')
+        print(f'  where the engines first part (position {p_}): promptscore is {dp} from the '
+              f'reference, llama.cpp {dl}')

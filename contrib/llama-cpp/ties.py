@@ -10,7 +10,9 @@ type gets quantised activations (Q8_K, Q8_0, Q8_1; tests/reference/forward.py --
 and for each prompt row, it measures the margin, in float32 ulps of the value concerned, of
   - q = round(x * iscale): the distance of x * iscale to the nearest half-integer;
   - Q8_0 / Q8_1's f16 scale d = f16(amax / 127): amax / 127 to the nearest f16 rounding
-    midpoint; Q8_1's s = f16(d * sum q) likewise,
+    midpoint; Q8_1's s = f16(d * sum q) likewise;
+  - a router (ffn_gate_inp): the gap between the k-th and the (k+1)-th largest logit, where
+    a smaller gap than the engines' float32 error sends the token to another expert,
 and prints, for each asked position p (compare.py's numbering: the logprob of token p, from
 row p - 1), the smallest margin over all products and which tensor it was in. A margin of a
 few ulps at a position where the engines part is a rounding boundary, not an error.
@@ -47,20 +49,44 @@ def f16_margin(v):
     return np.abs(frac - 0.5) * step / (av * ULP)
 
 
+rows_of = [np.arange(T)]  # the prompt rows of the next expert product (experts take subsets)
+
+
 def note(per, name):
-    for t in range(T):
-        if per[t] < best[t]:
-            best[t], where[t] = per[t], name
+    for j, t in enumerate(rows_of[0]):
+        if per[j] < best[t]:
+            best[t], where[t] = per[j], name
 
 
 orig = m.matmul
+orig_nonzero = np.nonzero
+
+
+def nonzero(c):
+    r = orig_nonzero(c)
+    if getattr(c, 'ndim', 0) == 2 and c.shape[0] == T:  # experts(): rows, slot = nonzero(...)
+        rows_of[0] = r[0]
+    return r
+
+
+np.nonzero = nonzero
 
 
 def matmul(x, name, expert=None):
     act = F.NATIVE_ACT.get(m.t[name][1])
-    if act in ('q8_k', 'q8_0', 'q8_1') and x.ndim == 2 and x.shape[0] == T:
+    if x.ndim == 2 and x.shape[0] == T:
+        rows_of[0] = np.arange(T)
+    if name.endswith('ffn_gate_inp.weight'):
+        z = orig(x, name, expert)
+        k = m.n_expert_used
+        zs = -np.sort(-z, axis=1)
+        gap = (zs[:, k - 1] - zs[:, k]) / (np.maximum(np.abs(zs[:, k - 1]), 1e-30) * ULP)
+        note(gap, name + ' (expert choice)')
+        return z
+    if act in ('q8_k', 'q8_0', 'q8_1') and x.ndim == 2 and x.shape[0] == len(rows_of[0]):
+        T_ = x.shape[0]
         blk = 256 if act == 'q8_k' else 32
-        b = x.astype(np.float32).reshape(T, -1, blk).astype(np.float64)
+        b = x.astype(np.float32).reshape(T_, -1, blk).astype(np.float64)
         if act == 'q8_k':
             i = np.argmax(np.abs(b), axis=2)
             mx = np.take_along_axis(b, i[..., None], 2)
@@ -69,13 +95,13 @@ def matmul(x, name, expert=None):
             amax = np.abs(b).max(axis=2, keepdims=True)
             d = amax / 127.0
             v = b / np.where(d == 0, 1, d)
-            note(f16_margin(d).reshape(T, -1).min(axis=1), name + ' (f16 d)')
+            note(f16_margin(d).reshape(T_, -1).min(axis=1), name + ' (f16 d)')
             if act == 'q8_1':
                 q = np.sign(v) * np.floor(np.abs(v) + 0.5)
-                note(f16_margin(q.sum(axis=2) * d[..., 0]).reshape(T, -1).min(axis=1),
+                note(f16_margin(q.sum(axis=2) * d[..., 0]).reshape(T_, -1).min(axis=1),
                      name + ' (f16 s)')
         frac = np.abs(np.abs(v) - np.floor(np.abs(v)) - 0.5)
-        note((frac / (np.maximum(np.abs(v), 1e-30) * ULP)).reshape(T, -1).min(axis=1), name)
+        note((frac / (np.maximum(np.abs(v), 1e-30) * ULP)).reshape(T_, -1).min(axis=1), name)
     return orig(x, name, expert)
 
 
