@@ -319,6 +319,22 @@ typedef enum {
 /* "native" / "f32"; "?" for other values. */
 PS_API const char *ps_act_name(ps_act act);
 
+/* The element type of the K/V cache. PS_KV_F32, the default: keys and values as the forward
+ * pass computed them. PS_KV_F16 / PS_KV_BF16: each key and value is rounded once, to nearest
+ * even, when it is written (as llama.cpp's f16 / bf16 caches), and widened exactly to float32
+ * when attention reads it; the cache takes half the memory. Recurrent state (the hybrid
+ * models' delta rule and conv) stays float32. Like act, the choice is part of what a score
+ * means (f16 moves logprobs by ~1e-4..1e-3, bf16 by ~1e-3..1e-2; docs/api.md has figures);
+ * for any one type, chunking, threads, batching and the prefix cache never change a bit. */
+typedef enum {
+    PS_KV_F32 = 0,
+    PS_KV_F16 = 1,
+    PS_KV_BF16 = 2
+} ps_kv_type;
+
+/* "f32" / "f16" / "bf16"; "?" for other values. */
+PS_API const char *ps_kv_type_name(ps_kv_type type);
+
 typedef struct {
     int32_t n_ctx;     /* positions the KV cache holds; 0 = the model's n_ctx */
     int32_t n_batch;   /* positions per forward call, 1..256; default 256 */
@@ -327,13 +343,15 @@ typedef struct {
                         * unless PS_ISA says otherwise (PS_ISA=amx requires them). PS_ISA_AMX
                         * requires AMX; PS_ISA_AVX512 keeps it off */
     ps_act act;        /* activations of the matrix products; default PS_ACT_NATIVE */
+    ps_kv_type kv_type; /* the K/V cache's element type; default PS_KV_F32 */
 } ps_session_params;
 
-/* n_ctx = 0, n_batch = 256, pool NULL, PS_ISA_AUTO, PS_ACT_NATIVE. */
+/* n_ctx = 0, n_batch = 256, pool NULL, PS_ISA_AUTO, PS_ACT_NATIVE, PS_KV_F32. */
 PS_API ps_session_params ps_session_default_params(void);
 
-/* Allocates a float32 KV cache of n_ctx positions and scratch for n_batch positions.
- * Returns PS_OK, PS_ERR_INVALID_ARG (vocab-only model, bad sizes, an unknown act),
+/* Allocates a KV cache of n_ctx positions in kv_type (4 bytes per element for PS_KV_F32, 2 for
+ * PS_KV_F16 / PS_KV_BF16) and scratch for n_batch positions.
+ * Returns PS_OK, PS_ERR_INVALID_ARG (vocab-only model, bad sizes, an unknown act or kv_type),
  * PS_ERR_NOMEM. */
 PS_API ps_status ps_session_create(const ps_model *model, const ps_session_params *params,
                             ps_session **out, ps_error *err);
@@ -455,7 +473,9 @@ PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prom
  * those of the same call without a cache (the forward pass is chunk-invariant). A request with
  * a larger K than a block holds recomputes it and stores the larger K. Blocks are found by a
  * chain hash of the ids and compared id by id. Unreferenced blocks are evicted least recently
- * used first when the budget is reached. Thread-safe: one cache serves any number of sessions
+ * used first when the budget is reached. A block keeps K/V in the element type of the session
+ * that computed it (half the bytes for PS_KV_F16 / PS_KV_BF16) and is found only by sessions
+ * of the same kv_type (and ISA, act). Thread-safe: one cache serves any number of sessions
  * of its model on any threads. */
 typedef struct ps_prefix_cache ps_prefix_cache;
 

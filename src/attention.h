@@ -2,12 +2,18 @@
  * attention.h — the KV cache's layout and attention over it: scores, softmax, P·V.
  *
  * The one place that defines how a sequence's KV cache is laid out (ps_seq's k_cache, v_cache,
- * per KV-cached layer at the slot offsets k_off / v_off):
- *   K of kv head g: [PS_KCACHE_POS(len) / 16][head_dim][16] floats — blocks of 16 keys, key j,
+ * per KV-cached layer at the slot offsets k_off / v_off), in elements of the sequence's kv_type
+ * (float32; IEEE half or bfloat16, 2 bytes):
+ *   K of kv head g: [PS_KCACHE_POS(len) / 16][head_dim][16] — blocks of 16 keys, key j,
  *     dimension d at kt[(j / 16) * hd * 16 + d * 16 + j % 16], so the 16 keys of one dimension
- *     are one 64-byte line (ps_attn_scores walks a block front to back)
+ *     are one 64-byte line of floats (32 bytes of halves; ps_attn_scores walks a block front to
+ *     back)
  *   V of kv head g: [len][head_dim]
  * with len = the slot's kv_len (n_ctx, or a sliding layer's ring: position j in slot j % len).
+ * A half / bfloat16 element is the key or value rounded to nearest even when it is stored
+ * (ps_kv_round) and is widened exactly to float32 when it is read; the score and P·V kernels
+ * then run the same float operations as on a float32 cache holding the widened values, so a
+ * cache type changes what is stored, never how it is summed.
  * The kernels below are single-threaded (a pool task's); ps_attention runs a layer's attention
  * for every row of a forward call on the pool, one task per (segment, head, block of
  * PS_ATT_QBLOCK queries).
@@ -23,24 +29,42 @@
 /* Query positions per attention task; sizes the attention scratch. */
 #define PS_ATT_QBLOCK 32
 
-/* Floats of one slot's K / V cache for len positions of n_head_kv heads of hd. */
+/* Bytes of one K/V element of type t. */
+static inline size_t ps_kv_elt(ps_kv_type t) { return t == PS_KV_F32 ? 4 : 2; }
+
+/* Elements of one slot's K / V cache for len positions of n_head_kv heads of hd. */
 static inline uint64_t ps_kv_k_floats(int64_t n_head_kv, int64_t hd, int64_t len) {
     return (uint64_t)n_head_kv * (uint64_t)hd * PS_KCACHE_POS(len);
 }
 static inline uint64_t ps_kv_v_floats(int64_t n_head_kv, int64_t hd, int64_t len) {
     return (uint64_t)n_head_kv * (uint64_t)hd * (uint64_t)len;
 }
-/* Kv head g's K blocks / V rows in slot `slot` of q (head_dim hd). */
-static inline float *ps_kv_k(const ps_seq *q, int32_t slot, int32_t g, int32_t hd) {
-    return q->k_cache + q->k_off[slot] + (size_t)g * PS_KCACHE_POS(q->kv_len[slot]) * (size_t)hd;
+/* Kv head g's K blocks / V rows in slot `slot` of q (head_dim hd), elements of q->kv_type. */
+static inline void *ps_kv_k(const ps_seq *q, int32_t slot, int32_t g, int32_t hd) {
+    return (uint8_t *)q->k_cache +
+           ((size_t)q->k_off[slot] + (size_t)g * PS_KCACHE_POS(q->kv_len[slot]) * (size_t)hd) *
+               (size_t)q->kv_elt;
 }
-static inline float *ps_kv_v(const ps_seq *q, int32_t slot, int32_t g, int32_t hd) {
-    return q->v_cache + q->v_off[slot] + (size_t)g * (size_t)q->kv_len[slot] * (size_t)hd;
+static inline void *ps_kv_v(const ps_seq *q, int32_t slot, int32_t g, int32_t hd) {
+    return (uint8_t *)q->v_cache +
+           ((size_t)q->v_off[slot] + (size_t)g * (size_t)q->kv_len[slot] * (size_t)hd) *
+               (size_t)q->kv_elt;
+}
+/* The address of element i of an array of type t. */
+static inline void *ps_kv_at(const void *base, ps_kv_type t, int64_t i) {
+    return (uint8_t *)base + (size_t)i * ps_kv_elt(t);
 }
 
+/* x[0 .. n) -> y in type t (a copy for PS_KV_F32; else each rounded to nearest even, NaN to a
+ * quiet NaN of the same sign, as ps_f32_to_f16 / ps_f32_to_bf16). SIMD and scalar forms give
+ * the same bits (test_kvtype). */
+void ps_kv_round(ps_isa isa, ps_kv_type t, const float *x, void *y, int64_t n);
+/* y[0 .. n) = x[0 .. n) of type t widened to float32 (exact). */
+void ps_kv_widen(ps_isa isa, ps_kv_type t, const void *x, float *y, int64_t n);
+
 /* Stores position pos's k, v (n_head_kv heads of hd each) into slot `slot` of q (a ring slot
- * pos % kv_len for a sliding layer). */
-void ps_kv_store(ps_seq *q, int32_t slot, int32_t n_head_kv, int32_t hd, int64_t pos,
+ * pos % kv_len for a sliding layer), rounded to q->kv_type. */
+void ps_kv_store(ps_isa isa, ps_seq *q, int32_t slot, int32_t n_head_kv, int32_t hd, int64_t pos,
                  const float *k, const float *v);
 
 /* Floats of one thread's attention scratch for sequences of up to n_ctx positions: 16, then
@@ -48,26 +72,29 @@ void ps_kv_store(ps_seq *q, int32_t slot, int32_t n_head_kv, int32_t hd, int64_t
  * up to 15 before a row). */
 size_t ps_attention_scratch_floats(int32_t n_ctx);
 
-/* Attention scores against K in the layout above (kt: one head's blocks). s (nq, n_keys) rows
- * lds apart,
+/* Attention scores against K in the layout above (kt: one head's blocks, elements of type kt_t
+ * widened to float32 k_j[d]). s (nq, n_keys) rows lds apart,
  *     s[r][j] = sum over d = 0 .. hd-1, in order, of q[r * ldq + d] * k_j[d]
  * (SIMD: one fused multiply-add per step; scalar: multiply, then add), so each score depends
- * only on its query and key. Reads keys j < n_keys only; writes s[r][0 .. n_keys). */
-void ps_attn_scores(ps_isa isa, const float *q, int64_t ldq, int32_t nq, const float *kt,
-                    int32_t n_keys, int32_t hd, float *s, int64_t lds);
-/* Writes key j (hd floats) into that layout. */
-void ps_attn_k_store(float *kt, int32_t hd, int32_t j, const float *k);
+ * only on its query and key, and a half / bfloat16 K gives the bits of a float32 K holding its
+ * widened values. Reads keys j < n_keys only; writes s[r][0 .. n_keys). */
+void ps_attn_scores(ps_isa isa, const float *q, int64_t ldq, int32_t nq, const void *kt,
+                    ps_kv_type kt_t, int32_t n_keys, int32_t hd, float *s, int64_t lds);
+/* Writes key j (hd floats, rounded to type kt_t) into that layout. */
+void ps_attn_k_store(ps_isa isa, void *kt, ps_kv_type kt_t, int32_t hd, int32_t j,
+                     const float *k);
 
 /* Attention's second product: out (nq, hd) rows ldo apart, out[q] = sum over j < n_keys[q], in
- * order, of p[q * ldp + j] * v[j] (v rows of hd floats). Bitwise the same as zeroing out[q]
- * and calling ps_axpy_f32 once per key; V rows are shared by the queries of one call. */
+ * order, of p[q * ldp + j] * v[j] (v rows of hd elements of type v_t, widened to float32).
+ * Bitwise the same as zeroing out[q] and calling ps_axpy_f32 once per key on the widened rows;
+ * V rows are shared by the queries of one call. */
 void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
-                const float *v, int64_t hd, float *out, int64_t ldo);
+                const void *v, ps_kv_type v_t, int64_t hd, float *out, int64_t ldo);
 /* The same, adding to out instead of starting from zero: bitwise the same as one more
  * ps_axpy_f32 per key after the ones that made out, so a product split into two key runs
  * (a sliding layer's ring wrapping) equals the product over both runs at once. */
 void ps_attn_pv_acc(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
-                    const float *v, int64_t hd, float *out, int64_t ldo);
+                    const void *v, ps_kv_type v_t, int64_t hd, float *out, int64_t ldo);
 
 /* Layer L's attention for the rows of a forward call: s->att (rows, n_head*hd) = per head h
  * softmax(s->q[h] K^T * scale) V over the row's own sequence's cache (kv head h / (n_head /

@@ -64,6 +64,18 @@ bool ps_cli_parse_act(const char *cmd, const char *value, ps_act *out) {
     return true;
 }
 
+bool ps_cli_parse_kv_type(const char *cmd, const char *value, ps_kv_type *out) {
+    if (value && !strcmp(value, "f32")) *out = PS_KV_F32;
+    else if (value && !strcmp(value, "f16")) *out = PS_KV_F16;
+    else if (value && !strcmp(value, "bf16")) *out = PS_KV_BF16;
+    else {
+        fprintf(stderr, "promptscore %s: --kv-type wants f32, f16 or bf16, got %s%s%s\n", cmd,
+                value ? "'" : "", value ? value : "nothing", value ? "'" : "");
+        return false;
+    }
+    return true;
+}
+
 char *ps_cli_read_all(FILE *f, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);

@@ -77,9 +77,11 @@ bool ps_cli_parse_i64_prefix(const char *s, int64_t lo, int64_t hi, int64_t *out
                              const char **end);
 bool ps_cli_parse_u64(const char *s, uint64_t *out);
 
-/* PS_CLI_FN handlers: --act native|f32 (dst ps_act *); -ngl N (dst int32_t *; prints the note
- * that this build runs on the CPU when N != 0). */
+/* PS_CLI_FN handlers: --act native|f32 (dst ps_act *); --kv-type f32|f16|bf16 (dst
+ * ps_kv_type *); -ngl N (dst int32_t *; prints the note that this build runs on the CPU when
+ * N != 0). */
 bool ps_cli_opt_act(const char *cmd, const char *opt, const char *value, void *dst);
+bool ps_cli_opt_kv_type(const char *cmd, const char *opt, const char *value, void *dst);
 bool ps_cli_opt_ngl(const char *cmd, const char *opt, const char *value, void *dst);
 
 /* The options every subcommand that loads a model shares (not all use every field). */
@@ -91,6 +93,7 @@ typedef struct {
     int32_t chunk;      /* --chunk; 0 = PS_CHUNK */
     int32_t ngl;        /* -ngl: accepted, unused */
     ps_act act;         /* --act */
+    ps_kv_type kv_type; /* --kv-type */
     bool progress;      /* --progress */
     bool no_repack;     /* --no-repack */
     bool no_session;    /* ps_cli_load: model only */
@@ -124,6 +127,10 @@ typedef struct {
      "llama.cpp: bf16 for BF16 weights, Q8_0 blocks for Q8_0 weights)\n"                       \
      "or f32 (float32 for every weight type: closest to float64,\n"                            \
      "slower; part of the score)", PS_CLI_FN, &(o)->act, 0, 0, ps_cli_opt_act}
+#define PS_CLI_OPT_KV_TYPE(o)                                                                  \
+    {"--kv-type", "f32|f16|bf16", "the K/V cache's element type: f32 (default), or f16 / bf16\n" \
+     "(half the memory; keys and values rounded once when written;\n"                        \
+     "part of the score)", PS_CLI_FN, &(o)->kv_type, 0, 0, ps_cli_opt_kv_type}
 #define PS_CLI_OPT_REPACK(o)                                                                   \
     {"--no-repack", NULL, "no AMX tile copy of BF16 weights at load (the AMX kernel builds\n"   \
      "the tiles per call: same scores, less memory, slower)", PS_CLI_FLAG, &(o)->no_repack,     \
@@ -142,7 +149,7 @@ int ps_cli_model_path(const char *cmd, const ps_cli_model_opts *o, const char **
                       char **owned);
 
 /* A loaded model and, unless vocab_only or o->no_session, a pool of o->threads and a session
- * (n_ctx = the model's or -c, n_batch = --chunk, --act). */
+ * (n_ctx = the model's or -c, n_batch = --chunk, --act, --kv-type). */
 typedef struct {
     ps_model *model;
     ps_session *session;
@@ -177,6 +184,10 @@ void ps_cli_progress_end(ps_cli_progress *p);
  * *out. Anything else (or no value) prints "promptscore CMD: --act wants native or f32, got
  * ..." to stderr and returns false, *out unchanged. (cli.c) */
 bool ps_cli_parse_act(const char *cmd, const char *value, ps_act *out);
+/* The value of --kv-type (score, perplexity, serve, bench): "f32", "f16" or "bf16" -> *out.
+ * Anything else prints "promptscore CMD: --kv-type wants f32, f16 or bf16, got ..." and
+ * returns false, *out unchanged. (cli.c) */
+bool ps_cli_parse_kv_type(const char *cmd, const char *value, ps_kv_type *out);
 
 /* One line naming the matrix kernels a session created now (PS_ISA as set, the CPU as it is)
  * uses for BF16, Q8_0 and the other block types with native activations, and whether AMX is

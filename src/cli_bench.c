@@ -143,6 +143,7 @@ int ps_cli_bench(int argc, char **argv) {
         {"-t, --threads", "LIST", "thread counts, comma separated (default 1,2; -t 4 is 4 alone)",
          PS_CLI_FN, &tl, 0, 0, opt_list},
         PS_CLI_OPT_ACT(&o),
+        PS_CLI_OPT_KV_TYPE(&o),
         PS_CLI_OPT_REPACK(&o),
         {0}};
     const ps_cli_opt bench_opts[] = {
@@ -215,7 +216,8 @@ int ps_cli_bench(int argc, char **argv) {
         const int32_t swa = model->w.layers[l].swa;
         kv_positions += swa > 0 ? PS_MIN(max_len, swa + PS_CHUNK - 1) : max_len;
     }
-    const double kv_bytes = 2.0 * hp->n_head_kv * (double)hp->head_dim * kv_positions * 4;
+    const double kv_bytes = 2.0 * hp->n_head_kv * (double)hp->head_dim * kv_positions *
+                            (o.kv_type == PS_KV_F32 ? 4 : 2);
     const double logit_bytes = 2.0 * PS_CHUNK * (double)hp->n_vocab * 4;
     /* the AMX tile copy of BF16 weights (info.tile_bytes, 0 without one) counts as weights */
     const double budget = (double)info.file_bytes + (double)info.tile_bytes + kv_bytes +
@@ -238,13 +240,13 @@ int ps_cli_bench(int argc, char **argv) {
                hp->n_expert, hp->n_expert_used, hp->n_ff_exp);
     if (!json)
         printf("model %s: %s, %d layers, %d wide, vocab %d, %s weights, %.0f MB; k = %d, "
-               "chunk %d, isa %s, activations %s (avx512bf16 %s, avx512vnni %s: %s)\n",
+               "chunk %d, isa %s, activations %s (avx512bf16 %s, avx512vnni %s: %s), KV cache %s\n",
                info.file, info.arch, hp->n_layer, hp->n_embd, hp->n_vocab,
                ps_ggml_type_name(model->w.layers[0].wq.type), info.file_bytes / 1048576.0, k,
                PS_CHUNK, ps_isa_name(ps_isa_best()), ps_act_name(act),
                ps_cpu_has_avx512bf16() ? "yes" : "no", ps_cpu_has_avx512vnni() ? "yes" : "no",
                act == PS_ACT_F32 ? "not used, every weight type is widened to f32"
-                                 : "see matmul paths");
+                                 : "see matmul paths", ps_kv_type_name(o.kv_type));
     if (!json) {
         char paths[384];
         ps_cli_paths(paths, sizeof paths);
@@ -266,6 +268,7 @@ int ps_cli_bench(int argc, char **argv) {
         sp.n_ctx = max_len;
         sp.pool = pool;
         sp.act = act;
+        sp.kv_type = o.kv_type;
         if (ps_session_create(model, &sp, &s, &err) != PS_OK) {
             fprintf(stderr, "promptscore bench: session: %s\n", err.message);
             ps_pool_free(pool);
@@ -330,10 +333,11 @@ int ps_cli_bench(int argc, char **argv) {
                        "\"clock\": \"%s\", \"wall_seconds\": %.6f, \"tokens_per_s\": %.1f, "
                        "\"matmul_share\": %.3f, \"attention_share\": %.3f, \"deltanet_share\": "
                        "%.3f, \"topk_share\": %.3f, \"rest_share\": %.3f, \"matmul_gflops\": "
-                       "%.1f, \"isa\": \"%s\", \"act\": \"%s\"%s}\n",
+                       "%.1f, \"isa\": \"%s\", \"act\": \"%s\", \"kv_type\": \"%s\"%s}\n",
                        threads[ti], lengths[li], k, secs, cpu_clock ? "cpu" : "wall", wall,
                        lengths[li] / secs, mm / secs, att / secs, dn / secs, topk / secs,
-                       rest / secs, gf, ps_isa_name(s->isa), ps_act_name(act), moe_cols);
+                       rest / secs, gf, ps_isa_name(s->isa), ps_act_name(act),
+                       ps_kv_type_name(o.kv_type), moe_cols);
             else
                 printf("%7d %7d %9.3f %9.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %9.1f%s  (%s; "
                        "wall %.3f s)\n",

@@ -176,6 +176,10 @@ bool ps_cli_opt_act(const char *cmd, const char *opt, const char *value, void *d
     return ps_cli_parse_act(cmd, value, (ps_act *)dst);
 }
 
+bool ps_cli_opt_kv_type(const char *cmd, const char *opt, const char *value, void *dst) {
+    return ps_cli_parse_kv_type(cmd, value, (ps_kv_type *)dst);
+}
+
 bool ps_cli_opt_ngl(const char *cmd, const char *opt, const char *value, void *dst) {
     int64_t n;
     if (!ps_cli_parse_i64(value, -1, 1 << 20, &n)) {
@@ -305,6 +309,7 @@ int ps_cli_load(const char *cmd, const ps_cli_model_opts *o, bool vocab_only, ps
     sp.n_batch = o->chunk > 0 ? o->chunk : PS_CHUNK;
     sp.pool = l->pool;
     sp.act = o->act;
+    sp.kv_type = o->kv_type;
     if ((st = ps_session_create(l->model, &sp, &l->session, &err)) != PS_OK) {
         fprintf(stderr, "promptscore %s: cannot create a session of %d positions: %s\n", cmd,
                 sp.n_ctx, err.message);

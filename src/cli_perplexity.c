@@ -241,6 +241,7 @@ int ps_cli_perplexity(int argc, char **argv) {
         PS_CLI_OPT_THREADS(&o),
         PS_CLI_OPT_CHUNK(&o),
         PS_CLI_OPT_ACT(&o),
+        PS_CLI_OPT_KV_TYPE(&o),
         PS_CLI_OPT_REPACK(&o),
         {0}};
     const ps_cli_opt ppl_opts[] = {

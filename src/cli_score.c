@@ -366,6 +366,7 @@ int ps_cli_score(int argc, char **argv) {
         PS_CLI_OPT_CHUNK(&o),
         PS_CLI_OPT_CACHE(&o),
         PS_CLI_OPT_ACT(&o),
+        PS_CLI_OPT_KV_TYPE(&o),
         PS_CLI_OPT_REPACK(&o),
         {0}};
     const ps_cli_opt score_opts[] = {
@@ -440,6 +441,7 @@ int ps_cli_score(int argc, char **argv) {
         ep.max_seqs = max_seqs;
         ep.chunk = o.chunk > 0 ? o.chunk : PS_CHUNK;
         ep.act = o.act;
+        ep.kv_type = o.kv_type;
         ep.cache = l.cache;
         ps_error err;
         ps_error_clear(&err);
@@ -471,10 +473,11 @@ int ps_cli_score(int argc, char **argv) {
             if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) *p = '_';
         snprintf(config, sizeof config,
                  "v1 k=%d chunk=%d act=%s bos=%d special=%d ctx=%d arch=%s bytes=%lld vocab=%d "
-                 "layers=%d embd=%d",
+                 "layers=%d embd=%d%s%s",
                  k, o.chunk, o.act == PS_ACT_F32 ? "f32" : "native", !no_bos, !no_special, l.info.n_ctx,
                  arch, (long long)l.info.file_bytes, l.info.n_vocab, l.info.n_layer,
-                 l.info.n_embd);
+                 l.info.n_embd, o.kv_type != PS_KV_F32 ? " kv=" : "",
+                 o.kv_type != PS_KV_F32 ? ps_kv_type_name(o.kv_type) : "");
         char why[1024];
         int src = ps_shard_open(out_path, shard_i, shard_n, config, resume, in, &so, why,
                                 sizeof why);

@@ -71,6 +71,7 @@ int ps_cli_serve(int argc, char **argv) {
         {"-t, --threads", "N", "threads for the forward passes, all workers together\n"
          "(default: all CPUs)", PS_CLI_I32, &o.threads, 0, 1024},
         PS_CLI_OPT_ACT(&o),
+        PS_CLI_OPT_KV_TYPE(&o),
         PS_CLI_OPT_REPACK(&o),
         PS_CLI_OPT_CACHE(&o),
         {0}};
@@ -134,6 +135,7 @@ int ps_cli_serve(int argc, char **argv) {
     cfg.max_body = max_body;
     cfg.n_threads = o.threads;
     cfg.act = o.act;
+    cfg.kv_type = o.kv_type;
     if (alias) cfg.name = alias;
     cfg.mem_budget = mem_budget;
     cfg.max_prompts = max_prompts;

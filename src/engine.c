@@ -316,6 +316,7 @@ static ps_status start_workers(ps_engine *e, const ps_model *model, const ps_eng
         ps_session_params sp = ps_session_default_params();
         sp.pool = w->pool;
         sp.act = p.act;
+        sp.kv_type = p.kv_type;
         sp.n_batch = p.chunk;
         st = ps_session_create(model, &sp, &w->session, err);
         if (st != PS_OK) return st;

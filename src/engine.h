@@ -33,6 +33,7 @@ typedef struct {
                          * The bits of a score do not depend on it */
     int32_t chunk;      /* positions per forward pass (0: PS_CHUNK) */
     ps_act act;         /* activations of the matrix products */
+    ps_kv_type kv_type; /* the sessions' K/V cache type; default PS_KV_F32 */
     ps_prefix_cache *cache; /* the prefix cache the workers share (it outlives the engine);
                              * NULL = none (the default) */
     ps_test_hold hold;  /* test-only (testhooks.h): each worker announces and waits before a

@@ -209,7 +209,7 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
             for (int64_t j = 0; j < dq; j++) q[j] *= qs;
         }
         /* k, v -> the row's sequence's cache (attention.h's layout) */
-        ps_kv_store(s->row_seq[i], L->kv_slot, hp->n_head_kv, (int32_t)hd, s->row_pos[i], k, v);
+        ps_kv_store(s->isa, s->row_seq[i], L->kv_slot, hp->n_head_kv, (int32_t)hd, s->row_pos[i], k, v);
         break;
     }
     case ROW_ATT_GATE: {

@@ -27,7 +27,7 @@ struct ps_prefix_cache {
     const ps_model *model;
     int32_t B;
     int64_t budget;
-    size_t kv_floats, state_floats;
+    size_t kv_elems, state_floats;
     pthread_mutex_t mu;
     ps_pc_block **buckets;
     size_t n_buckets;  /* a power of two */
@@ -47,7 +47,7 @@ ps_prefix_cache_params ps_prefix_cache_default_params(void) {
 }
 
 int32_t ps_pcache_block_len(const ps_prefix_cache *c) { return c->B; }
-size_t ps_pcache_kv_floats(const ps_prefix_cache *c) { return c->kv_floats; }
+size_t ps_pcache_kv_elems(const ps_prefix_cache *c) { return c->kv_elems; }
 size_t ps_pcache_state_floats(const ps_prefix_cache *c) { return c->state_floats; }
 const ps_model *ps_pcache_model(const ps_prefix_cache *c) { return c->model; }
 
@@ -74,7 +74,7 @@ ps_status ps_prefix_cache_create(const ps_model *model, const ps_prefix_cache_pa
     c->B = B;
     c->budget = p->budget_bytes;
     /* K and V of B positions per KV layer and kv head */
-    c->kv_floats = (size_t)hp->n_layer_kv * (size_t)hp->n_head_kv * (size_t)hp->head_dim *
+    c->kv_elems = (size_t)hp->n_layer_kv * (size_t)hp->n_head_kv * (size_t)hp->head_dim *
                    (size_t)B * 2;
     if (hp->n_layer_rs > 0) {
         const size_t dk = (size_t)hp->ssm_d_state, nv = (size_t)hp->ssm_n_v,
@@ -248,11 +248,15 @@ void ps_pcache_read_entries(ps_prefix_cache *c, const ps_pc_block *b, int32_t fr
     pthread_mutex_unlock(&c->mu);
 }
 
-ps_status ps_pcache_block_new(ps_prefix_cache *c, int32_t k, ps_pc_block **out, ps_error *err) {
+ps_status ps_pcache_block_new(ps_prefix_cache *c, int32_t k, int32_t kv_elt, ps_pc_block **out,
+                              ps_error *err) {
     *out = NULL;
     const size_t B = (size_t)c->B, kk = (size_t)k;
     const size_t head = (B * sizeof(int32_t) + 63) & ~(size_t)63;
-    const size_t payload = head + (c->kv_floats + c->state_floats) * sizeof(float);
+    /* kv bytes are a multiple of 64 (B is a multiple of 16, two halves of K and V): the state
+     * floats after them stay aligned */
+    const size_t kv_bytes = c->kv_elems * (size_t)kv_elt;
+    const size_t payload = head + kv_bytes + c->state_floats * sizeof(float);
     const size_t bytes = sizeof(ps_pc_block) + payload + B * sizeof(float) +
                          B * kk * (sizeof(int32_t) + sizeof(float));
     pthread_mutex_lock(&c->mu);
@@ -279,8 +283,8 @@ ps_status ps_pcache_block_new(ps_prefix_cache *c, int32_t k, ps_pc_block **out, 
         return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for a prefix-cache block (%zu bytes)",
                        bytes);
     }
-    b->kv = (float *)(void *)(mem + head);
-    b->state = c->state_floats ? b->kv + c->kv_floats : NULL;
+    b->kv = mem + head;
+    b->state = c->state_floats ? (float *)(void *)(b->kv + kv_bytes) : NULL;
     b->k = k;
     b->bytes = bytes;
     *out = b;

@@ -4,9 +4,10 @@
  *
  * A block is B consecutive positions bB .. bB + B - 1 of some prompt, keyed by the ids of the
  * whole prefix 0 .. bB + B - 1: by its parent (the block before it, NULL for b = 0), its own B
- * ids and the session configuration that computed it (cfg: ISA, activations, AMX). It holds
+ * ids and the session configuration that computed it (cfg: ISA, activations, AMX, K/V type).
+ * It holds
  *   kv:    per KV slot l, per kv head h: K [B / 16][hd][16] (the session's 16-key tiles), then
- *          V [B][hd]: the K/V of its B positions
+ *          V [B][hd]: the K/V of its B positions, in the session's K/V element type
  *   state: for models with recurrent layers, the conv and delta-rule state after bB + B - 1
  *          positions (the point a restore resumes from: the block's last position is always
  *          recomputed), else NULL
@@ -31,7 +32,7 @@ struct ps_pc_block {
     int32_t n_children;       /* linked blocks whose parent it is */
     bool linked;              /* in the index */
     int32_t *ids;             /* B */
-    float *kv;                /* kv_floats */
+    uint8_t *kv;              /* kv_elems elements of the K/V type (kv_elt bytes each) */
     float *state;             /* state_floats | NULL */
     int32_t k;                /* top-K stored */
     float *lp;                /* B */
@@ -42,9 +43,9 @@ struct ps_pc_block {
 
 struct ps_prefix_cache; /* prefix_cache.c */
 
-/* Positions per block, floats of one block's kv and state. */
+/* Positions per block, elements of one block's kv, floats of its state. */
 int32_t ps_pcache_block_len(const ps_prefix_cache *c);
-size_t ps_pcache_kv_floats(const ps_prefix_cache *c);
+size_t ps_pcache_kv_elems(const ps_prefix_cache *c);
 size_t ps_pcache_state_floats(const ps_prefix_cache *c);
 const ps_model *ps_pcache_model(const ps_prefix_cache *c);
 
@@ -63,11 +64,13 @@ void ps_pcache_release(ps_prefix_cache *c, ps_pc_block **blocks, int32_t m);
 void ps_pcache_read_entries(ps_prefix_cache *c, const ps_pc_block *b, int32_t from,
                             int32_t count, int32_t k, float *lp, int32_t *top_ids, float *top_lp);
 
-/* A new block for answers of top-K k, outside the index, its bytes reserved against the budget
- * (evicting unreferenced blocks, least recently used first). *out = NULL with PS_OK when the
+/* A new block for answers of top-K k and K/V elements of kv_elt (4 or 2) bytes, outside the
+ * index, its bytes reserved against the budget (evicting unreferenced blocks, least recently
+ * used first). *out = NULL with PS_OK when the
  * budget has no room (every block is referenced or reserved): the caller just does not cache.
  * PS_ERR_NOMEM when an allocation fails. */
-ps_status ps_pcache_block_new(ps_prefix_cache *c, int32_t k, ps_pc_block **out, ps_error *err);
+ps_status ps_pcache_block_new(ps_prefix_cache *c, int32_t k, int32_t kv_elt, ps_pc_block **out,
+                              ps_error *err);
 /* Frees a block that ps_pcache_block_new gave and that was not inserted; NULL is a no-op. */
 void ps_pcache_block_drop(ps_prefix_cache *c, ps_pc_block *b);
 /* Adds chain[0..n) (filled: ids, kv, state, answers) as the blocks after `parent` (NULL: from
@@ -80,7 +83,7 @@ void ps_pcache_insert(ps_prefix_cache *c, uint64_t cfg, ps_pc_block *parent, ps_
 /* prefix_kv.c: between blocks and a sequence (session.h) */
 struct ps_session;
 struct ps_seq;
-/* The session's configuration as a cache key (ISA, activations, AMX). */
+/* The session's configuration as a cache key (ISA, activations, AMX, K/V type). */
 uint64_t ps_pcache_session_cfg(const struct ps_session *s);
 /* Copies the K/V of positions [p0, p0 + B) from the sequence into b->kv. False when a sliding
  * layer's ring no longer holds all of them (nothing to cache then). Needs p0 + B <= n_past. */

@@ -11,7 +11,10 @@
  * kv_len before the resume point). The recurrent state (conv + delta rule, every recurrent
  * layer) is copied whole. This is a copy into the session, not a shared reference: sharing
  * blocks inside the attention kernel would need a paged KV layout there; the copy costs
- * 2 * B * hd floats per layer and head, which is memory bandwidth, ~1% of recomputing.
+ * 2 * B * hd elements per layer and head, which is memory bandwidth, ~1% of recomputing.
+ * Elements are copied as they are stored, in the sequence's kv_type (4 or 2 bytes: a block of
+ * a half-precision cache holds half the bytes; the session configuration in the key keeps
+ * types apart), so a restored position has the bits it had when it was computed.
  */
 #include "impl.h"
 #include "attention.h"
@@ -19,30 +22,27 @@
 #include "session.h"
 
 uint64_t ps_pcache_session_cfg(const ps_session *s) {
-    return (uint64_t)s->isa | (uint64_t)s->f32_act << 8 | (uint64_t)s->amx << 9;
+    return (uint64_t)s->isa | (uint64_t)s->f32_act << 8 | (uint64_t)s->amx << 9 |
+           (uint64_t)s->kv_type << 10;
 }
 
-/* One position j of a ring (len slots) <-> position i of a block. */
-static void ring_pos(float *kt_ring, float *v_ring, int64_t len, int32_t hd, int64_t j,
-                     float *kt_blk, float *v_blk, int32_t i, bool to_block) {
+/* One position j of a ring (len slots) <-> position i of a block, elements of e bytes. */
+static void ring_pos(uint8_t *kt_ring, uint8_t *v_ring, int64_t len, int32_t hd, size_t e,
+                     int64_t j, uint8_t *kt_blk, uint8_t *v_blk, int32_t i, bool to_block) {
     const int64_t slot = j % len;
-    float *kr = kt_ring + (slot / 16) * hd * 16 + slot % 16;
-    float *kb = kt_blk + (int64_t)(i / 16) * hd * 16 + i % 16;
-    float *vr = v_ring + slot * hd, *vb = v_blk + (int64_t)i * hd;
-    if (to_block) {
-        for (int32_t d = 0; d < hd; d++) kb[d * 16] = kr[d * 16];
-        memcpy(vb, vr, (size_t)hd * sizeof(float));
-    } else {
-        for (int32_t d = 0; d < hd; d++) kr[d * 16] = kb[d * 16];
-        memcpy(vr, vb, (size_t)hd * sizeof(float));
-    }
+    uint8_t *kr = kt_ring + (size_t)((slot / 16) * hd * 16 + slot % 16) * e;
+    uint8_t *kb = kt_blk + (size_t)((int64_t)(i / 16) * hd * 16 + i % 16) * e;
+    uint8_t *vr = v_ring + (size_t)(slot * hd) * e, *vb = v_blk + (size_t)i * (size_t)hd * e;
+    uint8_t *kd = to_block ? kb : kr, *ks = to_block ? kr : kb;
+    for (int32_t d = 0; d < hd; d++) memcpy(kd + (size_t)d * 16 * e, ks + (size_t)d * 16 * e, e);
+    memcpy(to_block ? vb : vr, to_block ? vr : vb, (size_t)hd * e);
 }
 
-/* The block's K and V of KV slot l, head g. */
-static float *blk_k(const ps_prefix_cache *c, ps_pc_block *b, int32_t l, int32_t g) {
+/* The block's K and V of KV slot l, head g (elements of e bytes). */
+static uint8_t *blk_k(const ps_prefix_cache *c, ps_pc_block *b, int32_t l, int32_t g, size_t e) {
     const ps_hparams *hp = &ps_pcache_model(c)->hp;
     const size_t per = (size_t)ps_pcache_block_len(c) * (size_t)hp->head_dim;
-    return b->kv + ((size_t)l * (size_t)hp->n_head_kv + (size_t)g) * 2 * per;
+    return b->kv + ((size_t)l * (size_t)hp->n_head_kv + (size_t)g) * 2 * per * e;
 }
 
 /* Copies positions [j0, j1) (all within block b, which starts at position p0) between the
@@ -52,19 +52,19 @@ static void copy_range(const ps_prefix_cache *c, ps_pc_block *b, const ps_seq *s
     const ps_hparams *hp = &s->model->hp;
     const int32_t hd = hp->head_dim, B = ps_pcache_block_len(c);
     const int64_t len = s->kv_len[l];
+    const size_t e = (size_t)s->kv_elt;
     for (int32_t g = 0; g < hp->n_head_kv; g++) {
-        float *kb = blk_k(c, b, l, g), *vb = kb + (size_t)B * (size_t)hd;
-        float *ks = s->k_cache + s->k_off[l] + (size_t)g * PS_KCACHE_POS(len) * (size_t)hd;
-        float *vs = s->v_cache + s->v_off[l] + (size_t)g * (size_t)len * (size_t)hd;
+        uint8_t *kb = blk_k(c, b, l, g, e), *vb = kb + (size_t)B * (size_t)hd * e;
+        uint8_t *ks = ps_kv_k(s, l, g, hd), *vs = ps_kv_v(s, l, g, hd);
         if (len >= s->n_ctx && j0 == p0 && j1 == p0 + B) { /* whole tiles, in place */
-            float *kt = ks + (size_t)p0 * (size_t)hd, *vt = vs + (size_t)p0 * (size_t)hd;
-            const size_t n = (size_t)B * (size_t)hd * sizeof(float);
+            uint8_t *kt = ks + (size_t)p0 * (size_t)hd * e, *vt = vs + (size_t)p0 * (size_t)hd * e;
+            const size_t n = (size_t)B * (size_t)hd * e;
             memcpy(to_block ? kb : kt, to_block ? kt : kb, n);
             memcpy(to_block ? vb : vt, to_block ? vt : vb, n);
             continue;
         }
         for (int64_t j = j0; j < j1; j++)
-            ring_pos(ks, vs, len, hd, j, kb, vb, (int32_t)(j - p0), to_block);
+            ring_pos(ks, vs, len, hd, e, j, kb, vb, (int32_t)(j - p0), to_block);
     }
 }
 

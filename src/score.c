@@ -427,7 +427,7 @@ static ps_status cache_after_forward(cache_run *cr, const ps_seq *s, int32_t k, 
         const int32_t b = (e + 1) / B - 1;
         if (b >= cr->m && b < cr->whole && b == cr->m + cr->n_pend) {
             ps_pc_block *blk;
-            ps_status st = ps_pcache_block_new(cr->c, k, &blk, err);
+            ps_status st = ps_pcache_block_new(cr->c, k, s->kv_elt, &blk, err);
             if (st != PS_OK) return st;
             if (!blk) {
                 cr->stop = true;
@@ -443,7 +443,7 @@ static ps_status cache_after_forward(cache_run *cr, const ps_seq *s, int32_t k, 
         if (cr->n_kv == cr->n_pend) {
             if (cr->state) break; /* its state was not captured */
             ps_pc_block *blk;
-            ps_status st = ps_pcache_block_new(cr->c, k, &blk, err);
+            ps_status st = ps_pcache_block_new(cr->c, k, s->kv_elt, &blk, err);
             if (st != PS_OK) return st;
             if (!blk) {
                 cr->stop = true;

@@ -1007,6 +1007,7 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     ep.max_seqs = cfg.max_seqs;
     ep.cache = cfg.cache;
     ep.act = cfg.act;
+    ep.kv_type = cfg.kv_type;
     ep.hold = ps_test_hold_from_env();
     ps_status est = ps_engine_create(model, &ep, &s->engine, err);
     if (est != PS_OK) {

@@ -37,6 +37,7 @@ typedef struct {
     int64_t max_response;    /* largest estimated answer in bytes; default 256 MiB */
     const char *name;        /* served model name; NULL = the model's name */
     ps_act act;              /* activations of the matrix products; default PS_ACT_NATIVE */
+    ps_kv_type kv_type;      /* the workers' K/V cache type; default PS_KV_F32 */
     ps_prefix_cache *cache;  /* the prefix cache the workers share (it outlives the server);
                               * NULL = none (the default) */
     /* who may ask (server_guard.h); docs/api.md "Access" */

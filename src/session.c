@@ -4,7 +4,8 @@
  *
  * A sequence is allocated for its own n_ctx: per KV-cached layer n_ctx positions (a sliding
  * layer: a ring of min(n_ctx, swa + n_batch - 1)) in attention.h's layout, plus the recurrent
- * state of the hybrid models. The workspace is sized by n_batch (rows per call) and the
+ * state of the hybrid models (float32); the K/V elements are the session's kv_type (float32, or
+ * IEEE half / bfloat16 at half the bytes, rounded once on write by attention.c). The workspace is sized by n_batch (rows per call) and the
  * session's n_ctx (the longest sequence: the attention scratch holds a block of score rows of
  * that length). ps_session_forward_segs checks a batch of segments, forward.c runs it, and each
  * sequence's n_past advances. The public single-sequence API runs on the session's own
@@ -23,7 +24,26 @@ ps_session_params ps_session_default_params(void) {
     p.pool = NULL;
     p.isa = PS_ISA_AUTO;
     p.act = PS_ACT_NATIVE;
+    p.kv_type = PS_KV_F32;
     return p;
+}
+
+const char *ps_kv_type_name(ps_kv_type type) {
+    switch (type) {
+    case PS_KV_F32: return "f32";
+    case PS_KV_F16: return "f16";
+    case PS_KV_BF16: return "bf16";
+    }
+    return "?";
+}
+
+/* a * b * c elements of elt bytes, 64-byte aligned; NULL on overflow or no memory. */
+static void *alloc_elems(uint64_t a, uint64_t b, uint64_t c, uint64_t elt) {
+    uint64_t n, bytes;
+    if (!ps_mul_ok(a, b, &n) || !ps_mul_ok(n, c, &n) || !ps_mul_ok(n, elt, &bytes) ||
+        bytes > SIZE_MAX)
+        return NULL;
+    return ps_aligned_alloc(64, (size_t)bytes);
 }
 
 /* a * b * c floats, 64-byte aligned; NULL on overflow or no memory. */
@@ -49,17 +69,22 @@ void ps_seq_free(ps_seq *q) {
     ps_free(q);
 }
 
-ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, ps_seq **out,
-                        ps_error *err) {
+ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, ps_kv_type kv_type,
+                        ps_seq **out, ps_error *err) {
     *out = NULL;
     if (n_ctx < 1 || n_ctx > PS_MAX_CTX)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d must be in 1..%d", (int)n_ctx,
                        PS_MAX_CTX);
+    if (kv_type != PS_KV_F32 && kv_type != PS_KV_F16 && kv_type != PS_KV_BF16)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "kv_type = %d is not PS_KV_F32, PS_KV_F16 or PS_KV_BF16", (int)kv_type);
     const ps_hparams *hp = &model->hp;
     ps_seq *q = ps_calloc(1, sizeof *q);
     if (!q) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (sequence)");
     q->model = model;
     q->n_ctx = n_ctx;
+    q->kv_type = kv_type;
+    q->kv_elt = (int32_t)ps_kv_elt(kv_type);
     const int64_t nkv = hp->n_head_kv, hd = hp->head_dim;
     /* per KV slot: n_ctx positions (global layers) or a ring of swa + n_batch - 1 (sliding
      * layers, when that is shorter); a hybrid model caches only its full-attention layers (at
@@ -88,20 +113,20 @@ ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, p
         k_floats = ps_kv_k_floats(nkv, hd, n_ctx);
         v_floats = ps_kv_v_floats(nkv, hd, n_ctx);
     }
-    q->k_cache = ok ? alloc_floats(k_floats, 1, 1) : NULL;
-    q->v_cache = ok ? alloc_floats(v_floats, 1, 1) : NULL;
+    q->k_cache = ok ? alloc_elems(k_floats, 1, 1, (uint64_t)q->kv_elt) : NULL;
+    q->v_cache = ok ? alloc_elems(v_floats, 1, 1, (uint64_t)q->kv_elt) : NULL;
     /* the rings are read from a 16-key block's start, so a fresh one reads zeros, not garbage */
     if (q->k_cache && q->v_cache && ring_floats > 0)
         for (int32_t l = 0; l < hp->n_layer; l++) {
             const ps_layer *L = &model->w.layers[l];
             if (L->kv_slot < 0 || q->kv_len[L->kv_slot] >= n_ctx) continue;
             const int64_t len = q->kv_len[L->kv_slot];
-            memset(q->k_cache + q->k_off[L->kv_slot], 0,
-                   ps_kv_k_floats(nkv, hd, len) * sizeof(float));
-            memset(q->v_cache + q->v_off[L->kv_slot], 0,
-                   ps_kv_v_floats(nkv, hd, len) * sizeof(float));
+            memset((uint8_t *)q->k_cache + (size_t)q->k_off[L->kv_slot] * (size_t)q->kv_elt, 0,
+                   ps_kv_k_floats(nkv, hd, len) * (size_t)q->kv_elt);
+            memset((uint8_t *)q->v_cache + (size_t)q->v_off[L->kv_slot] * (size_t)q->kv_elt, 0,
+                   ps_kv_v_floats(nkv, hd, len) * (size_t)q->kv_elt);
         }
-    q->kv_floats = (int64_t)(k_floats + v_floats);
+    q->kv_elems = (int64_t)(k_floats + v_floats);
     bool rs_ok = true;
     if (hp->info->flags & PS_A_HYBRID) {
         const uint64_t dk = (uint64_t)hp->ssm_d_state, nv = (uint64_t)hp->ssm_n_v,
@@ -112,7 +137,7 @@ ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, p
         rs_ok = q->conv_state && q->ssm_state;
     }
     if (!q->k_cache || !q->v_cache || !rs_ok) {
-        double kv_mib = (double)(k_floats + v_floats) * 4.0 / (1024.0 * 1024.0);
+        double kv_mib = (double)(k_floats + v_floats) * (double)q->kv_elt / (1024.0 * 1024.0);
         ps_seq_free(q);
         return ps_fail(err, PS_ERR_NOMEM, -1,
                        "out of memory for a session of n_ctx %d (KV cache %.1f MiB)", (int)n_ctx,
@@ -161,6 +186,11 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     if (params->act != PS_ACT_NATIVE && params->act != PS_ACT_F32)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "act = %d is not PS_ACT_NATIVE or PS_ACT_F32",
                        (int)params->act);
+    if (params->kv_type != PS_KV_F32 && params->kv_type != PS_KV_F16 &&
+        params->kv_type != PS_KV_BF16)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "kv_type = %d is not PS_KV_F32, PS_KV_F16 or PS_KV_BF16",
+                       (int)params->kv_type);
     ps_isa isa = params->isa == PS_ISA_AUTO ? ps_isa_best() : params->isa;
     if (!ps_isa_supported(isa) || isa == PS_ISA_AUTO)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "isa %s is not available on this CPU (%s)",
@@ -183,12 +213,13 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     s->n_threads = ps_pool_size(params->pool);
     s->isa = isa;
     s->amx = amx;
+    s->kv_type = params->kv_type;
     s->f32_act = params->act == PS_ACT_F32;
     if (s->n_ctx < 1) {
         ps_session_free(s);
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d must be >= 1", (int)s->n_ctx);
     }
-    ps_status st = ps_seq_create(model, s->n_ctx, s->n_batch, &s->seq, err);
+    ps_status st = ps_seq_create(model, s->n_ctx, s->n_batch, s->kv_type, &s->seq, err);
     if (st != PS_OK) {
         ps_session_free(s);
         return st;
@@ -263,7 +294,7 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
         !s->hb2 || !s->rope_cos || !s->rope_sin || !s->mm_scratch || !s->att_scratch ||
         !s->row_pos || !s->row_seq || !hy_ok || !moe_ok || !rope_ok) {
         int n_ctx = (int)s->n_ctx;
-        double kv_mib = (double)s->seq->kv_floats * 4.0 / (1024.0 * 1024.0);
+        double kv_mib = (double)s->seq->kv_elems * (double)s->seq->kv_elt / (1024.0 * 1024.0);
         ps_session_free(s);
         return ps_fail(err, PS_ERR_NOMEM, -1,
                        "out of memory for a session of n_ctx %d (KV cache %.1f MiB)", n_ctx,
@@ -302,7 +333,7 @@ ps_seq *ps_session_pool_seq(ps_session *s, int32_t i, int32_t n_ctx, ps_error *e
         ps_seq_free(q);
         q = s->seq_pool[i] = NULL;
     }
-    if (!q && ps_seq_create(s->model, n_ctx, s->n_batch, &s->seq_pool[i], err) != PS_OK)
+    if (!q && ps_seq_create(s->model, n_ctx, s->n_batch, s->kv_type, &s->seq_pool[i], err) != PS_OK)
         return NULL;
     q = s->seq_pool[i];
     q->n_past = 0;

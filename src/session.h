@@ -26,9 +26,10 @@
 
 #include "model.h"
 
-/* One sequence's state. Buffers (float32):
- *   k_cache: per KV slot s at k_off[s]: kv_len[s] positions in attention.h's K layout
- *   v_cache: per KV slot s at v_off[s]: [n_head_kv][kv_len[s]][head_dim]
+/* One sequence's state. Buffers (the K/V cache in elements of kv_type: float32, or IEEE half /
+ * bfloat16 as uint16; the rest float32):
+ *   k_cache: per KV slot s at element k_off[s]: kv_len[s] positions in attention.h's K layout
+ *   v_cache: per KV slot s at element v_off[s]: [n_head_kv][kv_len[s]][head_dim]
  *   kv_len[s] = n_ctx for a global layer, min(n_ctx, swa + n_batch - 1) for a sliding one (a
  *            ring: position j lives in slot j % kv_len[s]; a chunk of n_batch queries needs
  *            its own keys plus the swa - 1 before its first)
@@ -39,17 +40,19 @@ typedef struct ps_seq {
     const ps_model *model;
     int32_t n_ctx;                   /* positions it can hold */
     int32_t n_past;                  /* positions cached */
-    float *k_cache, *v_cache;
-    int64_t *kv_len, *k_off, *v_off; /* per KV slot (n_layer_kv): positions held, float offsets */
-    int64_t kv_floats;               /* floats of k_cache + v_cache */
+    ps_kv_type kv_type;              /* the K/V elements' type */
+    int32_t kv_elt;                  /* bytes per K/V element: 4 (f32) or 2 (f16, bf16) */
+    void *k_cache, *v_cache;
+    int64_t *kv_len, *k_off, *v_off; /* per KV slot (n_layer_kv): positions held, element offsets */
+    int64_t kv_elems;                /* elements of k_cache + v_cache (bytes: kv_elems * kv_elt) */
     float *conv_state, *ssm_state;
 } ps_seq;
 
 /* A sequence of n_ctx (1..PS_MAX_CTX) positions for a workspace of n_batch rows (the sliding
- * layers' rings hold swa + n_batch - 1). PS_OK, or PS_ERR_NOMEM (err says how much the KV
- * cache needed) / PS_ERR_INVALID_ARG. */
-ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, ps_seq **out,
-                        ps_error *err);
+ * layers' rings hold swa + n_batch - 1), its K/V in kv_type. PS_OK, or PS_ERR_NOMEM (err says
+ * how much the KV cache needed) / PS_ERR_INVALID_ARG. */
+ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, ps_kv_type kv_type,
+                        ps_seq **out, ps_error *err);
 /* NULL is a no-op. */
 void ps_seq_free(ps_seq *q);
 
@@ -74,6 +77,7 @@ struct ps_session {
     ps_isa isa;
     bool f32_act;             /* PS_ACT_F32 */
     bool amx;                 /* BF16 / Q8_0 matmuls through AMX tiles (isa is AVX512) */
+    ps_kv_type kv_type;       /* every sequence's K/V element type */
     ps_seq *seq;              /* the session's own sequence (n_ctx positions) */
     int32_t *row_pos;
     ps_seq **row_seq;

@@ -57,6 +57,7 @@ typedef struct {
     int32_t chunk;     /* positions per ps_session_forward */
     ps_isa isa;
     ps_act act;
+    ps_kv_type kv_type; /* the session's K/V cache type (default PS_KV_F32) */
     int32_t threads;   /* > 1: a pool of that many for the run */
     ps_pool *pool;     /* or this one (kept) */
     int32_t model_ctx; /* c_logits_run loads with this n_ctx (0: the file's) */
@@ -95,11 +96,12 @@ static inline float *fx_logits(const ps_model *m, const int32_t *ids, int32_t n,
     sp.n_batch = r->chunk;
     sp.isa = r->isa;
     sp.act = r->act;
+    sp.kv_type = r->kv_type;
     sp.pool = pool;
     ps_session *s = NULL;
     ps_status st = ps_session_create(m, &sp, &s, &e);
     CHECKF(st == PS_OK, "session: %s", e.message);
-    if (s) r->kv_floats = s->seq->kv_floats;
+    if (s) r->kv_floats = s->seq->kv_elems;
     const size_t nf = (size_t)n * (size_t)info.n_vocab;
     float *out = st == PS_OK ? malloc(nf * sizeof(float)) : NULL;
     float *again = r->passes > 1 && out ? malloc(nf * sizeof(float)) : NULL;

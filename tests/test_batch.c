@@ -11,7 +11,8 @@
  * mixed k (0 .. 5) and a few greedy or sampled generations, first one at a time, then with
  * ps_score_batch at max_seqs unlimited, 3 and 1, and with a smaller chunk (97) on one prompt.
  * Every result's tokens, logprob bits, top-K ids and logprob bits, sum, finish and n_gen must be
- * equal. Then: a bad token in one prompt fails the batch cleanly (naming the prompt, every
+ * equal. Four families run again with a half-precision K/V cache (llama and the qwen35 hybrid
+ * in f16, gemma2's rings and gpt-oss in bf16), every session of that kv_type. Then: a bad token in one prompt fails the batch cleanly (naming the prompt, every
  * result NULL), the session's own sequence is untouched by a batch, and the checked forward
  * entry refuses one sequence twice in a call and a call over n_batch rows, and every
  * allocation failure inside a batch is a clean PS_ERR_NOMEM.
@@ -68,7 +69,7 @@ static bool same_result(const ps_score_result *a, const ps_score_result *b) {
 }
 
 /* One fixture: the prompts one at a time, then batched in several ways. */
-static void check_fixture(const char *tag, const ps_genmodel_params *gp) {
+static void check_fixture(const char *tag, const ps_genmodel_params *gp, ps_kv_type kv) {
     ps_error e;
     const char *path = path_in("fx.gguf");
     if (ps_genmodel_write(gp, path, &e) != PS_OK) {
@@ -87,6 +88,7 @@ static void check_fixture(const char *tag, const ps_genmodel_params *gp) {
     ps_pool_create(2, &pool);
     ps_session_params sp = ps_session_default_params();
     sp.n_ctx = 320;
+    sp.kv_type = kv;
     ps_session *one = NULL, *many = NULL;
     CHECKF(ps_session_create(m, &sp, &one, &e) == PS_OK, "%s: session: %s", tag, e.message);
     sp.pool = pool;
@@ -187,8 +189,8 @@ static void check_segs_refused(void) {
     sp.n_batch = 32;
     if (m) CHECK(ps_session_create(m, &sp, &s, &e) == PS_OK);
     if (s) {
-        CHECK(ps_seq_create(m, 64, 32, &a, &e) == PS_OK);
-        CHECK(ps_seq_create(m, 128, 32, &b, &e) == PS_OK);
+        CHECK(ps_seq_create(m, 64, 32, PS_KV_F32, &a, &e) == PS_OK);
+        CHECK(ps_seq_create(m, 128, 32, PS_KV_F32, &b, &e) == PS_OK);
     }
     if (a && b) {
         int32_t toks[40] = {0};
@@ -288,7 +290,19 @@ int main(void) {
         snprintf(tag, sizeof tag, "%s%s%s %s", FAM[i].preset, FAM[i].arch ? "/" : "",
                  FAM[i].arch ? FAM[i].arch : "", ps_ggml_type_name(FAM[i].type));
         ps_genmodel_params p = fixture(FAM[i].preset, FAM[i].arch, FAM[i].type, 10 + i);
-        check_fixture(tag, &p);
+        check_fixture(tag, &p, PS_KV_F32);
+    }
+    /* half-precision K/V caches */
+    static const struct {
+        const char *preset;
+        ps_kv_type kv;
+    } KV[] = {{"tiny", PS_KV_F16}, {"qwen35-tiny", PS_KV_F16}, {"gemma2-tiny", PS_KV_BF16},
+              {"gpt-oss-tiny", PS_KV_BF16}};
+    for (size_t i = 0; i < PS_ARRAY_LEN(KV); i++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "%s F32, kv %s", KV[i].preset, ps_kv_type_name(KV[i].kv));
+        ps_genmodel_params p = fixture(KV[i].preset, NULL, PS_GGML_F32, 30 + i);
+        check_fixture(tag, &p, KV[i].kv);
     }
     /* the weight types, on a llama wide enough for the 256-element blocks */
     static const uint32_t TYPES[] = {PS_GGML_Q8_0, PS_GGML_Q4_0, PS_GGML_Q5_1, PS_GGML_Q4_K,
@@ -303,7 +317,7 @@ int main(void) {
         char tag[64];
         snprintf(tag, sizeof tag, "qwen3-256 %s",
                  i < PS_ARRAY_LEN(TYPES) ? ps_ggml_type_name(TYPES[i]) : "q4_k_m");
-        check_fixture(tag, &p);
+        check_fixture(tag, &p, PS_KV_F32);
     }
     rmdir(dir);
     return ps_test_done("batch");

@@ -78,6 +78,10 @@ check "--act bogus: exit 2 naming --act" '[ $rc -eq 2 ] && grep -q -- "--act" "$
 "$BIN" bench -m "$MODEL" --act > /dev/null 2> "$T/e"; rc=$?
 check "--act without a value: exit 2 naming --act" '[ $rc -eq 2 ] && grep -q -- "--act" "$T/e"'
 check "--help lists --act" '"$BIN" bench --help | grep -q -- "--act native|f32"'
+"$BIN" bench -m "$MODEL" -t 1 --lengths 8 --kv-type bf16 --json > "$T/kv.json" 2>/dev/null
+check "--kv-type bf16 --json carries \"kv_type\": \"bf16\"" 'grep -q "\"kv_type\": \"bf16\"" "$T/kv.json"'
+"$BIN" bench -m "$MODEL" --kv-type q8 > /dev/null 2> "$T/e"; rc=$?
+check "--kv-type q8: exit 2 naming --kv-type" '[ $rc -eq 2 ] && grep -q -- "--kv-type wants f32, f16 or bf16" "$T/e"'
 # a generated qwen35 hybrid (3 Gated DeltaNet layers + 1 attention): the delta-net share is reported and the shares still add up
 if "$BIN" gen-model -o "$T/hy.gguf" --preset qwen35-tiny --type q8_0 > /dev/null 2>&1; then
     "$BIN" bench -m "$T/hy.gguf" --json -t 1,2 --lengths 300 > "$T/hy.json" 2> "$T/err"; rc=$?

@@ -149,10 +149,10 @@ static void test_attention_kernels(void) {
     int32_t n_keys[NQ];
     for (int i = 0; i < NQ; i++) n_keys[i] = NK - NQ + 1 + i;
     float kt[((NK + 15) / 16) * 16 * HD]; /* NK keys rounded up to a block of 16 */
-    for (int j = 0; j < NK; j++) ps_attn_k_store(kt, HD, j, k + j * HD);
+    for (int j = 0; j < NK; j++) ps_attn_k_store(PS_ISA_SCALAR, kt, PS_KV_F32, HD, j, k + j * HD);
     for (size_t t = 0; t < PS_ARRAY_LEN(ISAS); t++) {
         if (!ps_isa_supported(ISAS[t])) continue;
-        ps_attn_scores(ISAS[t], q, HD, NQ, kt, NK, HD, sc, NK);
+        ps_attn_scores(ISAS[t], q, HD, NQ, kt, PS_KV_F32, NK, HD, sc, NK);
         int bad = 0;
         for (int i = 0; i < NQ; i++)
             for (int j = 0; j < NK; j++) {
@@ -164,7 +164,7 @@ static void test_attention_kernels(void) {
             }
         CHECKF(bad == 0, "%d of %d ps_attn_scores differ from the sequential sum on %s", bad,
                NQ * NK, ps_isa_name(ISAS[t]));
-        ps_attn_pv(ISAS[t], p, NK, n_keys, NQ, v, HD, out, HD);
+        ps_attn_pv(ISAS[t], p, NK, n_keys, NQ, v, PS_KV_F32, HD, out, HD);
         for (int i = 0; i < NQ; i++) {
             for (int d = 0; d < HD; d++) ref[i * HD + d] = 0.0f;
             for (int j = 0; j < n_keys[i]; j++)

@@ -164,8 +164,8 @@ static void test_layers(void) {
     ps_session *s = NULL;
     if (ps_session_create(m, &sp, &s, &e) == PS_OK) {
         const int64_t dkv = 16;
-        CHECKF(s->seq->kv_floats == dkv * (608 + 600) + 6 * dkv * (304 + 295),
-               "gemma3-tiny KV floats %lld", (long long)s->seq->kv_floats);
+        CHECKF(s->seq->kv_elems == dkv * (608 + 600) + 6 * dkv * (304 + 295),
+               "gemma3-tiny KV floats %lld", (long long)s->seq->kv_elems);
         ps_session_free(s);
     } else {
         CHECKF(0, "session: %s", e.message);

@@ -445,7 +445,7 @@ static void test_attn_pv(void) {
             if (!ps_isa_supported(ISAS[i])) continue;
             memset(out, 0, sizeof out);
             memset(ref, 0, sizeof ref);
-            ps_attn_pv(ISAS[i], p, ldp, n_keys, nq, v, hd, out, ldo);
+            ps_attn_pv(ISAS[i], p, ldp, n_keys, nq, v, PS_KV_F32, hd, out, ldo);
             for (int32_t q = 0; q < nq; q++)
                 for (int32_t j = 0; j < n_keys[q]; j++)
                     ps_axpy_f32(ISAS[i], p[q * ldp + j], v + j * hd, ref + q * ldo, hd);
@@ -473,13 +473,13 @@ static void test_attn_scores(void) {
         for (int64_t i = 0; i < nq * ldq; i++) q[i] = frand();
         for (int32_t j = 0; j < cap; j++)
             for (int32_t d = 0; d < hd; d++) k[j * hd + d] = j < n_keys ? frand() : NAN;
-        for (int32_t j = 0; j < cap; j++) ps_attn_k_store(kt, hd, j, k + j * hd);
+        for (int32_t j = 0; j < cap; j++) ps_attn_k_store(PS_ISA_SCALAR, kt, PS_KV_F32, hd, j, k + j * hd);
         for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
             if (!ps_isa_supported(ISAS[i])) continue;
             for (int64_t e = 0; e < nq * lds; e++) sc[e] = s1[e] = -7.0f;
-            ps_attn_scores(ISAS[i], q, ldq, nq, kt, n_keys, hd, sc, lds);
+            ps_attn_scores(ISAS[i], q, ldq, nq, kt, PS_KV_F32, n_keys, hd, sc, lds);
             for (int32_t r = 0; r < nq; r++)
-                ps_attn_scores(ISAS[i], q + r * ldq, ldq, 1, kt, n_keys, hd, s1 + r * lds, lds);
+                ps_attn_scores(ISAS[i], q + r * ldq, ldq, 1, kt, PS_KV_F32, n_keys, hd, s1 + r * lds, lds);
             CHECKF(!memcmp(sc, s1, sizeof(float) * nq * lds),
                    "attn_scores on %s, hd %d: a query's scores depend on the others",
                    ps_isa_name(ISAS[i]), hd);

@@ -8,7 +8,10 @@
  * session without one: a first prompt (miss, insert), one sharing a prefix that ends mid-block,
  * the first again with a smaller K (answered from the cache) and a larger K (recomputed, then
  * stored), a prompt of exactly whole blocks, generation after a cached prompt, and a smaller
- * chunk. Then: eviction under a tiny budget (bytes within it, evictions counted, answers
+ * chunk. Four fixtures run again with a half-precision K/V cache (f16 on llama and gemma2's
+ * rings, bf16 on the qwen35 hybrid and gpt-oss): the same equalities against a fresh session
+ * of that kv_type, blocks of half the bytes, and a cache filled by an f16 session not found by
+ * an f32 one. Then: eviction under a tiny budget (bytes within it, evictions counted, answers
  * exact), two threads hitting one block at once (run under TSan by `make tsan`), the cache of
  * another model refused, and the allocation-fault walk over create + miss + hit (each failure a
  * clean PS_ERR_NOMEM; ASan: no leak).
@@ -16,6 +19,7 @@
 #include "check.h"
 #include "genmodel.h"
 #include "gguf.h"
+#include "model.h"
 #include "impl.h"
 #include "promptscore.h"
 
@@ -60,11 +64,15 @@ static bool same_result(const ps_score_result *a, const ps_score_result *b, cons
     return ok;
 }
 
+/* The K/V cache type of the fixture being run (test_exact sets it). */
+static ps_kv_type g_kv = PS_KV_F32;
+
 /* Scores on a fresh session (no cache). */
 static ps_score_result *score_plain(const ps_model *m, const int32_t *ids, int32_t n,
                                     const ps_score_params *sp) {
     ps_session_params ssp = ps_session_default_params();
     ssp.n_ctx = 512;
+    ssp.kv_type = g_kv;
     ps_session *s = NULL;
     ps_error e;
     ps_score_result *r = NULL;
@@ -106,16 +114,19 @@ typedef struct {
     const char *preset; /* NULL: default shape with arch */
     const char *arch;
     uint32_t type;
+    ps_kv_type kv; /* the sessions' K/V cache type */
 } fixture;
 
 static const fixture FIXTURES[] = {
-    {"tiny", NULL, PS_GGML_F32},        {NULL, "llama", PS_GGML_F16},
-    {NULL, "qwen3", PS_GGML_BF16},      {NULL, "qwen3", PS_GGML_Q8_0},
-    {NULL, "qwen2", PS_GGML_Q4_0},      {"qwen3moe-tiny", NULL, PS_GGML_F32},
-    {"mixtral-tiny", NULL, PS_GGML_Q8_0}, {"qwen35-tiny", NULL, PS_GGML_F32},
-    {"qwen35moe-tiny", NULL, PS_GGML_BF16}, {"gemma2-tiny", NULL, PS_GGML_F32},
-    {"gemma3-tiny", NULL, PS_GGML_F16}, {"gpt-oss-tiny", NULL, PS_GGML_F32},
-    {"phi3-tiny", NULL, PS_GGML_F32},   {"olmo2-tiny", NULL, PS_GGML_F32},
+    {"tiny", NULL, PS_GGML_F32, PS_KV_F32},        {NULL, "llama", PS_GGML_F16, PS_KV_F32},
+    {NULL, "qwen3", PS_GGML_BF16, PS_KV_F32},      {NULL, "qwen3", PS_GGML_Q8_0, PS_KV_F32},
+    {NULL, "qwen2", PS_GGML_Q4_0, PS_KV_F32},      {"qwen3moe-tiny", NULL, PS_GGML_F32, PS_KV_F32},
+    {"mixtral-tiny", NULL, PS_GGML_Q8_0, PS_KV_F32}, {"qwen35-tiny", NULL, PS_GGML_F32, PS_KV_F32},
+    {"qwen35moe-tiny", NULL, PS_GGML_BF16, PS_KV_F32}, {"gemma2-tiny", NULL, PS_GGML_F32, PS_KV_F32},
+    {"gemma3-tiny", NULL, PS_GGML_F16, PS_KV_F32}, {"gpt-oss-tiny", NULL, PS_GGML_F32, PS_KV_F32},
+    {"phi3-tiny", NULL, PS_GGML_F32, PS_KV_F32},   {"olmo2-tiny", NULL, PS_GGML_F32, PS_KV_F32},
+    {"tiny", NULL, PS_GGML_F32, PS_KV_F16},           {"gemma2-tiny", NULL, PS_GGML_F32, PS_KV_F16},
+    {"qwen35-tiny", NULL, PS_GGML_F32, PS_KV_BF16},   {"gpt-oss-tiny", NULL, PS_GGML_BF16, PS_KV_BF16},
 };
 
 static void fixture_params(const fixture *f, ps_genmodel_params *gp) {
@@ -132,8 +143,9 @@ static void test_exact(const fixture *f) {
     ps_genmodel_params gp;
     fixture_params(f, &gp);
     char name[96];
-    snprintf(name, sizeof name, "%s-%s.gguf", f->preset ? f->preset : f->arch,
-             ps_ggml_type_name(f->type));
+    snprintf(name, sizeof name, "%s-%s%s%s.gguf", f->preset ? f->preset : f->arch,
+             ps_ggml_type_name(f->type), f->kv ? "-kv-" : "", f->kv ? ps_kv_type_name(f->kv) : "");
+    g_kv = f->kv;
     ps_model *m = gen_load(&gp, name);
     if (!m) return;
     ps_prefix_cache *c = NULL;
@@ -141,6 +153,7 @@ static void test_exact(const fixture *f) {
     CHECKF(ps_prefix_cache_create(m, NULL, &c, &e) == PS_OK, "%s", e.message);
     ps_session_params ssp = ps_session_default_params();
     ssp.n_ctx = 512;
+    ssp.kv_type = f->kv;
     ps_session *s = NULL;
     CHECKF(ps_session_create(m, &ssp, &s, &e) == PS_OK, "%s", e.message);
     if (!c || !s) {
@@ -167,6 +180,43 @@ static void test_exact(const fixture *f) {
     CHECKF(st1.hits == 0 && st1.misses == N / B && st1.blocks == N / B && st1.inserts == N / B,
            "%s: hits %lld misses %lld blocks %lld (B %d)", name, (long long)st1.hits,
            (long long)st1.misses, (long long)st1.blocks, B);
+    if (f->kv != PS_KV_F32) {
+        /* a block holds its K/V in 2-byte elements: the same prompt through an f32 session
+         * is a miss (another configuration) and its blocks take the K/V bytes twice */
+        const int64_t kv_half = (int64_t)m->hp.n_layer_kv * m->hp.n_head_kv * m->hp.head_dim *
+                                B * 2 * 2;
+        ps_prefix_cache *c32 = NULL;
+        CHECKF(ps_prefix_cache_create(m, NULL, &c32, &e) == PS_OK, "%s", e.message);
+        ps_session_params sp32 = ssp;
+        sp32.kv_type = PS_KV_F32;
+        ps_session *s32 = NULL;
+        CHECKF(ps_session_create(m, &sp32, &s32, &e) == PS_OK, "%s", e.message);
+        ps_score_params p32 = sp;
+        ps_score_result *r32 = NULL;
+        if (s32 && c32) {
+            p32.cache = c32;
+            CHECK(ps_score_tokens(s32, a, N, &p32, &r32, &e) == PS_OK);
+            ps_score_result_free(r32);
+            ps_prefix_cache_stats s32st;
+            ps_prefix_cache_get_stats(c32, &s32st);
+            CHECKF(s32st.bytes - st1.bytes == (N / B) * kv_half,
+                   "%s: f32 blocks %lld bytes, %s blocks %lld (K/V half %lld per block)", name,
+                   (long long)s32st.bytes, ps_kv_type_name(f->kv), (long long)st1.bytes,
+                   (long long)kv_half);
+            p32.cache = c; /* the f16 / bf16 session's cache: not a hit for f32 */
+            CHECK(ps_score_tokens(s32, a, N, &p32, &r32, &e) == PS_OK);
+            ps_score_result_free(r32);
+            ps_prefix_cache_stats st1b;
+            ps_prefix_cache_get_stats(c, &st1b);
+            CHECKF(st1b.hits == st1.hits, "%s: an f32 session hit %s blocks", name,
+                   ps_kv_type_name(f->kv));
+            /* its f32 blocks now sit beside the others; score_plain compares against the
+             * fixture's own kv type, so the rest of the sequence is unaffected */
+            st1 = st1b;
+        }
+        ps_session_free(s32);
+        ps_prefix_cache_free(c32);
+    }
     expect_equal(m, s, b, N, &sp, WHAT("shared prefix ending mid-block"));
     ps_prefix_cache_stats st2;
     ps_prefix_cache_get_stats(c, &st2);
@@ -559,6 +609,7 @@ int main(void) {
     snprintf(out_dir, sizeof out_dir, "%s/ps_pcache_XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
     for (size_t i = 0; i < PS_ARRAY_LEN(FIXTURES); i++) test_exact(&FIXTURES[i]);
+    g_kv = PS_KV_F32; /* the tests below run f32 sessions */
     /* prompts of one batch sharing prefixes: plain, quantized, MoE, hybrid, sliding rings */
     const int shared_fx[] = {0, 3, 5, 7, 9, 11};
     for (size_t i = 0; i < PS_ARRAY_LEN(shared_fx); i++) test_batch_shared(&FIXTURES[shared_fx[i]]);

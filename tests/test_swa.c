@@ -57,9 +57,9 @@ static void test_pv_acc(void) {
     }
     for (size_t t = 0; t < PS_ARRAY_LEN(ISAS); t++) {
         if (!ps_isa_supported(ISAS[t])) continue;
-        ps_attn_pv(ISAS[t], p, NK, nk, NQ, v, HD, whole, HD);
-        ps_attn_pv(ISAS[t], p, NK, na, NQ, v, HD, split, HD);
-        ps_attn_pv_acc(ISAS[t], p + SPLIT, NK, nb, NQ, v + SPLIT * HD, HD, split, HD);
+        ps_attn_pv(ISAS[t], p, NK, nk, NQ, v, PS_KV_F32, HD, whole, HD);
+        ps_attn_pv(ISAS[t], p, NK, na, NQ, v, PS_KV_F32, HD, split, HD);
+        ps_attn_pv_acc(ISAS[t], p + SPLIT, NK, nb, NQ, v + SPLIT * HD, PS_KV_F32, HD, split, HD);
         CHECKF(!memcmp(whole, split, sizeof whole),
                "ps_attn_pv_acc over a second run differs from one ps_attn_pv on %s",
                ps_isa_name(ISAS[t]));

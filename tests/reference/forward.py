@@ -58,6 +58,10 @@ with a Q8_0 weight. Without it, Q8_0 weights are exact and activations stay floa
 --bf16-act likewise mirrors the BF16 product of llama.cpp and promptscore's default: the
 activation row is rounded to float32, then to bfloat16 (nearest even) before it meets a BF16
 weight.
+--kv-type f16|bf16 mirrors promptscore's half-precision K/V cache: every attention layer's keys
+(after the norms and RoPE) and values are rounded to float32, then to IEEE half or bfloat16
+(nearest even), before attention reads them; everything else stays float64 (the hybrids'
+recurrent state too).
 
 usage:
   forward.py MODEL.gguf --tokens 1,2,3 [--out logits.f64]   raw little-endian float64, T x n_vocab
@@ -258,9 +262,11 @@ def round_bf16_rows(x):
 
 
 class Model:
-    def __init__(self, path, q8_act=False, bf16_act=False, native_act=False, n_ctx=0, swa=0):
+    def __init__(self, path, q8_act=False, bf16_act=False, native_act=False, n_ctx=0, swa=0,
+                 kv_type="f32"):
         self.kv, self.t = read_gguf(path)
         self.native_act = native_act
+        self.kv_type = kv_type
         self.buf_path = path
         kv = self.kv
         self.arch = kv["general.architecture"]
@@ -542,6 +548,7 @@ class Model:
             v = (self.matmul(h, p + "attn_v.weight") + self.W(p + "attn_v.bias")).reshape(T, HK, D)
             q = self.rope(q, pos)
             k = self.rope(k, pos)
+            k, v = self.kv_round(k), self.kv_round(v)
             seen = causal
             if self.oai_slides[l]:
                 seen = causal & (pos[:, None] - pos[None, :] < self.oai_window)
@@ -582,6 +589,7 @@ class Model:
             v = self.matmul(x, p + "attn_v.weight").reshape(T, HK, D)
             q = self.rope(q.reshape(T, H, D), pos)
             k = self.rope(k.reshape(T, HK, D), pos)
+            k, v = self.kv_round(k), self.kv_round(v)
             out = np.empty((T, H, D))
             for hh in range(H):
                 kh = hh // (H // HK)
@@ -641,6 +649,7 @@ class Model:
                 k = self.rmsnorm(k, self.W(p + "attn_k_norm.weight"))
             q = self.rope(q, pos, *self.layer_rope[l])
             k = self.rope(k, pos, *self.layer_rope[l])
+            k, v = self.kv_round(k), self.kv_round(v)
             g = H // HK
             out = np.empty((T, H, D))
             for hh in range(H):
@@ -707,6 +716,17 @@ class Model:
         pos = np.arange(T, dtype=np.float64)[:, None]
         return self.freq_scale * pos * use_pos[None, :] * inv[None, :]
 
+    def kv_round(self, a):
+        """K or V as the cache stores them: --kv-type f16 / bf16 round to float32, then to half
+        (numpy's float16 cast: nearest even) or bfloat16 (nearest even on the float32 bits)."""
+        if self.kv_type == "f16":
+            return a.astype(np.float32).astype(np.float16).astype(np.float64)
+        if self.kv_type == "bf16":
+            b = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+            b = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
+            return b.astype(np.uint32).view(np.float32).astype(np.float64)
+        return a
+
     def gated_attention(self, h, p):
         T = h.shape[0]
         H, HK, D = self.n_head, self.n_head_kv, self.head_dim
@@ -727,6 +747,7 @@ class Model:
             y[..., half:2 * half] = x0 * s + x1 * c
             return y
         q, k = rot(q), rot(k)
+        k, v = self.kv_round(k), self.kv_round(v)
         mask = np.triu(np.full((T, T), -np.inf), 1)
         out = np.empty((T, H, D))
         grp = H // HK
@@ -861,9 +882,12 @@ def main():
                          "long or short factors; default context_length)")
     ap.add_argument("--swa", type=int, default=0,
                     help="make the even layers attend to a sliding window of this many keys")
+    ap.add_argument("--kv-type", choices=("f32", "f16", "bf16"), default="f32",
+                    help="round attention's keys and values as promptscore's K/V cache of "
+                         "this type stores them (default f32: not rounded)")
     a = ap.parse_args()
     m = Model(a.model, q8_act=a.q8_act, bf16_act=a.bf16_act, native_act=a.native_act,
-              n_ctx=a.n_ctx, swa=a.swa)
+              n_ctx=a.n_ctx, swa=a.swa, kv_type=a.kv_type)
     if a.check_stories:
         bad = check_stories(m, a.check_stories)
         print("stories260K reference: %s" % ("ok" if not bad else "%d MISMATCHES" % bad))
