@@ -10,7 +10,12 @@
  * forward time with its ratio to f32's (CPU time of the process with -t 1, else wall; the
  * median of --runs after one untimed warm-up pass). Usage:
  *   bench_kvtype -m MODEL.gguf [-n 512] [-t 1] [--runs 3] [--text FILE]
+ *   bench_kvtype --check   (no timing: a generated tiny llama, 200 tokens; f16 / bf16 move the
+ *                           logprobs by more than 0 and less than 0.1, in half the K/V bytes,
+ *                           and a second session of each type gives the same bits)
  */
+#include "genmodel.h"
+#include "../tests/check.h"
 #include "impl.h"
 #include "promptscore.h"
 #include "session.h"
@@ -47,8 +52,11 @@ static void log_softmax_rows(float *x, int32_t n, int64_t V) {
 int main(int argc, char **argv) {
     const char *model = NULL, *text = NULL;
     int32_t n = 512, threads = 1, runs = 3;
+    int check = 0;
+    char gen[512] = "";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc) model = argv[++i];
+        if (!strcmp(argv[i], "--check")) check = 1;
+        else if (!strcmp(argv[i], "-m") && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
@@ -59,11 +67,24 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    ps_error e;
+    if (check) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(gen, sizeof gen, "%s/bench_kvtype_%d.gguf", tmp && *tmp ? tmp : "/tmp",
+                 (int)getpid());
+        ps_genmodel_params gp = ps_genmodel_default_params();
+        ps_genmodel_preset("tiny", &gp, NULL);
+        gp.n_ctx = 256;
+        if (ps_genmodel_write(&gp, gen, &e) != PS_OK) {
+            CHECKF(0, "gen-model: %s", e.message);
+            return ps_test_done("bench_kvtype");
+        }
+        model = gen, n = 200, runs = 1, threads = 1, text = NULL;
+    }
     if (!model || n < 2 || threads < 1 || runs < 1 || runs > 50) {
         fprintf(stderr, "bench_kvtype: -m MODEL is required (n >= 2, t >= 1, runs 1..50)\n");
         return 2;
     }
-    ps_error e;
     ps_model *m = NULL;
     if (ps_model_load(model, NULL, &m, &e) != PS_OK) {
         fprintf(stderr, "bench_kvtype: %s: %s\n", model, e.message);
@@ -151,9 +172,34 @@ int main(int argc, char **argv) {
                ps_kv_type_name(TYPES[t]), kv_mib[t], mx, sum / (n - 1), mx_all,
                exp(nll / (n - 1)), n / secs[t], secs[t], secs[0] / secs[t]);
     }
+    if (check) {
+        for (int t = 1; t < 3; t++) {
+            double mx = 0;
+            for (size_t j = 0; j < nf; j++) mx = fmax(mx, fabs((double)lp[t][j] - lp[0][j]));
+            CHECKF(mx > 0 && mx < 0.1, "kv %s: max |dlp| %g", ps_kv_type_name(TYPES[t]), mx);
+            CHECKF(kv_mib[t] * 2 == kv_mib[0], "kv %s: %g MiB vs %g", ps_kv_type_name(TYPES[t]),
+                   kv_mib[t], kv_mib[0]);
+            /* again, on a new session: the same bits */
+            ps_session_params sp = ps_session_default_params();
+            sp.n_ctx = n;
+            sp.kv_type = TYPES[t];
+            ps_session *s = NULL;
+            float *again = malloc(nf * sizeof(float));
+            CHECK(ps_session_create(m, &sp, &s, &e) == PS_OK);
+            if (s && again) {
+                CHECK(ps_session_forward(s, ids, n, again, &e) == PS_OK);
+                log_softmax_rows(again, n, V);
+                CHECKF(!memcmp(again, lp[t], nf * sizeof(float)), "kv %s: a second session differs",
+                       ps_kv_type_name(TYPES[t]));
+            }
+            free(again);
+            ps_session_free(s);
+        }
+        remove(gen);
+    }
     for (int t = 0; t < 3; t++) free(lp[t]);
     free(ids);
     ps_pool_free(pool);
     ps_model_free(m);
-    return 0;
+    return check ? ps_test_done("bench_kvtype") : 0;
 }
