@@ -37,6 +37,7 @@
  * tile order (k in order per output).
  */
 #include "matmul.h"
+#include "i8pack.h"
 #include "matmul_amx.h"
 #include "matmul_quant.h"
 #include "prof.h"
@@ -471,17 +472,14 @@ static void pack_q8_tile(const uint8_t *const *w, int nw, int64_t nb, uint8_t *w
 
 /* pack_q8_tile for rows row_bytes apart from w0, by an in-register transpose: per block, the
  * 32 weight bytes of row i are 8 dwords; zmm k holds rows k and k + 8 (one per 256-bit half),
- * and an 8 x 8 dword transpose in both halves (unpack 32, unpack 64 within 128-bit lanes, then
- * one two-source qword permute per group) gives group g = dword g of the 16 rows, lane i from
- * row i. Rows past nw load as zeros. Also fills corr[i] = -128 * sum_k qw[i][k] (vpdpbusd with
+ * and an 8 x 8 dword transpose in both halves (ps_i8_groups16, i8pack.h) gives group g = dword
+ * g of the 16 rows, lane i from row i. Rows past nw load as zeros. Also fills corr[i] = -128 * sum_k qw[i][k] (vpdpbusd with
  * all-ones u8 sums each lane's 4 bytes; 8 groups give the row's block sum) and the scales.
  * This replaced 16-lane gathers (9 per block), which cost 37% of the Q8_0 matmul time on this
  * AMD core: ~60 shuffles, loads and stores per block instead. */
 T_VNNI static void pack_q8_tile_vnni(const uint8_t *w0, size_t row_bytes, int nw, int64_t nb,
                                      uint8_t *wp) {
     const __m512i ones = _mm512_set1_epi8(1);
-    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
-    const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
     for (int64_t b = 0; b < nb; b++) {
         const size_t off = (size_t)b * sizeof(ps_block_q8_0);
         uint8_t *dst = wp + b * QB;
@@ -501,28 +499,12 @@ T_VNNI static void pack_q8_tile_vnni(const uint8_t *w0, size_t row_bytes, int nw
             }
             z[k] = _mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1);
         }
-        /* 4 x 4 dword transposes within each 128-bit lane, rows 0-3 (+8) and 4-7 (+8) */
-        __m512i u[4], w[4];
-        for (int h = 0; h < 2; h++) {
-            const __m512i *zz = z + 4 * h;
-            const __m512i t0 = _mm512_unpacklo_epi32(zz[0], zz[1]);
-            const __m512i t1 = _mm512_unpackhi_epi32(zz[0], zz[1]);
-            const __m512i t2 = _mm512_unpacklo_epi32(zz[2], zz[3]);
-            const __m512i t3 = _mm512_unpackhi_epi32(zz[2], zz[3]);
-            __m512i *o = h ? w : u;
-            o[0] = _mm512_unpacklo_epi64(t0, t2); /* lane L: dword 0 (of that lane) of 4 rows */
-            o[1] = _mm512_unpackhi_epi64(t0, t2);
-            o[2] = _mm512_unpacklo_epi64(t1, t3);
-            o[3] = _mm512_unpackhi_epi64(t1, t3);
-        }
+        __m512i g[8];
+        ps_i8_groups16(z, g);
         __m512i s = _mm512_setzero_si512();
-        for (int j = 0; j < 4; j++) {
-            /* group j: lanes 0, 2 of u (rows 0-3, 8-11) and of w (rows 4-7, 12-15) */
-            const __m512i gj = _mm512_permutex2var_epi64(u[j], lo, w[j]);
-            const __m512i gj4 = _mm512_permutex2var_epi64(u[j], hi, w[j]);
-            _mm512_store_si512((void *)(dst + 64 * j), gj);
-            _mm512_store_si512((void *)(dst + 64 * (j + 4)), gj4);
-            s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s, ones, gj), ones, gj4);
+        for (int j = 0; j < 8; j++) {
+            _mm512_store_si512((void *)(dst + 64 * j), g[j]);
+            s = _mm512_dpbusd_epi32(s, ones, g[j]);
         }
         _mm512_store_si512((void *)(dst + 512), _mm512_sub_epi32(_mm512_setzero_si512(),
                                                                  _mm512_slli_epi32(s, 7)));

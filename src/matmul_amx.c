@@ -44,6 +44,9 @@
 /* The tile intrinsics are asm statements that tell the compiler nothing about the memory they
  * read or write: a barrier before loads of data written by C code and after stores. */
 #define AMX_FENCE() __asm__ volatile("" ::: "memory")
+/* The same for the 4 KiB C buffer alone (tile stores write it, vector loads read it): the
+ * accumulators and other values may stay in registers across it. */
+#define C_FENCE(buf) __asm__ volatile("" : "+m"(*(int32_t(*)[1024])(buf)))
 
 typedef struct {
     uint8_t palette, start_row, reserved[14];
@@ -289,10 +292,11 @@ T_AMX static inline __attribute__((always_inline)) void q8_rows16(
     const int8_t *q, int64_t ldq, const float *d, int64_t ldd, const uint8_t *wp, int64_t nb,
     int nr, float *y, int64_t ldy, __mmask16 m, int32_t *buf, bool stream) {
     __m512 acc[16];
-    for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
     const long sq = (long)ldq;
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
+        C_FENCE(buf);
         Q8_TDP(0, 4, 6, b);
         Q8_TDP(1, 5, 7, b + 1);
         Q8_TDP(2, 4, 6, b + 2);
@@ -301,19 +305,22 @@ T_AMX static inline __attribute__((always_inline)) void q8_rows16(
         _tile_stored(1, buf + 256, 64);
         _tile_stored(2, buf + 512, 64);
         _tile_stored(3, buf + 768, 64);
-        AMX_FENCE();
+        C_FENCE(buf);
         _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
             q8_float(acc, buf + 256 * i, wp + (b + i) * PS_AMX_Q8_QB, d, ldd, b + i);
-        AMX_FENCE();
     }
     for (; b < nb; b++) {
+        C_FENCE(buf);
         Q8_TDP(0, 4, 6, b);
         _tile_stored(0, buf, 64);
-        AMX_FENCE();
+        C_FENCE(buf);
         q8_float(acc, buf, wp + b * PS_AMX_Q8_QB, d, ldd, b);
-        AMX_FENCE();
     }
-    for (int r = 0; r < nr; r++) store_row(y + r * ldy, m, acc[r], stream);
+    C_FENCE(buf);
+    /* constant indices only: a variable one would keep acc in memory (measured: 16 loads and
+     * stores of the accumulators per 4 blocks) */
+    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++)
+        if (r < nr) store_row(y + r * ldy, m, acc[r], stream);
 }
 
 T_AMX void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int64_t ldq,

@@ -203,7 +203,9 @@ static void test_matmul_shapes(ps_pool *pool2) {
 }
 
 /* Activation quantiser: every ISA writes the reference's bytes and scales, signed and offset;
- * ties (x / d exactly k + 0.5) round away from zero; a block with NaN or inf gets d = NaN. */
+ * ties (x / d exactly k + 0.5) round away from zero; a block with NaN or inf gets d = NaN.
+ * The special blocks sit both in the first 16 (AVX-512 takes blocks in sixteens) and past
+ * the last sixteen (its scalar tail). */
 static void test_quant_act(void) {
     enum { N = 32 * 40 };
     float *x = malloc(sizeof(float) * N), d0[N / 32], d1[N / 32];
@@ -215,7 +217,12 @@ static void test_quant_act(void) {
     x[96 + 5] = NAN;                                 /* NaN block */
     x[128 + 31] = -INFINITY;                         /* inf block */
     x[160] = 1e-40f;                                 /* subnormal amax */
+    x[32 * 33 + 2] = NAN;                            /* in the tail: NaN block, zero block */
+    for (int i = 0; i < 32; i++) x[32 * 34 + i] = 0.0f;
     for (int i = 1; i < 32; i++) x[160 + i] = 0.0f;
+    x[192 + 7] = -1e7f;  /* dd = 78740: its f16 is inf */
+    x[224 + 3] = 3e-6f;  /* dd ~ 2.4e-8: an f16 subnormal */
+    x[256 + 9] = 65520.0f * 127.0f; /* dd = 65520: the f16 tie that rounds to inf */
     for (int off = 0; off < 2; off++) {
         ps_quant_act_q8_ref(x, N, q0, d0, off);
         for (size_t k = 0; k < PS_ARRAY_LEN(ISAS); k++) {
