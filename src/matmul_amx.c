@@ -644,9 +644,10 @@ T_AMX static inline __attribute__((always_inline)) void q32_run(
         const int8_t *xg = xt + r0 * ldq;
         const float *dg = dt + r0 * ldd, *sg = st ? st + r0 * ldd : NULL;
         __m512 acc[16];
-        for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
         int64_t b = 0;
         for (; b + 4 <= nb; b += 4) {
+            C_FENCE(buf);
             Q32_TDP(0, 4, 6, b);
             Q32_TDP(1, 5, 7, b + 1);
             Q32_TDP(2, 4, 6, b + 2);
@@ -655,19 +656,19 @@ T_AMX static inline __attribute__((always_inline)) void q32_run(
             _tile_stored(1, buf + 256, 64);
             _tile_stored(2, buf + 512, 64);
             _tile_stored(3, buf + 768, 64);
-            AMX_FENCE();
+            C_FENCE(buf);
             _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
                 q32_float(FMIN, acc, buf + 256 * i, wp + (size_t)(b + i) * pb, dg + (b + i) * 16,
                           FMIN ? sg + (b + i) * 16 : NULL);
-            AMX_FENCE();
         }
         for (; b < nb; b++) {
+            C_FENCE(buf);
             Q32_TDP(0, 4, 6, b);
             _tile_stored(0, buf, 64);
-            AMX_FENCE();
+            C_FENCE(buf);
             q32_float(FMIN, acc, buf, wp + (size_t)b * pb, dg + b * 16, FMIN ? sg + b * 16 : NULL);
-            AMX_FENCE();
         }
+        C_FENCE(buf);
         store_t(acc, PS_MIN((int64_t)16, n_rows - r0), y + r0 * ldy, ldy, m, stream);
     }
     _tile_release();
