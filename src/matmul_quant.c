@@ -326,12 +326,15 @@ typedef struct {
     int pb, sc, mn, dw, dm;
 } qpack;
 
-static qpack pack_geom(const qdesc *qd) {
+/* off_pairs: the AVX2 kernels' off x sc pairs (scaled types with an offset) share the mins'
+ * area; the VNNI kernels start their sums at -off x the activation sums instead, so their
+ * tile has no such area (Q3_K, Q6_K: 512 bytes a block, IQ4_XS 256). */
+static qpack pack_geom(const qdesc *qd, bool off_pairs) {
     const int ns = qd->qk / qd->sb;
     qpack p;
     p.sc = qd->qk * QT;
     p.mn = p.sc + (qd->scaled ? ns * 64 : 0);
-    p.dw = p.mn + (qd->min == MIN_INT || (qd->scaled && qd->off) ? ns * 32 : 0);
+    p.dw = p.mn + (qd->min == MIN_INT || (off_pairs && qd->scaled && qd->off) ? ns * 32 : 0);
     p.dm = p.dw + 64;
     p.pb = p.dm + (qd->min != MIN_NONE ? 64 : 0);
     return p;
@@ -1356,12 +1359,13 @@ static mmq_job mmq_job_for(const ps_matmul_env *env, const ps_mat *w) {
     const qdesc *qd = qdesc_of(w->type);
     assert(qd && w->n_in % qd->qk == 0);
     assert(env->scratch_stride >= ps_mmq_scratch_floats(w->n_in));
-    mmq_job job = {env, w, qd, pack_geom(qd), NULL, 0, 0, 0, NULL, 0, ps_pool_size(env->pool),
+    mmq_job job = {env, w, qd, pack_geom(qd, true), NULL, 0, 0, 0, NULL, 0, ps_pool_size(env->pool),
                    K_SCALAR, qd->sb, (size_t)r64((int64_t)tile_bytes(w->n_in)), {0, 0, 0, 0, -1}};
 #if defined(__x86_64__)
     if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = K_VNNI;
     else if (env->isa == PS_ISA_AVX512 || env->isa == PS_ISA_AVX2) job.kind = K_AVX2;
     if (job.kind == K_VNNI && qd->cl) job.ig = qd->cl;
+    if (job.kind == K_VNNI) job.pg = pack_geom(qd, false);
     if (env->isa == PS_ISA_AVX512 && env->amx && ps_cpu_has_avx512vnni()) job.kind = K_AMX;
     job.ag = (ps_amx_qgeom){qd->qk, qd->sb, qd->off,
                             qd->min == MIN_INT ? 1 : qd->min == MIN_FLOAT ? 2 : 0, qd->amx_bias};
