@@ -135,6 +135,12 @@ static void q8k_avx512(const float *x, int64_t n, int8_t *q, int16_t *bsums, flo
     for (int64_t b = 0; b < n / PS_QK_K; b++) {
         const float *xb = x + b * PS_QK_K;
         int8_t *qb = q + b * PS_QK_K;
+        /* the block two ahead (2 KiB): the rows come from memory in a matmul call (its
+         * activations, megabytes), and the first load of each block was half this
+         * function's time; with it, q8k's share of a Q4_K AMX call fell 15% -> 10% (perf) */
+        if (b + 2 < n / PS_QK_K)
+            for (int i = 0; i < 16; i++)
+                _mm_prefetch((const char *)(xb + 2 * PS_QK_K + 16 * i), _MM_HINT_T0);
         __m512 m = _mm512_setzero_ps();
         __mmask16 bad = 0;
         for (int i = 0; i < 16; i++) {
