@@ -413,13 +413,7 @@ ps_engine_admission ps_engine_submit(ps_engine *e, ps_engine_job *j) {
 ps_status ps_engine_wait(ps_engine *e, ps_engine_job *j, bool (*gone)(void *ctx), void *ctx) {
     pthread_mutex_lock(&e->mu);
     while (j->remaining > 0) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 50 * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        const struct timespec until = ps_deadline_in_ms(50);
         pthread_cond_timedwait(&j->done, &e->mu, &until);
         if (j->remaining > 0 && gone && !job_cancelled(j)) {
             pthread_mutex_unlock(&e->mu);

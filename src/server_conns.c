@@ -43,13 +43,7 @@ static void *watchdog(void *arg) {
     ps_conns *c = arg;
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 250 * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        const struct timespec until = ps_deadline_in_ms(250);
         pthread_cond_timedwait(&c->wake, &c->mu, &until);
         double now = ps_now_s();
         for (track *t = c->head; t; t = t->next)

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Length (1..4) of the valid UTF-8 sequence at s[0..n) (n >= 1), or 0 when s[0] does not
  * start one (inline: the JSON writer's inner loop). */
@@ -49,5 +50,8 @@ static inline uint64_t ps_fnv1a64(uint64_t h, const void *data, size_t n) {
 
 /* Seconds on CLOCK_MONOTONIC (for durations: progress lines, deadlines, load times). */
 double ps_now_s(void);
+
+/* CLOCK_REALTIME now + ms milliseconds, normalised: the deadline pthread_cond_timedwait takes. */
+struct timespec ps_deadline_in_ms(long ms);
 
 #endif
