@@ -473,7 +473,8 @@ PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prom
  * those of the same call without a cache (the forward pass is chunk-invariant). A request with
  * a larger K than a block holds recomputes it and stores the larger K. Blocks are found by a
  * chain hash of the ids and compared id by id. Unreferenced blocks are evicted least recently
- * used first when the budget is reached. A block keeps K/V in the element type of the session
+ * used first when the budget is reached; their memory serves the next new blocks (cached plus
+ * idle bytes stay within the budget). A block keeps K/V in the element type of the session
  * that computed it (half the bytes for PS_KV_F16 / PS_KV_BF16) and is found only by sessions
  * of the same kv_type (and ISA, act). Thread-safe: one cache serves any number of sessions
  * of its model on any threads. */
@@ -495,6 +496,8 @@ typedef struct {
     int64_t budget_bytes;
     int64_t blocks;        /* blocks cached now */
     int32_t block;         /* positions per block */
+    int64_t idle_bytes;    /* memory of evicted or unused blocks kept for new ones (reused
+                              instead of fresh memory; counted in the budget with bytes) */
 } ps_prefix_cache_stats;
 
 /* budget 256 MiB, block 0 (the model's default). */

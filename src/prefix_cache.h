@@ -39,6 +39,8 @@ struct ps_pc_block {
     int32_t *top_ids;         /* B * k */
     float *top_lp;            /* B * k */
     size_t bytes;             /* what this block holds, counted against the budget */
+    size_t payload;           /* bytes of the one allocation at ids (ids, kv, state); the
+                               * unit the cache recycles */
 };
 
 struct ps_prefix_cache; /* prefix_cache.c */
@@ -65,18 +67,22 @@ void ps_pcache_read_entries(ps_prefix_cache *c, const ps_pc_block *b, int32_t fr
                             int32_t count, int32_t k, float *lp, int32_t *top_ids, float *top_lp);
 
 /* A new block for answers of top-K k and K/V elements of kv_elt (4 or 2) bytes, outside the
- * index, its bytes reserved against the budget (evicting unreferenced blocks, least recently
- * used first). *out = NULL with PS_OK when the
- * budget has no room (every block is referenced or reserved): the caller just does not cache.
- * PS_ERR_NOMEM when an allocation fails. */
+ * index, its bytes reserved against the budget (giving back idle payloads of other sizes, then
+ * evicting unreferenced blocks, least recently used first). Its payload (ids, kv, state) is an
+ * idle one of its size, or an evicted block's, when there is one, else fresh memory populated
+ * at once; its contents are undefined either way (the caller writes all of them). *out = NULL
+ * with PS_OK when the budget has no room (every block is referenced or reserved): the caller
+ * just does not cache. PS_ERR_NOMEM when an allocation fails. */
 ps_status ps_pcache_block_new(ps_prefix_cache *c, int32_t k, int32_t kv_elt, ps_pc_block **out,
                               ps_error *err);
-/* Frees a block that ps_pcache_block_new gave and that was not inserted; NULL is a no-op. */
+/* Gives back a block that ps_pcache_block_new gave and that was not inserted (its payload
+ * waits idle for a new block while the budget has room); NULL is a no-op. */
 void ps_pcache_block_drop(ps_prefix_cache *c, ps_pc_block *b);
 /* Adds chain[0..n) (filled: ids, kv, state, answers) as the blocks after `parent` (NULL: from
  * position 0; a block the caller holds a reference on), each the parent of the next. A block
  * already cached keeps its place (and takes the new answers when they hold a larger K); the
- * new copy is freed. The chain's blocks are consumed either way. */
+ * new copy is given back as by ps_pcache_block_drop. The chain's blocks are consumed either
+ * way. */
 void ps_pcache_insert(ps_prefix_cache *c, uint64_t cfg, ps_pc_block *parent, ps_pc_block **chain,
                       int32_t n);
 

@@ -12,7 +12,8 @@
  * rings, bf16 on the qwen35 hybrid and gpt-oss): the same equalities against a fresh session
  * of that kv_type, blocks of half the bytes, and a cache filled by an f16 session not found by
  * an f32 one. Then: eviction under a tiny budget (bytes within it, evictions counted, answers
- * exact), two threads hitting one block at once (run under TSan by `make tsan`), the cache of
+ * exact), block memory recycled (a dropped or evicted block's payload serves the next new
+ * block, idle memory within the budget), two threads hitting one block at once (run under TSan by `make tsan`), the cache of
  * another model refused, and the allocation-fault walk over create + miss + hit (each failure a
  * clean PS_ERR_NOMEM; ASan: no leak).
  */
@@ -21,7 +22,9 @@
 #include "gguf.h"
 #include "model.h"
 #include "impl.h"
+#include "prefix_cache.h"
 #include "promptscore.h"
+#include "session.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -474,6 +477,118 @@ static void test_eviction(void) {
     ps_model_free(m);
 }
 
+/* Block memory is recycled: a dropped block's payload waits idle (counted in the budget) and
+ * the next new block of its size takes it; a new block in a full cache takes the payload of
+ * the block it evicts; a payload of another size is given back when room is needed; idle
+ * memory never pushes the cache over its budget; and scoring new prompts against a warm, full
+ * cache reuses evicted memory with every answer exact. */
+static void test_recycle(void) {
+    ps_genmodel_params gp;
+    fixture_params(&FIXTURES[0], &gp);
+    ps_model *m = gen_load(&gp, "recycle.gguf");
+    if (!m) return;
+    ps_error e;
+    ps_prefix_cache *c = NULL;
+    ps_prefix_cache_params cp = ps_prefix_cache_default_params();
+    CHECK(ps_prefix_cache_create(m, &cp, &c, &e) == PS_OK);
+    if (!c) {
+        ps_model_free(m);
+        return;
+    }
+    ps_prefix_cache_stats st;
+    /* a dropped block's payload serves the next block */
+    ps_pc_block *b1 = NULL, *b2 = NULL, *b3 = NULL;
+    /* allocations of a new block: the block, its answers (3), and the payload unless reused
+     * (glibc may hand a freed payload's address back, so counting is the proof of reuse) */
+    ps_alloc_fail_after(-1);
+    CHECK(ps_pcache_block_new(c, 4, 4, &b1, &e) == PS_OK && b1);
+    CHECKF(ps_alloc_count() == 5, "recycle: a fresh block made %lld allocations",
+           (long long)ps_alloc_count());
+    const size_t payload = b1 ? b1->payload : 0, bytes = b1 ? b1->bytes : 0;
+    const void *mem1 = b1 ? (const void *)b1->ids : NULL;
+    ps_pcache_block_drop(c, b1);
+    ps_prefix_cache_get_stats(c, &st);
+    CHECKF(st.idle_bytes == (int64_t)payload && st.bytes == 0,
+           "recycle: idle %lld after a drop, want %zu", (long long)st.idle_bytes, payload);
+    ps_alloc_fail_after(-1);
+    CHECK(ps_pcache_block_new(c, 8, 4, &b2, &e) == PS_OK && b2);
+    CHECKF(ps_alloc_count() == 4, "recycle: a block on an idle payload made %lld allocations",
+           (long long)ps_alloc_count());
+    CHECKF(b2 && (const void *)b2->ids == mem1, "recycle: the idle payload was not reused");
+    ps_prefix_cache_get_stats(c, &st);
+    CHECK(st.idle_bytes == 0);
+    /* a block of half-precision K/V has another size: not handed the f32 payload */
+    ps_pcache_block_drop(c, b2);
+    CHECK(ps_pcache_block_new(c, 4, 2, &b3, &e) == PS_OK && b3);
+    CHECK(b3 && (const void *)b3->ids != mem1 && b3->payload < payload);
+    ps_prefix_cache_get_stats(c, &st);
+    CHECK(st.idle_bytes == (int64_t)payload);
+    ps_pcache_block_drop(c, b3);
+    ps_prefix_cache_free(c);
+
+    /* a full cache: room for two blocks; a third evicts the least recently used and takes its
+     * payload; the idle payload of the other size is given back first (2.75 blocks: a block
+     * of half-precision K/V, about half the bytes, fits beside two) */
+    cp.budget_bytes = (int64_t)(2 * bytes + 3 * bytes / 4);
+    CHECK(ps_prefix_cache_create(m, &cp, &c, &e) == PS_OK);
+    ps_session_params ssp = ps_session_default_params();
+    ssp.n_ctx = 512;
+    ps_session *s = NULL;
+    CHECK(ps_session_create(m, &ssp, &s, &e) == PS_OK);
+    int32_t *ids[4];
+    for (int i = 0; i < 4; i++) ids[i] = make_ids(40, gp.n_vocab, 50 + (uint64_t)i);
+    ps_score_params sp = ps_score_default_params();
+    sp.k = 4;
+    sp.cache = c;
+    if (c && s) {
+        expect_equal(m, s, ids[0], 40, &sp, "recycle: first prompt"); /* 2 blocks: full */
+        ps_prefix_cache_get_stats(c, &st);
+        CHECKF(st.blocks == 2 && st.idle_bytes == 0, "recycle: %lld blocks, idle %lld",
+               (long long)st.blocks, (long long)st.idle_bytes);
+        ps_pc_block *held[2];
+        CHECK(ps_pcache_acquire(c, ps_pcache_session_cfg(s), ids[0], 40, 4, held, 2) == 2);
+        const void *leaf = held[1]->ids;
+        ps_pcache_release(c, held, 2); /* the leaf (block 1) is now the least recently used */
+        /* a half-precision block fits in the rest of the budget; dropped, it waits idle */
+        ps_pc_block *h = NULL, *n = NULL;
+        CHECK(ps_pcache_block_new(c, 4, 2, &h, &e) == PS_OK && h);
+        ps_pcache_block_drop(c, h);
+        ps_prefix_cache_get_stats(c, &st);
+        CHECK(st.evictions == 0 && st.idle_bytes > 0 && st.idle_bytes < (int64_t)payload);
+        /* an f32 block: the idle payload of the other size is freed, then the LRU leaf is
+         * evicted and its payload handed over */
+        ps_alloc_fail_after(-1);
+        CHECK(ps_pcache_block_new(c, 4, 4, &n, &e) == PS_OK && n);
+        CHECKF(ps_alloc_count() == 4, "recycle: a block evicting another made %lld allocations",
+               (long long)ps_alloc_count());
+        CHECKF(n && (const void *)n->ids == leaf, "recycle: the evicted block's payload was not "
+               "handed over");
+        ps_prefix_cache_get_stats(c, &st);
+        CHECKF(st.evictions == 1 && st.blocks == 1 && st.idle_bytes == 0,
+               "recycle: %lld evictions, %lld blocks, idle %lld", (long long)st.evictions,
+               (long long)st.blocks, (long long)st.idle_bytes);
+        ps_pcache_block_drop(c, n);
+        /* new prompts against the full cache: every answer exact, the budget kept */
+        for (int i = 1; i < 4; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "recycle: prompt %d on a full cache", i);
+            expect_equal(m, s, ids[i], 40, &sp, what);
+            ps_prefix_cache_get_stats(c, &st);
+            CHECKF(st.bytes + st.idle_bytes <= cp.budget_bytes && st.blocks == 2,
+                   "recycle: bytes %lld + idle %lld over the budget %lld (%lld blocks)",
+                   (long long)st.bytes, (long long)st.idle_bytes, (long long)cp.budget_bytes,
+                   (long long)st.blocks);
+        }
+        expect_equal(m, s, ids[3], 40, &sp, "recycle: the last prompt again (a hit)");
+        ps_prefix_cache_get_stats(c, &st);
+        CHECK(st.hits >= 2);
+    }
+    for (int i = 0; i < 4; i++) free(ids[i]);
+    ps_session_free(s);
+    ps_prefix_cache_free(c);
+    ps_model_free(m);
+}
+
 /* Two threads, each with its own session, score prompts sharing one cached block chain at the
  * same time (and insert their own tails); every answer is the uncached one. */
 typedef struct {
@@ -614,6 +729,7 @@ int main(void) {
     const int shared_fx[] = {0, 3, 5, 7, 9, 11};
     for (size_t i = 0; i < PS_ARRAY_LEN(shared_fx); i++) test_batch_shared(&FIXTURES[shared_fx[i]]);
     test_eviction();
+    test_recycle();
     test_threads();
     test_faults(&FIXTURES[7]);  /* qwen35-tiny */
     test_faults(&FIXTURES[10]); /* gemma3-tiny */
