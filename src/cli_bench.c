@@ -18,8 +18,11 @@
  * --cache-pairs N: after each row, the same prompt is scored N more times without the prefix
  * cache and N times with a fresh (empty) one, alternating off / on, and one line gives the
  * median seconds of each and their ratio: the cost, for a prompt the cache has never seen, of
- * capturing its blocks (the K/V copies) and inserting them. The budget at the end then counts
- * the largest cache those runs held.
+ * capturing its blocks (the K/V copies into memory never touched before) and inserting them.
+ * A second line does the same against a warm, full cache whose budget holds one prompt: each
+ * "on" run scores a prompt not seen before and evicts the previous one's blocks, as in a
+ * server that has run a while (cache_pairs_row). The budget at the end then counts the
+ * largest cache those runs held.
  *
  * The kernels' agreement with their references on a model's own matrices is a test
  * (tests/test_model_kernels.c), not part of this command, which only measures.
@@ -131,6 +134,78 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* --cache-pairs, one row: n pairs of runs of a prompt of len ids without and with the prefix
+ * cache, alternating off / on; *off / *on = their median seconds. fresh (warm = false): a new,
+ * empty cache for every "on" run, the same prompt each time, all kept to the end, and *peak =
+ * the most bytes they held, *one = the bytes of one. warm: one cache for the row with a budget
+ * of one prompt's blocks (*one, from the fresh runs before), filled by a first prompt; every pair then scores a prompt no cache
+ * has seen (its first id changed, so every block is new), and the "on" run evicts the blocks
+ * of the prompt before it to make room: a long-running server's steady state. */
+static ps_status cache_pairs_row(ps_session *s, const int32_t *tokens, int32_t len, int32_t k,
+                                 int32_t n, bool warm, bool cpu_clock, double *peak,
+                                 double *one, double *off_med, double *on_med, ps_error *err) {
+    const ps_model *model = s->model;
+    const int32_t n_vocab = model->hp.n_vocab;
+    double *off = ps_malloc(sizeof(double) * 2 * (size_t)n);
+    int32_t *var = ps_malloc(sizeof(int32_t) * (size_t)len);
+    double held = 0; /* fresh: the bytes of the caches kept */
+    if (!off || !var) {
+        ps_free(off);
+        ps_free(var);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
+    }
+    double *on = off + n;
+    /* fresh: every run's cache is kept until the end: freeing ~4 MB blocks between runs
+     * gives memory back to the system, and in a VM that reports freed pages to its host the
+     * next run was seen to slow down by up to 2x while the host took them */
+    ps_prefix_cache **fresh = warm ? NULL : ps_calloc((size_t)n, sizeof *fresh);
+    if (!warm && !fresh) {
+        ps_free(off);
+        ps_free(var);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
+    }
+    memcpy(var, tokens, sizeof(int32_t) * (size_t)len);
+    ps_prefix_cache_params cp = ps_prefix_cache_default_params();
+    cp.budget_bytes = warm ? (int64_t)*one : (int64_t)1 << 40; /* fresh: every block fits */
+    ps_prefix_cache *cache = NULL;
+    ps_status st = PS_OK;
+    int64_t bytes = 0;
+    if (warm) {
+        st = ps_prefix_cache_create(s->model, &cp, &cache, err);
+        var[0] = (tokens[0] + 1) % n_vocab;
+        if (st == PS_OK && timed_score(s, var, len, k, cache, cpu_clock, &bytes, err) < 0)
+            st = err->code;
+    }
+    for (int32_t i = 0; i < n && st == PS_OK; i++) {
+        if (warm) var[0] = (int32_t)(((int64_t)tokens[0] + 2 + i) % n_vocab);
+        else st = ps_prefix_cache_create(s->model, &cp, &cache, err);
+        if (st == PS_OK && ((off[i] = timed_score(s, var, len, k, NULL, cpu_clock, &bytes,
+                                                  err)) < 0 ||
+                            (on[i] = timed_score(s, var, len, k, cache, cpu_clock, &bytes,
+                                                 err)) < 0))
+            st = err->code;
+        if (!warm) {
+            fresh[i] = cache;
+            cache = NULL;
+            held += (double)bytes;
+            *one = (double)bytes;
+            *peak = PS_MAX(*peak, held);
+        }
+    }
+    ps_prefix_cache_free(cache);
+    for (int32_t i = 0; fresh && i < n; i++) ps_prefix_cache_free(fresh[i]);
+    ps_free(fresh);
+    if (st == PS_OK) {
+        qsort(off, (size_t)n, sizeof *off, cmp_d);
+        qsort(on, (size_t)n, sizeof *on, cmp_d);
+        *off_med = off[n / 2];
+        *on_med = on[n / 2];
+    }
+    ps_free(off);
+    ps_free(var);
+    return st;
+}
+
 int ps_cli_bench(int argc, char **argv) {
     ps_cli_model_opts o = {0};
     int_list tl = {{1, 2}, 2, false}, ll = {{256, 1024, 4096}, 3, false};
@@ -153,7 +228,8 @@ int ps_cli_bench(int argc, char **argv) {
          PS_CLI_I32, &k, 0, 1000},
         {"--json", NULL, "one JSON object per line", PS_CLI_FLAG, &json},
         {"--cache-pairs", "N", "after each row, N alternating pairs of the same prompt without\n"
-         "and with a fresh prefix cache: median seconds and their ratio (default 0)",
+         "and with a fresh prefix cache, then with a warm full one: median\n"
+         "seconds and their ratio (default 0)",
          PS_CLI_I32, &cache_pairs, 0, 1000},
         {0}};
     const ps_cli_opt *const tables[] = {model_opts, bench_opts, NULL};
@@ -346,46 +422,28 @@ int ps_cli_bench(int argc, char **argv) {
                        gf, moe_cols,
                        cpu_clock ? "CPU time" : "wall time", wall);
             fflush(stdout);
-            if (cache_pairs > 0) {
-                double *off = ps_malloc(sizeof(double) * 2 * (size_t)cache_pairs);
-                double *on = off ? off + cache_pairs : NULL;
-                if (!off) {
+            double one_prompt = 0; /* bytes of one prompt's blocks */
+            for (int warm = 0; warm < 2 && cache_pairs > 0 && !rc; warm++) {
+                double mo = 0, mc = 0;
+                if (cache_pairs_row(s, tokens, lengths[li], k, cache_pairs, warm, cpu_clock,
+                                    &cache_peak, &one_prompt, &mo, &mc, &err) != PS_OK) {
+                    fprintf(stderr, "promptscore bench: --cache-pairs: %s\n", err.message);
                     rc = 1;
                     break;
                 }
-                for (int32_t i = 0; i < cache_pairs && !rc; i++) {
-                    ps_prefix_cache_params cp = ps_prefix_cache_default_params();
-                    cp.budget_bytes = (int64_t)1 << 40; /* every block of the prompt fits */
-                    ps_prefix_cache *cache = NULL;
-                    int64_t bytes = 0;
-                    if (ps_prefix_cache_create(model, &cp, &cache, &err) != PS_OK ||
-                        (off[i] = timed_score(s, tokens, lengths[li], k, NULL, cpu_clock, &bytes,
-                                              &err)) < 0 ||
-                        (on[i] = timed_score(s, tokens, lengths[li], k, cache, cpu_clock, &bytes,
-                                             &err)) < 0) {
-                        fprintf(stderr, "promptscore bench: --cache-pairs: %s\n", err.message);
-                        rc = 1;
-                    }
-                    cache_peak = PS_MAX(cache_peak, (double)bytes);
-                    ps_prefix_cache_free(cache);
-                }
-                if (!rc) {
-                    qsort(off, (size_t)cache_pairs, sizeof *off, cmp_d);
-                    qsort(on, (size_t)cache_pairs, sizeof *on, cmp_d);
-                    const double mo = off[cache_pairs / 2], mc = on[cache_pairs / 2];
-                    if (json)
-                        printf("{\"threads\": %d, \"tokens\": %d, \"cache_pairs\": %d, "
-                               "\"off_seconds\": %.6f, \"on_seconds\": %.6f, \"on_over_off\": "
-                               "%.4f, \"clock\": \"%s\"}\n", threads[ti], lengths[li],
-                               cache_pairs, mo, mc, mc / mo, cpu_clock ? "cpu" : "wall");
-                    else
-                        printf("%7d %7d  prefix cache (fresh) on / off: %.3f s / %.3f s = %.4f "
-                               "(medians of %d alternating pairs, %s)\n", threads[ti],
-                               lengths[li], mc, mo, mc / mo, cache_pairs,
-                               cpu_clock ? "CPU time" : "wall time");
-                    fflush(stdout);
-                }
-                ps_free(off);
+                const char *kind = warm ? "warm" : "fresh";
+                if (json)
+                    printf("{\"threads\": %d, \"tokens\": %d, \"cache_pairs\": %d, "
+                           "\"cache\": \"%s\", \"off_seconds\": %.6f, \"on_seconds\": %.6f, "
+                           "\"on_over_off\": %.4f, \"clock\": \"%s\"}\n", threads[ti],
+                           lengths[li], cache_pairs, kind, mo, mc, mc / mo,
+                           cpu_clock ? "cpu" : "wall");
+                else
+                    printf("%7d %7d  prefix cache (%s) on / off: %.3f s / %.3f s = %.4f "
+                           "(medians of %d alternating pairs, %s)\n", threads[ti],
+                           lengths[li], kind, mc, mo, mc / mo, cache_pairs,
+                           cpu_clock ? "CPU time" : "wall time");
+                fflush(stdout);
             }
         }
         ps_session_free(s);

@@ -8,7 +8,8 @@
 # missing model 1. --act: every --json run line
 # carries "act" ("native" by default, "f32" with --act f32); --act bogus or without a value
 # exits 2 naming --act; on a gen-model BF16 model the banner names the activations and the run
-# goes through with either. Runs in well under a second.
+# goes through with either. --cache-pairs prints a fresh-cache and a warm-cache line. Runs in
+# about a second.
 # Prints "cli_bench: N passed, N failed, N skipped".
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -82,6 +83,24 @@ check "--help lists --act" '"$BIN" bench --help | grep -q -- "--act native|f32"'
 check "--kv-type bf16 --json carries \"kv_type\": \"bf16\"" 'grep -q "\"kv_type\": \"bf16\"" "$T/kv.json"'
 "$BIN" bench -m "$MODEL" --kv-type q8 > /dev/null 2> "$T/e"; rc=$?
 check "--kv-type q8: exit 2 naming --kv-type" '[ $rc -eq 2 ] && grep -q -- "--kv-type wants f32, f16 or bf16" "$T/e"'
+# --cache-pairs: after the run line, one line against fresh caches and one against a warm, full
+# cache (each "on" run a prompt it has not seen, evicting the one before), then the RSS line
+# counting the caches held
+"$BIN" bench -m "$MODEL" --json -t 1 --lengths 64 --cache-pairs 3 > "$T/cp.json" 2> "$T/err"; rc=$?
+check "bench --cache-pairs 3 --json exits 0 ($(cat "$T/err"))" '[ $rc -eq 0 ]'
+check "--cache-pairs: a fresh and a warm line, then the RSS line" "python3 - '$T/cp.json' <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 4, rows
+fresh, warm, rss = rows[1], rows[2], rows[3]
+for r, kind in ((fresh, 'fresh'), (warm, 'warm')):
+    assert r['cache'] == kind and r['cache_pairs'] == 3 and r['tokens'] == 64, r
+    assert r['off_seconds'] > 0 and r['on_seconds'] > 0, r
+    assert abs(r['on_over_off'] - r['on_seconds'] / r['off_seconds']) < 1e-3, r
+assert rss['cache_mb'] > 0 and rss['within_budget'] is True, rss
+PY"
+"$BIN" bench -m "$MODEL" -t 1 --lengths 32 --cache-pairs 1 > "$T/cpt" 2>&1
+check "--cache-pairs table: fresh and warm lines" 'grep -q "prefix cache (fresh) on / off" "$T/cpt" && grep -q "prefix cache (warm) on / off" "$T/cpt"'
 # a generated qwen35 hybrid (3 Gated DeltaNet layers + 1 attention): the delta-net share is reported and the shares still add up
 if "$BIN" gen-model -o "$T/hy.gguf" --preset qwen35-tiny --type q8_0 > /dev/null 2>&1; then
     "$BIN" bench -m "$T/hy.gguf" --json -t 1,2 --lengths 300 > "$T/hy.json" 2> "$T/err"; rc=$?
