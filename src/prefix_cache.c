@@ -30,6 +30,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* A claim on the next block after `parent` (ps_pcache_claim): its key and top-K. */
+struct ps_pc_claim {
+    struct ps_pc_claim *next;
+    uint64_t cfg;
+    const ps_pc_block *parent;
+    int32_t k;
+    int32_t ids[]; /* B */
+};
+
 /* An idle payload: its first bytes (a payload is >= 64) hold the list link and its size. */
 typedef struct idle_payload {
     struct idle_payload *next;
@@ -42,6 +51,8 @@ struct ps_prefix_cache {
     int64_t budget;
     size_t kv_elems, state_floats;
     pthread_mutex_t mu;
+    pthread_cond_t unclaimed; /* broadcast when a claim ends */
+    ps_pc_claim *claims;      /* in flight */
     ps_pc_block **buckets;
     size_t n_buckets;  /* a power of two */
     ps_pc_block lru;   /* sentinel: lru.next the most recent, lru.prev the least */
@@ -51,7 +62,7 @@ struct ps_prefix_cache {
     int64_t idle_bytes;
     uintptr_t page;     /* the system's page size */
     int64_t n_blocks;
-    int64_t hits, misses, inserts, evictions;
+    int64_t hits, misses, inserts, evictions, waits;
 };
 
 ps_prefix_cache_params ps_prefix_cache_default_params(void) {
@@ -110,6 +121,12 @@ ps_status ps_prefix_cache_create(const ps_model *model, const ps_prefix_cache_pa
         ps_free(c->buckets);
         ps_free(c);
         return ps_fail(err, PS_ERR_NOMEM, -1, "prefix cache: pthread_mutex_init failed");
+    }
+    if (pthread_cond_init(&c->unclaimed, NULL) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        ps_free(c->buckets);
+        ps_free(c);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "prefix cache: pthread_cond_init failed");
     }
     *out = c;
     return PS_OK;
@@ -190,6 +207,7 @@ void ps_prefix_cache_free(ps_prefix_cache *c) {
     while (idle_drop_one(c)) {
     }
     ps_free(c->buckets);
+    pthread_cond_destroy(&c->unclaimed);
     pthread_mutex_destroy(&c->mu);
     ps_free(c);
 }
@@ -208,6 +226,7 @@ void ps_prefix_cache_get_stats(ps_prefix_cache *c, ps_prefix_cache_stats *o) {
     o->blocks = c->n_blocks;
     o->block = c->B;
     o->idle_bytes = c->idle_bytes;
+    o->waits = c->waits;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -459,4 +478,71 @@ void ps_pcache_insert(ps_prefix_cache *c, uint64_t cfg, ps_pc_block *parent, ps_
     maybe_grow(c);
     pthread_mutex_unlock(&c->mu);
     for (int32_t i = 0; i < n_dead; i++) block_free(dead[i]);
+}
+
+/* ---- in-flight claims ----------------------------------------------------------------------- */
+
+static ps_pc_claim *find_claim(const ps_prefix_cache *c, uint64_t cfg, const ps_pc_block *parent,
+                               const int32_t *ids) {
+    for (ps_pc_claim *cl = c->claims; cl; cl = cl->next)
+        if (cl->cfg == cfg && cl->parent == parent &&
+            !memcmp(cl->ids, ids, (size_t)c->B * sizeof *ids))
+            return cl;
+    return NULL;
+}
+
+ps_pc_claim *ps_pcache_claim(ps_prefix_cache *c, uint64_t cfg, const ps_pc_block *parent,
+                             const int32_t *ids, int32_t k) {
+    ps_pc_claim *cl = ps_malloc(sizeof *cl + (size_t)c->B * sizeof *ids);
+    if (!cl) return NULL; /* only a question of speed: compute without one */
+    cl->cfg = cfg;
+    cl->parent = parent;
+    cl->k = k;
+    memcpy(cl->ids, ids, (size_t)c->B * sizeof *ids);
+    pthread_mutex_lock(&c->mu);
+    const bool taken = find_claim(c, cfg, parent, ids) != NULL;
+    if (!taken) {
+        cl->next = c->claims;
+        c->claims = cl;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!taken) return cl;
+    ps_free(cl);
+    return NULL;
+}
+
+void ps_pcache_unclaim(ps_prefix_cache *c, ps_pc_claim *cl) {
+    if (!cl) return;
+    pthread_mutex_lock(&c->mu);
+    ps_pc_claim **pp = &c->claims;
+    while (*pp != cl) pp = &(*pp)->next;
+    *pp = cl->next;
+    pthread_cond_broadcast(&c->unclaimed);
+    pthread_mutex_unlock(&c->mu);
+    ps_free(cl);
+}
+
+bool ps_pcache_wait(ps_prefix_cache *c, uint64_t cfg, const ps_pc_block *parent,
+                    const int32_t *ids, int32_t k, bool (*cancel)(void *), void *ctx,
+                    bool *cancelled) {
+    *cancelled = false;
+    bool waited = false;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        const ps_pc_claim *cl = find_claim(c, cfg, parent, ids);
+        if (!cl || cl->k < k) break; /* a smaller K's answers would not serve this score */
+        if (!waited) c->waits++;
+        waited = true;
+        pthread_mutex_unlock(&c->mu); /* the callback runs without the lock */
+        if (cancel && cancel(ctx)) {
+            *cancelled = true;
+            return true;
+        }
+        pthread_mutex_lock(&c->mu);
+        if (find_claim(c, cfg, parent, ids) != cl) continue;
+        const struct timespec until = ps_deadline_in_ms(50);
+        pthread_cond_timedwait(&c->unclaimed, &c->mu, &until);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return waited;
 }

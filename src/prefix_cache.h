@@ -86,6 +86,28 @@ void ps_pcache_block_drop(ps_prefix_cache *c, ps_pc_block *b);
 void ps_pcache_insert(ps_prefix_cache *c, uint64_t cfg, ps_pc_block *parent, ps_pc_block **chain,
                       int32_t n);
 
+/* In-flight claims. Scores on different sessions (the server's workers) that miss on the same
+ * blocks at the same time would each compute them. So a score about to compute the blocks
+ * after `parent` (NULL: from position 0) claims the first of them, keyed by (cfg, parent, its
+ * B ids), for top-K k; a score that misses on the same next block while the claim stands can
+ * wait for it to end (ps_pcache_wait) and then look up again, finding whatever the claimant
+ * inserted. A score waits only before it claims anything itself, and a claim is always given
+ * back (insert, stop or failure), so no two scores wait for each other. */
+typedef struct ps_pc_claim ps_pc_claim;
+/* Claims the block after parent with ids for top-K k, or NULL when another score holds that
+ * claim or the allocation fails (the caller then computes without a claim). parent must be a
+ * block the caller holds a reference on (or NULL). */
+ps_pc_claim *ps_pcache_claim(ps_prefix_cache *c, uint64_t cfg, const ps_pc_block *parent,
+                             const int32_t *ids, int32_t k);
+/* Gives a claim back and wakes its waiters; NULL is a no-op. */
+void ps_pcache_unclaim(ps_prefix_cache *c, ps_pc_claim *cl);
+/* Waits while another score claims the block after parent with ids for a top-K >= k, polling
+ * cancel(ctx) (may be NULL) every 50 ms. Returns true when it waited (the caller looks up
+ * again), false at once when there is no such claim; *cancelled = cancel asked to stop. */
+bool ps_pcache_wait(ps_prefix_cache *c, uint64_t cfg, const ps_pc_block *parent,
+                    const int32_t *ids, int32_t k, bool (*cancel)(void *), void *ctx,
+                    bool *cancelled);
+
 /* prefix_kv.c: between blocks and a sequence (session.h) */
 struct ps_session;
 struct ps_seq;

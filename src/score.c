@@ -395,6 +395,7 @@ typedef struct {
     uint64_t cfg;
     int32_t B, m, whole; /* whole: the prompt's whole blocks */
     ps_pc_block **held, **pend;
+    ps_pc_claim *claim;  /* the claim on block m (the first computed), or NULL */
     int32_t n_pend, n_kv;
     bool stop;           /* a block found no room or its K/V had left a ring: no more blocks */
     bool state;          /* the model has recurrent layers: snapshots at n_past = (b + 1) B - 1 */
@@ -419,8 +420,24 @@ static int32_t cache_split(const cache_run *cr, int32_t p0, int32_t n_tokens) {
     return end;
 }
 
+static ps_status cache_capture(cache_run *cr, const ps_seq *s, int32_t k, ps_error *err);
+
+/* Gives the claim back: the blocks are in the cache, or will not be. */
+static void cache_unclaim(cache_run *cr) {
+    if (!cr->claim) return;
+    ps_pcache_unclaim(cr->c, cr->claim);
+    cr->claim = NULL;
+}
+
 /* After a forward call (the session at n_past): snapshot state, capture complete blocks. */
 static ps_status cache_after_forward(cache_run *cr, const ps_seq *s, int32_t k, ps_error *err) {
+    ps_status st = cache_capture(cr, s, k, err);
+    if (cr->stop) cache_unclaim(cr); /* nothing more will be inserted: do not keep others waiting */
+    return st;
+}
+
+/* cache_after_forward's work. */
+static ps_status cache_capture(cache_run *cr, const ps_seq *s, int32_t k, ps_error *err) {
     if (!cr->c || cr->stop) return PS_OK;
     const int32_t B = cr->B, e = s->n_past;
     if (cr->state && (e + 1) % B == 0) {
@@ -475,11 +492,13 @@ static void cache_insert(cache_run *cr, const int32_t *tokens, const ps_score_re
     ps_pcache_insert(cr->c, cr->cfg, cr->m ? cr->held[cr->m - 1] : NULL, cr->pend, cr->n_kv);
     for (int32_t i = cr->n_kv; i < cr->n_pend; i++) ps_pcache_block_drop(cr->c, cr->pend[i]);
     cr->n_pend = cr->n_kv = 0;
+    cache_unclaim(cr);
 }
 
 /* Gives back what the score still holds (also after a failure). */
 static void cache_end(cache_run *cr) {
     if (!cr->c) return;
+    cache_unclaim(cr);
     for (int32_t i = 0; i < cr->n_pend; i++) ps_pcache_block_drop(cr->c, cr->pend[i]);
     ps_pcache_release(cr->c, cr->held, cr->m);
     ps_free(cr->held);
@@ -489,10 +508,14 @@ static void cache_end(cache_run *cr) {
 
 /* Looks the prompt up; on a hit restores the blocks into sequence q (at n_past 0) and copies their
  * answers (entries 1 .. m B - 1) into r; *start = the first position to compute (m B - 1, the
- * last cached position, whose row scores the first new token, or 0). */
+ * last cached position, whose row scores the first new token, or 0). Then claims the first
+ * block it will compute (prefix_cache.h). wait (a single prompt's params, or NULL): when
+ * another score holds that claim, wait for it first (polling wait->cancel) and look up again,
+ * so that blocks two sessions miss at once are computed once. A batch (wait NULL) never waits:
+ * it may hold claims for its other prompts, and a score waits only while it holds none. */
 static ps_status cache_begin(cache_run *cr, ps_prefix_cache *c, const ps_session *s, ps_seq *q,
                              const int32_t *tokens, int32_t n_tokens, ps_score_result *r,
-                             int32_t *start, ps_error *err) {
+                             const ps_score_params *wait, int32_t *start, ps_error *err) {
     memset(cr, 0, sizeof *cr);
     *start = 0;
     const ps_hparams *hp = &s->model->hp;
@@ -514,6 +537,21 @@ static ps_status cache_begin(cache_run *cr, ps_prefix_cache *c, const ps_session
             cr->ring = cr->ring ? PS_MIN(cr->ring, (int32_t)q->kv_len[l]) : (int32_t)q->kv_len[l];
     cr->stop = cr->ring > 0 && cr->ring < cr->B; /* no ring holds a whole block: no inserts */
     cr->m = ps_pcache_acquire(c, cr->cfg, tokens, n_tokens, r->k, cr->held, cr->whole);
+    if (cr->m < cr->whole && !cr->stop) {
+        const size_t at = (size_t)cr->m * (size_t)cr->B;
+        bool cancelled = false;
+        if (wait && ps_pcache_wait(c, cr->cfg, cr->m ? cr->held[cr->m - 1] : NULL, tokens + at,
+                                   r->k, wait->cancel, wait->cancel_ctx, &cancelled)) {
+            if (cancelled)
+                return ps_fail(err, PS_ERR_CANCELLED, -1, "cancelled while waiting for another "
+                               "request computing the same prefix");
+            ps_pcache_release(c, cr->held, cr->m); /* again: what the other score inserted */
+            cr->m = ps_pcache_acquire(c, cr->cfg, tokens, n_tokens, r->k, cr->held, cr->whole);
+        }
+        if (cr->m < cr->whole)
+            cr->claim = ps_pcache_claim(c, cr->cfg, cr->m ? cr->held[cr->m - 1] : NULL,
+                                        tokens + (size_t)cr->m * (size_t)cr->B, r->k);
+    }
     if (cr->m == 0) return PS_OK;
     ps_pcache_restore(c, cr->held, cr->m, q);
     const int32_t k = r->k;
@@ -556,7 +594,7 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
      * entries copied), the rest is computed, calls ending where the cache must capture */
     int32_t start = 0;
     if (p->cache) {
-        st = cache_begin(&cr, p->cache, s, s->seq, tokens, n_tokens, r, &start, err);
+        st = cache_begin(&cr, p->cache, s, s->seq, tokens, n_tokens, r, p, &start, err);
         if (st != PS_OK) goto fail;
     }
     int32_t last_rows = 0; /* rows of the last forward call still in `logits` */
@@ -728,7 +766,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
                 b->started = true;
                 if (b->p->cache) {
                     st = cache_begin(&b->cr, b->p->cache, s, b->seq, prompts[i].tokens, nt,
-                                     results[i], &b->fed, err);
+                                     results[i], NULL, &b->fed, err);
                     if (st != PS_OK) goto fail;
                 }
             }
