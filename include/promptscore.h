@@ -474,9 +474,7 @@ PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prom
  * a larger K than a block holds recomputes it and stores the larger K. Blocks are found by a
  * chain hash of the ids and compared id by id. Unreferenced blocks are evicted least recently
  * used first when the budget is reached; their memory serves the next new blocks (cached plus
- * idle bytes stay within the budget). A score (ps_score_tokens) that misses on blocks another
- * score of the same cache is computing right now waits for them instead of computing them
- * too. A block keeps K/V in the element type of the session
+ * idle bytes stay within the budget). A block keeps K/V in the element type of the session
  * that computed it (half the bytes for PS_KV_F16 / PS_KV_BF16) and is found only by sessions
  * of the same kv_type (and ISA, act). Thread-safe: one cache serves any number of sessions
  * of its model on any threads. */
@@ -500,8 +498,6 @@ typedef struct {
     int32_t block;         /* positions per block */
     int64_t idle_bytes;    /* memory of evicted or unused blocks kept for new ones (reused
                               instead of fresh memory; counted in the budget with bytes) */
-    int64_t waits;         /* lookups that waited for another score computing the same
-                              blocks (instead of computing them twice) */
 } ps_prefix_cache_stats;
 
 /* budget 256 MiB, block 0 (the model's default). */

@@ -6,7 +6,12 @@
  * prompts). A worker takes a group: one prompt of the job at the head, which then goes to the
  * back of the line if it has more, repeated up to max_seqs prompts — so a request of a thousand
  * prompts delays a small one by one prompt per request ahead of it, not by a thousand, and the
- * prompts of one lm-eval batch spread over the workers. The group is scored outside the lock
+ * prompts of one lm-eval batch spread over the workers. With the prefix cache, a job whose
+ * next prompt would compute a block another worker is computing right now (its claim in the
+ * cache: the other choices of a question that arrived together) is passed over for the first
+ * job behind it that would not, so that it runs once the blocks are cached instead of
+ * computing them a second time; when every job in line is in that state the head is taken
+ * anyway (a worker never idles for it). The group is scored outside the lock
  * on the worker's own session: one prompt with ps_score_tokens, several with ps_score_batch
  * (their positions packed into shared forward passes, bitwise the same scores). The
  * scorer polls the job's cancel flag between chunks; the flag is set when the waiter's client
@@ -15,6 +20,7 @@
  * ms to ask whether its client is gone. A job owns its results; the engine never frees a job.
  */
 #include "engine.h"
+#include "prefix_cache.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -62,7 +68,7 @@ struct ps_engine {
     int32_t admitted;         /* slots held */
     bool draining, stop;
     atomic_bool abort;
-    uint64_t tokens_scored, tokens_generated, cancelled;
+    uint64_t tokens_scored, tokens_generated, cancelled, deferred;
 };
 
 ps_engine_params ps_engine_default_params(void) {
@@ -83,16 +89,40 @@ static bool job_cancelled(void *ctx) {
     return atomic_load(&j->cancel) || atomic_load(j->abort);
 }
 
-/* Takes up to max prompts off the line, round robin by job (under mu). */
-static int32_t take_group(ps_engine *e, group_item *g, int32_t max) {
+/* Whether job j's next prompt, on worker w's session, would compute a block that another
+ * worker is computing now (prefix_cache.h, ps_pcache_claimed): better run later, when that
+ * block is cached. */
+static bool defer_job(const ps_engine *e, const worker *w, const ps_engine_job *j) {
+    if (!e->p.cache || !w->session) return false;
+    const ps_req_prompt *pr = &j->req->prompts[j->next_prompt];
+    const int32_t k = j->req->logprobs > 0 ? j->req->logprobs : 0;
+    return ps_pcache_claimed(e->p.cache, ps_pcache_session_cfg(w->session), pr->ids, pr->n, k);
+}
+
+/* Takes up to max prompts off the line for worker w, round robin by job, passing over jobs to
+ * defer while a later one need not be (under mu). */
+static int32_t take_group(ps_engine *e, const worker *w, group_item *g, int32_t max) {
     int32_t n = 0;
     while (n < max && e->head) {
-        ps_engine_job *j = e->head;
+        ps_engine_job *j = e->head, *prev = NULL;
+        if (e->p.cache && e->head->next) { /* a choice: the first job not to defer */
+            ps_engine_job *q = e->head, *qp = NULL;
+            while (q && defer_job(e, w, q)) {
+                qp = q;
+                q = q->next;
+            }
+            if (q && q != e->head) {
+                j = q;
+                prev = qp;
+                e->deferred++;
+            }
+        }
         g[n].job = j;
         g[n].prompt = j->next_prompt++;
         n++;
-        e->head = j->next;
-        if (!e->head) e->tail = NULL;
+        if (prev) prev->next = j->next;
+        else e->head = j->next;
+        if (e->tail == j) e->tail = prev;
         j->next = NULL;
         if (j->next_prompt < j->req->n_prompts) {
             if (e->tail) e->tail->next = j;
@@ -220,7 +250,7 @@ static void *worker_main(void *arg) {
         }
         group_item one;
         group_item *grp = g ? g : &one; /* without its buffer a worker takes one at a time */
-        int32_t n = take_group(e, grp, g ? e->p.max_seqs : 1);
+        int32_t n = take_group(e, w, grp, g ? e->p.max_seqs : 1);
         pthread_mutex_unlock(&e->mu);
         score_group(w, grp, n);
     }
@@ -463,6 +493,7 @@ void ps_engine_get_stats(ps_engine *e, ps_engine_stats *out) {
     out->tokens_scored = e->tokens_scored;
     out->tokens_generated = e->tokens_generated;
     out->cancelled = e->cancelled;
+    out->deferred = e->deferred;
     out->admitted = e->admitted;
     out->queue = e->p.queue;
     pthread_mutex_unlock(&e->mu);

@@ -88,6 +88,8 @@ void ps_engine_abort(ps_engine *e);
 /* Counters and gauges for /metrics. */
 typedef struct {
     uint64_t tokens_scored, tokens_generated, cancelled;
+    uint64_t deferred;        /* times a worker passed over a job whose next prompt another
+                                 worker was computing the blocks of (take_group) */
     int32_t admitted;         /* slots held */
     int32_t queue;            /* slots */
     int32_t prompts_waiting;  /* prompts queued, not yet started */

@@ -68,6 +68,10 @@ void ps_metrics_write(ps_metrics *m, const ps_metrics_gauges *g, ps_buf *b) {
                   "# HELP promptscore_prompts_waiting Prompts queued and not yet started.\n"
                   "# TYPE promptscore_prompts_waiting gauge\n"
                   "promptscore_prompts_waiting %d\n"
+                  "# HELP promptscore_prompts_deferred_total Times a worker ran a later request "
+                  "first because another worker was computing this one's next prefix-cache block.\n"
+                  "# TYPE promptscore_prompts_deferred_total counter\n"
+                  "promptscore_prompts_deferred_total %llu\n"
                   "# HELP promptscore_memory_budget_used_bytes Bytes of --mem-budget held by "
                   "requests in flight.\n"
                   "# TYPE promptscore_memory_budget_used_bytes gauge\n"
@@ -87,7 +91,8 @@ void ps_metrics_write(ps_metrics *m, const ps_metrics_gauges *g, ps_buf *b) {
                   (unsigned long long)g->engine.tokens_scored,
                   (unsigned long long)g->engine.tokens_generated,
                   (unsigned long long)g->engine.cancelled, (int)g->engine.admitted,
-                  (int)g->engine.queue, (int)g->engine.prompts_waiting, (long long)g->mem_used,
+                  (int)g->engine.queue, (int)g->engine.prompts_waiting,
+                  (unsigned long long)g->engine.deferred, (long long)g->mem_used,
                   (long long)g->mem_budget, (int)g->connections_open,
                   (unsigned long long)g->connections_timed_out);
     for (int r = 0; r < m->n_routes; r++) {

@@ -51,7 +51,6 @@ struct ps_prefix_cache {
     int64_t budget;
     size_t kv_elems, state_floats;
     pthread_mutex_t mu;
-    pthread_cond_t unclaimed; /* broadcast when a claim ends */
     ps_pc_claim *claims;      /* in flight */
     ps_pc_block **buckets;
     size_t n_buckets;  /* a power of two */
@@ -62,7 +61,7 @@ struct ps_prefix_cache {
     int64_t idle_bytes;
     uintptr_t page;     /* the system's page size */
     int64_t n_blocks;
-    int64_t hits, misses, inserts, evictions, waits;
+    int64_t hits, misses, inserts, evictions;
 };
 
 ps_prefix_cache_params ps_prefix_cache_default_params(void) {
@@ -122,12 +121,7 @@ ps_status ps_prefix_cache_create(const ps_model *model, const ps_prefix_cache_pa
         ps_free(c);
         return ps_fail(err, PS_ERR_NOMEM, -1, "prefix cache: pthread_mutex_init failed");
     }
-    if (pthread_cond_init(&c->unclaimed, NULL) != 0) {
-        pthread_mutex_destroy(&c->mu);
-        ps_free(c->buckets);
-        ps_free(c);
-        return ps_fail(err, PS_ERR_NOMEM, -1, "prefix cache: pthread_cond_init failed");
-    }
+
     *out = c;
     return PS_OK;
 }
@@ -207,7 +201,6 @@ void ps_prefix_cache_free(ps_prefix_cache *c) {
     while (idle_drop_one(c)) {
     }
     ps_free(c->buckets);
-    pthread_cond_destroy(&c->unclaimed);
     pthread_mutex_destroy(&c->mu);
     ps_free(c);
 }
@@ -226,7 +219,6 @@ void ps_prefix_cache_get_stats(ps_prefix_cache *c, ps_prefix_cache_stats *o) {
     o->blocks = c->n_blocks;
     o->block = c->B;
     o->idle_bytes = c->idle_bytes;
-    o->waits = c->waits;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -517,32 +509,29 @@ void ps_pcache_unclaim(ps_prefix_cache *c, ps_pc_claim *cl) {
     ps_pc_claim **pp = &c->claims;
     while (*pp != cl) pp = &(*pp)->next;
     *pp = cl->next;
-    pthread_cond_broadcast(&c->unclaimed);
     pthread_mutex_unlock(&c->mu);
     ps_free(cl);
 }
 
-bool ps_pcache_wait(ps_prefix_cache *c, uint64_t cfg, const ps_pc_block *parent,
-                    const int32_t *ids, int32_t k, bool (*cancel)(void *), void *ctx,
-                    bool *cancelled) {
-    *cancelled = false;
-    bool waited = false;
+bool ps_pcache_claimed(ps_prefix_cache *c, uint64_t cfg, const int32_t *ids, int32_t n,
+                       int32_t k) {
+    const int32_t whole = n / c->B;
+    bool claimed = false;
     pthread_mutex_lock(&c->mu);
-    for (;;) {
-        const ps_pc_claim *cl = find_claim(c, cfg, parent, ids);
-        if (!cl || cl->k < k) break; /* a smaller K's answers would not serve this score */
-        if (!waited) c->waits++;
-        waited = true;
-        pthread_mutex_unlock(&c->mu); /* the callback runs without the lock */
-        if (cancel && cancel(ctx)) {
-            *cancelled = true;
-            return true;
+    if (c->claims) {
+        const ps_pc_block *parent = NULL;
+        for (int32_t m = 0; m < whole; m++) {
+            const int32_t *blk = ids + (size_t)m * (size_t)c->B;
+            const ps_pc_block *b = find(c, chain_hash(c, cfg, parent, blk), cfg, parent, blk);
+            if (b && b->k >= k) {
+                parent = b;
+                continue;
+            }
+            const ps_pc_claim *cl = find_claim(c, cfg, parent, blk);
+            claimed = cl && cl->k >= k;
+            break;
         }
-        pthread_mutex_lock(&c->mu);
-        if (find_claim(c, cfg, parent, ids) != cl) continue;
-        const struct timespec until = ps_deadline_in_ms(50);
-        pthread_cond_timedwait(&c->unclaimed, &c->mu, &until);
     }
     pthread_mutex_unlock(&c->mu);
-    return waited;
+    return claimed;
 }

@@ -89,10 +89,10 @@ void ps_pcache_insert(ps_prefix_cache *c, uint64_t cfg, ps_pc_block *parent, ps_
 /* In-flight claims. Scores on different sessions (the server's workers) that miss on the same
  * blocks at the same time would each compute them. So a score about to compute the blocks
  * after `parent` (NULL: from position 0) claims the first of them, keyed by (cfg, parent, its
- * B ids), for top-K k; a score that misses on the same next block while the claim stands can
- * wait for it to end (ps_pcache_wait) and then look up again, finding whatever the claimant
- * inserted. A score waits only before it claims anything itself, and a claim is always given
- * back (insert, stop or failure), so no two scores wait for each other. */
+ * B ids), for top-K k, until it has inserted them (or will not); a scheduler asks
+ * ps_pcache_claimed whether a prompt's next block is being computed right now and, when it
+ * has other work, runs that first: the prompt then finds the blocks cached. Nothing ever waits
+ * on a claim. */
 typedef struct ps_pc_claim ps_pc_claim;
 /* Claims the block after parent with ids for top-K k, or NULL when another score holds that
  * claim or the allocation fails (the caller then computes without a claim). parent must be a
@@ -101,12 +101,12 @@ ps_pc_claim *ps_pcache_claim(ps_prefix_cache *c, uint64_t cfg, const ps_pc_block
                              const int32_t *ids, int32_t k);
 /* Gives a claim back and wakes its waiters; NULL is a no-op. */
 void ps_pcache_unclaim(ps_prefix_cache *c, ps_pc_claim *cl);
-/* Waits while another score claims the block after parent with ids for a top-K >= k, polling
- * cancel(ctx) (may be NULL) every 50 ms. Returns true when it waited (the caller looks up
- * again), false at once when there is no such claim; *cancelled = cancel asked to stop. */
-bool ps_pcache_wait(ps_prefix_cache *c, uint64_t cfg, const ps_pc_block *parent,
-                    const int32_t *ids, int32_t k, bool (*cancel)(void *), void *ctx,
-                    bool *cancelled);
+/* Whether the first block of ids[0, n) that the cache lacks (with top-K >= k, configuration
+ * cfg) is claimed by a score computing it for a top-K >= k: then scoring this prompt after
+ * that score inserts would find the block (and those after it that they share) cached. False
+ * when every whole block is cached or the prompt has none. Takes no reference, counts nothing. */
+bool ps_pcache_claimed(ps_prefix_cache *c, uint64_t cfg, const int32_t *ids, int32_t n,
+                       int32_t k);
 
 /* prefix_kv.c: between blocks and a sequence (session.h) */
 struct ps_session;

@@ -508,14 +508,12 @@ static void cache_end(cache_run *cr) {
 
 /* Looks the prompt up; on a hit restores the blocks into sequence q (at n_past 0) and copies their
  * answers (entries 1 .. m B - 1) into r; *start = the first position to compute (m B - 1, the
- * last cached position, whose row scores the first new token, or 0). Then claims the first
- * block it will compute (prefix_cache.h). wait (a single prompt's params, or NULL): when
- * another score holds that claim, wait for it first (polling wait->cancel) and look up again,
- * so that blocks two sessions miss at once are computed once. A batch (wait NULL) never waits:
- * it may hold claims for its other prompts, and a score waits only while it holds none. */
+ * last cached position, whose row scores the first new token, or 0). Claims the first block it
+ * will compute (prefix_cache.h: a scheduler can then run other work before a prompt that
+ * shares it; the claim ends when the blocks are inserted, or will not be). */
 static ps_status cache_begin(cache_run *cr, ps_prefix_cache *c, const ps_session *s, ps_seq *q,
                              const int32_t *tokens, int32_t n_tokens, ps_score_result *r,
-                             const ps_score_params *wait, int32_t *start, ps_error *err) {
+                             int32_t *start, ps_error *err) {
     memset(cr, 0, sizeof *cr);
     *start = 0;
     const ps_hparams *hp = &s->model->hp;
@@ -537,21 +535,9 @@ static ps_status cache_begin(cache_run *cr, ps_prefix_cache *c, const ps_session
             cr->ring = cr->ring ? PS_MIN(cr->ring, (int32_t)q->kv_len[l]) : (int32_t)q->kv_len[l];
     cr->stop = cr->ring > 0 && cr->ring < cr->B; /* no ring holds a whole block: no inserts */
     cr->m = ps_pcache_acquire(c, cr->cfg, tokens, n_tokens, r->k, cr->held, cr->whole);
-    if (cr->m < cr->whole && !cr->stop) {
-        const size_t at = (size_t)cr->m * (size_t)cr->B;
-        bool cancelled = false;
-        if (wait && ps_pcache_wait(c, cr->cfg, cr->m ? cr->held[cr->m - 1] : NULL, tokens + at,
-                                   r->k, wait->cancel, wait->cancel_ctx, &cancelled)) {
-            if (cancelled)
-                return ps_fail(err, PS_ERR_CANCELLED, -1, "cancelled while waiting for another "
-                               "request computing the same prefix");
-            ps_pcache_release(c, cr->held, cr->m); /* again: what the other score inserted */
-            cr->m = ps_pcache_acquire(c, cr->cfg, tokens, n_tokens, r->k, cr->held, cr->whole);
-        }
-        if (cr->m < cr->whole)
-            cr->claim = ps_pcache_claim(c, cr->cfg, cr->m ? cr->held[cr->m - 1] : NULL,
-                                        tokens + (size_t)cr->m * (size_t)cr->B, r->k);
-    }
+    if (cr->m < cr->whole && !cr->stop)
+        cr->claim = ps_pcache_claim(c, cr->cfg, cr->m ? cr->held[cr->m - 1] : NULL,
+                                    tokens + (size_t)cr->m * (size_t)cr->B, r->k);
     if (cr->m == 0) return PS_OK;
     ps_pcache_restore(c, cr->held, cr->m, q);
     const int32_t k = r->k;
@@ -594,7 +580,7 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
      * entries copied), the rest is computed, calls ending where the cache must capture */
     int32_t start = 0;
     if (p->cache) {
-        st = cache_begin(&cr, p->cache, s, s->seq, tokens, n_tokens, r, p, &start, err);
+        st = cache_begin(&cr, p->cache, s, s->seq, tokens, n_tokens, r, &start, err);
         if (st != PS_OK) goto fail;
     }
     int32_t last_rows = 0; /* rows of the last forward call still in `logits` */
@@ -766,7 +752,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
                 b->started = true;
                 if (b->p->cache) {
                     st = cache_begin(&b->cr, b->p->cache, s, b->seq, prompts[i].tokens, nt,
-                                     results[i], NULL, &b->fed, err);
+                                     results[i], &b->fed, err);
                     if (st != PS_OK) goto fail;
                 }
             }

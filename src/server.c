@@ -480,13 +480,10 @@ static void write_cache_metrics(ps_prefix_cache *c, ps_buf *b) {
                   "promptscore_prefix_cache_blocks %lld\n"
                   "# HELP promptscore_prefix_cache_idle_bytes Memory of evicted blocks kept for new ones.\n"
                   "# TYPE promptscore_prefix_cache_idle_bytes gauge\n"
-                  "promptscore_prefix_cache_idle_bytes %lld\n"
-                  "# HELP promptscore_prefix_cache_waits_total Lookups that waited for another request computing the same blocks.\n"
-                  "# TYPE promptscore_prefix_cache_waits_total counter\n"
-                  "promptscore_prefix_cache_waits_total %lld\n",
+                  "promptscore_prefix_cache_idle_bytes %lld\n",
                   (long long)st.hits, (long long)st.misses, (long long)st.evictions,
                   (long long)st.bytes, (long long)st.budget_bytes, (long long)st.blocks,
-                  (long long)st.idle_bytes, (long long)st.waits);
+                  (long long)st.idle_bytes);
 }
 
 static void write_metrics(ps_server *s, ps_buf *b) {

@@ -9,10 +9,12 @@
  * and that results are bitwise those of ps_score_tokens on a session of its own, also with
  * groups of max_seqs = 3 and two workers; and a cancel landing inside a group of two jobs'
  * prompts (one job cancelled, the other answered exactly); jobs queued at once forming one
- * group. On ../shared/models/stories260K.gguf.
+ * group; a job whose next block another worker is computing (its claim in the prefix cache)
+ * passed over for the job behind it. On ../shared/models/stories260K.gguf.
  */
 #include "check.h"
 #include "engine.h"
+#include "prefix_cache.h"
 #include "util.h"
 
 #include <math.h>
@@ -380,6 +382,64 @@ static void test_groups(void) {
     ps_engine_free(e);
 }
 
+/* The prefix cache's in-flight claims steer the line: with a claim standing on the first block
+ * of job B's prompt (as when another worker is computing it), the one worker passes B over
+ * for C, queued behind it (deferred counted once), then takes B although the claim still
+ * stands (alone in line: a worker never idles for a claim); without the claim nothing is
+ * deferred. Every result bitwise the direct one. */
+static void test_defer(void) {
+    ps_prefix_cache *c = NULL;
+    ps_session *s = NULL;
+    ps_session_params ssp = ps_session_default_params();
+    CHECK(ps_prefix_cache_create(g_model, NULL, &c, NULL) == PS_OK);
+    CHECK(ps_session_create(g_model, &ssp, &s, NULL) == PS_OK); /* the workers' configuration */
+    for (int claimed = 0; claimed < 2 && c && s; claimed++) {
+        ps_engine_params p = ps_engine_default_params();
+        p.cache = c;
+        hold_pipes(&p);
+        ps_engine *e = NULL;
+        CHECK(ps_engine_create(g_model, &p, &e, NULL) == PS_OK);
+        if (!e) {
+            close_pipes();
+            break;
+        }
+        ps_completion_req r[2];
+        ps_engine_job *j[2];
+        for (int i = 0; i < 2; i++) {
+            make_req(&r[i], 1, 40, 3);
+            for (int32_t t = 1; t < 40; t++) /* B and C apart from the first block on */
+                r[i].prompts[0].ids[t] = 3 + (t * (37 + 16 * i) + 5 * claimed) % 500;
+            j[i] = ps_engine_job_new(&r[i], 1);
+            CHECK(ps_engine_admit(e) == PS_ENGINE_OK);
+        }
+        ps_pc_claim *cl = claimed ? ps_pcache_claim(c, ps_pcache_session_cfg(s), NULL,
+                                                    r[0].prompts[0].ids, 3)
+                                  : NULL;
+        CHECK(!claimed || cl);
+        CHECK(ps_engine_submit_all(e, j, 2) == PS_ENGINE_OK);
+        ps_engine_stats st;
+        for (int n = 0; n < 2; n++) {
+            CHECK(wait_held());
+            ps_engine_get_stats(e, &st);
+            CHECKF(st.deferred == (uint64_t)claimed, "defer (claim %d), prompt %d taken: "
+                   "deferred %llu", claimed, n, (unsigned long long)st.deferred);
+            release();
+        }
+        for (int i = 0; i < 2; i++) {
+            CHECK(ps_engine_wait(e, j[i], NULL, NULL) == PS_OK);
+            CHECK(same_as_direct(&r[i], j[i]));
+            ps_engine_job_free(j[i]);
+            ps_completion_req_free(&r[i]);
+            ps_engine_leave(e);
+        }
+        ps_pcache_unclaim(c, cl);
+        ps_engine_free(e);
+        close_pipes();
+    }
+    ps_session_free(s);
+    ps_prefix_cache_free(c);
+}
+
 int main(void) {
     const char *shared = ps_test_shared();
     if (!shared) {
@@ -399,6 +459,7 @@ int main(void) {
     test_groups();
     test_cancel_in_group();
     test_submit_all();
+    test_defer();
     ps_model_free(g_model);
     return ps_test_done("engine");
 }

@@ -13,8 +13,8 @@
  * of that kv_type, blocks of half the bytes, and a cache filled by an f16 session not found by
  * an f32 one. Then: eviction under a tiny budget (bytes within it, evictions counted, answers
  * exact), block memory recycled (a dropped or evicted block's payload serves the next new
- * block, idle memory within the budget), a score waiting for another session computing the
- * same blocks (in-flight claims; a cancelled leader too), two threads hitting one block at once (run under TSan by `make tsan`), the cache of
+ * block, idle memory within the budget), in-flight claims (a prompt whose next block another
+ * score is computing is seen as claimed until that score inserts, or is cancelled), two threads hitting one block at once (run under TSan by `make tsan`), the cache of
  * another model refused, and the allocation-fault walk over create + miss + hit (each failure a
  * clean PS_ERR_NOMEM; ASan: no leak).
  */
@@ -590,12 +590,12 @@ static void test_recycle(void) {
     ps_model_free(m);
 }
 
-/* In-flight claims: two sessions miss on the same blocks at once. The first score (the leader)
- * is held at its first chunk boundary (its cancel callback), after it claimed the blocks it
- * computes; the second, whose prompt shares 10 of them, must be seen waiting (the cache's
- * waits counter), and once the leader is let go it restores the leader's blocks (10 hits)
- * instead of computing them, its answers exact. Then a leader that is cancelled while held:
- * its claim ends with nothing inserted, and the waiting score computes everything itself. */
+/* In-flight claims: a score holds a claim on the first block it computes until it has
+ * inserted it. The leader is held at its first chunk boundary (its cancel callback): then a
+ * prompt sharing its first block is claimed (ps_pcache_claimed, what the engine asks before
+ * choosing a job), one sharing nothing is not, nor is one asking a larger top-K. Let go, the
+ * leader inserts and its claim ends; a prompt sharing 10 of its blocks then finds them (10
+ * hits, answers exact). A leader cancelled while held ends its claim with nothing inserted. */
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -627,8 +627,8 @@ typedef struct {
     const ps_model *m;
     ps_prefix_cache *c;
     const int32_t *ids;
-    int32_t n;
-    gate *g; /* the leader's; NULL for the follower */
+    int32_t n, k;
+    gate *g;
     ps_score_result *r;
     ps_status st;
 } flight_job;
@@ -641,16 +641,15 @@ static void *flight_thread(void *arg) {
     ps_error e;
     j->st = ps_session_create(j->m, &ssp, &s, &e);
     if (j->st != PS_OK) {
-        if (j->g) gate_set(j->g, 1);
+        gate_set(j->g, 1);
         return NULL;
     }
     ps_score_params sp = ps_score_default_params();
     sp.cache = j->c;
     sp.chunk = 32;
-    if (j->g) {
-        sp.cancel = gate_cb;
-        sp.cancel_ctx = j->g;
-    }
+    sp.k = j->k;
+    sp.cancel = gate_cb;
+    sp.cancel_ctx = j->g;
     j->st = ps_score_tokens(s, j->ids, j->n, &sp, &j->r, &e);
     ps_session_free(s);
     return NULL;
@@ -661,51 +660,58 @@ static void test_inflight(void) {
     fixture_params(&FIXTURES[0], &gp);
     ps_model *m = gen_load(&gp, "inflight.gguf");
     if (!m) return;
-    int32_t *a = make_ids(200, gp.n_vocab, 61), *b = make_ids(200, gp.n_vocab, 62);
+    int32_t *a = make_ids(200, gp.n_vocab, 61), *b = make_ids(200, gp.n_vocab, 62),
+            *other = make_ids(200, gp.n_vocab, 63);
     memcpy(b, a, 160 * sizeof *b); /* 10 whole blocks shared, then apart */
     ps_score_params sp = ps_score_default_params();
     ps_score_result *rb = score_plain(m, b, 200, &sp);
-    for (int cancel = 0; cancel < 2 && rb; cancel++) {
-        ps_error e;
+    ps_session_params ssp = ps_session_default_params();
+    ssp.n_ctx = 512;
+    ps_session *s = NULL;
+    ps_error e;
+    CHECK(ps_session_create(m, &ssp, &s, &e) == PS_OK);
+    for (int cancel = 0; cancel < 2 && rb && s; cancel++) {
+        const char *how = cancel ? " (cancelled leader)" : "";
         ps_prefix_cache *c = NULL;
         CHECK(ps_prefix_cache_create(m, NULL, &c, &e) == PS_OK);
         if (!c) break;
+        const uint64_t cfg = ps_pcache_session_cfg(s);
         gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, cancel == 1};
-        flight_job lead = {m, c, a, 200, &g, NULL, PS_OK}, follow = {m, c, b, 200, NULL, NULL, PS_OK};
-        pthread_t tl, tf;
+        flight_job lead = {m, c, a, 200, sp.k, &g, NULL, PS_OK};
+        pthread_t tl;
         pthread_create(&tl, NULL, flight_thread, &lead);
         pthread_mutex_lock(&g.mu);
         while (g.state == 0) pthread_cond_wait(&g.cv, &g.mu);
         pthread_mutex_unlock(&g.mu);
-        pthread_create(&tf, NULL, flight_thread, &follow);
-        ps_prefix_cache_stats st;
-        for (int i = 0; i < 500; i++) { /* up to 10 s for the follower to start waiting */
-            ps_prefix_cache_get_stats(c, &st);
-            if (st.waits > 0) break;
-            usleep(20000);
-        }
-        CHECKF(st.waits == 1, "inflight%s: the second score did not wait (waits %lld)",
-               cancel ? " (cancelled leader)" : "", (long long)st.waits);
+        /* the leader is held with its claim on block 0 */
+        CHECKF(ps_pcache_claimed(c, cfg, b, 200, sp.k), "inflight%s: a prompt sharing the "
+               "leader's first block is not claimed", how);
+        CHECK(ps_pcache_claimed(c, cfg, a, 16, sp.k));
+        CHECK(!ps_pcache_claimed(c, cfg, other, 200, sp.k));
+        CHECK(!ps_pcache_claimed(c, cfg, b, 200, sp.k + 1)); /* its answers would not serve */
+        CHECK(!ps_pcache_claimed(c, cfg ^ 1, b, 200, sp.k)); /* another configuration */
+        CHECK(!ps_pcache_claimed(c, cfg, b, 15, sp.k));      /* no whole block */
         gate_set(&g, 2);
         pthread_join(tl, NULL);
-        pthread_join(tf, NULL);
-        CHECKF(lead.st == (cancel ? PS_ERR_CANCELLED : PS_OK), "inflight: leader status %d",
-               (int)lead.st);
-        CHECKF(follow.st == PS_OK, "inflight: follower status %d", (int)follow.st);
-        if (follow.r) same_result(rb, follow.r, cancel ? "inflight: after a cancelled leader"
-                                                       : "inflight: follower");
+        CHECKF(lead.st == (cancel ? PS_ERR_CANCELLED : PS_OK), "inflight%s: leader status %d",
+               how, (int)lead.st);
+        CHECKF(!ps_pcache_claimed(c, cfg, b, 200, sp.k), "inflight%s: the claim outlived its "
+               "score", how);
+        ps_score_params with = sp;
+        with.cache = c;
+        expect_equal(m, s, b, 200, &with, "inflight: after the leader");
+        ps_prefix_cache_stats st;
         ps_prefix_cache_get_stats(c, &st);
-        /* the follower's blocks: 10 restored from the leader's, or (cancelled) all its own 12 */
-        CHECKF(cancel ? st.hits == 0 && st.inserts == 12 : st.hits == 10 && st.inserts == 14,
-               "inflight%s: %lld hits, %lld inserts", cancel ? " (cancelled leader)" : "",
-               (long long)st.hits, (long long)st.inserts);
+        CHECKF(cancel ? st.hits == 0 : st.hits == 10, "inflight%s: %lld hits", how,
+               (long long)st.hits);
         ps_score_result_free(lead.r);
-        ps_score_result_free(follow.r);
         ps_prefix_cache_free(c);
     }
+    ps_session_free(s);
     ps_score_result_free(rb);
     free(a);
     free(b);
+    free(other);
     ps_model_free(m);
 }
 

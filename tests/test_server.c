@@ -1467,7 +1467,7 @@ int main(void) {
             /* the prefix cache is on by default (--cache-mb) */
             "promptscore_prefix_cache_hits_total{}", "promptscore_prefix_cache_misses_total{}",
             "promptscore_prefix_cache_bytes{}", "promptscore_prefix_cache_budget_bytes{}",
-            "promptscore_prefix_cache_idle_bytes{}",
+            "promptscore_prefix_cache_idle_bytes{}", "promptscore_prompts_deferred_total{}",
         };
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
             CHECKF(m_get(&scrape1, want[i]), "/metrics lacks %s", want[i]);
