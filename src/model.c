@@ -155,8 +155,10 @@ static ps_status read_hybrid_hparams(ps_model *m, const char *arch, ps_error *er
         hp->rope_sections[i] = v;
         total += v;
     }
-    if (hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] == 0 ||
-        total > hp->head_dim)
+    /* in 64 bits: each section is a non-negative int32, three of them can overflow an int */
+    const int64_t first3 = (int64_t)hp->rope_sections[0] + hp->rope_sections[1] +
+                           hp->rope_sections[2];
+    if (first3 == 0 || total > hp->head_dim)
         return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
                        "key '%s' = [%d, %d, %d, %d]: the first three must not all be 0 and the "
                        "sum must be at most head_dim = %d",
