@@ -138,9 +138,10 @@ static int cmp_d(const void *a, const void *b) {
  * cache, alternating off / on; *off / *on = their median seconds. fresh (warm = false): a new,
  * empty cache for every "on" run, the same prompt each time, all kept to the end, and *peak =
  * the most bytes they held, *one = the bytes of one. warm: one cache for the row with a budget
- * of one prompt's blocks (*one, from the fresh runs before), filled by a first prompt; every pair then scores a prompt no cache
- * has seen (its first id changed, so every block is new), and the "on" run evicts the blocks
- * of the prompt before it to make room: a long-running server's steady state. */
+ * of one prompt's blocks (*one, from the fresh runs before), filled by a first prompt; every
+ * pair then scores a prompt no cache has seen (its first id changed, so every block is new),
+ * and the "on" run evicts the blocks of the prompt before it to make room: a long-running
+ * server's steady state. */
 static ps_status cache_pairs_row(ps_session *s, const int32_t *tokens, int32_t len, int32_t k,
                                  int32_t n, bool warm, bool cpu_clock, double *peak,
                                  double *one, double *off_med, double *on_med, ps_error *err) {
@@ -148,22 +149,18 @@ static ps_status cache_pairs_row(ps_session *s, const int32_t *tokens, int32_t l
     const int32_t n_vocab = model->hp.n_vocab;
     double *off = ps_malloc(sizeof(double) * 2 * (size_t)n);
     int32_t *var = ps_malloc(sizeof(int32_t) * (size_t)len);
-    double held = 0; /* fresh: the bytes of the caches kept */
-    if (!off || !var) {
-        ps_free(off);
-        ps_free(var);
-        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
-    }
-    double *on = off + n;
     /* fresh: every run's cache is kept until the end: freeing ~4 MB blocks between runs
      * gives memory back to the system, and in a VM that reports freed pages to its host the
      * next run was seen to slow down by up to 2x while the host took them */
     ps_prefix_cache **fresh = warm ? NULL : ps_calloc((size_t)n, sizeof *fresh);
-    if (!warm && !fresh) {
+    if (!off || !var || (!warm && !fresh)) {
         ps_free(off);
         ps_free(var);
+        ps_free(fresh);
         return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
     }
+    double *on = off + n;
+    double held = 0; /* fresh: the bytes of the caches kept */
     memcpy(var, tokens, sizeof(int32_t) * (size_t)len);
     ps_prefix_cache_params cp = ps_prefix_cache_default_params();
     cp.budget_bytes = warm ? (int64_t)*one : (int64_t)1 << 40; /* fresh: every block fits */

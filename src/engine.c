@@ -93,7 +93,7 @@ static bool job_cancelled(void *ctx) {
  * worker is computing now (prefix_cache.h, ps_pcache_claimed): better run later, when that
  * block is cached. */
 static bool defer_job(const ps_engine *e, const worker *w, const ps_engine_job *j) {
-    if (!e->p.cache || !w->session) return false;
+    if (!w->session) return false;
     const ps_req_prompt *pr = &j->req->prompts[j->next_prompt];
     const int32_t k = j->req->logprobs > 0 ? j->req->logprobs : 0;
     return ps_pcache_claimed(e->p.cache, ps_pcache_session_cfg(w->session), pr->ids, pr->n, k);

@@ -121,7 +121,6 @@ ps_status ps_prefix_cache_create(const ps_model *model, const ps_prefix_cache_pa
         ps_free(c);
         return ps_fail(err, PS_ERR_NOMEM, -1, "prefix cache: pthread_mutex_init failed");
     }
-
     *out = c;
     return PS_OK;
 }
@@ -239,6 +238,14 @@ static ps_pc_block *find(const ps_prefix_cache *c, uint64_t h, uint64_t cfg,
     return NULL;
 }
 
+/* The cached block after parent holding ids (B of them) for configuration cfg, if its answers
+ * hold top-K >= k; else NULL. One step of a prompt's walk down its chain. */
+static ps_pc_block *lookup(const ps_prefix_cache *c, uint64_t cfg, const ps_pc_block *parent,
+                           const int32_t *ids, int32_t k) {
+    ps_pc_block *b = find(c, chain_hash(c, cfg, parent, ids), cfg, parent, ids);
+    return b && b->k >= k ? b : NULL;
+}
+
 static void lru_unlink(ps_pc_block *b) {
     b->prev->next = b->next;
     b->next->prev = b->prev;
@@ -314,9 +321,8 @@ int32_t ps_pcache_acquire(ps_prefix_cache *c, uint64_t cfg, const int32_t *ids, 
     pthread_mutex_lock(&c->mu);
     ps_pc_block *parent = NULL;
     while (m < whole && m < max) {
-        const int32_t *blk = ids + (size_t)m * (size_t)c->B;
-        ps_pc_block *b = find(c, chain_hash(c, cfg, parent, blk), cfg, parent, blk);
-        if (!b || b->k < k) break;
+        ps_pc_block *b = lookup(c, cfg, parent, ids + (size_t)m * (size_t)c->B, k);
+        if (!b) break;
         if (b->refs++ == 0) lru_unlink(b);
         out[m++] = b;
         parent = b;
@@ -522,8 +528,8 @@ bool ps_pcache_claimed(ps_prefix_cache *c, uint64_t cfg, const int32_t *ids, int
         const ps_pc_block *parent = NULL;
         for (int32_t m = 0; m < whole; m++) {
             const int32_t *blk = ids + (size_t)m * (size_t)c->B;
-            const ps_pc_block *b = find(c, chain_hash(c, cfg, parent, blk), cfg, parent, blk);
-            if (b && b->k >= k) {
+            const ps_pc_block *b = lookup(c, cfg, parent, blk, k);
+            if (b) {
                 parent = b;
                 continue;
             }

@@ -99,7 +99,7 @@ typedef struct ps_pc_claim ps_pc_claim;
  * block the caller holds a reference on (or NULL). */
 ps_pc_claim *ps_pcache_claim(ps_prefix_cache *c, uint64_t cfg, const ps_pc_block *parent,
                              const int32_t *ids, int32_t k);
-/* Gives a claim back and wakes its waiters; NULL is a no-op. */
+/* Gives a claim back; NULL is a no-op. */
 void ps_pcache_unclaim(ps_prefix_cache *c, ps_pc_claim *cl);
 /* Whether the first block of ids[0, n) that the cache lacks (with top-K >= k, configuration
  * cfg) is claimed by a score computing it for a top-K >= k: then scoring this prompt after

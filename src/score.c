@@ -420,8 +420,6 @@ static int32_t cache_split(const cache_run *cr, int32_t p0, int32_t n_tokens) {
     return end;
 }
 
-static ps_status cache_capture(cache_run *cr, const ps_seq *s, int32_t k, ps_error *err);
-
 /* Gives the claim back: the blocks are in the cache, or will not be. */
 static void cache_unclaim(cache_run *cr) {
     if (!cr->claim) return;
@@ -429,14 +427,7 @@ static void cache_unclaim(cache_run *cr) {
     cr->claim = NULL;
 }
 
-/* After a forward call (the session at n_past): snapshot state, capture complete blocks. */
-static ps_status cache_after_forward(cache_run *cr, const ps_seq *s, int32_t k, ps_error *err) {
-    ps_status st = cache_capture(cr, s, k, err);
-    if (cr->stop) cache_unclaim(cr); /* nothing more will be inserted: do not keep others waiting */
-    return st;
-}
-
-/* cache_after_forward's work. */
+/* Snapshot state, capture complete blocks (cache_after_forward's work). */
 static ps_status cache_capture(cache_run *cr, const ps_seq *s, int32_t k, ps_error *err) {
     if (!cr->c || cr->stop) return PS_OK;
     const int32_t B = cr->B, e = s->n_past;
@@ -475,6 +466,14 @@ static ps_status cache_capture(cache_run *cr, const ps_seq *s, int32_t k, ps_err
         cr->n_kv++;
     }
     return PS_OK;
+}
+
+/* After a forward call (the session at n_past): cache_capture; once no more blocks will be
+ * inserted, the claim ends (other workers need not pass this prefix over any longer). */
+static ps_status cache_after_forward(cache_run *cr, const ps_seq *s, int32_t k, ps_error *err) {
+    ps_status st = cache_capture(cr, s, k, err);
+    if (cr->stop) cache_unclaim(cr);
+    return st;
 }
 
 /* The new blocks with their K/V take the ids and answers of their positions from the result

@@ -104,6 +104,18 @@ static bool same_as_direct(const ps_completion_req *r, const ps_engine_job *j) {
     return same;
 }
 
+/* Waits for jobs j[0..n): each must end PS_OK, bitwise the direct results; then frees them
+ * and their requests and gives their slots back. */
+static void finish_all(ps_engine *e, ps_completion_req *r, ps_engine_job **j, int n) {
+    for (int i = 0; i < n; i++) {
+        CHECK(ps_engine_wait(e, j[i], NULL, NULL) == PS_OK);
+        CHECK(same_as_direct(&r[i], j[i]));
+        ps_engine_job_free(j[i]);
+        ps_completion_req_free(&r[i]);
+        ps_engine_leave(e);
+    }
+}
+
 static void test_admission_and_drain(void) {
     ps_engine_params p = ps_engine_default_params();
     p.queue = 2;
@@ -332,13 +344,7 @@ static void test_submit_all(void) {
         CHECK(wait_held());
         release();
     }
-    for (int i = 0; i < 3; i++) {
-        CHECK(ps_engine_wait(e, j[i], NULL, NULL) == PS_OK);
-        CHECK(same_as_direct(&r[i], j[i]));
-        ps_engine_job_free(j[i]);
-        ps_completion_req_free(&r[i]);
-        ps_engine_leave(e);
-    }
+    finish_all(e, r, j, 3);
     ps_engine_drain_begin(e);
     ps_completion_req rd;
     make_req(&rd, 1, 5, 1);
@@ -366,13 +372,7 @@ static void test_groups(void) {
         j[i] = ps_engine_job_new(&r[i], 1);
         CHECK(ps_engine_admit(e) == PS_ENGINE_OK && ps_engine_submit(e, j[i]) == PS_ENGINE_OK);
     }
-    for (int i = 0; i < 3; i++) {
-        CHECK(ps_engine_wait(e, j[i], NULL, NULL) == PS_OK);
-        CHECK(same_as_direct(&r[i], j[i]));
-        ps_engine_job_free(j[i]);
-        ps_completion_req_free(&r[i]);
-        ps_engine_leave(e);
-    }
+    finish_all(e, r, j, 3);
     ps_engine_params bad = ps_engine_default_params();
     bad.max_seqs = 0;
     ps_error err;
@@ -425,13 +425,7 @@ static void test_defer(void) {
                    "deferred %llu", claimed, n, (unsigned long long)st.deferred);
             release();
         }
-        for (int i = 0; i < 2; i++) {
-            CHECK(ps_engine_wait(e, j[i], NULL, NULL) == PS_OK);
-            CHECK(same_as_direct(&r[i], j[i]));
-            ps_engine_job_free(j[i]);
-            ps_completion_req_free(&r[i]);
-            ps_engine_leave(e);
-        }
+        finish_all(e, r, j, 2);
         ps_pcache_unclaim(c, cl);
         ps_engine_free(e);
         close_pipes();

@@ -71,6 +71,15 @@ static bool same_result(const ps_score_result *a, const ps_score_result *b, cons
 /* The K/V cache type of the fixture being run (test_exact sets it). */
 static ps_kv_type g_kv = PS_KV_F32;
 
+/* A session of 512 positions of the current fixture's K/V type; NULL when creation fails. */
+static ps_session *new_session(const ps_model *m) {
+    ps_session_params ssp = ps_session_default_params();
+    ssp.n_ctx = 512;
+    ssp.kv_type = g_kv;
+    ps_session *s = NULL;
+    return ps_session_create(m, &ssp, &s, NULL) == PS_OK ? s : NULL;
+}
+
 /* Scores on a fresh session (no cache). */
 static ps_score_result *score_plain(const ps_model *m, const int32_t *ids, int32_t n,
                                     const ps_score_params *sp) {
@@ -635,12 +644,10 @@ typedef struct {
 
 static void *flight_thread(void *arg) {
     flight_job *j = arg;
-    ps_session_params ssp = ps_session_default_params();
-    ssp.n_ctx = 512;
-    ps_session *s = NULL;
+    ps_session *s = new_session(j->m);
     ps_error e;
-    j->st = ps_session_create(j->m, &ssp, &s, &e);
-    if (j->st != PS_OK) {
+    if (!s) {
+        j->st = PS_ERR_NOMEM;
         gate_set(j->g, 1);
         return NULL;
     }
@@ -665,11 +672,9 @@ static void test_inflight(void) {
     memcpy(b, a, 160 * sizeof *b); /* 10 whole blocks shared, then apart */
     ps_score_params sp = ps_score_default_params();
     ps_score_result *rb = score_plain(m, b, 200, &sp);
-    ps_session_params ssp = ps_session_default_params();
-    ssp.n_ctx = 512;
-    ps_session *s = NULL;
+    ps_session *s = new_session(m);
     ps_error e;
-    CHECK(ps_session_create(m, &ssp, &s, &e) == PS_OK);
+    CHECK(s != NULL);
     for (int cancel = 0; cancel < 2 && rb && s; cancel++) {
         const char *how = cancel ? " (cancelled leader)" : "";
         ps_prefix_cache *c = NULL;
@@ -728,11 +733,9 @@ typedef struct {
 
 static void *hit_thread(void *arg) {
     hit_job *j = arg;
-    ps_session_params ssp = ps_session_default_params();
-    ssp.n_ctx = 512;
-    ps_session *s = NULL;
+    ps_session *s = new_session(j->m);
     ps_error e;
-    if (ps_session_create(j->m, &ssp, &s, &e) != PS_OK) {
+    if (!s) {
         j->bad++;
         return NULL;
     }
