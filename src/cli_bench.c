@@ -431,12 +431,12 @@ int ps_cli_bench(int argc, char **argv) {
                 const char *kind = warm ? "warm" : "fresh";
                 if (json)
                     printf("{\"threads\": %d, \"tokens\": %d, \"cache_pairs\": %d, "
-                           "\"cache\": \"%s\", \"off_seconds\": %.6f, \"on_seconds\": %.6f, "
+                           "\"cache\": \"%s\", \"off_seconds\": %.9f, \"on_seconds\": %.9f, "
                            "\"on_over_off\": %.4f, \"clock\": \"%s\"}\n", threads[ti],
                            lengths[li], cache_pairs, kind, mo, mc, mc / mo,
                            cpu_clock ? "cpu" : "wall");
                 else
-                    printf("%7d %7d  prefix cache (%s) on / off: %.3f s / %.3f s = %.4f "
+                    printf("%7d %7d  prefix cache (%s) on / off: %.6f s / %.6f s = %.4f "
                            "(medians of %d alternating pairs, %s)\n", threads[ti],
                            lengths[li], kind, mc, mo, mc / mo, cache_pairs,
                            cpu_clock ? "CPU time" : "wall time");
