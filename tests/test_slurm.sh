@@ -3,8 +3,13 @@
 # here as a one-node cluster (munged with a fresh key, slurmctld, slurmd with
 # proctrack/linuxproc and task/none, select/cons_tres by CPU; keys, state, spool, logs and pid
 # files under a temp dir; ports on 127.0.0.1). A corpus is scored by contrib/slurm/submit.sh as
-# a 4-task array plus its dependent merge job; array task 1 is killed mid-way (scancel
-# --signal=KILL once its shard holds some lines) and requeued. Checked: the kill landed
+# a 4-task array plus its dependent merge job (held until the requeue); array task 1 is killed
+# mid-way and requeued: its first run starts stopped (PS_BIN is a wrapper that stops itself
+# before exec), the test lets it run in short bursts until its shard holds some lines, then
+# sends SIGKILL to the stopped scorer, so where the kill lands does not depend on how fast
+# this machine is or how loaded (with scancel, which resumes the process before it ends it, a
+# loaded machine let it finish first, and the other tasks' end could start the merge before
+# the requeue). Checked: the kill landed
 # mid-way (no end record), a merge of the shards then fails naming the missing lines, the
 # requeued task resumed (--resume kept the lines) and the merge job's output equals a
 # single-process `score` run byte for byte. Everything is stopped by pid at the end (trap),
@@ -134,7 +139,16 @@ check "single-process score (rc $rc)" '[ $rc -eq 0 ] && [ -s "$T/single.jsonl" ]
 
 # ---- the array and its merge job ------------------------------------------------------------
 export PS_MODEL="$G" PS_INPUT="$T/corpus.jsonl" PS_OUT="$T/shards" PS_RESULT="$T/merged.jsonl"
-export PS_BIN="$BIN"
+# task 1's first run stops itself before it becomes the scorer (exec keeps the pid)
+{
+    echo '#!/bin/sh'
+    echo 'case " $* " in'
+    echo "*\" --shard 1/4 \"*) [ -e \"$T/stopped\" ] || { echo \$\$ > \"$T/stopped\"; kill -STOP \$\$; } ;;"
+    echo 'esac'
+    echo "exec \"$BIN\" \"\$@\""
+} > "$T/ps-wrap"
+chmod +x "$T/ps-wrap"
+export PS_BIN="$T/ps-wrap"
 ids=$(cd "$T" && bash "$ROOT/contrib/slurm/submit.sh" 4 --cpus-per-task=1 \
     --output="$T/log/score-%A_%a.log" 2>"$T/log/submit.err")
 A=$(echo "$ids" | sed -nE 's/^array ([0-9]+) merge ([0-9]+)$/\1/p')
@@ -145,12 +159,26 @@ check "submit.sh submitted the array and the merge job ($ids $(cat "$T/log/submi
 [ "$fail" -eq 0 ] || done_
 S1="$T/shards/shard-1-of-4.jsonl"
 records() { n=$(grep -c '"ps_line"' "$1" 2>/dev/null); echo "${n:-0}"; }
-wait_for 3000 '[ "$(records "$S1")" -ge 15 ]'
-n_before=$(records "$S1")
-scancel --signal=KILL "${A}_1"
+scontrol hold "$M"
 rc=$?
-check "scancel --signal=KILL ${A}_1 (rc $rc) once its shard held $n_before lines" \
-    '[ $rc -eq 0 ] && [ "$n_before" -ge 15 ]'
+check "scontrol hold $M, the merge job, until task 1 is requeued (rc $rc)" '[ $rc -eq 0 ]'
+stopped() { [ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" = T ]; }
+wait_for 3000 '[ -s "$T/stopped" ] && stopped "$(cat "$T/stopped")"'
+P1=$(cat "$T/stopped" 2>/dev/null)
+# short bursts of running until the shard holds 15 lines (each ends with the scorer stopped)
+i=0
+while [ -n "$P1" ] && [ $i -lt 3000 ] && [ "$(records "$S1")" -lt 15 ]; do
+    kill -CONT "$P1"; sleep 0.02; kill -STOP "$P1"
+    while [ $i -lt 3000 ] && kill -0 "$P1" 2>/dev/null && ! stopped "$P1"; do
+        sleep 0.01; i=$((i + 1))
+    done
+    i=$((i + 1))
+done
+n_before=$(records "$S1")
+kill -KILL "$P1" 2>/dev/null
+rc=$?
+check "task 1's scorer (pid ${P1:-none}) killed (rc $rc) while stopped with $n_before lines in its shard" \
+    '[ -n "$P1" ] && [ $rc -eq 0 ] && [ "$n_before" -ge 15 ]'
 state() { scontrol show job "$1" 2>/dev/null | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p' | head -n 1; }
 wait_for 200 'case "$(state "${A}_1")" in CANCELLED|FAILED) true;; *) false;; esac'
 st=$(state "${A}_1")
@@ -172,6 +200,9 @@ rc=$?
 # a requeued job waits ~2 minutes before it is eligible again; start it now
 scontrol update jobid="${A}_1" StartTime=now
 check "scontrol requeue ${A}_1 (rc $rc)" '[ $rc -eq 0 ]'
+scontrol release "$M"
+rc=$?
+check "scontrol release $M (rc $rc)" '[ $rc -eq 0 ]'
 wait_for 6000 'case "$(state "$M")" in COMPLETED|FAILED|CANCELLED|TIMEOUT) true;; *) false;; esac'
 st=$(state "$M")
 check "the merge job completed within 600 s (state $st; $(squeue -h 2>&1 | tr '\n' ' '))" \
