@@ -174,19 +174,26 @@ void ps_kv_widen(ps_isa isa, ps_kv_type t, const void *x, float *y, int64_t n) {
 /* ---- attention products (single-threaded; the caller's task) ---- */
 
 /* out (nq, hd) = P (nq, keys) @ V (keys, hd) with query q summing keys [0, n_keys[q]) in order,
- * each term one ps_axpy_f32 step. NQ queries at a time so every V row is loaded once. */
+ * each term one ps_axpy_f32 step. NQ queries at a time so every V row is loaded once per group
+ * of NQ, and keys in runs of PV_KEYS, each run over every group while its V rows are in cache:
+ * a run after the first continues the sums the one before stored (a float32 store and load, so
+ * the same sequence of operations per output and the same bits). */
+#define PV_KEYS 256
 #if defined(__x86_64__)
-/* NQ queries x 4 chunks of 16 dimensions (d0 .. d0 + 63) of out: 4 * NQ accumulators; per key
- * 4 V loads and NQ broadcasts feed 4 * NQ FMAs. Keys below every query's count run for all
- * queries, the rest per query (j < n_keys[q]), so each query sees its own keys in order. */
+/* NQ queries x 4 chunks of 16 dimensions (d0 .. d0 + 63) of out, keys [j0, j1): 4 * NQ
+ * accumulators; per key 4 V loads and NQ broadcasts feed 4 * NQ FMAs. Keys below every query's
+ * count run for all queries, the rest per query (j < n_keys[q]), so each query sees its own
+ * keys in order. */
 T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
-    int NQ, int T, const float *p, int64_t ldp, const int32_t *n_keys, const void *v, int64_t hd,
-    int64_t d0, float *out, int64_t ldo, bool acc_in) {
+    int NQ, int T, const float *p, int64_t ldp, const int32_t *n_keys, int32_t j0, int32_t j1,
+    const void *v, int64_t hd, int64_t d0, float *out, int64_t ldo, bool acc_in) {
     int32_t nk_min = n_keys[0], nk_max = n_keys[0];
     for (int q = 1; q < NQ; q++) {
         nk_min = PS_MIN(nk_min, n_keys[q]);
         nk_max = PS_MAX(nk_max, n_keys[q]);
     }
+    nk_min = PS_MIN(nk_min, j1);
+    nk_max = PS_MIN(nk_max, j1);
     __mmask16 m[4];
     for (int c = 0; c < 4; c++) {
         const int64_t left = hd - (d0 + 16 * c);
@@ -198,7 +205,7 @@ T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
             acc[q][c] = acc_in ? _mm512_maskz_loadu_ps(m[c], out + q * ldo + d0 + 16 * c)
                                : _mm512_setzero_ps();
     const void *vd = ps_kv_at(v, (ps_kv_type)T, d0);
-    int32_t j = 0;
+    int32_t j = j0;
     for (; j < nk_min; j++) {
         __m512 vj[4];
         _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
@@ -228,20 +235,27 @@ T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
 #define PV_AVX512_T(name, T)                                                                   \
     T_AVX512 static void name(const float *p, int64_t ldp, const int32_t *n_keys, int nq,      \
                               const void *v, int64_t hd, float *out, int64_t ldo, bool acc_in) { \
-        for (int64_t d0 = 0; d0 < hd; d0 += 64)                                                \
-            for (int q0 = 0; q0 < nq;) {                                                       \
-                const int left = nq - q0;                                                      \
-                const int k = left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1;               \
-                const float *pq = p + q0 * ldp;                                                \
-                float *oq = out + q0 * ldo;                                                    \
-                switch (k) {                                                                   \
-                case 6: pv_avx512_n(6, T, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break; \
-                case 4: pv_avx512_n(4, T, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break; \
-                case 2: pv_avx512_n(2, T, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break; \
-                default: pv_avx512_n(1, T, pq, ldp, n_keys + q0, v, hd, d0, oq, ldo, acc_in); break; \
+        int32_t nk = 0;                                                                        \
+        for (int q = 0; q < nq; q++) nk = PS_MAX(nk, n_keys[q]);                               \
+        for (int32_t j0 = 0; j0 == 0 || j0 < nk; j0 += PV_KEYS) {                              \
+            const int32_t j1 = j0 + PV_KEYS;                                                   \
+            const bool in = acc_in || j0 > 0;                                                  \
+            for (int64_t d0 = 0; d0 < hd; d0 += 64)                                            \
+                for (int q0 = 0; q0 < nq;) {                                                   \
+                    const int left = nq - q0;                                                  \
+                    const int k = left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1;           \
+                    const float *pq = p + q0 * ldp;                                            \
+                    const int32_t *nq0 = n_keys + q0;                                          \
+                    float *oq = out + q0 * ldo;                                                \
+                    switch (k) {                                                               \
+                    case 6: pv_avx512_n(6, T, pq, ldp, nq0, j0, j1, v, hd, d0, oq, ldo, in); break; \
+                    case 4: pv_avx512_n(4, T, pq, ldp, nq0, j0, j1, v, hd, d0, oq, ldo, in); break; \
+                    case 2: pv_avx512_n(2, T, pq, ldp, nq0, j0, j1, v, hd, d0, oq, ldo, in); break; \
+                    default: pv_avx512_n(1, T, pq, ldp, nq0, j0, j1, v, hd, d0, oq, ldo, in); break; \
+                    }                                                                          \
+                    q0 += k;                                                                   \
                 }                                                                              \
-                q0 += k;                                                                       \
-            }                                                                                  \
+        }                                                                                      \
     }
 PV_AVX512_T(pv_avx512_f32, PS_KV_F32)
 PV_AVX512_T(pv_avx512_f16, PS_KV_F16)

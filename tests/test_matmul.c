@@ -33,7 +33,8 @@
  *     1 call on the same rows; strided x / y (ldx > k, ldy > n) give the same values and never
  *     write outside the n outputs of a row;
  *   - ps_dot_f32 == one output element of ps_matmul on F32 weights, bitwise;
- *   - ps_attn_pv == zeroing the output and one ps_axpy_f32 per key, for ragged n_keys;
+ *   - ps_attn_pv == zeroing the output and one ps_axpy_f32 per key, for ragged n_keys (up to
+ *     600 keys: several runs of the kernel's key blocking);
  *   - ps_attn_scores (16-key block K layout) within the bound of the double dot, per query
  *     independent of the others, never reading keys >= n_keys nor writing scores there.
  * Runs in about a second.
@@ -434,9 +435,11 @@ static void test_dot(void) {
     free(q);
 }
 
-/* ps_attn_pv == zero + one ps_axpy_f32 per key, bitwise, for ragged causal n_keys. */
+/* ps_attn_pv == zero + one ps_axpy_f32 per key, bitwise, for ragged causal n_keys, over more
+ * keys than one run of the kernel's key blocking (runs of 256, counts ending on either side of
+ * a run's edge). */
 static void test_attn_pv(void) {
-    const int64_t keys = 70, ldp = 80;
+    const int64_t keys = 600, ldp = 610;
     const int64_t hds[] = {128, 8, 40};
     const int32_t nq = 13;
     float *p = malloc(sizeof(float) * nq * ldp), *v = malloc(sizeof(float) * keys * 128);
@@ -445,6 +448,7 @@ static void test_attn_pv(void) {
     int32_t n_keys[13];
     for (int32_t q = 0; q < nq; q++) n_keys[q] = (int32_t)(keys - nq + 1 + q); /* causal */
     n_keys[5] = 1;                                                           /* and ragged */
+    n_keys[3] = 256, n_keys[4] = 257, n_keys[7] = 512;
     float out[13 * 130], ref[13 * 130];
     for (size_t h = 0; h < PS_ARRAY_LEN(hds); h++) {
         const int64_t hd = hds[h], ldo = hd + 2;
