@@ -1,6 +1,6 @@
 /*
- * bench_kvtype.c — what a half-precision K/V cache (--kv-type f16 / bf16) does to scores, memory
- * and speed, against the f32 cache in the same run.
+ * bench_kvtype.c — what a half-precision K/V cache (--kv-type f16 / bf16 / bf16-dot) does to
+ * scores, memory and speed, against the f32 cache in the same run.
  *
  * The model scores one prompt of -n tokens (pseudo-random ids after BOS, or the tokens of
  * --text FILE) with each K/V type, in one session per type (-t threads, the default chunk).
@@ -10,9 +10,9 @@
  * forward time with its ratio to f32's (CPU time of the process with -t 1, else wall; the
  * median of --runs after one untimed warm-up pass). Usage:
  *   bench_kvtype -m MODEL.gguf [-n 512] [-t 1] [--runs 3] [--text FILE]
- *   bench_kvtype --check   (no timing: a generated tiny llama, 200 tokens; f16 / bf16 move the
- *                           logprobs by more than 0 and less than 0.1, in half the K/V bytes,
- *                           and a second session of each type gives the same bits)
+ *   bench_kvtype --check   (no timing: a generated tiny llama, 200 tokens; f16 / bf16 / bf16-dot
+ *                           move the logprobs by more than 0 and less than 0.1, in half the K/V
+ *                           bytes, and a second session of each type gives the same bits)
  */
 #include "genmodel.h"
 #include "../tests/check.h"
@@ -119,15 +119,16 @@ int main(int argc, char **argv) {
     if (n > info.n_ctx) n = info.n_ctx;
     ps_pool *pool = NULL;
     if (threads > 1 && ps_pool_create(threads, &pool) != PS_OK) return 1;
-    const ps_kv_type TYPES[] = {PS_KV_F32, PS_KV_F16, PS_KV_BF16};
+    const ps_kv_type TYPES[] = {PS_KV_F32, PS_KV_F16, PS_KV_BF16, PS_KV_BF16_DOT};
+    enum { NT = 4 };
     const size_t nf = (size_t)n * (size_t)V;
-    float *lp[3] = {0};
-    double secs[3] = {0}, kv_mib[3] = {0};
+    float *lp[NT] = {0};
+    double secs[NT] = {0}, kv_mib[NT] = {0};
     printf("model %s: %s, %d layers, vocab %lld; %d tokens (%s), %d thread%s, %s time, median of "
            "%d\n", info.file, info.arch, info.n_layer, (long long)V, (int)n,
            text ? "text" : "random ids", (int)threads, threads > 1 ? "s" : "",
            threads == 1 ? "CPU" : "wall", (int)runs);
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < NT; t++) {
         ps_session_params sp = ps_session_default_params();
         sp.n_ctx = n;
         sp.pool = pool;
@@ -156,9 +157,9 @@ int main(int argc, char **argv) {
         ps_session_free(s);
         log_softmax_rows(lp[t], n, V);
     }
-    printf("%-5s %10s %12s %12s %12s %9s %10s %9s %6s\n", "kv", "KV MiB", "max|dlp|", "mean|dlp|",
-           "max|dlp|all", "ppl", "tok/s", "seconds", "x f32");
-    for (int t = 0; t < 3; t++) {
+    printf("%-8s %10s %12s %12s %12s %9s %10s %9s %6s\n", "kv", "KV MiB", "max|dlp|",
+           "mean|dlp|", "max|dlp|all", "ppl", "tok/s", "seconds", "x f32");
+    for (int t = 0; t < NT; t++) {
         double mx = 0, sum = 0, mx_all = 0, nll = 0;
         for (int32_t i = 0; i + 1 < n; i++) {
             const size_t at = (size_t)i * (size_t)V + (size_t)ids[i + 1];
@@ -168,12 +169,12 @@ int main(int argc, char **argv) {
             nll -= lp[t][at];
         }
         for (size_t j = 0; j < nf; j++) mx_all = fmax(mx_all, fabs((double)lp[t][j] - lp[0][j]));
-        printf("%-5s %10.2f %12.3g %12.3g %12.3g %9.4f %10.1f %9.3f %6.3f\n",
+        printf("%-8s %10.2f %12.3g %12.3g %12.3g %9.4f %10.1f %9.3f %6.3f\n",
                ps_kv_type_name(TYPES[t]), kv_mib[t], mx, sum / (n - 1), mx_all,
                exp(nll / (n - 1)), n / secs[t], secs[t], secs[0] / secs[t]);
     }
     if (check) {
-        for (int t = 1; t < 3; t++) {
+        for (int t = 1; t < NT; t++) {
             double mx = 0;
             for (size_t j = 0; j < nf; j++) mx = fmax(mx, fabs((double)lp[t][j] - lp[0][j]));
             CHECKF(mx > 0 && mx < 0.1, "kv %s: max |dlp| %g", ps_kv_type_name(TYPES[t]), mx);
@@ -197,7 +198,7 @@ int main(int argc, char **argv) {
         }
         remove(gen);
     }
-    for (int t = 0; t < 3; t++) free(lp[t]);
+    for (int t = 0; t < NT; t++) free(lp[t]);
     free(ids);
     ps_pool_free(pool);
     ps_model_free(m);

@@ -325,14 +325,24 @@ PS_API const char *ps_act_name(ps_act act);
  * when attention reads it; the cache takes half the memory. Recurrent state (the hybrid
  * models' delta rule and conv) stays float32. Like act, the choice is part of what a score
  * means (f16 moves logprobs by ~1e-4..1e-3, bf16 by ~1e-3..1e-2; docs/api.md has figures);
- * for any one type, chunking, threads, batching and the prefix cache never change a bit. */
+ * for any one type, chunking, threads, batching and the prefix cache never change a bit.
+ * PS_KV_BF16_DOT stores K and V as PS_KV_BF16 does and also runs attention's two products in
+ * bfloat16, as GPU attention kernels do: each query row and each row of softmax probabilities
+ * is rounded to bf16 (nearest even), and each score and output sums bf16 x bf16 pairs in
+ * float32 in a fixed order, that of AVX-512 BF16's vdpbf16ps (per pair of elements: the odd
+ * product, then the even one, each added with rounding to nearest even; bf16 subnormals read
+ * as zero, float32 subnormal sums flushed to zero). Every CPU gives the same bits (without
+ * AVX-512 BF16 a scalar form computes them, slowly); with it, the two products run at up to
+ * twice their float32 rate, which shows on long prompts only (docs/api.md has figures). It
+ * moves logprobs by ~1e-2. */
 typedef enum {
     PS_KV_F32 = 0,
     PS_KV_F16 = 1,
-    PS_KV_BF16 = 2
+    PS_KV_BF16 = 2,
+    PS_KV_BF16_DOT = 3
 } ps_kv_type;
 
-/* "f32" / "f16" / "bf16"; "?" for other values. */
+/* "f32" / "f16" / "bf16" / "bf16-dot"; "?" for other values. */
 PS_API const char *ps_kv_type_name(ps_kv_type type);
 
 typedef struct {
@@ -350,7 +360,7 @@ typedef struct {
 PS_API ps_session_params ps_session_default_params(void);
 
 /* Allocates a KV cache of n_ctx positions in kv_type (4 bytes per element for PS_KV_F32, 2 for
- * PS_KV_F16 / PS_KV_BF16) and scratch for n_batch positions.
+ * PS_KV_F16 / PS_KV_BF16 / PS_KV_BF16_DOT) and scratch for n_batch positions.
  * Returns PS_OK, PS_ERR_INVALID_ARG (vocab-only model, bad sizes, an unknown act or kv_type),
  * PS_ERR_NOMEM. */
 PS_API ps_status ps_session_create(const ps_model *model, const ps_session_params *params,

@@ -11,7 +11,10 @@
  * over the segment's own sequence, so a row's result depends only on its query and its own
  * sequence's keys — never on the thread, the block or the other segments of the call.
  *
- * K/V element types (ps_kv_type): float32, IEEE half, bfloat16. ps_kv_round turns a row of
+ * K/V element types (ps_kv_type): float32, IEEE half, bfloat16 (bf16-dot stores bfloat16 too:
+ * ps_kv_elem_type; its tasks round the block's queries and probabilities to bf16 and call
+ * attn_dot.c's pair kernels instead, with key pairs from even positions: dot_queries,
+ * dot_probs). ps_kv_round turns a row of
  * floats into the cache's type when it is written (round to nearest even: vcvtps2ph for half,
  * the integer rounding of ps_f32_to_bf16 for bfloat16; NaN made the scalar form's quiet NaN),
  * and the kernels widen each element exactly as they load it (vcvtph2ps; a bfloat16 is the
@@ -138,6 +141,7 @@ T_AVX2 static void round_avx2(ps_kv_type t, const float *x, uint16_t *y, int64_t
 #endif
 
 void ps_kv_round(ps_isa isa, ps_kv_type t, const float *x, void *y, int64_t n) {
+    t = ps_kv_elem_type(t);
     if (t == PS_KV_F32) {
         memcpy(y, x, (size_t)n * sizeof(float));
         return;
@@ -164,6 +168,7 @@ T_AVX2 static void widen_avx2(int T, const void *x, float *y, int64_t n) {
 #endif
 
 void ps_kv_widen(ps_isa isa, ps_kv_type t, const void *x, float *y, int64_t n) {
+    t = ps_kv_elem_type(t);
 #if defined(__x86_64__)
     if (isa == PS_ISA_AVX512) { widen_avx512((int)t, x, y, n); return; }
     if (isa == PS_ISA_AVX2) { widen_avx2((int)t, x, y, n); return; }
@@ -393,6 +398,7 @@ SCORES_AVX512_T(scores_avx512_bf16, PS_KV_BF16)
 
 void ps_attn_scores(ps_isa isa, const float *q, int64_t ldq, int32_t nq, const void *kt,
                     ps_kv_type kt_t, int32_t n_keys, int32_t hd, float *s, int64_t lds) {
+    kt_t = ps_kv_elem_type(kt_t);
 #if defined(__x86_64__)
     if (isa == PS_ISA_AVX512) {
         if (kt_t == PS_KV_F16) scores_avx512_f16(q, ldq, nq, kt, n_keys, hd, s, lds);
@@ -412,6 +418,7 @@ void ps_attn_scores(ps_isa isa, const float *q, int64_t ldq, int32_t nq, const v
 
 void ps_attn_k_store(ps_isa isa, void *kt, ps_kv_type kt_t, int32_t hd, int32_t j,
                      const float *k) {
+    kt_t = ps_kv_elem_type(kt_t);
     if (kt_t == PS_KV_F32) {
         float *f = kt;
         for (int32_t d = 0; d < hd; d++) f[KT_AT(hd, j, d)] = k[d];
@@ -443,6 +450,7 @@ static void axpy_kv(ps_isa isa, ps_kv_type t, float a, const void *x, float *y, 
 static void attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
                     const void *v, ps_kv_type v_t, int64_t hd, float *out, int64_t ldo,
                     bool acc_in) {
+    v_t = ps_kv_elem_type(v_t);
 #if defined(__x86_64__)
     if (isa == PS_ISA_AVX512) {
         if (v_t == PS_KV_F16) pv_avx512_f16(p, ldp, n_keys, nq, v, hd, out, ldo, acc_in);
@@ -483,8 +491,11 @@ void ps_kv_store(ps_isa isa, ps_seq *q, int32_t slot, int32_t n_head_kv, int32_t
     }
 }
 
-size_t ps_attention_scratch_floats(int32_t n_ctx) {
-    return 16 + (size_t)PS_ATT_QBLOCK * ((size_t)n_ctx + 16);
+size_t ps_attention_scratch_floats(int32_t n_ctx, int32_t head_dim) {
+    const size_t row = (size_t)n_ctx + 16;
+    /* scores | bf16-dot: probabilities as bf16 (a row per query), queries as bf16 */
+    return 16 + (size_t)PS_ATT_QBLOCK * row + (size_t)PS_ATT_QBLOCK * ((row + 3) / 2) +
+           (size_t)PS_ATT_QBLOCK * (((size_t)head_dim + 3) / 2);
 }
 
 /* ---- a layer's attention ---- */
@@ -515,6 +526,30 @@ static void att_softmax(const att_job *job, float *row, int32_t n, float sink) {
     ps_softmax_sink_f32(job->s->isa, row, n, job->scale, sink);
 }
 
+/* bf16-dot's operands, in the thread's scratch after the scores: the block's queries rounded
+ * to bf16 (rows of ldqb, a zero after an odd head size) and its probabilities (rows of ldpb). */
+typedef struct {
+    uint16_t *qb, *pb;
+    int64_t ldqb, ldpb;
+} att_dot;
+
+static void dot_queries(const ps_session *s, const float *q, int64_t dq, int32_t nq, int32_t hd,
+                        const att_dot *w) {
+    for (int32_t r = 0; r < nq; r++) {
+        uint16_t *row = w->qb + r * w->ldqb;
+        ps_kv_round(s->isa, PS_KV_BF16, q + r * dq, row, hd);
+        if (hd & 1) row[hd] = 0;
+    }
+}
+
+/* Row r of pb: `at` zeros, then p[0 .. n) rounded to bf16, then zeros up to `end`. */
+static void dot_probs(const ps_session *s, const float *p, int32_t n, uint16_t *row, int32_t at,
+                      int32_t end) {
+    for (int32_t t = 0; t < at; t++) row[t] = 0;
+    ps_kv_round(s->isa, PS_KV_BF16, p, row + at, n);
+    for (int32_t t = at + n; t < end; t++) row[t] = 0;
+}
+
 /* A sliding layer's head task (see att_task): the block's queries p_first .. p_last see,
  * together, the logical key range lo = max(0, p_first - swa + 1) .. p_last, of len <= swa + 31
  * keys, which the ring holds (kv_len >= swa + n_batch - 1, or all of n_ctx) in at most two
@@ -528,17 +563,25 @@ static void att_softmax(const att_job *job, float *row, int32_t n, float sink) {
  * its position and the keys it sees, never on the chunking or on where the ring wraps. */
 static void att_window(const att_job *job, const float *q, int64_t dq, int32_t nq, int32_t p_first,
                        const void *K, const void *V, ps_kv_type t, int64_t R, int32_t hd,
-                       float *sc, int64_t lds, float sink, float *out) {
+                       float *sc, int64_t lds, float sink, float *out, const att_dot *w) {
     const ps_session *s = job->s;
     const int32_t W = job->swa;
     const int64_t lo = PS_MAX(0, (int64_t)p_first - W + 1), hi = (int64_t)p_first + nq - 1;
     const int64_t len = hi - lo + 1, lo_p = lo % R, len_a = PS_MIN(len, R - lo_p);
     const int64_t a = lo_p & ~(int64_t)15;
-    ps_attn_scores(s->isa, q, dq, nq, ps_kv_at(K, t, a * hd), t, (int32_t)(lo_p - a + len_a), hd,
-                   sc - (lo_p - a), lds);
-    if (len > len_a)
-        ps_attn_scores(s->isa, q, dq, nq, K, t, (int32_t)(len - len_a), hd, sc + len_a, lds);
-    int32_t n_keys[PS_ATT_QBLOCK], n_a[PS_ATT_QBLOCK], n_b[PS_ATT_QBLOCK];
+    if (w) {
+        ps_attn_scores_dot(s->isa, w->qb, w->ldqb, nq, (const uint16_t *)K + a * hd,
+                           (int32_t)(lo_p - a + len_a), hd, sc - (lo_p - a), lds);
+        if (len > len_a)
+            ps_attn_scores_dot(s->isa, w->qb, w->ldqb, nq, K, (int32_t)(len - len_a), hd,
+                               sc + len_a, lds);
+    } else {
+        ps_attn_scores(s->isa, q, dq, nq, ps_kv_at(K, t, a * hd), t, (int32_t)(lo_p - a + len_a),
+                       hd, sc - (lo_p - a), lds);
+        if (len > len_a)
+            ps_attn_scores(s->isa, q, dq, nq, K, t, (int32_t)(len - len_a), hd, sc + len_a, lds);
+    }
+    int32_t n_keys[PS_ATT_QBLOCK] = {0}, n_a[PS_ATT_QBLOCK] = {0}, n_b[PS_ATT_QBLOCK] = {0};
     for (int32_t r = 0; r < nq; r++) {
         const int64_t p = (int64_t)p_first + r, off = PS_MAX(0, p - W + 1) - lo;
         float *row = sc + r * lds;
@@ -547,6 +590,19 @@ static void att_window(const att_job *job, const float *q, int64_t dq, int32_t n
         n_keys[r] = (int32_t)(p - lo + 1);
         n_a[r] = (int32_t)PS_MIN(n_keys[r], len_a);
         n_b[r] = n_keys[r] - n_a[r];
+    }
+    if (w) {
+        /* key pairs start at even slots (the ring's length is even): run A from lo_p's pair,
+         * with a zero for the key before lo when lo_p is odd; run B from slot 0 */
+        const int32_t sh = (int32_t)(lo_p & 1), end = (int32_t)((sh + len + 1) & ~(int64_t)1);
+        for (int32_t r = 0; r < nq; r++)
+            dot_probs(s, sc + r * lds, n_keys[r], w->pb + r * w->ldpb, sh, end);
+        ps_attn_pv_dot(s->isa, w->pb, w->ldpb, sh + n_a[nq - 1], nq,
+                       (const uint16_t *)V + (lo_p - sh) * hd, hd, out, dq, false);
+        if (len > len_a)
+            ps_attn_pv_dot(s->isa, w->pb + sh + len_a, w->ldpb, n_b[nq - 1], nq, V, hd, out, dq,
+                           true);
+        return;
     }
     ps_attn_pv(s->isa, sc, lds, n_a, nq, ps_kv_at(V, t, lo_p * hd), t, hd, out, dq);
     if (len > len_a) ps_attn_pv_acc(s->isa, sc + len_a, lds, n_b, nq, V, t, hd, out, dq);
@@ -577,14 +633,33 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
     const float *q = s->q + (int64_t)r0 * dq + (int64_t)h * hd;
     float *out = s->att + (int64_t)r0 * dq + (int64_t)h * hd;
     const float sink = job->sinks ? job->sinks[h] : -INFINITY;
+    att_dot dot, *w = NULL;
+    if (kt == PS_KV_BF16_DOT) {
+        dot.ldpb = lds + 2;
+        dot.pb = (uint16_t *)(void *)(sc + PS_ATT_QBLOCK * lds);
+        dot.ldqb = hd + 2;
+        dot.qb = dot.pb + PS_ATT_QBLOCK * dot.ldpb;
+        w = &dot;
+        dot_queries(s, q, dq, nq, hd, w);
+    }
     if (job->swa > 0) {
         att_window(job, q, dq, nq, sq->n_past + i0, K, V, kt, sq->kv_len[job->kv_slot], hd, sc,
-                   lds, sink, out);
+                   lds, sink, out, w);
         return;
     }
     int32_t n_keys[PS_ATT_QBLOCK] = {0};
     for (int32_t r = 0; r < nq; r++) n_keys[r] = sq->n_past + i0 + r + 1;
 
+    if (w) {
+        const int32_t nk = n_keys[nq - 1];
+        ps_attn_scores_dot(s->isa, w->qb, w->ldqb, nq, K, nk, hd, sc, lds);
+        for (int32_t r = 0; r < nq; r++) {
+            att_softmax(job, sc + r * lds, n_keys[r], sink);
+            dot_probs(s, sc + r * lds, n_keys[r], w->pb + r * w->ldpb, 0, (nk + 1) & ~1);
+        }
+        ps_attn_pv_dot(s->isa, w->pb, w->ldpb, nk, nq, V, hd, out, dq, false);
+        return;
+    }
     ps_attn_scores(s->isa, q, dq, nq, K, kt, n_keys[nq - 1], hd, sc, lds);
     for (int32_t r = 0; r < nq; r++) att_softmax(job, sc + r * lds, n_keys[r], sink);
     ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, kt, hd, out, dq);

@@ -13,7 +13,9 @@
  * A half / bfloat16 element is the key or value rounded to nearest even when it is stored
  * (ps_kv_round) and is widened exactly to float32 when it is read; the score and P·V kernels
  * then run the same float operations as on a float32 cache holding the widened values, so a
- * cache type changes what is stored, never how it is summed.
+ * cache type changes what is stored, never how it is summed. The exception is bf16-dot
+ * (PS_KV_BF16_DOT): it stores bfloat16 in the same layout, and its two products are attn_dot.c's
+ * bf16 pair sums (queries and probabilities rounded to bf16 too).
  * The kernels below are single-threaded (a pool task's); ps_attention runs a layer's attention
  * for every row of a forward call on the pool, one task per (segment, head, block of
  * PS_ATT_QBLOCK queries).
@@ -31,6 +33,11 @@
 
 /* Bytes of one K/V element of type t. */
 static inline size_t ps_kv_elt(ps_kv_type t) { return t == PS_KV_F32 ? 4 : 2; }
+/* The element type a cache of type t stores: bf16-dot stores bfloat16 (its difference is how
+ * attention multiplies, not what the cache holds). */
+static inline ps_kv_type ps_kv_elem_type(ps_kv_type t) {
+    return t == PS_KV_BF16_DOT ? PS_KV_BF16 : t;
+}
 
 /* Elements of one slot's K / V cache for len positions of n_head_kv heads of hd. */
 static inline uint64_t ps_kv_k_floats(int64_t n_head_kv, int64_t hd, int64_t len) {
@@ -69,8 +76,10 @@ void ps_kv_store(ps_isa isa, ps_seq *q, int32_t slot, int32_t n_head_kv, int32_t
 
 /* Floats of one thread's attention scratch for sequences of up to n_ctx positions: 16, then
  * PS_ATT_QBLOCK rows of n_ctx + 16 scores (a sliding layer's scores of a ring segment may start
- * up to 15 before a row). */
-size_t ps_attention_scratch_floats(int32_t n_ctx);
+ * up to 15 before a row), then bf16-dot's operands: PS_ATT_QBLOCK rows of n_ctx + 18 bf16
+ * probabilities and PS_ATT_QBLOCK rows of head_dim + 2 bf16 query elements (touched only by a
+ * bf16-dot cache). */
+size_t ps_attention_scratch_floats(int32_t n_ctx, int32_t head_dim);
 
 /* Attention scores against K in the layout above (kt: one head's blocks, elements of type kt_t
  * widened to float32 k_j[d]). s (nq, n_keys) rows lds apart,
@@ -95,6 +104,28 @@ void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, 
  * (a sliding layer's ring wrapping) equals the product over both runs at once. */
 void ps_attn_pv_acc(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
                     const void *v, ps_kv_type v_t, int64_t hd, float *out, int64_t ldo);
+
+/* ---- bf16-dot (PS_KV_BF16_DOT): the two products on bf16 pairs (attn_dot.c) ----
+ * One step of a bf16-dot sum, the definition (one lane of vdpbf16ps): acc + a1 * b1, then
+ * + a0 * b0, each rounded to nearest even; a bf16 subnormal operand reads as zero, a float32
+ * subnormal (acc or a sum) as zero of its sign. */
+float ps_dot_bf16_step(float acc, uint16_t a0, uint16_t a1, uint16_t b0, uint16_t b1);
+/* s (nq, n_keys) rows lds apart: s[r][j] = from +0, for each pair of dimensions (d, d + 1),
+ * d = 0, 2, 4, ..: step(acc, q[d], q[d+1], k_j[d], k_j[d+1]), with qb rows ldq elements apart
+ * (bf16; an odd hd needs qb[r][hd] = 0, and k_j[hd] is taken as 0, not read) and K (bf16) in
+ * the K layout above. Reads keys j < n_keys only (within their 16-key blocks); writes
+ * s[r][0 .. n_keys). AVX-512 BF16 (isa PS_ISA_AVX512 on a CPU that has it): vdpbf16ps; else
+ * the scalar form; the same bits. */
+void ps_attn_scores_dot(ps_isa isa, const uint16_t *qb, int64_t ldq, int32_t nq,
+                        const uint16_t *kt, int32_t n_keys, int32_t hd, float *s, int64_t lds);
+/* out (nq, hd) rows ldo apart: out[q][d] = from +0 (acc_in: from out[q][d]), for each pair of
+ * keys (j, j + 1), j = 0, 2, 4, .. < n_keys: step(acc, p[q][j], p[q][j+1], v_j[d], v_j+1[d]),
+ * then acc + 0 (a zero sum is +0),
+ * with pb rows ldp elements apart (bf16; an odd n_keys needs pb[q][n_keys] = 0, and v_n_keys
+ * is taken as 0, not read) and V (bf16) rows of hd. A query that sees fewer keys has zeros
+ * there: a zero pair leaves a sum unchanged, so it gets the bits it would get alone. */
+void ps_attn_pv_dot(ps_isa isa, const uint16_t *pb, int64_t ldp, int32_t n_keys, int32_t nq,
+                    const uint16_t *v, int64_t hd, float *out, int64_t ldo, bool acc_in);
 
 /* Layer L's attention for the rows of a forward call: s->att (rows, n_head*hd) = per head h
  * softmax(s->q[h] K^T * scale) V over the row's own sequence's cache (kv head h / (n_head /

@@ -24,6 +24,12 @@
  * server that has run a while (cache_pairs_row). The budget at the end then counts the
  * largest cache those runs held.
  *
+ * --kv-pairs N: after each row, the same prompt is scored N times on the row's session (its
+ * --kv-type) and N times on a second session of --kv-base (default f32), alternating base /
+ * type, and one line gives the median seconds of each and the median of the pairs' ratios:
+ * what a cache type costs or saves, measured in one run (kv_pairs_row). The budget at the end then counts the
+ * second session's KV cache too.
+ *
  * The kernels' agreement with their references on a model's own matrices is a test
  * (tests/test_model_kernels.c), not part of this command, which only measures.
  * --json prints one JSON object per line instead of the table.
@@ -203,10 +209,53 @@ static ps_status cache_pairs_row(ps_session *s, const int32_t *tokens, int32_t l
     return st;
 }
 
+/* --kv-pairs, one row: n pairs of runs of a prompt of len ids on the base session and on the
+ * row's session s, alternating base / s; *base_med / *type_med = their median seconds, *ratio
+ * the median of the pairs' type / base ratios (a pair's two runs are close in time, so a
+ * machine whose speed drifts moves both). */
+static ps_status kv_pairs_row(ps_session *s, ps_session *base, const int32_t *tokens,
+                              int32_t len, int32_t k, int32_t n, bool cpu_clock, double *base_med,
+                              double *type_med, double *ratio, ps_error *err) {
+    double *t = ps_malloc(sizeof(double) * 3 * (size_t)n);
+    if (!t) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
+    double *b = t + n, *r = b + n;
+    int64_t bytes = 0;
+    ps_status st = PS_OK;
+    for (int32_t i = 0; i < n && st == PS_OK; i++) {
+        if ((b[i] = timed_score(base, tokens, len, k, NULL, cpu_clock, &bytes, err)) < 0 ||
+            (t[i] = timed_score(s, tokens, len, k, NULL, cpu_clock, &bytes, err)) < 0)
+            st = err->code;
+        else r[i] = t[i] / b[i];
+    }
+    if (st == PS_OK) {
+        qsort(b, (size_t)n, sizeof *b, cmp_d);
+        qsort(t, (size_t)n, sizeof *t, cmp_d);
+        qsort(r, (size_t)n, sizeof *r, cmp_d);
+        *base_med = b[n / 2];
+        *type_med = t[n / 2];
+        *ratio = r[n / 2];
+    }
+    ps_free(t);
+    return st;
+}
+
+static bool opt_kv_base(const char *cmd, const char *opt, const char *value, void *dst) {
+    static const ps_kv_type T[] = {PS_KV_F32, PS_KV_F16, PS_KV_BF16, PS_KV_BF16_DOT};
+    for (size_t i = 0; i < PS_ARRAY_LEN(T); i++)
+        if (value && !strcmp(value, ps_kv_type_name(T[i]))) {
+            *(ps_kv_type *)dst = T[i];
+            return true;
+        }
+    fprintf(stderr, "promptscore %s: %s wants f32, f16, bf16 or bf16-dot, got '%s'\n", cmd, opt,
+            value ? value : "");
+    return false;
+}
+
 int ps_cli_bench(int argc, char **argv) {
     ps_cli_model_opts o = {0};
     int_list tl = {{1, 2}, 2, false}, ll = {{256, 1024, 4096}, 3, false};
-    int32_t k = 20, cache_pairs = 0;
+    int32_t k = 20, cache_pairs = 0, kv_pairs = 0;
+    ps_kv_type kv_base = PS_KV_F32;
     bool json = false;
     double cache_peak = 0; /* the largest cache the --cache-pairs runs held (bytes) */
     const ps_cli_opt model_opts[] = {
@@ -228,6 +277,12 @@ int ps_cli_bench(int argc, char **argv) {
          "and with a fresh prefix cache, then with a warm full one: median\n"
          "seconds and their ratio (default 0)",
          PS_CLI_I32, &cache_pairs, 0, 1000},
+        {"--kv-pairs", "N", "after each row, N alternating pairs of the same prompt on a\n"
+         "session of --kv-base and on the row's (--kv-type): median seconds\n"
+         "and the median of the pairs' ratios (default 0)",
+         PS_CLI_I32, &kv_pairs, 0, 1000},
+        {"--kv-base", "TYPE", "the other cache type of --kv-pairs (default f32)", PS_CLI_FN,
+         &kv_base, 0, 0, opt_kv_base},
         {0}};
     const ps_cli_opt *const tables[] = {model_opts, bench_opts, NULL};
     const ps_cli_cmd c = {"bench", "-m MODEL.gguf [options]", BENCH_ABOUT, tables};
@@ -291,10 +346,14 @@ int ps_cli_bench(int argc, char **argv) {
     }
     const double kv_bytes = 2.0 * hp->n_head_kv * (double)hp->head_dim * kv_positions *
                             (o.kv_type == PS_KV_F32 ? 4 : 2);
+    /* --kv-pairs: the second session's cache */
+    const double kv_base_bytes = kv_pairs > 0 ? 2.0 * hp->n_head_kv * (double)hp->head_dim *
+                                                    kv_positions * (kv_base == PS_KV_F32 ? 4 : 2)
+                                              : 0.0;
     const double logit_bytes = 2.0 * PS_CHUNK * (double)hp->n_vocab * 4;
     /* the AMX tile copy of BF16 weights (info.tile_bytes, 0 without one) counts as weights */
     const double budget = (double)info.file_bytes + (double)info.tile_bytes + kv_bytes +
-                          logit_bytes + 64.0 * 1048576;
+                          kv_base_bytes + logit_bytes + 64.0 * 1048576;
 
     int32_t *tokens = ps_malloc(sizeof(int32_t) * (size_t)max_len);
     if (!tokens) {
@@ -342,8 +401,12 @@ int ps_cli_bench(int argc, char **argv) {
         sp.pool = pool;
         sp.act = act;
         sp.kv_type = o.kv_type;
-        if (ps_session_create(model, &sp, &s, &err) != PS_OK) {
+        ps_session *sb = NULL; /* --kv-pairs: the same session but for its cache type */
+        if (ps_session_create(model, &sp, &s, &err) != PS_OK ||
+            (kv_pairs > 0 && (sp.kv_type = kv_base,
+                              ps_session_create(model, &sp, &sb, &err) != PS_OK))) {
             fprintf(stderr, "promptscore bench: session: %s\n", err.message);
+            ps_session_free(s);
             ps_pool_free(pool);
             rc = 1;
             break;
@@ -356,6 +419,9 @@ int ps_cli_bench(int argc, char **argv) {
         ps_score_params wp = ps_score_default_params();
         wp.k = k;
         if (!rc && ps_score_tokens(s, tokens, PS_MIN(max_len, 16), &wp, &warm, &err) == PS_OK)
+            ps_score_result_free(warm);
+        warm = NULL;
+        if (sb && ps_score_tokens(sb, tokens, PS_MIN(max_len, 16), &wp, &warm, &err) == PS_OK)
             ps_score_result_free(warm);
         if (!json && !rc)
             printf("%7s %7s %9s %9s %7s %7s %7s %7s %7s %9s%s\n", "threads", "tokens", "seconds",
@@ -442,7 +508,30 @@ int ps_cli_bench(int argc, char **argv) {
                            cpu_clock ? "CPU time" : "wall time");
                 fflush(stdout);
             }
+            if (sb && !rc) {
+                double mb = 0, mt = 0, ratio = 0;
+                if (kv_pairs_row(s, sb, tokens, lengths[li], k, kv_pairs, cpu_clock, &mb, &mt,
+                                 &ratio, &err) != PS_OK) {
+                    fprintf(stderr, "promptscore bench: --kv-pairs: %s\n", err.message);
+                    rc = 1;
+                    break;
+                }
+                if (json)
+                    printf("{\"threads\": %d, \"tokens\": %d, \"kv_pairs\": %d, "
+                           "\"kv_type\": \"%s\", \"kv_base\": \"%s\", \"type_seconds\": %.9f, "
+                           "\"base_seconds\": %.9f, \"type_over_base\": %.4f, \"clock\": "
+                           "\"%s\"}\n", threads[ti], lengths[li], kv_pairs,
+                           ps_kv_type_name(o.kv_type), ps_kv_type_name(kv_base), mt, mb, ratio,
+                           cpu_clock ? "cpu" : "wall");
+                else
+                    printf("%7d %7d  kv %s / %s: %.6f s / %.6f s; per pair %.4f (%.2fx the "
+                           "speed; medians of %d alternating pairs, %s)\n", threads[ti],
+                           lengths[li], ps_kv_type_name(o.kv_type), ps_kv_type_name(kv_base), mt,
+                           mb, ratio, 1.0 / ratio, kv_pairs, cpu_clock ? "CPU time" : "wall time");
+                fflush(stdout);
+            }
         }
+        ps_session_free(sb);
         ps_session_free(s);
         ps_pool_free(pool);
     }
@@ -453,11 +542,12 @@ int ps_cli_bench(int argc, char **argv) {
     if (!rc) {
         if (json)
             printf("{\"peak_rss_mb\": %.1f, \"budget_mb\": %.1f, \"weights_mb\": %.1f, "
-                   "\"tile_copy_mb\": %.1f, \"kv_cache_mb\": %.1f, \"logits_mb\": %.1f, "
-                   "\"cache_mb\": %.1f, \"within_budget\": %s}\n",
+                   "\"tile_copy_mb\": %.1f, \"kv_cache_mb\": %.1f, \"kv_base_cache_mb\": %.1f, "
+                   "\"logits_mb\": %.1f, \"cache_mb\": %.1f, \"within_budget\": %s}\n",
                    rss / 1048576, budget_all / 1048576, info.file_bytes / 1048576.0,
-                   info.tile_bytes / 1048576.0, kv_bytes / 1048576, logit_bytes / 1048576,
-                   cache_peak / 1048576, rss <= budget_all ? "true" : "false");
+                   info.tile_bytes / 1048576.0, kv_bytes / 1048576, kv_base_bytes / 1048576,
+                   logit_bytes / 1048576, cache_peak / 1048576,
+                   rss <= budget_all ? "true" : "false");
         else {
             char tiles[64] = "";
             if (info.tile_bytes)
@@ -466,10 +556,13 @@ int ps_cli_bench(int argc, char **argv) {
             char pc[64] = "";
             if (cache_pairs > 0)
                 snprintf(pc, sizeof pc, " + prefix cache %.1f", cache_peak / 1048576);
-            printf("peak RSS %.1f MB; budget %.1f MB = weights %.1f%s + KV cache %.1f + 2 "
+            char kb[64] = "";
+            if (kv_base_bytes > 0)
+                snprintf(kb, sizeof kb, " + --kv-base's KV cache %.1f", kv_base_bytes / 1048576);
+            printf("peak RSS %.1f MB; budget %.1f MB = weights %.1f%s + KV cache %.1f%s + 2 "
                    "chunks of logits %.1f%s + 64 (%s)\n",
                    rss / 1048576, budget_all / 1048576, info.file_bytes / 1048576.0, tiles,
-                   kv_bytes / 1048576, logit_bytes / 1048576, pc,
+                   kv_bytes / 1048576, kb, logit_bytes / 1048576, pc,
                    rss <= budget_all ? "within" : "OVER");
         }
     }

@@ -33,6 +33,7 @@ const char *ps_kv_type_name(ps_kv_type type) {
     case PS_KV_F32: return "f32";
     case PS_KV_F16: return "f16";
     case PS_KV_BF16: return "bf16";
+    case PS_KV_BF16_DOT: return "bf16-dot";
     }
     return "?";
 }
@@ -75,9 +76,11 @@ ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, p
     if (n_ctx < 1 || n_ctx > PS_MAX_CTX)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d must be in 1..%d", (int)n_ctx,
                        PS_MAX_CTX);
-    if (kv_type != PS_KV_F32 && kv_type != PS_KV_F16 && kv_type != PS_KV_BF16)
+    if (kv_type != PS_KV_F32 && kv_type != PS_KV_F16 && kv_type != PS_KV_BF16 &&
+        kv_type != PS_KV_BF16_DOT)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                       "kv_type = %d is not PS_KV_F32, PS_KV_F16 or PS_KV_BF16", (int)kv_type);
+                       "kv_type = %d is not PS_KV_F32, PS_KV_F16, PS_KV_BF16 or PS_KV_BF16_DOT",
+                       (int)kv_type);
     const ps_hparams *hp = &model->hp;
     ps_seq *q = ps_calloc(1, sizeof *q);
     if (!q) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (sequence)");
@@ -99,7 +102,13 @@ ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, p
         const ps_layer *L = &model->w.layers[l];
         if (L->kv_slot < 0) continue;
         int64_t len = n_ctx;
-        if (L->swa > 0) len = PS_MIN(len, (int64_t)L->swa + n_batch - 1);
+        /* bf16-dot pairs keys by position (2i, 2i + 1): a ring of even length keeps each
+         * pair in two neighbouring slots wherever it wraps */
+        if (L->swa > 0) {
+            int64_t ring = (int64_t)L->swa + n_batch - 1;
+            if (kv_type == PS_KV_BF16_DOT) ring += ring & 1;
+            len = PS_MIN(len, ring);
+        }
         const uint64_t kf = ps_kv_k_floats(nkv, hd, len), vf = ps_kv_v_floats(nkv, hd, len);
         q->kv_len[L->kv_slot] = len;
         q->k_off[L->kv_slot] = (int64_t)k_floats;
@@ -187,9 +196,9 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "act = %d is not PS_ACT_NATIVE or PS_ACT_F32",
                        (int)params->act);
     if (params->kv_type != PS_KV_F32 && params->kv_type != PS_KV_F16 &&
-        params->kv_type != PS_KV_BF16)
+        params->kv_type != PS_KV_BF16 && params->kv_type != PS_KV_BF16_DOT)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                       "kv_type = %d is not PS_KV_F32, PS_KV_F16 or PS_KV_BF16",
+                       "kv_type = %d is not PS_KV_F32, PS_KV_F16, PS_KV_BF16 or PS_KV_BF16_DOT",
                        (int)params->kv_type);
     ps_isa isa = params->isa == PS_ISA_AUTO ? ps_isa_best() : params->isa;
     if (!ps_isa_supported(isa) || isa == PS_ISA_AUTO)
@@ -288,7 +297,7 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     s->row_pos = ps_calloc(nb, sizeof *s->row_pos);
     s->row_seq = ps_calloc(nb, sizeof *s->row_seq);
     s->mm_scratch = alloc_floats((uint64_t)s->n_threads, s->mm_stride, 1);
-    s->att_stride = ps_attention_scratch_floats(s->n_ctx);
+    s->att_stride = ps_attention_scratch_floats(s->n_ctx, s->model->hp.head_dim);
     s->att_scratch = alloc_floats((uint64_t)s->n_threads, s->att_stride, 1);
     if (!s->x || !s->xb || !s->ffn_out || !s->q || !s->att || !s->k || !s->v || !s->hb ||
         !s->hb2 || !s->rope_cos || !s->rope_sin || !s->mm_scratch || !s->att_scratch ||

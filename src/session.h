@@ -41,7 +41,7 @@ typedef struct ps_seq {
     int32_t n_ctx;                   /* positions it can hold */
     int32_t n_past;                  /* positions cached */
     ps_kv_type kv_type;              /* the K/V elements' type */
-    int32_t kv_elt;                  /* bytes per K/V element: 4 (f32) or 2 (f16, bf16) */
+    int32_t kv_elt;                  /* bytes per K/V element: 4 (f32) or 2 (f16, bf16, bf16-dot) */
     void *k_cache, *v_cache;
     int64_t *kv_len, *k_off, *v_off; /* per KV slot (n_layer_kv): positions held, element offsets */
     int64_t kv_elems;                /* elements of k_cache + v_cache (bytes: kv_elems * kv_elt) */
@@ -67,7 +67,7 @@ typedef struct {
  *   x, xb, ffn_out: (n_batch, n_embd)   q, att: (n_batch, n_head*head_dim)
  *   k, v: (n_batch, n_head_kv*head_dim)   hb, hb2: (n_batch, n_ff)
  *   mm_scratch: n_threads * mm_stride
- *   att_scratch: n_threads * att_stride (attention.c: ps_attention_scratch_floats(n_ctx))
+ *   att_scratch: n_threads * att_stride (attention.c: ps_attention_scratch_floats(n_ctx, head_dim))
  *   rope_cos, rope_sin: (n_batch, n_rot/2) for the rows' positions
  *   row_pos, row_seq: (n_batch) each row's position and sequence */
 struct ps_session {

@@ -12,7 +12,9 @@
  * ps_score_batch at max_seqs unlimited, 3 and 1, and with a smaller chunk (97) on one prompt.
  * Every result's tokens, logprob bits, top-K ids and logprob bits, sum, finish and n_gen must be
  * equal. Four families run again with a half-precision K/V cache (llama and the qwen35 hybrid
- * in f16, gemma2's rings and gpt-oss in bf16), every session of that kv_type. Then: a bad token in one prompt fails the batch cleanly (naming the prompt, every
+ * in f16, gemma2's rings and gpt-oss in bf16), every session of that kv_type, and three with
+ * bf16-dot (llama, gemma2's rings, gpt-oss's rings and sinks: key pairs over ragged batches and
+ * wrapped rings). Then: a bad token in one prompt fails the batch cleanly (naming the prompt, every
  * result NULL), the session's own sequence is untouched by a batch, and the checked forward
  * entry refuses one sequence twice in a call and a call over n_batch rows, and every
  * allocation failure inside a batch is a clean PS_ERR_NOMEM.
@@ -296,8 +298,10 @@ int main(void) {
     static const struct {
         const char *preset;
         ps_kv_type kv;
-    } KV[] = {{"tiny", PS_KV_F16}, {"qwen35-tiny", PS_KV_F16}, {"gemma2-tiny", PS_KV_BF16},
-              {"gpt-oss-tiny", PS_KV_BF16}};
+    } KV[] = {{"tiny", PS_KV_F16},          {"qwen35-tiny", PS_KV_F16},
+              {"gemma2-tiny", PS_KV_BF16},   {"gpt-oss-tiny", PS_KV_BF16},
+              {"tiny", PS_KV_BF16_DOT},      {"gemma2-tiny", PS_KV_BF16_DOT},
+              {"gpt-oss-tiny", PS_KV_BF16_DOT}};
     for (size_t i = 0; i < PS_ARRAY_LEN(KV); i++) {
         char tag[64];
         snprintf(tag, sizeof tag, "%s F32, kv %s", KV[i].preset, ps_kv_type_name(KV[i].kv));

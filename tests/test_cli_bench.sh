@@ -82,7 +82,23 @@ check "--help lists --act" '"$BIN" bench --help | grep -q -- "--act native|f32"'
 "$BIN" bench -m "$MODEL" -t 1 --lengths 8 --kv-type bf16 --json > "$T/kv.json" 2>/dev/null
 check "--kv-type bf16 --json carries \"kv_type\": \"bf16\"" 'grep -q "\"kv_type\": \"bf16\"" "$T/kv.json"'
 "$BIN" bench -m "$MODEL" --kv-type q8 > /dev/null 2> "$T/e"; rc=$?
-check "--kv-type q8: exit 2 naming --kv-type" '[ $rc -eq 2 ] && grep -q -- "--kv-type wants f32, f16 or bf16" "$T/e"'
+check "--kv-type q8: exit 2 naming --kv-type" '[ $rc -eq 2 ] && grep -q -- "--kv-type wants f32, f16, bf16 or bf16-dot" "$T/e"'
+# --kv-pairs: after the run line, one line timing the row's cache type against --kv-base's
+"$BIN" bench -m "$MODEL" --json -t 1 --lengths 40 --kv-type bf16-dot --kv-pairs 3 --kv-base bf16 > "$T/kp.json" 2> "$T/err"; rc=$?
+check "bench --kv-type bf16-dot --kv-pairs 3 --kv-base bf16 --json exits 0 ($(cat "$T/err"))" '[ $rc -eq 0 ]'
+check "--kv-pairs: a line of medians and the pairs' median ratio, bf16-dot over bf16, then the budget with both caches" "python3 - '$T/kp.json' <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 3, rows
+r = rows[1]
+assert (r['tokens'], r['kv_pairs'], r['kv_type'], r['kv_base']) == (40, 3, 'bf16-dot', 'bf16'), r
+assert r['type_seconds'] > 0 and r['base_seconds'] > 0, r
+assert 0.25 < r['type_over_base'] / (r['type_seconds'] / r['base_seconds']) < 4, r
+assert rows[2]['kv_base_cache_mb'] == rows[2]['kv_cache_mb'], rows[2]  # both 2-byte caches
+assert rows[2]['within_budget'] is True, rows[2]
+PY"
+"$BIN" bench -m "$MODEL" --kv-pairs 2 --kv-base q8 > /dev/null 2> "$T/e"; rc=$?
+check "--kv-base q8: exit 2 naming --kv-base" '[ $rc -eq 2 ] && grep -q -- "--kv-base wants f32, f16, bf16 or bf16-dot" "$T/e"'
 # --cache-pairs: after the run line, one line against fresh caches and one against a warm, full
 # cache (each "on" run a prompt it has not seen, evicting the one before), then the RSS line
 # counting the caches held

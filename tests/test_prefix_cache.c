@@ -140,6 +140,8 @@ static const fixture FIXTURES[] = {
     {"phi3-tiny", NULL, PS_GGML_F32, PS_KV_F32},   {"olmo2-tiny", NULL, PS_GGML_F32, PS_KV_F32},
     {"tiny", NULL, PS_GGML_F32, PS_KV_F16},           {"gemma2-tiny", NULL, PS_GGML_F32, PS_KV_F16},
     {"qwen35-tiny", NULL, PS_GGML_F32, PS_KV_BF16},   {"gpt-oss-tiny", NULL, PS_GGML_BF16, PS_KV_BF16},
+    {"tiny", NULL, PS_GGML_F32, PS_KV_BF16_DOT},      {"gemma2-tiny", NULL, PS_GGML_F32, PS_KV_BF16_DOT},
+    {"qwen35-tiny", NULL, PS_GGML_F32, PS_KV_BF16_DOT},
 };
 
 static void fixture_params(const fixture *f, ps_genmodel_params *gp) {

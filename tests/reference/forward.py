@@ -61,7 +61,10 @@ weight.
 --kv-type f16|bf16 mirrors promptscore's half-precision K/V cache: every attention layer's keys
 (after the norms and RoPE) and values are rounded to float32, then to IEEE half or bfloat16
 (nearest even), before attention reads them; everything else stays float64 (the hybrids'
-recurrent state too).
+recurrent state too). --kv-type bf16-dot rounds K and V as bf16 does and also the two other
+operands of attention's products: each query (phi3: the query times its scale, as promptscore
+scales it first) and each row of softmax probabilities, rounded to float32, then to bfloat16;
+the sums themselves stay float64.
 
 usage:
   forward.py MODEL.gguf --tokens 1,2,3 [--out logits.f64]   raw little-endian float64, T x n_vocab
@@ -557,11 +560,12 @@ class Model:
             out = np.empty((T, H, D))
             for hh in range(H):
                 kh = hh // g
-                sc = np.where(seen, q[:, hh, :] @ k[:, kh, :].T / np.sqrt(D), -np.inf)
+                sc = np.where(seen, self.dot_round(q[:, hh, :]) @ k[:, kh, :].T / np.sqrt(D),
+                              -np.inf)
                 m = np.maximum(sc.max(axis=1), sinks[hh])
                 e = np.exp(sc - m[:, None])
                 den = e.sum(axis=1) + np.exp(sinks[hh] - m)
-                out[:, hh, :] = (e / den[:, None]) @ v[:, kh, :]
+                out[:, hh, :] = self.dot_round(e / den[:, None]) @ v[:, kh, :]
             x = x + self.matmul(out.reshape(T, H * D), p + "attn_output.weight") \
                 + self.W(p + "attn_output.bias")
             h = self.rmsnorm(x, self.W(p + "post_attention_norm.weight"))
@@ -593,9 +597,9 @@ class Model:
             out = np.empty((T, H, D))
             for hh in range(H):
                 kh = hh // (H // HK)
-                sc = q[:, hh, :] @ k[:, kh, :].T / np.sqrt(D) + mask
+                sc = self.dot_round(q[:, hh, :]) @ k[:, kh, :].T / np.sqrt(D) + mask
                 e = np.exp(sc - sc.max(axis=1, keepdims=True))
-                out[:, hh, :] = (e / e.sum(axis=1, keepdims=True)) @ v[:, kh, :]
+                out[:, hh, :] = self.dot_round(e / e.sum(axis=1, keepdims=True)) @ v[:, kh, :]
             a = self.matmul(out.reshape(T, H * D), p + "attn_output.weight")
             x = x + self.rmsnorm(a, self.W(p + "post_attention_norm.weight"))
             gt = self.matmul(x, p + "ffn_gate.weight")
@@ -654,13 +658,16 @@ class Model:
             out = np.empty((T, H, D))
             for hh in range(H):
                 kh = hh // g
-                s = q[:, hh, :] @ k[:, kh, :].T * self.attn_scale
+                if self.arch == "phi3":  # promptscore scales q first (PS_A_Q_PRESCALE)
+                    s = self.dot_round(q[:, hh, :] * self.attn_scale) @ k[:, kh, :].T
+                else:
+                    s = self.dot_round(q[:, hh, :]) @ k[:, kh, :].T * self.attn_scale
                 if self.attn_softcap:
                     s = np.tanh(s / self.attn_softcap) * self.attn_softcap
                 s = s + lmask
                 s = s - s.max(axis=1, keepdims=True)
                 e = np.exp(s)
-                out[:, hh, :] = (e / e.sum(axis=1, keepdims=True)) @ v[:, kh, :]
+                out[:, hh, :] = self.dot_round(e / e.sum(axis=1, keepdims=True)) @ v[:, kh, :]
             att = self.matmul(out.reshape(T, H * D), p + "attn_output.weight")
             if self.gemma:  # post-norms around attention and FFN (gemma2, gemma3); GeGLU
                 post = self.has(p + "post_attention_norm.weight")
@@ -721,11 +728,16 @@ class Model:
         (numpy's float16 cast: nearest even) or bfloat16 (nearest even on the float32 bits)."""
         if self.kv_type == "f16":
             return a.astype(np.float32).astype(np.float16).astype(np.float64)
-        if self.kv_type == "bf16":
+        if self.kv_type in ("bf16", "bf16-dot"):
             b = a.astype(np.float32).view(np.uint32).astype(np.uint64)
             b = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
             return b.astype(np.uint32).view(np.float32).astype(np.float64)
         return a
+
+    def dot_round(self, a):
+        """A query or a row of probabilities as --kv-type bf16-dot multiplies it: rounded to
+        float32, then to bfloat16 (nearest even); unchanged for the other types."""
+        return round_bf16_rows(a) if self.kv_type == "bf16-dot" else a
 
     def gated_attention(self, h, p):
         T = h.shape[0]
@@ -752,9 +764,9 @@ class Model:
         out = np.empty((T, H, D))
         grp = H // HK
         for hh in range(H):
-            sc = q[:, hh, :] @ k[:, hh // grp, :].T / np.sqrt(D) + mask
+            sc = self.dot_round(q[:, hh, :]) @ k[:, hh // grp, :].T / np.sqrt(D) + mask
             e = np.exp(sc - sc.max(axis=1, keepdims=True))
-            out[:, hh, :] = (e / e.sum(axis=1, keepdims=True)) @ v[:, hh // grp, :]
+            out[:, hh, :] = self.dot_round(e / e.sum(axis=1, keepdims=True)) @ v[:, hh // grp, :]
         out = out * (1.0 / (1.0 + np.exp(-gate)))
         return self.matmul(out.reshape(T, H * D), p + "attn_output.weight")
 
@@ -882,9 +894,10 @@ def main():
                          "long or short factors; default context_length)")
     ap.add_argument("--swa", type=int, default=0,
                     help="make the even layers attend to a sliding window of this many keys")
-    ap.add_argument("--kv-type", choices=("f32", "f16", "bf16"), default="f32",
+    ap.add_argument("--kv-type", choices=("f32", "f16", "bf16", "bf16-dot"), default="f32",
                     help="round attention's keys and values as promptscore's K/V cache of "
-                         "this type stores them (default f32: not rounded)")
+                         "this type stores them (default f32: not rounded); bf16-dot also "
+                         "its queries and probabilities")
     a = ap.parse_args()
     m = Model(a.model, q8_act=a.q8_act, bf16_act=a.bf16_act, native_act=a.native_act,
               n_ctx=a.n_ctx, swa=a.swa, kv_type=a.kv_type)
