@@ -352,6 +352,8 @@ done
 check "--kv-type f64 exits 2 naming f32, f16, bf16 and bf16-dot (got $rc: $(cat "$T/e"))" '[ $rc -eq 2 ] && grep -q -- "--kv-type wants f32, f16, bf16 or bf16-dot, got .f64." "$T/e"'
 cmp -s "$T/kv0.jsonl" "$T/kv8.jsonl" && "$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --kv-type bf16 --cache-mb 0 > "$T/kvb.jsonl" 2>/dev/null
 check "--kv-type bf16-dot: not bf16's lines (queries and probabilities rounded too)" '[ -s "$T/kvb.jsonl" ] && ! cmp -s "$T/kv0.jsonl" "$T/kvb.jsonl"'
+PS_ISA=avx2 "$BIN" score -m "$MODEL" --kv-type bf16-dot </dev/null >/dev/null 2>"$T/e"; rc=$?
+check "--kv-type bf16-dot under PS_ISA=avx2: rc 0 and a note that attention runs its scalar form (rc $rc)" '[ $rc -eq 0 ] && grep -q "bf16-dot without AVX-512 BF16.*scalar form" "$T/e"'
 
 # ---- --max-seqs: rounds of lines scored together, written in input order, the same bytes -----
 for ms in 3 5; do
