@@ -180,10 +180,9 @@ void ps_kv_widen(ps_isa isa, ps_kv_type t, const void *x, float *y, int64_t n) {
 
 /* out (nq, hd) = P (nq, keys) @ V (keys, hd) with query q summing keys [0, n_keys[q]) in order,
  * each term one ps_axpy_f32 step. NQ queries at a time so every V row is loaded once per group
- * of NQ, and keys in runs of PV_KEYS, each run over every group while its V rows are in cache:
- * a run after the first continues the sums the one before stored (a float32 store and load, so
- * the same sequence of operations per output and the same bits). */
-#define PV_KEYS 256
+ * of NQ, and keys in runs of PS_ATT_PV_KEYS, each run over every group while its V rows are in
+ * cache: a run after the first continues the sums the one before stored (a float32 store and
+ * load, so the same sequence of operations per output and the same bits). */
 #if defined(__x86_64__)
 /* NQ queries x 4 chunks of 16 dimensions (d0 .. d0 + 63) of out, keys [j0, j1): 4 * NQ
  * accumulators; per key 4 V loads and NQ broadcasts feed 4 * NQ FMAs. Keys below every query's
@@ -202,7 +201,7 @@ T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
     __mmask16 m[4];
     for (int c = 0; c < 4; c++) {
         const int64_t left = hd - (d0 + 16 * c);
-        m[c] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+        m[c] = ps_lanes16(left);
     }
     __m512 acc[6][4];
     _Pragma("GCC unroll 6") for (int q = 0; q < NQ; q++)
@@ -242,8 +241,8 @@ T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
                               const void *v, int64_t hd, float *out, int64_t ldo, bool acc_in) { \
         int32_t nk = 0;                                                                        \
         for (int q = 0; q < nq; q++) nk = PS_MAX(nk, n_keys[q]);                               \
-        for (int32_t j0 = 0; j0 == 0 || j0 < nk; j0 += PV_KEYS) {                              \
-            const int32_t j1 = j0 + PV_KEYS;                                                   \
+        for (int32_t j0 = 0; j0 == 0 || j0 < nk; j0 += PS_ATT_PV_KEYS) {                       \
+            const int32_t j1 = j0 + PS_ATT_PV_KEYS;                                            \
             const bool in = acc_in || j0 > 0;                                                  \
             for (int64_t d0 = 0; d0 < hd; d0 += 64)                                            \
                 for (int q0 = 0; q0 < nq;) {                                                   \
@@ -356,7 +355,7 @@ T_AVX512 static inline __attribute__((always_inline)) void scores_avx512_n(
     __mmask16 m[4];
     for (int c = 0; c < C; c++) {
         const int32_t left = n_keys - (j0 + 16 * c);
-        m[c] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+        m[c] = ps_lanes16(left);
     }
     const void *blk = ps_kv_at(kt, (ps_kv_type)T, (int64_t)(j0 / 16) * hd * 16);
     __m512 acc[6][4];

@@ -31,6 +31,15 @@
 /* Query positions per attention task; sizes the attention scratch. */
 #define PS_ATT_QBLOCK 32
 
+/* Keys per run of the P·V kernels (even: bf16-dot's key pairs never split): each run goes over
+ * every group of queries while its V rows are in cache. */
+#define PS_ATT_PV_KEYS 256
+
+/* The lane mask of the first `left` of 16 lanes (0 for left <= 0, all 16 for left >= 16). */
+static inline uint16_t ps_lanes16(int64_t left) {
+    return left >= 16 ? (uint16_t)0xffff : left <= 0 ? 0 : (uint16_t)((1u << left) - 1u);
+}
+
 /* Bytes of one K/V element of type t. */
 static inline size_t ps_kv_elt(ps_kv_type t) { return t == PS_KV_F32 ? 4 : 2; }
 /* The element type a cache of type t stores: bf16-dot stores bfloat16 (its difference is how

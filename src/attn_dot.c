@@ -102,7 +102,7 @@ T_BF16 static inline __attribute__((always_inline)) void scores_dot_n(
     __mmask16 m[4];
     for (int c = 0; c < C; c++) {
         const int32_t left = n_keys - (j0 + 16 * c);
-        m[c] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+        m[c] = ps_lanes16(left);
     }
     const uint16_t *blk = kt + (int64_t)(j0 / 16) * hd * 16;
     __m512 acc[6][4];
@@ -165,7 +165,7 @@ T_BF16 static inline __attribute__((always_inline)) void pv_dot_n(
     __mmask16 m[4];
     for (int c = 0; c < 4; c++) {
         const int64_t left = hd - (d0 + 16 * c);
-        m[c] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+        m[c] = ps_lanes16(left);
     }
     __m512 acc[6][4];
     _Pragma("GCC unroll 6") for (int q = 0; q < NQ; q++)
@@ -195,15 +195,14 @@ T_BF16 static inline __attribute__((always_inline)) void pv_dot_n(
                                   _mm512_add_ps(acc[q][c], _mm512_setzero_ps()));
 }
 
-/* Keys in runs of PV_KEYS (even), each run over every query group while its V rows are in
+/* Keys in runs of PS_ATT_PV_KEYS, each run over every query group while its V rows are in
  * cache; a run after the first continues the sums stored by the one before (a float32 store
  * and load: the same sequence of operations per output, so the same bits). */
-#define PV_KEYS 256
 T_BF16 static void pv_dot_avx512(const uint16_t *pb, int64_t ldp, int32_t n_keys, int32_t nq,
                                  const uint16_t *v, int64_t hd, float *out, int64_t ldo,
                                  bool acc_in) {
-    for (int32_t j0 = 0; j0 == 0 || j0 < n_keys; j0 += PV_KEYS) {
-        const int32_t j1 = PS_MIN(n_keys, j0 + PV_KEYS);
+    for (int32_t j0 = 0; j0 == 0 || j0 < n_keys; j0 += PS_ATT_PV_KEYS) {
+        const int32_t j1 = PS_MIN(n_keys, j0 + PS_ATT_PV_KEYS);
         const bool in = acc_in || j0 > 0;
         for (int64_t d0 = 0; d0 < hd; d0 += 64)
             for (int32_t q0 = 0; q0 < nq;) {

@@ -64,15 +64,14 @@ bool ps_cli_parse_act(const char *cmd, const char *value, ps_act *out) {
     return true;
 }
 
-bool ps_cli_parse_kv_type(const char *cmd, const char *value, ps_kv_type *out) {
+bool ps_cli_parse_kv_type(const char *cmd, const char *opt, const char *value, ps_kv_type *out) {
     if (value && !strcmp(value, "f32")) *out = PS_KV_F32;
     else if (value && !strcmp(value, "f16")) *out = PS_KV_F16;
     else if (value && !strcmp(value, "bf16")) *out = PS_KV_BF16;
     else if (value && !strcmp(value, "bf16-dot")) *out = PS_KV_BF16_DOT;
     else {
-        fprintf(stderr,
-                "promptscore %s: --kv-type wants f32, f16, bf16 or bf16-dot, got %s%s%s\n", cmd,
-                value ? "'" : "", value ? value : "nothing", value ? "'" : "");
+        fprintf(stderr, "promptscore %s: %s wants f32, f16, bf16 or bf16-dot, got %s%s%s\n", cmd,
+                opt, value ? "'" : "", value ? value : "nothing", value ? "'" : "");
         return false;
     }
     return true;

@@ -188,11 +188,11 @@ void ps_cli_progress_end(ps_cli_progress *p);
  * *out. Anything else (or no value) prints "promptscore CMD: --act wants native or f32, got
  * ..." to stderr and returns false, *out unchanged. (cli.c) */
 bool ps_cli_parse_act(const char *cmd, const char *value, ps_act *out);
-/* The value of --kv-type (score, perplexity, serve, bench): "f32", "f16", "bf16" or
- * "bf16-dot" -> *out. Anything else prints "promptscore CMD: --kv-type wants f32, f16, bf16 or
- * bf16-dot, got ..." and
+/* The value of option opt (--kv-type of score, perplexity, serve, bench; bench's --kv-base):
+ * "f32", "f16", "bf16" or "bf16-dot" -> *out. Anything else prints "promptscore CMD: OPT wants
+ * f32, f16, bf16 or bf16-dot, got ..." and
  * returns false, *out unchanged. (cli.c) */
-bool ps_cli_parse_kv_type(const char *cmd, const char *value, ps_kv_type *out);
+bool ps_cli_parse_kv_type(const char *cmd, const char *opt, const char *value, ps_kv_type *out);
 
 /* One line naming the matrix kernels a session created now (PS_ISA as set, the CPU as it is)
  * uses for BF16, Q8_0 and the other block types with native activations, and whether AMX is

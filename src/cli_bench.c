@@ -34,6 +34,7 @@
  * (tests/test_model_kernels.c), not part of this command, which only measures.
  * --json prints one JSON object per line instead of the table.
  */
+#include "attention.h"
 #include "cli.h"
 #include "impl.h"
 #include "session.h"
@@ -239,18 +240,6 @@ static ps_status kv_pairs_row(ps_session *s, ps_session *base, const int32_t *to
     return st;
 }
 
-static bool opt_kv_base(const char *cmd, const char *opt, const char *value, void *dst) {
-    static const ps_kv_type T[] = {PS_KV_F32, PS_KV_F16, PS_KV_BF16, PS_KV_BF16_DOT};
-    for (size_t i = 0; i < PS_ARRAY_LEN(T); i++)
-        if (value && !strcmp(value, ps_kv_type_name(T[i]))) {
-            *(ps_kv_type *)dst = T[i];
-            return true;
-        }
-    fprintf(stderr, "promptscore %s: %s wants f32, f16, bf16 or bf16-dot, got '%s'\n", cmd, opt,
-            value ? value : "");
-    return false;
-}
-
 int ps_cli_bench(int argc, char **argv) {
     ps_cli_model_opts o = {0};
     int_list tl = {{1, 2}, 2, false}, ll = {{256, 1024, 4096}, 3, false};
@@ -282,7 +271,7 @@ int ps_cli_bench(int argc, char **argv) {
          "and the median of the pairs' ratios (default 0)",
          PS_CLI_I32, &kv_pairs, 0, 1000},
         {"--kv-base", "TYPE", "the other cache type of --kv-pairs (default f32)", PS_CLI_FN,
-         &kv_base, 0, 0, opt_kv_base},
+         &kv_base, 0, 0, ps_cli_opt_kv_type},
         {0}};
     const ps_cli_opt *const tables[] = {model_opts, bench_opts, NULL};
     const ps_cli_cmd c = {"bench", "-m MODEL.gguf [options]", BENCH_ABOUT, tables};
@@ -344,12 +333,10 @@ int ps_cli_bench(int argc, char **argv) {
         const int32_t swa = model->w.layers[l].swa;
         kv_positions += swa > 0 ? PS_MIN(max_len, swa + PS_CHUNK - 1) : max_len;
     }
-    const double kv_bytes = 2.0 * hp->n_head_kv * (double)hp->head_dim * kv_positions *
-                            (o.kv_type == PS_KV_F32 ? 4 : 2);
+    const double kv_elems = 2.0 * hp->n_head_kv * (double)hp->head_dim * kv_positions;
+    const double kv_bytes = kv_elems * (double)ps_kv_elt(o.kv_type);
     /* --kv-pairs: the second session's cache */
-    const double kv_base_bytes = kv_pairs > 0 ? 2.0 * hp->n_head_kv * (double)hp->head_dim *
-                                                    kv_positions * (kv_base == PS_KV_F32 ? 4 : 2)
-                                              : 0.0;
+    const double kv_base_bytes = kv_pairs > 0 ? kv_elems * (double)ps_kv_elt(kv_base) : 0.0;
     const double logit_bytes = 2.0 * PS_CHUNK * (double)hp->n_vocab * 4;
     /* the AMX tile copy of BF16 weights (info.tile_bytes, 0 without one) counts as weights */
     const double budget = (double)info.file_bytes + (double)info.tile_bytes + kv_bytes +

@@ -177,7 +177,7 @@ bool ps_cli_opt_act(const char *cmd, const char *opt, const char *value, void *d
 }
 
 bool ps_cli_opt_kv_type(const char *cmd, const char *opt, const char *value, void *dst) {
-    if (!ps_cli_parse_kv_type(cmd, value, (ps_kv_type *)dst)) return false;
+    if (!ps_cli_parse_kv_type(cmd, opt, value, (ps_kv_type *)dst)) return false;
     /* without vdpbf16ps the bf16-dot products run their scalar form: the same bits, slowly */
     if (*(ps_kv_type *)dst == PS_KV_BF16_DOT &&
         !(ps_isa_best() == PS_ISA_AVX512 && ps_cpu_has_avx512bf16()))
