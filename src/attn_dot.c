@@ -8,8 +8,8 @@
  *     acc = step(acc, a0, a1, b0, b1):  t = acc + a1 * b1;  acc = t + a0 * b0
  * each addition rounded to nearest even, a bf16 subnormal operand read as zero and a float32
  * subnormal result flushed to zero. This is what one lane of AVX-512 BF16's vdpbf16ps does
- * (Intel's definition; the same on the AMD cores here, checked on 128 million random lanes,
- * subnormal ranges included), so the AVX-512 BF16 kernels are one vdpbf16ps per pair and the
+ * (Intel's definition; the same on the AMD cores here: test_kvtype runs these kernels against
+ * the definition, subnormal sums included), so the AVX-512 BF16 kernels are one vdpbf16ps per pair and the
  * scalar form (every other CPU) is the same sum in C: both give the same bits.
  *   - Scores: pairs of dimensions (2i, 2i + 1), i in order; lanes are 16 keys of a K block,
  *     whose two dimension rows are interleaved per pair by one vpermw.
