@@ -13,6 +13,7 @@
  * Usage: bench_attn_amx [--runs N]    (an AMX CPU; else it says so and exits 0)
  *        bench_attn_amx --check       (no timing: 64 and 1,024 keys, each product within 1e-3
  *                                      of a float64 sum over the same (rounded) operands)
+ *        bench_attn_amx --semantics   (how tdpbf16ps sums, on any CPU: see semantics())
  */
 #include "../tests/check.h"
 #include "attention.h"
@@ -20,6 +21,7 @@
 #include "matmul.h"
 #include "matmul_amx.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,13 +46,112 @@ static float frand(void) {
 #define NQ 32
 #define HD 128
 
+/* ---- --semantics: could a tile kernel give bf16-dot's bits? ----
+ * bf16-dot (attn_dot.c) is one float32 chain per output over the pairs, in order:
+ * acc = (acc + a1 b1) + a0 b0, one vdpbf16ps lane. Intel's SDM defines TDPBF16PS otherwise:
+ * per output, the even products of the instruction's (up to 16) pairs go into one float32 sum
+ * from +0 and the odd products into another, each step an FMA (RNE, DAZ, FTZ); then the two
+ * are added and their sum added to the accumulator. semantics() computes both definitions on
+ * the same operands (16 rows x 16 outputs per tile, n_in 32 = one instruction, and 128 = four,
+ * a head of 128 in a score) and counts the outputs whose bits differ; on an AMX CPU it also
+ * runs the instruction (through ps_amx_bf16_task, the matrix product's tile kernel, which
+ * feeds it exactly these pairs in k order) and counts its differences from each definition.
+ * Three operand sets: "unit" |x| < 1, "wide" x 2^-10 .. 2^10, "tiny" x 2^-64 (sums near
+ * FLT_MIN, where DAZ / FTZ and the order of the flushes show). */
+
+static float sm_in(uint16_t h) { /* DAZ: a bf16 subnormal reads as zero of its sign */
+    return (h & 0x7f80u) ? ps_bf16_to_f32(h) : ((h & 0x8000u) ? -0.0f : 0.0f);
+}
+static float sm_out(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; } /* FTZ */
+
+/* The SDM's TDPBF16PS for one output: acc + ((E) + (O)) per 32-input chunk, in chunk order. */
+static float sm_tile(const uint16_t *x, const uint16_t *w, int n_in) {
+    float acc = 0.0f;
+    for (int c = 0; c < n_in; c += 32) {
+        float e = 0.0f, o = 0.0f;
+        for (int k = c; k < c + 32; k += 2) {
+            e = sm_out(fmaf(sm_in(x[k]), sm_in(w[k]), e));
+            o = sm_out(fmaf(sm_in(x[k + 1]), sm_in(w[k + 1]), o));
+        }
+        acc = sm_out(acc + sm_out(e + o));
+    }
+    return acc;
+}
+
+static float sm_dot(const uint16_t *x, const uint16_t *w, int n_in) { /* bf16-dot's chain */
+    float acc = 0.0f;
+    for (int k = 0; k < n_in; k += 2) acc = ps_dot_bf16_step(acc, x[k], x[k + 1], w[k], w[k + 1]);
+    return acc;
+}
+
+static uint16_t sm_val(int set) {
+    float v = frand();
+    if (set == 1) v = ldexpf(v, (int)((rs >> 20) % 21) - 10);
+    if (set == 2) v = ldexpf(v, -64);
+    uint16_t h;
+    ps_kv_round(PS_ISA_SCALAR, PS_KV_BF16, &v, &h, 1);
+    return h;
+}
+
+static int semantics(void) {
+    enum { TILES = 64, NMAX = 128 };
+    static const char *SETS[3] = {"unit", "wide", "tiny"};
+    const bool amx = ps_cpu_has_amx() && ps_isa_supported(PS_ISA_AVX512);
+    printf("tdpbf16ps as Intel's SDM defines it (per output: even and odd products in two "
+           "float32 sums, then added) against bf16-dot's one chain (vdpbf16ps), %d tiles of "
+           "16 x 16 outputs per row; AMX: %s\n",
+           TILES, amx ? "run" : ps_amx_status());
+    printf("%-5s %5s %22s %22s %22s\n", "set", "n_in", "SDM model != bf16-dot",
+           "tdpbf16ps != model", "tdpbf16ps != bf16-dot");
+    uint16_t *x = ps_aligned_alloc(64, 2 * 16 * NMAX), *w = ps_aligned_alloc(64, 2 * 16 * NMAX);
+    float *y = ps_aligned_alloc(64, sizeof(float) * 16 * 16);
+    void *scr = ps_aligned_alloc(64, ps_amx_bf16_scratch_bytes(NMAX));
+    for (int set = 0; set < 3; set++)
+        for (int n_in = 32; n_in <= NMAX; n_in += NMAX - 32) {
+            long n = 0, d_def = 0, d_model = 0, d_hw_def = 0;
+            for (int t = 0; t < TILES; t++) {
+                for (int i = 0; i < 16 * n_in; i++) x[i] = sm_val(set), w[i] = sm_val(set);
+                ps_mat wm = {w, PS_GGML_BF16, n_in, 16, 2 * (size_t)n_in, NULL};
+                if (amx) ps_amx_bf16_task(&wm, 0, 16, x, n_in, 16, y, 16, scr, false);
+                for (int r = 0; r < 16; r++)
+                    for (int j = 0; j < 16; j++) {
+                        const float m = sm_tile(x + r * n_in, w + j * n_in, n_in);
+                        const float d = sm_dot(x + r * n_in, w + j * n_in, n_in);
+                        n++;
+                        d_def += memcmp(&m, &d, 4) != 0;
+                        if (amx) {
+                            d_model += memcmp(&y[r * 16 + j], &m, 4) != 0;
+                            d_hw_def += memcmp(&y[r * 16 + j], &d, 4) != 0;
+                        }
+                    }
+            }
+            char a[32], b[32], c[32];
+            snprintf(a, sizeof a, "%ld / %ld", d_def, n);
+            snprintf(b, sizeof b, amx ? "%ld / %ld" : "-", d_model, n);
+            snprintf(c, sizeof c, amx ? "%ld / %ld" : "-", d_hw_def, n);
+            printf("%-5s %5d %22s %22s %22s\n", SETS[set], n_in, a, b, c);
+        }
+    ps_free(x), ps_free(w), ps_free(y), ps_free(scr);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int runs = 9, check = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--check")) check = 1;
+        else if (!strcmp(argv[i], "--semantics")) return semantics();
     }
     if (runs < 1 || runs > 101) runs = 9;
+    if (check) { /* the --semantics model: even products summed apart from the odd ones */
+        uint16_t x[32] = {0}, w[32] = {0};
+        x[0] = w[0] = x[2] = w[2] = 0x3980; /* 2^-12: the even products are 2^-24 each */
+        x[1] = w[1] = 0x3f80;               /* 1: the odd product of pair 0 */
+        const float m = sm_tile(x, w, 32), d = sm_dot(x, w, 32);
+        CHECKF(m == 1.0f + 0x1p-23f && d == 1.0f,
+               "SDM model %a (want 1 + 2^-23: 2^-24 + 2^-24, then + 1), chain %a (want 1: each "
+               "2^-24 added to 1 rounds away)", m, d);
+    }
     if (!ps_cpu_has_amx() || !ps_isa_supported(PS_ISA_AVX512)) {
         if (check) {
             PS_TEST_CPU_LACKS("AMX (%s): attention products on bf16 tiles", ps_amx_status());

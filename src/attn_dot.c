@@ -22,6 +22,9 @@
  * A bf16 x bf16 product is exact in float32 (8 x 8 significant bits), so only the order of the
  * sums matters, and it depends on nothing but the query, the key and the position: not on the
  * queries or keys grouped with them, the thread or the ISA.
+ * There is no AMX form: Intel's SDM defines tdpbf16ps to sum the even and the odd products of
+ * its pairs apart and add them to the accumulator once, a different sum (bench_attn_amx
+ * --semantics counts the outputs where the two differ).
  */
 #include "attention.h"
 
