@@ -370,8 +370,8 @@ static ps_status read_swa_hparams(ps_model *m, const char *arch, ps_error *err) 
  * 1/sqrt(head_dim), except for the 27B shapes (gemma2 with 46 layers, gemma3 with 62), where
  * llama.cpp follows gemma_pytorch's query_pre_attn_scalar = n_embd / n_head; attention
  * soft-cap <arch>.attn_logit_softcapping (PS_A_ATTN_SOFTCAP, default 50); final soft-cap
- * <arch>.final_logit_softcapping (gemma2 default 30, the others none unless the key is
- * there; llama.cpp's gemma (1) has no soft-capping at all: its files have no such key). */
+ * <arch>.final_logit_softcapping (gemma2 default 30, gemma3 none unless the key is there;
+ * gemma (1) never: llama.cpp's gemma graph has no soft-cap, so the key is ignored there). */
 static ps_status read_gemma_hparams(ps_model *m, const char *arch, ps_error *err) {
     ps_hparams *hp = &m->hp;
     const bool g2 = hp->arch == PS_ARCH_GEMMA2;
@@ -385,7 +385,9 @@ static ps_status read_gemma_hparams(ps_model *m, const char *arch, ps_error *err
         (st = key_f32(m->gguf, arch, "attn_logit_softcapping", false, 50.0f, &hp->attn_softcap,
                       err)))
         return st;
-    if ((st = key_f32(m->gguf, arch, "final_logit_softcapping", false, g2 ? 30.0f : 0.0f,
+    hp->final_softcap = 0.0f;
+    if (hp->arch != PS_ARCH_GEMMA &&
+        (st = key_f32(m->gguf, arch, "final_logit_softcapping", false, g2 ? 30.0f : 0.0f,
                       &hp->final_softcap, err)))
         return st;
     if (hp->attn_softcap < 0.0f || hp->final_softcap < 0.0f)

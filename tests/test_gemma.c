@@ -75,6 +75,9 @@ static void test_reference(bool numpy) {
         /* gemma (1): the gemma2 shape without post-norms, windows or caps */
         {"gemma2-tiny", "gemma1", PS_GGML_F32, 0, 0, -1, 0, -1, true, "gemma"},
         {"gemma2-tiny", "gemma1", PS_GGML_Q8_0, 0, 0, -1, 0, -1, false, "gemma"},
+        /* a gemma (1) file carrying final_logit_softcapping: llama.cpp's gemma graph has no
+         * soft-cap, so the key changes nothing */
+        {"gemma2-tiny", "gemma1-cap-key", PS_GGML_F32, 0, 2.0f, -1, 0, -1, false, "gemma"},
     };
     for (size_t i = 0; i < PS_ARRAY_LEN(fxs); i++) {
         ps_genmodel_params p = fixture(&fxs[i], 700 + i);
@@ -108,7 +111,7 @@ static void test_reference(bool numpy) {
                        ps_isa_name(ISAS[k]), N_TOK, mr, md, (long long)(at / nv));
                 CHECKF(md <= 1e-4, "%s %s: max |C - ref| = %g at row %lld", tag,
                        ps_isa_name(ISAS[k]), md, (long long)(at / nv));
-                if (p.final_softcap > 0.0f)
+                if (p.final_softcap > 0.0f && strcmp(p.arch, "gemma") != 0)
                     CHECKF(mr <= p.final_softcap, "%s: |logit| %g above the cap %g", tag, mr,
                            (double)p.final_softcap);
             }
