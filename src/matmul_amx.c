@@ -10,8 +10,10 @@
  *
  *   BF16 (tdpbf16ps): y[r][j] = sum over k of bf16(x[r][k]) * w[j][k], float32. Per output, one
  *     C element accumulates the 32-input chunks kc = 0, 1, 2, ... in order (between k blocks the
- *     C tiles are parked in scratch and reloaded exactly), so the result depends only on the
- *     activation row, the weight row and n_in: not on threads, tiles or batch split. The weights
+ *     C tiles are parked in scratch and reloaded exactly; within a chunk the instruction, as
+ *     Intel's SDM defines it, sums the 16 even and the 16 odd products apart and adds the two
+ *     to C), so the result depends only on the activation row, the weight row and n_in: not
+ *     on threads, tiles or batch split. The weights
  *     are read from their tile copy (ps_amx_bf16_pack, made once at load) or, without it, each
  *     task packs its 32 rows into scratch with the same code, so both give the same bits.
  *     Against the vdpbf16ps path (16 lane partial sums over k mod 32, then a tree) the order
