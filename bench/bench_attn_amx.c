@@ -125,10 +125,12 @@ static int semantics(void) {
                         }
                     }
             }
-            char a[32], b[32], c[32];
+            char a[32], b[32] = "-", c[32] = "-";
             snprintf(a, sizeof a, "%ld / %ld", d_def, n);
-            snprintf(b, sizeof b, amx ? "%ld / %ld" : "-", d_model, n);
-            snprintf(c, sizeof c, amx ? "%ld / %ld" : "-", d_hw_def, n);
+            if (amx) {
+                snprintf(b, sizeof b, "%ld / %ld", d_model, n);
+                snprintf(c, sizeof c, "%ld / %ld", d_hw_def, n);
+            }
             printf("%-5s %5d %22s %22s %22s\n", SETS[set], n_in, a, b, c);
         }
     ps_free(x), ps_free(w), ps_free(y), ps_free(scr);
