@@ -141,6 +141,12 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The median of x[0 .. n) (n >= 1; sorts x in place). */
+static double median(double *x, int32_t n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_d);
+    return x[n / 2];
+}
+
 /* --cache-pairs, one row: n pairs of runs of a prompt of len ids without and with the prefix
  * cache, alternating off / on; *off / *on = their median seconds. fresh (warm = false): a new,
  * empty cache for every "on" run, the same prompt each time, all kept to the end, and *peak =
@@ -200,10 +206,8 @@ static ps_status cache_pairs_row(ps_session *s, const int32_t *tokens, int32_t l
     for (int32_t i = 0; fresh && i < n; i++) ps_prefix_cache_free(fresh[i]);
     ps_free(fresh);
     if (st == PS_OK) {
-        qsort(off, (size_t)n, sizeof *off, cmp_d);
-        qsort(on, (size_t)n, sizeof *on, cmp_d);
-        *off_med = off[n / 2];
-        *on_med = on[n / 2];
+        *off_med = median(off, n);
+        *on_med = median(on, n);
     }
     ps_free(off);
     ps_free(var);
@@ -229,12 +233,9 @@ static ps_status kv_pairs_row(ps_session *s, ps_session *base, const int32_t *to
         else r[i] = t[i] / b[i];
     }
     if (st == PS_OK) {
-        qsort(b, (size_t)n, sizeof *b, cmp_d);
-        qsort(t, (size_t)n, sizeof *t, cmp_d);
-        qsort(r, (size_t)n, sizeof *r, cmp_d);
-        *base_med = b[n / 2];
-        *type_med = t[n / 2];
-        *ratio = r[n / 2];
+        *base_med = median(b, n);
+        *type_med = median(t, n);
+        *ratio = median(r, n);
     }
     ps_free(t);
     return st;

@@ -38,6 +38,15 @@ const char *ps_kv_type_name(ps_kv_type type) {
     return "?";
 }
 
+/* PS_OK for a ps_kv_type this build knows (the ones ps_kv_type_name names), else
+ * PS_ERR_INVALID_ARG saying which value. */
+static ps_status check_kv_type(ps_kv_type t, ps_error *err) {
+    if (strcmp(ps_kv_type_name(t), "?") != 0) return PS_OK;
+    return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                   "kv_type = %d is not PS_KV_F32, PS_KV_F16, PS_KV_BF16 or PS_KV_BF16_DOT",
+                   (int)t);
+}
+
 /* a * b * c elements of elt bytes, 64-byte aligned; NULL on overflow or no memory. */
 static void *alloc_elems(uint64_t a, uint64_t b, uint64_t c, uint64_t elt) {
     uint64_t n, bytes;
@@ -76,11 +85,8 @@ ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, p
     if (n_ctx < 1 || n_ctx > PS_MAX_CTX)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d must be in 1..%d", (int)n_ctx,
                        PS_MAX_CTX);
-    if (kv_type != PS_KV_F32 && kv_type != PS_KV_F16 && kv_type != PS_KV_BF16 &&
-        kv_type != PS_KV_BF16_DOT)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                       "kv_type = %d is not PS_KV_F32, PS_KV_F16, PS_KV_BF16 or PS_KV_BF16_DOT",
-                       (int)kv_type);
+    ps_status st = check_kv_type(kv_type, err);
+    if (st != PS_OK) return st;
     const ps_hparams *hp = &model->hp;
     ps_seq *q = ps_calloc(1, sizeof *q);
     if (!q) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (sequence)");
@@ -195,11 +201,8 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     if (params->act != PS_ACT_NATIVE && params->act != PS_ACT_F32)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "act = %d is not PS_ACT_NATIVE or PS_ACT_F32",
                        (int)params->act);
-    if (params->kv_type != PS_KV_F32 && params->kv_type != PS_KV_F16 &&
-        params->kv_type != PS_KV_BF16 && params->kv_type != PS_KV_BF16_DOT)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                       "kv_type = %d is not PS_KV_F32, PS_KV_F16, PS_KV_BF16 or PS_KV_BF16_DOT",
-                       (int)params->kv_type);
+    ps_status kst = check_kv_type(params->kv_type, err);
+    if (kst != PS_OK) return kst;
     ps_isa isa = params->isa == PS_ISA_AUTO ? ps_isa_best() : params->isa;
     if (!ps_isa_supported(isa) || isa == PS_ISA_AUTO)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "isa %s is not available on this CPU (%s)",
