@@ -41,23 +41,22 @@ CFLAGS  += -fsanitize=thread -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=thread
 endif
 
-# The layering. FRONT_SRC, an explicit list, are the front ends: the HTTP server (libmicrohttpd
-# and the embedded page), the JSONL reader and the jansson allocation hook (jansson), the
-# response writer, --hf downloads (libcurl) and the random-model generator. src/cli*.c is the
-# promptscore binary. Every other src/*.c is the core (gguf, vocab, model, kernels, scoring: the
-# installed library), so a new source file joins the core unless it is listed here.
-FRONT_SRC := src/server.c src/server_guard.c src/server_conns.c src/request.c src/engine.c \
-             src/metrics.c src/jsonl.c \
-             src/jansson_alloc.c \
-             src/json.c src/download.c \
-             src/genmodel.c
-CLI_SRC   := $(wildcard src/cli*.c)
-CORE_SRC  := $(filter-out $(FRONT_SRC) $(CLI_SRC),$(wildcard src/*.c))
+# The layering (docs/layout.md; tests/test_layers.sh enforces it): src/ holds one folder per
+# layer, lowest first: base gguf kernels model run score | serve gen | cli. The core library
+# (libpromptscore: what make install ships) is the first six folders; serve/ and gen/ are the
+# front ends (libmicrohttpd, jansson, libcurl, the model generator), which only the CLI and the
+# tests link; cli/ is the promptscore binary. A new file joins the layer of the folder it is in.
+CORE_DIRS  := base gguf kernels model run score
+FRONT_DIRS := serve gen
+CORE_SRC  := $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
+FRONT_SRC := $(foreach d,$(FRONT_DIRS),$(wildcard src/$(d)/*.c))
+CLI_SRC   := $(wildcard src/cli/*.c)
+SRC_H     := $(wildcard src/*/*.h)
 CORE_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CORE_SRC))
 FRONT_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(FRONT_SRC))
 CLI_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 # The web page (web/index.html) is compiled into the front ends as a C array: tools/embed.c
-# writes $(BUILD)/gen/page.c, whose object joins libpromptscore-front.a (src/page.h declares it).
+# writes $(BUILD)/gen/page.c, whose object joins libpromptscore-front.a (src/serve/page.h declares it).
 PAGE_C   := $(BUILD)/gen/page.c
 PAGE_OBJ := $(BUILD)/gen/page.o
 EMBED    := $(BUILD)/tools/embed
@@ -91,7 +90,7 @@ FUZZ_REPLAY := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRC))
 .PHONY: all test check tsan bench fuzz clean demo install binaries
 all: $(LIB) $(SO) $(FRONT) $(BIN)
 
-$(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) include/promptscore.h
+$(BUILD)/obj/%.o: src/%.c $(SRC_H) include/promptscore.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -103,7 +102,7 @@ $(PAGE_C): web/index.html $(EMBED)
 	@mkdir -p $(dir $@)
 	$(EMBED) ps_page_html web/index.html $@
 
-$(PAGE_OBJ): $(PAGE_C) src/page.h
+$(PAGE_OBJ): $(PAGE_C) src/serve/page.h
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(CORE_OBJ)

@@ -16,10 +16,10 @@
  *        bench_attn_amx --semantics   (how tdpbf16ps sums, on any CPU: see semantics())
  */
 #include "../tests/check.h"
-#include "attention.h"
-#include "impl.h"
-#include "matmul.h"
-#include "matmul_amx.h"
+#include "run/attention.h"
+#include "base/impl.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_amx.h"
 
 #include <float.h>
 #include <math.h>

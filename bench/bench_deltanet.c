@@ -11,8 +11,8 @@
  * the ratio. --check: the correctness checks only, no timing.
  * Usage: bench_deltanet [--runs N] [--check]
  */
-#include "deltanet.h"
-#include "matmul.h"
+#include "run/deltanet.h"
+#include "kernels/matmul.h"
 
 #include "../tests/check.h"
 

@@ -14,11 +14,11 @@
  *                           move the logprobs by more than 0 and less than 0.1, in half the K/V
  *                           bytes, and a second session of each type gives the same bits)
  */
-#include "genmodel.h"
+#include "gen/genmodel.h"
 #include "../tests/check.h"
-#include "impl.h"
+#include "base/impl.h"
 #include "promptscore.h"
-#include "session.h"
+#include "run/session.h"
 
 #include <math.h>
 #include <stdio.h>

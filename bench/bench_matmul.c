@@ -33,12 +33,12 @@
  *    before it), "threads": 1,
  *    "isa": "avx512", "act": "native", "max_rel_err": ...}
  */
-#include "impl.h"
-#include "matmul.h"
-#include "matmul_amx.h"
-#include "matmul_quant.h"
-#include "quant.h"
-#include "types.h"
+#include "base/impl.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_amx.h"
+#include "kernels/matmul_quant.h"
+#include "kernels/quant.h"
+#include "kernels/types.h"
 
 #include "../tests/check.h" /* --check: CHECKF, PS_TEST_CPU_LACKS and the closing line */
 

@@ -12,7 +12,7 @@
  * reference bit for bit. Prints the test closing line "bench_topk: N passed, N failed, ...".
  * Usage: bench_topk [--json] [--rows N] [--runs N] | --check
  */
-#include "impl.h"
+#include "base/impl.h"
 #include "promptscore.h"
 
 #include "../tests/check.h" /* --check: CHECKF and the closing line */

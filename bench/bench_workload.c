@@ -41,7 +41,7 @@
 #define _GNU_SOURCE
 #endif
 #include "promptscore.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -7,7 +7,7 @@
  * write, reopen, and read back identical. A violation traps (a finding); a rejected input is
  * only checked for a non-empty message.
  */
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 #include <stdlib.h>
 

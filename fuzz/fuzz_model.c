@@ -13,7 +13,7 @@
  * llama with experts) and matrix type
  * (fuzz/corpus/fuzz_model/), dictionary fuzz/model.dict.
  */
-#include "model.h"
+#include "model/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * too; otherwise string prompts take the "no tokenizer" error path.
  * Corpus: fuzz/corpus/fuzz_request/.
  */
-#include "server.h"
+#include "serve/server.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,8 +12,8 @@
  *     valid UTF-8), and for
  *     the SentencePiece one for valid UTF-8 without special parsing and without U+2581.
  */
-#include "gguf.h"
-#include "vocab.h"
+#include "gguf/gguf.h"
+#include "model/vocab.h"
 
 #include <stdio.h>
 #include <stdlib.h>

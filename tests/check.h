@@ -21,7 +21,7 @@
 
 /* the test-only hooks of the library (fault injection, ...), which tests reach through the
  * static libraries */
-#include "testhooks.h"
+#include "base/testhooks.h"
 
 static int ps_t_pass, ps_t_fail, ps_t_skip, ps_t_cpu;
 

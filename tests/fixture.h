@@ -16,10 +16,10 @@
 #ifndef PS_TEST_FIXTURE_H
 #define PS_TEST_FIXTURE_H
 
-#include "impl.h"
-#include "model.h"
+#include "base/impl.h"
+#include "model/model.h"
 #include "promptscore.h"
-#include "session.h"
+#include "run/session.h"
 
 #include <stdint.h>
 #include <stdio.h>

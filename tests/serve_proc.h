@@ -10,7 +10,7 @@
 #define PS_TEST_SERVE_PROC_H
 
 #include "check.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <fcntl.h>
 #include <signal.h>

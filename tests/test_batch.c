@@ -20,9 +20,9 @@
  * allocation failure inside a batch is a clean PS_ERR_NOMEM.
  */
 #include "check.h"
-#include "genmodel.h"
-#include "impl.h"
-#include "session.h"
+#include "gen/genmodel.h"
+#include "base/impl.h"
+#include "run/session.h"
 #include "promptscore.h"
 
 #include <math.h>

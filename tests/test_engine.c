@@ -13,9 +13,9 @@
  * passed over for the job behind it. On ../shared/models/stories260K.gguf.
  */
 #include "check.h"
-#include "engine.h"
-#include "prefix_cache.h"
-#include "util.h"
+#include "serve/engine.h"
+#include "score/prefix_cache.h"
+#include "base/util.h"
 
 #include <math.h>
 #include <pthread.h>

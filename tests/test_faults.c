@@ -16,11 +16,11 @@
  * the server on 127.0.0.1 (parse, queue, score, response).
  */
 #include "check.h"
-#include "testhooks.h"
-#include "genmodel.h"
-#include "jsonl.h"
-#include "session.h"
-#include "server.h"
+#include "base/testhooks.h"
+#include "gen/genmodel.h"
+#include "serve/jsonl.h"
+#include "run/session.h"
+#include "serve/server.h"
 
 #include <arpa/inet.h>
 #include <math.h>

@@ -10,9 +10,9 @@
  * prompt in one batch vs batches of 1/7/64; 1 vs 2 threads bitwise; scalar vs SIMD close.
  */
 #include "check.h"
-#include "attention.h"
-#include "matmul.h"
-#include "quant.h"
+#include "run/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 

@@ -23,12 +23,12 @@
  */
 #include "check.h"
 #include "fixture.h"
-#include "genmodel.h"
-#include "gguf.h"
-#include "impl.h"
-#include "session.h"
+#include "gen/genmodel.h"
+#include "gguf/gguf.h"
+#include "base/impl.h"
+#include "run/session.h"
 #include "promptscore.h"
-#include "vocab.h"
+#include "model/vocab.h"
 
 #include <math.h>
 

@@ -10,10 +10,10 @@
  * 4. Allocation failures at every allocation of open and write: a clean PS_ERR_NOMEM.
  * 5. The shared vocabularies and models (skipped when ../shared is absent).
  */
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 #include "check.h"
-#include "testhooks.h"
+#include "base/testhooks.h"
 
 #include <stdint.h>
 #include <sys/stat.h>

@@ -24,10 +24,10 @@
  */
 #include "check.h"
 #include "fixture.h"
-#include "genmodel.h"
-#include "gguf.h"
-#include "impl.h"
-#include "session.h"
+#include "gen/genmodel.h"
+#include "gguf/gguf.h"
+#include "base/impl.h"
+#include "run/session.h"
 #include "promptscore.h"
 
 #include <math.h>

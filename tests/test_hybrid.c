@@ -23,13 +23,13 @@
  */
 #include "check.h"
 #include "fixture.h"
-#include "testhooks.h"
-#include "deltanet.h"
-#include "genmodel.h"
-#include "gguf.h"
-#include "impl.h"
+#include "base/testhooks.h"
+#include "run/deltanet.h"
+#include "gen/genmodel.h"
+#include "gguf/gguf.h"
+#include "base/impl.h"
 #include "promptscore.h"
-#include "vocab.h"
+#include "model/vocab.h"
 
 #include <math.h>
 #include <sys/stat.h>

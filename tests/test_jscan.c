@@ -9,8 +9,8 @@
  * is refused at the first id over the limit, having read only that far.
  */
 #include "check.h"
-#include "jscan.h"
-#include "testhooks.h"
+#include "serve/jscan.h"
+#include "base/testhooks.h"
 
 #include <jansson.h>
 #include <stdlib.h>

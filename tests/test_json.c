@@ -6,8 +6,8 @@
  * the first, the scored token appended, text_offset in code points, top_ids, null entry 0).
  */
 #include "check.h"
-#include "testhooks.h"
-#include "json.h"
+#include "base/testhooks.h"
+#include "serve/json.h"
 
 #include <jansson.h>
 #include <math.h>

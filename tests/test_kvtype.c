@@ -25,11 +25,11 @@
  */
 #include "check.h"
 #include "fixture.h"
-#include "attention.h"
-#include "genmodel.h"
-#include "impl.h"
+#include "run/attention.h"
+#include "gen/genmodel.h"
+#include "base/impl.h"
 #include "promptscore.h"
-#include "session.h"
+#include "run/session.h"
 
 #include <math.h>
 

@@ -40,10 +40,10 @@
  * Runs in about a second.
  */
 #include "check.h"
-#include "impl.h"
-#include "attention.h"
-#include "matmul.h"
-#include "quant.h"
+#include "base/impl.h"
+#include "run/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 

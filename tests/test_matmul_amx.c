@@ -24,11 +24,11 @@
  *     (The block types' kernels themselves: test_matmul_quant.)
  */
 #include "check.h"
-#include "genmodel.h"
-#include "impl.h"
-#include "matmul.h"
-#include "matmul_amx.h"
-#include "quant.h"
+#include "gen/genmodel.h"
+#include "base/impl.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_amx.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 

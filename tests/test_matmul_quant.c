@@ -24,11 +24,11 @@
  *   - grouped calls: ps_matmul_group equals ps_matmul per item bitwise (test_group).
  */
 #include "check.h"
-#include "impl.h"
-#include "matmul.h"
-#include "matmul_quant.h"
-#include "qact.h"
-#include "quant.h"
+#include "base/impl.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_quant.h"
+#include "kernels/qact.h"
+#include "kernels/quant.h"
 
 #include <float.h>
 #include <math.h>

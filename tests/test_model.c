@@ -13,8 +13,8 @@
  * Skips (never passes) when ../shared is absent.
  */
 #include "check.h"
-#include "testhooks.h"
-#include "gguf.h"
+#include "base/testhooks.h"
+#include "gguf/gguf.h"
 
 #include <math.h>
 

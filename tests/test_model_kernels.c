@@ -16,8 +16,8 @@
  * hybrid (DeltaNet layers) in Q8_0 and qwen35moe (experts + shared expert) in BF16.
  */
 #include "check.h"
-#include "genmodel.h"
-#include "session.h"
+#include "gen/genmodel.h"
+#include "run/session.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -20,10 +20,10 @@
  */
 #include "check.h"
 #include "fixture.h"
-#include "testhooks.h"
-#include "genmodel.h"
-#include "gguf.h"
-#include "session.h"
+#include "base/testhooks.h"
+#include "gen/genmodel.h"
+#include "gguf/gguf.h"
+#include "run/session.h"
 
 #include <math.h>
 

@@ -15,9 +15,9 @@
  */
 #include "check.h"
 #include "fixture.h"
-#include "genmodel.h"
-#include "gguf.h"
-#include "impl.h"
+#include "gen/genmodel.h"
+#include "gguf/gguf.h"
+#include "base/impl.h"
 #include "promptscore.h"
 
 #include <math.h>

@@ -5,10 +5,10 @@
  * run at the same time; every allocation failure inside ps_pool_create gives PS_ERR_NOMEM
  * and no pool (walked until it succeeds; at least one point).
  */
-#include "impl.h"
+#include "base/impl.h"
 #include "promptscore.h"
 #include "check.h"
-#include "testhooks.h"
+#include "base/testhooks.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

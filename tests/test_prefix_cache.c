@@ -19,13 +19,13 @@
  * clean PS_ERR_NOMEM; ASan: no leak).
  */
 #include "check.h"
-#include "genmodel.h"
-#include "gguf.h"
-#include "model.h"
-#include "impl.h"
-#include "prefix_cache.h"
+#include "gen/genmodel.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "base/impl.h"
+#include "score/prefix_cache.h"
 #include "promptscore.h"
-#include "session.h"
+#include "run/session.h"
 
 #include <math.h>
 #include <pthread.h>

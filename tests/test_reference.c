@@ -58,10 +58,10 @@
  * ../shared is absent.
  */
 #include "check.h"
-#include "testhooks.h"
-#include "types.h"
-#include "genmodel.h"
-#include "impl.h"
+#include "base/testhooks.h"
+#include "kernels/types.h"
+#include "gen/genmodel.h"
+#include "base/impl.h"
 #include "promptscore.h"
 
 #include <errno.h>

@@ -8,8 +8,8 @@
  * text prompts use ../shared/models/stories260K.gguf (vocab only) and are skipped without it.
  */
 #include "check.h"
-#include "jsonl.h"
-#include "request.h"
+#include "serve/jsonl.h"
+#include "serve/request.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -21,11 +21,11 @@
  */
 #include "check.h"
 #include "fixture.h"
-#include "genmodel.h"
-#include "gguf.h"
-#include "impl.h"
+#include "gen/genmodel.h"
+#include "gguf/gguf.h"
+#include "base/impl.h"
 #include "promptscore.h"
-#include "rope.h"
+#include "model/rope.h"
 
 #include <math.h>
 #include <sys/stat.h>

@@ -17,10 +17,10 @@
  *     BF16/Q8_0, on every ISA the CPU has.
  */
 #include "check.h"
-#include "testhooks.h"
-#include "genmodel.h"
-#include "json.h"
-#include "session.h"
+#include "base/testhooks.h"
+#include "gen/genmodel.h"
+#include "serve/json.h"
+#include "run/session.h"
 
 #include <math.h>
 #include <sys/resource.h>

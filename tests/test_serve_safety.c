@@ -36,7 +36,7 @@
  */
 #include "check.h"
 #include "serve_proc.h"
-#include "server_guard.h"
+#include "serve/server_guard.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

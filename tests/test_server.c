@@ -31,9 +31,9 @@
  * Skips when ../shared (or $PS_SHARED) is absent.
  */
 #include "check.h"
-#include "genmodel.h"
+#include "gen/genmodel.h"
 #include "serve_proc.h"
-#include "server.h"
+#include "serve/server.h"
 
 #include <curl/curl.h>
 #include <fcntl.h>

@@ -3,9 +3,9 @@
  * conversions of impl.h checked against the CPU's own F16C conversions (every half value, and
  * a sweep of floats including the rounding boundaries).
  */
-#include "impl.h"
+#include "base/impl.h"
 #include "check.h"
-#include "testhooks.h"
+#include "base/testhooks.h"
 
 #include <immintrin.h>
 #include <math.h>

@@ -22,11 +22,11 @@
  */
 #include "check.h"
 #include "fixture.h"
-#include "genmodel.h"
-#include "impl.h"
-#include "attention.h"
-#include "matmul.h"
-#include "session.h"
+#include "gen/genmodel.h"
+#include "base/impl.h"
+#include "run/attention.h"
+#include "kernels/matmul.h"
+#include "run/session.h"
 #include "promptscore.h"
 
 #include <math.h>

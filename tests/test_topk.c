@@ -6,7 +6,7 @@
  */
 #include "promptscore.h"
 #include "check.h"
-#include "testhooks.h"
+#include "base/testhooks.h"
 
 #include <math.h>
 #include <stdint.h>

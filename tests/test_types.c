@@ -8,10 +8,10 @@
  * The numpy part needs /usr/bin/python3 with numpy (skipped otherwise).
  */
 #include "check.h"
-#include "genmodel.h"
-#include "session.h"
-#include "qmix.h"
-#include "types.h"
+#include "gen/genmodel.h"
+#include "run/session.h"
+#include "gen/qmix.h"
+#include "kernels/types.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
  * vectors (and piecewise = whole), and the monotonic clock.
  */
 #include "check.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <string.h>
 #include <time.h>

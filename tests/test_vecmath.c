@@ -8,8 +8,8 @@
  * n beyond an element (a prefix of a longer array gives the same values).
  */
 #include "check.h"
-#include "impl.h"
-#include "vecmath.h"
+#include "base/impl.h"
+#include "kernels/vecmath.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,9 +5,9 @@
  * memory with the GGUF writer), and loading a vocab-only file through ps_model_load.
  */
 #include "check.h"
-#include "testhooks.h"
-#include "gguf.h"
-#include "vocab.h"
+#include "base/testhooks.h"
+#include "gguf/gguf.h"
+#include "model/vocab.h"
 
 #include <pthread.h>
 #include <sys/wait.h>

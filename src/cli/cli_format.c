@@ -1,0 +1,156 @@
+/*
+ * cli_format.c — the views of `promptscore score --format table | summary`: the same scores
+ * as the JSON Lines, written for a person reading a terminal.
+ *
+ *   table    per prompt a header (id, tokens, sum logprob, mean NLL, perplexity), then one row
+ *            per token: index, its text (JSON-escaped, so spaces and newlines show), logprob,
+ *            rank among the top-K (">K" when outside), and the top 3 with their logprobs.
+ *            On a terminal (and NO_COLOR unset) the logprob is coloured: green >= -1,
+ *            yellow >= -4, red below.
+ *   summary  one line per prompt: tokens, sum and mean NLL, perplexity and the three most
+ *            surprising tokens; a total line at the end.
+ * Mean NLL and perplexity are over the scored tokens (entries 1..n-1; entry 0 has no
+ * distribution), as in the JSON Lines fields mean_logprob and perplexity.
+ */
+#include "cli/cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void ps_cli_view_init(ps_cli_view *v, int format, bool color) {
+    memset(v, 0, sizeof *v);
+    v->format = format;
+    v->color = color;
+}
+
+/* Appends the token's display text JSON-escaped; returns the code points written. */
+static int64_t put_token(ps_buf *b, const ps_vocab *vocab, int32_t id) {
+    ps_buf t, j;
+    ps_buf_init(&t);
+    ps_buf_init(&j);
+    ps_token_text(&t, vocab, id);
+    ps_json_str(&j, t.data ? t.data : "", t.len);
+    int64_t cps = 0;
+    for (size_t i = 0; i < j.len; i++) cps += ((unsigned char)j.data[i] & 0xC0) != 0x80;
+    ps_buf_append(b, j.data ? j.data : "", j.len);
+    if (t.oom || j.oom) b->oom = true;
+    ps_buf_free(&t);
+    ps_buf_free(&j);
+    return cps;
+}
+
+static void pad(ps_buf *b, int64_t have, int64_t want) {
+    for (int64_t i = have; i < want; i++) ps_buf_append(b, " ", 1);
+}
+
+static const char *colour(const ps_cli_view *v, float lp) {
+    if (!v->color) return "";
+    return lp >= -1.0f ? "\033[32m" : lp >= -4.0f ? "\033[33m" : "\033[31m";
+}
+
+static void put_num(ps_buf *b, double x, const char *fmt) {
+    if (isnan(x)) ps_buf_puts(b, "-");
+    else if (isinf(x)) ps_buf_puts(b, x < 0 ? "-inf" : "inf");
+    else ps_buf_printf(b, fmt, x);
+}
+
+void ps_cli_view_result(ps_cli_view *v, ps_buf *b, const ps_vocab *vocab,
+                        const ps_jsonl_req *req, const ps_score_result *r) {
+    const int32_t n = r->n_prompt, k = r->k;
+    const double mean = n > 1 ? r->sum_logprob / (double)(n - 1) : NAN;
+    v->prompts++;
+    v->tokens += n;
+    if (n > 1) {
+        v->scored += n - 1;
+        v->sum += r->sum_logprob;
+    }
+    const char *id = req->id_json ? req->id_json : "null";
+    if (v->format == PS_CLI_FORMAT_TABLE) {
+        ps_buf_printf(b, "== id %s: %d tokens, sum logprob ", id, (int)n);
+        put_num(b, r->sum_logprob, "%.4f");
+        ps_buf_puts(b, ", mean NLL ");
+        put_num(b, -mean, "%.4f");
+        ps_buf_puts(b, ", perplexity ");
+        put_num(b, exp(-mean), "%.4f");
+        ps_buf_printf(b, "\n%5s  %-24s %10s %5s  top %d\n", "#", "token", "logprob", "rank",
+                      k < 3 ? k : 3);
+        for (int32_t i = 0; i < n; i++) {
+            ps_buf_printf(b, "%5d  ", (int)i);
+            pad(b, put_token(b, vocab, r->tokens[i]), 24);
+            float lp = r->logprobs[i];
+            if (isnan(lp)) {
+                ps_buf_printf(b, " %10s %5s\n", "-", "-");
+                continue;
+            }
+            const int32_t *ids = r->top_ids + (size_t)i * (size_t)k;
+            const float *lps = r->top_logprobs + (size_t)i * (size_t)k;
+            int rank = 0;
+            for (int32_t j = 0; j < k; j++)
+                if (ids[j] == r->tokens[i]) {
+                    rank = j + 1;
+                    break;
+                }
+            ps_buf_printf(b, " %s", colour(v, lp));
+            char num[32];
+            if (isinf(lp)) snprintf(num, sizeof num, "%10s", "-inf");
+            else snprintf(num, sizeof num, "%10.4f", (double)lp);
+            ps_buf_puts(b, num);
+            ps_buf_puts(b, v->color ? "\033[0m" : "");
+            if (rank) ps_buf_printf(b, " %5d  ", rank);
+            else ps_buf_printf(b, " %4s%d  ", ">", (int)k);
+            for (int32_t j = 0; j < k && j < 3 && ids[j] >= 0; j++) {
+                if (j) ps_buf_puts(b, "  ");
+                put_token(b, vocab, ids[j]);
+                ps_buf_puts(b, " ");
+                put_num(b, lps[j], "%.2f");
+            }
+            ps_buf_puts(b, "\n");
+        }
+        return;
+    }
+    /* summary */
+    ps_buf_printf(b, "id %s  tokens %d  sum NLL ", id, (int)n);
+    put_num(b, 0.0 - r->sum_logprob, "%.4f");
+    ps_buf_puts(b, "  mean NLL ");
+    put_num(b, -mean, "%.4f");
+    ps_buf_puts(b, "  perplexity ");
+    put_num(b, exp(-mean), "%.4f");
+    /* the three lowest logprobs, earliest first among equals */
+    int32_t worst[3] = {-1, -1, -1};
+    for (int32_t i = 1; i < n; i++) {
+        float lp = r->logprobs[i];
+        for (int w = 0; w < 3; w++)
+            if (worst[w] < 0 || lp < r->logprobs[worst[w]]) {
+                for (int m = 2; m > w; m--) worst[m] = worst[m - 1];
+                worst[w] = i;
+                break;
+            }
+    }
+    if (worst[0] >= 0) ps_buf_puts(b, "  most surprising:");
+    for (int w = 0; w < 3 && worst[w] >= 0; w++) {
+        ps_buf_printf(b, "%s #%d ", w ? "," : "", (int)worst[w]);
+        put_token(b, vocab, r->tokens[worst[w]]);
+        ps_buf_puts(b, " ");
+        put_num(b, r->logprobs[worst[w]], "%.2f");
+    }
+    ps_buf_puts(b, "\n");
+}
+
+void ps_cli_view_error(ps_cli_view *v, ps_buf *b, const ps_jsonl_req *req) {
+    v->errors++;
+    ps_buf_printf(b, "%sid %s  error: %s\n", v->format == PS_CLI_FORMAT_TABLE ? "== " : "",
+                  req->id_json ? req->id_json : "null", req->err.message);
+}
+
+void ps_cli_view_end(ps_cli_view *v, ps_buf *b) {
+    if (v->format != PS_CLI_FORMAT_SUMMARY) return;
+    double mean = v->scored > 0 ? v->sum / (double)v->scored : NAN;
+    ps_buf_printf(b, "total  prompts %lld  errors %lld  tokens %lld  scored %lld  mean NLL ",
+                  (long long)v->prompts, (long long)v->errors, (long long)v->tokens,
+                  (long long)v->scored);
+    put_num(b, -mean, "%.4f");
+    ps_buf_puts(b, "  perplexity ");
+    put_num(b, exp(-mean), "%.4f");
+    ps_buf_puts(b, "\n");
+}

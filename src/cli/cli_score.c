@@ -1,0 +1,693 @@
+/*
+ * cli_score.c — `promptscore score`: JSON Lines in, one scored line out per input line.
+ *
+ * score streams: one line is read (getline, any length), parsed and tokenised by the request
+ * module (jsonl.c, request.c: text prompts get BOS as the model says unless --no-bos; id lists
+ * are verbatim), scored by the engine (engine.c, one worker — the server's request path) and
+ * written as {"id", "logprobs" (the server's object, prompt entries only), "sum_logprob",
+ * "n_tokens"} in input order. By default one line is in flight: it is written before the next
+ * is read, so memory stays bounded by the longest line. --max-seqs N reads rounds of up to N
+ * lines, queues their jobs at once (the worker takes them as one group, their positions packed
+ * into shared forward passes, bitwise the same scores), then writes them in order: memory is
+ * then bounded by N lines. A bad line becomes {"id", "error": {...}} and the run goes on (--strict makes
+ * the exit status 1 at the end). Progress goes to stderr when it is a terminal (or with
+ * --progress); one summary line always ends the run on stderr. --format table | summary
+ * writes a view for people instead of the JSON (cli_format.c).
+ *
+ * --shard I/N scores only the input lines whose number L (from 1) has (L - 1) mod N == I and
+ * writes them tagged with L and the line's hash (cli_shard.h); --resume appends to such an
+ * output after checking it against the input, skipping the lines it holds. Shards are taken
+ * modulo N, not as contiguous ranges: a task streams its input without counting it first
+ * (stdin works), and a corpus sorted by length or source spreads evenly over the tasks.
+ * `promptscore merge` (cli_merge.c) puts the shards back in input order as plain lines.
+ */
+#include "cli/cli.h"
+#include "cli/cli_shard.h"
+#include "serve/engine.h"
+#include "serve/jsonl.h"
+#include "model/vocab.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- stopping on SIGINT / SIGTERM -------------------------------------------------------- */
+
+/* The signal that asked the run to stop (0: none). The handler only sets it; the loop looks at
+ * it between lines, the scorer's cancel callback between chunks, and a read interrupted by it
+ * (the handler has no SA_RESTART, so a blocked read returns EINTR) ends the input. Output is
+ * written with write(2) retried on EINTR, whole lines only. */
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig) { g_stop = sig; }
+
+static bool stop_requested(void *ctx) {
+    (void)ctx;
+    return g_stop != 0;
+}
+
+static void install_stop_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: a read blocked on a pipe must see the signal */
+    const int sigs[2] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        struct sigaction old;
+        /* a signal the parent set to be ignored (a background job's SIGINT) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* All n bytes to fd, retrying interrupted and short writes (a line is never cut by a signal). */
+static bool write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* ---- reading a line under the pre-scanner ------------------------------------------------ */
+
+/* One input line as read: the bytes kept (newline included; a leading BOM of the input's
+ * first line dropped) and the pre-scan of them. A line the scan refuses at a limit is kept
+ * only up to there: the rest is read and dropped, so memory stays bounded by the limits, not
+ * by the line. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    bool refused;  /* the scan refused it (see scan); buf holds what was read up to there */
+    ps_jscan scan;
+    uint64_t hash; /* sharded: FNV-1a of the raw line without its newline */
+} line_in;
+
+enum { LINE_OK = 1, LINE_EOF = 0, LINE_ERROR = -1, LINE_STOPPED = -2, LINE_NOMEM = -3 };
+
+static int read_line(FILE *in, line_in *li, const ps_jscan_limits *jl, bool first,
+                     ps_shard_out *so) {
+    static const unsigned char BOM[3] = {0xef, 0xbb, 0xbf};
+    li->len = 0;
+    li->refused = false;
+    ps_jscan_init(&li->scan, jl);
+    size_t fed = 0;
+    bool any = false, bom_checked = !first;
+    uint64_t h = PS_SHARD_HASH0;
+    for (;;) {
+        int c = getc_unlocked(in);
+        if (c == EOF) {
+            if (ferror(in)) {
+                if (errno == EINTR) {
+                    clearerr(in);
+                    if (g_stop) return LINE_STOPPED;
+                    continue;
+                }
+                return LINE_ERROR;
+            }
+            break;
+        }
+        any = true;
+        char ch = (char)c;
+        if (so) {
+            so->input_hash = ps_shard_hash(so->input_hash, &ch, 1);
+            if (c != '\n') h = ps_shard_hash(h, &ch, 1);
+        }
+        if (!li->refused) {
+            if (li->len == li->cap) {
+                size_t nc = li->cap ? li->cap * 2 : 4096;
+                char *nb = realloc(li->buf, nc);
+                if (!nb) return LINE_NOMEM;
+                li->buf = nb;
+                li->cap = nc;
+            }
+            li->buf[li->len++] = ch;
+            if (!bom_checked && (li->len == 3 || c == '\n')) {
+                bom_checked = true;
+                if (li->len == 3 && !memcmp(li->buf, BOM, 3)) li->len = 0;
+            }
+            if (bom_checked && (li->len - fed >= 65536 || c == '\n')) {
+                ps_jscan_feed(&li->scan, li->buf + fed, li->len - fed, NULL);
+                fed = li->len;
+                /* a limit stops the line; a line that is not JSON is kept (for jansson's
+                 * message) up to the byte limit */
+                if (li->scan.what != PS_JSCAN_OK &&
+                    (li->scan.what != PS_JSCAN_SYNTAX || (int64_t)li->len > jl->max_bytes))
+                    li->refused = true;
+            }
+        }
+        if (c == '\n') break;
+    }
+    if (!any) return LINE_EOF;
+    if (!li->refused && fed < li->len) ps_jscan_feed(&li->scan, li->buf + fed, li->len - fed, NULL);
+    if (so) so->lineno++;
+    li->hash = h;
+    return LINE_OK;
+}
+
+/* ---- score ------------------------------------------------------------------------------- */
+
+static const char *SCORE_ABOUT =
+    "Reads JSON Lines {\"prompt\": \"text\" | [ids], \"id\": any, \"logprobs\": K} and writes one\n"
+    "line per input, in order: {\"id\", \"logprobs\": {tokens, token_logprobs, top_logprobs,\n"
+    "text_offset, prompt_offset, token_ids, top_ids}, \"sum_logprob\", \"mean_logprob\",\n"
+    "\"perplexity\", \"n_tokens\"}, or {\"id\", \"error\"} (docs/api.md). Blank lines are skipped.\n"
+    "Text prompts get BOS as the model says; id lists are verbatim.\n";
+
+typedef struct {
+    ps_cli_loaded *l;
+    ps_engine *engine;  /* one worker: lines in input order, max_seqs at a time */
+    ps_jsonl_limits lim;
+    int32_t chunk;
+    int64_t tokens;
+    ps_cli_view *view; /* --format table | summary; NULL for JSON Lines */
+} score_ctx;
+
+static bool blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return false;
+    return true;
+}
+
+/* One input line of a round (see the loop in ps_cli_score): parsed when read, its job queued
+ * with the round's others, its output written in input order. */
+typedef struct {
+    int64_t lineno;
+    uint64_t hash;          /* sharded: the line's hash */
+    bool blank;             /* nothing to score (sharded: still a record) */
+    ps_jsonl_req req;       /* parsed (also for a blank line: then unused and empty) */
+    ps_req_prompt prompt;   /* the job borrows these two until it is freed */
+    ps_completion_req cr;
+    ps_engine_job *job;     /* NULL: an error line (req.ok false) or blank */
+    bool admitted;          /* holds an engine slot */
+    ps_status st;           /* the job's failure before it ran (no memory, refused) */
+    ps_error err;
+} line_slot;
+
+static bool gone_now(void *ctx) {
+    (void)ctx;
+    return true;
+}
+
+/* Parses the line just read into q and makes its job (not yet queued). */
+static void line_start(score_ctx *c, const line_in *li, int64_t lineno, line_slot *q) {
+    q->lineno = lineno;
+    q->hash = li->hash;
+    q->job = NULL;
+    q->admitted = false;
+    q->st = PS_OK;
+    ps_error_clear(&q->err);
+    memset(&q->req, 0, sizeof q->req);
+    q->blank = !li->refused && blank(li->buf, li->len);
+    if (q->blank) return;
+    ps_status pst = li->refused
+                        ? ps_jsonl_refused(li->buf, li->len, lineno, &c->lim, &li->scan, &q->req)
+                        : ps_jsonl_parse(li->buf, li->len, lineno, &c->lim, &q->req);
+    if (pst != PS_OK) return; /* an error line */
+    /* the one request path: the line's job to the engine, which scores it (the ids stay the
+     * line's: the job borrows them, and cr, until it is freed) */
+    q->prompt = (ps_req_prompt){.ids = q->req.ids, .n = q->req.n,
+                                .prompt_offset = q->req.prompt_offset};
+    q->cr = (ps_completion_req){.prompts = &q->prompt, .n_prompts = 1, .logprobs = q->req.k,
+                                .logprobs_from = q->req.logprobs_from, .temperature = 1,
+                                .top_p = 1, .prompt_tokens = q->req.n};
+    q->job = ps_engine_job_new(&q->cr, 0);
+    if (!q->job) {
+        q->st = ps_fail(&q->err, PS_ERR_NOMEM, -1, "out of memory");
+    } else if (ps_engine_admit(c->engine) != PS_ENGINE_OK) {
+        q->st = ps_fail(&q->err, PS_ERR_INTERNAL, -1, "the engine refused the line");
+    } else {
+        q->admitted = true;
+    }
+}
+
+/* Queues the jobs of slots[0..n) that are ready, in input order, all at once (so that
+ * max_seqs of them form one group of the engine's worker). */
+static void lines_submit(score_ctx *c, line_slot *slots, int n) {
+    ps_engine_job *jobs[PS_CHUNK];
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (slots[i].admitted) jobs[m++] = slots[i].job;
+    if (m > 0 && ps_engine_submit_all(c->engine, jobs, m) != PS_ENGINE_OK)
+        for (int i = 0; i < n; i++)
+            if (slots[i].admitted) {
+                slots[i].st = ps_fail(&slots[i].err, PS_ERR_INTERNAL, -1,
+                                      "the engine refused the line");
+                ps_engine_leave(c->engine);
+                slots[i].admitted = false;
+            }
+}
+
+/* Frees what q holds; with `cancel`, first cancels its job and waits for it. */
+static void line_free(score_ctx *c, line_slot *q, bool cancel) {
+    if (q->admitted) {
+        ps_engine_wait(c->engine, q->job, cancel ? gone_now : stop_requested, NULL);
+        ps_engine_leave(c->engine);
+        q->admitted = false;
+    }
+    ps_engine_job_free(q->job); /* and its result */
+    q->job = NULL;
+    if (!q->blank) ps_jsonl_req_free(&q->req);
+}
+
+/* Waits for q's job and writes its output into b (a result or an error line), then frees q.
+ * Returns 1 when it was scored, 0 when it was an error line, -1 when a stop signal cancelled
+ * it (b is left empty). */
+static int line_finish(score_ctx *c, line_slot *q, ps_buf *b) {
+    ps_jsonl_req *req = &q->req;
+    const ps_score_result *r = NULL;
+    if (req->ok) {
+        ps_status st = q->st;
+        ps_error err = q->err;
+        if (q->admitted) {
+            ps_engine_wait(c->engine, q->job, stop_requested, NULL);
+            ps_engine_leave(c->engine);
+            q->admitted = false;
+            st = ps_engine_job_status(q->job, &err, NULL);
+        }
+        if (st == PS_ERR_CANCELLED) {
+            line_free(c, q, false);
+            return -1;
+        }
+        if (st != PS_OK) {
+            req->ok = false;
+            ps_req_fail(&req->err, st == PS_ERR_NOMEM || st == PS_ERR_INTERNAL ? 500 : 400,
+                        st == PS_ERR_TOKEN_RANGE || st == PS_ERR_CONTEXT ? "prompt" : NULL,
+                        st == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL,
+                        "line %lld: %s", (long long)q->lineno, err.message);
+            req->err.st = st;
+        } else {
+            r = ps_engine_job_result(q->job, 0);
+        }
+    }
+    bool ok = req->ok;
+    if (ok) {
+        if (c->view) ps_cli_view_result(c->view, b, c->l->vocab, req, r);
+        else ps_jsonl_write_result(b, c->l->vocab, req, r);
+        c->tokens += req->n;
+    } else {
+        if (c->view) ps_cli_view_error(c->view, b, req);
+        else ps_jsonl_write_error(b, req);
+    }
+    line_free(c, q, false);
+    return ok ? 1 : 0;
+}
+
+/* Lines of a regular file (for the progress total), or -1. Rewinds. */
+static int64_t count_lines(FILE *f) {
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) return -1;
+    char buf[1 << 16];
+    int64_t n = 0;
+    size_t r;
+    int last = '\n';
+    while ((r = fread(buf, 1, sizeof buf, f)) > 0) {
+        for (size_t i = 0; i < r; i++) n += buf[i] == '\n';
+        last = buf[r - 1];
+    }
+    if (last != '\n') n++;
+    rewind(f);
+    return n;
+}
+
+static bool opt_format(const char *cmd, const char *opt, const char *v, void *dst) {
+    int *f = dst;
+    if (!strcmp(v, "jsonl") || !strcmp(v, "json")) *f = PS_CLI_FORMAT_JSONL;
+    else if (!strcmp(v, "table")) *f = PS_CLI_FORMAT_TABLE;
+    else if (!strcmp(v, "summary")) *f = PS_CLI_FORMAT_SUMMARY;
+    else {
+        fprintf(stderr, "promptscore %s: %s wants jsonl, table or summary, got '%s'\n", cmd, opt, v);
+        return false;
+    }
+    return true;
+}
+
+typedef struct {
+    int64_t i, n;
+    bool given;
+} shard_spec;
+
+static bool opt_shard(const char *cmd, const char *opt, const char *v, void *dst) {
+    shard_spec *sh = dst;
+    char why[200];
+    if (!ps_shard_parse_spec(v, &sh->i, &sh->n, why, sizeof why)) {
+        fprintf(stderr, "promptscore %s: %s\n", cmd, why);
+        return false;
+    }
+    sh->given = true;
+    return true;
+}
+
+int ps_cli_score(int argc, char **argv) {
+    const char *cmd = argv[0];
+    ps_cli_model_opts o = {.chunk = PS_CHUNK, .cache_mb = -1, .want_cache = true};
+    const char *in_path = NULL, *out_path = NULL;
+    int32_t k = 5, max_seqs = 1;
+    int format = PS_CLI_FORMAT_JSONL;
+    bool no_bos = false, strict = false, resume = false, no_special = false;
+    int64_t max_line = PS_JSONL_MAX_LINE_BYTES;
+    shard_spec shard = {0, 1, false};
+    const ps_cli_opt model_opts[] = {
+        PS_CLI_OPTS_MODEL(&o),
+        PS_CLI_OPT_CTX(&o, "context length (default: the model's)"),
+        PS_CLI_OPT_THREADS(&o),
+        PS_CLI_OPT_CHUNK(&o),
+        PS_CLI_OPT_CACHE(&o),
+        PS_CLI_OPT_ACT(&o),
+        PS_CLI_OPT_KV_TYPE(&o),
+        PS_CLI_OPT_REPACK(&o),
+        {0}};
+    const ps_cli_opt score_opts[] = {
+        {"-i, --input", "FILE", "input JSON Lines (default stdin)", PS_CLI_STR, &in_path},
+        {"-o, --output", "FILE", "output (default stdout)", PS_CLI_STR, &out_path},
+        {"-k, --logprobs, --top-k", "K", "alternatives per position when a line gives none\n"
+         "(default 5)", PS_CLI_I32, &k, 0, INT32_MAX},
+        {"--format", "FMT", "jsonl (default): the lines above; table: one row per token\n"
+         "(logprob, rank, top 3; coloured on a terminal); summary: one\n"
+         "line per prompt (tokens, NLL, perplexity, most surprising)",
+         PS_CLI_FN, &format, 0, 0, opt_format},
+        {"--no-bos", NULL, "do not add BOS to text prompts (id prompts are always verbatim)",
+         PS_CLI_FLAG, &no_bos},
+        {"--no-parse-special", NULL, "special-token text in text prompts (</s>, <|endoftext|>)\n"
+         "stays plain text; by default it is that token, as the server's\n"
+         "\"parse_special\": true", PS_CLI_FLAG, &no_special},
+        {"--strict", NULL, "exit 1 when any line was an error", PS_CLI_FLAG, &strict},
+        {"--max-line-bytes", "N", "a longer input line is an error line (line_too_long), read\n"
+         "past without keeping it (default 16777216, >= 64)", PS_CLI_I64, &max_line, 64,
+         (int64_t)1 << 40},
+        {"--max-seqs", "N", "read up to N lines ahead and score their prompts together, in\n"
+         "shared forward passes (lines sharing a prefix compute it once\n"
+         "with the prefix cache); output stays in input order and every\n"
+         "score's bits are those of --max-seqs 1 (default 1: one line at a\n"
+         "time, each written before the next is read)", PS_CLI_I32, &max_seqs, 1, PS_CHUNK},
+        PS_CLI_OPT_PROGRESS(&o),
+        {"--shard", "I/N", "score only the lines L with (L - 1) mod N == I (0 <= I < N), each\n"
+         "tagged with its line number and a hash of the input line, between\n"
+         "a header and an end record; `promptscore merge` restores input\n"
+         "order. Modulo, not ranges: no counting pass, stdin works, and a\n"
+         "sorted corpus spreads evenly over the shards", PS_CLI_FN, &shard, 0, 0, opt_shard},
+        {"--resume", NULL, "append to the -o file of an earlier (killed) run of this shard,\n"
+         "skipping the lines it holds after checking each against the input\n"
+         "(a file that does not match: exit 2, left untouched); a half line\n"
+         "at its end is cut off; a missing or empty file starts afresh.\n"
+         "Alone it means --shard 0/1", PS_CLI_FLAG, &resume},
+        {0}};
+    const ps_cli_opt *const tables[] = {model_opts, score_opts, NULL};
+    const ps_cli_cmd c = {"score", "-m MODEL.gguf [-i in.jsonl] [-o out.jsonl] [options]",
+                          SCORE_ABOUT, tables};
+    int pr_rc = ps_cli_parse(&c, argc, argv);
+    if (pr_rc >= 0) return pr_rc;
+    const bool sharded = shard.given || resume;
+    const int64_t shard_i = shard.i, shard_n = shard.n;
+    if (resume && (!out_path || !strcmp(out_path, "-"))) {
+        fprintf(stderr, "promptscore %s: --resume needs the output file (-o FILE)\n", cmd);
+        return 2;
+    }
+    if (sharded && format != PS_CLI_FORMAT_JSONL) {
+        fprintf(stderr, "promptscore %s: --shard and --resume write JSON Lines (no --format)\n",
+                cmd);
+        return 2;
+    }
+
+    FILE *in = stdin, *out = stdout;
+    if (in_path && strcmp(in_path, "-") && !(in = fopen(in_path, "rb"))) {
+        fprintf(stderr, "promptscore %s: cannot open %s: %s\n", cmd, in_path, strerror(errno));
+        return 1;
+    }
+    ps_cli_loaded l;
+    o.no_session = true; /* the engine's worker holds the session */
+    int lrc = ps_cli_load(cmd, &o, false, &l);
+    if (lrc) {
+        if (in != stdin) fclose(in);
+        return lrc;
+    }
+    ps_engine *engine = NULL;
+    {
+        ps_engine_params ep = ps_engine_default_params();
+        ep.n_threads = o.threads;
+        ep.queue = max_seqs;
+        ep.max_seqs = max_seqs;
+        ep.chunk = o.chunk > 0 ? o.chunk : PS_CHUNK;
+        ep.act = o.act;
+        ep.kv_type = o.kv_type;
+        ep.cache = l.cache;
+        ps_error err;
+        ps_error_clear(&err);
+        if (ps_engine_create(l.model, &ep, &engine, &err) != PS_OK) {
+            fprintf(stderr, "promptscore %s: cannot create a session of %d positions: %s\n", cmd,
+                    l.info.n_ctx, err.message);
+            ps_cli_unload(&l);
+            if (in != stdin) fclose(in);
+            return 1;
+        }
+    }
+    if (k > l.info.n_vocab) {
+        fprintf(stderr, "promptscore %s: --logprobs %d exceeds the vocabulary size %d\n", cmd, k,
+                l.info.n_vocab);
+        ps_engine_free(engine);
+        ps_cli_unload(&l);
+        if (in != stdin) fclose(in);
+        return 2;
+    }
+    ps_cli_progress pr;
+    ps_cli_progress_start(&pr, o.progress);
+    int64_t total = pr.on ? count_lines(in) : -1;
+    ps_shard_out so = {.fd = -1};
+    if (sharded) {
+        /* everything the plain lines depend on, so --resume and merge refuse a mix */
+        char config[256], arch[32];
+        snprintf(arch, sizeof arch, "%s", l.info.arch);
+        for (char *p = arch; *p; p++)
+            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) *p = '_';
+        snprintf(config, sizeof config,
+                 "v1 k=%d chunk=%d act=%s bos=%d special=%d ctx=%d arch=%s bytes=%lld vocab=%d "
+                 "layers=%d embd=%d%s%s",
+                 k, o.chunk, o.act == PS_ACT_F32 ? "f32" : "native", !no_bos, !no_special, l.info.n_ctx,
+                 arch, (long long)l.info.file_bytes, l.info.n_vocab, l.info.n_layer,
+                 l.info.n_embd, o.kv_type != PS_KV_F32 ? " kv=" : "",
+                 o.kv_type != PS_KV_F32 ? ps_kv_type_name(o.kv_type) : "");
+        char why[1024];
+        int src = ps_shard_open(out_path, shard_i, shard_n, config, resume, in, &so, why,
+                                sizeof why);
+        if (src != 0) {
+            fprintf(stderr, "promptscore %s: %s%s\n", cmd, resume ? "--resume: " : "", why);
+            ps_engine_free(engine);
+            ps_cli_unload(&l);
+            if (in != stdin) fclose(in);
+            return src;
+        }
+        if (total > shard_i) total = (total - shard_i + shard_n - 1) / shard_n - so.kept;
+        else if (total > 0) total = 0;
+        if (so.kept > 0 || so.cut)
+            fprintf(stderr, "promptscore %s: --resume: %s holds %lld lines of shard %lld/%lld "
+                            "(input lines 1..%lld checked)%s%s\n", cmd, out_path,
+                    (long long)so.kept, (long long)shard_i, (long long)shard_n,
+                    (long long)so.lineno, so.cut ? "; a half-written last line was cut off" : "",
+                    so.complete ? "; it is complete" : "");
+        if (so.complete) {
+            ps_shard_close(&so);
+            ps_engine_free(engine);
+            ps_cli_unload(&l);
+            if (in != stdin) fclose(in);
+            return 0;
+        }
+    } else if (out_path && strcmp(out_path, "-") && !(out = fopen(out_path, "wb"))) {
+        fprintf(stderr, "promptscore %s: cannot create %s: %s\n", cmd, out_path, strerror(errno));
+        ps_engine_free(engine);
+        ps_cli_unload(&l);
+        if (in != stdin) fclose(in);
+        return 1;
+    }
+    pr.t0 = pr.last = ps_now_s();
+    /* from here on a stop signal ends the run after the line being written (before: the
+     * default action, so loading stays interruptible) */
+    g_stop = 0;
+    install_stop_handlers();
+
+    /* output goes out with write(2) in whole lines: buffered here up to 64 KiB for a file,
+     * line by line for a pipe or terminal (streaming consumers) */
+    if (!sharded && fflush(out) != 0) {
+        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+        ps_engine_free(engine);
+        ps_cli_unload(&l);
+        if (in != stdin) fclose(in);
+        if (out != stdout) fclose(out);
+        return 1;
+    }
+    const int out_fd = fileno(out);
+    struct stat osb;
+    bool flush_each = fstat(out_fd, &osb) != 0 || !S_ISREG(osb.st_mode);
+    ps_cli_view view;
+    score_ctx sc = {.l = &l, .engine = engine, .chunk = o.chunk};
+    if (format != PS_CLI_FORMAT_JSONL) {
+        ps_cli_view_init(&view, format, isatty(out_fd) && !getenv("NO_COLOR"));
+        sc.view = &view;
+        if (k < 3 && format == PS_CLI_FORMAT_TABLE) k = 3; /* the table shows the top 3 */
+    }
+    sc.lim.vocab = l.vocab;
+    sc.lim.n_vocab = l.info.n_vocab;
+    sc.lim.n_ctx = l.info.n_ctx;
+    sc.lim.default_k = k;
+    sc.lim.add_bos = !no_bos;
+    sc.lim.max_line_bytes = max_line;
+    sc.lim.no_parse_special = no_special;
+    ps_jscan_limits jl;
+    ps_jsonl_scan_limits(&sc.lim, &jl);
+    ps_buf b, pending;
+    ps_buf_init(&b);
+    ps_buf_init(&pending);
+    line_in li = {0};
+    int64_t lineno = so.lineno, done = 0, errors = 0;
+    int rc = 0, got;
+    bool read_failed = false;
+    /* rounds of up to max_seqs lines: each parsed as it is read, their jobs queued at once
+     * (the engine's worker scores them in shared forward passes), then waited for and written
+     * in input order; --max-seqs 1 is one line at a time */
+    line_slot *slots = ps_calloc((size_t)max_seqs, sizeof *slots);
+    if (!slots) {
+        fprintf(stderr, "promptscore %s: out of memory\n", cmd);
+        rc = 1;
+    }
+    bool eof = false, halt = false;
+    while (slots && !eof && !halt && !g_stop) {
+        int n = 0;
+        while (n < max_seqs && !g_stop) {
+            got = read_line(in, &li, &jl, lineno == 0, sharded ? &so : NULL);
+            if (got == LINE_EOF) {
+                eof = true;
+                break;
+            }
+            if (got == LINE_STOPPED) {
+                halt = true;
+                break;
+            }
+            if (got == LINE_ERROR) {
+                read_failed = true;
+                halt = true;
+                break;
+            }
+            if (got == LINE_NOMEM) {
+                fprintf(stderr, "promptscore %s: out of memory reading line %lld\n", cmd,
+                        (long long)lineno + 1);
+                rc = 1;
+                halt = true;
+                break;
+            }
+            lineno++;
+            if (sharded && !ps_shard_mine(&so, lineno)) continue;
+            line_start(&sc, &li, lineno, &slots[n++]);
+        }
+        lines_submit(&sc, slots, n);
+        bool drop = false; /* after a stop or a failure: the rest is cancelled, not written */
+        for (int i = 0; i < n; i++) {
+            line_slot *q = &slots[i];
+            if (drop) {
+                line_free(&sc, q, true);
+                continue;
+            }
+            if (q->blank) {
+                if (total > 0) total--;
+                if (sharded && !ps_shard_write(&so, q->lineno, q->hash, NULL, 0)) {
+                    fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+                    rc = 1;
+                    drop = halt = true;
+                }
+                continue;
+            }
+            ps_buf_reset(&b);
+            const int64_t ln = q->lineno;
+            const uint64_t lh = q->hash;
+            int sr = line_finish(&sc, q, &b);
+            if (sr < 0) { /* stopped while scoring: the line is not written */
+                drop = halt = true;
+                continue;
+            }
+            if (sr == 0) errors++;
+            done++;
+            if (b.oom) {
+                fprintf(stderr, "promptscore %s: out of memory writing line %lld\n", cmd,
+                        (long long)ln);
+                rc = 1;
+                drop = halt = true;
+                continue;
+            }
+            bool wok;
+            if (sharded) {
+                wok = ps_shard_write(&so, ln, lh, b.data, b.len);
+            } else {
+                ps_buf_append(&pending, b.data, b.len);
+                wok = !pending.oom;
+                if (wok && (flush_each || pending.len >= 65536)) {
+                    wok = write_all(out_fd, pending.data, pending.len);
+                    ps_buf_reset(&pending);
+                }
+            }
+            if (!wok) {
+                fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+                rc = 1;
+                drop = halt = true;
+                continue;
+            }
+            ps_cli_progress_show(&pr, "prompts", done, total, sc.tokens, false);
+        }
+    }
+    ps_free(slots);
+    if (read_failed) {
+        fprintf(stderr, "promptscore %s: read failed after line %lld: %s\n", cmd,
+                (long long)lineno, strerror(errno));
+        rc = 1;
+    }
+    const int stop_sig = g_stop;
+    ps_cli_progress_end(&pr);
+    if (sharded && rc == 0 && !stop_sig && !ps_shard_write_end(&so)) {
+        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+        rc = 1;
+    }
+    if (sharded && !ps_shard_close(&so) && rc == 0) {
+        fprintf(stderr, "promptscore %s: closing %s failed: %s\n", cmd, out_path, strerror(errno));
+        rc = 1;
+    }
+    if (sc.view && rc == 0) {
+        ps_buf_reset(&b);
+        ps_cli_view_end(sc.view, &b);
+        ps_buf_append(&pending, b.data, b.len);
+    }
+    if (pending.oom || (pending.len && !write_all(out_fd, pending.data, pending.len))) {
+        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+        rc = 1;
+    }
+    double el = ps_now_s() - pr.t0;
+    fprintf(stderr, "promptscore %s: %lld prompts, %lld tokens, %.0f tokens/s, %lld errors, %.2fs\n",
+            cmd, (long long)done, (long long)sc.tokens, el > 0 ? (double)sc.tokens / el : 0.0,
+            (long long)errors, el);
+    if (stop_sig) {
+        fprintf(stderr, "promptscore %s: stopped by %s after input line %lld; every line written "
+                        "is whole%s\n", cmd, stop_sig == SIGINT ? "SIGINT" : "SIGTERM",
+                (long long)lineno, sharded ? " (--resume continues from there)" : "");
+        if (rc == 0) rc = 128 + stop_sig;
+    }
+    if (rc == 0 && strict && errors > 0) rc = 1;
+    free(li.buf);
+    ps_buf_free(&b);
+    ps_buf_free(&pending);
+    ps_engine_free(engine);
+    ps_cli_unload(&l);
+    if (in != stdin) fclose(in);
+    if (out != stdout && fclose(out) != 0 && rc == 0) {
+        fprintf(stderr, "promptscore %s: closing %s failed: %s\n", cmd, out_path, strerror(errno));
+        rc = 1;
+    }
+    return rc;
+}

@@ -1,0 +1,1250 @@
+/*
+ * matmul.c — y (n_rows, n_out) = x (n_rows, n_in) @ W^T with W in F32/F16/BF16/Q8_0.
+ *
+ * Work split: the n_out weight rows are cut into tiles of MM_TILE rows, one pool task per tile.
+ * A task converts its tile to float32 in the thread's scratch (F32 weights are used in place),
+ * then runs a register micro-kernel over the activation rows: R activation rows x 4 weight rows
+ * of independent vector accumulators (AVX-512: R = 6, 24 accumulators, 10 loads per 24 FMAs;
+ * AVX2: R = 3, 12 accumulators), so FMA latency is hidden and each loaded x vector is reused 4 times, each w
+ * vector R times. Tails use the 4/2/1-row and 1-weight forms of the same kernel. The input dimension
+ * is walked in blocks of MM_KB (1024) and the activation rows in blocks of MM_ROWS (96, a
+ * multiple of the 6-row form), so a tile's slice (16 rows x 4 KiB) stays in L1/L2 while the
+ * block's rows pass over it; between k blocks the accumulator vectors wait in scratch (stored
+ * and reloaded exactly, so blocking does not change any result). Sizes picked by bench_matmul
+ * on Qwen3-0.6B shapes (k = 1024..3072; KB 512 -> 1024 and ROWS 64 -> 96: +3-5%).
+ *
+ * Determinism: every output element is one accumulator vector that receives
+ * fma(x[k..k+V), w[k..k+V)) for k = 0, V, 2V, ... in order (the last chunk masked with zeros),
+ * then one horizontal sum. Which micro-kernel form, tile or thread computes it does not change
+ * that sequence, so results are independent of threads and of how positions are batched.
+ * The scalar path is one float accumulator in index order. ps_dot_f32 is the same reduction.
+ *
+ * Q8_0 weights take another road (see "int8 dot products" below): the activation rows are
+ * quantised to Q8_0 blocks once per call (as llama.cpp does), each task packs its 16 weight rows
+ * so that one vector lane belongs to one weight row, and int8 dot products (AVX-512 VNNI
+ * vpdpbusd, or AVX2 maddubs) give exact int32 block sums that are scaled and accumulated with
+ * one fused multiply-add per block in block order: bitwise the same on every ISA, thread count
+ * and batch split. ~600-750 GFLOP/s on one core for the 256-row Qwen3-0.6B shapes (4.9-6.0x
+ * cblas_sgemm in the same run; the float32-widening path, still used with f32_act, ~195-215).
+ *
+ * BF16 weights take a third road (see "vdpbf16ps" below): the activation rows are rounded to
+ * bf16 once per call (as llama.cpp does) and AVX-512 BF16 vdpbf16ps multiplies them with the
+ * weights in place, 32 products per instruction: ~430-480 GFLOP/s (3.5-3.8x sgemm). With
+ * env->f32_act, BF16 and Q8_0 both go through the float32 tiles above instead.
+ *
+ * With env->amx (an Intel CPU with AMX, see isa.c) the BF16 and Q8_0 tasks run on the tile
+ * unit (matmul_amx.c) over the same prepared activations: Q8_0 bitwise equal to VNNI, BF16 in
+ * tile order (k in order per output).
+ */
+#include "kernels/matmul.h"
+#include "kernels/i8pack.h"
+#include "kernels/matmul_amx.h"
+#include "kernels/matmul_quant.h"
+#include "base/prof.h"
+#include "kernels/quant.h"
+#include "kernels/types.h"
+
+#include <math.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define MM_TILE 16  /* weight rows per task */
+#define MM_ROWS 96  /* activation rows per pass over a k block */
+#define MM_KB 1024  /* inputs per k block (a multiple of 16) */
+#define MM_QROWS PS_CHUNK /* Q8_0: quantised activation rows per thread slot (multiple of 8) */
+#define MM_ACC (MM_ROWS * MM_TILE * 16) /* accumulator vectors parked between k blocks */
+#define BF16_TW 64  /* BF16 (vdpbf16ps): weight rows per task */
+#define BF16_ROWS 48 /* BF16: activation rows per pass over a k block (96 parked 393 KB of
+                      * accumulators, crowding L2: k = 2048/3072 shapes ~5-8% slower) */
+#define BF16_ACC (BF16_ROWS * BF16_TW * 16) /* its parked accumulators */
+
+static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+/* Per-thread scratch, in floats: [tile | quantised activations | accumulators]. The tile holds
+ * 16 rows converted to float32 or (Q8_0) the packed int8 tile; the activation slot holds
+ * MM_QROWS rows of Q8_0-quantised activations (bytes, then scales) or of bf16-rounded ones
+ * (bf16 bits for vdpbf16ps, or widened back to float32 where the CPU lacks it). */
+static size_t tile_floats(int64_t n) {
+    const size_t f32 = (size_t)MM_TILE * (size_t)(round16(n) + 16);
+    const size_t q8 = (size_t)round16((n / PS_Q8_0_BLOCK) * 640 / 4);
+    const size_t amx = (size_t)round16((int64_t)(ps_amx_bf16_scratch_bytes(n) + 3) / 4);
+    return PS_MAX(PS_MAX(f32, q8), amx);
+}
+static size_t qx_floats(int64_t n) {
+    const size_t q8 = (size_t)MM_QROWS * (size_t)((n + 63) & ~(int64_t)63) / 4 +
+                      (size_t)MM_QROWS * (size_t)round16(n / PS_Q8_0_BLOCK);
+    const size_t bf16 = (size_t)MM_QROWS * (size_t)(((n + 63) & ~(int64_t)63) + 32) / 2;
+    const size_t f32 = (size_t)MM_QROWS * (size_t)round16(n); /* bf16-rounded, widened */
+    return PS_MAX(q8, PS_MAX(bf16, f32));
+}
+
+size_t ps_matmul_scratch_floats(int64_t max_n_in) {
+    return PS_MAX(tile_floats(max_n_in) + qx_floats(max_n_in) + PS_MAX(MM_ACC, BF16_ACC),
+                  ps_mmq_scratch_floats(max_n_in)); /* matmul_quant.c's tile and slot */
+}
+
+/* ---- scalar ---- */
+
+static float dot_scalar(const float *a, const float *b, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* y[r * ldy + j] = dot(x row r, w[j]) for r < n_rows, j < nw. */
+static void tile_scalar(const float *const *w, int nw, const float *x, int64_t ldx,
+                        int64_t n_rows, int64_t n, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int j = 0; j < nw; j++) y[r * ldy + j] = dot_scalar(x + r * ldx, w[j], n);
+}
+
+#if defined(__x86_64__)
+
+/* ---- AVX2: 8 lanes ---- */
+
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+T_AVX2 static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* hsum256 of four accumulators at once, each result bitwise equal to hsum256 of its vector:
+ * 128-bit halves, then lanes (0+2, 1+3), then those two, with shared shuffles. */
+T_AVX2 static inline __m128 hsum256x4(__m256 a, __m256 b, __m256 c, __m256 d) {
+    const __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20),
+                                    _mm256_permute2f128_ps(a, b, 0x31)); /* [sa | sb] */
+    const __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20),
+                                    _mm256_permute2f128_ps(c, d, 0x31)); /* [sc | sd] */
+    const __m256 u = _mm256_add_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 t = _mm256_add_ps(u, _mm256_shuffle_ps(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+    /* a at lane 0, c at 2, b at 4, d at 6 */
+    return _mm256_castps256_ps128(
+        _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 2, 6, 0, 0, 0, 0)));
+}
+
+/* R activation rows (1 to 3) x J weight rows (1 or 4) over inputs [k0, k1); shapes: x (R, n)
+ * rows ldx apart, w[J] rows of n. Accumulators start at zero (first) or come from acc (slot
+ * (r * MM_TILE + j) * 16); they end in y (R, J) rows ldy apart (last) or go back to acc. */
+T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
+    int R, int J, const float *x, int64_t ldx, const float *const *w, int64_t k0, int64_t k1,
+    float *acc, bool first, bool last, float *y, int64_t ldy) {
+    __m256 a[4][4];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++)
+            a[r][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (r * MM_TILE + j) * 16);
+    int64_t k = k0;
+    for (; k + 8 <= k1; k += 8) {
+        __m256 xv[4];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) xv[r] = _mm256_loadu_ps(x + r * ldx + k);
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            __m256 wv = _mm256_loadu_ps(w[j] + k);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) a[r][j] = _mm256_fmadd_ps(xv[r], wv, a[r][j]);
+        }
+    }
+    if (k < k1) {
+        int rem = (int)(k1 - k);
+        __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 xv[4];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) xv[r] = _mm256_maskload_ps(x + r * ldx + k, mask);
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            __m256 wv = _mm256_maskload_ps(w[j] + k, mask);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) a[r][j] = _mm256_fmadd_ps(xv[r], wv, a[r][j]);
+        }
+    }
+    if (last && J == 4) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            _mm_storeu_ps(y + r * ldy, hsum256x4(a[r][0], a[r][1], a[r][2], a[r][3]));
+        return;
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            if (last) y[r * ldy + j] = hsum256(a[r][j]);
+            else _mm256_storeu_ps(acc + (r * MM_TILE + j) * 16, a[r][j]);
+        }
+}
+
+/* The blocking shared by the tile functions (tile_avx2, tile_avx512, tile_bf16): activation
+ * rows in blocks of ROWS, inputs in blocks of MM_KB, and inside each the micro-kernel forms
+ * FORM(MK, R) from the most rows down, each over 4-weight groups then single weights. The
+ * function provides w, nw, x (rows of XT), ldx, n_rows, n, y, ldy and acc. */
+#define TILE_FORM(MK, R)                                                                       \
+    for (; r + (R) <= nr; r += (R)) {                                                          \
+        for (j = 0; j + 4 <= nw; j += 4) MK(R, 4);                                             \
+        for (; j < nw; j++) MK(R, 1);                                                          \
+    }
+#define TILE_BLOCKS(XT, ROWS, FORMS)                                                           \
+    for (int64_t rb = 0; rb < n_rows; rb += (ROWS)) {                                          \
+        const int64_t nr = PS_MIN((int64_t)(ROWS), n_rows - rb);                               \
+        const XT *xb = x + rb * ldx;                                                           \
+        float *yb = y + rb * ldy;                                                              \
+        for (int64_t k0 = 0; k0 < n; k0 += MM_KB) {                                            \
+            const int64_t k1 = PS_MIN(k0 + MM_KB, n);                                          \
+            const bool first = k0 == 0, last = k1 == n;                                        \
+            int64_t r = 0;                                                                     \
+            int j;                                                                             \
+            FORMS                                                                              \
+        }                                                                                      \
+    }
+
+#define AVX2_MK(R, J)                                                                        \
+    mk_avx2(R, J, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16, first, last,  \
+            yb + r * ldy + j, ldy)
+
+T_AVX2 static void tile_avx2(const float *const *w, int nw, const float *x, int64_t ldx,
+                             int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
+    TILE_BLOCKS(float, MM_ROWS,
+                TILE_FORM(AVX2_MK, 3)
+                TILE_FORM(AVX2_MK, 2)
+                TILE_FORM(AVX2_MK, 1))
+}
+
+#undef AVX2_MK
+
+T_AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
+    float y;
+    mk_avx2(1, 1, a, 0, &b, 0, n, NULL, true, true, &y, 0);
+    return y;
+}
+
+/* ---- AVX-512: 16 lanes ---- */
+
+#define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+/* The horizontal sum of one accumulator, spelled out so that the order does not depend on the
+ * compiler's _mm512_reduce_add_ps: 256-bit halves, 128-bit halves, then lanes (0+2, 1+3), then
+ * those two. */
+T_AVX512 static inline float hsum512(__m512 v) {
+    const __m256 t3 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
+    const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+    const __m128 t8 = _mm_add_ps(t6, _mm_permute_ps(t6, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m128 t10 = _mm_add_ps(t8, _mm_permute_ps(t8, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtss_f32(t10);
+}
+
+/* hsum512 of four accumulators at once (each result bitwise equal to hsum512 of its vector):
+ * the same tree, with the halving steps of two or four vectors sharing shuffles. */
+T_AVX512 static inline __m128 hsum512x4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    /* 256-bit halves: [a0+a2, a1+a3, b0+b2, b1+b3] in 128-bit chunks */
+    const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)),
+                                    _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)));
+    const __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)),
+                                    _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)));
+    /* 128-bit halves: chunk i holds vector i's 4 partial sums */
+    const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)),
+                                   _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)));
+    const __m512 v = _mm512_add_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m512 t = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512 idx = _mm512_castsi512_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0,
+                                                             0, 0, 0, 0, 0));
+    return _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_castps_si512(idx), t));
+}
+
+/* The accumulators of an R x J register tile (AVX-512 kernels): start at zero (first) or from
+ * the parked vectors acc + (r * stride + j) * 16; end as sums in y (R, J) rows ldy apart (last:
+ * hsum512, four at a time for J = 4) or parked again. */
+T_AVX512 static inline __attribute__((always_inline)) void acc512_start(
+    int R, int J, __m512 a[6][4], const float *acc, int stride, bool first) {
+    _Pragma("GCC unroll 6")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++)
+            a[r][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + (r * stride + j) * 16);
+}
+
+T_AVX512 static inline __attribute__((always_inline)) void acc512_end(
+    int R, int J, __m512 a[6][4], float *acc, int stride, bool last, float *y, int64_t ldy) {
+    if (last && J == 4) {
+        _Pragma("GCC unroll 6")
+        for (int r = 0; r < R; r++)
+            _mm_storeu_ps(y + r * ldy, hsum512x4(a[r][0], a[r][1], a[r][2], a[r][3]));
+        return;
+    }
+    _Pragma("GCC unroll 6")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            if (last) y[r * ldy + j] = hsum512(a[r][j]);
+            else _mm512_storeu_ps(acc + (r * stride + j) * 16, a[r][j]);
+        }
+}
+
+/* The AVX-512 form of mk_avx2 (same contract, 16 lanes). */
+T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(
+    int R, int J, const float *x, int64_t ldx, const float *const *w, int64_t k0, int64_t k1,
+    float *acc, bool first, bool last, float *y, int64_t ldy) {
+    __m512 a[6][4];
+    acc512_start(R, J, a, acc, MM_TILE, first);
+    int64_t k = k0;
+    for (; k + 16 <= k1; k += 16) {
+        __m512 xv[6];
+        _Pragma("GCC unroll 6")
+        for (int r = 0; r < R; r++) xv[r] = _mm512_loadu_ps(x + r * ldx + k);
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            __m512 wv = _mm512_loadu_ps(w[j] + k);
+            _Pragma("GCC unroll 6")
+            for (int r = 0; r < R; r++) a[r][j] = _mm512_fmadd_ps(xv[r], wv, a[r][j]);
+        }
+    }
+    if (k < k1) {
+        __mmask16 m = (__mmask16)((1u << (k1 - k)) - 1u);
+        __m512 xv[6];
+        _Pragma("GCC unroll 6")
+        for (int r = 0; r < R; r++) xv[r] = _mm512_maskz_loadu_ps(m, x + r * ldx + k);
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            __m512 wv = _mm512_maskz_loadu_ps(m, w[j] + k);
+            _Pragma("GCC unroll 6")
+            for (int r = 0; r < R; r++) a[r][j] = _mm512_fmadd_ps(xv[r], wv, a[r][j]);
+        }
+    }
+    acc512_end(R, J, a, acc, MM_TILE, last, y, ldy);
+}
+
+#define AVX512_MK(R, J)                                                                      \
+    mk_avx512(R, J, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16, first,    \
+              last, yb + r * ldy + j, ldy)
+
+T_AVX512 static void tile_avx512(const float *const *w, int nw, const float *x, int64_t ldx,
+                                 int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
+    TILE_BLOCKS(float, MM_ROWS,
+                TILE_FORM(AVX512_MK, 6)
+                TILE_FORM(AVX512_MK, 4)
+                TILE_FORM(AVX512_MK, 2)
+                TILE_FORM(AVX512_MK, 1))
+}
+
+#undef AVX512_MK
+
+T_AVX512 static float dot_avx512(const float *a, const float *b, int64_t n) {
+    float y;
+    mk_avx512(1, 1, a, 0, &b, 0, n, NULL, true, true, &y, 0);
+    return y;
+}
+#endif
+
+#if defined(__x86_64__)
+T_AVX2 static void axpy_avx2(float a, const float *x, float *y, int64_t n) {
+    __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+T_AVX512 static void axpy_avx512(float a, const float *x, float *y, int64_t n) {
+    __m512 av = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i),
+                                                        _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+#endif
+
+void ps_axpy_f32(ps_isa isa, float a, const float *x, float *y, int64_t n) {
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) { axpy_avx512(a, x, y, n); return; }
+    if (isa == PS_ISA_AVX2) { axpy_avx2(a, x, y, n); return; }
+#endif
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) return dot_avx512(a, b, n);
+    if (isa == PS_ISA_AVX2) return dot_avx2(a, b, n);
+#endif
+    (void)isa;
+    return dot_scalar(a, b, n);
+}
+
+
+/* ---- Q8_0 weights x Q8_0-quantised activations: int8 dot products ----
+ *
+ * Per output y[r][j] (activation row r, weight row j), with Q8_0 blocks b = 0 .. n/32-1:
+ *     isum_b = sum over the block's 32 k of qw[j][k] * qx[r][k]        (int32, exact)
+ *     acc    = fmaf((float)isum_b, dw[j][b] * dx[r][b], acc)          (b in order, acc = 0)
+ * isum is exact on every path and |isum| < 2^24 converts exactly, so scalar, AVX2 and AVX-512
+ * run the same float operations in the same order and agree bit for bit (test_matmul checks).
+ *
+ * Layout: a task packs its tile of 16 weight rows into scratch, per block 640 bytes:
+ *     [g = 0..7][row i = 0..15][4 int8: qw[i][4g .. 4g+3]]   512 bytes
+ *     int32 corr[16] = -128 * sum_k qw[i][k]                  (AVX-512 VNNI only)
+ *     float dw[16]   = the rows' scales (0 for rows past the tile's end)
+ * so one vector holds 4 inputs of 16 (AVX2: 8) weight rows, and a broadcast of 4 activation
+ * bytes against it gives every lane a 4-product partial sum of its own weight row: after the 8
+ * groups each lane holds isum_b of (r, j) with no horizontal sum.
+ * AVX-512 VNNI: vpdpbusd wants u8 x s8; activations are stored as qx + 128 (u8) and the lanes
+ * start from corr, so sum (qx + 128) * qw - 128 * sum qw = isum exactly (no saturation in
+ * vpdpbusd's int32 sums).
+ * AVX2: maddubs (u8 x s8 -> saturating int16 pairs) takes |qw| and sign(qw) * qx: each pair is
+ * at most 2 * 128 * 127 = 32512 < 32767, so it never saturates even for qw = -128; madd with
+ * ones widens to int32.
+ * Activations are quantised once per call into the threads' scratch (row block t of MM_QROWS
+ * rows lives in thread slot t; a call with more rows than slots runs in passes). */
+
+#define QB 640 /* packed bytes per block of a 16-row tile */
+
+static int64_t round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
+
+/* Quantised activation rows of one pass: row i at q + (i / MM_QROWS) * region + (i % MM_QROWS) * ldq
+ * (bytes), its scales at d + (i / MM_QROWS) * dregion + (i % MM_QROWS) * ldd (floats). */
+typedef struct {
+    const uint8_t *q;
+    const float *d;
+    size_t region, dregion; /* bytes / floats between thread slots */
+    int64_t ldq, ldd;
+    int64_t n_rows;
+} qx_pass;
+
+/* Scalar reference: y[r * ldy + j] for r < n_rows, j < nw straight from the GGUF rows. */
+static void tile_q8_scalar(const uint8_t *const *w, int nw, const qx_pass *qp, int64_t nb,
+                           float *y, int64_t ldy) {
+    for (int64_t r = 0; r < qp->n_rows; r++) {
+        const int8_t *qx = (const int8_t *)(qp->q + (size_t)(r / MM_QROWS) * qp->region +
+                                            (size_t)(r % MM_QROWS) * (size_t)qp->ldq);
+        const float *dx = qp->d + (size_t)(r / MM_QROWS) * qp->dregion + (r % MM_QROWS) * qp->ldd;
+        for (int j = 0; j < nw; j++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                ps_block_q8_0 blk;
+                memcpy(&blk, w[j] + (size_t)b * sizeof blk, sizeof blk);
+                int32_t isum = 0;
+                for (int k = 0; k < PS_Q8_0_BLOCK; k++)
+                    isum += (int32_t)blk.qs[k] * (int32_t)qx[b * PS_Q8_0_BLOCK + k];
+                const float sc = ps_f16_to_f32(blk.d) * dx[b];
+                acc = fmaf((float)isum, sc, acc);
+            }
+            y[r * ldy + j] = acc;
+        }
+    }
+}
+
+/* Packs nw (<= 16) rows of nb blocks into the layout above for the AVX2 kernel (corr left 0:
+ * it does not use it). The VNNI path packs with pack_q8_tile_vnni. */
+static void pack_q8_tile(const uint8_t *const *w, int nw, int64_t nb, uint8_t *wp) {
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *dst = wp + b * QB;
+        float dw[16];
+        for (int i = 0; i < 16; i++) {
+            if (i < nw) {
+                const uint8_t *blk = w[i] + (size_t)b * sizeof(ps_block_q8_0);
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                dw[i] = ps_f16_to_f32(h);
+                for (int g = 0; g < 8; g++) memcpy(dst + 64 * g + 4 * i, blk + 2 + 4 * g, 4);
+            } else {
+                dw[i] = 0.0f;
+                for (int g = 0; g < 8; g++) memset(dst + 64 * g + 4 * i, 0, 4);
+            }
+        }
+        memset(dst + 512, 0, 64);
+        memcpy(dst + 576, dw, 64);
+    }
+}
+
+#if defined(__x86_64__)
+
+#define T_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+
+/* pack_q8_tile for rows row_bytes apart from w0, by an in-register transpose: per block, the
+ * 32 weight bytes of row i are 8 dwords; zmm k holds rows k and k + 8 (one per 256-bit half),
+ * and an 8 x 8 dword transpose in both halves (ps_i8_groups16, i8pack.h) gives group g = dword
+ * g of the 16 rows, lane i from row i. Rows past nw load as zeros. Also fills corr[i] = -128 * sum_k qw[i][k] (vpdpbusd with
+ * all-ones u8 sums each lane's 4 bytes; 8 groups give the row's block sum) and the scales.
+ * This replaced 16-lane gathers (9 per block), which cost 37% of the Q8_0 matmul time on this
+ * AMD core: ~60 shuffles, loads and stores per block instead. */
+T_VNNI static void pack_q8_tile_vnni(const uint8_t *w0, size_t row_bytes, int nw, int64_t nb,
+                                     uint8_t *wp) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t off = (size_t)b * sizeof(ps_block_q8_0);
+        uint8_t *dst = wp + b * QB;
+        __m512i z[8];
+        uint16_t dh[16] = {0};
+        for (int k = 0; k < 8; k++) {
+            __m256i r0 = _mm256_setzero_si256(), r1 = _mm256_setzero_si256();
+            if (k < nw) {
+                const uint8_t *src = w0 + (size_t)k * row_bytes + off;
+                r0 = _mm256_loadu_si256((const __m256i *)(src + 2));
+                memcpy(&dh[k], src, 2);
+            }
+            if (k + 8 < nw) {
+                const uint8_t *src = w0 + (size_t)(k + 8) * row_bytes + off;
+                r1 = _mm256_loadu_si256((const __m256i *)(src + 2));
+                memcpy(&dh[k + 8], src, 2);
+            }
+            z[k] = _mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1);
+        }
+        __m512i g[8];
+        ps_i8_groups16(z, g);
+        __m512i s = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            _mm512_store_si512((void *)(dst + 64 * j), g[j]);
+            s = _mm512_dpbusd_epi32(s, ones, g[j]);
+        }
+        _mm512_store_si512((void *)(dst + 512), _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                                 _mm512_slli_epi32(s, 7)));
+        _mm512_store_ps((void *)(dst + 576),
+                        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh)));
+    }
+}
+
+/* R activation rows (qx + 128 as u8, rows ldq bytes apart; scales dx rows ldd apart) x the
+ * 16-row packed tile wp over all nb blocks -> y (R rows ldy apart, lanes m stored).
+ * Per block and row: 8 broadcasts + 8 vpdpbusd, then convert, scale and one FMA. */
+T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
+    int R, const uint8_t *qx, int64_t ldq, const float *dx, int64_t ldd, const uint8_t *wp,
+    int64_t nb, float *y, int64_t ldy, __mmask16 m) {
+    __m512 acc[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wp + b * QB;
+        const __m512i corr = _mm512_load_si512((const void *)(wb + 512));
+        __m512i s[8];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) s[r] = corr;
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m512i wv = _mm512_load_si512((const void *)(wb + 64 * g));
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                int32_t xv;
+                memcpy(&xv, qx + r * ldq + b * PS_Q8_0_BLOCK + 4 * g, 4);
+                s[r] = _mm512_dpbusd_epi32(s[r], _mm512_set1_epi32(xv), wv);
+            }
+        }
+        const __m512 dw = _mm512_load_ps((const float *)(wb + 576));
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(dx[r * ldd + b])), acc[r]);
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
+}
+
+T_VNNI static void tile_q8_vnni(const uint8_t *wp, int nw, const qx_pass *qp, int64_t nb,
+                                float *y, int64_t ldy) {
+    const __mmask16 m = (__mmask16)((1u << nw) - 1u);
+    for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_QROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0);
+        const uint8_t *q = qp->q + (size_t)(r0 / MM_QROWS) * qp->region;
+        const float *d = qp->d + (size_t)(r0 / MM_QROWS) * qp->dregion;
+        const int64_t ldq = qp->ldq, ldd = qp->ldd;
+        float *yb = y + r0 * ldy;
+        int64_t r = 0;
+        for (; r + 8 <= nr; r += 8)
+            mk_vnni(8, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, yb + r * ldy, ldy, m);
+        for (; r + 4 <= nr; r += 4)
+            mk_vnni(4, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, yb + r * ldy, ldy, m);
+        for (; r < nr; r++)
+            mk_vnni(1, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, yb + r * ldy, ldy, m);
+    }
+}
+
+/* AVX2: R activation rows (int8) x the 8 weight rows of half h of the packed tile. */
+T_AVX2 static inline __attribute__((always_inline)) void mk_i8_avx2(
+    int R, const uint8_t *qx, int64_t ldq, const float *dx, int64_t ldd, const uint8_t *wp,
+    int64_t nb, int h, float *y, int64_t ldy, int nl) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wp + b * QB + 32 * h;
+        __m256i s[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+            const __m256i wv = _mm256_load_si256((const __m256i *)(wb + 64 * g));
+            const __m256i aw = _mm256_abs_epi8(wv);
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                int32_t xv;
+                memcpy(&xv, qx + r * ldq + b * PS_Q8_0_BLOCK + 4 * g, 4);
+                const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(xv), wv);
+                s[r] = _mm256_add_epi32(
+                    s[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
+            }
+        }
+        const __m256 dw = _mm256_load_ps((const float *)(wp + b * QB + 576 + 32 * h));
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]),
+                                     _mm256_mul_ps(dw, _mm256_set1_ps(dx[r * ldd + b])), acc[r]);
+    }
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _mm256_maskstore_ps(y + r * ldy, mask, acc[r]);
+}
+
+T_AVX2 static void tile_q8_avx2(const uint8_t *wp, int nw, const qx_pass *qp, int64_t nb,
+                                float *y, int64_t ldy) {
+    for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_QROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0);
+        const uint8_t *q = qp->q + (size_t)(r0 / MM_QROWS) * qp->region;
+        const float *d = qp->d + (size_t)(r0 / MM_QROWS) * qp->dregion;
+        const int64_t ldq = qp->ldq, ldd = qp->ldd;
+        for (int h = 0; h * 8 < nw; h++) {
+            const int nl = PS_MIN(8, nw - 8 * h);
+            float *yb = y + r0 * ldy + 8 * h;
+            int64_t r = 0;
+            for (; r + 4 <= nr; r += 4)
+                mk_i8_avx2(4, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, h, yb + r * ldy, ldy, nl);
+            for (; r < nr; r++)
+                mk_i8_avx2(1, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, h, yb + r * ldy, ldy, nl);
+        }
+    }
+}
+#endif
+
+/* ---- BF16 weights x bf16-rounded activations: vdpbf16ps ----
+ *
+ * As llama.cpp does for BF16 weights, each activation row is rounded to bf16 once per call
+ * (ps_quant_act_bf16: round to nearest even). A bf16 x bf16 product is exact in float32, so
+ * what remains is the order of the float32 sums:
+ *   - AVX-512 BF16: the weights are used in place (no conversion) and every output is one
+ *     accumulator vector fed by vdpbf16ps over k = 0, 32, 64, ... in order (the tail masked to
+ *     zeros): lane i takes (acc + x[2i+1] w[2i+1]) + x[2i] w[2i], each step rounded to nearest
+ *     even (Intel's definition; measured the same on this AMD core, 32M random cases), input
+ *     subnormals read as zero. Then hsum512, as every other AVX-512 path.
+ *   - other ISAs: the rounded activations are widened back to float32 and go through the
+ *     float32 kernels above (weights widened exactly, one fma per product).
+ * So every ISA computes sum_k bf16(x[k]) * w[k] in float32, each in its own fixed order:
+ * results do not depend on threads or batch split; across ISAs they differ by float32 rounding
+ * only. vdpbf16ps retires two 16-lane dot pairs per cycle on this core: twice the products of
+ * a float32 FMA. Register tile: R activation rows x 4 weight rows (R = 6: 24 accumulators; per
+ * 32 inputs 10 loads feed 24 vdpbf16ps). Blocking as mk_avx512: MM_KB inputs, BF16_ROWS rows.
+ */
+
+#if defined(__x86_64__)
+
+
+#define T_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+/* The vdpbf16ps form of mk_avx512: x (R, n) bf16 rows ldx elements apart, w[J] bf16 rows. */
+T_BF16 static inline __attribute__((always_inline)) void mk_bf16(
+    int R, int J, const uint16_t *x, int64_t ldx, const uint16_t *const *w, int64_t k0,
+    int64_t k1, float *acc, bool first, bool last, float *y, int64_t ldy) {
+    __m512 a[6][4];
+    acc512_start(R, J, a, acc, BF16_TW, first);
+    int64_t k = k0;
+    for (; k + 32 <= k1; k += 32) {
+        __m512i xv[6];
+        _Pragma("GCC unroll 6")
+        for (int r = 0; r < R; r++) xv[r] = _mm512_loadu_si512((const void *)(x + r * ldx + k));
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            const __m512i wv = _mm512_loadu_si512((const void *)(w[j] + k));
+            _Pragma("GCC unroll 6")
+            for (int r = 0; r < R; r++)
+                a[r][j] = _mm512_dpbf16_ps(a[r][j], (__m512bh)xv[r], (__m512bh)wv);
+        }
+    }
+    if (k < k1) {
+        const __mmask32 m = (__mmask32)((1ull << (k1 - k)) - 1u);
+        __m512i xv[6];
+        _Pragma("GCC unroll 6")
+        for (int r = 0; r < R; r++) xv[r] = _mm512_maskz_loadu_epi16(m, x + r * ldx + k);
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < J; j++) {
+            const __m512i wv = _mm512_maskz_loadu_epi16(m, w[j] + k);
+            _Pragma("GCC unroll 6")
+            for (int r = 0; r < R; r++)
+                a[r][j] = _mm512_dpbf16_ps(a[r][j], (__m512bh)xv[r], (__m512bh)wv);
+        }
+    }
+    acc512_end(R, J, a, acc, BF16_TW, last, y, ldy);
+}
+
+#define BF16_MK(R, J)                                                                        \
+    mk_bf16(R, J, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * BF16_TW + j) * 16, first, last, \
+            yb + r * ldy + j, ldy)
+
+/* tile_avx512 with mk_bf16: nw (<= BF16_TW) weight rows x n_rows bf16 activation rows. Tasks
+ * are 64 weight rows wide (not 16): each 6-row slice of activations loaded into L1 then feeds
+ * 64 weight rows, a quarter of the activation traffic (the whole x of a 3072-input matrix,
+ * 1.5 MB, does not fit L2): 256-row k = 2048 / 3072 shapes ~340 -> ~365 GFLOP/s. The bf16
+ * rows are 64 bytes longer than a multiple of 128 so that rows do not alias in L1 (k = 1024:
+ * ~440 -> ~460). */
+T_BF16 static void tile_bf16(const uint16_t *const *w, int nw, const uint16_t *x, int64_t ldx,
+                             int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
+    TILE_BLOCKS(uint16_t, BF16_ROWS,
+                TILE_FORM(BF16_MK, 6)
+                TILE_FORM(BF16_MK, 4)
+                TILE_FORM(BF16_MK, 2)
+                TILE_FORM(BF16_MK, 1))
+}
+#undef BF16_MK
+#endif
+
+/* ---- the pool task ---- */
+
+typedef struct {
+    const ps_matmul_env *env;
+    const ps_mat *w;
+    const float *x;
+    int64_t ldx, n_rows;
+    float *y;
+    int64_t ldy;
+    int32_t n_threads;
+} mm_job;
+
+/* Weights stream from memory once per call: ask for a tile this thread is likely to take
+ * soon (task + threads, or + 2 x threads for Q8_0) now, into L2, so its conversion or packing
+ * does not wait on DRAM. */
+static void prefetch_tile(const ps_mat *w, int64_t next) {
+    const int64_t row0 = next * MM_TILE;
+    if (row0 < w->n_out) {
+        const uint8_t *p = (const uint8_t *)w->data + (size_t)row0 * w->row_bytes;
+        const size_t bytes = (size_t)PS_MIN((int64_t)MM_TILE, w->n_out - row0) * w->row_bytes;
+        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+    }
+}
+
+static void mm_task(void *ctx, int64_t task, int32_t thread) {
+    const mm_job *job = ctx;
+    const ps_mat *w = job->w;
+    int64_t j0 = task * MM_TILE;
+    int nw = (int)PS_MIN((int64_t)MM_TILE, w->n_out - j0);
+    const float *rows[MM_TILE];
+    float *buf = job->env->scratch + (size_t)thread * job->env->scratch_stride;
+    float *acc = buf + (job->env->scratch_stride - MM_ACC);
+    if (w->type == PS_GGML_F32) {
+        for (int j = 0; j < nw; j++)
+            rows[j] = (const float *)((const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes);
+    } else {
+        int64_t stride = round16(w->n_in) + 16; /* +64 B: rows off the 4 KiB alias */
+        for (int j = 0; j < nw; j++) {
+            float *dst = buf + (size_t)j * (size_t)stride;
+            ps_quant_row_to_f32(job->env->isa, w->type,
+                                (const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes, dst,
+                                w->n_in);
+            rows[j] = dst;
+        }
+    }
+    prefetch_tile(w, task + job->n_threads);
+    float *y = job->y + j0;
+    switch (job->env->isa) {
+#if defined(__x86_64__)
+    case PS_ISA_AVX512:
+        tile_avx512(rows, nw, job->x, job->ldx, job->n_rows, w->n_in, y, job->ldy, acc);
+        break;
+    case PS_ISA_AVX2:
+        tile_avx2(rows, nw, job->x, job->ldx, job->n_rows, w->n_in, y, job->ldy, acc);
+        break;
+#endif
+    default:
+        tile_scalar(rows, nw, job->x, job->ldx, job->n_rows, w->n_in, y, job->ldy);
+        break;
+    }
+}
+
+/* ---- the Q8_0 call: quantise a pass of rows, then one task per weight tile ---- */
+
+typedef enum { Q8_SCALAR, Q8_AVX2, Q8_VNNI, Q8_AMX } q8_kind;
+
+typedef struct {
+    const ps_matmul_env *env;
+    const ps_mat *w;
+    const float *x;
+    int64_t ldx, row0; /* the pass starts at activation row row0 */
+    float *y;
+    int64_t ldy;
+    int32_t n_threads;
+    q8_kind kind;
+    ps_isa qisa; /* the quantiser's variant */
+    qx_pass qp;
+} q8_job;
+
+/* Quantises activation row x into row p of the pass. */
+static void q8_quant_at(const q8_job *job, const float *x, int64_t p) {
+    const qx_pass *qp = &job->qp;
+    uint8_t *q = (uint8_t *)qp->q + (size_t)(p / MM_QROWS) * qp->region +
+                 (size_t)(p % MM_QROWS) * (size_t)qp->ldq;
+    float *d = (float *)qp->d + (size_t)(p / MM_QROWS) * qp->dregion + (p % MM_QROWS) * qp->ldd;
+    ps_quant_act_q8(job->qisa, x, job->w->n_in, q, d, job->kind == Q8_VNNI);
+}
+
+static void q8_quant_task(void *ctx, int64_t i, int32_t thread) {
+    const q8_job *job = ctx;
+    (void)thread;
+    q8_quant_at(job, job->x + (job->row0 + i) * job->ldx, i);
+}
+
+/* AMX only: rows p0 .. p0 + n of the pass (p0 a multiple of 16, inside one slot) as the tile
+ * kernel reads them — the last group of 16 filled with zero rows, and the scales of each group
+ * transposed ([block][16 rows]) through thread 0's tile area (free between dispatches). */
+static void q8_amx_prep(const q8_job *job, int64_t p0, int64_t n) {
+    const qx_pass *qp = &job->qp;
+    const int64_t nb = job->w->n_in / PS_Q8_0_BLOCK;
+    for (int64_t i = p0 + n; i % 16; i++) {
+        memset((uint8_t *)qp->q + (size_t)(i / MM_QROWS) * qp->region +
+                   (size_t)(i % MM_QROWS) * (size_t)qp->ldq,
+               0, (size_t)qp->ldq);
+        memset((float *)qp->d + (size_t)(i / MM_QROWS) * qp->dregion + (i % MM_QROWS) * qp->ldd,
+               0, sizeof(float) * (size_t)qp->ldd);
+    }
+    float *tmp = job->env->scratch;
+    for (int64_t p = p0; p < p0 + n; p += 16) {
+        float *dg = (float *)qp->d + (size_t)(p / MM_QROWS) * qp->dregion + (p % MM_QROWS) * qp->ldd;
+        for (int64_t b = 0; b < nb; b++)
+            for (int rr = 0; rr < 16; rr++) tmp[b * 16 + rr] = dg[rr * qp->ldd + b];
+        memcpy(dg, tmp, sizeof(float) * (size_t)(16 * nb));
+    }
+}
+
+/* Weight tile `tile` of w (n_in as job->w) against the pass rows qp -> y (qp's first row, w's
+ * first output), rows ldy apart. */
+static void q8_tile(const q8_job *job, const ps_mat *w, const qx_pass *qp, int64_t tile,
+                    float *y, int64_t ldy, int32_t thread) {
+    const int64_t j0 = tile * MM_TILE, nb = w->n_in / PS_Q8_0_BLOCK;
+    const int nw = (int)PS_MIN((int64_t)MM_TILE, w->n_out - j0);
+    const uint8_t *rows[MM_TILE];
+    for (int j = 0; j < nw; j++)
+        rows[j] = (const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes;
+    uint8_t *wp = (uint8_t *)(job->env->scratch + (size_t)thread * job->env->scratch_stride);
+    y += j0;
+    switch (job->kind) {
+#if defined(__x86_64__)
+    case Q8_VNNI:
+        pack_q8_tile_vnni(rows[0], w->row_bytes, nw, nb, wp);
+        tile_q8_vnni(wp, nw, qp, nb, y, ldy);
+        break;
+    case Q8_AMX:
+        /* the same packed tile: its 8 x 64-byte quads per block are an AMX B tile */
+        pack_q8_tile_vnni(rows[0], w->row_bytes, nw, nb, wp);
+        for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_QROWS)
+            ps_amx_q8_tile(wp, nw, nb,
+                           (const int8_t *)(qp->q + (size_t)(r0 / MM_QROWS) * qp->region),
+                           qp->ldq, qp->d + (size_t)(r0 / MM_QROWS) * qp->dregion, qp->ldd,
+                           PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0), y + r0 * ldy, ldy,
+                           ps_amx_stream_y(qp->n_rows, w->n_out));
+        break;
+    case Q8_AVX2:
+        pack_q8_tile(rows, nw, nb, wp);
+        tile_q8_avx2(wp, nw, qp, nb, y, ldy);
+        break;
+#endif
+    default: tile_q8_scalar(rows, nw, qp, nb, y, ldy); break;
+    }
+}
+
+static void q8_tile_task(void *ctx, int64_t task, int32_t thread) {
+    const q8_job *job = ctx;
+    /* two tiles ahead: one ahead left the packer waiting on the weights (measured 24% of a
+     * Q8_0 forward in pack_q8_tile_vnni, stalled on the scale loads) */
+    prefetch_tile(job->w, task + 2 * job->n_threads);
+    q8_tile(job, job->w, &job->qp, task, job->y + job->row0 * job->ldy, job->ldy, thread);
+}
+
+/* The call's kernel and the pass geometry in the threads' activation slots. */
+static q8_job q8_job_for(const ps_matmul_env *env, const ps_mat *w) {
+    const int64_t n = w->n_in, nb = n / PS_Q8_0_BLOCK;
+    q8_job job = {env, w, NULL, 0, 0, NULL, 0, ps_pool_size(env->pool), Q8_SCALAR,
+                  PS_ISA_SCALAR, {0}};
+#if defined(__x86_64__)
+    if (env->isa == PS_ISA_AVX512 && env->amx) job.kind = Q8_AMX;
+    else if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = Q8_VNNI;
+    else if (env->isa == PS_ISA_AVX512 || env->isa == PS_ISA_AVX2) job.kind = Q8_AVX2;
+    job.qisa = env->isa;
+#endif
+    float *slot = env->scratch + tile_floats(n);
+    job.qp.q = (const uint8_t *)slot;
+    job.qp.d = slot + (size_t)MM_QROWS * (size_t)round64(n) / 4;
+    job.qp.region = env->scratch_stride * sizeof(float);
+    job.qp.dregion = env->scratch_stride;
+    job.qp.ldq = round64(n);
+    job.qp.ldd = round16(nb);
+    return job;
+}
+
+void ps_matmul_q8_0(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+                    int64_t n_rows, float *y, int64_t ldy) {
+    q8_job job = q8_job_for(env, w);
+    job.x = x;
+    job.ldx = ldx;
+    job.y = y;
+    job.ldy = ldy;
+    const int64_t cap = (int64_t)job.n_threads * MM_QROWS;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += cap) {
+        job.row0 = r0;
+        job.qp.n_rows = PS_MIN(cap, n_rows - r0);
+        ps_pool_for(env->pool, job.qp.n_rows, q8_quant_task, &job);
+        /* AMX reads whole groups of 16 rows, their scales transposed */
+        if (job.kind == Q8_AMX)
+            for (int64_t p0 = 0; p0 < job.qp.n_rows; p0 += MM_QROWS)
+                q8_amx_prep(&job, p0, PS_MIN((int64_t)MM_QROWS, job.qp.n_rows - p0));
+        ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, q8_tile_task, &job);
+    }
+}
+
+/* ---- grouped calls (ps_matmul_group) ---- */
+
+int32_t ps_mm_plan(const ps_mm_item *items, int32_t n_items, int32_t *item, int64_t *row,
+                   int32_t n_slots, int64_t slot_rows, int64_t align, ps_mm_seg *segs) {
+    int32_t n = 0, slot = 0;
+    int64_t fill = 0, q0 = 0;
+    while (*item < n_items && n < PS_MM_SEGS) {
+        const ps_mm_item *it = &items[*item];
+        if (*row >= it->n_rows) {
+            ++*item;
+            *row = 0;
+            continue;
+        }
+        fill = (fill + align - 1) / align * align;
+        if (fill >= slot_rows) {
+            if (++slot == n_slots) break;
+            fill = 0;
+        }
+        const int64_t take = PS_MIN(it->n_rows - *row, slot_rows - fill);
+        segs[n++] = (ps_mm_seg){*item, slot, fill, *row, take, q0};
+        fill += take;
+        q0 += take;
+        *row += take;
+    }
+    return n;
+}
+
+/* The run holding row q of a pass of n runs (q < the pass's rows). */
+static const ps_mm_seg *mm_seg_of(const ps_mm_seg *segs, int32_t n, int64_t q) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo + 1) / 2;
+        if (segs[mid].q0 <= q) lo = mid;
+        else hi = mid - 1;
+    }
+    return &segs[lo];
+}
+
+/* Task t of a pass's tile dispatch (n_w matrices of n_tiles weight tiles per run, runs in
+ * order): its run, item, matrix and tile. */
+typedef struct {
+    const ps_mm_seg *seg;
+    const ps_mm_item *item;
+    int32_t m;
+    int64_t tile;
+} mm_group_task;
+
+static mm_group_task mm_group_task_at(const ps_mm_item *items, const ps_mm_seg *segs, int32_t n_w,
+                          int64_t n_tiles, int64_t t) {
+    const int64_t per = n_w * n_tiles;
+    const ps_mm_seg *sg = &segs[t / per];
+    return (mm_group_task){sg, &items[sg->item], (int32_t)(t % per / n_tiles), t % n_tiles};
+}
+
+/* One pass of ps_mm_group_run. */
+typedef struct {
+    const ps_mm_group_kernel *k;
+    const ps_mm_item *items;
+    const ps_mm_seg *segs;
+    int32_t n_segs, n_w;
+} mm_group_pass;
+
+static void mm_group_quant_task(void *ctx, int64_t q, int32_t thread) {
+    const mm_group_pass *p = ctx;
+    const ps_mm_seg *sg = mm_seg_of(p->segs, p->n_segs, q);
+    const ps_mm_item *it = &p->items[sg->item];
+    const int64_t r = q - sg->q0;
+    (void)thread;
+    p->k->quant(p->k->job, it->x + (sg->row + r) * it->ldx, sg->slot, sg->off + r);
+}
+
+static void mm_group_tile_task(void *ctx, int64_t t, int32_t thread) {
+    const mm_group_pass *p = ctx;
+    const ps_mm_group_kernel *k = p->k;
+    const int64_t ahead = t + 2 * k->n_threads; /* the tile two rounds ahead, prefetched */
+    if (ahead < p->n_segs * p->n_w * k->n_tiles) {
+        const mm_group_task a = mm_group_task_at(p->items, p->segs, p->n_w, k->n_tiles, ahead);
+        k->prefetch(&a.item->w[a.m], a.tile);
+    }
+    const mm_group_task a = mm_group_task_at(p->items, p->segs, p->n_w, k->n_tiles, t);
+    k->tile(k->job, &a.item->w[a.m], a.seg, a.tile, a.item->y[a.m] + a.seg->row * a.item->ldy,
+            a.item->ldy, thread);
+}
+
+void ps_mm_group_run(ps_pool *pool, const ps_mm_item *items, int32_t n_items,
+                     const ps_mm_group_kernel *k) {
+    ps_mm_seg segs[PS_MM_SEGS];
+    mm_group_pass p = {k, items, segs, 0, items[0].n_w};
+    int32_t item = 0;
+    int64_t row = 0;
+    while ((p.n_segs = ps_mm_plan(items, n_items, &item, &row, k->n_threads, k->slot_rows,
+                                  k->align, segs)) > 0) {
+        const ps_mm_seg *last = &segs[p.n_segs - 1];
+        ps_pool_for(pool, last->q0 + last->n, mm_group_quant_task, &p);
+        if (k->prep) k->prep(k->job, segs, p.n_segs);
+        ps_pool_for(pool, p.n_segs * p.n_w * k->n_tiles, mm_group_tile_task, &p);
+    }
+}
+
+/* Q8_0's grouped form: its slots, its tile kernel. */
+static void q8_group_quant(void *job, const float *x, int32_t slot, int64_t r) {
+    q8_quant_at(job, x, slot * MM_QROWS + r);
+}
+
+static void q8_group_prep(void *job, const ps_mm_seg *segs, int32_t n_segs) {
+    for (int32_t i = 0; i < n_segs; i++) /* AMX: whole groups of 16 rows, scales transposed */
+        q8_amx_prep(job, segs[i].slot * MM_QROWS + segs[i].off, segs[i].n);
+}
+
+static void q8_group_tile(void *job, const ps_mat *w, const ps_mm_seg *sg, int64_t tile,
+                          float *y, int64_t ldy, int32_t thread) {
+    const q8_job *j = job;
+    qx_pass qp = j->qp;
+    qp.q += (size_t)sg->slot * qp.region + (size_t)sg->off * (size_t)qp.ldq;
+    qp.d += (size_t)sg->slot * qp.dregion + (size_t)sg->off * (size_t)qp.ldd;
+    qp.n_rows = sg->n;
+    q8_tile(j, w, &qp, tile, y, ldy, thread);
+}
+
+void ps_matmul_q8_0_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {
+    q8_job job = q8_job_for(env, &items[0].w[0]);
+    const bool amx = job.kind == Q8_AMX;
+    const ps_mm_group_kernel k = {&job,
+                                  MM_QROWS,
+                                  amx ? 16 : 1,
+                                  (items[0].w[0].n_out + MM_TILE - 1) / MM_TILE,
+                                  job.n_threads,
+                                  q8_group_quant,
+                                  amx ? q8_group_prep : NULL,
+                                  prefetch_tile,
+                                  q8_group_tile};
+    ps_mm_group_run(env->pool, items, n_items, &k);
+}
+
+/* ---- the BF16 call: round a pass of rows to bf16, then one task per weight tile ---- */
+
+typedef struct {
+    const ps_matmul_env *env;
+    const ps_mat *w;
+    const float *x;
+    int64_t ldx, row0;
+    float *y;
+    int64_t ldy;
+    int32_t n_threads;
+    bool dp;         /* vdpbf16ps on bf16 rows; else float32 rows through mm_task */
+    bool amx;        /* AMX tdpbf16ps on the same bf16 rows (dp is true too) */
+    void *slot;      /* the pass's rounded rows (uint16_t or float), ldb elements apart */
+    int64_t ldb, n_pass;
+} bf16_job;
+
+static void bf16_round_task(void *ctx, int64_t i, int32_t thread) {
+    const bf16_job *job = ctx;
+    const int64_t n = job->w->n_in;
+    const float *x = job->x + (job->row0 + i) * job->ldx;
+    (void)thread;
+    if (job->dp) {
+        uint16_t *dst = (uint16_t *)job->slot + i * job->ldb;
+        ps_quant_act_bf16(job->env->isa, x, n, dst, NULL);
+        /* AMX reads whole 32-input chunks: zeros (not stale NaNs) meet the zero weights */
+        if (job->amx) memset(dst + n, 0, sizeof(uint16_t) * (size_t)((32 - n % 32) % 32));
+    } else {
+        ps_quant_act_bf16(job->env->isa, x, n, NULL, (float *)job->slot + i * job->ldb);
+    }
+}
+
+#if defined(__x86_64__)
+static void bf16_tile_task(void *ctx, int64_t task, int32_t thread) {
+    const bf16_job *job = ctx;
+    const ps_mat *w = job->w;
+    const int64_t j0 = task * BF16_TW;
+    const int nw = (int)PS_MIN((int64_t)BF16_TW, w->n_out - j0);
+    const uint16_t *rows[BF16_TW];
+    for (int j = 0; j < nw; j++)
+        rows[j] = (const uint16_t *)((const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes);
+    float *acc = job->env->scratch + (size_t)thread * job->env->scratch_stride +
+                 (job->env->scratch_stride - BF16_ACC);
+    /* no software prefetch: the rows stream in order and the hardware prefetcher keeps up
+     * (prefetching the next task's 64 rows cost ~5%) */
+    tile_bf16(rows, nw, (const uint16_t *)job->slot, job->ldb, job->n_pass, w->n_in,
+              job->y + job->row0 * job->ldy + j0, job->ldy, acc);
+}
+
+static void bf16_amx_task(void *ctx, int64_t task, int32_t thread) {
+    const bf16_job *job = ctx;
+    const ps_mat *w = job->w;
+    const int64_t j0 = task * PS_AMX_BF16_TW;
+    const int nw = (int)PS_MIN((int64_t)PS_AMX_BF16_TW, w->n_out - j0);
+    ps_amx_bf16_task(w, j0, nw, (const uint16_t *)job->slot, job->ldb, job->n_pass,
+                     job->y + job->row0 * job->ldy + j0, job->ldy,
+                     job->env->scratch + (size_t)thread * job->env->scratch_stride,
+                     ps_amx_stream_y(job->n_pass, w->n_out));
+}
+#endif
+
+void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+                    int64_t n_rows, float *y, int64_t ldy) {
+    const int64_t n = w->n_in;
+    bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, false, NULL, 0,
+                    0};
+#if defined(__x86_64__)
+    job.amx = env->isa == PS_ISA_AVX512 && env->amx;
+    job.dp = job.amx || (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512bf16());
+#endif
+    /* thread 0's activation slot holds the pass (MM_QROWS rows); tasks only read it */
+    job.slot = env->scratch + tile_floats(n);
+    job.ldb = job.dp ? round64(n) + 32 : round16(n);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += MM_QROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_QROWS, n_rows - r0);
+        job.row0 = r0;
+        job.n_pass = nr;
+        ps_pool_for(env->pool, nr, bf16_round_task, &job);
+#if defined(__x86_64__)
+        if (job.amx) {
+            /* AMX reads whole groups of 16 rows: the last group's tail rows are zeros */
+            for (int64_t i = nr; i % 16; i++)
+                memset((uint16_t *)job.slot + i * job.ldb, 0, sizeof(uint16_t) * (size_t)job.ldb);
+            ps_pool_for(env->pool, (w->n_out + PS_AMX_BF16_TW - 1) / PS_AMX_BF16_TW,
+                        bf16_amx_task, &job);
+            continue;
+        }
+        if (job.dp) {
+            ps_pool_for(env->pool, (w->n_out + BF16_TW - 1) / BF16_TW, bf16_tile_task, &job);
+            continue;
+        }
+#endif
+        mm_job mj = {env, w, (const float *)job.slot, job.ldb, nr, y + r0 * ldy, ldy,
+                     job.n_threads};
+        ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &mj);
+    }
+}
+
+void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+               int64_t n_rows, float *y, int64_t ldy) {
+    assert(env->isa != PS_ISA_AUTO);
+    assert(env->scratch_stride >= ps_matmul_scratch_floats(w->n_in) ||
+           (w->type == PS_GGML_F32 && env->scratch_stride >= MM_ACC));
+    if (n_rows <= 0 || w->n_out <= 0) return;
+    const uint64_t t0 = ps_prof_start();
+    /* the type's native kernel, unless float32 activations were asked for or it has none:
+     * then the weights are widened exactly into the float32 tiles */
+    const ps_wtype *t = ps_wtype_get(w->type);
+    assert(t);
+    if (t->matmul && !env->f32_act) {
+        t->matmul(env, w, x, ldx, n_rows, y, ldy);
+        ps_prof_add(PS_PROF_MATMUL, t0);
+        return;
+    }
+    mm_job job = {env, w, x, ldx, n_rows, y, ldy, ps_pool_size(env->pool)};
+    ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &job);
+    ps_prof_add(PS_PROF_MATMUL, t0);
+}
+
+void ps_matmul_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {
+    if (n_items <= 0) return;
+    const ps_mat *w0 = &items[0].w[0];
+    bool uniform = true;
+    for (int32_t i = 0; i < n_items && uniform; i++)
+        for (int32_t m = 0; m < items[i].n_w; m++) {
+            const ps_mat *w = &items[i].w[m];
+            uniform = uniform && items[i].n_w == items[0].n_w && w->type == w0->type &&
+                      w->n_in == w0->n_in && w->n_out == w0->n_out;
+        }
+    const ps_wtype *t = ps_wtype_get(w0->type);
+    assert(t);
+    /* the grouped form of the type's native kernel, where it has one (types.c) */
+    if (uniform && t->matmul_group && !env->f32_act && w0->n_out > 0) {
+        assert(env->scratch_stride >= ps_matmul_scratch_floats(w0->n_in));
+        const uint64_t t0 = ps_prof_start();
+        t->matmul_group(env, items, n_items);
+        ps_prof_add(PS_PROF_MATMUL, t0);
+        return;
+    }
+    for (int32_t i = 0; i < n_items; i++)
+        for (int32_t m = 0; m < items[i].n_w; m++)
+            ps_matmul(env, &items[i].w[m], items[i].x, items[i].ldx, items[i].n_rows,
+                      items[i].y[m], items[i].ldy);
+}
+
+/* Q8_0: activations quantised by ps_quant_act_q8_ref, exact int block sums, then
+ * sum_b dw * dx * isum in double, rounded once. */
+ps_status ps_matmul_q8_0_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                             float *y, int64_t ldy) {
+    const int64_t nb = w->n_in / PS_Q8_0_BLOCK;
+    int8_t *q = ps_malloc((size_t)PS_MAX(w->n_in, 1));
+    float *d = ps_malloc((size_t)PS_MAX(nb, 1) * sizeof(float));
+    if (!q || !d) {
+        ps_free(q);
+        ps_free(d);
+        return PS_ERR_NOMEM;
+    }
+    for (int64_t r = 0; r < n_rows; r++) {
+        ps_quant_act_q8_ref(x + r * ldx, w->n_in, (uint8_t *)q, d, false);
+        for (int64_t j = 0; j < w->n_out; j++) {
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)j * w->row_bytes;
+            double s = 0.0;
+            for (int64_t b = 0; b < nb; b++) {
+                ps_block_q8_0 blk;
+                memcpy(&blk, row + (size_t)b * sizeof blk, sizeof blk);
+                int64_t isum = 0;
+                for (int k = 0; k < PS_Q8_0_BLOCK; k++)
+                    isum += (int64_t)blk.qs[k] * q[b * PS_Q8_0_BLOCK + k];
+                s += (double)ps_f16_to_f32(blk.d) * (double)d[b] * (double)isum;
+            }
+            y[r * ldy + j] = (float)s;
+        }
+    }
+    ps_free(q);
+    ps_free(d);
+    return PS_OK;
+}
+
+/* Float32 activations: each weight row widened by the type's to_f32 (once), dot products in
+ * double, rounded once. */
+static ps_status matmul_ref_widen(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                                  float *y, int64_t ldy) {
+    const ps_wtype *t = ps_wtype_get(w->type);
+    assert(t);
+    float *row = ps_malloc((size_t)PS_MAX(w->n_in, 1) * sizeof(float));
+    if (!row) return PS_ERR_NOMEM;
+    for (int64_t j = 0; j < w->n_out; j++) {
+        t->to_f32((const uint8_t *)w->data + (size_t)j * w->row_bytes, row, w->n_in);
+        for (int64_t r = 0; r < n_rows; r++) {
+            double s = 0.0;
+            for (int64_t k = 0; k < w->n_in; k++) s += (double)x[r * ldx + k] * (double)row[k];
+            y[r * ldy + j] = (float)s;
+        }
+    }
+    ps_free(row);
+    return PS_OK;
+}
+
+/* BF16: every activation row rounded to bf16 once, up front, then as float32. */
+ps_status ps_matmul_bf16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                             float *y, int64_t ldy) {
+    if (n_rows <= 0) return PS_OK;
+    const size_t n = (size_t)PS_MAX(w->n_in, 1);
+    float *xr = ps_malloc((size_t)n_rows * n * sizeof(float));
+    if (!xr) return PS_ERR_NOMEM;
+    for (int64_t r = 0; r < n_rows; r++)
+        ps_quant_act_bf16_ref(x + r * ldx, w->n_in, NULL, xr + (size_t)r * n);
+    const ps_status st = matmul_ref_widen(w, xr, (int64_t)n, n_rows, y, ldy);
+    ps_free(xr);
+    return st;
+}
+
+ps_status ps_matmul_ref(const ps_mat *w, bool f32_act, const float *x, int64_t ldx,
+                        int64_t n_rows, float *y, int64_t ldy) {
+    const ps_wtype *t = ps_wtype_get(w->type);
+    assert(t);
+    if (t->matmul_ref && !f32_act) return t->matmul_ref(w, x, ldx, n_rows, y, ldy);
+    return matmul_ref_widen(w, x, ldx, n_rows, y, ldy);
+}

@@ -1,0 +1,63 @@
+/*
+ * matmul_quant.h — the integer matmul of the block-quantised weight types (Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4):
+ *
+ *     y (n_rows, n_out) = x (n_rows, n_in) @ W^T
+ *
+ * with the activation rows quantised once per call the way llama.cpp does for the weight type
+ * (qact.h: Q8_K for the k-quants and IQ4_XS, Q8_1 for Q4_1 / Q5_1, Q8_0 for the rest), exact
+ * integer block and sub-block sums, then per block b, in order, starting from acc = 0,
+ *     acc = fmaf((float)isum_b, dw_b * dx_b, acc)
+ *     acc = fmaf(-(float)msum_b, dmin_b * dx_b, acc)     (k-quants with mins: Q2_K, Q4_K, Q5_K)
+ *     acc = fmaf(m_b, s_b, acc)                          (Q4_1 / Q5_1: min x Q8_1's s)
+ * and y = acc. isum_b = sum over sub-blocks of scale_s * (sum of the sub-block's int weights x
+ * int8 activations); msum_b = sum over sub-blocks of min_s * (sum of the sub-block's int8
+ * activations). These are the products of ggml's vec_dot for each type: the same integers
+ * (exact), d = dw * dx and dmin * dx formed in float as it does, the d and dmin terms both
+ * per block; ggml's own SIMD forms then differ among themselves only in how they group the
+ * float sums (generic: 8 float lanes + a dmin sum; AVX2: 8 lanes and a 4-lane dmin vector), and
+ * this order is one more such grouping, within float rounding of them. It is the same on every
+ * ISA here, so scalar / AVX2 / AVX-512 VNNI agree bit for bit, and every output depends only on
+ * its activation row and weight row (not on threads, tiles or batch split). Called through the
+ * type table's native slot (types.c) by ps_matmul unless env->f32_act.
+ */
+#ifndef PS_MATMUL_QUANT_H
+#define PS_MATMUL_QUANT_H
+
+#include "kernels/matmul.h"
+
+/* True for the weight types this file has an integer kernel for. */
+bool ps_mmq_supported(uint32_t type);
+
+/* Floats of per-thread scratch ps_mmq needs for n_in = max_n_in (a packed weight tile and a
+ * slot of PS_CHUNK quantised activation rows; rows beyond PS_CHUNK x threads run in passes). */
+size_t ps_mmq_scratch_floats(int64_t max_n_in);
+
+/* y = x @ W^T as above. w->type must satisfy ps_mmq_supported and n_in be a multiple of its
+ * block; env->scratch_stride >= ps_mmq_scratch_floats(n_in). */
+void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+            int64_t n_rows, float *y, int64_t ldy);
+
+/* The grouped form (ps_matmul_group's contract, matmul.h): every matrix of every item of one
+ * type satisfying ps_mmq_supported, with one n_in, n_out and n_w; each product bitwise ps_mmq's. */
+void ps_mmq_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items);
+
+/* The plain reference: activations quantised by the reference quantisers, weights widened by
+ * ps_quant_row_to_f32_ref, sum_k w[k] * dx * q[k] in double (for Q4_1 / Q5_1 the min's part
+ * taken as m * s per block, as llama.cpp), rounded once. PS_OK or PS_ERR_NOMEM. */
+ps_status ps_mmq_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
+                     int64_t ldy);
+
+/* The scalar kernel on its own (what ps_mmq runs with PS_ISA_SCALAR), single-threaded: every
+ * ISA's ps_mmq result equals it bit for bit. PS_OK or PS_ERR_NOMEM (its activation slot). */
+ps_status ps_mmq_scalar(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows, float *y,
+                        int64_t ldy);
+
+/* One block of `type` decoded to the kernels' integers (for tests): u[k] = weight + off (0..255;
+ * off as returned), sc[s] the sub-block scales (1 for types without), mn[s] the mins (0 without),
+ * *dw the block scale, *dm dmin (k-quants) or m (Q4_1 / Q5_1), else 0. Returns the block size
+ * (32 or 256) and sets *sb to the sub-block size; 0 for an unsupported type. */
+int ps_mmq_decode(uint32_t type, const void *blk, uint8_t *u, int32_t *sc, int16_t *mn,
+                  float *dw, float *dm, int *off, int *sb);
+
+#endif

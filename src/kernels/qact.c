@@ -1,0 +1,300 @@
+/*
+ * qact.c — Q8_K and Q8_1 activation quantisers (see qact.h for the arithmetic).
+ *
+ * Q8_K: the reference is llama.cpp's quantize_row_q8_K_ref step by step: the scale comes from
+ * the signed value of largest magnitude (first one on ties, `>` scan), the rounding is its
+ * 1.5 * 2^23 addition (round to nearest, ties to even, for |v| < 2^22). The SIMD forms find the
+ * same element (the magnitude maximum is order-free; the first index holding it is found from
+ * the compare masks), compute iscale with the same scalar division, and round with vcvtps2dq
+ * under the default MXCSR mode (nearest, ties to even): the same integers for every |v| <= 128.
+ * The sums of 16 are exact integer sums, so every variant writes the reference's bytes.
+ * Q8_1 reuses ps_quant_act_q8 for q and d and adds s: the block's |x| maximum (order-free)
+ * and its exact sum of q found by vector reductions on the SIMD paths, then the same scalar
+ * product and f16 rounding on every path.
+ */
+#include "kernels/qact.h"
+#include "kernels/quant.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#include <float.h>
+#include <math.h>
+
+static inline int nearest_int(float v) {
+    const float t = v + 12582912.0f; /* 1.5 * 2^23: the integer lands in the low mantissa */
+    int32_t i;
+    memcpy(&i, &t, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* A block that cannot be quantised (NaN / inf), or is all zero. */
+static void q8k_fill(int8_t *q, int16_t *bsums, float *d, float dv) {
+    memset(q, 0, PS_QK_K);
+    memset(bsums, 0, 16 * sizeof(int16_t));
+    *d = dv;
+}
+
+void ps_qact_q8_K_ref(const float *x, int64_t n, int8_t *q, int16_t *bsums, float *d) {
+    for (int64_t b = 0; b < n / PS_QK_K; b++) {
+        const float *xb = x + b * PS_QK_K;
+        int8_t *qb = q + b * PS_QK_K;
+        float amax = 0.0f, max = 0.0f;
+        bool bad = false;
+        for (int j = 0; j < PS_QK_K; j++) {
+            const float a = fabsf(xb[j]);
+            if (!(a <= FLT_MAX)) bad = true;
+            else if (a > amax) {
+                amax = a;
+                max = xb[j];
+            }
+        }
+        if (bad || amax == 0.0f) {
+            q8k_fill(qb, bsums + b * 16, d + b, bad ? NAN : 0.0f);
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        for (int j = 0; j < PS_QK_K; j++) {
+            const int v = nearest_int(iscale * xb[j]);
+            qb[j] = (int8_t)(v < 127 ? v : 127);
+        }
+        for (int j = 0; j < 16; j++) {
+            int sum = 0;
+            for (int i = 0; i < 16; i++) sum += qb[16 * j + i];
+            bsums[b * 16 + j] = (int16_t)sum;
+        }
+        d[b] = 1.0f / iscale;
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma")))
+static void q8k_avx2(const float *x, int64_t n, int8_t *q, int16_t *bsums, float *d) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
+    const __m256i c127 = _mm256_set1_epi32(127);
+    for (int64_t b = 0; b < n / PS_QK_K; b++) {
+        const float *xb = x + b * PS_QK_K;
+        int8_t *qb = q + b * PS_QK_K;
+        __m256 m = _mm256_setzero_ps();
+        int bad = 0;
+        for (int i = 0; i < 32; i++) {
+            const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8 * i));
+            bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ));
+            m = _mm256_max_ps(m, a);
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (bad || amax == 0.0f) {
+            q8k_fill(qb, bsums + b * 16, d + b, bad ? NAN : 0.0f);
+            continue;
+        }
+        const __m256 am = _mm256_set1_ps(amax);
+        int first = 0;
+        for (int i = 0; i < 32; i++) {
+            const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8 * i));
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(a, am, _CMP_EQ_OQ));
+            if (hit) {
+                first = 8 * i + __builtin_ctz((unsigned)hit);
+                break;
+            }
+        }
+        const float iscale = -127.0f / xb[first];
+        if (!(fabsf(iscale) <= FLT_MAX)) { /* tiny max: the reference's overflowed path */
+            ps_qact_q8_K_ref(xb, PS_QK_K, qb, bsums + b * 16, d + b);
+            continue;
+        }
+        const __m256 is = _mm256_set1_ps(iscale);
+        for (int j = 0; j < 16; j++) {
+            const __m256i v0 = _mm256_min_epi32(
+                _mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(xb + 16 * j))), c127);
+            const __m256i v1 = _mm256_min_epi32(
+                _mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(xb + 16 * j + 8))), c127);
+            const __m256i s = _mm256_add_epi32(v0, v1);
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+            bsums[b * 16 + j] = (int16_t)_mm_cvtsi128_si32(s4);
+            /* 16 int32 -> 16 int8 in order (packs work per 128-bit lane) */
+            const __m256i p16 = _mm256_packs_epi32(v0, v1); /* 0-3 8-11 | 4-7 12-15 */
+            const __m128i p = _mm_packs_epi16(_mm256_castsi256_si128(p16),
+                                              _mm256_extracti128_si256(p16, 1));
+            /* p: 0-3 8-11 4-7 12-15 as dwords -> reorder */
+            _mm_storeu_si128((__m128i *)(qb + 16 * j),
+                             _mm_shuffle_epi32(p, _MM_SHUFFLE(3, 1, 2, 0)));
+        }
+        d[b] = 1.0f / iscale;
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+static void q8k_avx512(const float *x, int64_t n, int8_t *q, int16_t *bsums, float *d) {
+    const __m512 big = _mm512_set1_ps(FLT_MAX);
+    const __m512i c127 = _mm512_set1_epi32(127);
+    for (int64_t b = 0; b < n / PS_QK_K; b++) {
+        const float *xb = x + b * PS_QK_K;
+        int8_t *qb = q + b * PS_QK_K;
+        /* the block two ahead (2 KiB): the rows come from memory in a matmul call (its
+         * activations, megabytes), and the first load of each block was half this
+         * function's time; with it, q8k's share of a Q4_K AMX call fell 15% -> 10% (perf) */
+        if (b + 2 < n / PS_QK_K)
+            for (int i = 0; i < 16; i++)
+                _mm_prefetch((const char *)(xb + 2 * PS_QK_K + 16 * i), _MM_HINT_T0);
+        __m512 m = _mm512_setzero_ps();
+        __mmask16 bad = 0;
+        for (int i = 0; i < 16; i++) {
+            const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i));
+            bad |= _mm512_cmp_ps_mask(a, big, _CMP_NLE_UQ);
+            m = _mm512_max_ps(m, a);
+        }
+        const float amax = _mm512_reduce_max_ps(m); /* order-free */
+        if (bad || amax == 0.0f) {
+            q8k_fill(qb, bsums + b * 16, d + b, bad ? NAN : 0.0f);
+            continue;
+        }
+        const __m512 am = _mm512_set1_ps(amax);
+        int first = 0;
+        for (int i = 0; i < 16; i++) {
+            const __mmask16 hit =
+                _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i)), am, _CMP_EQ_OQ);
+            if (hit) {
+                first = 16 * i + __builtin_ctz((unsigned)hit);
+                break;
+            }
+        }
+        const float iscale = -127.0f / xb[first];
+        if (!(fabsf(iscale) <= FLT_MAX)) {
+            ps_qact_q8_K_ref(xb, PS_QK_K, qb, bsums + b * 16, d + b);
+            continue;
+        }
+        const __m512 is = _mm512_set1_ps(iscale);
+        for (int j = 0; j < 16; j++) {
+            const __m512i v = _mm512_min_epi32(
+                _mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(xb + 16 * j))), c127);
+            _mm_storeu_si128((__m128i *)(qb + 16 * j), _mm512_cvtsepi32_epi8(v));
+        }
+        /* sums of 16: q + 128 as u8, vpsadbw sums each 8 bytes (exact), minus 16 x 128 */
+        for (int c = 0; c < 4; c++) {
+            const __m512i u = _mm512_xor_si512(_mm512_loadu_si512((const void *)(qb + 64 * c)),
+                                               _mm512_set1_epi8((char)0x80));
+            uint64_t s8[8];
+            _mm512_storeu_si512((void *)s8, _mm512_sad_epu8(u, _mm512_setzero_si512()));
+            for (int g = 0; g < 4; g++)
+                bsums[b * 16 + 4 * c + g] = (int16_t)((int)(s8[2 * g] + s8[2 * g + 1]) - 16 * 128);
+        }
+        d[b] = 1.0f / iscale;
+    }
+}
+#endif
+
+void ps_qact_q8_K(ps_isa isa, const float *x, int64_t n, int8_t *q, int16_t *bsums, float *d) {
+    if (isa == PS_ISA_AUTO) isa = ps_isa_best();
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) {
+        q8k_avx512(x, n, q, bsums, d);
+        return;
+    }
+    if (isa == PS_ISA_AVX2) {
+        q8k_avx2(x, n, q, bsums, d);
+        return;
+    }
+#endif
+    ps_qact_q8_K_ref(x, n, q, bsums, d);
+}
+
+/* s from q, d (already written) and x: the same scalar code for every variant. */
+static void q8_1_sums(const float *x, int64_t n, const int8_t *q, const float *d, float *s) {
+    for (int64_t b = 0; b < n / 32; b++) {
+        if (isnan(d[b])) {
+            s[b] = NAN;
+            continue;
+        }
+        float amax = 0.0f; /* finite here (a non-finite block has d = NaN) */
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            const float a = fabsf(x[b * 32 + j]);
+            amax = a > amax ? a : amax;
+            sum += q[b * 32 + j];
+        }
+        s[b] = ps_f16_to_f32(ps_f32_to_f16((float)sum * (amax / 127.0f)));
+    }
+}
+
+void ps_qact_q8_1_ref(const float *x, int64_t n, int8_t *q, float *d, float *s) {
+    ps_quant_act_q8_ref(x, n, (uint8_t *)q, d, false);
+    q8_1_sums(x, n, q, d, s);
+}
+
+/* The same s with the block's |x| maximum (order-free) and its exact sum of q by vector
+ * reductions; sum x (amax / 127) and its f16 rounding stay the scalar code's. */
+#if defined(__x86_64__)
+static inline float q8_1_s(int sum, float amax) {
+    return ps_f16_to_f32(ps_f32_to_f16((float)sum * (amax / 127.0f)));
+}
+
+__attribute__((target("avx2,fma")))
+static void q8_1_sums_avx2(const float *x, int64_t n, const int8_t *q, const float *d, float *s) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < n / 32; b++) {
+        if (isnan(d[b])) {
+            s[b] = NAN;
+            continue;
+        }
+        const float *xb = x + b * 32;
+        const __m256 m = _mm256_max_ps(
+            _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb)),
+                          _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8))),
+            _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 16)),
+                          _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 24))));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        /* sum of q: 1 x q pairs (maddubs, exact int16), then int32 */
+        const __m256i p = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)(q + b * 32))), ones16);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+        s[b] = q8_1_s(_mm_cvtsi128_si32(s4), _mm_cvtss_f32(m4));
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+static void q8_1_sums_avx512(const float *x, int64_t n, const int8_t *q, const float *d,
+                             float *s) {
+    for (int64_t b = 0; b < n / 32; b++) {
+        if (isnan(d[b])) {
+            s[b] = NAN;
+            continue;
+        }
+        const float *xb = x + b * 32;
+        const float amax = _mm512_reduce_max_ps(
+            _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb)), _mm512_abs_ps(_mm512_loadu_ps(xb + 16))));
+        /* q + 128 as u8, vpsadbw sums each 8 (exact), minus 32 x 128 */
+        const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(q + b * 32)),
+                                           _mm256_set1_epi8((char)0x80));
+        const __m256i sad = _mm256_sad_epu8(u, _mm256_setzero_si256());
+        const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+        const int sum = (int)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
+        s[b] = q8_1_s(sum, amax);
+    }
+}
+#endif
+
+void ps_qact_q8_1(ps_isa isa, const float *x, int64_t n, int8_t *q, float *d, float *s) {
+    if (isa == PS_ISA_AUTO) isa = ps_isa_best();
+    ps_quant_act_q8(isa, x, n, (uint8_t *)q, d, false);
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) {
+        q8_1_sums_avx512(x, n, q, d, s);
+        return;
+    }
+    if (isa == PS_ISA_AVX2) {
+        q8_1_sums_avx2(x, n, q, d, s);
+        return;
+    }
+#endif
+    q8_1_sums(x, n, q, d, s);
+}

@@ -1,0 +1,35 @@
+/*
+ * qact.h — activation rows quantised for the integer matmul kernels, the way llama.cpp
+ * quantises the right-hand side for each weight type (its vec_dot_type):
+ *   - Q8_K (k-quants and IQ4_XS): blocks of 256, float d, int8 q, int16 sums of 16;
+ *   - Q8_1 (Q4_1, Q5_1): blocks of 32, Q8_0's d and q plus s = f16(d * sum q);
+ *   - Q8_0 (Q4_0, Q5_0, IQ4_NL, MXFP4, Q8_0): quant.h's ps_quant_act_q8.
+ * Each has a plain reference and SIMD variants picked by the caller's ISA; every variant writes
+ * the reference's bytes (the test checks it on random rows, ties, tails and non-finite input).
+ */
+#ifndef PS_QACT_H
+#define PS_QACT_H
+
+#include "base/impl.h"
+#include "kernels/qblocks.h"
+
+/* x (n floats, n a multiple of 256) -> Q8_K: q (n int8), bsums (n/16 int16), d (n/256 floats),
+ * exactly llama.cpp's quantize_row_q8_K_ref per block of 256:
+ *     max = the first x[j] of largest |x[j]| (sign kept), iscale = -127 / max,
+ *     q[j] = min(127, nearest_int(iscale * x[j])) (float product, then round to nearest with
+ *     ties to even, as its 1.5 * 2^23 trick), bsums = exact sums of 16 q, d = 1 / iscale;
+ *     an all-zero block: q = 0, bsums = 0, d = 0.
+ * (d is negative when max is: q then has the opposite signs of x.) A block holding NaN or
+ * +-inf gets d = NaN and q = 0, bsums = 0, so every product it feeds is NaN (llama.cpp would
+ * compute a finite, meaningless value there). isa picks the variant (AUTO = best). */
+void ps_qact_q8_K(ps_isa isa, const float *x, int64_t n, int8_t *q, int16_t *bsums, float *d);
+void ps_qact_q8_K_ref(const float *x, int64_t n, int8_t *q, int16_t *bsums, float *d);
+
+/* x (n floats, n a multiple of 32) -> Q8_1 as llama.cpp's quantize_row_q8_1_ref: q (int8) and
+ * d (n/32 floats, the f16-rounded scale) exactly as ps_quant_act_q8 (offset = false), and
+ * s (n/32 floats) = f16(sum_j q[j] * (amax / 127)) widened back (amax / 127 before its f16
+ * rounding); a non-finite block gets s = NaN with its d = NaN. Same bytes on every isa. */
+void ps_qact_q8_1(ps_isa isa, const float *x, int64_t n, int8_t *q, float *d, float *s);
+void ps_qact_q8_1_ref(const float *x, int64_t n, int8_t *q, float *d, float *s);
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * topk.h — internals of the top-K logprob kernel shared by topk.c and its SIMD variants
+ * (topk_avx2.c, topk_avx512.c): the canonical exp approximation and the per-chunk kernels that
+ * every ISA implements with the same operations in the same order.
+ *
+ * The canonical row pass (driven by topk.c, identical for every ISA):
+ *   - the row is viewed as 64-logit blocks; lane j (0..63) owns the elements whose index is
+ *     j mod 64; full blocks are grouped into chunks of PS_TOPK_CHUNK_BLOCKS blocks and the
+ *     ragged tail block (n % 64 logits) is a chunk of its own, done in scalar code;
+ *   - the shift R starts at the first block's maximum (at least -FLT_MAX);
+ *   - per chunk, ONE pass over the logits (kernel `fused`): block maxima, and chunk lane sums
+ *     C[j] = sum of exp(x - R) over the lane's logits in element order (C starts at 0);
+ *     if the chunk maximum mc exceeds R + PS_TOPK_SHIFT_SLACK, the chunk is redone instead:
+ *     the running sums S are multiplied by exp(R - mc), R = mc, and C is recomputed (kernel
+ *     `expsum`) with the new shift; then S[j] += C[j]. So every kept exp has an argument
+ *     <= 64 (no overflow: 2^31 * e^64 < FLT_MAX) and the data is read once, except in the
+ *     rare chunk whose maximum jumps 64 above everything before it;
+ *   - at the end a fixed pairwise tree over the 64 lane sums, and lse = R + log(sum) in
+ *     double, rounded once to float (sum >= 1: the maximum's own term is >= exp(0) = 1),
+ *     then raised to the row maximum M if rounding left it below (the exact lse is >= M, and
+ *     so every logprob is <= 0).
+ * Because each lane sees its elements in the same order and every exp is the same sequence of
+ * fused multiply-adds, the scalar, AVX2 and AVX-512 paths give the same bits.
+ */
+#ifndef PS_TOPK_H
+#define PS_TOPK_H
+
+#include "base/impl.h"
+
+#include <math.h>
+
+#define PS_TOPK_BLOCK 64        /* logits per block = lanes of the canonical sum */
+#define PS_TOPK_CHUNK_BLOCKS 64 /* full blocks per chunk (4096 logits; a redo reads L1) */
+
+/* Constants of the canonical exp. exp(d) for d <= 88 (d = x - shift):
+ *   d < -87        -> 0 (also -inf); NaN -> NaN (so a bad logit poisons the sum)
+ *   n = round(d * log2 e)      via fma(d, LOG2E, MAGIC) - MAGIC (round to nearest even)
+ *   r = fma(n, -LN2, d)        |r| <= ln2/2 (+ rounding)
+ *   p = 1 + r(c1 + r(c2 + r(c3 + r(c4 + r c5))))   Horner, one fma per step; p(0) == 1
+ *   exp = p * 2^n              n in [-126, 127], so 2^n is a normal float (AVX-512: scalef)
+ * Degree-5 minimax fit of exp on [-ln2/2, ln2/2]: relative error <= 1.5e-7 in float32. */
+#define PS_EXP_LO (-87.0f)
+#define PS_EXP_LOG2E 1.44269502162933349609375f /* 0x1.715476p+0 */
+#define PS_EXP_MAGIC 12582912.0f                /* 1.5 * 2^23 */
+#define PS_EXP_NLN2 (-0.693147182464599609375f) /* -0x1.62e430p-1 */
+#define PS_EXP_C1 0x1.fffff6p-1f
+#define PS_EXP_C2 0x1.fffdc6p-2f
+#define PS_EXP_C3 0x1.555a6ap-3f
+#define PS_EXP_C4 0x1.573a54p-5f
+#define PS_EXP_C5 0x1.0fa834p-7f
+
+/* A chunk whose maximum exceeds the shift by more than this is redone with its own maximum. */
+#define PS_TOPK_SHIFT_SLACK 64.0f
+
+/* The canonical exp in portable C (fmaf is exact on every CPU). d <= 88 or NaN (larger d only
+ * occurs in a chunk that is redone; it gives +inf here). */
+static inline float ps_exp_canon(float d) {
+    if (d != d) return d;
+    if (d < PS_EXP_LO) return 0.0f;
+    if (d > 88.0f) return INFINITY;
+    float t = fmaf(d, PS_EXP_LOG2E, PS_EXP_MAGIC);
+    float n = t - PS_EXP_MAGIC;
+    float r = fmaf(n, PS_EXP_NLN2, d);
+    float p = fmaf(PS_EXP_C5, r, PS_EXP_C4);
+    p = fmaf(p, r, PS_EXP_C3);
+    p = fmaf(p, r, PS_EXP_C2);
+    p = fmaf(p, r, PS_EXP_C1);
+    p = fmaf(p, r, 1.0f);
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    return p * scale;
+}
+
+/* One pass over the nb full blocks starting at block b0 of `row` (dtype dt):
+ * bm[i] = max of block b0 + i (bm may be NULL), C[j] += exp_canon(x - shift) for every element
+ * x in lane j, blocks in ascending order (C has 64 floats). Returns the maximum over those
+ * blocks (-inf if all are -inf). NaN handling of the maxima is unspecified (a NaN reaches C). */
+typedef float (*ps_fused_fn)(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                             float *bm, float *C);
+/* The exp-sum part alone: C[j] += exp_canon(x - shift), as above. */
+typedef void (*ps_expsum_fn)(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                             float *C);
+
+/* Bit j set when logit 64 * blk + j of `row` (a full block) is >= T. */
+typedef uint64_t (*ps_gemask_fn)(const void *row, ps_dtype dt, int64_t blk, float T);
+
+float ps_topk_fused_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                         float *bm, float *C);
+void ps_topk_expsum_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                         float *C);
+float ps_topk_fused_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                           float *bm, float *C);
+void ps_topk_expsum_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                           float *C);
+uint64_t ps_topk_gemask_avx2(const void *row, ps_dtype dt, int64_t blk, float T);
+uint64_t ps_topk_gemask_avx512(const void *row, ps_dtype dt, int64_t blk, float T);
+
+#endif /* PS_TOPK_H */

@@ -1,0 +1,147 @@
+/*
+ * topk_avx2.c — the AVX2 + FMA + F16C variants of the chunk kernels of the top-K row pass
+ * (see topk.h for the canonical procedure they must reproduce bit for bit).
+ *
+ * One 64-logit block is eight ymm vectors; vector q holds lanes 8q..8q+7, so the 64 lane sums
+ * live in eight accumulators. The exp is topk.h's canonical sequence of FMAs; p * 2^n is a
+ * multiply by 2^n built from its exponent bits (n in [-126, 127]: a normal float), and lanes
+ * with d < -87 are cleared with a compare mask (NaN lanes stay NaN).
+ */
+#include "kernels/topk.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define PS_T2 __attribute__((target("avx2,fma,f16c")))
+#define PS_T2_INLINE static inline __attribute__((always_inline)) PS_T2
+
+/* 8 logits at element i of row, as float32 (exact conversion). */
+PS_T2_INLINE __m256 load8(const void *row, ps_dtype dt, int64_t i) {
+    if (dt == PS_DTYPE_F32) return _mm256_loadu_ps((const float *)row + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + i));
+    if (dt == PS_DTYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* The canonical exp of 8 values d <= 88 (or NaN). */
+PS_T2_INLINE __m256 exp8(__m256 d) {
+    __m256 zero_it = _mm256_cmp_ps(d, _mm256_set1_ps(PS_EXP_LO), _CMP_LT_OQ);
+    const __m256 magic = _mm256_set1_ps(PS_EXP_MAGIC);
+    __m256 t = _mm256_fmadd_ps(d, _mm256_set1_ps(PS_EXP_LOG2E), magic);
+    __m256 n = _mm256_sub_ps(t, magic);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(PS_EXP_NLN2), d);
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(PS_EXP_C5), r, _mm256_set1_ps(PS_EXP_C4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PS_EXP_C3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PS_EXP_C2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PS_EXP_C1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* 2^n from its exponent bits; garbage in lanes that are cleared below */
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
+                                  23);
+    return _mm256_andnot_ps(zero_it, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+PS_T2_INLINE float hmax8(__m256 v) {
+    __m128 b = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    b = _mm_max_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_max_ss(b, _mm_movehdup_ps(b));
+    return _mm_cvtss_f32(b);
+}
+
+/* One pass over blocks b0..b0+nb-1 (row: (n_blocks, 64) of dt): bm[b] = block maximum (when
+ * with_max and bm), C[8q + j] += exp(x[64b + 8q + j] - shift) in block order; returns the
+ * maximum. Two sweeps of four accumulators each (lanes 0..31, then 32..63) keep the state in
+ * registers; each lane still sees its elements in order, so the sums are the canonical ones,
+ * and the second sweep reads L1. */
+PS_T2_INLINE float fused_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                            float *bm, float *C, bool with_max) {
+    const __m256 sh = _mm256_set1_ps(shift);
+    const size_t es = dt == PS_DTYPE_F32 ? 4 : 2;
+    __m256 cm = _mm256_set1_ps(-INFINITY);
+    for (int half = 0; half < 2; half++) {
+        int64_t o = 32 * half;
+        __m256 s0 = _mm256_loadu_ps(C + o), s1 = _mm256_loadu_ps(C + o + 8);
+        __m256 s2 = _mm256_loadu_ps(C + o + 16), s3 = _mm256_loadu_ps(C + o + 24);
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t i = (b0 + b) * PS_TOPK_BLOCK + o;
+            if (half == 0) { /* compute-bound loop: pull the block 32 ahead in */
+                const char *next = /* an address that may lie past the row */
+                    (const char *)((uintptr_t)row + (size_t)(i + 32 * PS_TOPK_BLOCK) * es);
+                for (size_t off = 0; off < PS_TOPK_BLOCK * es; off += 64)
+                    _mm_prefetch(next + off, _MM_HINT_T0);
+            }
+            __m256 x0 = load8(row, dt, i), x1 = load8(row, dt, i + 8);
+            __m256 x2 = load8(row, dt, i + 16), x3 = load8(row, dt, i + 24);
+            if (with_max) {
+                __m256 v = _mm256_max_ps(_mm256_max_ps(x0, x1), _mm256_max_ps(x2, x3));
+                cm = _mm256_max_ps(cm, v);
+                if (bm) {
+                    float m = hmax8(v);
+                    bm[b] = half == 0 || m > bm[b] ? m : bm[b];
+                }
+            }
+            s0 = _mm256_add_ps(s0, exp8(_mm256_sub_ps(x0, sh)));
+            s1 = _mm256_add_ps(s1, exp8(_mm256_sub_ps(x1, sh)));
+            s2 = _mm256_add_ps(s2, exp8(_mm256_sub_ps(x2, sh)));
+            s3 = _mm256_add_ps(s3, exp8(_mm256_sub_ps(x3, sh)));
+        }
+        _mm256_storeu_ps(C + o, s0);
+        _mm256_storeu_ps(C + o + 8, s1);
+        _mm256_storeu_ps(C + o + 16, s2);
+        _mm256_storeu_ps(C + o + 24, s3);
+    }
+    return hmax8(cm);
+}
+
+PS_T2 float ps_topk_fused_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                               float *bm, float *C) {
+    switch (dt) {
+    case PS_DTYPE_F32: return fused_dt(row, PS_DTYPE_F32, b0, nb, shift, bm, C, true);
+    case PS_DTYPE_F16: return fused_dt(row, PS_DTYPE_F16, b0, nb, shift, bm, C, true);
+    default: return fused_dt(row, PS_DTYPE_BF16, b0, nb, shift, bm, C, true);
+    }
+}
+
+PS_T2 void ps_topk_expsum_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                               float *C) {
+    switch (dt) {
+    case PS_DTYPE_F32: fused_dt(row, PS_DTYPE_F32, b0, nb, shift, NULL, C, false); break;
+    case PS_DTYPE_F16: fused_dt(row, PS_DTYPE_F16, b0, nb, shift, NULL, C, false); break;
+    default: fused_dt(row, PS_DTYPE_BF16, b0, nb, shift, NULL, C, false); break;
+    }
+}
+
+PS_T2_INLINE uint64_t gemask_dt(const void *row, ps_dtype dt, int64_t blk, float T) {
+    const __m256 t = _mm256_set1_ps(T);
+    int64_t i = blk * PS_TOPK_BLOCK;
+    uint64_t m = 0;
+    for (int q = 0; q < 8; q++) {
+        __m256 ge = _mm256_cmp_ps(load8(row, dt, i + 8 * q), t, _CMP_GE_OQ);
+        m |= (uint64_t)(uint32_t)_mm256_movemask_ps(ge) << (8 * q);
+    }
+    return m;
+}
+
+PS_T2 uint64_t ps_topk_gemask_avx2(const void *row, ps_dtype dt, int64_t blk, float T) {
+    switch (dt) {
+    case PS_DTYPE_F32: return gemask_dt(row, PS_DTYPE_F32, blk, T);
+    case PS_DTYPE_F16: return gemask_dt(row, PS_DTYPE_F16, blk, T);
+    default: return gemask_dt(row, PS_DTYPE_BF16, blk, T);
+    }
+}
+
+#else /* not x86-64: never dispatched (ps_isa_supported says no) */
+float ps_topk_fused_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                         float *bm, float *C) {
+    (void)row; (void)dt; (void)b0; (void)nb; (void)shift; (void)bm; (void)C;
+    return NAN;
+}
+void ps_topk_expsum_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+                         float *C) {
+    (void)row; (void)dt; (void)b0; (void)nb; (void)shift; (void)C;
+}
+uint64_t ps_topk_gemask_avx2(const void *row, ps_dtype dt, int64_t blk, float T) {
+    (void)row; (void)dt; (void)blk; (void)T;
+    return 0;
+}
+#endif

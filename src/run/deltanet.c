@@ -1,0 +1,182 @@
+/*
+ * deltanet.c — Gated DeltaNet kernels (see deltanet.h for shapes and formulas).
+ *
+ * The conv is llama.cpp's ssm_conv (float sum over the d_conv taps, oldest input first) then
+ * silu; the l2 norm is ggml_l2_norm (sum of squares in double, scale 1 / max(sqrt, eps)); the
+ * delta rule is ggml_gated_delta_net's recurrent form, one token after another on a state kept
+ * transposed (row j of S holds value dimension j against every key dimension), so a row is
+ * read twice per token: the decay with the S_j . k product, then the rank-1 update with the
+ * S_j . q product. Scalar: ps_dot_f32 / ps_axpy_f32; AVX2 / AVX-512: fused multiply-adds into
+ * one 8- / 16-lane accumulator reduced by a fixed tree (see delta_rows_*). Per ISA the result
+ * never depends on the thread that runs a head or on the chunking.
+ */
+#include "run/deltanet.h"
+#include "kernels/matmul.h"
+
+#include <math.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define T_AVX2 __attribute__((target("avx2,fma")))
+#define T_AVX512 __attribute__((target("avx512f,avx512dq")))
+#endif
+
+void ps_dn_conv_silu(const float *x, int64_t ldx, int32_t n, float *state, const float *w,
+                     int32_t d_conv, int64_t ch, int64_t c0, int64_t c1, float *y, int64_t ldy) {
+    const int32_t ns = d_conv - 1;
+    for (int64_t c = c0; c < c1; c++) {
+        const float *wc = w + c * d_conv;
+        float win[16]; /* d_conv <= 16 (checked at load) */
+        for (int32_t i = 0; i < ns; i++) win[i] = state[(int64_t)i * ch + c];
+        for (int32_t t = 0; t < n; t++) {
+            win[ns] = x[(int64_t)t * ldx + c];
+            float sum = 0.0f;
+            for (int32_t i = 0; i < d_conv; i++) sum += win[i] * wc[i];
+            y[(int64_t)t * ldy + c] = sum / (1.0f + expf(-sum));
+            for (int32_t i = 0; i < ns; i++) win[i] = win[i + 1];
+        }
+        for (int32_t i = 0; i < ns; i++) state[(int64_t)i * ch + c] = win[i];
+    }
+}
+
+void ps_dn_l2norm(float *x, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+    for (int64_t i = 0; i < n; i++) x[i] *= scale;
+}
+
+float ps_dn_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+float ps_dn_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+
+/* ---- the delta rule: one pass per state row for the decay and S_j . k, one for the update and
+ * S_j . q. Scalar: ps_dot_f32 / ps_axpy_f32 (the fixed scalar order). AVX2 / AVX-512 (d a
+ * multiple of 8 / 16, else the scalar form): one vector accumulator of 8 / 16 lanes summed in
+ * index order (lane l holds the elements i = l mod width), fused multiply-adds, then the lanes
+ * reduced by a fixed tree; the same bits whatever the thread or the chunk. ---- */
+
+static void delta_rows_scalar(float *S, int64_t d, const float *q, const float *k,
+                              const float *v, float *o, float decay, float b, float scale) {
+    for (int64_t j = 0; j < d; j++) {
+        float *row = S + j * d;
+        for (int64_t i = 0; i < d; i++) row[i] *= decay;
+        const float delta = (v[j] - ps_dot_f32(PS_ISA_SCALAR, row, k, d)) * b;
+        ps_axpy_f32(PS_ISA_SCALAR, delta, k, row, d);
+        o[j] = ps_dot_f32(PS_ISA_SCALAR, row, q, d) * scale;
+    }
+}
+
+#if defined(__x86_64__)
+T_AVX2 static inline float hsum_avx2(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);                                 /* lanes l + l+4 */
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));              /* + l+2 */
+    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 0x55));       /* + l+1 */
+    return _mm_cvtss_f32(lo);
+}
+
+T_AVX2 static void delta_rows_avx2(float *S, int64_t d, const float *q, const float *k,
+                                   const float *v, float *o, float decay, float b, float scale) {
+    const __m256 dec = _mm256_set1_ps(decay);
+    for (int64_t j = 0; j < d; j++) {
+        float *row = S + j * d;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < d; i += 8) {
+            const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + i), dec);
+            _mm256_storeu_ps(row + i, r);
+            acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i), acc);
+        }
+        const __m256 dl = _mm256_set1_ps((v[j] - hsum_avx2(acc)) * b);
+        acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < d; i += 8) {
+            const __m256 r = _mm256_fmadd_ps(_mm256_loadu_ps(k + i), dl, _mm256_loadu_ps(row + i));
+            _mm256_storeu_ps(row + i, r);
+            acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + i), acc);
+        }
+        o[j] = hsum_avx2(acc) * scale;
+    }
+}
+
+T_AVX512 static inline float hsum_avx512(__m512 v) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                   _mm512_extractf32x8_ps(v, 1)); /* lanes l + l+8 */
+    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 0x55));
+    return _mm_cvtss_f32(lo);
+}
+
+T_AVX512 static void delta_rows_avx512(float *S, int64_t d, const float *q, const float *k,
+                                       const float *v, float *o, float decay, float b,
+                                       float scale) {
+    const __m512 dec = _mm512_set1_ps(decay);
+    for (int64_t j = 0; j < d; j++) {
+        float *row = S + j * d;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t i = 0; i < d; i += 16) {
+            const __m512 r = _mm512_mul_ps(_mm512_loadu_ps(row + i), dec);
+            _mm512_storeu_ps(row + i, r);
+            acc = _mm512_fmadd_ps(r, _mm512_loadu_ps(k + i), acc);
+        }
+        const __m512 dl = _mm512_set1_ps((v[j] - hsum_avx512(acc)) * b);
+        acc = _mm512_setzero_ps();
+        for (int64_t i = 0; i < d; i += 16) {
+            const __m512 r =
+                _mm512_fmadd_ps(_mm512_loadu_ps(k + i), dl, _mm512_loadu_ps(row + i));
+            _mm512_storeu_ps(row + i, r);
+            acc = _mm512_fmadd_ps(r, _mm512_loadu_ps(q + i), acc);
+        }
+        o[j] = hsum_avx512(acc) * scale;
+    }
+}
+#endif
+
+void ps_dn_delta_head(ps_isa isa, float *S, int64_t d, int32_t n, const float *q,
+                      const float *k, int64_t ldqk, const float *v, int64_t ldv, float *o,
+                      int64_t ldo, const float *g, const float *beta, int64_t ldgb, float scale) {
+    for (int32_t t = 0; t < n; t++) {
+        const float *qt = q + (int64_t)t * ldqk, *kt = k + (int64_t)t * ldqk;
+        const float *vt = v + (int64_t)t * ldv;
+        float *ot = o + (int64_t)t * ldo;
+        const float decay = expf(g[(int64_t)t * ldgb]), b = beta[(int64_t)t * ldgb];
+#if defined(__x86_64__)
+        if ((isa == PS_ISA_AVX512 || isa == PS_ISA_AMX) && d % 16 == 0) {
+            delta_rows_avx512(S, d, qt, kt, vt, ot, decay, b, scale);
+            continue;
+        }
+        if (isa != PS_ISA_SCALAR && d % 8 == 0) {
+            delta_rows_avx2(S, d, qt, kt, vt, ot, decay, b, scale);
+            continue;
+        }
+#endif
+        delta_rows_scalar(S, d, qt, kt, vt, ot, decay, b, scale);
+    }
+}
+
+void ps_dn_delta_head_ref(float *S, int64_t d, int32_t n, const float *q, const float *k,
+                          int64_t ldqk, const float *v, int64_t ldv, float *o, int64_t ldo,
+                          const float *g,
+                          const float *beta, int64_t ldgb, float scale) {
+    for (int32_t t = 0; t < n; t++) {
+        const float *qt = q + (int64_t)t * ldqk, *kt = k + (int64_t)t * ldqk;
+        const float *vt = v + (int64_t)t * ldv;
+        float *ot = o + (int64_t)t * ldo;
+        const double decay = exp((double)g[(int64_t)t * ldgb]), b = beta[(int64_t)t * ldgb];
+        for (int64_t j = 0; j < d; j++) {
+            float *row = S + j * d;
+            double sk = 0.0;
+            for (int64_t i = 0; i < d; i++) {
+                row[i] = (float)((double)row[i] * decay);
+                sk += (double)row[i] * (double)kt[i];
+            }
+            const double delta = ((double)vt[j] - sk) * b;
+            double sq = 0.0;
+            for (int64_t i = 0; i < d; i++) {
+                row[i] = (float)((double)row[i] + delta * (double)kt[i]);
+                sq += (double)row[i] * (double)qt[i];
+            }
+            ot[j] = (float)(sq * (double)scale);
+        }
+    }
+}

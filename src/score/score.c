@@ -1,0 +1,824 @@
+/*
+ * score.c — tokens in, per-position logprobs and top-K out; generation on the same loop.
+ *
+ * The prompt runs through the session in chunks of `chunk` positions (default 256, part of
+ * the definition of a score) into ONE reused logits buffer of (chunk, n_vocab) floats; the
+ * top-K kernel reads each chunk's rows and writes straight into the result arrays. Row j of a
+ * chunk starting at position p0 is the distribution after tokens [0, p0 + j], so it scores
+ * token p0 + j + 1 and fills entry p0 + j + 1. Entry 0 has no distribution. The last prompt
+ * row scores the first generated token, if any: generation picks a token from that row
+ * (greedy argmax with ties to the lowest id, or temperature + top-p sampling with a seeded
+ * splitmix64), then runs the kernel on the row with the chosen token as target, so generated
+ * tokens get logprobs and top-K from the unmodified distribution exactly like prompt tokens,
+ * then forwards the token alone (1 position) to get the next row.
+ *
+ * Memory: the logits buffer and a few per-row arrays are fixed by chunk and n_vocab; what
+ * grows with the prompt is the KV cache (the session's) and the result arrays. The logits
+ * buffer (600 KB per row for a 151,936-token vocabulary) is the session's output buffer
+ * (ps_session_logits), kept between calls: allocating it per call made the kernel zero every
+ * touched page again, ~3% of a call's time (a server scores many short prompts on one session).
+ *
+ * Chunk geometry (asserted by tests/test_score.c and the CLI test): on stories260K (F32) and
+ * on gen-model llama F16 / qwen3 Q8_0 / qwen3 and qwen2 BF16 models, chunk 1, 7, 100 and 256
+ * on 1 or 2 threads give bitwise identical scores for a 2*256+17-token prompt, because the
+ * forward kernels compute each row alone.
+ * The chunk stays part of a score's definition so that a future batched kernel may differ.
+ */
+#include "base/impl.h"
+#include "base/buf.h"
+#include "score/prefix_cache.h"
+#include "run/session.h"
+
+#include <math.h>
+#include <stdio.h>
+
+ps_score_params ps_score_default_params(void) {
+    ps_score_params p;
+    memset(&p, 0, sizeof p);
+    p.k = 5;
+    p.chunk = PS_CHUNK;
+    p.max_tokens = 0;
+    p.temperature = 0.0f;
+    p.top_p = 1.0f;
+    p.seed = 0;
+    p.stop_at_eos = true;
+    return p;
+}
+
+void ps_score_result_free(ps_score_result *r) {
+    if (!r) return;
+    ps_free(r->tokens);
+    ps_free(r->logprobs);
+    ps_free(r->top_ids);
+    ps_free(r->top_logprobs);
+    ps_free(r);
+}
+
+/* ---- picking the next token -------------------------------------------------------------- */
+
+/* The largest logit, ties to the lowest id; -inf never beats a finite logit (a row of only
+ * -inf gives 0). NaN entries are skipped here and reported by the kernel. Equal to the top-K
+ * kernel's top-1. row: (n_vocab) */
+static int32_t argmax_row(const float *row, int32_t n_vocab) {
+    int32_t best = 0;
+    float bv = row[0];
+    for (int32_t i = 1; i < n_vocab; i++)
+        if (row[i] > bv || (isnan(bv) && !isnan(row[i]))) {
+            bv = row[i];
+            best = i;
+        }
+    return best;
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) with 53 bits. */
+static double rand_unit(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1.0p-53; }
+
+/* True when token a comes before token b in the nucleus order: logit descending, ties by
+ * ascending id. */
+static inline bool before(const float *row, int32_t a, int32_t b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+}
+
+/* Restores the max-heap property (by `before`) below position i of heap[0..n). */
+static void sift_down(const float *row, int32_t *heap, int32_t n, int32_t i) {
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, top = i;
+        if (l < n && before(row, heap[l], heap[top])) top = l;
+        if (r < n && before(row, heap[r], heap[top])) top = r;
+        if (top == i) return;
+        int32_t t = heap[i];
+        heap[i] = heap[top];
+        heap[top] = t;
+        i = top;
+    }
+}
+
+/* Temperature + nucleus sampling. w: (n_vocab) doubles, idx: (n_vocab) ids (scratch). The
+ * weights are exp((logit - max) / T) in double; with top_p < 1 the smallest prefix of tokens
+ * in logit order (ties by id) whose mass reaches top_p is kept. Deterministic given *rng. */
+static int32_t sample_row(const float *row, int32_t n_vocab, float temperature, float top_p,
+                          uint64_t *rng, double *w, int32_t *idx) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (row[i] > mx) mx = row[i];
+    if (!(mx > -INFINITY)) return argmax_row(row, n_vocab);
+    double total = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        double x = isnan(row[i]) ? 0.0 : exp(((double)row[i] - (double)mx) / temperature);
+        w[i] = x;
+        total += x;
+    }
+    double u = rand_unit(rng);
+    if (top_p >= 1.0f) {
+        double target = u * total, acc = 0.0;
+        int32_t last = 0;
+        for (int32_t i = 0; i < n_vocab; i++) {
+            if (w[i] <= 0.0) continue;
+            acc += w[i];
+            last = i;
+            if (acc > target) return i;
+        }
+        return last;
+    }
+    /* the nucleus: pop tokens in order from a heap (O(n_vocab + m log n_vocab) for a nucleus
+     * of m tokens) until their mass reaches top_p; popped tokens collect at idx[n - 1], ... */
+    int32_t n = 0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (w[i] > 0.0) idx[n++] = i;
+    for (int32_t i = n / 2 - 1; i >= 0; i--) sift_down(row, idx, n, i);
+    double keep = 0.0, limit = (double)top_p * total;
+    int32_t heap_n = n;
+    while (heap_n > 0) {
+        int32_t t = idx[0];
+        idx[0] = idx[--heap_n];
+        idx[heap_n] = t;
+        sift_down(row, idx, heap_n, 0);
+        keep += w[t];
+        if (keep >= limit) break;
+    }
+    double target = u * keep, acc = 0.0;
+    for (int32_t j = n - 1; j >= heap_n; j--) {
+        acc += w[idx[j]];
+        if (acc > target) return idx[j];
+    }
+    return idx[heap_n];
+}
+
+/* ---- the scoring loop -------------------------------------------------------------------- */
+
+static ps_status check_params(const ps_session *s, const int32_t *tokens, int32_t n_tokens,
+                              const ps_score_params *p, ps_error *err) {
+    if (!s || !tokens) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "session and tokens are required");
+    if (n_tokens < 1)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "nothing to score: %d tokens", n_tokens);
+    if (p->k < 0) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "k must be >= 0, got %d", p->k);
+    if (p->cache && ps_pcache_model(p->cache) != s->model)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "the prefix cache belongs to another model than the session's");
+    if (p->chunk < 1 || p->chunk > s->n_batch)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "chunk must be in 1..%d (the session's n_batch), got %d", s->n_batch,
+                       p->chunk);
+    if (p->max_tokens < 0)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "max_tokens must be >= 0, got %d",
+                       p->max_tokens);
+    if (!(p->temperature >= 0.0f) || isinf(p->temperature))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "temperature must be finite and >= 0, got %g",
+                       (double)p->temperature);
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "top_p must be in (0, 1], got %g",
+                       (double)p->top_p);
+    if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "bad stop list (n_stop %d)", p->n_stop);
+    for (int32_t i = 0; i < p->n_stop; i++)
+        if (!p->stop[i])
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1, "stop string %d is NULL", i);
+    int32_t n_vocab = s->model->hp.n_vocab;
+    for (int32_t i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return ps_fail(err, PS_ERR_TOKEN_RANGE, -1,
+                           "token id %d at index %d is outside the vocabulary [0, %d)", tokens[i],
+                           i, n_vocab);
+    if ((int64_t)n_tokens + p->max_tokens > s->n_ctx) {
+        if (p->max_tokens)
+            return ps_fail(err, PS_ERR_CONTEXT, -1,
+                           "%d prompt tokens + max_tokens %d = %lld exceeds the context length %d",
+                           n_tokens, p->max_tokens, (long long)n_tokens + p->max_tokens, s->n_ctx);
+        return ps_fail(err, PS_ERR_CONTEXT, -1,
+                       "%d prompt tokens exceed the context length %d", n_tokens, s->n_ctx);
+    }
+    return PS_OK;
+}
+
+/* Allocates a result for up to cap entries of k alternatives. NULL on allocation failure. */
+static ps_score_result *result_new(int32_t cap, int32_t k) {
+    ps_score_result *r = ps_calloc(1, sizeof *r);
+    if (!r) return NULL;
+    uint64_t nk;
+    if (!ps_mul_ok((uint64_t)cap, (uint64_t)k, &nk) || nk > SIZE_MAX / 8) {
+        ps_free(r);
+        return NULL;
+    }
+    r->k = k;
+    r->tokens = ps_malloc((size_t)cap * sizeof *r->tokens);
+    r->logprobs = ps_malloc((size_t)cap * sizeof *r->logprobs);
+    r->top_ids = ps_malloc(nk ? (size_t)nk * sizeof *r->top_ids : 1);
+    r->top_logprobs = ps_malloc(nk ? (size_t)nk * sizeof *r->top_logprobs : 1);
+    if (!r->tokens || !r->logprobs || !r->top_ids || !r->top_logprobs) {
+        ps_score_result_free(r);
+        return NULL;
+    }
+    r->stop_text_len = -1;
+    r->finish = PS_FINISH_LENGTH;
+    return r;
+}
+
+/* Runs the kernel over n_rows rows of logits (stride n_vocab) with the given targets and
+ * writes entries [entry0, entry0 + n_rows) of r. */
+static ps_status topk_rows(const ps_session *s, const ps_score_params *p, const float *logits,
+                           int32_t n_rows, const int32_t *targets, ps_score_result *r,
+                           int32_t entry0, int32_t pos0, ps_error *err) {
+    int32_t n_vocab = s->model->hp.n_vocab;
+    ps_topk_params tp = ps_topk_default_params();
+    tp.k = p->k;
+    tp.isa = PS_ISA_AUTO;
+    tp.pool = s->pool;
+    ps_logits lg = {.data = logits, .dtype = PS_DTYPE_F32, .n_rows = n_rows, .n_vocab = n_vocab,
+                    .row_stride = n_vocab, .targets = targets};
+    ps_topk_out out = {.lse = NULL,
+                       .target_logprob = r->logprobs + entry0,
+                       .top_ids = p->k ? r->top_ids + (size_t)entry0 * (size_t)p->k : NULL,
+                       .top_logprobs = p->k ? r->top_logprobs + (size_t)entry0 * (size_t)p->k : NULL};
+    ps_error e;
+    ps_error_clear(&e);
+    ps_status st = ps_topk_compute(&tp, &lg, &out, &e);
+    if (st == PS_ERR_NAN) { /* name the position and the token id, not the chunk's row */
+        for (int32_t j = 0; j < n_rows; j++) {
+            const float *row = logits + (size_t)j * (size_t)n_vocab;
+            for (int32_t c = 0; c < n_vocab; c++) {
+                if (isnan(row[c]) || (isinf(row[c]) && row[c] > 0))
+                    return ps_fail(err, st, -1,
+                                   "the logits after position %d (the distribution of token %d) "
+                                   "hold %s at token id %d: the model computes non-finite values",
+                                   pos0 + j, entry0 + j, isnan(row[c]) ? "NaN" : "+inf", c);
+            }
+        }
+    }
+    if (st != PS_OK)
+        return ps_fail(err, st, -1, "scoring positions %d..%d: %s", pos0, pos0 + n_rows - 1,
+                       e.message);
+    return PS_OK;
+}
+
+static bool cancelled(const ps_score_params *p) { return p->cancel && p->cancel(p->cancel_ctx); }
+
+/* Stop-string bookkeeping for generation: the generated text (raw token bytes) and where each
+ * generated token starts in it. */
+typedef struct {
+    ps_buf text;
+    int64_t *start; /* max_tokens + 1 */
+    size_t max_stop;
+} stop_state;
+
+/* After generated token g was appended: the byte position of the earliest stop string that
+ * ends in the new bytes, or -1. */
+static int64_t find_stop(const stop_state *ss, const ps_score_params *p, int32_t g) {
+    int64_t from = ss->start[g] - (int64_t)ss->max_stop + 1;
+    if (from < 0) from = 0;
+    int64_t best = -1;
+    for (int32_t i = 0; i < p->n_stop; i++) {
+        size_t sl = strlen(p->stop[i]);
+        if (!sl || !ss->text.data) continue;
+        const char *hit = memmem(ss->text.data + from, ss->text.len - (size_t)from, p->stop[i], sl);
+        if (hit) {
+            int64_t pos = hit - ss->text.data;
+            if (best < 0 || pos < best) best = pos;
+        }
+    }
+    return best;
+}
+
+/* Sets up a result for prompt tokens[0..n_tokens): the tokens, entry 0 empty. */
+static void result_start(ps_score_result *r, const int32_t *tokens, int32_t n_tokens, int32_t k) {
+    r->n_prompt = n_tokens;
+    memcpy(r->tokens, tokens, (size_t)n_tokens * sizeof *tokens);
+    r->logprobs[0] = NAN;
+    for (int32_t j = 0; j < k; j++) {
+        r->top_ids[j] = -1;
+        r->top_logprobs[j] = NAN;
+    }
+}
+
+/* Generation after the prompt (p->max_tokens > 0) on sequence q, whose n_past is the prompt's
+ * length: `row` holds the distribution after the last prompt token; each generated token is
+ * forwarded alone into gen_logits (one row). Fills r's generated entries, n_gen, n_total and
+ * finish; sum_logprob must be set already. */
+static ps_status generate(ps_session *s, ps_seq *q, const ps_score_params *p, int32_t n_tokens,
+                          const float *row, float *gen_logits, ps_score_result *r,
+                          ps_error *err) {
+    const int32_t n_vocab = s->model->hp.n_vocab;
+    const bool sampling = p->temperature > 0.0f;
+    double *w = sampling ? ps_malloc((size_t)n_vocab * sizeof *w) : NULL;
+    int32_t *idx = sampling && p->top_p < 1.0f ? ps_malloc((size_t)n_vocab * sizeof *idx) : NULL;
+    stop_state ss;
+    ps_buf_init(&ss.text);
+    ss.start = NULL;
+    ss.max_stop = 0;
+    if (p->n_stop > 0) {
+        ss.start = ps_malloc(((size_t)p->max_tokens + 1) * sizeof *ss.start);
+        for (int32_t i = 0; i < p->n_stop; i++) ss.max_stop = PS_MAX(ss.max_stop, strlen(p->stop[i]));
+    }
+    ps_status st = PS_OK;
+    if ((sampling && !w) || (sampling && p->top_p < 1.0f && !idx) || (p->n_stop > 0 && !ss.start)) {
+        st = ps_fail(err, PS_ERR_NOMEM, -1,
+                     "out of memory for generating %d tokens over a vocabulary of %d",
+                     p->max_tokens, n_vocab);
+        goto done;
+    }
+    uint64_t rng = p->seed;
+    int32_t eos = ps_vocab_eos(s->model->vocab);
+    int32_t n_gen = 0;
+    for (int32_t g = 0; g < p->max_tokens; g++) {
+        if (g > 0 && cancelled(p)) {
+            st = ps_fail(err, PS_ERR_CANCELLED, -1, "cancelled after %d generated tokens", g);
+            goto done;
+        }
+        int32_t t = sampling ? sample_row(row, n_vocab, p->temperature, p->top_p, &rng, w, idx)
+                             : argmax_row(row, n_vocab);
+        int32_t e = n_tokens + g;
+        st = topk_rows(s, p, row, 1, &t, r, e, e - 1, err);
+        if (st != PS_OK) goto done;
+        r->tokens[e] = t;
+        n_gen = g + 1;
+        if (p->stop_at_eos && t == eos) {
+            n_gen = g; /* EOS ends the text and is not part of it */
+            r->finish = PS_FINISH_STOP;
+            break;
+        }
+        if (ss.start) {
+            ss.start[g] = (int64_t)ss.text.len;
+            const char *bytes;
+            size_t len;
+            if (ps_vocab_token_bytes(s->model->vocab, t, &bytes, &len) == PS_OK)
+                ps_buf_append(&ss.text, bytes, len);
+            ss.start[g + 1] = (int64_t)ss.text.len;
+            if (ss.text.oom) {
+                st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for the generated text");
+                goto done;
+            }
+            int64_t pos = find_stop(&ss, p, g);
+            if (pos >= 0) {
+                int32_t j = g;
+                while (j > 0 && ss.start[j] > pos) j--;
+                /* the stop string begins inside token j (or exactly at its start) */
+                if (ss.start[j] == pos) {
+                    n_gen = j;
+                    r->stop_text_len = -1;
+                } else {
+                    n_gen = j + 1;
+                    r->stop_text_len = (int32_t)(pos - ss.start[j]);
+                }
+                r->finish = PS_FINISH_STOP;
+                break;
+            }
+        }
+        if (g + 1 == p->max_tokens) break;
+        const ps_seg seg = {q, &t, 1};
+        st = ps_session_forward_segs(s, &seg, 1, gen_logits, err);
+        if (st != PS_OK) goto done;
+        row = gen_logits;
+    }
+    r->n_gen = n_gen;
+    r->n_total = n_tokens + n_gen;
+done:
+    ps_free(w);
+    ps_free(idx);
+    ps_free(ss.start);
+    ps_buf_free(&ss.text);
+    return st;
+}
+
+/* ---- the prefix cache (prefix_cache.c, prefix_kv.c) --------------------------------------- */
+
+/* One score's use of the cache: the blocks found (positions [0, m B), referenced until the
+ * end) and the new blocks being filled (block indices m .. m + n_pend - 1; the first n_kv have
+ * their K/V, and with recurrent layers every one of them has its state). */
+typedef struct {
+    ps_prefix_cache *c;
+    uint64_t cfg;
+    int32_t B, m, whole; /* whole: the prompt's whole blocks */
+    ps_pc_block **held, **pend;
+    ps_pc_claim *claim;  /* the claim on block m (the first computed), or NULL */
+    int32_t n_pend, n_kv;
+    bool stop;           /* a block found no room or its K/V had left a ring: no more blocks */
+    bool state;          /* the model has recurrent layers: snapshots at n_past = (b + 1) B - 1 */
+    int32_t ring;        /* the shortest sliding-layer ring (positions), 0 when none is shorter
+                          * than the context: a call must end while the ring still holds the
+                          * first block not yet captured */
+} cache_run;
+
+/* Where the next forward call must end for the cache, after position p0 (n_tokens: nowhere). */
+static int32_t cache_split(const cache_run *cr, int32_t p0, int32_t n_tokens) {
+    if (!cr->c || cr->stop) return n_tokens;
+    const int32_t B = cr->B;
+    int32_t end = n_tokens;
+    if (cr->state) { /* the next snapshot point (b + 1) B - 1 > p0 of a block still to cache */
+        int32_t b = PS_MAX((p0 + 1) / B, cr->m);
+        if (b < cr->whole) end = PS_MIN(end, (b + 1) * B - 1);
+    }
+    if (cr->ring) { /* after the call the ring holds n_past - ring .. n_past - 1 */
+        const int32_t b = cr->m + cr->n_kv;
+        if (b < cr->whole) end = PS_MIN(end, b * B + cr->ring);
+    }
+    return end;
+}
+
+/* Gives the claim back: the blocks are in the cache, or will not be. */
+static void cache_unclaim(cache_run *cr) {
+    if (!cr->claim) return;
+    ps_pcache_unclaim(cr->c, cr->claim);
+    cr->claim = NULL;
+}
+
+/* Snapshot state, capture complete blocks (cache_after_forward's work). */
+static ps_status cache_capture(cache_run *cr, const ps_seq *s, int32_t k, ps_error *err) {
+    if (!cr->c || cr->stop) return PS_OK;
+    const int32_t B = cr->B, e = s->n_past;
+    if (cr->state && (e + 1) % B == 0) {
+        const int32_t b = (e + 1) / B - 1;
+        if (b >= cr->m && b < cr->whole && b == cr->m + cr->n_pend) {
+            ps_pc_block *blk;
+            ps_status st = ps_pcache_block_new(cr->c, k, s->kv_elt, &blk, err);
+            if (st != PS_OK) return st;
+            if (!blk) {
+                cr->stop = true;
+                return PS_OK;
+            }
+            ps_pcache_capture_state(cr->c, blk, s);
+            cr->pend[cr->n_pend++] = blk;
+        }
+    }
+    for (;;) {
+        const int32_t b = cr->m + cr->n_kv;
+        if (b >= cr->whole || (b + 1) * B > e) break;
+        if (cr->n_kv == cr->n_pend) {
+            if (cr->state) break; /* its state was not captured */
+            ps_pc_block *blk;
+            ps_status st = ps_pcache_block_new(cr->c, k, s->kv_elt, &blk, err);
+            if (st != PS_OK) return st;
+            if (!blk) {
+                cr->stop = true;
+                break;
+            }
+            cr->pend[cr->n_pend++] = blk;
+        }
+        if (!ps_pcache_capture_kv(cr->c, cr->pend[cr->n_kv], s, b * B)) {
+            cr->stop = true;
+            break;
+        }
+        cr->n_kv++;
+    }
+    return PS_OK;
+}
+
+/* After a forward call (the session at n_past): cache_capture; once no more blocks will be
+ * inserted, the claim ends (other workers need not pass this prefix over any longer). */
+static ps_status cache_after_forward(cache_run *cr, const ps_seq *s, int32_t k, ps_error *err) {
+    ps_status st = cache_capture(cr, s, k, err);
+    if (cr->stop) cache_unclaim(cr);
+    return st;
+}
+
+/* The new blocks with their K/V take the ids and answers of their positions from the result
+ * and join the index after the blocks found. */
+static void cache_insert(cache_run *cr, const int32_t *tokens, const ps_score_result *r) {
+    const int32_t B = cr->B, k = r->k;
+    for (int32_t i = 0; i < cr->n_kv; i++) {
+        ps_pc_block *blk = cr->pend[i];
+        const size_t p0 = (size_t)(cr->m + i) * (size_t)B;
+        memcpy(blk->ids, tokens + p0, (size_t)B * sizeof *blk->ids);
+        memcpy(blk->lp, r->logprobs + p0, (size_t)B * sizeof *blk->lp);
+        memcpy(blk->top_ids, r->top_ids + p0 * (size_t)k, (size_t)B * (size_t)k * sizeof(int32_t));
+        memcpy(blk->top_lp, r->top_logprobs + p0 * (size_t)k, (size_t)B * (size_t)k * sizeof(float));
+    }
+    ps_pcache_insert(cr->c, cr->cfg, cr->m ? cr->held[cr->m - 1] : NULL, cr->pend, cr->n_kv);
+    for (int32_t i = cr->n_kv; i < cr->n_pend; i++) ps_pcache_block_drop(cr->c, cr->pend[i]);
+    cr->n_pend = cr->n_kv = 0;
+    cache_unclaim(cr);
+}
+
+/* Gives back what the score still holds (also after a failure). */
+static void cache_end(cache_run *cr) {
+    if (!cr->c) return;
+    cache_unclaim(cr);
+    for (int32_t i = 0; i < cr->n_pend; i++) ps_pcache_block_drop(cr->c, cr->pend[i]);
+    ps_pcache_release(cr->c, cr->held, cr->m);
+    ps_free(cr->held);
+    ps_free(cr->pend);
+    memset(cr, 0, sizeof *cr);
+}
+
+/* Looks the prompt up; on a hit restores the blocks into sequence q (at n_past 0) and copies their
+ * answers (entries 1 .. m B - 1) into r; *start = the first position to compute (m B - 1, the
+ * last cached position, whose row scores the first new token, or 0). Claims the first block it
+ * will compute (prefix_cache.h: a scheduler can then run other work before a prompt that
+ * shares it; the claim ends when the blocks are inserted, or will not be). */
+static ps_status cache_begin(cache_run *cr, ps_prefix_cache *c, const ps_session *s, ps_seq *q,
+                             const int32_t *tokens, int32_t n_tokens, ps_score_result *r,
+                             int32_t *start, ps_error *err) {
+    memset(cr, 0, sizeof *cr);
+    *start = 0;
+    const ps_hparams *hp = &s->model->hp;
+    cr->B = ps_pcache_block_len(c);
+    cr->whole = n_tokens / cr->B;
+    if (cr->whole == 0) return PS_OK;
+    cr->held = ps_malloc((size_t)cr->whole * sizeof *cr->held);
+    cr->pend = ps_malloc((size_t)cr->whole * sizeof *cr->pend);
+    if (!cr->held || !cr->pend) {
+        ps_free(cr->held);
+        ps_free(cr->pend);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (prefix cache lookup)");
+    }
+    cr->c = c;
+    cr->cfg = ps_pcache_session_cfg(s);
+    cr->state = hp->n_layer_rs > 0;
+    for (int32_t l = 0; l < hp->n_layer_kv; l++)
+        if (q->kv_len[l] < q->n_ctx)
+            cr->ring = cr->ring ? PS_MIN(cr->ring, (int32_t)q->kv_len[l]) : (int32_t)q->kv_len[l];
+    cr->stop = cr->ring > 0 && cr->ring < cr->B; /* no ring holds a whole block: no inserts */
+    cr->m = ps_pcache_acquire(c, cr->cfg, tokens, n_tokens, r->k, cr->held, cr->whole);
+    if (cr->m < cr->whole && !cr->stop)
+        cr->claim = ps_pcache_claim(c, cr->cfg, cr->m ? cr->held[cr->m - 1] : NULL,
+                                    tokens + (size_t)cr->m * (size_t)cr->B, r->k);
+    if (cr->m == 0) return PS_OK;
+    ps_pcache_restore(c, cr->held, cr->m, q);
+    const int32_t k = r->k;
+    for (int32_t i = 0; i < cr->m; i++) {
+        const int32_t from = i == 0 ? 1 : 0;
+        const size_t e = (size_t)i * (size_t)cr->B + (size_t)from;
+        ps_pcache_read_entries(c, cr->held[i], from, cr->B - from, k, r->logprobs + e,
+                               r->top_ids + e * (size_t)k, r->top_logprobs + e * (size_t)k);
+    }
+    *start = cr->m * cr->B - 1;
+    return PS_OK;
+}
+
+ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens,
+                          const ps_score_params *params, ps_score_result **out, ps_error *err) {
+    if (!out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "out is required");
+    *out = NULL;
+    ps_score_params defaults = ps_score_default_params();
+    const ps_score_params *p = params ? params : &defaults;
+    ps_status st = check_params(s, tokens, n_tokens, p, err);
+    if (st != PS_OK) return st;
+
+    const int32_t n_vocab = s->model->hp.n_vocab;
+    const int32_t chunk = p->chunk, k = p->k;
+    cache_run cr;
+    memset(&cr, 0, sizeof cr);
+    ps_score_result *r = result_new(n_tokens + p->max_tokens, k);
+    float *logits = ps_session_logits(s, (size_t)chunk);
+    int32_t *targets = ps_malloc((size_t)chunk * sizeof *targets);
+    if (!r || !logits || !targets) {
+        st = ps_fail(err, PS_ERR_NOMEM, -1,
+                     "out of memory for the results of %d positions (k %d) and a %d x %d "
+                     "logits buffer", n_tokens + p->max_tokens, k, chunk, n_vocab);
+        goto fail;
+    }
+    result_start(r, tokens, n_tokens, k);
+
+    ps_session_reset(s);
+    /* with a cache: positions [0, start) come from it (restored into the sequence, their
+     * entries copied), the rest is computed, calls ending where the cache must capture */
+    int32_t start = 0;
+    if (p->cache) {
+        st = cache_begin(&cr, p->cache, s, s->seq, tokens, n_tokens, r, &start, err);
+        if (st != PS_OK) goto fail;
+    }
+    int32_t last_rows = 0; /* rows of the last forward call still in `logits` */
+    for (int32_t p0 = start; p0 < n_tokens;) {
+        if (cancelled(p)) {
+            st = ps_fail(err, PS_ERR_CANCELLED, -1, "cancelled after %d of %d positions", p0,
+                         n_tokens);
+            goto fail;
+        }
+        int32_t n = PS_MIN(chunk, n_tokens - p0);
+        n = PS_MIN(n, cache_split(&cr, p0, n_tokens) - p0);
+        st = ps_session_forward(s, tokens + p0, n, logits, err);
+        if (st != PS_OK) goto fail;
+        last_rows = n;
+        /* rows whose next token is in the prompt: all but the very last prompt row */
+        int32_t m = p0 + n < n_tokens ? n : n - 1;
+        if (m > 0) {
+            for (int32_t j = 0; j < m; j++) targets[j] = tokens[p0 + j + 1];
+            st = topk_rows(s, p, logits, m, targets, r, p0 + 1, p0, err);
+            if (st != PS_OK) goto fail;
+        }
+        st = cache_after_forward(&cr, s->seq, k, err);
+        if (st != PS_OK) goto fail;
+        p0 += n;
+    }
+    if (cr.c) {
+        cache_insert(&cr, tokens, r);
+        cache_end(&cr);
+    }
+    double sum = 0.0;
+    for (int32_t i = 1; i < n_tokens; i++) sum += (double)r->logprobs[i];
+    r->sum_logprob = sum;
+    r->n_gen = 0;
+    r->n_total = n_tokens;
+    /* generation: the row after the last prompt token, then one position at a time */
+    if (p->max_tokens > 0) {
+        st = generate(s, s->seq, p, n_tokens, logits + (size_t)(last_rows - 1) * (size_t)n_vocab,
+                      logits, r, err);
+        if (st != PS_OK) goto fail;
+    }
+    *out = r;
+    r = NULL;
+    st = PS_OK;
+
+fail: /* also the way out on success, with r handed over */
+    cache_end(&cr);
+    ps_score_result_free(r);
+    ps_free(targets);
+    return st;
+}
+
+/* ---- several prompts per forward pass ---------------------------------------------------- */
+
+/* Prompt i's state in ps_score_batch. */
+typedef struct {
+    const ps_score_params *p;
+    ps_seq *seq;
+    int32_t fed;     /* positions forwarded so far (or restored from the prefix cache) */
+    bool started;    /* its sequence is set up (and the cache looked up) */
+    bool done;       /* every prompt row forwarded (and its generation, if any, done) */
+    cache_run cr;    /* its use of p->cache */
+} batch_item;
+
+/* Whether prompt i, not started yet, should wait for an earlier prompt of the batch that is
+ * running (started, not done) and computing blocks that i would then find in the cache: they
+ * share at least one whole block past what that prompt found cached, its answers hold top-K
+ * >= i's, both use the same cache, and its blocks still go into it (not stopped). Such a
+ * "leader" inserts its new blocks when its prompt rows are done, at the end of a pass; i
+ * starts at a later pass and restores them, so the shared prefix is computed once. Only a
+ * question of speed: a prompt's bits never depend on what the cache holds. */
+static bool batch_follows(const batch_item *it, const ps_score_prompt *prompts, int32_t lo,
+                          int32_t i) {
+    const ps_score_params *pi = it[i].p;
+    if (!pi->cache) return false;
+    const int32_t B = ps_pcache_block_len(pi->cache);
+    const int32_t *ti = prompts[i].tokens, ni = prompts[i].n_tokens;
+    for (int32_t j = lo; j < i; j++) {
+        const batch_item *l = &it[j];
+        if (!l->started || l->done || !l->cr.c || l->cr.stop || l->cr.c != pi->cache ||
+            l->p->k < pi->k)
+            continue;
+        const int32_t *tj = prompts[j].tokens;
+        const int32_t n = PS_MIN(ni, prompts[j].n_tokens);
+        int32_t same = 0;
+        while (same < n && ti[same] == tj[same]) same++;
+        /* whole shared blocks the leader computes (it found m cached; it inserts up to its
+         * own whole blocks) */
+        if (PS_MIN(same / B, l->cr.whole) > l->cr.m) return true;
+    }
+    return false;
+}
+
+ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t n_prompts,
+                         int32_t max_seqs, ps_score_result **results, ps_error *err) {
+    ps_error_clear(err);
+    if (!results || n_prompts < 0 || (n_prompts > 0 && !prompts) || !s)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "session, prompts and results are required (n_prompts %d)", n_prompts);
+    for (int32_t i = 0; i < n_prompts; i++) results[i] = NULL;
+    if (n_prompts == 0) return PS_OK;
+    ps_score_params defaults = ps_score_default_params();
+    /* rows per pass: the smallest chunk any prompt asks for (chunking never changes a score) */
+    int32_t rows = s->n_batch;
+    for (int32_t i = 0; i < n_prompts; i++) {
+        const ps_score_params *p = prompts[i].params ? prompts[i].params : &defaults;
+        ps_status st = check_params(s, prompts[i].tokens, prompts[i].n_tokens, p, err);
+        if (st != PS_OK) {
+            char msg[sizeof err->message];
+            snprintf(msg, sizeof msg, "%s", err ? err->message : "");
+            return ps_fail(err, st, -1, "prompt %d: %s", (int)i, msg);
+        }
+        rows = PS_MIN(rows, p->chunk);
+    }
+    if (max_seqs < 1 || max_seqs > rows) max_seqs = rows;
+    const int32_t n_vocab = s->model->hp.n_vocab;
+    /* the pass's rows, then one row for generation */
+    float *logits = ps_session_logits(s, (size_t)rows + 1);
+    float *gen_logits = logits ? logits + (size_t)rows * (size_t)n_vocab : NULL;
+    int32_t *targets = ps_malloc((size_t)rows * sizeof *targets);
+    batch_item *it = ps_calloc((size_t)n_prompts, sizeof *it);
+    ps_seg segs[PS_CHUNK];
+    int32_t seg_item[PS_CHUNK];
+    ps_status st = PS_OK;
+    if (!logits || !targets || !it) {
+        st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for a %d x %d logits buffer",
+                     rows + 1, n_vocab);
+        goto fail;
+    }
+    for (int32_t i = 0; i < n_prompts; i++) {
+        it[i].p = prompts[i].params ? prompts[i].params : &defaults;
+        results[i] = result_new(prompts[i].n_tokens + it[i].p->max_tokens, it[i].p->k);
+        if (!results[i]) {
+            st = ps_fail(err, PS_ERR_NOMEM, -1,
+                         "out of memory for the results of prompt %d (%d positions, k %d)", i,
+                         prompts[i].n_tokens + it[i].p->max_tokens, it[i].p->k);
+            goto fail;
+        }
+        result_start(results[i], prompts[i].tokens, prompts[i].n_tokens, it[i].p->k);
+    }
+    /* Passes: prompts are packed in order from the first unfinished one (lo), each taking what
+     * is left of it or of the pass, at most max_seqs prompts among lo .. lo + max_seqs - 1, so
+     * prompt i can run on kept sequence i % max_seqs (every earlier prompt sharing it is done
+     * by the time i starts), of its own length rounded up to 16 positions. A prompt that
+     * shares whole blocks with a running one that computes them waits until they are cached
+     * (batch_follows); the running one is always packed first, so a pass is never empty. */
+    for (int32_t lo = 0;;) {
+        while (lo < n_prompts && it[lo].done) lo++;
+        if (lo == n_prompts) break;
+        int32_t n_segs = 0, used = 0;
+        for (int32_t i = lo; i < n_prompts && i < lo + max_seqs && used < rows && n_segs < max_seqs;
+             i++) {
+            batch_item *b = &it[i];
+            const int32_t nt = prompts[i].n_tokens;
+            if (b->done) continue;
+            if (cancelled(b->p)) {
+                st = ps_fail(err, PS_ERR_CANCELLED, -1,
+                             "prompt %d cancelled after %d of %d positions", i, b->fed, nt);
+                goto fail;
+            }
+            if (!b->started) {
+                if (batch_follows(it, prompts, lo, i)) continue;
+                const int64_t need = PS_MIN((int64_t)s->n_ctx,
+                                            ((int64_t)nt + b->p->max_tokens + 15) & ~(int64_t)15);
+                b->seq = ps_session_pool_seq(s, i % max_seqs, (int32_t)need, err);
+                if (!b->seq) {
+                    st = PS_ERR_NOMEM;
+                    goto fail;
+                }
+                b->started = true;
+                if (b->p->cache) {
+                    st = cache_begin(&b->cr, b->p->cache, s, b->seq, prompts[i].tokens, nt,
+                                     results[i], &b->fed, err);
+                    if (st != PS_OK) goto fail;
+                }
+            }
+            int32_t n = PS_MIN(nt - b->fed, rows - used);
+            n = PS_MIN(n, cache_split(&b->cr, b->fed, nt) - b->fed);
+            segs[n_segs] = (ps_seg){b->seq, prompts[i].tokens + b->fed, n};
+            seg_item[n_segs++] = i;
+            used += n;
+        }
+        assert(n_segs > 0);
+        st = ps_session_forward_segs(s, segs, n_segs, logits, err);
+        if (st != PS_OK) goto fail;
+        int32_t row0 = 0;
+        for (int32_t g = 0; g < n_segs; g++) {
+            const int32_t i = seg_item[g], n = segs[g].n, nt = prompts[i].n_tokens;
+            batch_item *b = &it[i];
+            const int32_t p0 = b->fed;
+            /* rows whose next token is in the prompt: all but the very last prompt row */
+            const int32_t m = p0 + n < nt ? n : n - 1;
+            if (m > 0) {
+                for (int32_t j = 0; j < m; j++) targets[j] = prompts[i].tokens[p0 + j + 1];
+                st = topk_rows(s, b->p, logits + (size_t)row0 * (size_t)n_vocab, m, targets,
+                               results[i], p0 + 1, p0, err);
+                if (st != PS_OK) goto fail;
+            }
+            b->fed += n;
+            row0 += n;
+            st = cache_after_forward(&b->cr, b->seq, b->p->k, err);
+            if (st != PS_OK) goto fail;
+        }
+        /* finished prompts: their blocks into the cache (where the prompts waiting for them
+         * find them at the next pass), the sum, then generation from their last row
+         * (gen_logits is past the pass's rows, so the other prompts' rows stay) */
+        row0 = 0;
+        for (int32_t g = 0; g < n_segs; g++) {
+            const int32_t i = seg_item[g], nt = prompts[i].n_tokens;
+            ps_score_result *r = results[i];
+            row0 += segs[g].n;
+            if (it[i].fed < nt) continue;
+            if (it[i].cr.c) {
+                cache_insert(&it[i].cr, prompts[i].tokens, r);
+                cache_end(&it[i].cr);
+            }
+            double sum = 0.0;
+            for (int32_t j = 1; j < nt; j++) sum += (double)r->logprobs[j];
+            r->sum_logprob = sum;
+            r->n_gen = 0;
+            r->n_total = nt;
+            if (it[i].p->max_tokens > 0) {
+                st = generate(s, it[i].seq, it[i].p, nt,
+                              logits + (size_t)(row0 - 1) * (size_t)n_vocab, gen_logits, r, err);
+                if (st != PS_OK) goto fail;
+            }
+            it[i].done = true;
+        }
+    }
+    ps_free(targets);
+    ps_free(it);
+    return PS_OK;
+
+fail:
+    for (int32_t i = 0; i < n_prompts; i++) {
+        if (it) cache_end(&it[i].cr);
+        ps_score_result_free(results[i]);
+        results[i] = NULL;
+    }
+    ps_free(targets);
+    ps_free(it);
+    return st;
+}

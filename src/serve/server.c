@@ -1,0 +1,1092 @@
+/*
+ * server.c — the OpenAI-compatible HTTP server: POST /v1/completions (echo + logprobs, the
+ * scoring request of lm-evaluation-harness), /v1/models, /health, /tokenizer_info, /tokenize,
+ * /detokenize, /metrics and the page at /.
+ *
+ * A completion goes one way: the body is validated by the request module (request.c: body
+ * bytes -> a validated job, or an OpenAI-shaped error with its status); the job goes to the
+ * engine (engine.c: a round-robin line of admitted requests, workers with a ps_session each);
+ * the results are written here with json.h. A request is admitted on its headers, before its
+ * body is read: against the engine's slots (--queue) and a memory budget (--mem-budget);
+ * more get 503. libmicrohttpd runs one thread per connection; the connection thread
+ * validates, submits, then waits for its job while watching its socket: a client that hangs up
+ * cancels the job, which ps_score_tokens polls between chunks and workers check before
+ * starting a prompt. Counters and latencies go to metrics.c.
+ * A request owns all of its memory, so a bad or cancelled one cannot change the next.
+ */
+#include "serve/server.h"
+#include "serve/engine.h"
+#include "serve/jscan.h"
+#include "serve/metrics.h"
+#include "serve/json.h"
+#include "serve/server_conns.h"
+#include "serve/server_guard.h"
+#include "base/testhooks.h"
+#include "base/util.h"
+#include "model/vocab.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__has_include)
+#if __has_include("page.h")
+#include "serve/page.h"
+#define PS_HAVE_PAGE 1
+#endif
+#endif
+
+/* Routes, for dispatch and metrics. */
+enum {
+    R_COMPLETIONS, R_MODELS, R_HEALTH, R_TOKENIZER_INFO, R_TOKENIZE, R_DETOKENIZE, R_METRICS,
+    R_PAGE, R_OTHER, R_COUNT
+};
+static const struct {
+    const char *path;
+    const char *method;
+} ROUTES[R_COUNT] = {
+    [R_COMPLETIONS] = {"/v1/completions", "POST"}, [R_MODELS] = {"/v1/models", "GET"},
+    [R_HEALTH] = {"/health", "GET"},               [R_TOKENIZER_INFO] = {"/tokenizer_info", "GET"},
+    [R_TOKENIZE] = {"/tokenize", "POST"},          [R_DETOKENIZE] = {"/detokenize", "POST"},
+    [R_METRICS] = {"/metrics", "GET"},             [R_PAGE] = {"/", "GET"},
+    [R_OTHER] = {"other", ""},
+};
+
+/* The request line and header limits answered in JSON, and libmicrohttpd's per-connection
+ * buffer, which must hold them with room to spare (past it, libmicrohttpd answers by itself). */
+enum { PS_MAX_URI = 8192, PS_MAX_HEADERS = 16384, PS_HTTP_POOL = 65536 };
+
+struct ps_server {
+    /* configuration */
+    ps_server_config cfg;
+    char name[160];
+    const ps_model *model;
+    const ps_vocab *vocab;
+    ps_model_info info;
+    ps_req_limits limits;
+    ps_engine *engine;          /* admission slots (--queue), the line, the workers */
+    pthread_mutex_t mu;         /* guards the three below */
+    int64_t mem_used;           /* bytes of the memory budget held by requests in flight */
+    int32_t connections;        /* requests begun and not completed (for shutdown) */
+    bool draining;              /* shutting down: new requests with a body get 503 */
+    /* who may ask (copies of the configuration's strings) */
+    char *api_key, *allowed_hosts, *cors_origin;
+    ps_conns *conns;
+    /* HTTP */
+    struct MHD_Daemon *daemon;
+    int32_t port;
+    atomic_uint_fast64_t next_id;
+    ps_metrics metrics;
+};
+
+/* ========================================================================================== */
+/* 2. HTTP                                                                                    */
+/* ========================================================================================== */
+
+typedef struct {
+    int route;
+    bool method_ok;
+    ps_buf body;
+    bool too_large;
+    bool responded;
+    bool cors;          /* the request's Origin is --cors-origin: answers carry its headers */
+    bool queued;        /* holds one of the --queue slots (a completion) */
+    bool scanning;      /* the body goes through scan as it arrives (a completion) */
+    ps_jscan scan;      /* refuses a prompt list or an id list over the limits before the
+                         * body is whole, so jansson never builds it */
+    bool refused;       /* the scan refused the body: the rest is dropped unread into memory,
+                         * and `refusal` is the answer once it has arrived */
+    ps_req_error refusal;
+    int64_t reserved;   /* bytes of the memory budget it holds */
+    double t0;          /* ps_now_s() when the request arrived */
+    int64_t prompt_tokens;
+} conn;
+
+static void record(ps_server *s, conn *c, const char *method, const char *url, int status) {
+    double secs = ps_now_s() - c->t0;
+    ps_metrics_record(&s->metrics, c->route, status, secs);
+    if (s->cfg.log) {
+        char line[512];
+        snprintf(line, sizeof line, "%s %.200s %d %lld %.1f", method, url, status,
+                 (long long)c->prompt_tokens, secs * 1e3);
+        s->cfg.log(s->cfg.log_ctx, line);
+    }
+}
+
+/* Queues `len` bytes of `data` (taken over: freed with ps_free) as the response. */
+static enum MHD_Result respond(ps_server *s, struct MHD_Connection *mc, conn *c,
+                               const char *method, const char *url, int status,
+                               const char *ctype, char *data, size_t len, const char *allow) {
+    struct MHD_Response *resp;
+    if (data) {
+        resp = MHD_create_response_from_buffer_with_free_callback(len, data, ps_free);
+        if (!resp) ps_free(data);
+    } else {
+        resp = MHD_create_response_from_buffer(len, NULL, MHD_RESPMEM_PERSISTENT);
+    }
+    c->responded = true;
+    record(s, c, method, url, status);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", ctype);
+    if (status == 503) MHD_add_response_header(resp, "Retry-After", "1");
+    if (allow) MHD_add_response_header(resp, "Allow", allow);
+    if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+    if (s->cors_origin) {
+        MHD_add_response_header(resp, "Vary", "Origin");
+        if (c->cors) MHD_add_response_header(resp, "Access-Control-Allow-Origin", s->cors_origin);
+    }
+    enum MHD_Result ret = MHD_queue_response(mc, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* A static 500 "out of memory" answer: needs no allocation of ours. */
+static enum MHD_Result respond_oom(struct MHD_Connection *mc) {
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory serving the request\","
+                              "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(mc, 500, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result respond_buf(ps_server *s, struct MHD_Connection *mc, conn *c,
+                                   const char *method, const char *url, int status, ps_buf *b,
+                                   const char *ctype) {
+    if (b->oom) {
+        ps_buf_free(b);
+        c->responded = true;
+        record(s, c, method, url, 500);
+        return respond_oom(mc);
+    }
+    char *data = b->data;
+    size_t len = b->len;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return respond(s, mc, c, method, url, status, ctype, data, len, NULL);
+}
+
+static void write_error(ps_buf *b, const ps_req_error *e) {
+    ps_buf_puts(b, "{\"error\":");
+    ps_req_error_write(b, e);
+    ps_buf_puts(b, "}");
+}
+
+static enum MHD_Result respond_error(ps_server *s, struct MHD_Connection *mc, conn *c,
+                                     const char *method, const char *url, const ps_req_error *e,
+                                     const char *allow) {
+    ps_buf b;
+    ps_buf_init(&b);
+    write_error(&b, e);
+    if (b.oom) return respond_buf(s, mc, c, method, url, e->status, &b, "application/json");
+    char *data = b.data;
+    return respond(s, mc, c, method, url, e->status, "application/json", data, b.len, allow);
+}
+
+/* Appends bytes with every run of invalid UTF-8 replaced by U+FFFD (plain text, not JSON). */
+static void append_sanitized(ps_buf *b, const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        size_t bad = i + ps_utf8_bad_offset((const unsigned char *)s + i, n - i);
+        ps_buf_append(b, s + i, bad - i);
+        if (bad >= n) break;
+        ps_buf_append(b, "\xef\xbf\xbd", 3);
+        i = bad + 1;
+        while (i < n && ((unsigned char)s[i] & 0xc0) == 0x80) i++; /* the rest of the run */
+    }
+}
+
+/* The choice's text. Without echo: the generated text (the tokens' bytes decoded together,
+ * so a character split over byte tokens comes out whole; cut at the stop string or before
+ * EOS when generation stopped). With echo: the display text of every token, prompt and
+ * generated (docs/api.md: text is the concatenation of tokens, so text_offset
+ * holds); when a stop string begins inside the last generated token, only that token's
+ * bytes before it (a token that is cut keeps its whole text in tokens[]). */
+static void choice_text(ps_server *s, const ps_completion_req *r, const ps_score_result *res,
+                        ps_buf *text) {
+    if (r->echo) {
+        bool cut = res->finish == PS_FINISH_STOP && res->stop_text_len >= 0 && res->n_gen > 0;
+        int32_t whole = cut ? res->n_total - 1 : res->n_total;
+        for (int32_t i = 0; i < whole; i++) ps_token_text(text, s->vocab, res->tokens[i]);
+        const char *bytes;
+        size_t n;
+        if (cut && ps_vocab_token_bytes(s->vocab, res->tokens[whole], &bytes, &n) == PS_OK)
+            append_sanitized(text, bytes, PS_MIN(n, (size_t)res->stop_text_len));
+        return;
+    }
+    if (res->n_gen == 0) return;
+    /* the cut is score.c's (stop_text_len), the same as with echo: a stop string that spans
+     * tokens is cut before its first byte, whichever token that byte is in */
+    ps_buf gen;
+    ps_buf_init(&gen);
+    int32_t end = res->n_total;
+    int32_t eos = ps_vocab_eos(s->vocab);
+    bool cut = res->finish == PS_FINISH_STOP && res->stop_text_len >= 0;
+    if (!cut && res->finish == PS_FINISH_STOP && eos >= 0 && res->tokens[end - 1] == eos) end--;
+    for (int32_t i = res->n_prompt; i < end; i++) {
+        const char *bytes;
+        size_t n;
+        if (ps_vocab_token_bytes(s->vocab, res->tokens[i], &bytes, &n) == PS_OK)
+            ps_buf_append(&gen, bytes, cut && i == end - 1 ? PS_MIN(n, (size_t)res->stop_text_len) : n);
+    }
+    if (gen.data) append_sanitized(text, gen.data, gen.len);
+    if (gen.oom) text->oom = true;
+    ps_buf_free(&gen);
+}
+
+static void write_completion(ps_server *s, const ps_completion_req *r, const ps_engine_job *j,
+                             ps_buf *b) {
+    uint64_t id = atomic_fetch_add(&s->next_id, 1);
+    int64_t completion_tokens = 0;
+    ps_buf_printf(b, "{\"id\":\"cmpl-%016llx\",\"object\":\"text_completion\",\"created\":%lld,"
+                     "\"model\":",
+                  (unsigned long long)id, (long long)time(NULL));
+    ps_json_str(b, s->name, strlen(s->name));
+    ps_buf_puts(b, ",\"choices\":[");
+    ps_buf text;
+    ps_buf_init(&text);
+    for (int32_t i = 0; i < r->n_prompts; i++) {
+        const ps_score_result *x = ps_engine_job_result(j, i);
+        completion_tokens += x->n_gen;
+        ps_buf_reset(&text);
+        choice_text(s, r, x, &text);
+        if (text.oom) b->oom = true;
+        ps_buf_printf(b, "%s{\"index\":%d,\"text\":", i ? "," : "", (int)i);
+        ps_json_str(b, text.data ? text.data : "", text.len);
+        ps_buf_puts(b, ",\"logprobs\":");
+        if (r->logprobs < 0) ps_buf_puts(b, "null");
+        else ps_json_logprobs_from(b, s->vocab, x, r->echo ? 0 : x->n_prompt, r->logprobs_from,
+                                   0, r->prompts[i].prompt_offset, NULL);
+        ps_buf_printf(b, ",\"finish_reason\":\"%s\"}",
+                      x->finish == PS_FINISH_STOP ? "stop" : "length");
+    }
+    ps_buf_free(&text);
+    ps_buf_printf(b, "],\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
+                     "\"total_tokens\":%lld}}",
+                  (long long)r->prompt_tokens, (long long)completion_tokens,
+                  (long long)(r->prompt_tokens + completion_tokens));
+}
+
+/* True when the connection is gone: reset by the peer, an error on the socket, or closed in
+ * both directions. An end of file alone is not: a client may half-close its socket
+ * (shutdown(SHUT_WR)) once it has sent its request and still read the answer, and TCP cannot
+ * tell that from a close until something is written; such a request runs to its end (bounded
+ * by the limits) and an answer nobody reads is dropped. */
+static bool peer_gone(void *ctx) {
+    struct MHD_Connection *mc = ctx;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (p.revents & POLLIN) {
+        char ch;
+        ssize_t n = recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    }
+    return false;
+}
+
+static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *mc, conn *c,
+                                         const char *method, const char *url) {
+    ps_req_error e;
+    memset(&e, 0, sizeof e);
+    ps_completion_req req;
+    if (!ps_completion_req_parse(c->body.data, c->body.len, &s->limits, &req, &e))
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    c->prompt_tokens = req.prompt_tokens;
+    ps_buf_free(&c->body); /* parsed: its bytes are no longer needed */
+    /* the answer's size, before any scoring: over --max-response is a 413; the answer and the
+     * results it is written from join the request's share of the memory budget */
+    int64_t est = ps_completion_estimate(&req);
+    if (est > s->cfg.max_response) {
+        ps_completion_req_free(&req);
+        ps_req_fail(&e, 413, NULL, "response_too_large",
+                     "the answer to this request would be about %lld bytes, over this server's "
+                     "limit of %lld (--max-response); ask for fewer prompts, tokens or logprobs",
+                     (long long)est, (long long)s->cfg.max_response);
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
+    {
+        int64_t extra = est + est / 2, budget = s->cfg.mem_budget;
+        pthread_mutex_lock(&s->mu);
+        bool fits = s->mem_used + extra <= budget;
+        if (fits) {
+            s->mem_used += extra;
+            c->reserved += extra;
+        }
+        int64_t used = s->mem_used;
+        pthread_mutex_unlock(&s->mu);
+        if (!fits) {
+            ps_completion_req_free(&req);
+            if (extra + c->reserved > budget)
+                ps_req_fail(&e, 413, NULL, "request_too_large",
+                             "this request needs about %lld bytes (its answer and results), over "
+                             "this server's memory budget of %lld (--mem-budget)",
+                             (long long)(extra + c->reserved), (long long)budget);
+            else
+                ps_req_fail(&e, 503, NULL, NULL,
+                             "the server is busy: requests in flight hold %lld of its %lld bytes "
+                             "of memory budget and this one needs %lld more; retry later",
+                             (long long)used, (long long)budget, (long long)extra);
+            return respond_error(s, mc, c, method, url, &e, NULL);
+        }
+    }
+
+    uint64_t seed = req.seed;
+    if (!req.has_seed) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        seed = ((uint64_t)t.tv_nsec << 20) ^ (uint64_t)t.tv_sec ^
+               (atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull);
+    }
+    ps_engine_job *j = ps_engine_job_new(&req, seed);
+    if (!j) {
+        ps_completion_req_free(&req);
+        ps_req_fail(&e, 500, NULL, NULL, "out of memory admitting the request");
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
+    /* the slot was taken on the headers (admit); a drain that began since refuses the job */
+    bool full = ps_engine_submit(s->engine, j) != PS_ENGINE_OK;
+    ps_status jst = PS_OK;
+    ps_error jerr;
+    bool aborted = false;
+    if (!full) {
+        ps_engine_wait(s->engine, j, peer_gone, mc);
+        jst = ps_engine_job_status(j, &jerr, &aborted);
+    }
+
+    enum MHD_Result ret;
+    if (full) {
+        ps_req_fail(&e, 503, NULL, NULL, "the server is shutting down");
+        ret = respond_error(s, mc, c, method, url, &e, NULL);
+    } else if (jst == PS_ERR_CANCELLED && aborted) {
+        ps_req_fail(&e, 503, NULL, NULL,
+                     "the server is shutting down: the request did not finish within the drain "
+                     "deadline (--drain-s)");
+        ret = respond_error(s, mc, c, method, url, &e, NULL);
+    } else if (jst == PS_ERR_CANCELLED) {
+        /* the client is gone: nobody reads an answer */
+        ps_req_fail(&e, 499, NULL, NULL, "cancelled");
+        c->responded = true;
+        record(s, c, method, url, 499);
+        ret = MHD_NO;
+    } else if (jst != PS_OK) {
+        int status = jst == PS_ERR_CONTEXT || jst == PS_ERR_TOKEN_RANGE ||
+                             jst == PS_ERR_INVALID_ARG
+                         ? 400
+                         : 500;
+        ps_req_fail(&e, status, NULL, jst == PS_ERR_CONTEXT ? "context_length_exceeded" : NULL,
+                     "scoring failed (%s): %s", ps_status_str(jst), jerr.message);
+        ret = respond_error(s, mc, c, method, url, &e, NULL);
+    } else {
+        ps_buf b;
+        ps_buf_init(&b);
+        write_completion(s, &req, j, &b);
+        ret = respond_buf(s, mc, c, method, url, 200, &b, "application/json");
+    }
+    ps_engine_job_free(j);
+    ps_completion_req_free(&req);
+    return ret;
+}
+
+static enum MHD_Result handle_tokenize(ps_server *s, struct MHD_Connection *mc, conn *c,
+                                       const char *method, const char *url, bool detok) {
+    ps_req_error e;
+    memset(&e, 0, sizeof e);
+    int32_t *ids = NULL, n = 0;
+    bool ok = detok ? ps_detokenize_req_parse(c->body.data, c->body.len, &s->limits, &ids, &n, &e)
+                    : ps_tokenize_req_parse(c->body.data, c->body.len, &s->limits, &ids, &n, &e);
+    if (!ok) return respond_error(s, mc, c, method, url, &e, NULL);
+    ps_buf b;
+    ps_buf_init(&b);
+    if (!detok) {
+        ps_buf_puts(&b, "{\"tokens\":[");
+        for (int32_t i = 0; i < n; i++) ps_buf_printf(&b, i ? ",%d" : "%d", (int)ids[i]);
+        ps_buf_printf(&b, "],\"count\":%d,\"max_model_len\":%d}", (int)n, (int)s->info.n_ctx);
+    } else {
+        size_t need = 0;
+        ps_status st = ps_vocab_detokenize(s->vocab, ids, n, true, NULL, 0, &need);
+        char *text = st == PS_OK ? ps_malloc(need + 1) : NULL;
+        if (text) st = ps_vocab_detokenize(s->vocab, ids, n, true, text, need + 1, &need);
+        if (st != PS_OK || !text) {
+            ps_free(text);
+            ps_free(ids);
+            ps_buf_free(&b);
+            ps_req_fail(&e, st == PS_OK ? 500 : 400, "tokens", NULL, "detokenize failed: %s",
+                         st == PS_OK ? "out of memory" : ps_status_str(st));
+            return respond_error(s, mc, c, method, url, &e, NULL);
+        }
+        ps_buf_puts(&b, "{\"prompt\":");
+        ps_json_str(&b, text, need);
+        ps_buf_puts(&b, "}");
+        ps_free(text);
+    }
+    ps_free(ids);
+    return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
+}
+
+static void token_text_json(ps_buf *b, const ps_vocab *v, int32_t id) {
+    if (id < 0) {
+        ps_buf_puts(b, "null");
+        return;
+    }
+    ps_buf t;
+    ps_buf_init(&t);
+    ps_token_text(&t, v, id);
+    ps_json_str(b, t.data ? t.data : "", t.len);
+    if (t.oom) b->oom = true;
+    ps_buf_free(&t);
+}
+
+/* The prefix cache's counters (--cache-mb; nothing when it is off). */
+static void write_cache_metrics(ps_prefix_cache *c, ps_buf *b) {
+    if (!c) return;
+    ps_prefix_cache_stats st;
+    ps_prefix_cache_get_stats(c, &st);
+    ps_buf_printf(b,
+                  "# HELP promptscore_prefix_cache_hits_total Prompt blocks found in the prefix cache.\n"
+                  "# TYPE promptscore_prefix_cache_hits_total counter\n"
+                  "promptscore_prefix_cache_hits_total %lld\n"
+                  "# HELP promptscore_prefix_cache_misses_total Whole prompt blocks not found.\n"
+                  "# TYPE promptscore_prefix_cache_misses_total counter\n"
+                  "promptscore_prefix_cache_misses_total %lld\n"
+                  "# HELP promptscore_prefix_cache_evictions_total Blocks evicted for room.\n"
+                  "# TYPE promptscore_prefix_cache_evictions_total counter\n"
+                  "promptscore_prefix_cache_evictions_total %lld\n"
+                  "# HELP promptscore_prefix_cache_bytes Memory held by cached blocks.\n"
+                  "# TYPE promptscore_prefix_cache_bytes gauge\n"
+                  "promptscore_prefix_cache_bytes %lld\n"
+                  "# HELP promptscore_prefix_cache_budget_bytes The prefix cache's budget (--cache-mb).\n"
+                  "# TYPE promptscore_prefix_cache_budget_bytes gauge\n"
+                  "promptscore_prefix_cache_budget_bytes %lld\n"
+                  "# HELP promptscore_prefix_cache_blocks Blocks cached now.\n"
+                  "# TYPE promptscore_prefix_cache_blocks gauge\n"
+                  "promptscore_prefix_cache_blocks %lld\n"
+                  "# HELP promptscore_prefix_cache_idle_bytes Memory of evicted blocks kept for new ones.\n"
+                  "# TYPE promptscore_prefix_cache_idle_bytes gauge\n"
+                  "promptscore_prefix_cache_idle_bytes %lld\n",
+                  (long long)st.hits, (long long)st.misses, (long long)st.evictions,
+                  (long long)st.bytes, (long long)st.budget_bytes, (long long)st.blocks,
+                  (long long)st.idle_bytes);
+}
+
+static void write_metrics(ps_server *s, ps_buf *b) {
+    ps_metrics_gauges g;
+    memset(&g, 0, sizeof g);
+    ps_engine_get_stats(s->engine, &g.engine);
+    pthread_mutex_lock(&s->mu);
+    g.mem_used = s->mem_used;
+    pthread_mutex_unlock(&s->mu);
+    g.mem_budget = s->cfg.mem_budget;
+    g.connections_open = ps_conns_open(s->conns);
+    g.connections_timed_out = ps_conns_timed_out(s->conns);
+    ps_metrics_write(&s->metrics, &g, b);
+    write_cache_metrics(s->cfg.cache, b);
+}
+
+static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c,
+                                const char *method, const char *url) {
+    ps_req_error e;
+    memset(&e, 0, sizeof e);
+    if (c->route == R_OTHER && strstr(url, "/chat/completions")) {
+        ps_req_fail(&e, 404, NULL, "unsupported_route",
+                     "%.200s is not served here: this server scores prompts and completes text "
+                     "with POST /v1/completions (echo + logprobs give every prompt token's "
+                     "logprob). A chat route would wrap the messages in the model's chat "
+                     "template, adding tokens of its own, so the scores would no longer be those "
+                     "of the text sent; format the conversation yourself and send it as "
+                     "\"prompt\" to /v1/completions",
+                     url);
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
+    if (c->route == R_OTHER) {
+        ps_req_fail(&e, 404, NULL, NULL, "Unknown route: %.20s %.200s", method, url);
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
+    if (!c->method_ok) {
+        ps_req_fail(&e, 405, NULL, NULL, "Method %.20s is not allowed on %s; use %s", method,
+                     ROUTES[c->route].path, ROUTES[c->route].method);
+        return respond_error(s, mc, c, method, url, &e, ROUTES[c->route].method);
+    }
+    if (c->too_large) {
+        ps_req_fail(&e, 413, NULL, NULL,
+                     "the request body is over this server's limit of %lld bytes (--max-body)",
+                     (long long)s->cfg.max_body);
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
+    ps_buf b;
+    ps_buf_init(&b);
+    switch (c->route) {
+    case R_COMPLETIONS: return handle_completions(s, mc, c, method, url);
+    case R_TOKENIZE: return handle_tokenize(s, mc, c, method, url, false);
+    case R_DETOKENIZE: return handle_tokenize(s, mc, c, method, url, true);
+    case R_MODELS:
+        ps_buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+        ps_json_str(&b, s->name, strlen(s->name));
+        ps_buf_printf(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"promptscore\","
+                          "\"max_model_len\":%d,\"meta\":{\"file\":",
+                      (int)s->info.n_ctx);
+        ps_json_str(&b, s->info.file, strlen(s->info.file));
+        ps_buf_puts(&b, ",\"arch\":");
+        ps_json_str(&b, s->info.arch, strlen(s->info.arch));
+        ps_buf_puts(&b, ",\"weight_type\":");
+        ps_json_str(&b, s->info.weight_type, strlen(s->info.weight_type));
+        ps_buf_printf(&b, ",\"n_params\":%lld,\"n_vocab\":%d,\"n_ctx_train\":%d,\"size\":%lld}}]}",
+                      (long long)s->info.n_params, (int)s->info.n_vocab, (int)s->info.n_ctx_train,
+                      (long long)s->info.file_bytes);
+        return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
+    case R_HEALTH:
+        ps_buf_puts(&b, "{\"status\":\"ok\"}");
+        return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
+    case R_TOKENIZER_INFO:
+        ps_buf_puts(&b, "{\"eos_token\":");
+        token_text_json(&b, s->vocab, ps_vocab_eos(s->vocab));
+        ps_buf_puts(&b, ",\"bos_token\":");
+        token_text_json(&b, s->vocab, ps_vocab_bos(s->vocab));
+        ps_buf_printf(&b, ",\"pad_token\":null,\"eos_token_id\":%d,\"bos_token_id\":%d,\"add_bos_token\":%s,"
+                          "\"model_max_length\":%d,\"vocab_size\":%d,\"chat_template\":null,"
+                          "\"tokenizer_class\":\"promptscore\"}",
+                      (int)ps_vocab_eos(s->vocab), (int)ps_vocab_bos(s->vocab),
+                      ps_vocab_add_bos(s->vocab) ? "true" : "false", (int)s->info.n_ctx,
+                      (int)s->info.n_vocab);
+        return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
+    case R_METRICS:
+        write_metrics(s, &b);
+        return respond_buf(s, mc, c, method, url, 200, &b, "text/plain; version=0.0.4");
+    case R_PAGE:
+#ifdef PS_HAVE_PAGE
+        ps_buf_append(&b, ps_page_html, ps_page_html_len);
+        return respond_buf(s, mc, c, method, url, 200, &b, "text/html; charset=utf-8");
+#else
+        ps_buf_free(&b);
+        ps_req_fail(&e, 404, NULL, NULL, "this build has no page at /");
+        return respond_error(s, mc, c, method, url, &e, NULL);
+#endif
+    default:
+        ps_buf_free(&b);
+        ps_req_fail(&e, 500, NULL, NULL, "route %d has no handler", c->route);
+        return respond_error(s, mc, c, method, url, &e, NULL);
+    }
+}
+
+/* The checks of server_guard.h, on the headers alone, before any body byte is read: Host, CORS
+ * preflight, API key, media type. Returns true when it answered the request. */
+static enum MHD_Result add_header_len(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value) {
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
+static bool guard(ps_server *s, struct MHD_Connection *mc, conn *c, const char *method,
+                  const char *url, enum MHD_Result *ret) {
+    ps_req_error e;
+    memset(&e, 0, sizeof e);
+    /* our limits on the request line and headers, below libmicrohttpd's (its buffer of
+     * PS_HTTP_POOL bytes), so that what goes over them gets a JSON answer, not its own page */
+    size_t hdr = 0;
+    MHD_get_connection_values(mc, MHD_HEADER_KIND, add_header_len, &hdr);
+    if (strlen(url) > PS_MAX_URI) {
+        ps_req_fail(&e, 414, NULL, "uri_too_long",
+                     "the request's path is %zu bytes, over this server's limit of %d",
+                     strlen(url), PS_MAX_URI);
+        *ret = respond_error(s, mc, c, method, url, &e, NULL);
+        return true;
+    }
+    if (hdr > PS_MAX_HEADERS) {
+        ps_req_fail(&e, 431, NULL, "headers_too_large",
+                     "the request's headers are %zu bytes, over this server's limit of %d",
+                     hdr, PS_MAX_HEADERS);
+        *ret = respond_error(s, mc, c, method, url, &e, NULL);
+        return true;
+    }
+    const char *host = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Host");
+    const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin");
+    c->cors = s->cors_origin && origin && !strcmp(origin, s->cors_origin);
+    if (!ps_guard_host_ok(host, s->allowed_hosts)) {
+        ps_req_fail(&e, 403, NULL, "host_not_allowed",
+                     "the Host header '%.100s' names neither an IP address, localhost nor a name "
+                     "of --allowed-hosts (a web page must not reach this server through a DNS "
+                     "name of its own)", host ? host : "");
+        *ret = respond_error(s, mc, c, method, url, &e, NULL);
+        return true;
+    }
+    if (!strcmp(method, "OPTIONS") && c->route != R_OTHER) {
+        const char *want =
+            MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Access-Control-Request-Method");
+        if (!s->cors_origin) {
+            ps_req_fail(&e, 405, NULL, NULL,
+                         "OPTIONS is not allowed on %s: cross-origin requests are off (start the "
+                         "server with --cors-origin ORIGIN to allow one origin)",
+                         ROUTES[c->route].path);
+        } else if (!c->cors) {
+            ps_req_fail(&e, 403, NULL, "origin_not_allowed",
+                         "the origin '%.100s' may not call this server cross-origin "
+                         "(--cors-origin allows %.100s)", origin ? origin : "", s->cors_origin);
+        } else if (want && strcmp(want, ROUTES[c->route].method) &&
+                   !(!strcmp(want, "HEAD") && !strcmp(ROUTES[c->route].method, "GET"))) {
+            ps_req_fail(&e, 405, NULL, NULL, "Method %.20s is not allowed on %s; use %s", want,
+                         ROUTES[c->route].path, ROUTES[c->route].method);
+        } else {
+            struct MHD_Response *resp =
+                MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+            c->responded = true;
+            record(s, c, method, url, 204);
+            if (!resp) {
+                *ret = MHD_NO;
+                return true;
+            }
+            char methods[32];
+            snprintf(methods, sizeof methods, "%s, OPTIONS", ROUTES[c->route].method);
+            MHD_add_response_header(resp, "Access-Control-Allow-Origin", s->cors_origin);
+            MHD_add_response_header(resp, "Access-Control-Allow-Methods", methods);
+            MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                    "Authorization, Content-Type");
+            MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+            MHD_add_response_header(resp, "Vary", "Origin");
+            *ret = MHD_queue_response(mc, 204, resp);
+            MHD_destroy_response(resp);
+            return true;
+        }
+        *ret = respond_error(s, mc, c, method, url, &e, ROUTES[c->route].method);
+        return true;
+    }
+    if (s->api_key && c->route != R_HEALTH && c->route != R_PAGE) {
+        const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
+        if (!ps_guard_key_ok(s->api_key, strlen(s->api_key), auth)) {
+            if (!auth)
+                ps_req_fail(&e, 401, NULL, "invalid_api_key",
+                             "You didn't provide an API key. Send it in the Authorization header "
+                             "as \"Authorization: Bearer KEY\" (this server was started with "
+                             "--api-key)");
+            else
+                ps_req_fail(&e, 401, NULL, "invalid_api_key",
+                             "Incorrect API key provided in the Authorization header (expected "
+                             "\"Bearer KEY\" with the key this server was started with)");
+            *ret = respond_error(s, mc, c, method, url, &e, NULL);
+            return true;
+        }
+    }
+    if (c->method_ok && !strcmp(ROUTES[c->route].method, "POST") &&
+        !ps_guard_json_type(MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Type"))) {
+        const char *ct = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Type");
+        ps_req_fail(&e, 415, NULL, "unsupported_media_type",
+                     "%s takes a JSON body: send the header Content-Type: application/json "
+                     "(got %.100s)", ROUTES[c->route].path, ct ? ct : "none");
+        *ret = respond_error(s, mc, c, method, url, &e, NULL);
+        return true;
+    }
+    return false;
+}
+
+/* Admission, on the headers of a request with a JSON body, before a byte of it is read: a
+ * completion takes one of the --queue slots, and every such request a share of the memory
+ * budget for parsing its declared length (the most a body can be, when it declares none).
+ * Returns true when it answered the request (503 busy, 413 over the budget alone). Released in
+ * on_completed. */
+static bool admit(ps_server *s, struct MHD_Connection *mc, conn *c, const char *method,
+                  const char *url, long long declared, enum MHD_Result *ret) {
+    ps_req_error e;
+    memset(&e, 0, sizeof e);
+    int64_t len = declared >= 0 ? (int64_t)declared : s->cfg.max_body;
+    int64_t need = len * PS_PARSE_BYTES_PER_BYTE + 65536;
+    bool completion = c->route == R_COMPLETIONS;
+    pthread_mutex_lock(&s->mu);
+    int64_t used = s->mem_used, budget = s->cfg.mem_budget;
+    bool draining = s->draining, queue_full = false;
+    int32_t queued = 0;
+    if (!draining && completion) { /* a slot of the engine's --queue (lock order: mu, then the
+                                    * engine's) */
+        ps_engine_admission a = ps_engine_admit(s->engine);
+        draining = a == PS_ENGINE_DRAINING;
+        queue_full = a == PS_ENGINE_BUSY;
+        if (queue_full) {
+            ps_engine_stats st;
+            ps_engine_get_stats(s->engine, &st);
+            queued = st.admitted;
+        }
+        c->queued = a == PS_ENGINE_OK;
+    }
+    bool ok = !draining && !queue_full && need <= budget && used + need <= budget;
+    if (ok) {
+        s->mem_used += need;
+        c->reserved = need;
+    } else if (c->queued) {
+        ps_engine_leave(s->engine);
+        c->queued = false;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (ok && completion) {
+        ps_jscan_limits lim = {.max_depth = 64, .max_ids = s->limits.n_ctx,
+                               .max_prompts = s->cfg.max_prompts};
+        ps_jscan_init(&c->scan, &lim);
+        c->scanning = true;
+    }
+    if (ok) return false;
+    if (draining)
+        ps_req_fail(&e, 503, NULL, NULL, "the server is shutting down");
+    else if (queue_full)
+        ps_req_fail(&e, 503, NULL, NULL,
+                     "the server is busy: %d requests are already queued or running (--queue "
+                     "%d); retry later", (int)queued, (int)s->cfg.queue);
+    else if (need > budget)
+        ps_req_fail(&e, 413, NULL, "request_too_large",
+                     "a body of %lld bytes needs up to %lld bytes to parse, over this server's "
+                     "memory budget of %lld (--mem-budget)",
+                     (long long)len, (long long)need, (long long)budget);
+    else
+        ps_req_fail(&e, 503, NULL, NULL,
+                     "the server is busy: requests in flight hold %lld of its %lld bytes of "
+                     "memory budget and this body of %lld bytes needs %lld to parse; retry later",
+                     (long long)used, (long long)budget, (long long)len, (long long)need);
+    *ret = respond_error(s, mc, c, method, url, &e, NULL);
+    return true;
+}
+
+/* Feeds a piece of a completion's body to its scan. Returns true when the scan refused it:
+ * the buffered body is freed, what follows is dropped as it arrives, and c->refusal is the
+ * answer (libmicrohttpd 0.9 queues an answer only before or after the body, not while it
+ * arrives). A syntax error is left to the full parser, whose messages name line and column. */
+static bool scan_piece(ps_server *s, conn *c, const char *data, size_t n) {
+    ps_error err;
+    ps_error_clear(&err);
+    if (ps_jscan_feed(&c->scan, data, n, &err) == PS_OK) return false;
+    ps_req_error *e = &c->refusal;
+    memset(e, 0, sizeof *e);
+    switch (c->scan.what) {
+    case PS_JSCAN_IDS:
+        ps_req_fail(e, 400, "prompt", "context_length_exceeded",
+                     "This model's maximum context length is %d tokens, but %s (refused while "
+                     "the body was arriving, before parsing it)",
+                     (int)s->limits.n_ctx, err.message);
+        break;
+    case PS_JSCAN_PROMPTS:
+        ps_req_fail(e, 400, "prompt", "too_many_prompts",
+                     "the request has at least %lld prompts, over this server's limit of %d per "
+                     "request (--max-prompts); send them in several requests (refused at byte "
+                     "%lld, before parsing)",
+                     (long long)c->scan.n_prompts, (int)s->cfg.max_prompts,
+                     (long long)err.offset);
+        break;
+    case PS_JSCAN_SYNTAX:
+        c->scanning = false;
+        return false;
+    default:
+        ps_req_fail(e, 400, NULL, NULL, "%s", err.message);
+        break;
+    }
+    ps_buf_free(&c->body);
+    c->refused = true;
+    c->scanning = false;
+    return true;
+}
+
+/* The connection state of a request whose own could not be allocated (it was answered 500). */
+static conn g_no_conn;
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    ps_server *s = cls;
+    conn *c = *con_cls;
+    if (c == &g_no_conn) { /* answered 500 without connection state: drop the body */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (!c) {
+        c = ps_calloc(1, sizeof *c);
+        if (!c) {
+            *con_cls = &g_no_conn;
+            return respond_oom(mc);
+        }
+        c->t0 = ps_now_s();
+        ps_buf_init(&c->body);
+        c->route = R_OTHER;
+        for (int r = 0; r < R_OTHER; r++)
+            if (!strcmp(url, ROUTES[r].path)) c->route = r;
+        c->method_ok = c->route != R_OTHER && (!strcmp(method, ROUTES[c->route].method) ||
+                                               (!strcmp(method, "HEAD") &&
+                                                !strcmp(ROUTES[c->route].method, "GET")));
+        *con_cls = c;
+        pthread_mutex_lock(&s->mu);
+        s->connections++;
+        pthread_mutex_unlock(&s->mu);
+        enum MHD_Result gret;
+        if (guard(s, mc, c, method, url, &gret)) {
+            ps_conns_set_busy(s->conns, mc, true);
+            return gret;
+        }
+        /* A declared body over the limit is refused before it is read. */
+        const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->cfg.max_body) {
+            c->too_large = true;
+            ps_conns_set_busy(s->conns, mc, true);
+            return dispatch(s, mc, c, method, url);
+        }
+        if (c->method_ok && !strcmp(ROUTES[c->route].method, "POST") &&
+            admit(s, mc, c, method, url, cl ? (long long)strtoull(cl, NULL, 10) : -1, &gret)) {
+            ps_conns_set_busy(s->conns, mc, true);
+            return gret;
+        }
+        return MHD_YES;
+    }
+    if (c->responded) { /* an early answer was queued: drop the rest of the body */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (c->too_large || c->body.len + n > (size_t)s->cfg.max_body) {
+            c->too_large = true;
+            return MHD_YES;
+        }
+        if (c->refused || (c->scanning && scan_piece(s, c, upload_data, n))) return MHD_YES;
+        ps_buf_append(&c->body, upload_data, n); /* after a failure: ignored, answered below */
+        return MHD_YES;
+    }
+    ps_conns_set_busy(s->conns, mc, true); /* the whole request is here: no read deadline */
+    if (c->refused) return respond_error(s, mc, c, method, url, &c->refusal, NULL);
+    if (c->body.oom) return respond_buf(s, mc, c, method, url, 500, &c->body, NULL);
+    return dispatch(s, mc, c, method, url);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                         enum MHD_RequestTerminationCode code) {
+    ps_server *s = cls;
+    conn *c = *con_cls;
+    if (!c || c == &g_no_conn) {
+        *con_cls = NULL;
+        return;
+    }
+    ps_buf_free(&c->body);
+    pthread_mutex_lock(&s->mu);
+    s->connections--;
+    s->mem_used -= c->reserved;
+    pthread_mutex_unlock(&s->mu);
+    if (c->queued) ps_engine_leave(s->engine);
+    ps_free(c);
+    *con_cls = NULL;
+    ps_conns_set_busy(s->conns, mc, false); /* kept alive: the next request's deadline starts */
+}
+
+/* ========================================================================================== */
+/* Lifecycle                                                                                  */
+/* ========================================================================================== */
+
+ps_server_config ps_server_default_config(void) {
+    ps_server_config c;
+    memset(&c, 0, sizeof c);
+    c.host = "127.0.0.1";
+    c.port = 8080;
+    c.n_threads = 0;
+    c.n_workers = 1;
+    c.max_seqs = 1;
+    c.max_logprobs = -1; /* min(128, n_vocab) */
+    c.max_body = 16 << 20;
+    c.queue = 64;
+    c.mem_budget = (int64_t)1 << 30;
+    c.max_prompts = 2048;
+    c.max_response = (int64_t)256 << 20;
+    c.max_connections = 2048;
+    c.per_ip = 32;
+    c.read_timeout_s = 30;
+    c.idle_timeout_s = 10;
+    c.drain_s = 30;
+    return c;
+}
+
+static void server_free(ps_server *s) {
+    ps_engine_free(s->engine);
+    ps_conns_free(s->conns);
+    ps_free(s->api_key);
+    ps_free(s->allowed_hosts);
+    ps_free(s->cors_origin);
+    ps_metrics_destroy(&s->metrics);
+    pthread_mutex_destroy(&s->mu);
+    ps_free(s);
+}
+
+ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in, ps_server **out,
+                          ps_error *err) {
+    if (!model || !cfg_in || !out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "NULL argument");
+    *out = NULL;
+    ps_server_config cfg = *cfg_in;
+    ps_model_info info;
+    ps_model_get_info(model, &info);
+    if (info.vocab_only)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "the model has no weights (vocab-only file)");
+    if (!cfg.host || !*cfg.host) cfg.host = "127.0.0.1";
+    if (cfg.port < 0 || cfg.port > 65535)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "port %d is not in 0..65535", (int)cfg.port);
+    if (cfg.max_logprobs < 0) cfg.max_logprobs = PS_MIN(128, info.n_vocab);
+    if (cfg.max_logprobs > info.n_vocab)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "--max-logprobs %d must be in 0..%d (the vocabulary size)",
+                       (int)cfg.max_logprobs, (int)info.n_vocab);
+    if (cfg.max_body < 1) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--max-body must be >= 1");
+    if (cfg.queue < 1) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--queue must be >= 1");
+    if (cfg.n_workers < 1 || cfg.n_workers > 256)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--workers %d must be in 1..256",
+                       (int)cfg.n_workers);
+    if (cfg.max_seqs < 1 || cfg.max_seqs > PS_CHUNK)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--max-seqs %d must be in 1..%d",
+                       (int)cfg.max_seqs, PS_CHUNK);
+    if (cfg.n_threads < 0) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "threads must be >= 0");
+    if (cfg.mem_budget < (1 << 20))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--mem-budget must be >= 1 MiB");
+    if (cfg.max_prompts < 1)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--max-prompts must be >= 1");
+    if (cfg.max_response < 1024)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--max-response must be >= 1024");
+    if (cfg.max_connections < 1 || cfg.max_connections > 100000)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--max-connections %d must be in 1..100000",
+                       (int)cfg.max_connections);
+    if (cfg.per_ip < 0)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--per-ip must be >= 0 (0 = no limit)");
+    if (!(cfg.read_timeout_s > 0) || cfg.read_timeout_s > 86400)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--read-timeout must be in (0, 86400] s");
+    if (cfg.idle_timeout_s < 1)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--idle-timeout must be >= 1 s");
+    if (!(cfg.drain_s >= 0) || cfg.drain_s > 86400)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "--drain-s must be in [0, 86400]");
+    if (cfg.api_key && !*cfg.api_key)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "the API key is empty");
+    if (cfg.n_threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg.n_threads = n > 0 ? (int32_t)PS_MIN(n, 1024) : 1;
+    }
+
+    ps_server *s = ps_calloc(1, sizeof *s);
+    if (!s) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    {
+        const char *labels[R_COUNT];
+        for (int r = 0; r < R_COUNT; r++) labels[r] = ROUTES[r].path;
+        ps_metrics_init(&s->metrics, R_COUNT, labels);
+    }
+    s->cfg = cfg;
+    s->cfg.host = NULL; /* not kept */
+    s->cfg.api_key = s->cfg.allowed_hosts = s->cfg.cors_origin = NULL; /* copies below */
+    if ((cfg.api_key && !(s->api_key = ps_strdup(cfg.api_key))) ||
+        (cfg.allowed_hosts && !(s->allowed_hosts = ps_strdup(cfg.allowed_hosts))) ||
+        (cfg.cors_origin && *cfg.cors_origin && !(s->cors_origin = ps_strdup(cfg.cors_origin))) ||
+        ps_conns_create(cfg.read_timeout_s, &s->conns) != PS_OK) {
+        server_free(s);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
+    }
+    s->model = model;
+    s->vocab = ps_model_vocab(model);
+    s->info = info;
+    snprintf(s->name, sizeof s->name, "%s", cfg.name && *cfg.name ? cfg.name : info.name);
+    s->limits.model_name = s->name;
+    s->limits.vocab = s->vocab;
+    s->limits.n_vocab = info.n_vocab;
+    s->limits.n_ctx = info.n_ctx;
+    s->limits.max_logprobs = cfg.max_logprobs;
+    s->limits.max_prompts = cfg.max_prompts;
+    atomic_init(&s->next_id, ((uint64_t)time(NULL) << 24) ^ (uint64_t)getpid());
+
+    /* the engine: --workers sessions, the threads split evenly over them */
+    ps_engine_params ep = ps_engine_default_params();
+    ep.n_workers = cfg.n_workers;
+    ep.n_threads = cfg.n_threads;
+    ep.queue = cfg.queue;
+    ep.max_seqs = cfg.max_seqs;
+    ep.cache = cfg.cache;
+    ep.act = cfg.act;
+    ep.kv_type = cfg.kv_type;
+    ep.hold = ps_test_hold_from_env();
+    ps_status est = ps_engine_create(model, &ep, &s->engine, err);
+    if (est != PS_OK) {
+        server_free(s);
+        return est;
+    }
+
+    /* listen address */
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof port, "%d", (int)cfg.port);
+    int gai = getaddrinfo(cfg.host, port, &hints, &ai);
+    if (gai != 0 || !ai) {
+        server_free(s);
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "cannot resolve host '%s': %s", cfg.host,
+                       gai_strerror(gai));
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_POLL | MHD_USE_ITC;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->daemon = MHD_start_daemon(
+        flags, (uint16_t)cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        ps_conns_notify, s->conns, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg.max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg.per_ip, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)PS_HTTP_POOL, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg.idle_timeout_s, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->daemon) {
+        int e = errno;
+        server_free(s);
+        return ps_fail(err, PS_ERR_IO, -1, "cannot listen on %s:%d: %s", cfg.host, (int)cfg.port,
+                       e ? strerror(e) : "libmicrohttpd refused to start");
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : cfg.port;
+    *out = s;
+    return PS_OK;
+}
+
+int32_t ps_server_port(const ps_server *s) { return s ? s->port : -1; }
+
+void ps_server_stop(ps_server *s) {
+    if (!s) return;
+    /* 1. stop accepting */
+    MHD_socket lsock = MHD_quiesce_daemon(s->daemon);
+    if (lsock != MHD_INVALID_SOCKET) close(lsock);
+    /* 2. cut the connections whose request has not arrived (nothing of theirs was admitted)
+     *    and let admitted requests finish and their answers go out, for up to drain_s; new
+     *    completions on kept-alive connections get 503 */
+    pthread_mutex_lock(&s->mu);
+    s->draining = true;
+    pthread_mutex_unlock(&s->mu);
+    ps_engine_drain_begin(s->engine);
+    double deadline = ps_now_s() + s->cfg.drain_s;
+    for (;;) {
+        ps_conns_cut(s->conns, false);
+        bool idle = ps_engine_drain(s->engine, PS_MIN(deadline, ps_now_s() + 0.01));
+        pthread_mutex_lock(&s->mu);
+        int32_t conns = s->connections;
+        pthread_mutex_unlock(&s->mu);
+        if ((idle && conns == 0) || ps_now_s() > deadline) break;
+        if (idle) usleep(10000);
+    }
+    /* 3. past the deadline: running requests stop at their next chunk and answer 503 (their
+     *    answers get a moment to go out); then every connection is cut and closed, and the
+     *    workers stop */
+    ps_engine_abort(s->engine);
+    ps_engine_drain(s->engine, ps_now_s() + 2);
+    ps_conns_cut(s->conns, true);
+    MHD_stop_daemon(s->daemon);
+    s->daemon = NULL;
+    server_free(s);
+}
