@@ -20,8 +20,9 @@ BENCH_PKGS := openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(CORE_PKGS) $(FRONT_PKGS))
 CORE_LIBS  := $(shell pkg-config --libs $(CORE_PKGS)) -lm -pthread
 PKG_LIBS   := $(shell pkg-config --libs $(CORE_PKGS) $(FRONT_PKGS))
-BENCH_LIBS := $(shell pkg-config --libs $(BENCH_PKGS))
-BENCH_CFLAGS := $(shell pkg-config --cflags $(BENCH_PKGS))
+# (quietly: plain `make` and `make demo` do not need it; `sh tools/setup.sh --test` installs it)
+BENCH_LIBS := $(shell pkg-config --libs $(BENCH_PKGS) 2>/dev/null)
+BENCH_CFLAGS := $(shell pkg-config --cflags $(BENCH_PKGS) 2>/dev/null)
 
 # Every object is position-independent (one set serves the static and the shared library) and
 # hidden unless the public header marks it PS_API, so the shared library exports exactly the
