@@ -1,0 +1,135 @@
+#!/bin/sh
+# tests/test_docs.sh — the documentation holds together:
+#   - README.md has at most 300 lines (the rest lives in docs/);
+#   - every relative link of README.md and docs/*.md resolves: the file or folder exists and,
+#     for a link to a heading (`file.md#anchor` or `#anchor`), the target file has a heading
+#     whose GitHub anchor is that (lower case, punctuation dropped, spaces to hyphens, -1, -2
+#     for repeats); links inside code (fenced, indented, `spans`) are not links;
+#   - every src/ path that docs/layout.md or README.md names exists (globs such as
+#     src/kernels/topk*.c match at least one file), and every file under src/ is named in
+#     docs/layout.md (a new file gets its line there);
+#   - every Debian package tools/setup.sh installs (both tiers, `--test --list`) is named in
+#     README.md's dependency table.
+# python3 (the standard library only) does the reading. Prints "docs: N passed, ...".
+cd "$(dirname "$0")/.." || exit 1
+NAME=docs FILE=test_docs.sh
+. tests/check.sh
+command -v python3 >/dev/null 2>&1 || { skip "python3 missing"; done_; }
+
+PKGS=$(sh tools/setup.sh --test --list 2>/dev/null | tr '\n' ' ')
+out=$(PS_DOCS_PKGS="$PKGS" python3 - <<'EOF'
+import glob, os, re, sys
+
+def code_free(text, spans=True):
+    """The lines of a Markdown file with code removed: fenced blocks, indented blocks (after a
+    blank line) and, unless spans is false, inline code spans. Returns (line number, text)
+    pairs."""
+    out, fence, prev_blank, in_indent = [], None, True, False
+    for n, line in enumerate(text.split("\n"), 1):
+        s = line.lstrip()
+        if fence:
+            if s.startswith(fence):
+                fence = None
+            prev_blank = False
+            continue
+        if s.startswith("```") or s.startswith("~~~"):
+            fence = s[:3]
+            continue
+        if line.startswith("    ") and (prev_blank or in_indent):
+            in_indent = True
+            continue
+        if line.strip() == "":
+            prev_blank = True
+            # a blank line inside an indented block keeps it open
+            continue
+        in_indent = False
+        prev_blank = False
+        out.append((n, re.sub(r"`+[^`]*`+", "", line) if spans else line))
+    return out
+
+def slug(heading):
+    h = heading.strip().lower()
+    h = re.sub(r"[^\w\- ]", "", h)      # drop punctuation (backticks, parentheses, dots, ...)
+    return h.replace(" ", "-")
+
+def anchors(path, cache={}):
+    if path not in cache:
+        seen, found = {}, set()
+        for _, line in code_free(open(path, encoding="utf-8").read(), spans=False):
+            m = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
+            if not m:
+                continue
+            s = slug(m.group(2))
+            k = seen.get(s, 0)
+            found.add(s if k == 0 else "%s-%d" % (s, k))
+            seen[s] = k + 1
+        cache[path] = found
+    return cache[path]
+
+res = []
+def check(ok, msg):
+    res.append(("PASS " if ok else "FAIL ") + msg)
+
+readme = open("README.md", encoding="utf-8").read()
+n = readme.count("\n")
+check(n <= 300, "README.md has at most 300 lines (it has %d)" % n)
+
+files = ["README.md"] + sorted(glob.glob("docs/*.md"))
+link = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+nlinks = 0
+for f in files:
+    # the code spans are dropped before links are looked for; their raw text is still checked
+    # for a link written around a span: [`x`](y) leaves [](y), which still matches
+    for lineno, line in code_free(open(f, encoding="utf-8").read()):
+        for target in link.findall(line):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):     # http:, https:, mailto:
+                continue
+            nlinks += 1
+            path, _, frag = target.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(f), path)) if path else f
+            where = "%s:%d: %s" % (f, lineno, target)
+            if not os.path.exists(dest):
+                check(False, "%s: %s does not exist" % (where, dest))
+                continue
+            if frag and dest.endswith(".md"):
+                check(frag in anchors(dest), "%s: no heading with anchor #%s in %s" % (where, frag, dest))
+            else:
+                check(True, where)
+check(nlinks > 0, "found relative links to check (%d)" % nlinks)
+
+# src/ paths named by the layout map and the README
+named = set()
+srcpath = re.compile(r"(?<![\w./-])src/[A-Za-z0-9_.*/-]*[A-Za-z0-9_*/]")
+for f in ["docs/layout.md", "README.md"]:
+    if not os.path.exists(f):
+        check(False, "%s exists" % f)
+        continue
+    for lineno, line in enumerate(open(f, encoding="utf-8").read().split("\n"), 1):
+        for p in srcpath.findall(line):
+            ok = bool(glob.glob(p)) if "*" in p else os.path.exists(p)
+            check(ok, "%s:%d names %s%s" % (f, lineno, p, "" if ok else ", which does not exist"))
+            if f == "docs/layout.md":
+                named.update(glob.glob(p) if "*" in p else [p])
+for p in sorted(glob.glob("src/*/*")):
+    check(p in named, "docs/layout.md names %s" % p)
+
+pkgs = os.environ.get("PS_DOCS_PKGS", "").split()
+check(len(pkgs) > 10, "tools/setup.sh --test --list gives the packages (%d)" % len(pkgs))
+for p in pkgs:
+    check("`%s`" % p in readme, "README.md names the Debian package %s" % p)
+print("\n".join(res))
+EOF
+)
+rc=$?
+check "the checker ran (python3 exit $rc)" '[ $rc -eq 0 ]'
+# one line per check: PASS msg | FAIL msg
+while IFS= read -r l; do
+    case "$l" in
+        "PASS "*) ok ;;
+        "FAIL "*) bad "${l#FAIL }" ;;
+        *) [ -n "$l" ] && bad "unexpected checker output: $l" ;;
+    esac
+done <<EOF
+$out
+EOF
+done_
