@@ -5,7 +5,7 @@
 #     for a link to a heading (`file.md#anchor` or `#anchor`), the target file has a heading
 #     whose GitHub anchor is that (lower case, punctuation dropped, spaces to hyphens, -1, -2
 #     for repeats); links inside code (fenced, indented, `spans`) are not links;
-#   - every src/ path that docs/layout.md or README.md names exists (globs such as
+#   - every src/ path that docs/layout.md, README.md or docs/*.md names exists (globs such as
 #     src/kernels/topk*.c match at least one file), and every file under src/ is named in
 #     docs/layout.md (a new file gets its line there);
 #   - every Debian package tools/setup.sh installs (both tiers, `--test --list`) is named in
@@ -97,10 +97,10 @@ for f in files:
                 check(True, where)
 check(nlinks > 0, "found relative links to check (%d)" % nlinks)
 
-# src/ paths named by the layout map and the README
+# src/ paths named by the layout map, the README and the other pages
 named = set()
 srcpath = re.compile(r"(?<![\w./-])src/[A-Za-z0-9_.*/-]*[A-Za-z0-9_*/]")
-for f in ["docs/layout.md", "README.md"]:
+for f in ["docs/layout.md", "README.md"] + [d for d in files if d != "docs/layout.md" and d != "README.md"]:
     if not os.path.exists(f):
         check(False, "%s exists" % f)
         continue
