@@ -80,7 +80,9 @@ ps_engine_params ps_engine_default_params(void) {
     p.max_seqs = 1;
     p.chunk = PS_CHUNK;
     p.act = PS_ACT_NATIVE;
+#ifdef PS_TESTING
     p.hold.r = p.hold.w = -1;
+#endif
     return p;
 }
 
@@ -158,7 +160,9 @@ static ps_status score_one(worker *w, ps_engine_job *j, int32_t i, bool hold,
     *res = NULL;
     ps_error_clear(err);
     if (job_cancelled(j)) return PS_ERR_CANCELLED;
+#ifdef PS_TESTING
     if (hold) ps_test_hold_wait(&w->engine->p.hold);
+#endif
     ps_score_params p = job_params(w->engine, j);
     return ps_score_tokens(w->session, j->req->prompts[i].ids, j->req->prompts[i].n, &p, res,
                            err);
@@ -197,7 +201,7 @@ static void record(ps_engine *e, const group_item *it, ps_status st, ps_score_re
  * tests/test_batch.c), so the grouping never changes a score. The batch fails as a whole when
  * any prompt does (a cancelled job, say): then each prompt is scored alone, so that one job's
  * failure is its own and no other job loses its answer. Prompts of jobs cancelled before the
- * group starts are not run. The test hold is passed once per prompt. */
+ * group starts are not run. The test hold (test builds only) is passed once per prompt. */
 static void score_group(worker *w, const group_item *g, int32_t n) {
     ps_engine *e = w->engine;
     group_item run[PS_CHUNK];
@@ -214,7 +218,9 @@ static void score_group(worker *w, const group_item *g, int32_t n) {
             record(e, &g[k], st, one, &err);
             continue;
         }
+#ifdef PS_TESTING
         ps_test_hold_wait(&e->p.hold);
+#endif
         run[m] = g[k];
         params[m] = job_params(e, g[k].job);
         const ps_req_prompt *pr = &g[k].job->req->prompts[g[k].prompt];

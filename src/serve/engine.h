@@ -36,8 +36,10 @@ typedef struct {
     ps_kv_type kv_type; /* the sessions' K/V cache type; default PS_KV_F32 */
     ps_prefix_cache *cache; /* the prefix cache the workers share (it outlives the engine);
                              * NULL = none (the default) */
-    ps_test_hold hold;  /* test-only (testhooks.h): each worker announces and waits before a
-                         * prompt; {-1, -1} (the default) = off */
+#ifdef PS_TESTING
+    ps_test_hold hold;  /* test builds only (testhooks.h): each worker announces and waits
+                         * before a prompt; {-1, -1} (the default) = off */
+#endif
 } ps_engine_params;
 
 ps_engine_params ps_engine_default_params(void);

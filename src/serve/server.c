@@ -1012,7 +1012,9 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     ep.cache = cfg.cache;
     ep.act = cfg.act;
     ep.kv_type = cfg.kv_type;
+#ifdef PS_TESTING
     ep.hold = ps_test_hold_from_env();
+#endif
     ps_status est = ps_engine_create(model, &ep, &s->engine, err);
     if (est != PS_OK) {
         server_free(s);
