@@ -2,7 +2,10 @@
 #   make            the core library (build/libpromptscore.a, build/libpromptscore.so.N), the
 #                   front ends beside it (build/libpromptscore-front.a) and the CLI
 #                   (build/promptscore)
-#   make test       builds and runs every test (tests/test_*.c, then the script tests)
+#   make test       builds and runs every test (tests/test_*.c, then the script tests); the tests,
+#                   benchmarks and fuzz replays link a test build (-DPS_TESTING, $(BUILD)/tobj,
+#                   build/libpromptscore-test.a, build/tests/promptscore-t) that has the test
+#                   hooks of src/base/testhooks.h; the shipped binary and libraries do not
 #   make check      the same suite rebuilt with AddressSanitizer + UBSan (in build-san/)
 #   make bench      kernel benchmarks (validate first, then time; `make test` runs their --check)
 #   make install    PREFIX=/usr/local (and DESTDIR): bin/promptscore, include/promptscore.h,
@@ -68,9 +71,22 @@ SONAME   := libpromptscore.so.$(SOVER)
 SO       := $(BUILD)/libpromptscore.so.$(VERSION)
 FRONT    := $(BUILD)/libpromptscore-front.a
 BIN      := $(BUILD)/promptscore
-# What the tests, benchmarks and the CLI link: the front ends, then the core (static, so they
-# also reach the internal functions the shared library hides).
+# What the CLI links: the front ends, then the core (static, so it also reaches the internal
+# functions the shared library hides).
 LINK_LIBS := $(FRONT) $(LIB)
+# Test builds (base/testhooks.h; as SQLite's SQLITE_TEST): the same sources compiled again with
+# -DPS_TESTING into $(BUILD)/tobj, which adds the test hooks (allocation-failure injection, the
+# PS_TEST_HOLD_FDS hold, the moe reference switch). They make one archive, core and front ends
+# together, that the test binaries, the benchmarks and the fuzz replays link, and
+# $(BUILD)/tests/promptscore-t, the CLI built from them, which the tests that need a hook in a
+# running server start. build/promptscore, libpromptscore.a and the shared library are built
+# from $(BUILD)/obj, without PS_TESTING, and carry no hook.
+TEST_CFLAGS := $(CFLAGS) -DPS_TESTING
+TCORE_OBJ := $(patsubst src/%.c,$(BUILD)/tobj/%.o,$(CORE_SRC))
+TFRONT_OBJ := $(patsubst src/%.c,$(BUILD)/tobj/%.o,$(FRONT_SRC))
+TCLI_OBJ  := $(patsubst src/%.c,$(BUILD)/tobj/%.o,$(CLI_SRC))
+TLIB      := $(BUILD)/libpromptscore-test.a
+TBIN      := $(BUILD)/tests/promptscore-t
 
 PREFIX     ?= /usr/local
 DESTDIR    ?=
@@ -94,6 +110,10 @@ all: $(LIB) $(SO) $(FRONT) $(BIN)
 $(BUILD)/obj/%.o: src/%.c $(SRC_H) include/promptscore.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/tobj/%.o: src/%.c $(SRC_H) include/promptscore.h
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -c $< -o $@
 
 $(EMBED): tools/embed.c
 	@mkdir -p $(dir $@)
@@ -124,13 +144,22 @@ $(FRONT): $(FRONT_OBJ) $(PAGE_OBJ)
 $(BIN): $(CLI_OBJ) $(LINK_LIBS)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LINK_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/check.h tests/fixture.h $(LINK_LIBS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
+# the test build: one archive of the PS_TESTING objects (the core, the front ends, the page)
+$(TLIB): $(TCORE_OBJ) $(TFRONT_OBJ) $(PAGE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
-$(BUILD)/bench/%: bench/%.c tests/check.h $(LINK_LIBS)
+$(TBIN): $(TCLI_OBJ) $(TLIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BENCH_CFLAGS) $(LDFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS) $(BENCH_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TCLI_OBJ) $(TLIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/check.h tests/fixture.h $(TLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) $(LDFLAGS) -o $@ $< $(TLIB) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c tests/check.h $(TLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) $(BENCH_CFLAGS) $(LDFLAGS) -o $@ $< $(TLIB) $(LDLIBS) $(BENCH_LIBS)
 
 $(BUILD)/load/%: tests/load/%.c
 	@mkdir -p $(dir $@)
@@ -138,9 +167,9 @@ $(BUILD)/load/%: tests/load/%.c
 
 # Every fuzz target also builds with a plain main() that replays its corpus (fuzz/replay.c),
 # so `make test` catches regressions without clang's libFuzzer.
-$(BUILD)/fuzz/%_replay: fuzz/%.c fuzz/replay.c $(LINK_LIBS)
+$(BUILD)/fuzz/%_replay: fuzz/%.c fuzz/replay.c $(TLIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< fuzz/replay.c $(LINK_LIBS) $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) $(LDFLAGS) -o $@ $< fuzz/replay.c $(TLIB) $(LDLIBS)
 
 # make install: the binary, the public header, the static and shared core and its pkg-config
 # file (prefix baked in; the core's link line only: libpcre2-8, -lm, -pthread).
@@ -158,11 +187,11 @@ install: $(LIB) $(SO) $(BIN) promptscore.pc.in
 
 # tests/run.sh also runs every benchmark's --check (fast kernels against their references on
 # small shapes, no timing) and reports the fuzz corpus replays on their own line.
-test: all $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
+test: all $(TBIN) $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 # make binaries: everything make test runs, built and not run
-binaries: all $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
+binaries: all $(TBIN) $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
 
 # make check: every finding is fatal (-fno-sanitize-recover=all); LeakSanitizer runs at each
 # test's exit; strict_string_checks flags string functions reading past an unterminated buffer.
@@ -181,7 +210,7 @@ check:
 # serve binary built the same way. Any report fails the test (halt_on_error).
 TSAN_TESTS := test_prefix_cache test_pool test_server
 tsan:
-	$(MAKE) BUILD=build-tsan SAN=thread OPT="-O1 -g" all \
+	$(MAKE) BUILD=build-tsan SAN=thread OPT="-O1 -g" all build-tsan/tests/promptscore-t \
 	    $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS))
 	@for t in $(TSAN_TESTS); do \
 	    TSAN_OPTIONS=halt_on_error=1:abort_on_error=1 PS_SANITIZED=1 BUILD=build-tsan \

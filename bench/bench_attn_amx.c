@@ -47,7 +47,7 @@ static float frand(void) {
 #define HD 128
 
 /* ---- --semantics: could a tile kernel give bf16-dot's bits? ----
- * bf16-dot (attn_dot.c) is one float32 chain per output over the pairs, in order:
+ * bf16-dot (attention_dot.c) is one float32 chain per output over the pairs, in order:
  * acc = (acc + a1 b1) + a0 b0, one vdpbf16ps lane. Intel's SDM defines TDPBF16PS otherwise:
  * per output, the even products of the instruction's (up to 16) pairs go into one float32 sum
  * from +0 and the odd products into another, each step an FMA (RNE, DAZ, FTZ); then the two

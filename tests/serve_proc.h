@@ -26,7 +26,7 @@ typedef struct {
 } server;
 
 /* How to start one: the binary and model, where the log goes (<dir>/<tag>-<pid>-<n>.log) and,
- * for a test of the hold hook (src/testhooks.h), PS_TEST_HOLD_FDS for the child and the two
+ * for a test of the hold hook (base/testhooks.h; a test build of bin), PS_TEST_HOLD_FDS for the child and the two
  * descriptors it keeps (every pipe end is opened close-on-exec; the child clears it on these). */
 typedef struct {
     const char *bin, *model;

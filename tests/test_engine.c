@@ -14,6 +14,7 @@
  */
 #include "check.h"
 #include "serve/engine.h"
+#include "serve/request.h"
 #include "score/prefix_cache.h"
 #include "base/util.h"
 
@@ -63,6 +64,15 @@ static void make_req(ps_completion_req *r, int32_t n, int32_t len, int32_t k) {
         for (int32_t t = 1; t < len; t++) r->prompts[i].ids[t] = 3 + (t * 37 + i * 11) % 500;
         r->prompt_tokens += len;
     }
+}
+
+/* The engine's job for request r (as the server makes it). */
+static ps_engine_job *job_new(const ps_completion_req *r, uint64_t seed) {
+    const ps_score_params sp = ps_completion_score_params(r, seed);
+    ps_engine_job *j = ps_engine_job_new(r->n_prompts, &sp);
+    for (int32_t i = 0; j && i < r->n_prompts; i++)
+        ps_engine_job_set_prompt(j, i, r->prompts[i].ids, r->prompts[i].n);
+    return j;
 }
 
 static bool gone_yes(void *ctx) {
@@ -127,7 +137,7 @@ static void test_admission_and_drain(void) {
     ps_completion_req ra, rb;
     make_req(&ra, 1, 20, 3);
     make_req(&rb, 1, 10, 3);
-    ps_engine_job *a = ps_engine_job_new(&ra, 1), *b = ps_engine_job_new(&rb, 1);
+    ps_engine_job *a = job_new(&ra, 1), *b = job_new(&rb, 1);
     CHECK(ps_engine_admit(e) == PS_ENGINE_OK);
     CHECK(ps_engine_submit(e, a) == PS_ENGINE_OK);
     CHECK(wait_held()); /* a is running, held */
@@ -169,8 +179,8 @@ static void test_round_robin_and_cancel(void) {
     make_req(&rz, 2, 300, 2); /* two chunks each */
     ps_completion_req rb;
     make_req(&rb, 1, 5, 2);
-    ps_engine_job *x = ps_engine_job_new(&rx, 1), *y = ps_engine_job_new(&ry, 1);
-    ps_engine_job *blocker = ps_engine_job_new(&rb, 1);
+    ps_engine_job *x = job_new(&rx, 1), *y = job_new(&ry, 1);
+    ps_engine_job *blocker = job_new(&rb, 1);
     CHECK(ps_engine_admit(e) == PS_ENGINE_OK && ps_engine_submit(e, blocker) == PS_ENGINE_OK);
     CHECK(wait_held()); /* the blocker runs: x and y queue behind it, in this order */
     CHECK(ps_engine_admit(e) == PS_ENGINE_OK && ps_engine_submit(e, x) == PS_ENGINE_OK);
@@ -203,7 +213,7 @@ static void test_round_robin_and_cancel(void) {
     CHECK(same_as_direct(&rx, x) && same_as_direct(&ry, y));
 
     /* cancelled by the waiter: its client is gone */
-    ps_engine_job *z = ps_engine_job_new(&rz, 1);
+    ps_engine_job *z = job_new(&rz, 1);
     CHECK(ps_engine_admit(e) == PS_ENGINE_OK && ps_engine_submit(e, z) == PS_ENGINE_OK);
     CHECK(wait_held()); /* z[0] held: the waiter's poll marks it gone before it runs; z[1] is
                          * never held (the worker sees the flag first) */
@@ -221,7 +231,7 @@ static void test_round_robin_and_cancel(void) {
     CHECK(ps_engine_drain(e, ps_now_s() + 60));
 
     /* past the drain deadline: abort stops a running job, told apart from a gone client */
-    z = ps_engine_job_new(&rz, 1);
+    z = job_new(&rz, 1);
     CHECK(ps_engine_admit(e) == PS_ENGINE_OK && ps_engine_submit(e, z) == PS_ENGINE_OK);
     CHECK(wait_held());
     ps_engine_drain_begin(e);
@@ -270,8 +280,8 @@ static void test_cancel_in_group(void) {
     make_req(&rx, 1, 100, 2);
     make_req(&ry, 1, 60, 2);
     for (int32_t t = 0; t < 40; t++) ry.prompts[0].ids[t] = rx.prompts[0].ids[t];
-    ps_engine_job *blocker = ps_engine_job_new(&rb, 1);
-    ps_engine_job *x = ps_engine_job_new(&rx, 1), *y = ps_engine_job_new(&ry, 1);
+    ps_engine_job *blocker = job_new(&rb, 1);
+    ps_engine_job *x = job_new(&rx, 1), *y = job_new(&ry, 1);
     CHECK(ps_engine_admit(e) == PS_ENGINE_OK && ps_engine_submit(e, blocker) == PS_ENGINE_OK);
     CHECK(wait_held()); /* the blocker runs alone; x and y queue behind it */
     CHECK(ps_engine_admit(e) == PS_ENGINE_OK && ps_engine_submit(e, x) == PS_ENGINE_OK);
@@ -330,7 +340,7 @@ static void test_submit_all(void) {
     ps_engine_job *j[3];
     for (int i = 0; i < 3; i++) {
         make_req(&r[i], 1, 20 + 9 * i, 3);
-        j[i] = ps_engine_job_new(&r[i], 1);
+        j[i] = job_new(&r[i], 1);
         CHECK(ps_engine_admit(e) == PS_ENGINE_OK);
     }
     CHECK(ps_engine_submit_all(e, j, 3) == PS_ENGINE_OK);
@@ -348,7 +358,7 @@ static void test_submit_all(void) {
     ps_engine_drain_begin(e);
     ps_completion_req rd;
     make_req(&rd, 1, 5, 1);
-    ps_engine_job *d = ps_engine_job_new(&rd, 1);
+    ps_engine_job *d = job_new(&rd, 1);
     CHECK(ps_engine_submit_all(e, &d, 1) == PS_ENGINE_DRAINING);
     ps_engine_job_free(d);
     ps_completion_req_free(&rd);
@@ -369,7 +379,7 @@ static void test_groups(void) {
     ps_engine_job *j[3];
     for (int i = 0; i < 3; i++) {
         make_req(&r[i], 4 + i, 30 + 7 * i, 4);
-        j[i] = ps_engine_job_new(&r[i], 1);
+        j[i] = job_new(&r[i], 1);
         CHECK(ps_engine_admit(e) == PS_ENGINE_OK && ps_engine_submit(e, j[i]) == PS_ENGINE_OK);
     }
     finish_all(e, r, j, 3);
@@ -409,7 +419,7 @@ static void test_defer(void) {
             make_req(&r[i], 1, 40, 3);
             for (int32_t t = 1; t < 40; t++) /* B and C apart from the first block on */
                 r[i].prompts[0].ids[t] = 3 + (t * (37 + 16 * i) + 5 * claimed) % 500;
-            j[i] = ps_engine_job_new(&r[i], 1);
+            j[i] = job_new(&r[i], 1);
             CHECK(ps_engine_admit(e) == PS_ENGINE_OK);
         }
         ps_pc_claim *cl = claimed ? ps_pcache_claim(c, ps_pcache_session_cfg(s), NULL,

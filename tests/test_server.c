@@ -20,8 +20,8 @@
  *     server RSS flat from request 100 to the end;
  *   - a client that hangs up (resets) mid-request does not disturb the next one; SIGTERM while idle
  *     exits 0; a second serve on the busy port exits 1 naming the address, the first answers;
- *   - a request held by the test (the PS_TEST_HOLD_FDS hook of src/testhooks.h: the engine
- *     worker announces each prompt on a pipe and waits for the test's byte on another), so
+ *   - a request held by the test (the PS_TEST_HOLD_FDS hook of base/testhooks.h, which only a
+ *     test build has: these servers are $BUILD/tests/promptscore-t; the engine worker announces each prompt on a pipe and waits for the test's byte on another), so
  *     nothing races: --queue 1 answers a second request 503 with Retry-After; SIGTERM, and
  *     then SIGINT on a second server, while it runs: it gets exactly the baseline answer and
  *     the server exits 0;
@@ -60,9 +60,11 @@
 enum { HEAVY_LEN = PS_T_SAN ? 1000 : 2000, RSS_SLACK_KB = PS_T_SAN ? 16384 : 2048 };
 
 static char g_bin[1024];
+static char g_tbin[1024]; /* the test build of the binary (PS_TESTING): the hold hook */
 static char g_model[4200];
-/* For the next server started: PS_TEST_HOLD_FDS (src/testhooks.h) and the two descriptors the
- * child keeps (every pipe end is opened close-on-exec; the child clears it on these). */
+/* For the next server started: PS_TEST_HOLD_FDS (base/testhooks.h) and the two descriptors the
+ * child keeps (every pipe end is opened close-on-exec; the child clears it on these). A server
+ * started with it is the test build, g_tbin: the release binary has no hold hook. */
 static char g_hold_env[32];
 static int g_hold_keep[2] = {-1, -1};
 
@@ -84,7 +86,8 @@ static bool server_start_model(server *s, const char *model, const char *const *
     const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
     char dir[1100];
     snprintf(dir, sizeof dir, "%.1000s/tests", build);
-    serve_opts o = {g_bin, model, dir, "server", g_hold_env, {g_hold_keep[0], g_hold_keep[1]}};
+    serve_opts o = {g_hold_env[0] ? g_tbin : g_bin, model, dir, "server", g_hold_env,
+                    {g_hold_keep[0], g_hold_keep[1]}};
     return serve_start(s, &o, extra);
 }
 
@@ -849,9 +852,10 @@ int main(void) {
     }
     const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
     snprintf(g_bin, sizeof g_bin, "%.1000s/promptscore", build);
+    snprintf(g_tbin, sizeof g_tbin, "%.1000s/tests/promptscore-t", build);
     snprintf(g_model, sizeof g_model, "%s/models/stories260K.gguf", shared);
-    if (access(g_bin, X_OK) != 0) {
-        SKIP("%s is not built", g_bin);
+    if (access(g_bin, X_OK) != 0 || access(g_tbin, X_OK) != 0) {
+        SKIP("%s or %s is not built", g_bin, g_tbin);
         return ps_test_done("server");
     }
     char logdir[1100];

@@ -4,7 +4,8 @@
  * The hook is a process-wide counter: every library allocation increments it, and once it
  * reaches the threshold set by ps_alloc_fail_after() every allocation fails. Tests walk the
  * threshold over a code path (SQLite's approach) to prove each failure is handled. The
- * threshold is set through src/testhooks.h (not the public header). The front ends route
+ * threshold is set through base/testhooks.h (not the public header), and the counter exists in
+ * test builds only (PS_TESTING): a release build's allocations go straight to the C library. The front ends route
  * jansson's allocations through the same hook (src/jansson_alloc.c), so the walks cover request
  * and JSONL parsing too.
  */
@@ -56,6 +57,7 @@ ps_status ps_fail(ps_error *err, ps_status code, int64_t offset, const char *fmt
     return code;
 }
 
+#ifdef PS_TESTING
 static _Atomic int64_t g_alloc_count = 0;
 static _Atomic int64_t g_alloc_fail_at = -1;
 
@@ -71,6 +73,9 @@ static bool alloc_should_fail(void) {
     int64_t at = atomic_load(&g_alloc_fail_at);
     return at >= 0 && i >= at;
 }
+#else
+static inline bool alloc_should_fail(void) { return false; }
+#endif
 
 /* Set on this thread by any failed allocation (injected or real): lets a caller tell a
  * library's failure (jansson reports an allocation failure as some parse error) from bad input. */

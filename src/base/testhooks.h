@@ -1,7 +1,15 @@
 /*
  * testhooks.h — test-only hooks, inert unless a test turns them on. Internal: not part of the
  * public API (include/promptscore.h; the shared library does not export them), and nothing but
- * the tests sets them. Tests link the static libraries, which reach them.
+ * the tests sets them.
+ *
+ * They exist in test builds only (as SQLite's SQLITE_TEST): everything below is compiled when
+ * PS_TESTING is defined, which the Makefile sets for the objects of $(BUILD)/tobj alone. Those
+ * make libpromptscore-test.a and $(BUILD)/tests/promptscore-t, which the test binaries, the
+ * benchmarks and the fuzz replays link and run; build/promptscore, libpromptscore.a and the
+ * shared library are compiled without PS_TESTING and hold none of these hooks (no counter in
+ * the allocation path, no PS_TEST_HOLD_FDS, no moe switch). Code that calls a hook guards the
+ * call with #ifdef PS_TESTING.
  *
  * Fault injection (status.c): every allocation the library makes goes through one hook
  * (ps_malloc and friends, src/impl.h). ps_alloc_fail_after(n) makes the allocation numbered n
@@ -10,8 +18,8 @@
  * default). ps_alloc_count() returns how many allocations were attempted since the last
  * ps_alloc_fail_after() call. Process-wide.
  *
- * PS_TEST_HOLD_FDS="R,W" (two inherited file descriptors; the server reads it into its
- * engine's ps_engine_params.hold, which tests/test_engine.c sets directly): each engine worker
+ * PS_TEST_HOLD_FDS="R,W" (two inherited file descriptors; the server of a test build,
+ * $(BUILD)/tests/promptscore-t, reads it into its engine's ps_engine_params.hold, which tests/test_engine.c sets directly): each engine worker
  * (engine.c), before it scores a prompt, writes one byte to W ("holding a prompt") and then waits
  * for one byte on R (or its end of file). A test that owns the other ends of the two pipes
  * thus knows when a request is running and keeps it running for exactly as long as it needs:
@@ -22,6 +30,8 @@
  */
 #ifndef PS_TESTHOOKS_H
 #define PS_TESTHOOKS_H
+
+#ifdef PS_TESTING
 
 #include <errno.h>
 #include <stdio.h>
@@ -66,4 +76,6 @@ static inline void ps_test_hold_wait(const ps_test_hold *h) {
     }
 }
 
-#endif
+#endif /* PS_TESTING */
+
+#endif /* PS_TESTHOOKS_H */

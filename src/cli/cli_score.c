@@ -188,8 +188,6 @@ typedef struct {
     uint64_t hash;          /* sharded: the line's hash */
     bool blank;             /* nothing to score (sharded: still a record) */
     ps_jsonl_req req;       /* parsed (also for a blank line: then unused and empty) */
-    ps_req_prompt prompt;   /* the job borrows these two until it is freed */
-    ps_completion_req cr;
     ps_engine_job *job;     /* NULL: an error line (req.ok false) or blank */
     bool admitted;          /* holds an engine slot */
     ps_status st;           /* the job's failure before it ran (no memory, refused) */
@@ -217,13 +215,15 @@ static void line_start(score_ctx *c, const line_in *li, int64_t lineno, line_slo
                         : ps_jsonl_parse(li->buf, li->len, lineno, &c->lim, &q->req);
     if (pst != PS_OK) return; /* an error line */
     /* the one request path: the line's job to the engine, which scores it (the ids stay the
-     * line's: the job borrows them, and cr, until it is freed) */
-    q->prompt = (ps_req_prompt){.ids = q->req.ids, .n = q->req.n,
-                                .prompt_offset = q->req.prompt_offset};
-    q->cr = (ps_completion_req){.prompts = &q->prompt, .n_prompts = 1, .logprobs = q->req.k,
-                                .logprobs_from = q->req.logprobs_from, .temperature = 1,
-                                .top_p = 1, .prompt_tokens = q->req.n};
-    q->job = ps_engine_job_new(&q->cr, 0);
+     * line's: the job borrows them until it is freed); no generation, seed 0 */
+    ps_score_params sp = ps_score_default_params();
+    sp.k = q->req.k > 0 ? q->req.k : 0;
+    sp.max_tokens = 0;
+    sp.temperature = 1;
+    sp.top_p = 1;
+    sp.seed = 0;
+    q->job = ps_engine_job_new(1, &sp);
+    if (q->job) ps_engine_job_set_prompt(q->job, 0, q->req.ids, q->req.n);
     if (!q->job) {
         q->st = ps_fail(&q->err, PS_ERR_NOMEM, -1, "out of memory");
     } else if (ps_engine_admit(c->engine) != PS_ENGINE_OK) {

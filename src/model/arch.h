@@ -4,8 +4,8 @@
  * A family is one row of ps_arch_table (arch.c): its GGUF name (general.architecture), its RoPE
  * pairing, and the features its layers have. A feature is a group of tensors plus the compute
  * that uses them (PS_L_*): the loader (model.c) reads exactly the tensors of a layer's features
- * from ps_layer_tensors (arch.c: name, shape in symbolic dimensions, optional or required, where
- * the view goes in ps_layer), and the forward pass (forward.c) runs the pieces the features
+ * from ps_layer_tensors (model.h, model_tensors.c: name, shape in symbolic dimensions, optional
+ * or required, where the view goes in ps_layer), and the forward pass (forward.c) runs the pieces the features
  * name. The hyperparameter keys a feature needs are read by model.c (the common ones for every
  * family, the expert keys for PS_L_FFN_MOE). So adding a family is a table row; a family with
  * new compute adds a feature bit, its tensor rows, and one function in one file (as moe.c does
@@ -123,55 +123,5 @@ const char *ps_arch_names(void);
 /* For a family promptscore knows but does not run (gemma3n, gemma4, ...): what it lacks, for
  * the load error; NULL for any other name. */
 const char *ps_arch_missing(const char *name);
-
-/* Symbolic tensor dimensions, resolved from the hyperparameters by the loader. */
-typedef enum {
-    PS_D_1 = 0,   /* absent dimension */
-    PS_D_EMBD,    /* n_embd */
-    PS_D_Q,       /* n_head * head_dim */
-    PS_D_KV,      /* n_head_kv * head_dim */
-    PS_D_HEAD,    /* head_dim */
-    PS_D_FF,      /* n_ff (dense FFN) */
-    PS_D_FF_EXP,  /* n_ff_exp (one expert's FFN) */
-    PS_D_EXPERT,  /* n_expert */
-    PS_D_Q2,      /* 2 * n_head * head_dim (gated attention's q + gate) */
-    PS_D_SSM_CH,  /* DeltaNet conv channels: 2 * n_k * d_state + n_v * d_state */
-    PS_D_SSM_V,   /* n_v * d_state (value width) */
-    PS_D_SSM_NV,  /* n_v (value heads) */
-    PS_D_SSM_DK,  /* d_state (head size) */
-    PS_D_SSM_CONV,/* d_conv (conv width) */
-    PS_D_FF_SHEXP,/* n_ff_shexp (the shared expert's FFN width) */
-    PS_D_NHEAD,   /* n_head */
-    PS_D_FF_EXP2, /* 2 * n_ff_exp (merged gate + up of one expert) */
-    PS_D_QKV,     /* (n_head + 2 n_head_kv) * head_dim (a fused attn_qkv) */
-    PS_D_FF2,     /* 2 * n_ff (a fused gate + up) */
-} ps_dim;
-
-typedef enum {
-    PS_T_VEC,     /* float32 vector (norm, bias): const float * */
-    PS_T_MAT,     /* 2-D weight in a matmul type: ps_mat */
-    PS_T_MAT3,    /* 3-D stack of matrices, one per expert: ps_mat3 */
-    PS_T_F32MAT,  /* float32 2-D tensor used element-wise (ssm_conv1d): const float * */
-    PS_T_QKV_SPLIT,    /* a fused q | k | v matrix: field is wq; wq, wk, wv get its rows
-                        * [0, Q), [Q, Q + KV), [Q + KV, Q + 2 KV) */
-    PS_T_GATE_UP_SPLIT,/* a fused gate | up matrix: field is w_gate; w_gate, w_up get its
-                        * rows [0, n_ff), [n_ff, 2 n_ff) */
-} ps_tensor_kind;
-
-/* One per-layer tensor: "blk.<l>.<name>", read in layers with feature `feature` (used when the
- * file has it) and none of `unless`, required in layers with any feature of `required`; shape
- * ne[0..2] in GGUF order; the view goes to byte offset `field` of ps_layer. */
-typedef struct {
-    const char *name;
-    uint32_t feature;
-    uint32_t required;
-    ps_tensor_kind kind;
-    ps_dim ne[3];
-    size_t field;
-    uint32_t unless;   /* not read in layers with any of these features (0: none) */
-} ps_layer_tensor;
-
-extern const ps_layer_tensor ps_layer_tensors[];
-extern const size_t ps_n_layer_tensors;
 
 #endif /* PS_ARCH_H */

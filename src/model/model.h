@@ -80,7 +80,7 @@ static inline ps_mat ps_mat3_at(const ps_mat3 *t, int64_t e) {
 }
 
 /* One transformer block's weights; which of them a layer has is its feature set (arch.h; the
- * tensor list is ps_layer_tensors in arch.c). Shapes are GGUF ne order (ne[0] = input dim):
+ * tensor list is ps_layer_tensors below, model_tensors.c). Shapes are GGUF ne order (ne[0] = input dim):
  *   attn_norm (n_embd)          wq (n_embd -> n_head*head_dim)   bq (n_head*head_dim) | NULL
  *   wk, wv (n_embd -> n_head_kv*head_dim)                        bk, bv | NULL
  *   q_norm, k_norm (head_dim) | NULL (qwen3; olmo2: n_head*head_dim and n_head_kv*head_dim)
@@ -131,6 +131,58 @@ typedef struct {
     const float *gate_inp_shexp;
     ps_mat gate_shexp, up_shexp, down_shexp;
 } ps_layer;
+
+/* ---- the per-layer tensors of every feature (model_tensors.c), which the loader reads ---- */
+
+/* Symbolic tensor dimensions, resolved from the hyperparameters by the loader. */
+typedef enum {
+    PS_D_1 = 0,   /* absent dimension */
+    PS_D_EMBD,    /* n_embd */
+    PS_D_Q,       /* n_head * head_dim */
+    PS_D_KV,      /* n_head_kv * head_dim */
+    PS_D_HEAD,    /* head_dim */
+    PS_D_FF,      /* n_ff (dense FFN) */
+    PS_D_FF_EXP,  /* n_ff_exp (one expert's FFN) */
+    PS_D_EXPERT,  /* n_expert */
+    PS_D_Q2,      /* 2 * n_head * head_dim (gated attention's q + gate) */
+    PS_D_SSM_CH,  /* DeltaNet conv channels: 2 * n_k * d_state + n_v * d_state */
+    PS_D_SSM_V,   /* n_v * d_state (value width) */
+    PS_D_SSM_NV,  /* n_v (value heads) */
+    PS_D_SSM_DK,  /* d_state (head size) */
+    PS_D_SSM_CONV,/* d_conv (conv width) */
+    PS_D_FF_SHEXP,/* n_ff_shexp (the shared expert's FFN width) */
+    PS_D_NHEAD,   /* n_head */
+    PS_D_FF_EXP2, /* 2 * n_ff_exp (merged gate + up of one expert) */
+    PS_D_QKV,     /* (n_head + 2 n_head_kv) * head_dim (a fused attn_qkv) */
+    PS_D_FF2,     /* 2 * n_ff (a fused gate + up) */
+} ps_dim;
+
+typedef enum {
+    PS_T_VEC,     /* float32 vector (norm, bias): const float * */
+    PS_T_MAT,     /* 2-D weight in a matmul type: ps_mat */
+    PS_T_MAT3,    /* 3-D stack of matrices, one per expert: ps_mat3 */
+    PS_T_F32MAT,  /* float32 2-D tensor used element-wise (ssm_conv1d): const float * */
+    PS_T_QKV_SPLIT,    /* a fused q | k | v matrix: field is wq; wq, wk, wv get its rows
+                        * [0, Q), [Q, Q + KV), [Q + KV, Q + 2 KV) */
+    PS_T_GATE_UP_SPLIT,/* a fused gate | up matrix: field is w_gate; w_gate, w_up get its
+                        * rows [0, n_ff), [n_ff, 2 n_ff) */
+} ps_tensor_kind;
+
+/* One per-layer tensor: "blk.<l>.<name>", read in layers with feature `feature` (used when the
+ * file has it) and none of `unless`, required in layers with any feature of `required`; shape
+ * ne[0..2] in GGUF order; the view goes to byte offset `field` of ps_layer. */
+typedef struct {
+    const char *name;
+    uint32_t feature;
+    uint32_t required;
+    ps_tensor_kind kind;
+    ps_dim ne[3];
+    size_t field;
+    uint32_t unless;   /* not read in layers with any of these features (0: none) */
+} ps_layer_tensor;
+
+extern const ps_layer_tensor ps_layer_tensors[];
+extern const size_t ps_n_layer_tensors;
 
 /* Read-only weights, all pointing into the mapping. */
 typedef struct {

@@ -13,7 +13,7 @@
  *
  * K/V element types (ps_kv_type): float32, IEEE half, bfloat16 (bf16-dot stores bfloat16 too:
  * ps_kv_elem_type; its tasks round the block's queries and probabilities to bf16 and call
- * attn_dot.c's pair kernels instead, with key pairs from even positions: dot_queries,
+ * attention_dot.c's pair kernels instead, with key pairs from even positions: dot_queries,
  * dot_probs). ps_kv_round turns a row of
  * floats into the cache's type when it is written (round to nearest even: vcvtps2ph for half,
  * the integer rounding of ps_f32_to_bf16 for bfloat16; NaN made the scalar form's quiet NaN),

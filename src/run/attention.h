@@ -14,7 +14,7 @@
  * (ps_kv_round) and is widened exactly to float32 when it is read; the score and P·V kernels
  * then run the same float operations as on a float32 cache holding the widened values, so a
  * cache type changes what is stored, never how it is summed. The exception is bf16-dot
- * (PS_KV_BF16_DOT): it stores bfloat16 in the same layout, and its two products are attn_dot.c's
+ * (PS_KV_BF16_DOT): it stores bfloat16 in the same layout, and its two products are attention_dot.c's
  * bf16 pair sums (queries and probabilities rounded to bf16 too).
  * The kernels below are single-threaded (a pool task's); ps_attention runs a layer's attention
  * for every row of a forward call on the pool, one task per (segment, head, block of
@@ -23,7 +23,7 @@
 #ifndef PS_ATTENTION_H
 #define PS_ATTENTION_H
 
-#include "run/session.h"
+#include "run/state.h"
 
 /* Positions a K cache of n positions holds per head: n rounded up to whole blocks of 16 keys. */
 #define PS_KCACHE_POS(n) (((size_t)(n) + 15) & ~(size_t)15)
@@ -114,7 +114,7 @@ void ps_attn_pv(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, 
 void ps_attn_pv_acc(ps_isa isa, const float *p, int64_t ldp, const int32_t *n_keys, int32_t nq,
                     const void *v, ps_kv_type v_t, int64_t hd, float *out, int64_t ldo);
 
-/* ---- bf16-dot (PS_KV_BF16_DOT): the two products on bf16 pairs (attn_dot.c) ----
+/* ---- bf16-dot (PS_KV_BF16_DOT): the two products on bf16 pairs (attention_dot.c) ----
  * One step of a bf16-dot sum, the definition (one lane of vdpbf16ps): acc + a1 * b1, then
  * + a0 * b0, each rounded to nearest even; a bf16 subnormal operand reads as zero, a float32
  * subnormal (acc or a sum) as zero of its sign. */

@@ -3,7 +3,7 @@
  * pieces a layer runs is its feature set, arch.h); attention over the cache is attention.c's,
  * the experts moe.c's, the delta rule deltanet.c's.
  *
- * A call runs segments {sequence, tokens, n} (session.h): n rows in all, each row at its own
+ * A call runs segments {sequence, tokens, n} (state.h): n rows in all, each row at its own
  * sequence's next position p. With x (n, n_embd) the residual:
  *
  *   x = token_embd[tokens]                                  one row converted per token

@@ -4,7 +4,7 @@
 #ifndef PS_FORWARD_H
 #define PS_FORWARD_H
 
-#include "run/session.h"
+#include "run/state.h"
 
 /* Runs the segments' tokens (already validated by ps_session_forward_segs: rows in all 1..
  * n_batch, each at its sequence's next positions) through the model: appends their K/V (and

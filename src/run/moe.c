@@ -36,8 +36,8 @@
  * down products, the pool's tasks spanning (expert, weight tile) pairs across the experts
  * instead of one ps_matmul per expert and matrix (~16 rows each at 256 positions, 128 experts,
  * 8 used: hundreds of small dispatches per layer). experts_plain, that per-expert loop, stays
- * beside it as the reference (ps_test_moe_plain; test_moe compares them bitwise). Experts
- * without rows are never touched (so their pages need not be resident).
+ * beside it as the reference in test builds (PS_TESTING: ps_test_moe_plain; test_moe compares
+ * them bitwise). Experts without rows are never touched (so their pages need not be resident).
  * Routing, gathering, SwiGLU and the weighted sum run one pool task per row. Every output value
  * comes from the same operations whatever the thread count or chunking: ps_matmul's result for
  * a row does not depend on the other rows of the call (grouped or not), and the sum over a
@@ -56,8 +56,10 @@
 #include <math.h>
 #include <stdatomic.h>
 
+#ifdef PS_TESTING
 /* ps_test_moe_plain (testhooks.h): the per-expert reference path instead of the grouped one */
 static atomic_bool moe_plain;
+#endif
 
 typedef enum { MOE_ROUTE, MOE_GATHER, MOE_SWIGLU, MOE_DOWN_BIAS, MOE_SUM } moe_op;
 
@@ -214,8 +216,9 @@ static void expert_gate_up(const ps_layer *L, int64_t e, int64_t F, ps_mat *g, p
     }
 }
 
+#ifdef PS_TESTING
 /* The reference: per active expert one ps_matmul per matrix (threads across its weight
- * tiles). */
+ * tiles). Test builds only (PS_TESTING), where ps_test_moe_plain selects it. */
 static void experts_plain(ps_session *s, const ps_matmul_env *env, const ps_layer *L,
                           moe_job *job) {
     const ps_hparams *hp = &s->model->hp;
@@ -239,6 +242,7 @@ static void experts_plain(ps_session *s, const ps_matmul_env *env, const ps_laye
         ps_matmul(env, &dn, s->moe_g + r0 * F, F, nr, s->moe_x + r0 * d, d);
     }
 }
+#endif /* PS_TESTING */
 
 #define MOE_GROUP 128 /* experts per ps_matmul_group call (the items live on the stack) */
 
@@ -282,7 +286,9 @@ static void experts_grouped(ps_session *s, const ps_matmul_env *env, const ps_la
     for (int64_t e = 0; e < E;) ps_matmul_group(env, items, expert_items(s, L, true, &e, items));
 }
 
+#ifdef PS_TESTING
 void ps_test_moe_plain(bool on) { atomic_store(&moe_plain, on); }
+#endif
 
 void ps_moe_ffn(ps_session *s, const ps_matmul_env *env, int32_t layer, int32_t n, float *out) {
     const ps_hparams *hp = &s->model->hp;
@@ -312,8 +318,11 @@ void ps_moe_ffn(ps_session *s, const ps_matmul_env *env, int32_t layer, int32_t 
 
     /* the active experts: gate and up over their rows, SwiGLU, down (into moe_x) */
     t0 = ps_prof_start();
+#ifdef PS_TESTING
     if (atomic_load_explicit(&moe_plain, memory_order_relaxed)) experts_plain(s, env, L, &job);
-    else experts_grouped(s, env, L, &job);
+    else
+#endif
+        experts_grouped(s, env, L, &job);
     if (L->feat & PS_L_MOE_OAI) {
         job.op = MOE_DOWN_BIAS;
         ps_pool_for(s->pool, (int64_t)n * k, moe_task, &job);

@@ -5,7 +5,7 @@
 #ifndef PS_MOE_H
 #define PS_MOE_H
 
-#include "run/session.h"
+#include "run/state.h"
 
 /* out (n, n_embd) = the expert FFN of layer `layer` (PS_L_FFN_MOE) applied to s->xb (n, n_embd),
  * n in 1..s->n_batch:

@@ -24,6 +24,7 @@
  * forward kernels compute each row alone.
  * The chunk stays part of a score's definition so that a future batched kernel may differ.
  */
+#include "score/score.h"
 #include "base/impl.h"
 #include "base/buf.h"
 #include "score/prefix_cache.h"
@@ -31,6 +32,12 @@
 
 #include <math.h>
 #include <stdio.h>
+
+bool ps_score_block_in_flight(ps_prefix_cache *c, const ps_session *s, const int32_t *ids,
+                              int32_t n, int32_t k) {
+    if (!c || !s) return false;
+    return ps_pcache_claimed(c, ps_pcache_session_cfg(s), ids, n, k);
+}
 
 ps_score_params ps_score_default_params(void) {
     ps_score_params p;

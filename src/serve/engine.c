@@ -20,7 +20,7 @@
  * ms to ask whether its client is gone. A job owns its results; the engine never frees a job.
  */
 #include "serve/engine.h"
-#include "score/prefix_cache.h"
+#include "score/score.h"
 #include "base/util.h"
 
 #include <pthread.h>
@@ -28,10 +28,17 @@
 #include <stdatomic.h>
 #include <time.h>
 
+/* One prompt of a job: its tokens (borrowed). */
+typedef struct {
+    const int32_t *ids;
+    int32_t n;
+} job_prompt;
+
 struct ps_engine_job {
-    const ps_completion_req *req;
+    ps_score_params params;     /* the caller's: k, generation, seed, stop strings */
+    job_prompt *prompts;        /* n_prompts */
+    int32_t n_prompts;
     ps_score_result **results;  /* n_prompts */
-    uint64_t seed;
     atomic_bool cancel;         /* client gone, or a prompt failed */
     atomic_bool *abort;         /* the engine's: the drain deadline passed */
     /* under the engine's mu */
@@ -80,7 +87,9 @@ ps_engine_params ps_engine_default_params(void) {
     p.max_seqs = 1;
     p.chunk = PS_CHUNK;
     p.act = PS_ACT_NATIVE;
+#ifdef PS_TESTING
     p.hold.r = p.hold.w = -1;
+#endif
     return p;
 }
 
@@ -90,13 +99,12 @@ static bool job_cancelled(void *ctx) {
 }
 
 /* Whether job j's next prompt, on worker w's session, would compute a block that another
- * worker is computing now (prefix_cache.h, ps_pcache_claimed): better run later, when that
+ * worker is computing now (score.h, ps_score_block_in_flight): better run later, when that
  * block is cached. */
 static bool defer_job(const ps_engine *e, const worker *w, const ps_engine_job *j) {
     if (!w->session) return false;
-    const ps_req_prompt *pr = &j->req->prompts[j->next_prompt];
-    const int32_t k = j->req->logprobs > 0 ? j->req->logprobs : 0;
-    return ps_pcache_claimed(e->p.cache, ps_pcache_session_cfg(w->session), pr->ids, pr->n, k);
+    const job_prompt *pr = &j->prompts[j->next_prompt];
+    return ps_score_block_in_flight(e->p.cache, w->session, pr->ids, pr->n, j->params.k);
 }
 
 /* Takes up to max prompts off the line for worker w, round robin by job, passing over jobs to
@@ -124,7 +132,7 @@ static int32_t take_group(ps_engine *e, const worker *w, group_item *g, int32_t 
         else e->head = j->next;
         if (e->tail == j) e->tail = prev;
         j->next = NULL;
-        if (j->next_prompt < j->req->n_prompts) {
+        if (j->next_prompt < j->n_prompts) {
             if (e->tail) e->tail->next = j;
             else e->head = j;
             e->tail = j;
@@ -133,18 +141,11 @@ static int32_t take_group(ps_engine *e, const worker *w, group_item *g, int32_t 
     return n;
 }
 
-/* The scorer's parameters for a prompt of job j. */
+/* The scorer's parameters for a prompt of job j: the job's, with the engine's chunk, cancel
+ * flag and cache. */
 static ps_score_params job_params(const ps_engine *e, ps_engine_job *j) {
-    const ps_completion_req *r = j->req;
-    ps_score_params p = ps_score_default_params();
-    p.k = r->logprobs > 0 ? r->logprobs : 0;
+    ps_score_params p = j->params;
     p.chunk = e->p.chunk;
-    p.max_tokens = r->max_tokens;
-    p.temperature = r->temperature;
-    p.top_p = r->top_p;
-    p.seed = j->seed;
-    p.stop = (const char *const *)r->stop;
-    p.n_stop = r->n_stop;
     p.cancel = job_cancelled;
     p.cancel_ctx = j;
     p.cache = e->p.cache;
@@ -158,10 +159,11 @@ static ps_status score_one(worker *w, ps_engine_job *j, int32_t i, bool hold,
     *res = NULL;
     ps_error_clear(err);
     if (job_cancelled(j)) return PS_ERR_CANCELLED;
+#ifdef PS_TESTING
     if (hold) ps_test_hold_wait(&w->engine->p.hold);
+#endif
     ps_score_params p = job_params(w->engine, j);
-    return ps_score_tokens(w->session, j->req->prompts[i].ids, j->req->prompts[i].n, &p, res,
-                           err);
+    return ps_score_tokens(w->session, j->prompts[i].ids, j->prompts[i].n, &p, res, err);
 }
 
 /* Records the outcome of prompt i of j (under mu); wakes the waiter on its last prompt. */
@@ -197,7 +199,7 @@ static void record(ps_engine *e, const group_item *it, ps_status st, ps_score_re
  * tests/test_batch.c), so the grouping never changes a score. The batch fails as a whole when
  * any prompt does (a cancelled job, say): then each prompt is scored alone, so that one job's
  * failure is its own and no other job loses its answer. Prompts of jobs cancelled before the
- * group starts are not run. The test hold is passed once per prompt. */
+ * group starts are not run. The test hold (test builds only) is passed once per prompt. */
 static void score_group(worker *w, const group_item *g, int32_t n) {
     ps_engine *e = w->engine;
     group_item run[PS_CHUNK];
@@ -214,10 +216,12 @@ static void score_group(worker *w, const group_item *g, int32_t n) {
             record(e, &g[k], st, one, &err);
             continue;
         }
+#ifdef PS_TESTING
         ps_test_hold_wait(&e->p.hold);
+#endif
         run[m] = g[k];
         params[m] = job_params(e, g[k].job);
-        const ps_req_prompt *pr = &g[k].job->req->prompts[g[k].prompt];
+        const job_prompt *pr = &g[k].job->prompts[g[k].prompt];
         prompts[m] = (ps_score_prompt){pr->ids, pr->n, NULL};
         m++;
     }
@@ -375,17 +379,21 @@ void ps_engine_leave(ps_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
-ps_engine_job *ps_engine_job_new(const ps_completion_req *req, uint64_t seed) {
+ps_engine_job *ps_engine_job_new(int32_t n_prompts, const ps_score_params *params) {
+    if (n_prompts < 1 || !params) return NULL;
     ps_engine_job *j = ps_calloc(1, sizeof *j);
     if (!j) return NULL;
-    j->results = ps_calloc((size_t)PS_MAX(req->n_prompts, 1), sizeof *j->results);
-    if (!j->results) {
+    j->results = ps_calloc((size_t)n_prompts, sizeof *j->results);
+    j->prompts = ps_calloc((size_t)n_prompts, sizeof *j->prompts);
+    if (!j->results || !j->prompts) {
+        ps_free(j->results);
+        ps_free(j->prompts);
         ps_free(j);
         return NULL;
     }
-    j->req = req;
-    j->seed = seed;
-    j->remaining = req->n_prompts;
+    j->params = *params;
+    j->n_prompts = n_prompts;
+    j->remaining = n_prompts;
     atomic_init(&j->cancel, false);
     j->abort = NULL;
     ps_error_clear(&j->error);
@@ -393,16 +401,22 @@ ps_engine_job *ps_engine_job_new(const ps_completion_req *req, uint64_t seed) {
     return j;
 }
 
+void ps_engine_job_set_prompt(ps_engine_job *j, int32_t i, const int32_t *ids, int32_t n) {
+    if (i < 0 || i >= j->n_prompts) return;
+    j->prompts[i] = (job_prompt){ids, n};
+}
+
 void ps_engine_job_free(ps_engine_job *j) {
     if (!j) return;
-    for (int32_t i = 0; i < j->req->n_prompts; i++) ps_score_result_free(j->results[i]);
+    for (int32_t i = 0; i < j->n_prompts; i++) ps_score_result_free(j->results[i]);
     ps_free(j->results);
+    ps_free(j->prompts);
     pthread_cond_destroy(&j->done);
     ps_free(j);
 }
 
 const ps_score_result *ps_engine_job_result(const ps_engine_job *j, int32_t i) {
-    return i >= 0 && i < j->req->n_prompts ? j->results[i] : NULL;
+    return i >= 0 && i < j->n_prompts ? j->results[i] : NULL;
 }
 
 ps_status ps_engine_job_status(const ps_engine_job *j, ps_error *err, bool *aborted) {
@@ -489,7 +503,7 @@ void ps_engine_get_stats(ps_engine *e, ps_engine_stats *out) {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&e->mu);
     for (ps_engine_job *j = e->head; j; j = j->next)
-        out->prompts_waiting += j->req->n_prompts - j->next_prompt;
+        out->prompts_waiting += j->n_prompts - j->next_prompt;
     out->tokens_scored = e->tokens_scored;
     out->tokens_generated = e->tokens_generated;
     out->cancelled = e->cancelled;

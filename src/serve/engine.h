@@ -1,8 +1,13 @@
 /*
- * engine.h — the scoring engine (engine.c): admission, a FIFO of validated jobs (request.h),
- * workers that own a ps_session and a ps_pool each over the one read-only ps_model, waiting
- * with cancellation, and draining with a deadline. The server and `score` hand it jobs and read
- * back one ps_score_result per prompt; it calls the scorer (score.c) and nothing above it.
+ * engine.h — the scoring engine (engine.c): admission, a FIFO of jobs, workers that own a
+ * ps_session and a ps_pool each over the one read-only ps_model, waiting with cancellation,
+ * and draining with a deadline. The server and `score` hand it jobs and read back one
+ * ps_score_result per prompt; it calls the scorer (the public API and score/score.h) and
+ * nothing above it.
+ *
+ * A job is said in the scorer's terms — its prompts' token ids and one ps_score_params — not
+ * in the request parser's (request.h): the engine does not depend on how a request was read
+ * (an HTTP body, a JSON Lines line, a test), and the front ends translate their own requests.
  *
  * Lifecycle of a job: ps_engine_admit takes one of `queue` slots (OK, BUSY when all are held,
  * DRAINING once a drain began) — the server takes it on a request's headers, before its body
@@ -14,7 +19,6 @@
 #define PS_ENGINE_H
 
 #include "base/impl.h"
-#include "serve/request.h"
 #include "base/testhooks.h"
 
 typedef struct ps_engine ps_engine;
@@ -36,8 +40,10 @@ typedef struct {
     ps_kv_type kv_type; /* the sessions' K/V cache type; default PS_KV_F32 */
     ps_prefix_cache *cache; /* the prefix cache the workers share (it outlives the engine);
                              * NULL = none (the default) */
-    ps_test_hold hold;  /* test-only (testhooks.h): each worker announces and waits before a
-                         * prompt; {-1, -1} (the default) = off */
+#ifdef PS_TESTING
+    ps_test_hold hold;  /* test builds only (testhooks.h): each worker announces and waits
+                         * before a prompt; {-1, -1} (the default) = off */
+#endif
 } ps_engine_params;
 
 ps_engine_params ps_engine_default_params(void);
@@ -52,9 +58,15 @@ void ps_engine_free(ps_engine *e);
 ps_engine_admission ps_engine_admit(ps_engine *e);
 void ps_engine_leave(ps_engine *e);
 
-/* A job over req (which must outlive it): one result slot per prompt; seed for sampling.
- * NULL when out of memory. */
-ps_engine_job *ps_engine_job_new(const ps_completion_req *req, uint64_t seed);
+/* A job of n_prompts (>= 1) prompts, each scored with a copy of *params (from
+ * ps_score_default_params: k, max_tokens, temperature, top_p, seed, stop, n_stop, stop_at_eos;
+ * the stop strings are borrowed and must outlive the job). The engine sets chunk, cancel,
+ * cancel_ctx and cache itself. Every prompt must be set (ps_engine_job_set_prompt) before the
+ * job is submitted. NULL when out of memory or n_prompts < 1. */
+ps_engine_job *ps_engine_job_new(int32_t n_prompts, const ps_score_params *params);
+/* Prompt i (0 <= i < n_prompts) of job j: n (>= 1) token ids, borrowed until the job is
+ * freed. */
+void ps_engine_job_set_prompt(ps_engine_job *j, int32_t i, const int32_t *ids, int32_t n);
 /* Frees the job and its results. */
 void ps_engine_job_free(ps_engine_job *j);
 /* Prompt i's result, when the job succeeded (owned by the job). */

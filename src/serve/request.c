@@ -391,6 +391,18 @@ static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_speci
     return true;
 }
 
+ps_score_params ps_completion_score_params(const ps_completion_req *req, uint64_t seed) {
+    ps_score_params p = ps_score_default_params();
+    p.k = req->logprobs > 0 ? req->logprobs : 0;
+    p.max_tokens = req->max_tokens;
+    p.temperature = req->temperature;
+    p.top_p = req->top_p;
+    p.seed = seed;
+    p.stop = (const char *const *)req->stop;
+    p.n_stop = req->n_stop;
+    return p;
+}
+
 int64_t ps_completion_estimate(const ps_completion_req *r) {
     int64_t per_lp = r->logprobs >= 0 ? 48 + 56 * ((int64_t)r->logprobs + 1) : 0;
     int64_t entries = r->prompt_tokens + (int64_t)r->n_prompts * r->max_tokens;

@@ -102,6 +102,11 @@ json_t *ps_request_load_object(const char *body, size_t len, ps_req_error *e);
 bool ps_completion_req_parse(const char *body, size_t len, const ps_req_limits *lim,
                              ps_completion_req *out, ps_req_error *e);
 
+/* The scorer's parameters the validated request asks for (ps_score_default_params with its
+ * top-K: logprobs, 0 when null; max_tokens, temperature, top_p, its stop strings, borrowed
+ * from req) and the sampling seed: what a job of the engine (engine.h) scores it with. */
+ps_score_params ps_completion_score_params(const ps_completion_req *req, uint64_t seed);
+
 /* An upper estimate of the answer's size in bytes, from the validated request (docs/api.md:
  * per prompt 256 + per entry 16, plus 48 + 56 x (K + 1) per entry with logprobs). */
 int64_t ps_completion_estimate(const ps_completion_req *req);

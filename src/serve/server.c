@@ -16,6 +16,7 @@
  */
 #include "serve/server.h"
 #include "serve/engine.h"
+#include "serve/request.h"
 #include "serve/jscan.h"
 #include "serve/metrics.h"
 #include "serve/json.h"
@@ -355,7 +356,10 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
         seed = ((uint64_t)t.tv_nsec << 20) ^ (uint64_t)t.tv_sec ^
                (atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull);
     }
-    ps_engine_job *j = ps_engine_job_new(&req, seed);
+    const ps_score_params sp = ps_completion_score_params(&req, seed);
+    ps_engine_job *j = ps_engine_job_new(req.n_prompts, &sp);
+    for (int32_t i = 0; j && i < req.n_prompts; i++)
+        ps_engine_job_set_prompt(j, i, req.prompts[i].ids, req.prompts[i].n);
     if (!j) {
         ps_completion_req_free(&req);
         ps_req_fail(&e, 500, NULL, NULL, "out of memory admitting the request");
@@ -1012,7 +1016,9 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     ep.cache = cfg.cache;
     ep.act = cfg.act;
     ep.kv_type = cfg.kv_type;
+#ifdef PS_TESTING
     ep.hold = ps_test_hold_from_env();
+#endif
     ps_status est = ps_engine_create(model, &ep, &s->engine, err);
     if (est != PS_OK) {
         server_free(s);

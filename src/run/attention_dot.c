@@ -1,5 +1,5 @@
 /*
- * attn_dot.c — attention's two products in bfloat16 pairs, for the bf16-dot K/V cache
+ * attention_dot.c — attention's two products in bfloat16 pairs, for the bf16-dot K/V cache
  * (PS_KV_BF16_DOT; attention.c calls them).
  *
  * The operands are bf16: the queries and the softmax probabilities, rounded by the caller, and
