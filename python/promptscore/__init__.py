@@ -630,13 +630,24 @@ class Model:
         Takes max_seqs prompts at a time (1..256) and packs their positions into shared
         forward passes (ps_score_batch, as `promptscore score --max-seqs N`), with the prefix
         cache: prompts sharing a prefix compute it once. Every result is bitwise what score()
-        gives. The GIL is released while a group is scored. Prompts are read from the iterable
+        gives. logprobs_from: one int for every prompt, or an iterable of ints read in step
+        with the prompts (one per prompt: an lm-eval batch's context lengths). The GIL is
+        released while a group is scored. Prompts are read from the iterable
         one group ahead of what is yielded, so memory is bounded by max_seqs prompts. A prompt
         that fails raises its error (the message names its index) when its turn comes; the
         results before it are yielded first.
         """
         self._open()
-        top_k, logprobs_from = self._check_k(top_k, logprobs_from)
+        if isinstance(logprobs_from, (int, np.integer)):
+            top_k, logprobs_from = self._check_k(top_k, logprobs_from)
+            lf_iter = None
+        else:
+            top_k, _ = self._check_k(top_k, 0)
+            try:
+                lf_iter = iter(logprobs_from)
+            except TypeError:
+                raise ArgumentTypeError("logprobs_from must be an int or an iterable of ints, "
+                                        "not %s" % type(logprobs_from).__name__) from None
         max_seqs = _int(max_seqs, "max_seqs", 1, _CHUNK)
         if isinstance(prompts, (str, bytes)):
             raise ArgumentTypeError("prompts must be an iterable of prompts, not a single %s" %
@@ -646,16 +657,26 @@ class Model:
         except TypeError:
             raise ArgumentTypeError("prompts must be an iterable, not %s" %
                                     type(prompts).__name__) from None
-        return self._score_many(it, top_k, logprobs_from, max_seqs, add_special, parse_special)
+        return self._score_many(it, top_k, logprobs_from, lf_iter, max_seqs, add_special,
+                                parse_special)
 
-    def _score_many(self, it, top_k, logprobs_from, max_seqs, add_special, parse_special):
+    def _score_many(self, it, top_k, lf0, lf_iter, max_seqs, add_special, parse_special):
         texts = self._token_texts()
         params = self._score_params(top_k)
         base = 0
         while True:
-            group = []
+            group, froms = [], []
             for p in it:
                 group.append(p)
+                if lf_iter is None:
+                    froms.append(lf0)
+                else:
+                    try:
+                        lf = next(lf_iter)
+                    except StopIteration:
+                        raise InvalidArgumentError("logprobs_from ended before the prompts "
+                                                   "(prompt %d)" % (base + len(group) - 1))
+                    froms.append(_int(lf, "logprobs_from", 0, _INT32_MAX))
                 if len(group) == max_seqs:
                     break
             if not group:
@@ -682,7 +703,7 @@ class Model:
                     st = _C.ps_score_batch(self._session, arr, m, m, out, byref(err))
                 if st == L.PS_OK:
                     try:
-                        results = [Result(out[i].contents, texts, logprobs_from)
+                        results = [Result(out[i].contents, texts, froms[i])
                                    for i in range(m)]
                     finally:
                         for i in range(m):
@@ -696,7 +717,7 @@ class Model:
                         results.append(a)
                         break
                     try:
-                        results.append(self._score_ids(a, params, texts, logprobs_from))
+                        results.append(self._score_ids(a, params, texts, froms[i]))
                     except Error as e:
                         e.message = "prompt %d: %s" % (base + i, e.message)
                         e.args = (e.message,)

@@ -200,3 +200,20 @@ def test_error_attributes():
     assert isinstance(e, promptscore.FileIOError)
     assert e.code == -3 and e.status and "/nonexistent/dir/model.gguf" in str(e)
     assert e.offset == -1
+
+
+def test_score_many_logprobs_from_per_prompt(stories):
+    prompts = [STORY[:40], STORY[:60], STORY]
+    froms = [3, 0, 9]
+    got = list(stories.score_many(prompts, top_k=2, logprobs_from=iter(froms), max_seqs=2))
+    for p, f, r in zip(prompts, froms, got):
+        one = stories.score(p, top_k=2, logprobs_from=f)
+        assert r.logprobs_from == f
+        assert np.array_equal(np.isnan(r.logprobs), np.isnan(one.logprobs))
+        ok = ~np.isnan(one.logprobs)
+        assert np.array_equal(r.logprobs[ok].view(np.uint32), one.logprobs[ok].view(np.uint32))
+        assert np.array_equal(r.top_ids, one.top_ids)
+    with pytest.raises(promptscore.InvalidArgumentError):
+        list(stories.score_many(prompts, logprobs_from=[1]))
+    with pytest.raises(promptscore.ArgumentTypeError):
+        stories.score_many(prompts, logprobs_from=1.5)
