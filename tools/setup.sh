@@ -7,8 +7,10 @@ export DEBIAN_FRONTEND=noninteractive
 # build + libraries
 BUILD_PKGS="build-essential pkg-config libpcre2-dev libmicrohttpd-dev libjansson-dev
     libopenblas-dev libcurl4-openssl-dev"
-# tests: numpy reference, clang fuzzing + sanitizer runtime, valgrind, the browser test
-TEST_PKGS="python3-numpy clang-14 libclang-rt-14-dev valgrind chromium"
+# tests: numpy reference, clang fuzzing + sanitizer runtime, valgrind, the browser test, the
+# Python package (a venv, pip install --no-build-isolation, pytest, the examples' tqdm bar)
+TEST_PKGS="python3-numpy clang-14 libclang-rt-14-dev valgrind chromium
+    python3-pip python3-setuptools python3-venv python3-pytest python3-tqdm"
 # the cluster tests: a one-node Slurm (tests/test_slurm.sh) and nginx in front of two servers
 # (tests/test_nginx.sh); the tests start their own daemons (own key, sockets, ports, temp dirs)
 CLUSTER_PKGS="slurm-wlm munge nginx"
