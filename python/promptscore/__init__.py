@@ -21,6 +21,7 @@ import operator
 import os
 import re
 import threading
+from contextlib import contextmanager
 from ctypes import POINTER, byref, c_int32, c_size_t, c_void_p, cast, create_string_buffer, string_at
 
 import numpy as np
@@ -217,10 +218,10 @@ class Result:
     """
 
     __slots__ = ("token_ids", "logprobs", "top_ids", "top_logprobs", "sum_logprob",
-                 "mean_logprob", "perplexity", "n_tokens", "logprobs_from", "_texts", "_tokens",
+                 "mean_logprob", "perplexity", "n_tokens", "logprobs_from", "_tokens",
                  "_offsets", "entropy", "rank", "kl")
 
-    def __init__(self, res, texts, logprobs_from):
+    def __init__(self, res, model, logprobs_from):
         n, k = res.n_prompt, res.k
         self.n_tokens = n
         self.logprobs_from = logprobs_from
@@ -244,8 +245,7 @@ class Result:
             self.perplexity = math.exp(-self.mean_logprob)
         except OverflowError:
             self.perplexity = math.inf
-        self._texts = texts
-        self._tokens = None
+        self._tokens = model._token_texts(self.token_ids.tolist())
         self._offsets = None
         # filled once the library reports per-position statistics / comparisons
         self.entropy = None
@@ -254,9 +254,6 @@ class Result:
 
     @property
     def tokens(self):
-        if self._tokens is None:
-            t = self._texts
-            self._tokens = [t[i] for i in self.token_ids.tolist()]
         return self._tokens
 
     @property
@@ -309,6 +306,17 @@ class PerplexityResult:
             self.mode, self.perplexity, self.tokens_scored)
 
 
+def _guarded(fn):
+    """Runs a method as a call in flight (Model._using): close() waits for it."""
+    def wrapper(self, *args, **kwargs):
+        with self._using():
+            return fn(self, *args, **kwargs)
+    wrapper.__name__ = fn.__name__
+    wrapper.__qualname__ = fn.__qualname__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
 # ---- the model ---------------------------------------------------------------------------------
 
 class Model:
@@ -330,8 +338,11 @@ class Model:
 
     def __init__(self, path, threads=None, ctx=None, act="native", kv_type="f32", cache_mb=None):
         self._model = self._pool = self._session = self._cache = None
-        self._lock = threading.Lock()
-        self._texts = None
+        self._lock = threading.Lock()  # the session: one scoring call at a time
+        self._cv = threading.Condition()  # calls in flight (_users); close() waits for them
+        self._users = 0
+        self._closing = False
+        self._texts = {}
         if not isinstance(path, (str, bytes, os.PathLike)):
             raise ArgumentTypeError("path must be a str or os.PathLike, not %s" %
                                     type(path).__name__)
@@ -397,10 +408,15 @@ class Model:
     def close(self):
         """Frees the model, its session, pool and prefix cache. Idempotent; later calls on the
         model raise InvalidArgumentError."""
-        lock = getattr(self, "_lock", None)
-        if lock is None:
+        cv = getattr(self, "_cv", None)
+        if cv is None:
             return
-        with lock:
+        with cv:
+            if self._model is None:
+                return
+            # calls in flight (other threads) finish first; new ones see the model closed
+            self._closing = True
+            cv.wait_for(lambda: self._users == 0)
             if getattr(self, "_session", None):
                 _C.ps_session_free(self._session)
             if getattr(self, "_cache", None):
@@ -433,6 +449,21 @@ class Model:
     def _open(self):
         if self._model is None:
             raise InvalidArgumentError("the model is closed")
+
+    @contextmanager
+    def _using(self):
+        """Marks a call that touches C memory of the model: close() waits for it to end."""
+        with self._cv:
+            if self._closing:
+                raise InvalidArgumentError("the model is closed")
+            self._open()
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._users -= 1
+                self._cv.notify_all()
 
     # -- facts
     @property
@@ -477,6 +508,7 @@ class Model:
         self._open()
         return bool(_C.ps_vocab_add_bos(self._vocab))
 
+    @_guarded
     def cache_stats(self):
         """The prefix cache's counters as a dict (hits, misses, inserts, evictions, bytes,
         budget_bytes, blocks, block, idle_bytes); all zero without a cache."""
@@ -486,6 +518,7 @@ class Model:
         return {f: getattr(st, f) for f, _ in L.ps_prefix_cache_stats._fields_}
 
     # -- tokens
+    @_guarded
     def tokenize(self, text, add_special=True, parse_special=True):
         """Text -> list of token ids. add_special: BOS in front when the model adds one (the
         CLI's default for text prompts); parse_special: the text of special tokens ("<s>",
@@ -513,6 +546,7 @@ class Model:
                 return out[:n.value]
             cap = n.value
 
+    @_guarded
     def detokenize(self, ids):
         """Token ids -> text: the concatenation of the tokens' bytes (the leading space a
         SentencePiece vocab adds is dropped, so detokenize(tokenize(s, add_special=False)) == s
@@ -528,17 +562,19 @@ class Model:
                                       byref(need)), None, "cannot detokenize")
         return buf.raw[:need.value].decode("utf-8", "replace")
 
-    def _token_texts(self):
-        if self._texts is None:
+    def _token_texts(self, ids):
+        """The CLI's text of each id (a per-model cache, filled as ids are met: a 150k-token
+        vocabulary is never walked whole)."""
+        cache = self._texts
+        miss = [i for i in set(ids) if i not in cache]
+        if miss:
             ptr, ln = c_void_p(), c_size_t()
-            texts = []
-            for i in range(self._info.n_vocab):
+            for i in miss:
                 if _C.ps_vocab_token_bytes(self._vocab, i, byref(ptr), byref(ln)) != L.PS_OK:
-                    texts.append("")
+                    cache[i] = ""
                 else:
-                    texts.append(_clean_text(string_at(ptr.value, ln.value) if ln.value else b""))
-            self._texts = texts
-        return self._texts
+                    cache[i] = _clean_text(string_at(ptr.value, ln.value) if ln.value else b"")
+        return [cache[i] for i in ids]
 
     def _ids(self, ids, name, allow_empty=False):
         """A sequence of ints -> contiguous int32 array; wrong types and ids outside int32
@@ -598,6 +634,7 @@ class Model:
         return top_k, logprobs_from
 
     # -- scoring
+    @_guarded
     def score(self, prompt, top_k=0, logprobs_from=0, add_special=True, parse_special=True):
         """Scores one prompt; returns a Result.
 
@@ -609,7 +646,6 @@ class Model:
         self._open()
         top_k, logprobs_from = self._check_k(top_k, logprobs_from)
         ids = self._prompt_ids(prompt, add_special, parse_special)
-        texts = self._token_texts()
         params = self._score_params(top_k)
         res = POINTER(L.ps_score_result)()
         err = L.ps_error()
@@ -619,7 +655,7 @@ class Model:
                                     len(ids), byref(params), byref(res), byref(err))
         _check(st, err)
         try:
-            return Result(res.contents, texts, logprobs_from)
+            return Result(res.contents, self, logprobs_from)
         finally:
             _C.ps_score_result_free(res)
 
@@ -661,7 +697,6 @@ class Model:
                                 parse_special)
 
     def _score_many(self, it, top_k, lf0, lf_iter, max_seqs, add_special, parse_special):
-        texts = self._token_texts()
         params = self._score_params(top_k)
         base = 0
         while True:
@@ -681,55 +716,62 @@ class Model:
                     break
             if not group:
                 return
-            self._open()
-            ids = []
-            for i, p in enumerate(group):
-                try:
-                    ids.append(self._prompt_ids(p, add_special, parse_special))
-                except Error as e:
-                    ids.append(e)
-            m = len(group)
-            results = None
-            if m > 1 and not any(isinstance(a, Error) for a in ids):
-                arr = (L.ps_score_prompt * m)()
-                for i, a in enumerate(ids):
-                    arr[i].tokens = a.ctypes.data_as(POINTER(c_int32))
-                    arr[i].n_tokens = len(a)
-                    arr[i].params = cast(byref(params), POINTER(L.ps_score_params))
-                out = (POINTER(L.ps_score_result) * m)()
-                err = L.ps_error()
-                with self._lock:
-                    self._open()
-                    st = _C.ps_score_batch(self._session, arr, m, m, out, byref(err))
-                if st == L.PS_OK:
-                    try:
-                        results = [Result(out[i].contents, texts, froms[i])
-                                   for i in range(m)]
-                    finally:
-                        for i in range(m):
-                            _C.ps_score_result_free(out[i])
-            if results is None:  # one prompt, or a failure somewhere: each alone, in order
-                results = []
-                for i, a in enumerate(ids):
-                    if isinstance(a, Error):
-                        a.message = "prompt %d: %s" % (base + i, a.message)
-                        a.args = (a.message,)
-                        results.append(a)
-                        break
-                    try:
-                        results.append(self._score_ids(a, params, texts, froms[i]))
-                    except Error as e:
-                        e.message = "prompt %d: %s" % (base + i, e.message)
-                        e.args = (e.message,)
-                        results.append(e)
-                        break
+            results = self._score_group(group, froms, params, base, add_special, parse_special)
             for r in results:
                 if isinstance(r, Error):
                     raise r
                 yield r
-            base += m
+            base += len(group)
 
-    def _score_ids(self, ids, params, texts, logprobs_from):
+    @_guarded
+    def _score_group(self, group, froms, params, base, add_special, parse_special):
+        """Scores one group of score_many: ps_score_batch over all of it, or, with one prompt
+        or a failure, each prompt alone in order up to the first that fails (its Error ends
+        the list)."""
+        ids = []
+        for i, p in enumerate(group):
+            try:
+                ids.append(self._prompt_ids(p, add_special, parse_special))
+            except Error as e:
+                ids.append(e)
+        m = len(group)
+        results = None
+        if m > 1 and not any(isinstance(a, Error) for a in ids):
+            arr = (L.ps_score_prompt * m)()
+            for i, a in enumerate(ids):
+                arr[i].tokens = a.ctypes.data_as(POINTER(c_int32))
+                arr[i].n_tokens = len(a)
+                arr[i].params = cast(byref(params), POINTER(L.ps_score_params))
+            out = (POINTER(L.ps_score_result) * m)()
+            err = L.ps_error()
+            with self._lock:
+                self._open()
+                st = _C.ps_score_batch(self._session, arr, m, m, out, byref(err))
+            if st == L.PS_OK:
+                try:
+                    results = [Result(out[i].contents, self, froms[i])
+                               for i in range(m)]
+                finally:
+                    for i in range(m):
+                        _C.ps_score_result_free(out[i])
+        if results is None:  # one prompt, or a failure somewhere: each alone, in order
+            results = []
+            for i, a in enumerate(ids):
+                if isinstance(a, Error):
+                    a.message = "prompt %d: %s" % (base + i, a.message)
+                    a.args = (a.message,)
+                    results.append(a)
+                    break
+                try:
+                    results.append(self._score_ids(a, params, froms[i]))
+                except Error as e:
+                    e.message = "prompt %d: %s" % (base + i, e.message)
+                    e.args = (e.message,)
+                    results.append(e)
+                    break
+        return results
+
+    def _score_ids(self, ids, params, logprobs_from):
         res = POINTER(L.ps_score_result)()
         err = L.ps_error()
         with self._lock:
@@ -738,10 +780,11 @@ class Model:
                                     len(ids), byref(params), byref(res), byref(err))
         _check(st, err)
         try:
-            return Result(res.contents, texts, logprobs_from)
+            return Result(res.contents, self, logprobs_from)
         finally:
             _C.ps_score_result_free(res)
 
+    @_guarded
     def perplexity(self, text, ctx=None, stride=None, mode="sliding", max_chunks=None):
         """The perplexity of a text, by the `promptscore perplexity` command's procedures;
         returns a PerplexityResult with the numbers its --json prints.

@@ -120,3 +120,30 @@ def test_memory_flat_over_models():
     gc.collect()
     grown = rss_bytes() - before
     assert grown < 24 << 20, "RSS grew by %.1f MB over 150 models" % (grown / 2**20)
+
+
+def test_close_while_another_thread_scores():
+    """close() from one thread while another is inside score_many: the call in flight ends
+    first, the next group sees the model closed (InvalidArgumentError), nothing crashes."""
+    m = promptscore.Model(need(STORIES), threads=1)
+    got, errors = [], []
+    started = threading.Event()
+
+    def work():
+        try:
+            for r in m.score_many([TEXT * 2] * 400, top_k=2, max_seqs=8):
+                got.append(r)
+                started.set()
+        except promptscore.Error as e:
+            errors.append(e)
+        finally:
+            started.set()
+
+    t = threading.Thread(target=work)
+    t.start()
+    started.wait(30)
+    m.close()
+    t.join()
+    assert m.closed and got
+    assert len(got) == 400 or (len(errors) == 1 and "closed" in str(errors[0]))
+    assert all(np.isfinite(r.logprobs[1:]).all() for r in got)
