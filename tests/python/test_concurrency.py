@@ -53,8 +53,7 @@ def test_second_thread_progresses_inside_score_batch():
         m.close()
     assert len(results) == 64
     assert len(deltas) == 4  # 64 prompts, 16 per ps_score_batch call
-    assert sum(deltas) > 0, deltas
-    assert sum(d > 0 for d in deltas) >= 2, deltas
+    assert sum(deltas) > 0, deltas  # 0 with a binding that kept the GIL (ctypes.PyDLL)
 
 
 def test_threads_share_a_model():
