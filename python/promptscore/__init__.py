@@ -254,10 +254,12 @@ class Result:
 
     @property
     def tokens(self):
+        """Each token's text (list of str), the CLI's "tokens"."""
         return self._tokens
 
     @property
     def text_offsets(self):
+        """int64 (n,): where each token's text starts in "".join(tokens), in code points."""
         if self._offsets is None:
             lens = np.fromiter((len(s) for s in self.tokens), np.int64, self.n_tokens)
             off = np.zeros(self.n_tokens, np.int64)
