@@ -535,6 +535,9 @@ class Model:
         return self._tokenize(b, bool(add_special), bool(parse_special)).tolist()
 
     def _tokenize(self, b, add_bos, parse_special):
+        if len(b) > _INT32_MAX // 2:
+            raise LimitError("the text is %d bytes; at most %d can be tokenized at once" %
+                             (len(b), _INT32_MAX // 2))
         cap = len(b) + 4
         n = c_int32()
         err = L.ps_error()
