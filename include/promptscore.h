@@ -471,6 +471,60 @@ PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prom
                                 ps_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Perplexity of a token sequence (the `perplexity` command's two procedures)                 */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum {
+    PS_PPL_SLIDING = 0, /* windows of ctx tokens advancing by stride; every token but the first
+                         * scored once (ps_score_tokens' float32 logprobs), with as much
+                         * context as its window gives */
+    PS_PPL_LLAMA = 1    /* llama.cpp's llama-perplexity: non-overlapping chunks of ctx tokens,
+                         * BOS in front of each (when the vocab adds one), the second half of
+                         * each scored with its float/double negative log-likelihood */
+} ps_ppl_mode;
+
+typedef struct {
+    ps_ppl_mode mode;   /* default PS_PPL_SLIDING */
+    int32_t ctx;        /* window (sliding) or chunk (llama) length in tokens; 0 = the
+                           session's n_ctx (sliding) or 512 (llama). llama needs >= 3 */
+    int32_t stride;     /* sliding: window advance, 1..ctx; 0 = max(1, ctx / 2) */
+    int32_t max_chunks; /* llama: use at most the first N chunks; 0 = all */
+    int32_t chunk;      /* positions per forward pass, 1..the session's n_batch; default 256 */
+} ps_ppl_params;
+
+/* The summary the `perplexity` command prints with --json. */
+typedef struct {
+    ps_ppl_mode mode;
+    double perplexity;        /* exp(mean_nll) */
+    double perplexity_stderr; /* llama: sqrt(var / (count - 1)) * perplexity; sliding: NaN */
+    double mean_nll;          /* sum of negative log-likelihoods / tokens_scored */
+    int64_t tokens_scored;
+    int32_t n_tokens;         /* tokens of the input */
+    int32_t n_windows;        /* sliding: windows run; llama: chunks run */
+    int32_t ctx, stride;      /* as used (stride 0 in llama mode) */
+    double *running;          /* llama: n_windows running estimates exp(sum nll / count) after
+                                 each chunk (owned by the result); sliding: NULL */
+} ps_ppl_result;
+
+/* sliding, ctx 0, stride 0, max_chunks 0, chunk 256. */
+PS_API ps_ppl_params ps_ppl_default_params(void);
+
+/* The perplexity of ids[0..n) through `session` (reset first, as each window or chunk is
+ * evaluated from an empty cache), by the procedure `params->mode` names; the numbers are
+ * bitwise those `promptscore perplexity --json` prints for the same ids (the CLI tokenizes the
+ * file with BOS as the vocab says and special-token text left as text, and in llama mode drops
+ * one trailing newline first: callers wanting its numbers do the same). See
+ * src/cli/cli_perplexity.c for the two procedures in full. The session must hold ctx
+ * positions. Returns PS_OK, PS_ERR_INVALID_ARG (NULL arguments, stride > ctx, ctx < 3 in llama
+ * mode, a chunk outside 1..n_batch, fewer than 2 tokens (sliding) or than 2 * ctx (llama), a
+ * variance that is not positive), PS_ERR_TOKEN_RANGE, PS_ERR_CONTEXT (ctx beyond the session),
+ * PS_ERR_NAN, PS_ERR_NOMEM. *out is set only on success; free it with ps_ppl_result_free. */
+PS_API ps_status ps_perplexity(ps_session *session, const int32_t *ids, int32_t n,
+                               const ps_ppl_params *params, ps_ppl_result **out, ps_error *err);
+/* NULL is a no-op. */
+PS_API void ps_ppl_result_free(ps_ppl_result *result);
+
+/* ------------------------------------------------------------------------------------------ */
 /* The exact prefix cache                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
