@@ -24,6 +24,7 @@
  */
 #include "check.h"
 #include "fixture.h"
+#include "refcmp.h"
 #include "gen/genmodel.h"
 #include "gguf/gguf.h"
 #include "base/impl.h"
@@ -94,19 +95,7 @@ static void test_reference(bool numpy) {
             float *c = c_logits_run(path, ids, N_TOK, &run, &nv);
             active = run.active;
             if (!c) continue;
-            if (r) {
-                double md = 0, mr = 0;
-                int64_t at = 0;
-                for (int64_t j = 0; j < (int64_t)N_TOK * nv; j++) {
-                    double dd = fabs((double)c[j] - r[j]);
-                    if (!(dd <= md)) md = dd, at = j;
-                    mr = fmax(mr, fabs(r[j]));
-                }
-                printf("  %-24s %-6s f32  T=%d max|ref| %.3f max|C-ref| %.3g (row %lld)\n", tag,
-                       ps_isa_name(isas[k]), N_TOK, mr, md, (long long)(at / nv));
-                CHECKF(md <= 1e-4, "%s %s: max |C - ref| = %g at row %lld", tag,
-                       ps_isa_name(isas[k]), md, (long long)(at / nv));
-            }
+            if (r) ref_check(tag, 24, ps_isa_name(isas[k]), N_TOK, c, r, nv);
             free(best);
             best = c;
         }

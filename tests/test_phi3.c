@@ -18,6 +18,7 @@
  */
 #include "check.h"
 #include "fixture.h"
+#include "refcmp.h"
 #include "gen/genmodel.h"
 #include "gguf/gguf.h"
 #include "base/impl.h"
@@ -127,19 +128,7 @@ static void test_reference(bool numpy) {
             if (!ps_isa_supported(isas[k])) continue;
             float *c = c_logits(path, ids, N_TOK, 256, isas[k], PS_ACT_F32, 1, mctx, &nv);
             if (!c) continue;
-            if (r) {
-                double md = 0, mr = 0;
-                int64_t at = 0;
-                for (int64_t j = 0; j < (int64_t)N_TOK * nv; j++) {
-                    double dd = fabs((double)c[j] - r[j]);
-                    if (!(dd <= md)) md = dd, at = j;
-                    mr = fmax(mr, fabs(r[j]));
-                }
-                printf("  %-32s %-6s f32  T=%d max|ref| %.3f max|C-ref| %.3g (row %lld)\n", tag,
-                       ps_isa_name(isas[k]), N_TOK, mr, md, (long long)(at / nv));
-                CHECKF(md <= 1e-4, "%s %s: max |C - ref| = %g at row %lld", tag,
-                       ps_isa_name(isas[k]), md, (long long)(at / nv));
-            }
+            if (r) ref_check(tag, 32, ps_isa_name(isas[k]), N_TOK, c, r, nv);
             free(best);
             best = c;
         }
