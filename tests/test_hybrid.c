@@ -184,28 +184,12 @@ static void test_reference(bool numpy) {
             free(best);
             best = c;
         }
-        /* 2 threads and other chunkings: the same bits as 1 thread in chunks of 256 */
+        /* 2 threads and other chunkings: the same bits as 1 thread in chunks of 256; native
+         * activations run and are chunk- and thread-invariant too (chunk 1 once per arch) */
         if (best) {
-            const size_t nf = (size_t)N_TOK * (size_t)nv;
-            float *c2 = hybrid_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, 1, &nv);
-            CHECKF(c2 && !memcmp(c2, best, nf * 4), "%s: 2 threads differ from 1", tag);
-            free(c2);
-            const int32_t chunks[3] = {1, 7, 100};
-            for (int j = 0; j < 3; j++) {
-                if (chunks[j] == 1 && i % 4 != 0) continue; /* chunk 1 once per arch: slow */
-                float *cc = hybrid_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), PS_ACT_F32,
-                                     j == 1 ? 2 : 1, 1, &nv);
-                CHECKF(cc && !memcmp(cc, best, nf * 4), "%s: chunk %d differs from 256", tag,
-                       chunks[j]);
-                free(cc);
-            }
-            /* native activations: runs, is chunk- and thread-invariant too */
-            float *n1 = hybrid_logits(path, ids, 300, 256, ps_isa_best(), PS_ACT_NATIVE, 1, 1, &nv);
-            float *n2 = hybrid_logits(path, ids, 300, 7, ps_isa_best(), PS_ACT_NATIVE, 2, 1, &nv);
-            CHECKF(n1 && n2 && !memcmp(n1, n2, (size_t)300 * nv * 4),
-                   "%s native: chunk 7 on 2 threads differs from chunk 256 on 1", tag);
-            free(n1);
-            free(n2);
+            fx_run run = fx_run_of(256, ps_isa_best(), PS_ACT_F32, 1);
+            run.on_done = hybrid_truncate;
+            invariance_check(tag, path, ids, N_TOK, run, best, &nv, i % 4 == 0);
         }
         free(best);
         free(r);

@@ -98,26 +98,10 @@ static void test_reference(bool numpy) {
             free(best);
             best = c;
         }
-        const size_t nf = (size_t)N_TOK * (size_t)nv;
         if (best) {
-            float *c2 = c_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, mctx, &nv);
-            CHECKF(c2 && !memcmp(c2, best, nf * 4), "%s: 2 threads differ from 1", tag);
-            free(c2);
-            const int32_t chunks[3] = {1, 7, 100};
-            for (int j = 0; j < 3; j++) {
-                if (chunks[j] == 1 && i != 0) continue; /* chunk 1 once: slow */
-                float *cc = c_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), PS_ACT_F32,
-                                     j == 1 ? 2 : 1, mctx, &nv);
-                CHECKF(cc && !memcmp(cc, best, nf * 4), "%s: chunk %d differs from 256", tag,
-                       chunks[j]);
-                free(cc);
-            }
-            float *n1 = c_logits(path, ids, 300, 256, ps_isa_best(), PS_ACT_NATIVE, 1, mctx, &nv);
-            float *n2 = c_logits(path, ids, 300, 7, ps_isa_best(), PS_ACT_NATIVE, 2, mctx, &nv);
-            CHECKF(n1 && n2 && !memcmp(n1, n2, (size_t)300 * nv * 4),
-                   "%s native: chunk 7 on 2 threads differs from chunk 256 on 1", tag);
-            free(n1);
-            free(n2);
+            fx_run run = fx_run_of(256, ps_isa_best(), PS_ACT_F32, 1);
+            run.model_ctx = mctx;
+            invariance_check(tag, path, ids, N_TOK, run, best, &nv, i == 0); /* chunk 1 once */
         }
         free(best);
         free(r);
