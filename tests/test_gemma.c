@@ -23,6 +23,7 @@
  */
 #include "check.h"
 #include "fixture.h"
+#include "refcmp.h"
 #include "gen/genmodel.h"
 #include "gguf/gguf.h"
 #include "base/impl.h"
@@ -100,17 +101,7 @@ static void test_reference(bool numpy) {
             float *c = c_logits(path, ids, N_TOK, 256, ISAS[k], PS_ACT_F32, 1, 0, &nv);
             if (!c) continue;
             if (r) {
-                double md = 0, mr = 0;
-                int64_t at = 0;
-                for (int64_t j = 0; j < (int64_t)N_TOK * nv; j++) {
-                    double dd = fabs((double)c[j] - r[j]);
-                    if (!(dd <= md)) md = dd, at = j;
-                    mr = fmax(mr, fabs(r[j]));
-                }
-                printf("  %-36s %-6s f32  T=%d max|ref| %.3f max|C-ref| %.3g (row %lld)\n", tag,
-                       ps_isa_name(ISAS[k]), N_TOK, mr, md, (long long)(at / nv));
-                CHECKF(md <= 1e-4, "%s %s: max |C - ref| = %g at row %lld", tag,
-                       ps_isa_name(ISAS[k]), md, (long long)(at / nv));
+                double mr = ref_check(tag, 36, ps_isa_name(ISAS[k]), N_TOK, c, r, nv);
                 if (p.final_softcap > 0.0f && strcmp(p.arch, "gemma") != 0)
                     CHECKF(mr <= p.final_softcap, "%s: |logit| %g above the cap %g", tag, mr,
                            (double)p.final_softcap);

@@ -24,6 +24,7 @@
  */
 #include "check.h"
 #include "fixture.h"
+#include "refcmp.h"
 #include "gen/genmodel.h"
 #include "gguf/gguf.h"
 #include "base/impl.h"
@@ -94,46 +95,15 @@ static void test_reference(bool numpy) {
             float *c = c_logits_run(path, ids, N_TOK, &run, &nv);
             active = run.active;
             if (!c) continue;
-            if (r) {
-                double md = 0, mr = 0;
-                int64_t at = 0;
-                for (int64_t j = 0; j < (int64_t)N_TOK * nv; j++) {
-                    double dd = fabs((double)c[j] - r[j]);
-                    if (!(dd <= md)) md = dd, at = j;
-                    mr = fmax(mr, fabs(r[j]));
-                }
-                printf("  %-24s %-6s f32  T=%d max|ref| %.3f max|C-ref| %.3g (row %lld)\n", tag,
-                       ps_isa_name(isas[k]), N_TOK, mr, md, (long long)(at / nv));
-                CHECKF(md <= 1e-4, "%s %s: max |C - ref| = %g at row %lld", tag,
-                       ps_isa_name(isas[k]), md, (long long)(at / nv));
-            }
+            if (r) ref_check(tag, 24, ps_isa_name(isas[k]), N_TOK, c, r, nv);
             free(best);
             best = c;
         }
         CHECKF(active >= p.n_expert / 2, "%s: only %d of %d experts active", tag, active,
                p.n_expert);
-        if (best) {
-            const size_t nf = (size_t)N_TOK * (size_t)nv;
-            float *c2 = c_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, 0, &nv);
-            CHECKF(c2 && !n_differ(c2, best, nf), "%s: 2 threads differ from 1", tag);
-            free(c2);
-            const int32_t chunks[3] = {1, 7, 100};
-            for (int j = 0; j < 3; j++) {
-                if (chunks[j] == 1 && i != 0) continue; /* chunk 1 once: slow */
-                float *cc = c_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), PS_ACT_F32,
-                                     j == 1 ? 2 : 1, 0, &nv);
-                CHECKF(cc && !n_differ(cc, best, nf), "%s: chunk %d differs from 256", tag,
-                       chunks[j]);
-                free(cc);
-            }
-            /* native activations: chunk- and thread-invariant too */
-            float *n1 = c_logits(path, ids, 300, 256, ps_isa_best(), PS_ACT_NATIVE, 1, 0, &nv);
-            float *n2 = c_logits(path, ids, 300, 7, ps_isa_best(), PS_ACT_NATIVE, 2, 0, &nv);
-            CHECKF(n1 && n2 && !n_differ(n1, n2, (size_t)300 * nv),
-                   "%s native: chunk 7 on 2 threads differs from chunk 256 on 1", tag);
-            free(n1);
-            free(n2);
-        }
+        if (best) /* chunk 1 once: slow */
+            invariance_check(tag, path, ids, N_TOK, fx_run_of(256, ps_isa_best(), PS_ACT_F32, 1),
+                             best, &nv, i == 0);
         free(best);
         free(r);
         free(ids);

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "base/testhooks.h"
 #include "serve/json.h"
+#include "base/util.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -92,12 +93,7 @@ static void test_str(void) {
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rng(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t rng(void) { return ps_splitmix64(&rng_state); }
 
 static void check_f32(float v, const char *want) {
     ps_buf b;

@@ -15,6 +15,7 @@
  */
 #include "check.h"
 #include "fixture.h"
+#include "refcmp.h"
 #include "gen/genmodel.h"
 #include "gguf/gguf.h"
 #include "base/impl.h"
@@ -93,42 +94,14 @@ static void test_reference(bool numpy) {
             if (!ps_isa_supported(isas[k])) continue;
             float *c = c_logits(path, ids, N_TOK, 256, isas[k], PS_ACT_F32, 1, mctx, &nv);
             if (!c) continue;
-            if (r) {
-                double md = 0, mr = 0;
-                int64_t at = 0;
-                for (int64_t j = 0; j < (int64_t)N_TOK * nv; j++) {
-                    double dd = fabs((double)c[j] - r[j]);
-                    if (!(dd <= md)) md = dd, at = j;
-                    mr = fmax(mr, fabs(r[j]));
-                }
-                printf("  %-32s %-6s f32  T=%d max|ref| %.3f max|C-ref| %.3g (row %lld)\n", tag,
-                       ps_isa_name(isas[k]), N_TOK, mr, md, (long long)(at / nv));
-                CHECKF(md <= 1e-4, "%s %s: max |C - ref| = %g at row %lld", tag,
-                       ps_isa_name(isas[k]), md, (long long)(at / nv));
-            }
+            if (r) ref_check(tag, 32, ps_isa_name(isas[k]), N_TOK, c, r, nv);
             free(best);
             best = c;
         }
-        const size_t nf = (size_t)N_TOK * (size_t)nv;
         if (best) {
-            float *c2 = c_logits(path, ids, N_TOK, 256, ps_isa_best(), PS_ACT_F32, 2, mctx, &nv);
-            CHECKF(c2 && !memcmp(c2, best, nf * 4), "%s: 2 threads differ from 1", tag);
-            free(c2);
-            const int32_t chunks[3] = {1, 7, 100};
-            for (int j = 0; j < 3; j++) {
-                if (chunks[j] == 1 && i != 0) continue; /* chunk 1 once: slow */
-                float *cc = c_logits(path, ids, N_TOK, chunks[j], ps_isa_best(), PS_ACT_F32,
-                                     j == 1 ? 2 : 1, mctx, &nv);
-                CHECKF(cc && !memcmp(cc, best, nf * 4), "%s: chunk %d differs from 256", tag,
-                       chunks[j]);
-                free(cc);
-            }
-            float *n1 = c_logits(path, ids, 300, 256, ps_isa_best(), PS_ACT_NATIVE, 1, mctx, &nv);
-            float *n2 = c_logits(path, ids, 300, 7, ps_isa_best(), PS_ACT_NATIVE, 2, mctx, &nv);
-            CHECKF(n1 && n2 && !memcmp(n1, n2, (size_t)300 * nv * 4),
-                   "%s native: chunk 7 on 2 threads differs from chunk 256 on 1", tag);
-            free(n1);
-            free(n2);
+            fx_run run = fx_run_of(256, ps_isa_best(), PS_ACT_F32, 1);
+            run.model_ctx = mctx;
+            invariance_check(tag, path, ids, N_TOK, run, best, &nv, i == 0); /* chunk 1 once */
         }
         free(best);
         free(r);

@@ -2,13 +2,18 @@
  * test_util.c — src/util.h: the UTF-8 validator against an independent decoder (every 1-, 2-
  * and 3-byte sequence, every 4-byte lead with every second byte and sampled tails, truncated
  * sequences), ps_utf8_bad_offset on assembled buffers, FNV-1a 64 against the published test
- * vectors (and piecewise = whole), and the monotonic clock.
+ * vectors (and piecewise = whole), splitmix64 against the published first outputs of seed 0,
+ * ps_write_all (a buffer of several MiB to a file and back; a bad descriptor), and the
+ * monotonic clock.
  */
 #include "check.h"
 #include "base/util.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The reference: decode by the bit patterns, then reject what RFC 3629 excludes (overlong
  * forms, surrogates, > U+10FFFF). Returns the sequence's length or 0. */
@@ -91,6 +96,36 @@ int main(void) {
     CHECK(ps_fnv1a64(PS_FNV1A64_INIT, "foobar", 6) == 0x85944171f73967e8ull);
     CHECK(ps_fnv1a64(ps_fnv1a64(PS_FNV1A64_INIT, "foo", 3), "bar", 3) ==
           ps_fnv1a64(PS_FNV1A64_INIT, "foobar", 6));
+
+    /* splitmix64 from state 0: the first three outputs of the reference implementation */
+    uint64_t sm = 0;
+    CHECK(ps_splitmix64(&sm) == 0xe220a8397b1dcdafull);
+    CHECK(ps_splitmix64(&sm) == 0x6e789e6aa1b965f4ull);
+    CHECK(ps_splitmix64(&sm) == 0x06c45d188009454full);
+    CHECK(sm == 3 * 0x9e3779b97f4a7c15ull);
+
+    /* ps_write_all: every byte, in order; nothing to write is success; a bad fd is not */
+    const size_t wn = (3u << 20) + 7;
+    unsigned char *wbuf = malloc(wn), *rbuf = malloc(wn);
+    char wpath[] = "/tmp/ps_test_util_XXXXXX";
+    int fd = wbuf && rbuf ? mkstemp(wpath) : -1;
+    CHECKF(fd >= 0, "temp file: %s", strerror(errno));
+    if (fd >= 0) {
+        unlink(wpath);
+        for (size_t i = 0; i < wn; i++) wbuf[i] = (unsigned char)ps_splitmix64(&sm);
+        CHECK(ps_write_all(fd, wbuf, wn));
+        CHECK(ps_write_all(fd, wbuf, 0));
+        size_t got = 0;
+        ssize_t k;
+        while (got < wn && (k = pread(fd, rbuf + got, wn - got, (off_t)got)) > 0) got += (size_t)k;
+        CHECKF(got == wn && lseek(fd, 0, SEEK_END) == (off_t)wn && !memcmp(wbuf, rbuf, wn),
+               "read back %zu of %zu bytes", got, wn);
+        close(fd);
+    }
+    free(wbuf);
+    free(rbuf);
+    errno = 0;
+    CHECK(!ps_write_all(-1, "x", 1) && errno == EBADF);
 
     /* the clock: monotonic, in seconds */
     double t0 = ps_now_s();

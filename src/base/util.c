@@ -1,6 +1,7 @@
 /*
- * util.c — the out-of-line part of util.h: the first invalid UTF-8 byte of a buffer and the
- * monotonic clock (the sequence check and the FNV-1a hash are inline in util.h).
+ * util.c — the out-of-line part of util.h: the first invalid UTF-8 byte of a buffer, writing a
+ * whole buffer to a file descriptor and the monotonic clock (the sequence check, the FNV-1a
+ * hash and splitmix64 are inline in util.h).
  *
  * One validator serves every caller: the JSON writer replaces invalid runs by U+FFFD, the
  * server rejects a request body at the first invalid byte, both with the same rules (RFC 3629:
@@ -9,7 +10,9 @@
  */
 #include "base/util.h"
 
+#include <errno.h>
 #include <time.h>
+#include <unistd.h>
 
 size_t ps_utf8_bad_offset(const unsigned char *s, size_t n) {
     size_t i = 0;
@@ -23,6 +26,20 @@ size_t ps_utf8_bad_offset(const unsigned char *s, size_t n) {
         i += l;
     }
     return n;
+}
+
+bool ps_write_all(int fd, const void *p, size_t n) {
+    const unsigned char *b = p;
+    while (n > 0) {
+        ssize_t k = write(fd, b, n < ((size_t)1 << 30) ? n : ((size_t)1 << 30));
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        b += k;
+        n -= (size_t)k;
+    }
+    return true;
 }
 
 double ps_now_s(void) {

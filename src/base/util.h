@@ -1,11 +1,13 @@
 /*
  * util.h — the small helpers every layer shares, written once: UTF-8 validation (RFC 3629:
- * no overlong forms, no surrogates, nothing above U+10FFFF), the 64-bit FNV-1a hash, and a
- * monotonic clock in seconds (src/util.c).
+ * no overlong forms, no surrogates, nothing above U+10FFFF), the 64-bit FNV-1a hash, the
+ * splitmix64 generator, writing a whole buffer to a file descriptor, and a monotonic clock in
+ * seconds (src/base/util.c).
  */
 #ifndef PS_UTIL_H
 #define PS_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -47,6 +49,19 @@ static inline uint64_t ps_fnv1a64(uint64_t h, const void *data, size_t n) {
     }
     return h;
 }
+
+/* splitmix64 (Steele, Lea, Flood 2014): advances the state *s and returns its next 64 random
+ * bits. Generated models and sampled scoring depend on these exact bits. */
+static inline uint64_t ps_splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* All n bytes of p to fd, retrying interrupted (EINTR) and short writes, at most 1 GiB per
+ * write(2). false: write failed (errno says why). */
+bool ps_write_all(int fd, const void *p, size_t n);
 
 /* Seconds on CLOCK_MONOTONIC (for durations: progress lines, deadlines, load times). */
 double ps_now_s(void);

@@ -138,6 +138,204 @@ static void sift_down(int *h, int n, int i, const shard_in *s) {
     }
 }
 
+/* Opens each file and reads its header: one N (*of), one config (*config, malloc), each index
+ * at most once (*dup when one is given twice: the doubled lines are named by the merge).
+ * Returns 0, 1 (I/O, no memory) or 2 (not shards of one run; message printed). */
+static int read_headers(const char *cmd, shard_in *s, const char **paths, int n, int64_t *of,
+                        char **config, bool *dup) {
+    int rc = 0;
+    size_t config_len = 0;
+    for (int i = 0; i < n; i++) {
+        s[i].path = paths[i];
+        if (!(s[i].f = fopen(paths[i], "rb"))) {
+            fprintf(stderr, "promptscore %s: cannot open %s: %s\n", cmd, paths[i], strerror(errno));
+            return 1;
+        }
+        s[i].len = getline(&s[i].line, &s[i].cap, s[i].f);
+        ps_shard_line h = s[i].len > 0 ? ps_shard_parse_line(s[i].line, (size_t)s[i].len)
+                                        : (ps_shard_line){0};
+        s[i].fileline = 1;
+        if (h.kind != PS_SHARD_HEADER) {
+            fprintf(stderr, "promptscore %s: %s is not an output of score --shard (no "
+                            "{\"ps_shard\":...} header on its first line)\n", cmd, paths[i]);
+            return 2;
+        }
+        s[i].index = h.a;
+        if (i == 0) {
+            *of = h.b;
+            if (!(*config = strndup(h.config, h.config_len))) return 1;
+            config_len = h.config_len;
+        } else if (h.b != *of) {
+            fprintf(stderr, "promptscore %s: %s is shard %lld of %lld but %s is of %lld\n", cmd,
+                    paths[i], (long long)h.a, (long long)h.b, paths[0], (long long)*of);
+            rc = 2;
+        } else if (h.config_len != config_len || memcmp(h.config, *config, config_len)) {
+            fprintf(stderr, "promptscore %s: %s was scored with (%.*s) but %s with (%s)\n", cmd,
+                    paths[i], (int)h.config_len, h.config, paths[0], *config);
+            rc = 2;
+        }
+        for (int j = 0; j < i; j++)
+            if (s[j].index == h.a) {
+                fprintf(stderr, "promptscore %s: shard %lld/%lld is given twice (%s and %s)\n",
+                        cmd, (long long)h.a, (long long)*of, s[j].path, paths[i]);
+                *dup = true;
+            }
+        s[i].cur.a = 0;
+    }
+    return rc;
+}
+
+/* Names the shard indexes of 0..of-1 that no file holds (the first 16). */
+static void report_missing_shards(const char *cmd, const shard_in *s, int n, int64_t of) {
+    char miss[400] = "";
+    size_t used = 0;
+    int shown = 0;
+    for (int64_t k = 0; k < of && shown < 16; k++) {
+        bool have = false;
+        for (int i = 0; i < n; i++) have |= s[i].index == k;
+        if (!have) {
+            used += (size_t)snprintf(miss + used, sizeof miss - used, "%s%lld",
+                                     shown++ ? ", " : "", (long long)k);
+            if (used >= sizeof miss - 24) break;
+        }
+    }
+    fprintf(stderr, "promptscore %s: %d file(s) for %lld shards: no file for shard(s) %s%s "
+                    "of %lld\n", cmd, n, (long long)of, miss, shown >= 16 ? ", ..." : "",
+            (long long)of);
+}
+
+/* Creates OUT's temporary file beside it: *tmp (malloc, its name) and *out. Returns 0 or 1. */
+static int create_temp(const char *cmd, const char *out_path, char **tmp, FILE **out) {
+    size_t plen = strlen(out_path);
+    if (!(*tmp = malloc(plen + 32))) return 1;
+    snprintf(*tmp, plen + 32, "%s.merge-%ld.tmp", out_path, (long)getpid());
+    if (!(*out = fopen(*tmp, "wb"))) {
+        fprintf(stderr, "promptscore %s: cannot create %s: %s\n", cmd, *tmp, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* What the merge saw: the lines missing and doubled so far. */
+typedef struct {
+    line_list missing, doubled;
+    char dbl_files[600];  /* the first doubled line and its two files */
+    int64_t next, last;   /* next line expected; last line written */
+} merge_tally;
+
+/* Merges the records of the n files (each at its first record) by line number, through a
+ * min-heap of the files with a record at hand, into out; records are written only while no
+ * line is missing or doubled. Returns 0, 1 (no memory) or 2 (a bad file; message printed). */
+static int merge_records(const char *cmd, shard_in *s, int n, int64_t of, FILE *out,
+                         merge_tally *t) {
+    const char *last_path = NULL;
+    int *heap = malloc((size_t)n * sizeof *heap);
+    if (!heap) return 1;
+    int nh = 0;
+    for (int i = 0; i < n; i++)
+        if (s[i].cur.kind != PS_SHARD_BAD) heap[nh++] = i;
+    for (int i = nh / 2 - 1; i >= 0; i--) sift_down(heap, nh, i, s);
+    while (nh > 0) {
+        int best = heap[0];
+        int64_t L = s[best].cur.a;
+        if (L == t->last) {
+            if (t->doubled.count == 0)
+                snprintf(t->dbl_files, sizeof t->dbl_files, " (line %lld: in %s and %s)",
+                         (long long)L, last_path, s[best].path);
+            list_add(&t->doubled, L, L);
+        } else {
+            if (L > t->next) list_add(&t->missing, t->next, L - 1);
+            if (s[best].cur.kind == PS_SHARD_RECORD && t->missing.count == 0 &&
+                t->doubled.count == 0) {
+                fputc('{', out);
+                fwrite(s[best].line + s[best].cur.rest, 1,
+                       (size_t)s[best].len - s[best].cur.rest, out);
+            }
+            t->last = L;
+            last_path = s[best].path;
+            t->next = L + 1;
+        }
+        if (!advance(cmd, &s[best], of)) {
+            free(heap);
+            return 2;
+        }
+        if (s[best].cur.kind == PS_SHARD_BAD) heap[0] = heap[--nh];
+        sift_down(heap, nh, 0, s);
+    }
+    free(heap);
+    return 0;
+}
+
+/* The end records: every file finished, all of one input (*total lines; -1 when no file has
+ * an end record). Returns 0 or 2 (message printed). */
+static int check_ends(const char *cmd, const shard_in *s, int n, int64_t *total) {
+    int rc = 0;
+    uint64_t ihash = 0;
+    *total = -1;
+    for (int i = 0; i < n; i++) {
+        if (!s[i].ended) {
+            fprintf(stderr, "promptscore %s: %s has no end record: its task did not finish "
+                            "(rerun it with --resume)\n", cmd, s[i].path);
+            rc = 2;
+        } else if (*total < 0) {
+            *total = s[i].end_lines;
+            ihash = s[i].end_hash;
+        } else if (s[i].end_lines != *total || s[i].end_hash != ihash) {
+            fprintf(stderr, "promptscore %s: %s was scored from an input of %lld lines (hash "
+                            "%016llx), %s from one of %lld (hash %016llx)\n", cmd, s[i].path,
+                    (long long)s[i].end_lines, (unsigned long long)s[i].end_hash, s[0].path,
+                    (long long)*total, (unsigned long long)ihash);
+            rc = 2;
+        }
+    }
+    return rc;
+}
+
+/* Names the lines missing (up to the input's total), doubled, or beyond the input. Returns 0
+ * or 2. */
+static int report_lines(const char *cmd, merge_tally *t, int64_t total) {
+    int rc = 0;
+    if (total >= t->next) list_add(&t->missing, t->next, total);
+    if (t->last > total && total >= 0) {
+        fprintf(stderr, "promptscore %s: the shards hold line %lld but the input had %lld\n",
+                cmd, (long long)t->last, (long long)total);
+        rc = 2;
+    }
+    list_flush(&t->missing);
+    list_flush(&t->doubled);
+    if (t->missing.count) {
+        fprintf(stderr, "promptscore %s: %lld input line(s) missing: %s\n", cmd,
+                (long long)t->missing.count, t->missing.text);
+        rc = 2;
+    }
+    if (t->doubled.count) {
+        fprintf(stderr, "promptscore %s: %lld input line(s) present twice: %s%s\n", cmd,
+                (long long)t->doubled.count, t->doubled.text, t->dbl_files);
+        rc = 2;
+    }
+    return rc;
+}
+
+/* Closes out (always); when rc is 0 and all was written, renames tmp to out_path. Returns rc,
+ * or 1 on a failed write or rename. */
+static int finish_output(const char *cmd, FILE *out, const char *tmp, const char *out_path,
+                         int rc) {
+    if (rc == 0 && (fflush(out) != 0 || ferror(out))) {
+        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+        rc = 1;
+    }
+    if (fclose(out) != 0 && rc == 0) {
+        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+        rc = 1;
+    }
+    if (rc == 0 && rename(tmp, out_path) != 0) {
+        fprintf(stderr, "promptscore %s: cannot rename %s to %s: %s\n", cmd, tmp, out_path,
+                strerror(errno));
+        rc = 1;
+    }
+    return rc;
+}
+
 int ps_cli_merge(int argc, char **argv) {
     const char *cmd = argv[0], *out_path = NULL;
     int n = 0;
@@ -162,81 +360,19 @@ int ps_cli_merge(int argc, char **argv) {
     }
     int rc = 0;
     shard_in *s = calloc((size_t)n, sizeof *s);
-    char *tmp = NULL;
-    int *heap = NULL;
+    char *tmp = NULL, *config = NULL;
     FILE *out = NULL;
-    int64_t of = 0;
-    const char *config = NULL;
-    size_t config_len = 0;
+    int64_t of = 0, total = -1;
     bool dup_shard = false;
-    char *config_copy = NULL;
+    merge_tally t = {.next = 1};
     if (!s) {
         rc = 1;
         goto done;
     }
-    /* headers: one N, one config; each index at most once */
-    for (int i = 0; i < n; i++) {
-        s[i].path = paths[i];
-        if (!(s[i].f = fopen(paths[i], "rb"))) {
-            fprintf(stderr, "promptscore %s: cannot open %s: %s\n", cmd, paths[i], strerror(errno));
-            rc = 1;
-            goto done;
-        }
-        s[i].len = getline(&s[i].line, &s[i].cap, s[i].f);
-        ps_shard_line h = s[i].len > 0 ? ps_shard_parse_line(s[i].line, (size_t)s[i].len)
-                                        : (ps_shard_line){0};
-        s[i].fileline = 1;
-        if (h.kind != PS_SHARD_HEADER) {
-            fprintf(stderr, "promptscore %s: %s is not an output of score --shard (no "
-                            "{\"ps_shard\":...} header on its first line)\n", cmd, paths[i]);
-            rc = 2;
-            goto done;
-        }
-        s[i].index = h.a;
-        if (i == 0) {
-            of = h.b;
-            config_copy = strndup(h.config, h.config_len);
-            if (!config_copy) {
-                rc = 1;
-                goto done;
-            }
-            config = config_copy;
-            config_len = h.config_len;
-        } else if (h.b != of) {
-            fprintf(stderr, "promptscore %s: %s is shard %lld of %lld but %s is of %lld\n", cmd,
-                    paths[i], (long long)h.a, (long long)h.b, paths[0], (long long)of);
-            rc = 2;
-        } else if (h.config_len != config_len || memcmp(h.config, config, config_len)) {
-            fprintf(stderr, "promptscore %s: %s was scored with (%.*s) but %s with (%s)\n", cmd,
-                    paths[i], (int)h.config_len, h.config, paths[0], config);
-            rc = 2;
-        }
-        for (int j = 0; j < i; j++)
-            if (s[j].index == h.a) {
-                fprintf(stderr, "promptscore %s: shard %lld/%lld is given twice (%s and %s)\n",
-                        cmd, (long long)h.a, (long long)of, s[j].path, paths[i]);
-                dup_shard = true;
-            }
-        s[i].cur.a = 0;
-    }
-    if (rc) goto done;
+    if ((rc = read_headers(cmd, s, paths, n, &of, &config, &dup_shard))) goto done;
     if (dup_shard) rc = 2; /* the doubled lines are named below */
     if (n < of) {
-        char miss[400] = "";
-        size_t used = 0;
-        int shown = 0;
-        for (int64_t k = 0; k < of && shown < 16; k++) {
-            bool have = false;
-            for (int i = 0; i < n; i++) have |= s[i].index == k;
-            if (!have) {
-                used += (size_t)snprintf(miss + used, sizeof miss - used, "%s%lld",
-                                         shown++ ? ", " : "", (long long)k);
-                if (used >= sizeof miss - 24) break;
-            }
-        }
-        fprintf(stderr, "promptscore %s: %d file(s) for %lld shards: no file for shard(s) %s%s "
-                        "of %lld\n", cmd, n, (long long)of, miss, shown >= 16 ? ", ..." : "",
-                (long long)of);
+        report_missing_shards(cmd, s, n, of);
         rc = 2; /* and the lines they would hold are named below */
     }
     for (int i = 0; i < n; i++)
@@ -244,111 +380,19 @@ int ps_cli_merge(int argc, char **argv) {
             rc = 2;
             goto done;
         }
-
-    size_t plen = strlen(out_path);
-    tmp = malloc(plen + 32);
-    if (!tmp) {
+    if (create_temp(cmd, out_path, &tmp, &out)) {
         rc = 1;
         goto done;
     }
-    snprintf(tmp, plen + 32, "%s.merge-%ld.tmp", out_path, (long)getpid());
-    if (!(out = fopen(tmp, "wb"))) {
-        fprintf(stderr, "promptscore %s: cannot create %s: %s\n", cmd, tmp, strerror(errno));
-        rc = 1;
+    int mrc = merge_records(cmd, s, n, of, out, &t);
+    if (mrc) {
+        rc = mrc;
         goto done;
     }
-
-    line_list missing = {0}, doubled = {0};
-    char dbl_files[600] = "";
-    int64_t next = 1, last = 0; /* next line expected; last line written */
-    const char *last_path = NULL;
-    /* a min-heap of the files with a record at hand, by that record's line number */
-    heap = malloc((size_t)n * sizeof *heap);
-    if (!heap) {
-        rc = 1;
-        goto done;
-    }
-    int nh = 0;
-    for (int i = 0; i < n; i++)
-        if (s[i].cur.kind != PS_SHARD_BAD) heap[nh++] = i;
-    for (int i = nh / 2 - 1; i >= 0; i--) sift_down(heap, nh, i, s);
-    while (nh > 0) {
-        int best = heap[0];
-        int64_t L = s[best].cur.a;
-        if (L == last) {
-            if (doubled.count == 0)
-                snprintf(dbl_files, sizeof dbl_files, " (line %lld: in %s and %s)", (long long)L,
-                         last_path, s[best].path);
-            list_add(&doubled, L, L);
-        } else {
-            if (L > next) list_add(&missing, next, L - 1);
-            if (s[best].cur.kind == PS_SHARD_RECORD && missing.count == 0 && doubled.count == 0) {
-                fputc('{', out);
-                fwrite(s[best].line + s[best].cur.rest, 1,
-                       (size_t)s[best].len - s[best].cur.rest, out);
-            }
-            last = L;
-            last_path = s[best].path;
-            next = L + 1;
-        }
-        if (!advance(cmd, &s[best], of)) {
-            rc = 2;
-            goto done;
-        }
-        if (s[best].cur.kind == PS_SHARD_BAD) heap[0] = heap[--nh];
-        sift_down(heap, nh, 0, s);
-    }
-    /* the end records: every file finished, all of one input */
-    int64_t total = -1;
-    uint64_t ihash = 0;
-    for (int i = 0; i < n; i++) {
-        if (!s[i].ended) {
-            fprintf(stderr, "promptscore %s: %s has no end record: its task did not finish "
-                            "(rerun it with --resume)\n", cmd, s[i].path);
-            rc = 2;
-        } else if (total < 0) {
-            total = s[i].end_lines;
-            ihash = s[i].end_hash;
-        } else if (s[i].end_lines != total || s[i].end_hash != ihash) {
-            fprintf(stderr, "promptscore %s: %s was scored from an input of %lld lines (hash "
-                            "%016llx), %s from one of %lld (hash %016llx)\n", cmd, s[i].path,
-                    (long long)s[i].end_lines, (unsigned long long)s[i].end_hash, paths[0],
-                    (long long)total, (unsigned long long)ihash);
-            rc = 2;
-        }
-    }
-    if (total >= next) list_add(&missing, next, total);
-    if (last > total && total >= 0) {
-        fprintf(stderr, "promptscore %s: the shards hold line %lld but the input had %lld\n",
-                cmd, (long long)last, (long long)total);
-        rc = 2;
-    }
-    list_flush(&missing);
-    list_flush(&doubled);
-    if (missing.count) {
-        fprintf(stderr, "promptscore %s: %lld input line(s) missing: %s\n", cmd,
-                (long long)missing.count, missing.text);
-        rc = 2;
-    }
-    if (doubled.count) {
-        fprintf(stderr, "promptscore %s: %lld input line(s) present twice: %s%s\n", cmd,
-                (long long)doubled.count, doubled.text, dbl_files);
-        rc = 2;
-    }
-    if (rc == 0 && (fflush(out) != 0 || ferror(out))) {
-        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
-        rc = 1;
-    }
-    if (fclose(out) != 0 && rc == 0) {
-        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
-        rc = 1;
-    }
+    if (check_ends(cmd, s, n, &total)) rc = 2;
+    if (report_lines(cmd, &t, total)) rc = 2;
+    rc = finish_output(cmd, out, tmp, out_path, rc);
     out = NULL;
-    if (rc == 0 && rename(tmp, out_path) != 0) {
-        fprintf(stderr, "promptscore %s: cannot rename %s to %s: %s\n", cmd, tmp, out_path,
-                strerror(errno));
-        rc = 1;
-    }
     if (rc == 0)
         fprintf(stderr, "promptscore %s: %lld input lines from %d shard(s) -> %s\n", cmd,
                 (long long)total, n, out_path);
@@ -362,8 +406,7 @@ done:
             free(s[i].line);
         }
     free(s);
-    free(heap);
-    free(config_copy);
+    free(config);
     free(paths);
     if (rc == 2) fprintf(stderr, "promptscore %s: nothing written to %s\n", cmd, out_path);
     return rc;

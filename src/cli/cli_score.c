@@ -67,19 +67,9 @@ static void install_stop_handlers(void) {
     }
 }
 
-/* All n bytes to fd, retrying interrupted and short writes (a line is never cut by a signal). */
-static bool write_all(int fd, const char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
+/* All n bytes to fd, retrying interrupted and short writes (a line is never cut by a signal):
+ * base/util.h's ps_write_all under the name ps_cli_score uses. */
+static bool write_all(int fd, const char *p, size_t n) { return ps_write_all(fd, p, n); }
 
 /* ---- reading a line under the pre-scanner ------------------------------------------------ */
 

@@ -125,19 +125,6 @@ ps_shard_line ps_shard_parse_line(const char *s, size_t len) {
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
-static bool write_all(int fd, const char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
 static int header(char *dst, size_t n, int64_t index, int64_t count, const char *config) {
     return snprintf(dst, n, "{\"ps_shard\":%lld,\"ps_of\":%lld,\"ps_config\":\"%s\"}\n",
                     (long long)index, (long long)count, config);
@@ -157,7 +144,7 @@ bool ps_shard_write(ps_shard_out *so, int64_t lineno, uint64_t h, const char *pl
     memcpy(buf, pre, (size_t)np);
     buf[np] = ',';
     memcpy(buf + np + 1, body, nb);
-    bool ok = write_all(so->fd, buf, (size_t)np + 1 + nb); /* one write(2) unless cut short */
+    bool ok = ps_write_all(so->fd, buf, (size_t)np + 1 + nb); /* one write(2) unless cut short */
     free(buf);
     return ok;
 }
@@ -166,7 +153,7 @@ bool ps_shard_write_end(ps_shard_out *so) {
     char b[96];
     int n = snprintf(b, sizeof b, "{\"ps_end\":%lld,\"ps_input\":\"%016llx\"}\n",
                      (long long)so->lineno, (unsigned long long)so->input_hash);
-    return write_all(so->fd, b, (size_t)n);
+    return ps_write_all(so->fd, b, (size_t)n);
 }
 
 bool ps_shard_close(ps_shard_out *so) {
@@ -392,7 +379,7 @@ int ps_shard_open(const char *path, int64_t index, int64_t count, const char *co
     }
     if (so->fd < 0)
         return fail(why, why_len, 1, "cannot create %s: %s", path, strerror(errno));
-    if (!write_all(so->fd, hdr, (size_t)hn)) {
+    if (!ps_write_all(so->fd, hdr, (size_t)hn)) {
         int e = errno;
         ps_shard_close(so);
         return fail(why, why_len, 1, "write failed: %s", strerror(e));

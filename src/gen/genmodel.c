@@ -551,24 +551,17 @@ int64_t ps_genmodel_n_params(const ps_genmodel_params *p, int64_t n_vocab) {
 
 /* ---------------------------------------------------------------- deterministic values */
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t fnv1a(const char *s) { return ps_fnv1a64(PS_FNV1A64_INIT, s, strlen(s)); }
 
 /* row (n floats) <- N(mean, sigma), from the stream of (seed, tensor, row). */
 static void gen_row_normal(uint64_t tensor_seed, int64_t row, float mean, float sigma, float *out,
                            int64_t n) {
     uint64_t s = tensor_seed ^ ((uint64_t)row * 0xd1b54a32d192ed03ull);
-    splitmix64(&s);
+    ps_splitmix64(&s);
     for (int64_t i = 0; i < n; i += 2) {
         /* u1 in (0, 1], u2 in [0, 1), 53 random bits each */
-        double u1 = (double)((splitmix64(&s) >> 11) + 1) * 0x1.0p-53;
-        double u2 = (double)(splitmix64(&s) >> 11) * 0x1.0p-53;
+        double u1 = (double)((ps_splitmix64(&s) >> 11) + 1) * 0x1.0p-53;
+        double u2 = (double)(ps_splitmix64(&s) >> 11) * 0x1.0p-53;
         double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
         out[i] = (float)(mean + sigma * r * cos(a));
         if (i + 1 < n) out[i + 1] = (float)(mean + sigma * r * sin(a));

@@ -1287,20 +1287,6 @@ ps_status ps_gguf_write_memory(ps_gguf_writer *w, void **data, size_t *size, ps_
     return PS_OK;
 }
 
-static bool write_all(int fd, const void *p, uint64_t n) {
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t k = write(fd, b, (size_t)PS_MIN(n, (uint64_t)1 << 30));
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        b += k;
-        n -= (uint64_t)k;
-    }
-    return true;
-}
-
 ps_status ps_gguf_write_file(ps_gguf_writer *w, const char *path, ps_error *err) {
     ps_error_clear(err);
     if (!path) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "NULL path");
@@ -1319,13 +1305,13 @@ ps_status ps_gguf_write_file(ps_gguf_writer *w, const char *path, ps_error *err)
         return ps_fail(err, PS_ERR_IO, -1, "cannot create %s: %s", path, strerror(e));
     }
     static const uint8_t zeros[256];
-    bool ok = write_all(fd, meta, L.data_off);
+    bool ok = ps_write_all(fd, meta, (size_t)L.data_off);
     for (size_t i = 0; ok && i < w->n_t; i++) {
         uint64_t pad = (L.align - w->t[i].nbytes % L.align) % L.align;
-        ok = write_all(fd, w->t[i].data, w->t[i].nbytes);
+        ok = ps_write_all(fd, w->t[i].data, (size_t)w->t[i].nbytes);
         while (ok && pad) {
             uint64_t k = PS_MIN(pad, (uint64_t)sizeof zeros);
-            ok = write_all(fd, zeros, k);
+            ok = ps_write_all(fd, zeros, (size_t)k);
             pad -= k;
         }
     }

@@ -765,152 +765,174 @@ static ps_status load_merges(ps_vocab *v, const ps_gguf *g, ps_error *err) {
     return st;
 }
 
-ps_status ps_vocab_load(const ps_gguf *g, ps_vocab **out, ps_error *err) {
-    if (!g || !out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "ps_vocab_load: NULL argument");
-    ps_status st;
+/* ---- ps_vocab_load, phase by phase: the header keys, the tokens, the ids and flags, the
+ * derived tables (bytes, specials), the merges ------------------------------------------- */
+
+/* The tokenizer kind from tokenizer.ggml.model: llama (SentencePiece) or gpt2 (byte BPE). */
+static ps_status read_kind(const ps_gguf *g, int *kind, ps_error *err) {
     ps_gguf_str model;
-    st = ps_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
+    ps_status st = ps_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
     if (st == PS_ERR_NOT_FOUND)
         return ps_fail(err, PS_ERR_NOT_FOUND, -1, "the file has no tokenizer (tokenizer.ggml.model)");
     if (st != PS_OK) return st;
-    int kind;
-    if (model.len == 5 && !memcmp(model.ptr, "llama", 5)) kind = VOCAB_SPM;
-    else if (model.len == 4 && !memcmp(model.ptr, "gpt2", 4)) kind = VOCAB_BPE;
+    if (model.len == 5 && !memcmp(model.ptr, "llama", 5)) *kind = VOCAB_SPM;
+    else if (model.len == 4 && !memcmp(model.ptr, "gpt2", 4)) *kind = VOCAB_BPE;
     else
         return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
                        "tokenizer.ggml.model \"%.*s\" is not supported (supported: llama, gpt2)",
                        (int)PS_MIN(model.len, 64), model.ptr);
+    return PS_OK;
+}
 
-    const pre_tokenizer *pre = NULL;
-    if (kind == VOCAB_BPE) {
-        ps_gguf_str pname;
-        st = ps_gguf_get_str(g, "tokenizer.ggml.pre", &pname, err);
-        if (st == PS_ERR_NOT_FOUND) {
-            pre = &PRE_TOKENIZERS[0];
-        } else if (st != PS_OK) {
-            return st;
-        } else {
-            for (size_t i = 0; i < PS_ARRAY_LEN(PRE_TOKENIZERS) && !pre; i++)
-                if (name_in_list(PRE_TOKENIZERS[i].names, pname.ptr, pname.len))
-                    pre = &PRE_TOKENIZERS[i];
-            for (size_t i = 0; i < PS_ARRAY_LEN(PRE_REFUSED) && !pre; i++)
-                if (name_in_list(PRE_REFUSED[i].names, pname.ptr, pname.len))
-                    return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
-                                   "tokenizer.ggml.pre \"%.*s\" is not supported: %s",
-                                   (int)PS_MIN(pname.len, 40), pname.ptr, PRE_REFUSED[i].why);
-            if (!pre) {
-                return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
-                               "tokenizer.ggml.pre \"%.*s\" is not supported; supported: %s",
-                               (int)PS_MIN(pname.len, 40), pname.ptr, PRE_NAMES);
-            }
-        }
+/* A gpt2 vocabulary's pre-tokenizer, named by tokenizer.ggml.pre (absent: the first of
+ * PRE_TOKENIZERS); a name of PRE_REFUSED or an unknown name is refused. */
+static ps_status read_pre(const ps_gguf *g, const pre_tokenizer **pre, ps_error *err) {
+    ps_gguf_str pname;
+    ps_status st = ps_gguf_get_str(g, "tokenizer.ggml.pre", &pname, err);
+    if (st == PS_ERR_NOT_FOUND) {
+        *pre = &PRE_TOKENIZERS[0];
+        return PS_OK;
     }
+    if (st != PS_OK) return st;
+    for (size_t i = 0; i < PS_ARRAY_LEN(PRE_TOKENIZERS); i++)
+        if (name_in_list(PRE_TOKENIZERS[i].names, pname.ptr, pname.len)) {
+            *pre = &PRE_TOKENIZERS[i];
+            return PS_OK;
+        }
+    for (size_t i = 0; i < PS_ARRAY_LEN(PRE_REFUSED); i++)
+        if (name_in_list(PRE_REFUSED[i].names, pname.ptr, pname.len))
+            return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                           "tokenizer.ggml.pre \"%.*s\" is not supported: %s",
+                           (int)PS_MIN(pname.len, 40), pname.ptr, PRE_REFUSED[i].why);
+    return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                   "tokenizer.ggml.pre \"%.*s\" is not supported; supported: %s",
+                   (int)PS_MIN(pname.len, 40), pname.ptr, PRE_NAMES);
+}
 
-    const char *tkey = "tokenizer.ggml.tokens";
+static const char TOKENS_KEY[] = "tokenizer.ggml.tokens";
+static const char SCORES_KEY[] = "tokenizer.ggml.scores";
+static const char TYPES_KEY[] = "tokenizer.ggml.token_type";
+
+/* The per-token arrays of the file, as they lie in it. */
+typedef struct {
+    int32_t n;             /* tokens */
+    const float *scores;   /* n float32, or NULL */
+    const uint8_t *types;  /* n packed int32 little-endian, or NULL */
+} token_arrays;
+
+/* The token list's length (1 .. 2^30) and the optional scores and types arrays, each of that
+ * length. */
+static ps_status read_token_arrays(const ps_gguf *g, token_arrays *a, ps_error *err) {
     ps_gguf_type et;
     uint64_t n64;
     const void *tdata;
-    st = ps_gguf_get_arr(g, tkey, &et, &n64, &tdata, err);
+    ps_status st = ps_gguf_get_arr(g, TOKENS_KEY, &et, &n64, &tdata, err);
     if (st == PS_ERR_NOT_FOUND)
-        return ps_fail(err, PS_ERR_NOT_FOUND, -1, "the file has no token list (%s)", tkey);
+        return ps_fail(err, PS_ERR_NOT_FOUND, -1, "the file has no token list (%s)", TOKENS_KEY);
     if (st != PS_OK) return st;
     if (et != PS_GGUF_STRING)
-        return ps_fail(err, PS_ERR_FORMAT, -1, "%s must be an array of strings (type %d)", tkey,
-                       (int)et);
+        return ps_fail(err, PS_ERR_FORMAT, -1, "%s must be an array of strings (type %d)",
+                       TOKENS_KEY, (int)et);
     if (n64 == 0 || n64 > (1u << 30))
-        return ps_fail(err, PS_ERR_FORMAT, -1, "%s has %llu tokens (expected 1 .. 2^30)", tkey,
-                       (unsigned long long)n64);
-    int32_t n = (int32_t)n64;
+        return ps_fail(err, PS_ERR_FORMAT, -1, "%s has %llu tokens (expected 1 .. 2^30)",
+                       TOKENS_KEY, (unsigned long long)n64);
+    const int32_t n = (int32_t)n64;
+    *a = (token_arrays){n, NULL, NULL};
 
-    const float *scores = NULL;
-    const char *skey = "tokenizer.ggml.scores";
     uint64_t ns;
     const void *sdata;
-    st = ps_gguf_get_arr(g, skey, &et, &ns, &sdata, err);
+    st = ps_gguf_get_arr(g, SCORES_KEY, &et, &ns, &sdata, err);
     if (st == PS_OK) {
         if (et != PS_GGUF_FLOAT32 || ns != n64)
             return ps_fail(err, PS_ERR_FORMAT, -1,
-                           "%s must be %d float32 values (has %llu of type %d)", skey, n,
+                           "%s must be %d float32 values (has %llu of type %d)", SCORES_KEY, n,
                            (unsigned long long)ns, (int)et);
-        scores = sdata;
+        a->scores = sdata;
     } else if (st != PS_ERR_NOT_FOUND) {
         return st;
     }
-    const uint8_t *types = NULL; /* packed int32 little-endian */
-    const char *ykey = "tokenizer.ggml.token_type";
-    st = ps_gguf_get_arr(g, ykey, &et, &ns, &sdata, err);
+    st = ps_gguf_get_arr(g, TYPES_KEY, &et, &ns, &sdata, err);
     if (st == PS_OK) {
         if ((et != PS_GGUF_INT32 && et != PS_GGUF_UINT32) || ns != n64)
             return ps_fail(err, PS_ERR_FORMAT, -1,
-                           "%s must be %d int32 values (has %llu of type %d)", ykey, n,
+                           "%s must be %d int32 values (has %llu of type %d)", TYPES_KEY, n,
                            (unsigned long long)ns, (int)et);
-        types = sdata;
+        a->types = sdata;
     } else if (st != PS_ERR_NOT_FOUND) {
         return st;
     }
+    return PS_OK;
+}
 
-    ps_vocab *v = ps_calloc(1, sizeof *v);
-    if (!v) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for the vocabulary");
-    v->kind = kind;
-    v->pre = pre;
-    v->n_tokens = n;
-    v->n_ids = n;
-    v->tok = ps_calloc((size_t)n, sizeof *v->tok);
-    if (!v->tok) {
-        st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for %d tokens", n);
-        goto fail;
-    }
-
-    /* token texts, scores and types */
+/* v->tok (allocated, a->n entries) <- the token texts (into the blob), scores and types; then
+ * the text -> id table, and the FORCED_CONTROL texts made control tokens. */
+static ps_status fill_tokens(ps_vocab *v, const ps_gguf *g, const token_arrays *a,
+                             ps_error *err) {
+    const int32_t n = a->n;
     for (int32_t i = 0; i < n; i++) {
         ps_gguf_str s;
-        st = ps_gguf_arr_str(g, tkey, (uint64_t)i, &s, err);
-        if (st != PS_OK) goto fail;
-        if (s.len > 65536) {
-            st = ps_fail(err, PS_ERR_FORMAT, -1, "%s[%d] is %llu bytes long (at most 65536)",
-                         tkey, i, (unsigned long long)s.len);
-            goto fail;
-        }
+        ps_status st = ps_gguf_arr_str(g, TOKENS_KEY, (uint64_t)i, &s, err);
+        if (st != PS_OK) return st;
+        if (s.len > 65536)
+            return ps_fail(err, PS_ERR_FORMAT, -1, "%s[%d] is %llu bytes long (at most 65536)",
+                           TOKENS_KEY, i, (unsigned long long)s.len);
         uint32_t off = blob_add(v, s.ptr, s.len);
-        if (off == UINT32_MAX) {
-            st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for token texts");
-            goto fail;
-        }
+        if (off == UINT32_MAX)
+            return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for token texts");
         token_info *t = &v->tok[i];
         t->piece_off = off;
         t->piece_len = (uint32_t)s.len;
-        if (scores) {
+        if (a->scores) {
             float f;
-            memcpy(&f, scores + i, 4);
+            memcpy(&f, a->scores + i, 4);
             t->score = f;
         }
         t->type = TT_NORMAL;
-        if (types) {
+        if (a->types) {
             int32_t ty;
-            memcpy(&ty, types + 4 * (size_t)i, 4);
-            if (ty < 0 || ty > TT_BYTE) {
-                st = ps_fail(err, PS_ERR_FORMAT, -1, "%s[%d] = %d is not a token type (0..6)",
-                             ykey, i, ty);
-                goto fail;
-            }
+            memcpy(&ty, a->types + 4 * (size_t)i, 4);
+            if (ty < 0 || ty > TT_BYTE)
+                return ps_fail(err, PS_ERR_FORMAT, -1, "%s[%d] = %d is not a token type (0..6)",
+                               TYPES_KEY, i, ty);
             t->type = (uint8_t)ty;
         }
     }
     for (int32_t i = 0; i < n; i++) {
         token_info *t = &v->tok[i];
         if (t->piece_len == 0) continue; /* an empty token can never be matched */
-        if (!str_put(v, t->piece_off, t->piece_len, i)) {
-            st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for the token table");
-            goto fail;
-        }
+        if (!str_put(v, t->piece_off, t->piece_len, i))
+            return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for the token table");
     }
     for (size_t k = 0; k < PS_ARRAY_LEN(FORCED_CONTROL); k++) {
         int32_t id = token_find(v, FORCED_CONTROL[k], strlen(FORCED_CONTROL[k]));
         if (id >= 0) v->tok[id].type = TT_CONTROL;
     }
+    return PS_OK;
+}
 
-    /* special ids and flags */
-    bool spm = kind == VOCAB_SPM;
+/* Whether SentencePiece text may be split at its spaces: no token holds a "▁" after its first
+ * character other than in a run of them. */
+static bool spm_split_ok(const ps_vocab *v) {
+#ifndef PS_VOCAB_NO_SPLIT /* defined only to check the split against the whole-text merge */
+    for (int32_t i = 0; i < v->n_tokens; i++) {
+        const char *p = v->blob + v->tok[i].piece_off;
+        size_t len = v->tok[i].piece_len;
+        for (size_t k = 1; k + 3 <= len; k++)
+            if (is_2581(p + k) && !(k >= 3 && is_2581(p + k - 3))) return false;
+    }
+    return true;
+#else
+    (void)v;
+    return false;
+#endif
+}
+
+/* The special ids (bos, eos, unk, pad) and the add_* flags, with the kind's defaults. */
+static ps_status read_ids_and_flags(ps_vocab *v, const ps_gguf *g, ps_error *err) {
+    const int32_t n = v->n_tokens;
+    const bool spm = v->kind == VOCAB_SPM;
+    const pre_tokenizer *pre = v->pre;
+    ps_status st;
     if ((st = get_id(g, "tokenizer.ggml.bos_token_id", n, spm && n > 1 ? 1 : -1, false, &v->bos,
                      err)) ||
         (st = get_id(g, "tokenizer.ggml.eos_token_id", n, spm && n > 2 ? 2 : -1, false, &v->eos,
@@ -918,29 +940,19 @@ ps_status ps_vocab_load(const ps_gguf *g, ps_vocab **out, ps_error *err) {
         (st = get_id(g, "tokenizer.ggml.unknown_token_id", n, spm ? 0 : -1, false, &v->unk,
                      err)) ||
         (st = get_id(g, "tokenizer.ggml.padding_token_id", n, -1, true, &v->pad, err)))
-        goto fail;
+        return st;
     if ((st = get_flag(g, "tokenizer.ggml.add_bos_token", spm || (pre && pre->add_bos),
                        &v->add_bos, err)) ||
         (st = get_flag(g, "tokenizer.ggml.add_eos_token", false, &v->add_eos, err)) ||
         (st = get_flag(g, "tokenizer.ggml.add_space_prefix", spm, &v->add_space_prefix, err)))
-        goto fail;
-    v->ignore_merges = pre && pre->ignore_merges;
-    v->spm_split = spm;
-#ifndef PS_VOCAB_NO_SPLIT /* defined only to check the split against the whole-text merge */
-    for (int32_t i = 0; i < n && v->spm_split; i++) {
-        const char *p = v->blob + v->tok[i].piece_off;
-        size_t len = v->tok[i].piece_len;
-        for (size_t k = 1; k + 3 <= len; k++)
-            if (is_2581(p + k) && !(k >= 3 && is_2581(p + k - 3))) {
-                v->spm_split = false;
-                break;
-            }
-    }
-#else
-    v->spm_split = false;
-#endif
+        return st;
+    return PS_OK;
+}
 
-    /* byte tables */
+/* The byte tables: SentencePiece, the id of each byte's <0xXX> token (else of its one-byte
+ * token, else -1); gpt2, each byte's character in the byte-level alphabet. */
+static void fill_byte_tables(ps_vocab *v) {
+    const bool spm = v->kind == VOCAB_SPM;
     for (int b = 0; b < 256; b++) {
         v->byte_id[b] = -1;
         if (spm) {
@@ -956,42 +968,69 @@ ps_status ps_vocab_load(const ps_gguf *g, ps_vocab **out, ps_error *err) {
             v->benc_len[b] = (uint8_t)utf8_put(v->benc[b], gpt2_byte_to_cp(b));
         }
     }
+}
 
-    /* detokenised bytes */
+/* A token matched in the text before tokenizing: control, user-defined and unknown tokens
+ * with a text. */
+static bool is_special_token(const token_info *t) {
+    return (t->type == TT_CONTROL || t->type == TT_USER_DEFINED || t->type == TT_UNKNOWN) &&
+           t->piece_len;
+}
+
+/* Each token's detokenised bytes, then v->special: the special tokens, longest first (ties by
+ * id). */
+static ps_status fill_bytes_and_specials(ps_vocab *v, ps_error *err) {
+    const int32_t n = v->n_tokens;
     for (int32_t i = 0; i < n; i++)
-        if (!make_bytes(v, i)) {
-            st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for token bytes");
-            goto fail;
-        }
-
-    /* special tokens, longest first (ties by id) */
+        if (!make_bytes(v, i))
+            return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for token bytes");
     int32_t n_special = 0;
-    for (int32_t i = 0; i < n; i++) {
-        uint8_t ty = v->tok[i].type;
-        if ((ty == TT_CONTROL || ty == TT_USER_DEFINED || ty == TT_UNKNOWN) && v->tok[i].piece_len)
-            n_special++;
-    }
-    if (n_special) {
-        v->special = ps_malloc((size_t)n_special * sizeof *v->special);
-        if (!v->special) {
-            st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for special tokens");
-            goto fail;
-        }
-        for (int32_t i = 0; i < n; i++) {
-            uint8_t ty = v->tok[i].type;
-            if ((ty == TT_CONTROL || ty == TT_USER_DEFINED || ty == TT_UNKNOWN) &&
-                v->tok[i].piece_len)
-                v->special[v->n_special++] = i;
-        }
-        qsort_r(v->special, (size_t)v->n_special, sizeof *v->special, cmp_special, v);
-    }
+    for (int32_t i = 0; i < n; i++) n_special += is_special_token(&v->tok[i]);
+    if (!n_special) return PS_OK;
+    v->special = ps_malloc((size_t)n_special * sizeof *v->special);
+    if (!v->special) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for special tokens");
+    for (int32_t i = 0; i < n; i++)
+        if (is_special_token(&v->tok[i])) v->special[v->n_special++] = i;
+    qsort_r(v->special, (size_t)v->n_special, sizeof *v->special, cmp_special, v);
+    return PS_OK;
+}
 
-    if (kind == VOCAB_BPE) {
-        if ((st = load_merges(v, g, err))) goto fail;
-        /* after the merges: a byte's character may be a merge half without being a token */
-        for (int b = 0; b < 256; b++) v->byte_id[b] = str_find(v, v->benc[b], v->benc_len[b]);
-        if ((st = compile_regexes(v, err))) goto fail;
+/* A gpt2 vocabulary's merges, its byte ids (after the merges: a byte's character may be a
+ * merge half without being a token) and its pre-tokenizer's regexes. */
+static ps_status finish_bpe(ps_vocab *v, const ps_gguf *g, ps_error *err) {
+    ps_status st = load_merges(v, g, err);
+    if (st) return st;
+    for (int b = 0; b < 256; b++) v->byte_id[b] = str_find(v, v->benc[b], v->benc_len[b]);
+    return compile_regexes(v, err);
+}
+
+ps_status ps_vocab_load(const ps_gguf *g, ps_vocab **out, ps_error *err) {
+    if (!g || !out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "ps_vocab_load: NULL argument");
+    int kind = 0;
+    ps_status st = read_kind(g, &kind, err);
+    if (st) return st;
+    const pre_tokenizer *pre = NULL;
+    if (kind == VOCAB_BPE && (st = read_pre(g, &pre, err))) return st;
+    token_arrays a = {0};
+    if ((st = read_token_arrays(g, &a, err))) return st;
+
+    ps_vocab *v = ps_calloc(1, sizeof *v);
+    if (!v) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for the vocabulary");
+    v->kind = kind;
+    v->pre = pre;
+    v->n_tokens = a.n;
+    v->n_ids = a.n;
+    v->tok = ps_calloc((size_t)a.n, sizeof *v->tok);
+    if (!v->tok) {
+        st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for %d tokens", a.n);
+        goto fail;
     }
+    if ((st = fill_tokens(v, g, &a, err)) || (st = read_ids_and_flags(v, g, err))) goto fail;
+    v->ignore_merges = pre && pre->ignore_merges;
+    v->spm_split = kind == VOCAB_SPM && spm_split_ok(v);
+    fill_byte_tables(v);
+    if ((st = fill_bytes_and_specials(v, err))) goto fail;
+    if (kind == VOCAB_BPE && (st = finish_bpe(v, g, err))) goto fail;
     *out = v;
     ps_error_clear(err); /* optional keys that were absent left their message there */
     return PS_OK;

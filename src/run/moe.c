@@ -74,14 +74,9 @@ typedef struct {
     float *out;
 } moe_job;
 
-/* Row i (gpt-oss): biased logits, the top k, softmax over them. */
-static void route_row_oai(ps_session *s, const ps_layer *L, int64_t i) {
-    const ps_hparams *hp = &s->model->hp;
-    const int32_t E = hp->n_expert, k = hp->n_expert_used;
-    float *p = s->moe_logits + i * E;
-    int32_t *sel = s->moe_sel + i * k;
-    float *w = s->moe_w + i * k;
-    for (int32_t e = 0; e < E; e++) p[e] += L->gate_inp_b[e];
+/* sel[0..k) <- the indices of the k largest of p[0..E), largest first; a tie goes to the
+ * lower index. */
+static void top_k(const float *p, int32_t E, int32_t k, int32_t *sel) {
     for (int32_t j = 0; j < k; j++) {
         int32_t best = -1;
         for (int32_t e = 0; e < E; e++) {
@@ -91,6 +86,17 @@ static void route_row_oai(ps_session *s, const ps_layer *L, int64_t i) {
         }
         sel[j] = best;
     }
+}
+
+/* Row i (gpt-oss): biased logits, the top k, softmax over them. */
+static void route_row_oai(ps_session *s, const ps_layer *L, int64_t i) {
+    const ps_hparams *hp = &s->model->hp;
+    const int32_t E = hp->n_expert, k = hp->n_expert_used;
+    float *p = s->moe_logits + i * E;
+    int32_t *sel = s->moe_sel + i * k;
+    float *w = s->moe_w + i * k;
+    for (int32_t e = 0; e < E; e++) p[e] += L->gate_inp_b[e];
+    top_k(p, E, k, sel);
     const float mx = p[sel[0]];
     double sum = 0.0;
     for (int32_t j = 0; j < k; j++) {
@@ -128,16 +134,8 @@ static void route_row(ps_session *s, int64_t i) {
     }
     const float scale = (float)(1.0 / sum);
     for (int32_t e = 0; e < E; e++) p[e] *= scale;
-    for (int32_t j = 0; j < k; j++) {
-        int32_t best = -1;
-        for (int32_t e = 0; e < E; e++) {
-            bool taken = false;
-            for (int32_t t = 0; t < j && !taken; t++) taken = sel[t] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = e;
-        }
-        sel[j] = best;
-        w[j] = p[best];
-    }
+    top_k(p, E, k, sel);
+    for (int32_t j = 0; j < k; j++) w[j] = p[sel[j]];
     if (hp->expert_norm) {
         double ws = 0.0;
         for (int32_t j = 0; j < k; j++) ws += (double)w[j];

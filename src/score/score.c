@@ -27,6 +27,7 @@
 #include "score/score.h"
 #include "base/impl.h"
 #include "base/buf.h"
+#include "base/util.h"
 #include "score/prefix_cache.h"
 #include "run/session.h"
 
@@ -77,15 +78,8 @@ static int32_t argmax_row(const float *row, int32_t n_vocab) {
     return best;
 }
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [0, 1) with 53 bits. */
-static double rand_unit(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1.0p-53; }
+static double rand_unit(uint64_t *s) { return (double)(ps_splitmix64(s) >> 11) * 0x1.0p-53; }
 
 /* True when token a comes before token b in the nucleus order: logit descending, ties by
  * ascending id. */

@@ -22,25 +22,24 @@
 
 static const char REPLACEMENT[3] = {(char)0xEF, (char)0xBF, (char)0xBD}; /* U+FFFD */
 
+/* u[i] >= 0x80: returns the index after the valid sequence at i, or after the maximal run of
+ * invalid bytes there (it ends at ASCII or at a valid sequence); for a run, s[*start..i) and
+ * one U+FFFD are appended and *start moves past the run. */
+static size_t step_non_ascii(ps_buf *b, const char *s, size_t *start, size_t i, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t l = ps_utf8_valid_len(u + i, n - i);
+    if (l) return i + l;
+    ps_buf_append(b, s + *start, i - *start);
+    ps_buf_append(b, REPLACEMENT, 3);
+    while (i < n && u[i] >= 0x80 && ps_utf8_valid_len(u + i, n - i) == 0) i++;
+    return *start = i;
+}
+
 /* Appends s[0..n) with every maximal run of invalid bytes replaced by one U+FFFD. */
 static void append_utf8_clean(ps_buf *b, const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0, start = 0;
-    while (i < n) {
-        if (u[i] < 0x80) {
-            i++;
-            continue;
-        }
-        size_t l = ps_utf8_valid_len(u + i, n - i);
-        if (l) {
-            i += l;
-            continue;
-        }
-        ps_buf_append(b, s + start, i - start);
-        ps_buf_append(b, REPLACEMENT, 3);
-        while (i < n && ps_utf8_valid_len(u + i, n - i) == 0) i++;
-        start = i;
-    }
+    while (i < n) i = u[i] < 0x80 ? i + 1 : step_non_ascii(b, s, &start, i, n);
     ps_buf_append(b, s + start, n - start);
 }
 
@@ -67,15 +66,7 @@ void ps_json_str(ps_buf *b, const char *s, size_t n) {
             continue;
         }
         if (c >= 0x80) {
-            size_t l = ps_utf8_valid_len(u + i, n - i);
-            if (l) {
-                i += l;
-                continue;
-            }
-            ps_buf_append(b, s + start, i - start);
-            ps_buf_append(b, REPLACEMENT, 3);
-            while (i < n && u[i] >= 0x80 && ps_utf8_valid_len(u + i, n - i) == 0) i++;
-            start = i;
+            i = step_non_ascii(b, s, &start, i, n);
             continue;
         }
         ps_buf_append(b, s + start, i - start);

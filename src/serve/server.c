@@ -198,7 +198,10 @@ static enum MHD_Result respond_error(ps_server *s, struct MHD_Connection *mc, co
     return respond(s, mc, c, method, url, e->status, "application/json", data, b.len, allow);
 }
 
-/* Appends bytes with every run of invalid UTF-8 replaced by U+FFFD (plain text, not JSON). */
+/* Appends bytes with every run of invalid UTF-8 replaced by U+FFFD (plain text, not JSON).
+ * A run here is one invalid byte and the continuation bytes after it, not json.c's maximal
+ * run of invalid bytes: "\xC3\xE6\x97" gives two U+FFFD here and one in a token's text. Kept
+ * apart so that the completion text stays byte for byte what it was. */
 static void append_sanitized(ps_buf *b, const char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
