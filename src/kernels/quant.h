@@ -11,6 +11,7 @@
 #define PS_QUANT_H
 
 #include "gguf/gguf.h"
+#include "kernels/qblocks.h"
 
 /* True for the tensor types the kernels compute with: those with a row in the weight-type
  * table (types.h). */
