@@ -53,7 +53,7 @@
 #define MM_TILE 16  /* weight rows per task */
 #define MM_ROWS 96  /* activation rows per pass over a k block */
 #define MM_KB 1024  /* inputs per k block (a multiple of 16) */
-#define MM_QROWS PS_CHUNK /* Q8_0: quantised activation rows per thread slot (multiple of 8) */
+#define MM_QROWS PS_CHUNK /* BF16: rounded activation rows per pass */
 #define MM_ACC (MM_ROWS * MM_TILE * 16) /* accumulator vectors parked between k blocks */
 #define BF16_TW 64  /* BF16 (vdpbf16ps): weight rows per task */
 #define BF16_ROWS 48 /* BF16: activation rows per pass over a k block (96 parked 393 KB of
@@ -61,23 +61,21 @@
 #define BF16_ACC (BF16_ROWS * BF16_TW * 16) /* its parked accumulators */
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+static int64_t round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 
-/* Per-thread scratch, in floats: [tile | quantised activations | accumulators]. The tile holds
- * 16 rows converted to float32 or (Q8_0) the packed int8 tile; the activation slot holds
- * MM_QROWS rows of Q8_0-quantised activations (bytes, then scales) or of bf16-rounded ones
- * (bf16 bits for vdpbf16ps, or widened back to float32 where the CPU lacks it). */
+/* Per-thread scratch, in floats: [tile | rounded activations | accumulators]. The tile holds
+ * 16 rows converted to float32 or a BF16 task's AMX scratch; the activation slot holds
+ * MM_QROWS bf16-rounded rows (bf16 bits for vdpbf16ps, or widened back to float32 where the
+ * CPU lacks it). */
 static size_t tile_floats(int64_t n) {
     const size_t f32 = (size_t)MM_TILE * (size_t)(round16(n) + 16);
-    const size_t q8 = (size_t)round16((n / PS_Q8_0_BLOCK) * 640 / 4);
     const size_t amx = (size_t)round16((int64_t)(ps_amx_bf16_scratch_bytes(n) + 3) / 4);
-    return PS_MAX(PS_MAX(f32, q8), amx);
+    return PS_MAX(f32, amx);
 }
 static size_t qx_floats(int64_t n) {
-    const size_t q8 = (size_t)MM_QROWS * (size_t)((n + 63) & ~(int64_t)63) / 4 +
-                      (size_t)MM_QROWS * (size_t)round16(n / PS_Q8_0_BLOCK);
-    const size_t bf16 = (size_t)MM_QROWS * (size_t)(((n + 63) & ~(int64_t)63) + 32) / 2;
+    const size_t bf16 = (size_t)MM_QROWS * (size_t)(round64(n) + 32) / 2;
     const size_t f32 = (size_t)MM_QROWS * (size_t)round16(n); /* bf16-rounded, widened */
-    return PS_MAX(q8, PS_MAX(bf16, f32));
+    return PS_MAX(bf16, f32);
 }
 
 size_t ps_matmul_scratch_floats(int64_t max_n_in) {
@@ -381,240 +379,6 @@ float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
     return dot_scalar(a, b, n);
 }
 
-
-/* ---- Q8_0 weights x Q8_0-quantised activations: int8 dot products ----
- *
- * Per output y[r][j] (activation row r, weight row j), with Q8_0 blocks b = 0 .. n/32-1:
- *     isum_b = sum over the block's 32 k of qw[j][k] * qx[r][k]        (int32, exact)
- *     acc    = fmaf((float)isum_b, dw[j][b] * dx[r][b], acc)          (b in order, acc = 0)
- * isum is exact on every path and |isum| < 2^24 converts exactly, so scalar, AVX2 and AVX-512
- * run the same float operations in the same order and agree bit for bit (test_matmul checks).
- *
- * Layout: a task packs its tile of 16 weight rows into scratch, per block 640 bytes:
- *     [g = 0..7][row i = 0..15][4 int8: qw[i][4g .. 4g+3]]   512 bytes
- *     int32 corr[16] = -128 * sum_k qw[i][k]                  (AVX-512 VNNI only)
- *     float dw[16]   = the rows' scales (0 for rows past the tile's end)
- * so one vector holds 4 inputs of 16 (AVX2: 8) weight rows, and a broadcast of 4 activation
- * bytes against it gives every lane a 4-product partial sum of its own weight row: after the 8
- * groups each lane holds isum_b of (r, j) with no horizontal sum.
- * AVX-512 VNNI: vpdpbusd wants u8 x s8; activations are stored as qx + 128 (u8) and the lanes
- * start from corr, so sum (qx + 128) * qw - 128 * sum qw = isum exactly (no saturation in
- * vpdpbusd's int32 sums).
- * AVX2: maddubs (u8 x s8 -> saturating int16 pairs) takes |qw| and sign(qw) * qx: each pair is
- * at most 2 * 128 * 127 = 32512 < 32767, so it never saturates even for qw = -128; madd with
- * ones widens to int32.
- * Activations are quantised once per call into the threads' scratch (row block t of MM_QROWS
- * rows lives in thread slot t; a call with more rows than slots runs in passes). */
-
-#define QB 640 /* packed bytes per block of a 16-row tile */
-
-static int64_t round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
-
-/* Quantised activation rows of one pass: row i at q + (i / MM_QROWS) * region + (i % MM_QROWS) * ldq
- * (bytes), its scales at d + (i / MM_QROWS) * dregion + (i % MM_QROWS) * ldd (floats). */
-typedef struct {
-    const uint8_t *q;
-    const float *d;
-    size_t region, dregion; /* bytes / floats between thread slots */
-    int64_t ldq, ldd;
-    int64_t n_rows;
-} qx_pass;
-
-/* Scalar reference: y[r * ldy + j] for r < n_rows, j < nw straight from the GGUF rows. */
-static void tile_q8_scalar(const uint8_t *const *w, int nw, const qx_pass *qp, int64_t nb,
-                           float *y, int64_t ldy) {
-    for (int64_t r = 0; r < qp->n_rows; r++) {
-        const int8_t *qx = (const int8_t *)(qp->q + (size_t)(r / MM_QROWS) * qp->region +
-                                            (size_t)(r % MM_QROWS) * (size_t)qp->ldq);
-        const float *dx = qp->d + (size_t)(r / MM_QROWS) * qp->dregion + (r % MM_QROWS) * qp->ldd;
-        for (int j = 0; j < nw; j++) {
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                ps_block_q8_0 blk;
-                memcpy(&blk, w[j] + (size_t)b * sizeof blk, sizeof blk);
-                int32_t isum = 0;
-                for (int k = 0; k < PS_Q8_0_BLOCK; k++)
-                    isum += (int32_t)blk.qs[k] * (int32_t)qx[b * PS_Q8_0_BLOCK + k];
-                const float sc = ps_f16_to_f32(blk.d) * dx[b];
-                acc = fmaf((float)isum, sc, acc);
-            }
-            y[r * ldy + j] = acc;
-        }
-    }
-}
-
-/* Packs nw (<= 16) rows of nb blocks into the layout above for the AVX2 kernel (corr left 0:
- * it does not use it). The VNNI path packs with pack_q8_tile_vnni. */
-static void pack_q8_tile(const uint8_t *const *w, int nw, int64_t nb, uint8_t *wp) {
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *dst = wp + b * QB;
-        float dw[16];
-        for (int i = 0; i < 16; i++) {
-            if (i < nw) {
-                const uint8_t *blk = w[i] + (size_t)b * sizeof(ps_block_q8_0);
-                uint16_t h;
-                memcpy(&h, blk, 2);
-                dw[i] = ps_f16_to_f32(h);
-                for (int g = 0; g < 8; g++) memcpy(dst + 64 * g + 4 * i, blk + 2 + 4 * g, 4);
-            } else {
-                dw[i] = 0.0f;
-                for (int g = 0; g < 8; g++) memset(dst + 64 * g + 4 * i, 0, 4);
-            }
-        }
-        memset(dst + 512, 0, 64);
-        memcpy(dst + 576, dw, 64);
-    }
-}
-
-#if defined(__x86_64__)
-
-#define T_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
-
-/* pack_q8_tile for rows row_bytes apart from w0, by an in-register transpose: per block, the
- * 32 weight bytes of row i are 8 dwords; zmm k holds rows k and k + 8 (one per 256-bit half),
- * and an 8 x 8 dword transpose in both halves (ps_i8_groups16, i8pack.h) gives group g = dword
- * g of the 16 rows, lane i from row i. Rows past nw load as zeros. Also fills corr[i] = -128 * sum_k qw[i][k] (vpdpbusd with
- * all-ones u8 sums each lane's 4 bytes; 8 groups give the row's block sum) and the scales.
- * This replaced 16-lane gathers (9 per block), which cost 37% of the Q8_0 matmul time on this
- * AMD core: ~60 shuffles, loads and stores per block instead. */
-T_VNNI static void pack_q8_tile_vnni(const uint8_t *w0, size_t row_bytes, int nw, int64_t nb,
-                                     uint8_t *wp) {
-    const __m512i ones = _mm512_set1_epi8(1);
-    for (int64_t b = 0; b < nb; b++) {
-        const size_t off = (size_t)b * sizeof(ps_block_q8_0);
-        uint8_t *dst = wp + b * QB;
-        __m512i z[8];
-        uint16_t dh[16] = {0};
-        for (int k = 0; k < 8; k++) {
-            __m256i r0 = _mm256_setzero_si256(), r1 = _mm256_setzero_si256();
-            if (k < nw) {
-                const uint8_t *src = w0 + (size_t)k * row_bytes + off;
-                r0 = _mm256_loadu_si256((const __m256i *)(src + 2));
-                memcpy(&dh[k], src, 2);
-            }
-            if (k + 8 < nw) {
-                const uint8_t *src = w0 + (size_t)(k + 8) * row_bytes + off;
-                r1 = _mm256_loadu_si256((const __m256i *)(src + 2));
-                memcpy(&dh[k + 8], src, 2);
-            }
-            z[k] = _mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1);
-        }
-        __m512i g[8];
-        ps_i8_groups16(z, g);
-        __m512i s = _mm512_setzero_si512();
-        for (int j = 0; j < 8; j++) {
-            _mm512_store_si512((void *)(dst + 64 * j), g[j]);
-            s = _mm512_dpbusd_epi32(s, ones, g[j]);
-        }
-        _mm512_store_si512((void *)(dst + 512), _mm512_sub_epi32(_mm512_setzero_si512(),
-                                                                 _mm512_slli_epi32(s, 7)));
-        _mm512_store_ps((void *)(dst + 576),
-                        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh)));
-    }
-}
-
-/* R activation rows (qx + 128 as u8, rows ldq bytes apart; scales dx rows ldd apart) x the
- * 16-row packed tile wp over all nb blocks -> y (R rows ldy apart, lanes m stored).
- * Per block and row: 8 broadcasts + 8 vpdpbusd, then convert, scale and one FMA. */
-T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
-    int R, const uint8_t *qx, int64_t ldq, const float *dx, int64_t ldd, const uint8_t *wp,
-    int64_t nb, float *y, int64_t ldy, __mmask16 m) {
-    __m512 acc[8];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *wb = wp + b * QB;
-        const __m512i corr = _mm512_load_si512((const void *)(wb + 512));
-        __m512i s[8];
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) s[r] = corr;
-        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
-            const __m512i wv = _mm512_load_si512((const void *)(wb + 64 * g));
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                int32_t xv;
-                memcpy(&xv, qx + r * ldq + b * PS_Q8_0_BLOCK + 4 * g, 4);
-                s[r] = _mm512_dpbusd_epi32(s[r], _mm512_set1_epi32(xv), wv);
-            }
-        }
-        const __m512 dw = _mm512_load_ps((const float *)(wb + 576));
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]),
-                                     _mm512_mul_ps(dw, _mm512_set1_ps(dx[r * ldd + b])), acc[r]);
-    }
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
-}
-
-T_VNNI static void tile_q8_vnni(const uint8_t *wp, int nw, const qx_pass *qp, int64_t nb,
-                                float *y, int64_t ldy) {
-    const __mmask16 m = (__mmask16)((1u << nw) - 1u);
-    for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_QROWS) {
-        const int64_t nr = PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0);
-        const uint8_t *q = qp->q + (size_t)(r0 / MM_QROWS) * qp->region;
-        const float *d = qp->d + (size_t)(r0 / MM_QROWS) * qp->dregion;
-        const int64_t ldq = qp->ldq, ldd = qp->ldd;
-        float *yb = y + r0 * ldy;
-        int64_t r = 0;
-        for (; r + 8 <= nr; r += 8)
-            mk_vnni(8, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, yb + r * ldy, ldy, m);
-        for (; r + 4 <= nr; r += 4)
-            mk_vnni(4, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, yb + r * ldy, ldy, m);
-        for (; r < nr; r++)
-            mk_vnni(1, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, yb + r * ldy, ldy, m);
-    }
-}
-
-/* AVX2: R activation rows (int8) x the 8 weight rows of half h of the packed tile. */
-T_AVX2 static inline __attribute__((always_inline)) void mk_i8_avx2(
-    int R, const uint8_t *qx, int64_t ldq, const float *dx, int64_t ldd, const uint8_t *wp,
-    int64_t nb, int h, float *y, int64_t ldy, int nl) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *wb = wp + b * QB + 32 * h;
-        __m256i s[4];
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
-            const __m256i wv = _mm256_load_si256((const __m256i *)(wb + 64 * g));
-            const __m256i aw = _mm256_abs_epi8(wv);
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                int32_t xv;
-                memcpy(&xv, qx + r * ldq + b * PS_Q8_0_BLOCK + 4 * g, 4);
-                const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(xv), wv);
-                s[r] = _mm256_add_epi32(
-                    s[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
-            }
-        }
-        const __m256 dw = _mm256_load_ps((const float *)(wp + b * QB + 576 + 32 * h));
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]),
-                                     _mm256_mul_ps(dw, _mm256_set1_ps(dx[r * ldd + b])), acc[r]);
-    }
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl),
-                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-        _mm256_maskstore_ps(y + r * ldy, mask, acc[r]);
-}
-
-T_AVX2 static void tile_q8_avx2(const uint8_t *wp, int nw, const qx_pass *qp, int64_t nb,
-                                float *y, int64_t ldy) {
-    for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_QROWS) {
-        const int64_t nr = PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0);
-        const uint8_t *q = qp->q + (size_t)(r0 / MM_QROWS) * qp->region;
-        const float *d = qp->d + (size_t)(r0 / MM_QROWS) * qp->dregion;
-        const int64_t ldq = qp->ldq, ldd = qp->ldd;
-        for (int h = 0; h * 8 < nw; h++) {
-            const int nl = PS_MIN(8, nw - 8 * h);
-            float *yb = y + r0 * ldy + 8 * h;
-            int64_t r = 0;
-            for (; r + 4 <= nr; r += 4)
-                mk_i8_avx2(4, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, h, yb + r * ldy, ldy, nl);
-            for (; r < nr; r++)
-                mk_i8_avx2(1, q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, h, yb + r * ldy, ldy, nl);
-        }
-    }
-}
-#endif
-
 /* ---- BF16 weights x bf16-rounded activations: vdpbf16ps ----
  *
  * As llama.cpp does for BF16 weights, each activation row is rounded to bf16 once per call
@@ -757,145 +521,6 @@ static void mm_task(void *ctx, int64_t task, int32_t thread) {
     }
 }
 
-/* ---- the Q8_0 call: quantise a pass of rows, then one task per weight tile ---- */
-
-typedef enum { Q8_SCALAR, Q8_AVX2, Q8_VNNI, Q8_AMX } q8_kind;
-
-typedef struct {
-    const ps_matmul_env *env;
-    const ps_mat *w;
-    const float *x;
-    int64_t ldx, row0; /* the pass starts at activation row row0 */
-    float *y;
-    int64_t ldy;
-    int32_t n_threads;
-    q8_kind kind;
-    ps_isa qisa; /* the quantiser's variant */
-    qx_pass qp;
-} q8_job;
-
-/* Quantises activation row x into row p of the pass. */
-static void q8_quant_at(const q8_job *job, const float *x, int64_t p) {
-    const qx_pass *qp = &job->qp;
-    uint8_t *q = (uint8_t *)qp->q + (size_t)(p / MM_QROWS) * qp->region +
-                 (size_t)(p % MM_QROWS) * (size_t)qp->ldq;
-    float *d = (float *)qp->d + (size_t)(p / MM_QROWS) * qp->dregion + (p % MM_QROWS) * qp->ldd;
-    ps_quant_act_q8(job->qisa, x, job->w->n_in, q, d, job->kind == Q8_VNNI);
-}
-
-static void q8_quant_task(void *ctx, int64_t i, int32_t thread) {
-    const q8_job *job = ctx;
-    (void)thread;
-    q8_quant_at(job, job->x + (job->row0 + i) * job->ldx, i);
-}
-
-/* AMX only: rows p0 .. p0 + n of the pass (p0 a multiple of 16, inside one slot) as the tile
- * kernel reads them — the last group of 16 filled with zero rows, and the scales of each group
- * transposed ([block][16 rows]) through thread 0's tile area (free between dispatches). */
-static void q8_amx_prep(const q8_job *job, int64_t p0, int64_t n) {
-    const qx_pass *qp = &job->qp;
-    const int64_t nb = job->w->n_in / PS_Q8_0_BLOCK;
-    for (int64_t i = p0 + n; i % 16; i++) {
-        memset((uint8_t *)qp->q + (size_t)(i / MM_QROWS) * qp->region +
-                   (size_t)(i % MM_QROWS) * (size_t)qp->ldq,
-               0, (size_t)qp->ldq);
-        memset((float *)qp->d + (size_t)(i / MM_QROWS) * qp->dregion + (i % MM_QROWS) * qp->ldd,
-               0, sizeof(float) * (size_t)qp->ldd);
-    }
-    float *tmp = job->env->scratch;
-    for (int64_t p = p0; p < p0 + n; p += 16) {
-        float *dg = (float *)qp->d + (size_t)(p / MM_QROWS) * qp->dregion + (p % MM_QROWS) * qp->ldd;
-        for (int64_t b = 0; b < nb; b++)
-            for (int rr = 0; rr < 16; rr++) tmp[b * 16 + rr] = dg[rr * qp->ldd + b];
-        memcpy(dg, tmp, sizeof(float) * (size_t)(16 * nb));
-    }
-}
-
-/* Weight tile `tile` of w (n_in as job->w) against the pass rows qp -> y (qp's first row, w's
- * first output), rows ldy apart. */
-static void q8_tile(const q8_job *job, const ps_mat *w, const qx_pass *qp, int64_t tile,
-                    float *y, int64_t ldy, int32_t thread) {
-    const int64_t j0 = tile * MM_TILE, nb = w->n_in / PS_Q8_0_BLOCK;
-    const int nw = (int)PS_MIN((int64_t)MM_TILE, w->n_out - j0);
-    const uint8_t *rows[MM_TILE];
-    for (int j = 0; j < nw; j++)
-        rows[j] = (const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes;
-    uint8_t *wp = (uint8_t *)(job->env->scratch + (size_t)thread * job->env->scratch_stride);
-    y += j0;
-    switch (job->kind) {
-#if defined(__x86_64__)
-    case Q8_VNNI:
-        pack_q8_tile_vnni(rows[0], w->row_bytes, nw, nb, wp);
-        tile_q8_vnni(wp, nw, qp, nb, y, ldy);
-        break;
-    case Q8_AMX:
-        /* the same packed tile: its 8 x 64-byte quads per block are an AMX B tile */
-        pack_q8_tile_vnni(rows[0], w->row_bytes, nw, nb, wp);
-        for (int64_t r0 = 0; r0 < qp->n_rows; r0 += MM_QROWS)
-            ps_amx_q8_tile(wp, nw, nb,
-                           (const int8_t *)(qp->q + (size_t)(r0 / MM_QROWS) * qp->region),
-                           qp->ldq, qp->d + (size_t)(r0 / MM_QROWS) * qp->dregion, qp->ldd,
-                           PS_MIN((int64_t)MM_QROWS, qp->n_rows - r0), y + r0 * ldy, ldy,
-                           ps_amx_stream_y(qp->n_rows, w->n_out));
-        break;
-    case Q8_AVX2:
-        pack_q8_tile(rows, nw, nb, wp);
-        tile_q8_avx2(wp, nw, qp, nb, y, ldy);
-        break;
-#endif
-    default: tile_q8_scalar(rows, nw, qp, nb, y, ldy); break;
-    }
-}
-
-static void q8_tile_task(void *ctx, int64_t task, int32_t thread) {
-    const q8_job *job = ctx;
-    /* two tiles ahead: one ahead left the packer waiting on the weights (measured 24% of a
-     * Q8_0 forward in pack_q8_tile_vnni, stalled on the scale loads) */
-    prefetch_tile(job->w, task + 2 * job->n_threads);
-    q8_tile(job, job->w, &job->qp, task, job->y + job->row0 * job->ldy, job->ldy, thread);
-}
-
-/* The call's kernel and the pass geometry in the threads' activation slots. */
-static q8_job q8_job_for(const ps_matmul_env *env, const ps_mat *w) {
-    const int64_t n = w->n_in, nb = n / PS_Q8_0_BLOCK;
-    q8_job job = {env, w, NULL, 0, 0, NULL, 0, ps_pool_size(env->pool), Q8_SCALAR,
-                  PS_ISA_SCALAR, {0}};
-#if defined(__x86_64__)
-    if (env->isa == PS_ISA_AVX512 && env->amx) job.kind = Q8_AMX;
-    else if (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512vnni()) job.kind = Q8_VNNI;
-    else if (env->isa == PS_ISA_AVX512 || env->isa == PS_ISA_AVX2) job.kind = Q8_AVX2;
-    job.qisa = env->isa;
-#endif
-    float *slot = env->scratch + tile_floats(n);
-    job.qp.q = (const uint8_t *)slot;
-    job.qp.d = slot + (size_t)MM_QROWS * (size_t)round64(n) / 4;
-    job.qp.region = env->scratch_stride * sizeof(float);
-    job.qp.dregion = env->scratch_stride;
-    job.qp.ldq = round64(n);
-    job.qp.ldd = round16(nb);
-    return job;
-}
-
-void ps_matmul_q8_0(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
-                    int64_t n_rows, float *y, int64_t ldy) {
-    q8_job job = q8_job_for(env, w);
-    job.x = x;
-    job.ldx = ldx;
-    job.y = y;
-    job.ldy = ldy;
-    const int64_t cap = (int64_t)job.n_threads * MM_QROWS;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += cap) {
-        job.row0 = r0;
-        job.qp.n_rows = PS_MIN(cap, n_rows - r0);
-        ps_pool_for(env->pool, job.qp.n_rows, q8_quant_task, &job);
-        /* AMX reads whole groups of 16 rows, their scales transposed */
-        if (job.kind == Q8_AMX)
-            for (int64_t p0 = 0; p0 < job.qp.n_rows; p0 += MM_QROWS)
-                q8_amx_prep(&job, p0, PS_MIN((int64_t)MM_QROWS, job.qp.n_rows - p0));
-        ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, q8_tile_task, &job);
-    }
-}
-
 /* ---- grouped calls (ps_matmul_group) ---- */
 
 int32_t ps_mm_plan(const ps_mm_item *items, int32_t n_items, int32_t *item, int64_t *row,
@@ -993,41 +618,6 @@ void ps_mm_group_run(ps_pool *pool, const ps_mm_item *items, int32_t n_items,
         if (k->prep) k->prep(k->job, segs, p.n_segs);
         ps_pool_for(pool, p.n_segs * p.n_w * k->n_tiles, mm_group_tile_task, &p);
     }
-}
-
-/* Q8_0's grouped form: its slots, its tile kernel. */
-static void q8_group_quant(void *job, const float *x, int32_t slot, int64_t r) {
-    q8_quant_at(job, x, slot * MM_QROWS + r);
-}
-
-static void q8_group_prep(void *job, const ps_mm_seg *segs, int32_t n_segs) {
-    for (int32_t i = 0; i < n_segs; i++) /* AMX: whole groups of 16 rows, scales transposed */
-        q8_amx_prep(job, segs[i].slot * MM_QROWS + segs[i].off, segs[i].n);
-}
-
-static void q8_group_tile(void *job, const ps_mat *w, const ps_mm_seg *sg, int64_t tile,
-                          float *y, int64_t ldy, int32_t thread) {
-    const q8_job *j = job;
-    qx_pass qp = j->qp;
-    qp.q += (size_t)sg->slot * qp.region + (size_t)sg->off * (size_t)qp.ldq;
-    qp.d += (size_t)sg->slot * qp.dregion + (size_t)sg->off * (size_t)qp.ldd;
-    qp.n_rows = sg->n;
-    q8_tile(j, w, &qp, tile, y, ldy, thread);
-}
-
-void ps_matmul_q8_0_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {
-    q8_job job = q8_job_for(env, &items[0].w[0]);
-    const bool amx = job.kind == Q8_AMX;
-    const ps_mm_group_kernel k = {&job,
-                                  MM_QROWS,
-                                  amx ? 16 : 1,
-                                  (items[0].w[0].n_out + MM_TILE - 1) / MM_TILE,
-                                  job.n_threads,
-                                  q8_group_quant,
-                                  amx ? q8_group_prep : NULL,
-                                  prefetch_tile,
-                                  q8_group_tile};
-    ps_mm_group_run(env->pool, items, n_items, &k);
 }
 
 /* ---- the BF16 call: round a pass of rows to bf16, then one task per weight tile ---- */
@@ -1172,39 +762,6 @@ void ps_matmul_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t 
         for (int32_t m = 0; m < items[i].n_w; m++)
             ps_matmul(env, &items[i].w[m], items[i].x, items[i].ldx, items[i].n_rows,
                       items[i].y[m], items[i].ldy);
-}
-
-/* Q8_0: activations quantised by ps_quant_act_q8_ref, exact int block sums, then
- * sum_b dw * dx * isum in double, rounded once. */
-ps_status ps_matmul_q8_0_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
-                             float *y, int64_t ldy) {
-    const int64_t nb = w->n_in / PS_Q8_0_BLOCK;
-    int8_t *q = ps_malloc((size_t)PS_MAX(w->n_in, 1));
-    float *d = ps_malloc((size_t)PS_MAX(nb, 1) * sizeof(float));
-    if (!q || !d) {
-        ps_free(q);
-        ps_free(d);
-        return PS_ERR_NOMEM;
-    }
-    for (int64_t r = 0; r < n_rows; r++) {
-        ps_quant_act_q8_ref(x + r * ldx, w->n_in, (uint8_t *)q, d, false);
-        for (int64_t j = 0; j < w->n_out; j++) {
-            const uint8_t *row = (const uint8_t *)w->data + (size_t)j * w->row_bytes;
-            double s = 0.0;
-            for (int64_t b = 0; b < nb; b++) {
-                ps_block_q8_0 blk;
-                memcpy(&blk, row + (size_t)b * sizeof blk, sizeof blk);
-                int64_t isum = 0;
-                for (int k = 0; k < PS_Q8_0_BLOCK; k++)
-                    isum += (int64_t)blk.qs[k] * q[b * PS_Q8_0_BLOCK + k];
-                s += (double)ps_f16_to_f32(blk.d) * (double)d[b] * (double)isum;
-            }
-            y[r * ldy + j] = (float)s;
-        }
-    }
-    ps_free(q);
-    ps_free(d);
-    return PS_OK;
 }
 
 /* Float32 activations: each weight row widened by the type's to_f32 (once), dot products in

@@ -137,6 +137,12 @@ static void dec_q5_1(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, flo
     *dm = f16at(b + 2);
     if (u) five32(b + 8, rd32(b + 4), u);
 }
+/* Q8_0: u = q + 128 (the int8 weights as unsigned bytes, off 128 as IQ4_NL). */
+static void dec_q8_0(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
+                     float *dm) {
+    *dw = f16at(b);
+    for (int j = 0; j < 32 && u; j++) u[j] = (uint8_t)(b[2 + j] ^ 0x80);
+}
 static void dec_iq4_nl(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, float *dw,
                        float *dm) {
     *dw = f16at(b);
@@ -274,6 +280,7 @@ static const qdesc QTYPES[] = {
     {PS_GGML_Q4_1,    32,  32, 0,   0,  ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q4_1),   dec_q4_1,  -1},
     {PS_GGML_Q5_0,    32,  32, 16,  0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q5_0),   dec_q5_0,  -1},
     {PS_GGML_Q5_1,    32,  32, 0,   0,  ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q5_1),   dec_q5_1,  -1},
+    {PS_GGML_Q8_0,    32,  32, 128, 0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q8_0),   dec_q8_0,  -1},
     {PS_GGML_Q2_K,    256, 16, 0,   16, ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q2_k),   dec_q2_k,   0},
     {PS_GGML_Q3_K,    256, 16, 4,   16, ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_q3_k),   dec_q3_k, 124},
     {PS_GGML_Q4_K,    256, 32, 0,   0,  ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q4_k),   dec_q4_k,  -1},
@@ -627,6 +634,9 @@ static const uint8_t U_FP4[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9,
 T_AVX2 static inline __m256i lut16(const uint8_t *t, __m256i idx) {
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t)), idx);
 }
+T_AVX2 static void uf_q8_0(const uint8_t *b, uint8_t *u) {
+    st32(u, _mm256_xor_si256(ld32(b + 2), _mm256_set1_epi8((char)0x80)));
+}
 T_AVX2 static void uf_iq4_nl(const uint8_t *b, uint8_t *u) { st32(u, lut16(U_IQ4NL, nib16(b + 2))); }
 T_AVX2 static void uf_mxfp4(const uint8_t *b, uint8_t *u) { st32(u, lut16(U_FP4, nib16(b + 1))); }
 T_AVX2 static void uf_iq4_xs(const uint8_t *b, uint8_t *u) {
@@ -639,6 +649,7 @@ T_AVX2 static inline __attribute__((always_inline)) __m256i u32_of(uint32_t type
     case PS_GGML_Q4_1: return nib16(b + 4);
     case PS_GGML_Q5_0: return _mm256_or_si256(nib16(b + 6), bits32(rd32(b + 2)));
     case PS_GGML_Q5_1: return _mm256_or_si256(nib16(b + 8), bits32(rd32(b + 4)));
+    case PS_GGML_Q8_0: return _mm256_xor_si256(ld32(b + 2), _mm256_set1_epi8((char)0x80));
     case PS_GGML_IQ4_NL: return lut16(U_IQ4NL, nib16(b + 2));
     default: return lut16(U_FP4, nib16(b + 1)); /* MXFP4 */
     }
@@ -696,6 +707,7 @@ static ufast_fn ufast(uint32_t type) {
     case PS_GGML_Q4_1: return uf_q4_1;
     case PS_GGML_Q5_0: return uf_q5_0;
     case PS_GGML_Q5_1: return uf_q5_1;
+    case PS_GGML_Q8_0: return uf_q8_0;
     case PS_GGML_Q2_K: return uf_q2_k;
     case PS_GGML_Q3_K: return uf_q3_k;
     case PS_GGML_Q4_K: return uf_q4_k;
@@ -783,6 +795,7 @@ PACK_B32(pack_q4_0_vnni, PS_GGML_Q4_0, 8, false, sizeof(ps_block_q4_0))
 PACK_B32(pack_q4_1_vnni, PS_GGML_Q4_1, 0, true, sizeof(ps_block_q4_1))
 PACK_B32(pack_q5_0_vnni, PS_GGML_Q5_0, 16, false, sizeof(ps_block_q5_0))
 PACK_B32(pack_q5_1_vnni, PS_GGML_Q5_1, 0, true, sizeof(ps_block_q5_1))
+PACK_B32(pack_q8_0_vnni, PS_GGML_Q8_0, 128, false, sizeof(ps_block_q8_0))
 PACK_B32(pack_iq4_nl_vnni, PS_GGML_IQ4_NL, 128, false, sizeof(ps_block_iq4_nl))
 PACK_B32(pack_mxfp4_vnni, PS_GGML_MXFP4, 12, false, sizeof(ps_block_mxfp4))
 
@@ -794,6 +807,7 @@ static pack_b32_fn pack_b32_of(uint32_t type) {
     case PS_GGML_Q4_1: return pack_q4_1_vnni;
     case PS_GGML_Q5_0: return pack_q5_0_vnni;
     case PS_GGML_Q5_1: return pack_q5_1_vnni;
+    case PS_GGML_Q8_0: return pack_q8_0_vnni;
     case PS_GGML_IQ4_NL: return pack_iq4_nl_vnni;
     case PS_GGML_MXFP4: return pack_mxfp4_vnni;
     default: return NULL;
@@ -845,6 +859,7 @@ PACK_B32_AMX(pack_q4_0_amx, PS_GGML_Q4_0, 8, false, sizeof(ps_block_q4_0))
 PACK_B32_AMX(pack_q4_1_amx, PS_GGML_Q4_1, 0, true, sizeof(ps_block_q4_1))
 PACK_B32_AMX(pack_q5_0_amx, PS_GGML_Q5_0, 16, false, sizeof(ps_block_q5_0))
 PACK_B32_AMX(pack_q5_1_amx, PS_GGML_Q5_1, 0, true, sizeof(ps_block_q5_1))
+PACK_B32_AMX(pack_q8_0_amx, PS_GGML_Q8_0, 128, false, sizeof(ps_block_q8_0))
 PACK_B32_AMX(pack_iq4_nl_amx, PS_GGML_IQ4_NL, 128, false, sizeof(ps_block_iq4_nl))
 PACK_B32_AMX(pack_mxfp4_amx, PS_GGML_MXFP4, 12, false, sizeof(ps_block_mxfp4))
 
@@ -856,6 +871,7 @@ static pack_amx_fn pack_b32_amx_of(uint32_t type) {
     case PS_GGML_Q4_1: return pack_q4_1_amx;
     case PS_GGML_Q5_0: return pack_q5_0_amx;
     case PS_GGML_Q5_1: return pack_q5_1_amx;
+    case PS_GGML_Q8_0: return pack_q8_0_amx;
     case PS_GGML_IQ4_NL: return pack_iq4_nl_amx;
     case PS_GGML_MXFP4: return pack_mxfp4_amx;
     default: return NULL;
@@ -1043,7 +1059,7 @@ VNNI_MK(vnni_k32_min, 256, 32, true, false, 1)  /* Q4_K, Q5_K */
 VNNI_MK(vnni_k32_off, 256, 32, true, true, 0)   /* IQ4_XS */
 VNNI_MK(vnni_k16_min, 256, 16, true, false, 1)  /* Q2_K */
 VNNI_MK(vnni_k16_off, 256, 16, true, true, 0)   /* Q3_K, Q6_K */
-VNNI_MK(vnni_b32_off, 32, 32, false, true, 0)   /* Q4_0, Q5_0, IQ4_NL, MXFP4 */
+VNNI_MK(vnni_b32_off, 32, 32, false, true, 0)   /* Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 */
 VNNI_MK(vnni_b32_fmin, 32, 32, false, false, 2) /* Q4_1, Q5_1 */
 
 typedef void (*vnni_tile_fn)(const qpack *, const qslot *, int64_t, const uint8_t *, int64_t,
@@ -1175,7 +1191,7 @@ AVX2_MK(avx2_k32_sgn, 256, 32, true, false, 0, true)   /* IQ4_XS */
 AVX2_MK(avx2_k16_min, 256, 16, true, false, 1, false)  /* Q2_K */
 AVX2_MK(avx2_k16_off, 256, 16, true, true, 0, false)   /* Q3_K, Q6_K */
 AVX2_MK(avx2_b32_off, 32, 32, false, true, 0, false)   /* Q4_0, Q5_0, MXFP4 */
-AVX2_MK(avx2_b32_sgn, 32, 32, false, false, 0, true)   /* IQ4_NL */
+AVX2_MK(avx2_b32_sgn, 32, 32, false, false, 0, true)   /* Q8_0, IQ4_NL */
 AVX2_MK(avx2_b32_fmin, 32, 32, false, false, 2, false) /* Q4_1, Q5_1 */
 
 typedef void (*avx2_tile_fn)(const qpack *, const qslot *, int64_t, const uint8_t *, int,

@@ -130,12 +130,7 @@ void ps_quantize_iq4_nl(const float *x, void *row, int64_t n);
 void ps_quantize_iq4_xs(const float *x, void *row, int64_t n);
 void ps_quantize_mxfp4(const float *x, void *row, int64_t n);
 
-/* The native kernels matmul.c has (Q8_0 int8, BF16 vdpbf16ps) and their references. */
-void ps_matmul_q8_0(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
-                    int64_t n_rows, float *y, int64_t ldy);
-void ps_matmul_q8_0_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items);
-ps_status ps_matmul_q8_0_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
-                             float *y, int64_t ldy);
+/* The BF16 native kernel (vdpbf16ps) and its reference. */
 void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                     int64_t n_rows, float *y, int64_t ldy);
 ps_status ps_matmul_bf16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
