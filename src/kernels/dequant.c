@@ -12,7 +12,9 @@
  * the same float operations in the same order, so the same bits (tests/test_types.c compares
  * every form with the numpy decoder).
  */
-#include "kernels/types.h"
+#include "kernels/dequant.h"
+#include "base/impl.h"
+#include "kernels/qblocks.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -1,12 +1,13 @@
 /*
- * matmul_amx.c — the BF16, Q8_0 and block-quantised matmul tiles on Intel AMX (tile registers
- * + TMUL).
+ * matmul_amx.c — the BF16 and block-quantised (Q8_0, Q4_K, ...) matmul tiles on Intel AMX
+ * (tile registers + TMUL).
  *
  * AMX has 8 tile registers of up to 16 rows x 64 bytes, configured per thread (ldtilecfg), and
  * instructions C (16 x 16 float32 / int32) += A (16 rows x K) . B (K x 16, in "VNNI" pairs or
  * quads: row kk of B holds, for each of the 16 columns, the K-adjacent 2 bf16 or 4 int8 values
- * 2kk.. / 4kk..). Here A is always 16 activation rows (row-major, as matmul.c prepares them per
- * call) and B 16 weight rows in that pair/quad layout, so C is 16 activation rows x 16 outputs.
+ * 2kk.. / 4kk..). For BF16, A is 16 activation rows (row-major, as matmul_float.c prepares them
+ * per call) and B 16 weight rows in that pair/quad layout, so C is 16 activation rows x 16
+ * outputs; the block types swap the roles (below).
  *
  *   BF16 (tdpbf16ps): y[r][j] = sum over k of bf16(x[r][k]) * w[j][k], float32. Per output, one
  *     C element accumulates the 32-input chunks kc = 0, 1, 2, ... in order (between k blocks the
@@ -20,13 +21,8 @@
  *     differs, so results differ by float32 rounding; both are bounded by the usual
  *     |y - exact| <= n_in * 2^-24 * sum_k |x_k w_k| (test_matmul checks it, and prints the
  *     largest measured share of that bound).
- *   Q8_0 (tdpbssd, int8 x int8 -> int32): per 32-input block b, C = the exact int32 isum_b of
- *     16 x 16 (row, output) pairs; then, as the VNNI path does, acc = fmaf((float)isum_b,
- *     dw[j][b] * dx[r][b], acc) in block order with AVX-512. The same float operations in the
- *     same order: bitwise equal to the VNNI, AVX2 and scalar paths (test_matmul checks).
- *
- *   The other block types (matmul_quant.c's integer road): see "the block-quantised types"
- *     below: int8 weights x int8 activations, the exact int32 sums of that file's kernels,
+ *   The block types, Q8_0 among them (matmul_quant.c's integer road): see "the block-quantised
+ *     types" below: int8 weights x int8 activations, the exact int32 sums of that file's kernels,
  *     its float part; bitwise equal to its VNNI, AVX2 and scalar kernels.
  *
  * Tiles are configured at the start of every task and released at its end (tilerelease), so
@@ -70,8 +66,8 @@ T_AMX static void cfg_bf16(void) {
     _tile_loadconfig(&c);
 }
 
-/* Q8_0 and the 32-input block types: tiles 0-3 C (16 x 16 int32), 4-5 A (16 rows x 32 int8),
- * 6-7 B (8 quads x 16). */
+/* The 32-input block types (Q8_0, Q4_0, ...): tiles 0-3 C (16 x 16 int32), 4-5 A (16 rows x
+ * 32 int8), 6-7 B (8 quads x 16). */
 T_AMX static void cfg_q8(void) {
     amx_cfg c;
     memset(&c, 0, sizeof c);
@@ -266,84 +262,9 @@ T_AMX void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t 
     if (stream) _mm_sfence();
 }
 
-/* ---- Q8_0 ---- */
-
-/* 16 activation rows x the 16-row packed tile over all nb blocks (see matmul.c's Q8_0 layout:
- * per block 512 bytes of B quads, 64 of unused corrections, 64 of float scales). Blocks go in
- * groups of 4: four tdpbssd into C tiles 0-3 (A and B alternating between two tiles each, so a
- * load need not wait for the previous product), four stores, then the float part of the four
- * blocks in block order; the next group's tile work overlaps it. */
-#define Q8_TDP(C, A, B, bb)                                                                    \
-    do {                                                                                       \
-        _tile_zero(C);                                                                         \
-        _tile_loadd(A, q + (bb) * 32, sq);                                                     \
-        _tile_loadd(B, wp + (bb) * PS_AMX_Q8_QB, 64);                                          \
-        _tile_dpbssd(C, A, B);                                                                 \
-    } while (0)
-
-T_AMX static inline __attribute__((always_inline)) void q8_float(
-    __m512 acc[16], const int32_t *cb, const uint8_t *wb, const float *d, int64_t ldd,
-    int64_t b) {
-    const __m512 dw = _mm512_load_ps((const float *)(wb + 576));
-    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++)
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb + 16 * r)),
-                                 _mm512_mul_ps(dw, _mm512_set1_ps(d[b * 16 + r])), acc[r]);
-}
-
-T_AMX static inline __attribute__((always_inline)) void q8_rows16(
-    const int8_t *q, int64_t ldq, const float *d, int64_t ldd, const uint8_t *wp, int64_t nb,
-    int nr, float *y, int64_t ldy, __mmask16 m, int32_t *buf, bool stream) {
-    __m512 acc[16];
-    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
-    const long sq = (long)ldq;
-    int64_t b = 0;
-    for (; b + 4 <= nb; b += 4) {
-        C_FENCE(buf);
-        Q8_TDP(0, 4, 6, b);
-        Q8_TDP(1, 5, 7, b + 1);
-        Q8_TDP(2, 4, 6, b + 2);
-        Q8_TDP(3, 5, 7, b + 3);
-        _tile_stored(0, buf, 64);
-        _tile_stored(1, buf + 256, 64);
-        _tile_stored(2, buf + 512, 64);
-        _tile_stored(3, buf + 768, 64);
-        C_FENCE(buf);
-        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
-            q8_float(acc, buf + 256 * i, wp + (b + i) * PS_AMX_Q8_QB, d, ldd, b + i);
-    }
-    for (; b < nb; b++) {
-        C_FENCE(buf);
-        Q8_TDP(0, 4, 6, b);
-        _tile_stored(0, buf, 64);
-        C_FENCE(buf);
-        q8_float(acc, buf, wp + b * PS_AMX_Q8_QB, d, ldd, b);
-    }
-    C_FENCE(buf);
-    /* constant indices only: a variable one would keep acc in memory (measured: 16 loads and
-     * stores of the accumulators per 4 blocks) */
-    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++)
-        if (r < nr) store_row(y + r * ldy, m, acc[r], stream);
-}
-
-T_AMX void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int64_t ldq,
-                          const float *d, int64_t ldd, int64_t n_rows, float *y, int64_t ldy,
-                          bool stream) {
-    const __mmask16 m = (__mmask16)((1u << nw) - 1u);
-    int32_t buf[1024] __attribute__((aligned(64)));
-    cfg_q8();
-    AMX_FENCE();
-    for (int64_t r = 0; r < n_rows; r += 16)
-        q8_rows16(q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, (int)PS_MIN(16, n_rows - r),
-                  y + r * ldy, ldy, m, buf, stream);
-    _tile_release();
-    if (stream) _mm_sfence();
-    AMX_FENCE();
-}
-
-
 /* ---- the block-quantised types (matmul_quant.c's integer road) ----
  *
- * Roles swapped against Q8_0: A = 16 weight rows (row-major, as decoded: no transpose), B =
+ * Roles swapped against BF16: A = 16 weight rows (row-major, as decoded: no transpose), B =
  * 16 activation rows in quads (each 16-row group of the call's quantised activations is
  * transposed once per call, ps_amx_q_act_group), so C row i = weight row i, lane r =
  * activation row r; the float part multiplies set1(dw[i]) by the rows' scales (the same
@@ -359,7 +280,7 @@ T_AMX void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q
  * bitwise the VNNI ones. Blocks outer, 16-row groups inner (one block's packed weights, 12 KiB,
  * stay in L1 while the activation groups pass); the accumulators wait in a park between blocks.
  * 32-input types (no sub-block scales): A = u - off as int8, one tdpbssd of K = 32 per block,
- * blocks in fours as Q8_0, groups outer with the accumulators in registers. */
+ * blocks in groups of four (four C tiles, A and B alternating between two tiles each), groups outer with the accumulators in registers. */
 
 /* Bytes of a packed 256-input block's weight planes: hi and lo (16 x 256 each), or one. */
 static size_t qg_planes(const ps_amx_qgeom *g) { return g->bias >= 0 ? 4096u : 8192u; }
@@ -714,9 +635,6 @@ void *ps_amx_bf16_pack(const ps_mat *w, size_t *bytes) {
 size_t ps_amx_bf16_scratch_bytes(int64_t n_in) { return 0; }
 void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, int64_t ldx,
                       int64_t n_rows, float *y, int64_t ldy, void *scratch, bool stream) {}
-void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int64_t ldq,
-                    const float *d, int64_t ldd, int64_t n_rows, float *y, int64_t ldy,
-                    bool stream) {}
 size_t ps_amx_q_block_bytes(const ps_amx_qgeom *g) { return 0; }
 size_t ps_amx_q_scratch_bytes(int64_t n_in) { return 0; }
 void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {}

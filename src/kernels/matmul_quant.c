@@ -7,7 +7,7 @@
  * bytes), int32 sub-block scales, int16 mins and the float block scales. Every kernel works on
  * those integers, so a type is a row plus its decoder.
  *
- * Work split (as the Q8_0 road of matmul.c): activation rows are quantised once per call into
+ * Work split: activation rows are quantised once per call into
  * the threads' slots (PS_CHUNK rows per slot; more rows run in passes), then one pool task per
  * tile of 16 weight rows. A task decodes its tile and packs it so that one vector lane holds one
  * weight row: per block, [group g of 4 inputs][row 0..15][4 bytes u], then the int32 scales of
@@ -41,8 +41,8 @@
 #include "kernels/i8pack.h"
 #include "kernels/matmul_amx.h"
 #include "base/prof.h"
+#include "kernels/dequant.h"
 #include "kernels/qact.h"
-#include "kernels/quant.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -74,6 +74,7 @@ typedef struct {
     int amx_bias; /* AMX, 256 inputs: -1, or a bias putting every p = sc x (u - off) in 0..255
                    * (one byte plane, ps_amx_qgeom): Q2_K sc 0..15 x u 0..3 = 0..45; Q3_K
                    * sc -32..31 x w -4..3 = -124..128, + 124 = 0..252 */
+    ps_row_to_f32_fn to_f32; /* ggml's dequantisation (dequant.c): ps_mmq_ref's weights */
 } qdesc;
 
 /* ---- decoders (ggml's block layouts, ggml-common.h) ---- */
@@ -275,20 +276,20 @@ static void dec_iq4_xs(const uint8_t *b, uint8_t *u, int32_t *sc, int16_t *mn, f
 /* Block bytes from the struct layouts of qblocks.h; the decoders read ggml's byte offsets,
  * which the asserts below tie to those structs. */
 static const qdesc QTYPES[] = {
-    /* type           qk   sb  off  cl  act       min        scaled bytes                   decode      amx_bias */
-    {PS_GGML_Q4_0,    32,  32, 8,   0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q4_0),   dec_q4_0,  -1},
-    {PS_GGML_Q4_1,    32,  32, 0,   0,  ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q4_1),   dec_q4_1,  -1},
-    {PS_GGML_Q5_0,    32,  32, 16,  0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q5_0),   dec_q5_0,  -1},
-    {PS_GGML_Q5_1,    32,  32, 0,   0,  ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q5_1),   dec_q5_1,  -1},
-    {PS_GGML_Q8_0,    32,  32, 128, 0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q8_0),   dec_q8_0,  -1},
-    {PS_GGML_Q2_K,    256, 16, 0,   16, ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q2_k),   dec_q2_k,   0},
-    {PS_GGML_Q3_K,    256, 16, 4,   16, ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_q3_k),   dec_q3_k, 124},
-    {PS_GGML_Q4_K,    256, 32, 0,   0,  ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q4_k),   dec_q4_k,  -1},
-    {PS_GGML_Q5_K,    256, 32, 0,   0,  ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q5_k),   dec_q5_k,  -1},
-    {PS_GGML_Q6_K,    256, 16, 32,  0,  ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_q6_k),   dec_q6_k,  -1},
-    {PS_GGML_IQ4_NL,  32,  32, 128, 0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_iq4_nl), dec_iq4_nl,  -1},
-    {PS_GGML_IQ4_XS,  256, 32, 128, 0,  ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_iq4_xs), dec_iq4_xs,  -1},
-    {PS_GGML_MXFP4,   32,  32, 12,  0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_mxfp4),  dec_mxfp4,  -1},
+    /* type           qk   sb  off  cl  act       min        scaled bytes                   decode  amx_bias to_f32 */
+    {PS_GGML_Q4_0,    32,  32, 8,   0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q4_0),   dec_q4_0, -1, ps_dequant_q4_0},
+    {PS_GGML_Q4_1,    32,  32, 0,   0,  ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q4_1),   dec_q4_1, -1, ps_dequant_q4_1},
+    {PS_GGML_Q5_0,    32,  32, 16,  0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q5_0),   dec_q5_0, -1, ps_dequant_q5_0},
+    {PS_GGML_Q5_1,    32,  32, 0,   0,  ACT_Q8_1, MIN_FLOAT, false, sizeof(ps_block_q5_1),   dec_q5_1, -1, ps_dequant_q5_1},
+    {PS_GGML_Q8_0,    32,  32, 128, 0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_q8_0),   dec_q8_0, -1, ps_dequant_q8_0},
+    {PS_GGML_Q2_K,    256, 16, 0,   16, ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q2_k),   dec_q2_k, 0, ps_dequant_q2_k},
+    {PS_GGML_Q3_K,    256, 16, 4,   16, ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_q3_k),   dec_q3_k, 124, ps_dequant_q3_k},
+    {PS_GGML_Q4_K,    256, 32, 0,   0,  ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q4_k),   dec_q4_k, -1, ps_dequant_q4_k},
+    {PS_GGML_Q5_K,    256, 32, 0,   0,  ACT_Q8_K, MIN_INT,   true,  sizeof(ps_block_q5_k),   dec_q5_k, -1, ps_dequant_q5_k},
+    {PS_GGML_Q6_K,    256, 16, 32,  0,  ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_q6_k),   dec_q6_k, -1, ps_dequant_q6_k},
+    {PS_GGML_IQ4_NL,  32,  32, 128, 0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_iq4_nl), dec_iq4_nl, -1, ps_dequant_iq4_nl},
+    {PS_GGML_IQ4_XS,  256, 32, 128, 0,  ACT_Q8_K, MIN_NONE,  true,  sizeof(ps_block_iq4_xs), dec_iq4_xs, -1, ps_dequant_iq4_xs},
+    {PS_GGML_MXFP4,   32,  32, 12,  0,  ACT_Q8_0, MIN_NONE,  false, sizeof(ps_block_mxfp4),  dec_mxfp4, -1, ps_dequant_mxfp4},
 };
 _Static_assert(offsetof(ps_block_q5_0, qs) == 6 && offsetof(ps_block_q5_1, qs) == 8 &&
                    offsetof(ps_block_q2_k, d) == 80 && offsetof(ps_block_q3_k, scales) == 96 &&
@@ -1523,7 +1524,7 @@ ps_status ps_mmq_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_row
         for (int64_t k = 0; k < n; k++) xd[k] = (double)q[k] * (double)d[k / qd->qk];
         for (int64_t j = 0; j < w->n_out; j++) {
             const uint8_t *wr = (const uint8_t *)w->data + (size_t)j * w->row_bytes;
-            ps_quant_row_to_f32_ref(w->type, wr, row, n);
+            qd->to_f32(wr, row, n);
             double acc = 0.0;
             for (int64_t b = 0; b < nb; b++) {
                 /* Q4_1 / Q5_1: w = d q + m; the m part is m x s (Q8_1's s), as llama.cpp */

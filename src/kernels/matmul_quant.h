@@ -24,7 +24,7 @@
 #ifndef PS_MATMUL_QUANT_H
 #define PS_MATMUL_QUANT_H
 
-#include "kernels/matmul.h"
+#include "kernels/mat.h"
 
 /* True for the weight types this file has an integer kernel for. */
 bool ps_mmq_supported(uint32_t type);

@@ -11,6 +11,7 @@
  * here — the loader, matmul.c, the embedding lookup, gen-model, tests and benchmarks.
  */
 #include "kernels/types.h"
+#include "kernels/matmul_float.h"
 #include "kernels/matmul_quant.h"
 
 #define WIDEN "f32 widening"
