@@ -9,11 +9,13 @@
 #ifndef PS_I8PACK_H
 #define PS_I8PACK_H
 
+#include "base/simd.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 /* g[j] = group j (dword j of rows 0..15, lane i = row i) of the rows in z (see above). */
-__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+PS_TARGET_AVX512F static inline __attribute__((always_inline)) void
 ps_i8_groups16(const __m512i z[8], __m512i g[8]) {
     const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
     const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);

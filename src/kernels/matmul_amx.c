@@ -30,14 +30,13 @@
  * The functions here are only called when ps_cpu_has_amx() (isa.c) said yes.
  */
 #include "kernels/matmul_amx.h"
+#include "base/simd.h"
 
 #include <math.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define T_AMX                                                                                  \
-    __attribute__((target("amx-tile,amx-bf16,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
 /* The tile intrinsics are asm statements that tell the compiler nothing about the memory they
  * read or write: a barrier before loads of data written by C code and after stores. */
@@ -54,7 +53,7 @@ typedef struct {
 
 /* Every tile 16 rows x 64 bytes. BF16: 0-3 C (16 x 16 float), 4-5 A (16 rows x 32 bf16), 6-7 B
  * (16 pairs x 16); the 256-input block types use the same shapes (see their kernels). */
-T_AMX static void cfg_bf16(void) {
+PS_TARGET_AMX static void cfg_bf16(void) {
     amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
@@ -68,7 +67,7 @@ T_AMX static void cfg_bf16(void) {
 
 /* The 32-input block types (Q8_0, Q4_0, ...): tiles 0-3 C (16 x 16 int32), 4-5 A (16 rows x
  * 32 int8), 6-7 B (8 quads x 16). */
-T_AMX static void cfg_q8(void) {
+PS_TARGET_AMX static void cfg_q8(void) {
     amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
@@ -89,7 +88,7 @@ T_AMX static void cfg_q8(void) {
  * 256 positions x 151,936), where each ordinary store first read its line from memory. That
  * read-for-ownership doubled the time of the Q8_0 output matrix (measured: 282 -> ~600 GOP/s
  * with the stores sent to a small buffer instead). The values stored are the same. */
-T_AMX static inline __attribute__((always_inline)) void store_row(float *p, __mmask16 m,
+PS_TARGET_AMX static inline __attribute__((always_inline)) void store_row(float *p, __mmask16 m,
                                                                    __m512 v, bool stream) {
     if (stream && m == 0xffff && ((uintptr_t)p & 63) == 0) _mm512_stream_ps(p, v);
     else _mm512_mask_storeu_ps(p, m, v);
@@ -104,7 +103,7 @@ size_t ps_amx_bf16_tiles_bytes(const ps_mat *w) {
 }
 
 /* 16 x 16 dword transpose: out[k] lane i = in[i] lane k. */
-T_AMX static inline void transpose16(__m512i r[16]) {
+PS_TARGET_AMX static inline void transpose16(__m512i r[16]) {
     __m512i t[16];
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
@@ -133,7 +132,7 @@ T_AMX static inline void transpose16(__m512i r[16]) {
 
 /* Weight rows 16 g .. 16 g + 15 into n_chunks 1 KiB B tiles at dst: chunk kc, row kk, column i
  * = the bf16 pair w[16 g + i][32 kc + 2 kk], [.. + 1]; zeros past n_in and past n_out. */
-T_AMX static void pack_group(const ps_mat *w, int64_t g, uint8_t *dst) {
+PS_TARGET_AMX static void pack_group(const ps_mat *w, int64_t g, uint8_t *dst) {
     const int64_t nkc = n_chunks(w->n_in);
     for (int64_t kc = 0; kc < nkc; kc++) {
         const int64_t k0 = kc * 32, rem = PS_MIN((int64_t)32, w->n_in - k0);
@@ -180,7 +179,7 @@ size_t ps_amx_bf16_scratch_bytes(int64_t n_in) {
 
 /* One 32- or 16-row by 32- or 16-output block over chunks [c0, c1): RA A tiles, RB B tiles.
  * first: C starts at zero, else from the park; the C tiles go back to the park. */
-T_AMX static inline __attribute__((always_inline)) void bf16_block(
+PS_TARGET_AMX static inline __attribute__((always_inline)) void bf16_block(
     int RA, int RB, const uint16_t *x, int64_t ldx, const uint8_t *b0, const uint8_t *b1,
     int64_t c0, int64_t c1, float *park, bool first) {
     /* park layout: C(a, b) at park + (a * 2 + b) * 256 floats, rows 64 bytes apart */
@@ -212,7 +211,7 @@ T_AMX static inline __attribute__((always_inline)) void bf16_block(
     if (RA == 2 && RB == 2) _tile_stored(3, park + 768, 64);
 }
 
-T_AMX void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, int64_t ldx,
+PS_TARGET_AMX void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, int64_t ldx,
                             int64_t n_rows, float *y, int64_t ldy, void *scratch, bool stream) {
     const int64_t nkc = n_chunks(w->n_in);
     const size_t per_group = (size_t)nkc * 1024u;
@@ -306,7 +305,7 @@ size_t ps_amx_q_scratch_bytes(int64_t n_in) {
  * from two p vectors by one vpshufb each (bytes to qword halves) and one two-source qword
  * permute per plane. (Was: vpsraw + two vpmovwb per 32 inputs, each 2 uops on port 5.)
  * bias >= 0: the one plane is the low byte of p + bias (which is all of it). */
-T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {
+PS_TARGET_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {
     const int qk = g->qk, sb = g->sb, np = 128 / sb; /* np: min pairs per 256-input block */
     float *dw = (float *)(dst + qg_dw_off(g)), *dm = dw + 16;
     const __m512i off = _mm512_set1_epi16((short)g->off);
@@ -366,7 +365,7 @@ T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, ui
     }
 }
 
-T_AMX void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
+PS_TARGET_AMX void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
                               int64_t ldd, int16_t *bs, int64_t ldb, int64_t n, void *tmp) {
     uint8_t *t = tmp;
     memcpy(t, q, (size_t)(16 * ldq));
@@ -411,7 +410,7 @@ T_AMX void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, flo
 }
 
 /* acc[i] (weight row i, lane r = activation row r) -> y rows r < nr, outputs < nw. */
-T_AMX static inline __attribute__((always_inline)) void store_t(__m512 acc[16], int64_t nr,
+PS_TARGET_AMX static inline __attribute__((always_inline)) void store_t(__m512 acc[16], int64_t nr,
                                                                  float *y, int64_t ldy,
                                                                  __mmask16 m, bool stream) {
     __m512i r[16];
@@ -425,7 +424,7 @@ T_AMX static inline __attribute__((always_inline)) void store_t(__m512 acc[16], 
  * activations, A tiles 6-7: the hi and lo planes), so that four independent chains keep the
  * tile unit busy; P = 1: the one plane's chain (unsigned bytes: tdpbusd) into C 0 and C 2.
  * Stored to cb (group h at + 512 h; hi or the one plane at + 0, lo at + 256). */
-T_AMX static inline __attribute__((always_inline)) void q256_tiles(int G, int P,
+PS_TARGET_AMX static inline __attribute__((always_inline)) void q256_tiles(int G, int P,
                                                                     const uint8_t *wb,
                                                                     const int8_t *x0,
                                                                     const int8_t *x1,
@@ -460,7 +459,7 @@ T_AMX static inline __attribute__((always_inline)) void q256_tiles(int G, int P,
  * bias x the block's activation sum (P = 1; BIAS: bias > 0, bst the block sums); NP min pairs
  * (msum: vpdpwssd of the activations' sub-block sum pairs, lanes = rows, by the weight row's
  * min pair, at wb + planes). */
-T_AMX static inline __attribute__((always_inline)) void q256_float(
+PS_TARGET_AMX static inline __attribute__((always_inline)) void q256_float(
     int NP, int P, bool BIAS, int bias, const int32_t *cb, const uint8_t *wb, const float *dw,
     const float *dm, const float *dt, const int32_t *bst, float *park, bool first, bool last,
     int64_t nr, float *y, int64_t ldy, __mmask16 m, bool stream) {
@@ -495,7 +494,7 @@ T_AMX static inline __attribute__((always_inline)) void q256_float(
     if (last) store_t(acc, nr, y, ldy, m, stream);
 }
 
-T_AMX static inline __attribute__((always_inline)) void q256_run(
+PS_TARGET_AMX static inline __attribute__((always_inline)) void q256_run(
     int NP, int P, bool BIAS, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
     const int8_t *xt, int64_t ldq, const float *dt, const int32_t *bst, int64_t ldd,
     int64_t ldb, int64_t n_rows, float *y, int64_t ldy, float *park, bool stream) {
@@ -542,7 +541,7 @@ T_AMX static inline __attribute__((always_inline)) void q256_run(
         _tile_dpbssd(C, A, B);                                                                 \
     } while (0)
 
-T_AMX static inline __attribute__((always_inline)) void q32_float(
+PS_TARGET_AMX static inline __attribute__((always_inline)) void q32_float(
     bool FMIN, __m512 acc[16], const int32_t *cb, const uint8_t *wb, const float *dt,
     const float *st) {
     const float *dw = (const float *)(wb + 512), *dm = dw + 16;
@@ -554,7 +553,7 @@ T_AMX static inline __attribute__((always_inline)) void q32_float(
     }
 }
 
-T_AMX static inline __attribute__((always_inline)) void q32_run(
+PS_TARGET_AMX static inline __attribute__((always_inline)) void q32_run(
     bool FMIN, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb, const int8_t *xt,
     int64_t ldq, const float *dt, const float *st, int64_t ldd, int64_t n_rows, float *y,
     int64_t ldy, bool stream) {
@@ -599,7 +598,7 @@ T_AMX static inline __attribute__((always_inline)) void q32_run(
     AMX_FENCE();
 }
 
-T_AMX void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
+PS_TARGET_AMX void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
                          const int8_t *xt, int64_t ldq, const float *dt, const float *st,
                          int64_t ldd, const int16_t *bst, int64_t ldb, int64_t n_rows, float *y,
                          int64_t ldy, float *park, bool stream) {

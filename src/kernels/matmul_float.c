@@ -32,6 +32,7 @@
  * road its row widener.
  */
 #include "kernels/matmul_float.h"
+#include "base/simd.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul_amx.h"
 #include "kernels/qact.h"
@@ -93,9 +94,8 @@ static void tile_scalar(const float *const *w, int nw, const float *x, int64_t l
 
 /* ---- AVX2: 8 lanes ---- */
 
-#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-T_AVX2 static inline float hsum256(__m256 v) {
+PS_TARGET_AVX2 static inline float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -104,7 +104,7 @@ T_AVX2 static inline float hsum256(__m256 v) {
 
 /* hsum256 of four accumulators at once, each result bitwise equal to hsum256 of its vector:
  * 128-bit halves, then lanes (0+2, 1+3), then those two, with shared shuffles. */
-T_AVX2 static inline __m128 hsum256x4(__m256 a, __m256 b, __m256 c, __m256 d) {
+PS_TARGET_AVX2 static inline __m128 hsum256x4(__m256 a, __m256 b, __m256 c, __m256 d) {
     const __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20),
                                     _mm256_permute2f128_ps(a, b, 0x31)); /* [sa | sb] */
     const __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20),
@@ -120,7 +120,7 @@ T_AVX2 static inline __m128 hsum256x4(__m256 a, __m256 b, __m256 c, __m256 d) {
 /* R activation rows (1 to 3) x J weight rows (1 or 4) over inputs [k0, k1); shapes: x (R, n)
  * rows ldx apart, w[J] rows of n. Accumulators start at zero (first) or come from acc (slot
  * (r * MM_TILE + j) * 16); they end in y (R, J) rows ldy apart (last) or go back to acc. */
-T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
+PS_TARGET_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
     int R, int J, const float *x, int64_t ldx, const float *const *w, int64_t k0, int64_t k1,
     float *acc, bool first, bool last, float *y, int64_t ldy) {
     __m256 a[4][4];
@@ -197,7 +197,7 @@ T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
     mk_avx2(R, J, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16, first, last,  \
             yb + r * ldy + j, ldy)
 
-T_AVX2 static void tile_avx2(const float *const *w, int nw, const float *x, int64_t ldx,
+PS_TARGET_AVX2 static void tile_avx2(const float *const *w, int nw, const float *x, int64_t ldx,
                              int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
     TILE_BLOCKS(float, MM_ROWS,
                 TILE_FORM(AVX2_MK, 3)
@@ -207,7 +207,7 @@ T_AVX2 static void tile_avx2(const float *const *w, int nw, const float *x, int6
 
 #undef AVX2_MK
 
-T_AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
+PS_TARGET_AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
     float y;
     mk_avx2(1, 1, a, 0, &b, 0, n, NULL, true, true, &y, 0);
     return y;
@@ -215,12 +215,11 @@ T_AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
 
 /* ---- AVX-512: 16 lanes ---- */
 
-#define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 
 /* The horizontal sum of one accumulator, spelled out so that the order does not depend on the
  * compiler's _mm512_reduce_add_ps: 256-bit halves, 128-bit halves, then lanes (0+2, 1+3), then
  * those two. */
-T_AVX512 static inline float hsum512(__m512 v) {
+PS_TARGET_AVX512 static inline float hsum512(__m512 v) {
     const __m256 t3 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
     const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
     const __m128 t8 = _mm_add_ps(t6, _mm_permute_ps(t6, _MM_SHUFFLE(1, 0, 3, 2)));
@@ -230,7 +229,7 @@ T_AVX512 static inline float hsum512(__m512 v) {
 
 /* hsum512 of four accumulators at once (each result bitwise equal to hsum512 of its vector):
  * the same tree, with the halving steps of two or four vectors sharing shuffles. */
-T_AVX512 static inline __m128 hsum512x4(__m512 a, __m512 b, __m512 c, __m512 d) {
+PS_TARGET_AVX512 static inline __m128 hsum512x4(__m512 a, __m512 b, __m512 c, __m512 d) {
     /* 256-bit halves: [a0+a2, a1+a3, b0+b2, b1+b3] in 128-bit chunks */
     const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)),
                                     _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)));
@@ -250,7 +249,7 @@ T_AVX512 static inline __m128 hsum512x4(__m512 a, __m512 b, __m512 c, __m512 d) 
 /* The accumulators of an R x J register tile (AVX-512 kernels): start at zero (first) or from
  * the parked vectors acc + (r * stride + j) * 16; end as sums in y (R, J) rows ldy apart (last:
  * hsum512, four at a time for J = 4) or parked again. */
-T_AVX512 static inline __attribute__((always_inline)) void acc512_start(
+PS_TARGET_AVX512 static inline __attribute__((always_inline)) void acc512_start(
     int R, int J, __m512 a[6][4], const float *acc, int stride, bool first) {
     _Pragma("GCC unroll 6")
     for (int r = 0; r < R; r++)
@@ -259,7 +258,7 @@ T_AVX512 static inline __attribute__((always_inline)) void acc512_start(
             a[r][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + (r * stride + j) * 16);
 }
 
-T_AVX512 static inline __attribute__((always_inline)) void acc512_end(
+PS_TARGET_AVX512 static inline __attribute__((always_inline)) void acc512_end(
     int R, int J, __m512 a[6][4], float *acc, int stride, bool last, float *y, int64_t ldy) {
     if (last && J == 4) {
         _Pragma("GCC unroll 6")
@@ -277,7 +276,7 @@ T_AVX512 static inline __attribute__((always_inline)) void acc512_end(
 }
 
 /* The AVX-512 form of mk_avx2 (same contract, 16 lanes). */
-T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(
+PS_TARGET_AVX512 static inline __attribute__((always_inline)) void mk_avx512(
     int R, int J, const float *x, int64_t ldx, const float *const *w, int64_t k0, int64_t k1,
     float *acc, bool first, bool last, float *y, int64_t ldy) {
     __m512 a[6][4];
@@ -313,7 +312,7 @@ T_AVX512 static inline __attribute__((always_inline)) void mk_avx512(
     mk_avx512(R, J, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * MM_TILE + j) * 16, first,    \
               last, yb + r * ldy + j, ldy)
 
-T_AVX512 static void tile_avx512(const float *const *w, int nw, const float *x, int64_t ldx,
+PS_TARGET_AVX512 static void tile_avx512(const float *const *w, int nw, const float *x, int64_t ldx,
                                  int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
     TILE_BLOCKS(float, MM_ROWS,
                 TILE_FORM(AVX512_MK, 6)
@@ -324,7 +323,7 @@ T_AVX512 static void tile_avx512(const float *const *w, int nw, const float *x, 
 
 #undef AVX512_MK
 
-T_AVX512 static float dot_avx512(const float *a, const float *b, int64_t n) {
+PS_TARGET_AVX512 static float dot_avx512(const float *a, const float *b, int64_t n) {
     float y;
     mk_avx512(1, 1, a, 0, &b, 0, n, NULL, true, true, &y, 0);
     return y;
@@ -332,7 +331,7 @@ T_AVX512 static float dot_avx512(const float *a, const float *b, int64_t n) {
 #endif
 
 #if defined(__x86_64__)
-T_AVX2 static void axpy_avx2(float a, const float *x, float *y, int64_t n) {
+PS_TARGET_AVX2 static void axpy_avx2(float a, const float *x, float *y, int64_t n) {
     __m256 av = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -340,7 +339,7 @@ T_AVX2 static void axpy_avx2(float a, const float *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
-T_AVX512 static void axpy_avx512(float a, const float *x, float *y, int64_t n) {
+PS_TARGET_AVX512 static void axpy_avx512(float a, const float *x, float *y, int64_t n) {
     __m512 av = _mm512_set1_ps(a);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
@@ -392,10 +391,9 @@ float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
 #if defined(__x86_64__)
 
 
-#define T_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
 /* The vdpbf16ps form of mk_avx512: x (R, n) bf16 rows ldx elements apart, w[J] bf16 rows. */
-T_BF16 static inline __attribute__((always_inline)) void mk_bf16(
+PS_TARGET_AVX512_BF16 static inline __attribute__((always_inline)) void mk_bf16(
     int R, int J, const uint16_t *x, int64_t ldx, const uint16_t *const *w, int64_t k0,
     int64_t k1, float *acc, bool first, bool last, float *y, int64_t ldy) {
     __m512 a[6][4];
@@ -439,7 +437,7 @@ T_BF16 static inline __attribute__((always_inline)) void mk_bf16(
  * 1.5 MB, does not fit L2): 256-row k = 2048 / 3072 shapes ~340 -> ~365 GFLOP/s. The bf16
  * rows are 64 bytes longer than a multiple of 128 so that rows do not alias in L1 (k = 1024:
  * ~440 -> ~460). */
-T_BF16 static void tile_bf16(const uint16_t *const *w, int nw, const uint16_t *x, int64_t ldx,
+PS_TARGET_AVX512_BF16 static void tile_bf16(const uint16_t *const *w, int nw, const uint16_t *x, int64_t ldx,
                              int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
     TILE_BLOCKS(uint16_t, BF16_ROWS,
                 TILE_FORM(BF16_MK, 6)

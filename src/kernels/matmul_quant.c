@@ -38,6 +38,7 @@
  * file's float part, so it gives these bits too (test_matmul_quant checks).
  */
 #include "kernels/matmul_quant.h"
+#include "base/simd.h"
 #include "kernels/i8pack.h"
 #include "kernels/matmul_amx.h"
 #include "base/prof.h"
@@ -401,7 +402,7 @@ size_t ps_mmq_scratch_floats(int64_t max_n_in) {
 /* Quantises one activation row into slot row r (see the table's act). */
 /* bs[j] = sum of q[32 j .. 32 j + 31] (exact): AVX-512 vpsadbw on q + 128, or plain adds. */
 #if defined(__x86_64__)
-__attribute__((target("avx512f,avx512bw"))) static void sums32_avx512(const int8_t *q, int64_t n,
+PS_TARGET_AVX512_BW static void sums32_avx512(const int8_t *q, int64_t n,
                                                                       int16_t *bs) {
     for (int64_t j = 0; j + 2 <= n / 32; j += 2) {
         const __m512i u = _mm512_xor_si512(_mm512_loadu_si512((const void *)(q + 32 * j)),
@@ -588,30 +589,28 @@ static void pack_tile_c(const qdesc *qd, const qpack *pg, const uint8_t *w0, siz
 
 #if defined(__x86_64__)
 
-#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define T_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
 /* ---- the u bytes of one block with AVX2 (the same bytes as the decoders above) ---- */
 
-T_AVX2 static inline __m256i lo4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(15)); }
-T_AVX2 static inline __m256i hi4(__m256i v) {
+PS_TARGET_AVX2 static inline __m256i lo4(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(15)); }
+PS_TARGET_AVX2 static inline __m256i hi4(__m256i v) {
     return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
 }
 /* bit k of each byte, moved to bit p (per byte; 16-bit shifts never carry across the mask) */
-T_AVX2 static inline __m256i bitk(__m256i v, int k, int p) {
+PS_TARGET_AVX2 static inline __m256i bitk(__m256i v, int k, int p) {
     const __m256i b = _mm256_and_si256(_mm256_srli_epi16(v, k), _mm256_set1_epi8(1));
     return _mm256_slli_epi16(b, p);
 }
-T_AVX2 static inline __m256i ld32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
-T_AVX2 static inline void st32(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+PS_TARGET_AVX2 static inline __m256i ld32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+PS_TARGET_AVX2 static inline void st32(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
 
 /* 16 bytes of nibbles -> 32 bytes: low nibbles, then high */
-T_AVX2 static inline __m256i nib16(const uint8_t *q) {
+PS_TARGET_AVX2 static inline __m256i nib16(const uint8_t *q) {
     const __m128i v = _mm_loadu_si128((const __m128i *)q), m = _mm_set1_epi8(15);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
 }
 /* the 32 bits of qh, one per byte, at bit 4 */
-T_AVX2 static inline __m256i bits32(uint32_t qh) {
+PS_TARGET_AVX2 static inline __m256i bits32(uint32_t qh) {
     const __m256i sh = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2,
                                         2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), sh);
@@ -619,12 +618,12 @@ T_AVX2 static inline __m256i bits32(uint32_t qh) {
     const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
     return _mm256_and_si256(on, _mm256_set1_epi8(16));
 }
-T_AVX2 static void uf_q4_0(const uint8_t *b, uint8_t *u) { st32(u, nib16(b + 2)); }
-T_AVX2 static void uf_q4_1(const uint8_t *b, uint8_t *u) { st32(u, nib16(b + 4)); }
-T_AVX2 static void uf_q5_0(const uint8_t *b, uint8_t *u) {
+PS_TARGET_AVX2 static void uf_q4_0(const uint8_t *b, uint8_t *u) { st32(u, nib16(b + 2)); }
+PS_TARGET_AVX2 static void uf_q4_1(const uint8_t *b, uint8_t *u) { st32(u, nib16(b + 4)); }
+PS_TARGET_AVX2 static void uf_q5_0(const uint8_t *b, uint8_t *u) {
     st32(u, _mm256_or_si256(nib16(b + 6), bits32(rd32(b + 2))));
 }
-T_AVX2 static void uf_q5_1(const uint8_t *b, uint8_t *u) {
+PS_TARGET_AVX2 static void uf_q5_1(const uint8_t *b, uint8_t *u) {
     st32(u, _mm256_or_si256(nib16(b + 8), bits32(rd32(b + 4))));
 }
 /* nibble codes through a 16-entry table of u values: KV_IQ4NL + 128 and KV_FP4 + 12 (the
@@ -632,19 +631,19 @@ T_AVX2 static void uf_q5_1(const uint8_t *b, uint8_t *u) {
 static const uint8_t U_IQ4NL[16] = {1,   24,  45,  63,  79,  93,  106, 118,
                                     129, 141, 153, 166, 181, 197, 217, 241};
 static const uint8_t U_FP4[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
-T_AVX2 static inline __m256i lut16(const uint8_t *t, __m256i idx) {
+PS_TARGET_AVX2 static inline __m256i lut16(const uint8_t *t, __m256i idx) {
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t)), idx);
 }
-T_AVX2 static void uf_q8_0(const uint8_t *b, uint8_t *u) {
+PS_TARGET_AVX2 static void uf_q8_0(const uint8_t *b, uint8_t *u) {
     st32(u, _mm256_xor_si256(ld32(b + 2), _mm256_set1_epi8((char)0x80)));
 }
-T_AVX2 static void uf_iq4_nl(const uint8_t *b, uint8_t *u) { st32(u, lut16(U_IQ4NL, nib16(b + 2))); }
-T_AVX2 static void uf_mxfp4(const uint8_t *b, uint8_t *u) { st32(u, lut16(U_FP4, nib16(b + 1))); }
-T_AVX2 static void uf_iq4_xs(const uint8_t *b, uint8_t *u) {
+PS_TARGET_AVX2 static void uf_iq4_nl(const uint8_t *b, uint8_t *u) { st32(u, lut16(U_IQ4NL, nib16(b + 2))); }
+PS_TARGET_AVX2 static void uf_mxfp4(const uint8_t *b, uint8_t *u) { st32(u, lut16(U_FP4, nib16(b + 1))); }
+PS_TARGET_AVX2 static void uf_iq4_xs(const uint8_t *b, uint8_t *u) {
     for (int s = 0; s < 8; s++) st32(u + 32 * s, lut16(U_IQ4NL, nib16(b + 8 + 16 * s)));
 }
 /* The u bytes of one block of 32 (legacy, IQ4_NL, MXFP4), as the decoders give them. */
-T_AVX2 static inline __attribute__((always_inline)) __m256i u32_of(uint32_t type, const uint8_t *b) {
+PS_TARGET_AVX2 static inline __attribute__((always_inline)) __m256i u32_of(uint32_t type, const uint8_t *b) {
     switch (type) {
     case PS_GGML_Q4_0: return nib16(b + 2);
     case PS_GGML_Q4_1: return nib16(b + 4);
@@ -655,7 +654,7 @@ T_AVX2 static inline __attribute__((always_inline)) __m256i u32_of(uint32_t type
     default: return lut16(U_FP4, nib16(b + 1)); /* MXFP4 */
     }
 }
-T_AVX2 static void uf_q2_k(const uint8_t *b, uint8_t *u) {
+PS_TARGET_AVX2 static void uf_q2_k(const uint8_t *b, uint8_t *u) {
     const __m256i m3 = _mm256_set1_epi8(3);
     for (int h = 0; h < 2; h++) {
         const __m256i v = ld32(b + 16 + 32 * h);
@@ -663,7 +662,7 @@ T_AVX2 static void uf_q2_k(const uint8_t *b, uint8_t *u) {
             st32(u + 128 * h + 32 * j, _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3));
     }
 }
-T_AVX2 static void uf_q3_k(const uint8_t *b, uint8_t *u) {
+PS_TARGET_AVX2 static void uf_q3_k(const uint8_t *b, uint8_t *u) {
     const __m256i m3 = _mm256_set1_epi8(3), hm = ld32(b);
     for (int h = 0; h < 2; h++) {
         const __m256i v = ld32(b + 32 + 32 * h);
@@ -672,14 +671,14 @@ T_AVX2 static void uf_q3_k(const uint8_t *b, uint8_t *u) {
                                                        bitk(hm, 4 * h + j, 2)));
     }
 }
-T_AVX2 static void uf_q4_k(const uint8_t *b, uint8_t *u) {
+PS_TARGET_AVX2 static void uf_q4_k(const uint8_t *b, uint8_t *u) {
     for (int c = 0; c < 4; c++) {
         const __m256i v = ld32(b + 16 + 32 * c);
         st32(u + 64 * c, lo4(v));
         st32(u + 64 * c + 32, hi4(v));
     }
 }
-T_AVX2 static void uf_q5_k(const uint8_t *b, uint8_t *u) {
+PS_TARGET_AVX2 static void uf_q5_k(const uint8_t *b, uint8_t *u) {
     const __m256i qh = ld32(b + 16);
     for (int c = 0; c < 4; c++) {
         const __m256i v = ld32(b + 48 + 32 * c);
@@ -687,7 +686,7 @@ T_AVX2 static void uf_q5_k(const uint8_t *b, uint8_t *u) {
         st32(u + 64 * c + 32, _mm256_or_si256(hi4(v), bitk(qh, 2 * c + 1, 4)));
     }
 }
-T_AVX2 static void uf_q6_k(const uint8_t *b, uint8_t *u) {
+PS_TARGET_AVX2 static void uf_q6_k(const uint8_t *b, uint8_t *u) {
     const __m256i m3 = _mm256_set1_epi8(3);
     for (int h = 0; h < 2; h++) {
         const __m256i l0 = ld32(b + 64 * h), l1 = ld32(b + 64 * h + 32), qh = ld32(b + 128 + 32 * h);
@@ -724,14 +723,14 @@ static ufast_fn ufast(uint32_t type) {
 /* The group layout by an in-register transpose (ps_i8_groups16, i8pack.h, shared with
  * matmul.c's Q8_0 packer): per 32-byte chunk, zmm k holds rows k and k + 8; group g = dword g
  * of the 16 rows. */
-T_VNNI static inline __attribute__((always_inline)) void transpose8_store(const __m512i *z,
+PS_TARGET_AVX512_VNNI static inline __attribute__((always_inline)) void transpose8_store(const __m512i *z,
                                                                           uint8_t *d) {
     __m512i g[8];
     ps_i8_groups16(z, g);
     for (int j = 0; j < 8; j++) _mm512_store_si512((void *)(d + 64 * j), g[j]);
 }
 
-T_VNNI static void transpose_vnni(int qk, const uint8_t *tmp, uint8_t *dst) {
+PS_TARGET_AVX512_VNNI static void transpose_vnni(int qk, const uint8_t *tmp, uint8_t *dst) {
     for (int c = 0; c < qk / 32; c++) {
         __m512i z[8];
         for (int k = 0; k < 8; k++) {
@@ -748,7 +747,7 @@ T_VNNI static void transpose_vnni(int qk, const uint8_t *tmp, uint8_t *dst) {
  * (and Q4_1 / Q5_1's m) widened by one vcvtph2ps, MXFP4's E8M0 by e8m0_half. Rows past nw: u =
  * off (w = 0) and zero scales, as pack_side. The same bytes as pack_side + transpose_vnni at a
  * quarter of their cost (measured: packing was 12-16% of these types' matmul time). */
-T_VNNI static inline __attribute__((always_inline)) void pack_b32_vnni(
+PS_TARGET_AVX512_VNNI static inline __attribute__((always_inline)) void pack_b32_vnni(
     uint32_t type, int off, bool has_m, const qpack *pg, const uint8_t *w0, size_t row_bytes,
     int nw, int64_t nb, size_t bytes, uint8_t *wp) {
     const __m256i pad = _mm256_set1_epi8((char)off);
@@ -788,7 +787,7 @@ T_VNNI static inline __attribute__((always_inline)) void pack_b32_vnni(
 }
 
 #define PACK_B32(NAME, TYPE, OFF, HM, BYTES)                                                   \
-    T_VNNI static void NAME(const qpack *pg, const uint8_t *w0, size_t row_bytes, int nw,      \
+    PS_TARGET_AVX512_VNNI static void NAME(const qpack *pg, const uint8_t *w0, size_t row_bytes, int nw,      \
                             int64_t nb, uint8_t *wp) {                                         \
         pack_b32_vnni(TYPE, OFF, HM, pg, w0, row_bytes, nw, nb, BYTES, wp);                     \
     }
@@ -820,7 +819,7 @@ static pack_b32_fn pack_b32_of(uint32_t type) {
  * rows, as pack_b32_vnni decodes them (u32_of, one vcvtph2ps for the scales). The same bytes
  * as decode + ufast + ps_amx_q_pack_block (test_matmul_quant: AMX bitwise VNNI) at a fraction
  * of their cost (measured: 15% of Q4_0's AMX matmul at m = 256 went to that packing). */
-T_VNNI static inline __attribute__((always_inline)) void pack_b32_amx(
+PS_TARGET_AVX512_VNNI static inline __attribute__((always_inline)) void pack_b32_amx(
     uint32_t type, int off, bool has_m, const uint8_t *w0, size_t row_bytes, int nw, int64_t nb,
     size_t bytes, size_t bb, uint8_t *wp) {
     const __m256i o = _mm256_set1_epi8((char)off);
@@ -852,7 +851,7 @@ T_VNNI static inline __attribute__((always_inline)) void pack_b32_amx(
 }
 
 #define PACK_B32_AMX(NAME, TYPE, OFF, HM, BYTES)                                               \
-    T_VNNI static void NAME(const uint8_t *w0, size_t row_bytes, int nw, int64_t nb,           \
+    PS_TARGET_AVX512_VNNI static void NAME(const uint8_t *w0, size_t row_bytes, int nw, int64_t nb,           \
                             uint8_t *wp) {                                                     \
         pack_b32_amx(TYPE, OFF, HM, w0, row_bytes, nw, nb, BYTES, 576 + (HM ? 64 : 0), wp);    \
     }
@@ -879,7 +878,7 @@ static pack_amx_fn pack_b32_amx_of(uint32_t type) {
     }
 }
 
-T_VNNI static void pack_tile_vnni(const qdesc *qd, const qpack *pg, const uint8_t *w0,
+PS_TARGET_AVX512_VNNI static void pack_tile_vnni(const qdesc *qd, const qpack *pg, const uint8_t *w0,
                                   size_t row_bytes, int nw, int64_t nb, uint8_t *wp,
                                   ufast_fn uf) {
     uint8_t tmp[QT * 256] __attribute__((aligned(64)));
@@ -895,7 +894,7 @@ T_VNNI static void pack_tile_vnni(const qdesc *qd, const qpack *pg, const uint8_
  * in sub-blocks of SB; acc[r] lane i = output (r, i). SCALED: int32 sub-block scales; INIT:
  * sub-block sums start at -off x (activation sub-block sum); MINK 1: int16 mins x activation
  * sub-block sums (vpdpwssd), MINK 2: m x s (Q4_1 / Q5_1). */
-T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
+PS_TARGET_AVX512_VNNI static inline __attribute__((always_inline)) void mk_vnni(
     int R, int QK, int SB, bool SCALED, bool INIT, int MINK, const qpack *pg, const qslot *sl,
     int64_t r0, const uint8_t *wp, int64_t nb, float *y, int64_t ldy, __mmask16 m) {
     const int NS = QK / SB;
@@ -972,7 +971,7 @@ T_VNNI static inline __attribute__((always_inline)) void mk_vnni(
  * path. Tried on Q6_K (halves of 8, 8 x 32 x 127) and Q4_K (halves of 16, 16 x 15 x 127) too:
  * 10-20% slower there (twice the start-value broadcasts, register spills), so they keep
  * vpmulld. */
-T_VNNI static inline __attribute__((always_inline)) void mkp_vnni(
+PS_TARGET_AVX512_VNNI static inline __attribute__((always_inline)) void mkp_vnni(
     int R, int QK, int SB, int CL, bool INIT, int MINK, const qpack *pg, const qslot *sl,
     int64_t r0, const uint8_t *wp, int64_t nb, float *y, int64_t ldy, __mmask16 m) {
     const int NS = QK / SB, NC = QK / CL, G = CL / 4;
@@ -1037,7 +1036,7 @@ T_VNNI static inline __attribute__((always_inline)) void mkp_vnni(
 }
 
 #define VNNI_MKP(NAME, SB, CL, IN, MK)                                                         \
-    T_VNNI static void NAME(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp,   \
+    PS_TARGET_AVX512_VNNI static void NAME(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp,   \
                             int64_t nb, float *y, int64_t ldy, __mmask16 m) {                  \
         int64_t r = 0;                                                                         \
         for (; r + 8 <= nr; r += 8) mkp_vnni(8, 256, SB, CL, IN, MK, pg, sl, r, wp, nb, y + r * ldy, ldy, m); \
@@ -1049,7 +1048,7 @@ VNNI_MKP(vnnip_q2_k, 16, 16, false, 1) /* Q2_K: two sub-blocks */
 
 /* One tile x the nr rows of one slot, in row forms of 8 / 4 / 1. */
 #define VNNI_MK(NAME, QK, SB, SC, IN, MK)                                                      \
-    T_VNNI static void NAME(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp,   \
+    PS_TARGET_AVX512_VNNI static void NAME(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp,   \
                             int64_t nb, float *y, int64_t ldy, __mmask16 m) {                  \
         int64_t r = 0;                                                                         \
         for (; r + 8 <= nr; r += 8) mk_vnni(8, QK, SB, SC, IN, MK, pg, sl, r, wp, nb, y + r * ldy, ldy, m); \
@@ -1080,7 +1079,7 @@ static vnni_tile_fn vnni_fn(const qdesc *qd) {
 /* ---- AVX2 kernels: 8 lanes = weight rows 8h .. 8h + 7 of the packed tile ----
  * As mk_vnni; vpmaddubsw + vpmaddwd stand in for vpdpbusd, vpmaddwd for vpdpwssd. SGN (off =
  * 128): the weights taken back to int8 (u ^ 0x80), |w| x sign(x, w), no start value. */
-T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
+PS_TARGET_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
     int R, int QK, int SB, bool SCALED, bool INIT, int MINK, bool SGN, const qpack *pg,
     const qslot *sl, int64_t r0, const uint8_t *wp, int h, int64_t nb, float *y, int64_t ldy,
     __m256i mask) {
@@ -1179,7 +1178,7 @@ T_AVX2 static inline __attribute__((always_inline)) void mk_avx2(
 }
 
 #define AVX2_MK(NAME, QK, SB, SC, IN, MK, SG)                                                  \
-    T_AVX2 static void NAME(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp,   \
+    PS_TARGET_AVX2 static void NAME(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp,   \
                             int h, int64_t nb, float *y, int64_t ldy, int nl) {                \
         const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl),                         \
                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));    \

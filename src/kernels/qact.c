@@ -16,6 +16,7 @@
  * product and f16 rounding on every path.
  */
 #include "kernels/qact.h"
+#include "base/simd.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -59,7 +60,7 @@ void ps_quant_act_q8_ref(const float *x, int64_t n, uint8_t *q, float *d, bool o
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma,f16c")))
+PS_TARGET_AVX2
 static void act_q8_avx2(const float *x, int64_t n, uint8_t *q, float *d, bool offset) {
     const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
     const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
@@ -106,7 +107,7 @@ static void act_q8_avx2(const float *x, int64_t n, uint8_t *q, float *d, bool of
 }
 
 /* One block's 32 values v0, v1 by its inverse scale id into q (as the reference rounds). */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static inline void
+PS_TARGET_AVX512 static inline void
 act_q8_block_avx512(__m512 v0, __m512 v1, float id, uint8_t *q, bool offset) {
     const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
     const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
@@ -130,7 +131,7 @@ act_q8_block_avx512(__m512 v0, __m512 v1, float id, uint8_t *q, bool offset) {
  * as ps_f32_to_f16) run once per 16 blocks as vector operations; each lane computes exactly
  * the scalar IEEE operations of the reference. The scalar form serialised on those divisions
  * (measured: 12-15% of an AMX matmul at m = 256). Leftover blocks take the scalar form. */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c")))
+PS_TARGET_AVX512_F16C
 static void act_q8_avx512(const float *x, int64_t n, uint8_t *q, float *d, bool offset) {
     const __m512 big = _mm512_set1_ps(FLT_MAX);
     const int64_t nb = n / PS_Q8_0_BLOCK;
@@ -208,7 +209,7 @@ void ps_quant_act_bf16_ref(const float *x, int64_t n, uint16_t *out, float *out_
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2")))
+PS_TARGET_AVX2_INT
 static void act_bf16_avx2(const float *x, int64_t n, uint16_t *out, float *out_f32) {
     const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
     const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
@@ -232,7 +233,7 @@ static void act_bf16_avx2(const float *x, int64_t n, uint16_t *out, float *out_f
     ps_quant_act_bf16_ref(x + i, n - i, out ? out + i : NULL, out_f32 ? out_f32 + i : NULL);
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+PS_TARGET_AVX512
 static void act_bf16_avx512(const float *x, int64_t n, uint16_t *out, float *out_f32) {
     const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
     const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
@@ -316,7 +317,7 @@ void ps_qact_q8_K_ref(const float *x, int64_t n, int8_t *q, int16_t *bsums, floa
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma")))
+PS_TARGET_AVX2_FMA
 static void q8k_avx2(const float *x, int64_t n, int8_t *q, int16_t *bsums, float *d) {
     const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
     const __m256i c127 = _mm256_set1_epi32(127);
@@ -376,7 +377,7 @@ static void q8k_avx2(const float *x, int64_t n, int8_t *q, int16_t *bsums, float
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+PS_TARGET_AVX512
 static void q8k_avx512(const float *x, int64_t n, int8_t *q, int16_t *bsums, float *d) {
     const __m512 big = _mm512_set1_ps(FLT_MAX);
     const __m512i c127 = _mm512_set1_epi32(127);
@@ -481,7 +482,7 @@ static inline float q8_1_s(int sum, float amax) {
     return ps_f16_to_f32(ps_f32_to_f16((float)sum * (amax / 127.0f)));
 }
 
-__attribute__((target("avx2,fma")))
+PS_TARGET_AVX2_FMA
 static void q8_1_sums_avx2(const float *x, int64_t n, const int8_t *q, const float *d, float *s) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
@@ -509,7 +510,7 @@ static void q8_1_sums_avx2(const float *x, int64_t n, const int8_t *q, const flo
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+PS_TARGET_AVX512
 static void q8_1_sums_avx512(const float *x, int64_t n, const int8_t *q, const float *d,
                              float *s) {
     for (int64_t b = 0; b < n / 32; b++) {
