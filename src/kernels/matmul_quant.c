@@ -720,8 +720,8 @@ static ufast_fn ufast(uint32_t type) {
     }
 }
 
-/* The group layout by an in-register transpose (ps_i8_groups16, i8pack.h, shared with
- * matmul.c's Q8_0 packer): per 32-byte chunk, zmm k holds rows k and k + 8; group g = dword g
+/* The group layout by an in-register transpose (ps_i8_groups16, i8pack.h, as
+ * the 32-input packers below): per 32-byte chunk, zmm k holds rows k and k + 8; group g = dword g
  * of the 16 rows. */
 PS_TARGET_AVX512_VNNI static inline __attribute__((always_inline)) void transpose8_store(const __m512i *z,
                                                                           uint8_t *d) {

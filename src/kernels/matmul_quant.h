@@ -1,6 +1,6 @@
 /*
  * matmul_quant.h — the integer matmul of the block-quantised weight types (Q4_0, Q4_1, Q5_0,
- * Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4):
+ * Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4):
  *
  *     y (n_rows, n_out) = x (n_rows, n_in) @ W^T
  *
