@@ -29,8 +29,9 @@ typedef struct {
     float *scratch;
     size_t scratch_stride;
     bool f32_act;        /* float32 activations for every weight type (PS_ACT_F32) */
-    bool amx;            /* BF16 and Q8_0 through AMX tiles (isa must be AVX512, and
-                          * ps_cpu_has_amx() true); unused with f32_act */
+    bool amx;            /* BF16 and the block types (Q8_0, Q4_K, ...) through AMX tiles
+                          * (isa must be AVX512, and ps_cpu_has_amx() true); unused with
+                          * f32_act */
 } ps_matmul_env;
 
 /* One product of a grouped call: for m < n_w (1 or 2: matrices that share the input rows, as
