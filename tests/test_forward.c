@@ -12,7 +12,9 @@
 #include "check.h"
 #include "run/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/qact.h"
 #include "kernels/quant.h"
+#include "kernels/quantize.h"
 
 #include <math.h>
 

@@ -11,6 +11,7 @@
  * 5. The shared vocabularies and models (skipped when ../shared is absent).
  */
 #include "gguf/gguf.h"
+#include "kernels/qblocks.h"
 
 #include "check.h"
 #include "base/testhooks.h"

@@ -43,7 +43,9 @@
 #include "base/impl.h"
 #include "run/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/qact.h"
 #include "kernels/quant.h"
+#include "kernels/quantize.h"
 
 #include <math.h>
 

@@ -28,7 +28,9 @@
 #include "base/impl.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_amx.h"
+#include "kernels/qact.h"
 #include "kernels/quant.h"
+#include "kernels/quantize.h"
 
 #include <math.h>
 

@@ -28,7 +28,7 @@
 
 /* CPU features beyond the ISA levels (isa.c): AVX-512 BF16 (vdpbf16ps) and VNNI (vpdpbusd).
  * False unless the AVX-512 level is usable. Reported by `promptscore bench`; the kernels keep
- * exact float32 arithmetic and do not use them (see matmul.c). */
+ * exact float32 arithmetic and do not use them (see kernels/matmul_float.c). */
 bool ps_cpu_has_avx512bf16(void);
 bool ps_cpu_has_avx512vnni(void);
 /* AMX-TILE + AMX-BF16 + AMX-INT8 usable: cpuid, XCR0 and the OS's tile-data permission (asked

@@ -8,6 +8,7 @@
 #define PS_GGUF_H
 
 #include "base/impl.h"
+#include "base/ggml_type.h" /* the tensor types (PS_GGML_*) and their block geometry */
 
 /* Metadata value types, numbered as in the GGUF specification. */
 typedef enum {
@@ -25,39 +26,6 @@ typedef enum {
     PS_GGUF_INT64 = 11,
     PS_GGUF_FLOAT64 = 12
 } ps_gguf_type;
-
-/* Tensor types (ggml numbering). The reader knows the block size of every ggml type so that it
- * can check sizes; the model loader decides which ones it can compute with. */
-typedef enum {
-    PS_GGML_F32 = 0,
-    PS_GGML_F16 = 1,
-    PS_GGML_Q4_0 = 2,
-    PS_GGML_Q4_1 = 3,
-    PS_GGML_Q5_0 = 6,
-    PS_GGML_Q5_1 = 7,
-    PS_GGML_Q8_0 = 8,
-    PS_GGML_Q8_1 = 9,
-    PS_GGML_Q2_K = 10,
-    PS_GGML_Q3_K = 11,
-    PS_GGML_Q4_K = 12,
-    PS_GGML_Q5_K = 13,
-    PS_GGML_Q6_K = 14,
-    PS_GGML_Q8_K = 15,
-    PS_GGML_IQ4_NL = 20,
-    PS_GGML_IQ4_XS = 23,
-    PS_GGML_I8 = 24,
-    PS_GGML_I16 = 25,
-    PS_GGML_I32 = 26,
-    PS_GGML_I64 = 27,
-    PS_GGML_F64 = 28,
-    PS_GGML_BF16 = 30,
-    PS_GGML_MXFP4 = 39
-    /* also known to the reader (sizes only): iq2_xxs 16 .. iq2_s 22, iq1_m 29, tq1_0 34,
-     * tq2_0 35; 4, 5, 31-33, 36-38 were removed from ggml and are unknown. */
-} ps_ggml_type;
-
-/* The block layouts (Q8_0: one f16 scale + 32 int8, ...) are in qblocks.h. */
-#include "kernels/qblocks.h"
 
 /* A string inside the file: NOT NUL-terminated. */
 typedef struct {
@@ -123,12 +91,6 @@ ps_status ps_gguf_arr_str(const ps_gguf *g, const char *key, uint64_t index, ps_
 int64_t ps_gguf_n_tensors(const ps_gguf *g);
 const ps_gguf_tensor *ps_gguf_tensor_at(const ps_gguf *g, int64_t i);
 const ps_gguf_tensor *ps_gguf_find_tensor(const ps_gguf *g, const char *name); /* NULL if absent */
-
-/* ggml type facts: block size in elements and bytes; name ("f32", "q8_0", ...). Unknown -> 0
- * / "unknown". */
-int64_t ps_ggml_block_elems(uint32_t type);
-int64_t ps_ggml_block_bytes(uint32_t type);
-const char *ps_ggml_type_name(uint32_t type);
 
 /* ---- writer ---- */
 typedef struct ps_gguf_writer ps_gguf_writer;

@@ -12,7 +12,10 @@
  * the same float operations in the same order, so the same bits (tests/test_types.c compares
  * every form with the numpy decoder).
  */
-#include "kernels/types.h"
+#include "kernels/dequant.h"
+#include "base/simd.h"
+#include "base/impl.h"
+#include "kernels/qblocks.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -274,7 +277,7 @@ void ps_dequant_iq4_xs(const void *row, float *out, int64_t n) {
 /* ---- SIMD widening (x86-64): F16 and BF16 are exact conversions, Q8_0 one multiply ---- */
 #if defined(__x86_64__)
 
-__attribute__((target("avx2,fma,f16c"))) void ps_dequant_f16_avx2(const void *row, float *out,
+PS_TARGET_AVX2 void ps_dequant_f16_avx2(const void *row, float *out,
                                                                   int64_t n) {
     const uint8_t *p = row;
     int64_t i = 0;
@@ -283,7 +286,7 @@ __attribute__((target("avx2,fma,f16c"))) void ps_dequant_f16_avx2(const void *ro
     ps_dequant_f16(p + 2 * i, out + i, n - i);
 }
 
-__attribute__((target("avx2,fma,f16c"))) void ps_dequant_bf16_avx2(const void *row, float *out,
+PS_TARGET_AVX2 void ps_dequant_bf16_avx2(const void *row, float *out,
                                                                    int64_t n) {
     const uint8_t *p = row;
     int64_t i = 0;
@@ -294,7 +297,7 @@ __attribute__((target("avx2,fma,f16c"))) void ps_dequant_bf16_avx2(const void *r
     ps_dequant_bf16(p + 2 * i, out + i, n - i);
 }
 
-__attribute__((target("avx2,fma,f16c"))) void ps_dequant_q8_0_avx2(const void *row, float *out,
+PS_TARGET_AVX2 void ps_dequant_q8_0_avx2(const void *row, float *out,
                                                                    int64_t n) {
     const uint8_t *p = row;
     for (int64_t b = 0; b < n / PS_Q8_0_BLOCK; b++) {
@@ -307,9 +310,8 @@ __attribute__((target("avx2,fma,f16c"))) void ps_dequant_q8_0_avx2(const void *r
     }
 }
 
-#define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 
-T_AVX512 void ps_dequant_f16_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_f16_avx512(const void *row, float *out, int64_t n) {
     const uint8_t *p = row;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
@@ -318,7 +320,7 @@ T_AVX512 void ps_dequant_f16_avx512(const void *row, float *out, int64_t n) {
     ps_dequant_f16(p + 2 * i, out + i, n - i);
 }
 
-T_AVX512 void ps_dequant_bf16_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_bf16_avx512(const void *row, float *out, int64_t n) {
     const uint8_t *p = row;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -328,7 +330,7 @@ T_AVX512 void ps_dequant_bf16_avx512(const void *row, float *out, int64_t n) {
     ps_dequant_bf16(p + 2 * i, out + i, n - i);
 }
 
-T_AVX512 void ps_dequant_q8_0_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_q8_0_avx512(const void *row, float *out, int64_t n) {
     const uint8_t *p = row;
     for (int64_t b = 0; b < n / PS_Q8_0_BLOCK; b++) {
         const uint8_t *blk = p + (size_t)b * sizeof(ps_block_q8_0);
@@ -344,7 +346,7 @@ T_AVX512 void ps_dequant_q8_0_avx512(const void *row, float *out, int64_t n) {
  * the same float operations as the scalar forms (mul, then sub; no fused multiply-add) with
  * the per-sub-block factors computed as scalars in the same order. */
 
-T_AVX512 void ps_dequant_q4_k_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_q4_k_avx512(const void *row, float *out, int64_t n) {
     const ps_block_q4_k *x = row;
     const __m512i lo4 = _mm512_set1_epi32(15);
     for (int64_t i = 0; i < n / PS_QK_K; i++) {
@@ -367,7 +369,7 @@ T_AVX512 void ps_dequant_q4_k_avx512(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX512 void ps_dequant_q5_k_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_q5_k_avx512(const void *row, float *out, int64_t n) {
     const ps_block_q5_k *x = row;
     const __m512i lo4 = _mm512_set1_epi32(15), one = _mm512_set1_epi32(1);
     for (int64_t i = 0; i < n / PS_QK_K; i++) {
@@ -400,7 +402,7 @@ T_AVX512 void ps_dequant_q5_k_avx512(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX512 void ps_dequant_q6_k_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_q6_k_avx512(const void *row, float *out, int64_t n) {
     const ps_block_q6_k *x = row;
     const __m512i lo4 = _mm512_set1_epi32(15), three = _mm512_set1_epi32(3),
                   k32 = _mm512_set1_epi32(32);
@@ -447,15 +449,15 @@ T_AVX512 void ps_dequant_q6_k_avx512(const void *row, float *out, int64_t n) {
  * (the table's values are small integers: exact as floats). 16 weights per vector. ---- */
 
 /* 16 nibbles of q (low or high), as int32 */
-T_AVX512 static inline __m512i nib_lo16(const uint8_t *q) {
+PS_TARGET_AVX512 static inline __m512i nib_lo16(const uint8_t *q) {
     return _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q)),
                             _mm512_set1_epi32(15));
 }
-T_AVX512 static inline __m512i nib_hi16(const uint8_t *q) {
+PS_TARGET_AVX512 static inline __m512i nib_hi16(const uint8_t *q) {
     return _mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q)), 4);
 }
 /* bit (j + base) of qh at bit 4 of lane j */
-T_AVX512 static inline __m512i qbit16(uint32_t qh, int base) {
+PS_TARGET_AVX512 static inline __m512i qbit16(uint32_t qh, int base) {
     const __m512i sh = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
                                                           12, 13, 14, 15),
                                         _mm512_set1_epi32(base));
@@ -463,9 +465,9 @@ T_AVX512 static inline __m512i qbit16(uint32_t qh, int base) {
         _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)qh), sh), _mm512_set1_epi32(1)),
         4);
 }
-T_AVX512 static inline __m512 cvt16(__m512i v) { return _mm512_cvtepi32_ps(v); }
+PS_TARGET_AVX512 static inline __m512 cvt16(__m512i v) { return _mm512_cvtepi32_ps(v); }
 
-T_AVX512 void ps_dequant_q4_0_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_q4_0_avx512(const void *row, float *out, int64_t n) {
     const ps_block_q4_0 *x = row;
     const __m512i k8 = _mm512_set1_epi32(8);
     for (int64_t i = 0; i < n / PS_Q4_0_BLOCK; i++, out += PS_Q4_0_BLOCK) {
@@ -476,7 +478,7 @@ T_AVX512 void ps_dequant_q4_0_avx512(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX512 void ps_dequant_q4_1_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_q4_1_avx512(const void *row, float *out, int64_t n) {
     const ps_block_q4_1 *x = row;
     for (int64_t i = 0; i < n / PS_Q4_1_BLOCK; i++, out += PS_Q4_1_BLOCK) {
         const __m512 d = _mm512_set1_ps(ps_f16_to_f32(x[i].d));
@@ -486,7 +488,7 @@ T_AVX512 void ps_dequant_q4_1_avx512(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX512 void ps_dequant_q5_0_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_q5_0_avx512(const void *row, float *out, int64_t n) {
     const ps_block_q5_0 *x = row;
     const __m512i k16 = _mm512_set1_epi32(16);
     for (int64_t i = 0; i < n / PS_Q5_0_BLOCK; i++, out += PS_Q5_0_BLOCK) {
@@ -499,7 +501,7 @@ T_AVX512 void ps_dequant_q5_0_avx512(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX512 void ps_dequant_q5_1_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_q5_1_avx512(const void *row, float *out, int64_t n) {
     const ps_block_q5_1 *x = row;
     for (int64_t i = 0; i < n / PS_Q5_1_BLOCK; i++, out += PS_Q5_1_BLOCK) {
         const __m512 d = _mm512_set1_ps(ps_f16_to_f32(x[i].d));
@@ -513,11 +515,11 @@ T_AVX512 void ps_dequant_q5_1_avx512(const void *row, float *out, int64_t n) {
 }
 
 /* the 16-entry code tables as floats (exact) */
-T_AVX512 static inline __m512 table_ps(const int8_t *kv) {
+PS_TARGET_AVX512 static inline __m512 table_ps(const int8_t *kv) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)kv)));
 }
 
-T_AVX512 void ps_dequant_iq4_nl_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_iq4_nl_avx512(const void *row, float *out, int64_t n) {
     const ps_block_iq4_nl *x = row;
     const __m512 kv = table_ps(ps_kvalues_iq4nl);
     for (int64_t i = 0; i < n / PS_IQ4_NL_BLOCK; i++, out += PS_IQ4_NL_BLOCK) {
@@ -527,7 +529,7 @@ T_AVX512 void ps_dequant_iq4_nl_avx512(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX512 void ps_dequant_mxfp4_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_mxfp4_avx512(const void *row, float *out, int64_t n) {
     const ps_block_mxfp4 *x = row;
     const __m512 kv = table_ps(ps_kvalues_mxfp4);
     for (int64_t i = 0; i < n / PS_MXFP4_BLOCK; i++, out += PS_MXFP4_BLOCK) {
@@ -537,7 +539,7 @@ T_AVX512 void ps_dequant_mxfp4_avx512(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX512 void ps_dequant_iq4_xs_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_iq4_xs_avx512(const void *row, float *out, int64_t n) {
     const ps_block_iq4_xs *x = row;
     const __m512 kv = table_ps(ps_kvalues_iq4nl);
     for (int64_t i = 0; i < n / PS_QK_K; i++) {
@@ -553,7 +555,7 @@ T_AVX512 void ps_dequant_iq4_xs_avx512(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX512 void ps_dequant_q2_k_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_q2_k_avx512(const void *row, float *out, int64_t n) {
     const ps_block_q2_k *x = row;
     const __m512i m3 = _mm512_set1_epi32(3);
     for (int64_t i = 0; i < n / PS_QK_K; i++) {
@@ -576,7 +578,7 @@ T_AVX512 void ps_dequant_q2_k_avx512(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX512 void ps_dequant_q3_k_avx512(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX512 void ps_dequant_q3_k_avx512(const void *row, float *out, int64_t n) {
     const ps_block_q3_k *x = row;
     const __m512i m3 = _mm512_set1_epi32(3), k4 = _mm512_set1_epi32(4);
     for (int64_t i = 0; i < n / PS_QK_K; i++) {
@@ -606,17 +608,16 @@ T_AVX512 void ps_dequant_q3_k_avx512(const void *row, float *out, int64_t n) {
 }
 
 /* AVX2: 8 weights per vector, the same operations; tables by pshufb on the int8 codes. */
-#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-T_AVX2 static inline __m256i cvt8u(const uint8_t *q) {
+PS_TARGET_AVX2 static inline __m256i cvt8u(const uint8_t *q) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q));
 }
 /* element j of 8 (j = 0..7 from q + o) as int32: low nibble, high nibble */
-T_AVX2 static inline __m256i nlo8(const uint8_t *q) {
+PS_TARGET_AVX2 static inline __m256i nlo8(const uint8_t *q) {
     return _mm256_and_si256(cvt8u(q), _mm256_set1_epi32(15));
 }
-T_AVX2 static inline __m256i nhi8(const uint8_t *q) { return _mm256_srli_epi32(cvt8u(q), 4); }
-T_AVX2 static inline __m256i qbit8(uint32_t qh, int base) {
+PS_TARGET_AVX2 static inline __m256i nhi8(const uint8_t *q) { return _mm256_srli_epi32(cvt8u(q), 4); }
+PS_TARGET_AVX2 static inline __m256i qbit8(uint32_t qh, int base) {
     const __m256i sh = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                         _mm256_set1_epi32(base));
     return _mm256_slli_epi32(
@@ -624,7 +625,7 @@ T_AVX2 static inline __m256i qbit8(uint32_t qh, int base) {
         4);
 }
 /* the table value of 8 codes (int32 lanes 0..15), as float: pshufb on bytes, then widen */
-T_AVX2 static inline __m256 lut8(__m128i tab, __m256i idx) {
+PS_TARGET_AVX2 static inline __m256 lut8(__m128i tab, __m256i idx) {
     const __m128i b = _mm_packus_epi16(_mm_packus_epi32(_mm256_castsi256_si128(idx),
                                                         _mm256_extracti128_si256(idx, 1)),
                                        _mm_setzero_si128());
@@ -633,7 +634,7 @@ T_AVX2 static inline __m256 lut8(__m128i tab, __m256i idx) {
 
 /* legacy blocks of 32: CODE(q, j) the int32 codes of elements j .. j + 7 (j < 16: low
  * nibbles of qs[j ..], else high nibbles of qs[j - 16 ..]) */
-T_AVX2 void ps_dequant_q4_0_avx2(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX2 void ps_dequant_q4_0_avx2(const void *row, float *out, int64_t n) {
     const ps_block_q4_0 *x = row;
     const __m256i k8 = _mm256_set1_epi32(8);
     for (int64_t i = 0; i < n / PS_Q4_0_BLOCK; i++, out += PS_Q4_0_BLOCK) {
@@ -645,7 +646,7 @@ T_AVX2 void ps_dequant_q4_0_avx2(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX2 void ps_dequant_q4_1_avx2(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX2 void ps_dequant_q4_1_avx2(const void *row, float *out, int64_t n) {
     const ps_block_q4_1 *x = row;
     for (int64_t i = 0; i < n / PS_Q4_1_BLOCK; i++, out += PS_Q4_1_BLOCK) {
         const __m256 d = _mm256_set1_ps(ps_f16_to_f32(x[i].d)), m = _mm256_set1_ps(ps_f16_to_f32(x[i].m));
@@ -656,7 +657,7 @@ T_AVX2 void ps_dequant_q4_1_avx2(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX2 void ps_dequant_q5_0_avx2(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX2 void ps_dequant_q5_0_avx2(const void *row, float *out, int64_t n) {
     const ps_block_q5_0 *x = row;
     const __m256i k16 = _mm256_set1_epi32(16);
     for (int64_t i = 0; i < n / PS_Q5_0_BLOCK; i++, out += PS_Q5_0_BLOCK) {
@@ -671,7 +672,7 @@ T_AVX2 void ps_dequant_q5_0_avx2(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX2 void ps_dequant_q5_1_avx2(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX2 void ps_dequant_q5_1_avx2(const void *row, float *out, int64_t n) {
     const ps_block_q5_1 *x = row;
     for (int64_t i = 0; i < n / PS_Q5_1_BLOCK; i++, out += PS_Q5_1_BLOCK) {
         const __m256 d = _mm256_set1_ps(ps_f16_to_f32(x[i].d)), m = _mm256_set1_ps(ps_f16_to_f32(x[i].m));
@@ -685,7 +686,7 @@ T_AVX2 void ps_dequant_q5_1_avx2(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX2 void ps_dequant_iq4_nl_avx2(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX2 void ps_dequant_iq4_nl_avx2(const void *row, float *out, int64_t n) {
     const ps_block_iq4_nl *x = row;
     const __m128i kv = _mm_loadu_si128((const __m128i *)ps_kvalues_iq4nl);
     for (int64_t i = 0; i < n / PS_IQ4_NL_BLOCK; i++, out += PS_IQ4_NL_BLOCK) {
@@ -697,7 +698,7 @@ T_AVX2 void ps_dequant_iq4_nl_avx2(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX2 void ps_dequant_mxfp4_avx2(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX2 void ps_dequant_mxfp4_avx2(const void *row, float *out, int64_t n) {
     const ps_block_mxfp4 *x = row;
     const __m128i kv = _mm_loadu_si128((const __m128i *)ps_kvalues_mxfp4);
     for (int64_t i = 0; i < n / PS_MXFP4_BLOCK; i++, out += PS_MXFP4_BLOCK) {
@@ -709,7 +710,7 @@ T_AVX2 void ps_dequant_mxfp4_avx2(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX2 void ps_dequant_iq4_xs_avx2(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX2 void ps_dequant_iq4_xs_avx2(const void *row, float *out, int64_t n) {
     const ps_block_iq4_xs *x = row;
     const __m128i kv = _mm_loadu_si128((const __m128i *)ps_kvalues_iq4nl);
     for (int64_t i = 0; i < n / PS_QK_K; i++) {
@@ -727,7 +728,7 @@ T_AVX2 void ps_dequant_iq4_xs_avx2(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX2 void ps_dequant_q2_k_avx2(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX2 void ps_dequant_q2_k_avx2(const void *row, float *out, int64_t n) {
     const ps_block_q2_k *x = row;
     const __m256i m3 = _mm256_set1_epi32(3);
     for (int64_t i = 0; i < n / PS_QK_K; i++) {
@@ -749,7 +750,7 @@ T_AVX2 void ps_dequant_q2_k_avx2(const void *row, float *out, int64_t n) {
     }
 }
 
-T_AVX2 void ps_dequant_q3_k_avx2(const void *row, float *out, int64_t n) {
+PS_TARGET_AVX2 void ps_dequant_q3_k_avx2(const void *row, float *out, int64_t n) {
     const ps_block_q3_k *x = row;
     const __m256i m3 = _mm256_set1_epi32(3), k4 = _mm256_set1_epi32(4);
     for (int64_t i = 0; i < n / PS_QK_K; i++) {

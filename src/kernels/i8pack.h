@@ -1,6 +1,6 @@
 /*
- * i8pack.h — the in-register transpose shared by the int8 weight packers (matmul.c's Q8_0
- * tile, matmul_quant.c's 32-input block types): 16 weight rows of 32 bytes (8 dwords each)
+ * i8pack.h — the in-register transpose of the int8 weight packers (matmul_quant.c's 32-input
+ * block types, Q8_0 among them, and its 256-input tiles): 16 weight rows of 32 bytes (8 dwords each)
  * become the 8 "groups" of the VNNI / AMX B layout, group g = dword g of the 16 rows (lane i
  * from row i). Input zmm k holds rows k (low 256 bits) and k + 8 (high 256 bits); a 4 x 4
  * dword transpose inside each 128-bit lane (unpack 32, unpack 64) and one two-source qword
@@ -9,11 +9,13 @@
 #ifndef PS_I8PACK_H
 #define PS_I8PACK_H
 
+#include "base/simd.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 /* g[j] = group j (dword j of rows 0..15, lane i = row i) of the rows in z (see above). */
-__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+PS_TARGET_AVX512F static inline __attribute__((always_inline)) void
 ps_i8_groups16(const __m512i z[8], __m512i g[8]) {
     const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
     const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);

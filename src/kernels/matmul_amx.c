@@ -1,12 +1,13 @@
 /*
- * matmul_amx.c — the BF16, Q8_0 and block-quantised matmul tiles on Intel AMX (tile registers
- * + TMUL).
+ * matmul_amx.c — the BF16 and block-quantised (Q8_0, Q4_K, ...) matmul tiles on Intel AMX
+ * (tile registers + TMUL).
  *
  * AMX has 8 tile registers of up to 16 rows x 64 bytes, configured per thread (ldtilecfg), and
  * instructions C (16 x 16 float32 / int32) += A (16 rows x K) . B (K x 16, in "VNNI" pairs or
  * quads: row kk of B holds, for each of the 16 columns, the K-adjacent 2 bf16 or 4 int8 values
- * 2kk.. / 4kk..). Here A is always 16 activation rows (row-major, as matmul.c prepares them per
- * call) and B 16 weight rows in that pair/quad layout, so C is 16 activation rows x 16 outputs.
+ * 2kk.. / 4kk..). For BF16, A is 16 activation rows (row-major, as matmul_float.c prepares them
+ * per call) and B 16 weight rows in that pair/quad layout, so C is 16 activation rows x 16
+ * outputs; the block types swap the roles (below).
  *
  *   BF16 (tdpbf16ps): y[r][j] = sum over k of bf16(x[r][k]) * w[j][k], float32. Per output, one
  *     C element accumulates the 32-input chunks kc = 0, 1, 2, ... in order (between k blocks the
@@ -20,13 +21,8 @@
  *     differs, so results differ by float32 rounding; both are bounded by the usual
  *     |y - exact| <= n_in * 2^-24 * sum_k |x_k w_k| (test_matmul checks it, and prints the
  *     largest measured share of that bound).
- *   Q8_0 (tdpbssd, int8 x int8 -> int32): per 32-input block b, C = the exact int32 isum_b of
- *     16 x 16 (row, output) pairs; then, as the VNNI path does, acc = fmaf((float)isum_b,
- *     dw[j][b] * dx[r][b], acc) in block order with AVX-512. The same float operations in the
- *     same order: bitwise equal to the VNNI, AVX2 and scalar paths (test_matmul checks).
- *
- *   The other block types (matmul_quant.c's integer road): see "the block-quantised types"
- *     below: int8 weights x int8 activations, the exact int32 sums of that file's kernels,
+ *   The block types, Q8_0 among them (matmul_quant.c's integer road): see "the block-quantised
+ *     types" below: int8 weights x int8 activations, the exact int32 sums of that file's kernels,
  *     its float part; bitwise equal to its VNNI, AVX2 and scalar kernels.
  *
  * Tiles are configured at the start of every task and released at its end (tilerelease), so
@@ -34,14 +30,13 @@
  * The functions here are only called when ps_cpu_has_amx() (isa.c) said yes.
  */
 #include "kernels/matmul_amx.h"
+#include "base/simd.h"
 
 #include <math.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define T_AMX                                                                                  \
-    __attribute__((target("amx-tile,amx-bf16,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
 /* The tile intrinsics are asm statements that tell the compiler nothing about the memory they
  * read or write: a barrier before loads of data written by C code and after stores. */
@@ -58,7 +53,7 @@ typedef struct {
 
 /* Every tile 16 rows x 64 bytes. BF16: 0-3 C (16 x 16 float), 4-5 A (16 rows x 32 bf16), 6-7 B
  * (16 pairs x 16); the 256-input block types use the same shapes (see their kernels). */
-T_AMX static void cfg_bf16(void) {
+PS_TARGET_AMX static void cfg_bf16(void) {
     amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
@@ -70,9 +65,9 @@ T_AMX static void cfg_bf16(void) {
     _tile_loadconfig(&c);
 }
 
-/* Q8_0 and the 32-input block types: tiles 0-3 C (16 x 16 int32), 4-5 A (16 rows x 32 int8),
- * 6-7 B (8 quads x 16). */
-T_AMX static void cfg_q8(void) {
+/* The 32-input block types (Q8_0, Q4_0, ...): tiles 0-3 C (16 x 16 int32), 4-5 A (16 rows x
+ * 32 int8), 6-7 B (8 quads x 16). */
+PS_TARGET_AMX static void cfg_q8(void) {
     amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
@@ -93,7 +88,7 @@ T_AMX static void cfg_q8(void) {
  * 256 positions x 151,936), where each ordinary store first read its line from memory. That
  * read-for-ownership doubled the time of the Q8_0 output matrix (measured: 282 -> ~600 GOP/s
  * with the stores sent to a small buffer instead). The values stored are the same. */
-T_AMX static inline __attribute__((always_inline)) void store_row(float *p, __mmask16 m,
+PS_TARGET_AMX static inline __attribute__((always_inline)) void store_row(float *p, __mmask16 m,
                                                                    __m512 v, bool stream) {
     if (stream && m == 0xffff && ((uintptr_t)p & 63) == 0) _mm512_stream_ps(p, v);
     else _mm512_mask_storeu_ps(p, m, v);
@@ -108,7 +103,7 @@ size_t ps_amx_bf16_tiles_bytes(const ps_mat *w) {
 }
 
 /* 16 x 16 dword transpose: out[k] lane i = in[i] lane k. */
-T_AMX static inline void transpose16(__m512i r[16]) {
+PS_TARGET_AMX static inline void transpose16(__m512i r[16]) {
     __m512i t[16];
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
@@ -137,7 +132,7 @@ T_AMX static inline void transpose16(__m512i r[16]) {
 
 /* Weight rows 16 g .. 16 g + 15 into n_chunks 1 KiB B tiles at dst: chunk kc, row kk, column i
  * = the bf16 pair w[16 g + i][32 kc + 2 kk], [.. + 1]; zeros past n_in and past n_out. */
-T_AMX static void pack_group(const ps_mat *w, int64_t g, uint8_t *dst) {
+PS_TARGET_AMX static void pack_group(const ps_mat *w, int64_t g, uint8_t *dst) {
     const int64_t nkc = n_chunks(w->n_in);
     for (int64_t kc = 0; kc < nkc; kc++) {
         const int64_t k0 = kc * 32, rem = PS_MIN((int64_t)32, w->n_in - k0);
@@ -184,7 +179,7 @@ size_t ps_amx_bf16_scratch_bytes(int64_t n_in) {
 
 /* One 32- or 16-row by 32- or 16-output block over chunks [c0, c1): RA A tiles, RB B tiles.
  * first: C starts at zero, else from the park; the C tiles go back to the park. */
-T_AMX static inline __attribute__((always_inline)) void bf16_block(
+PS_TARGET_AMX static inline __attribute__((always_inline)) void bf16_block(
     int RA, int RB, const uint16_t *x, int64_t ldx, const uint8_t *b0, const uint8_t *b1,
     int64_t c0, int64_t c1, float *park, bool first) {
     /* park layout: C(a, b) at park + (a * 2 + b) * 256 floats, rows 64 bytes apart */
@@ -216,7 +211,7 @@ T_AMX static inline __attribute__((always_inline)) void bf16_block(
     if (RA == 2 && RB == 2) _tile_stored(3, park + 768, 64);
 }
 
-T_AMX void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, int64_t ldx,
+PS_TARGET_AMX void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, int64_t ldx,
                             int64_t n_rows, float *y, int64_t ldy, void *scratch, bool stream) {
     const int64_t nkc = n_chunks(w->n_in);
     const size_t per_group = (size_t)nkc * 1024u;
@@ -266,84 +261,9 @@ T_AMX void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t 
     if (stream) _mm_sfence();
 }
 
-/* ---- Q8_0 ---- */
-
-/* 16 activation rows x the 16-row packed tile over all nb blocks (see matmul.c's Q8_0 layout:
- * per block 512 bytes of B quads, 64 of unused corrections, 64 of float scales). Blocks go in
- * groups of 4: four tdpbssd into C tiles 0-3 (A and B alternating between two tiles each, so a
- * load need not wait for the previous product), four stores, then the float part of the four
- * blocks in block order; the next group's tile work overlaps it. */
-#define Q8_TDP(C, A, B, bb)                                                                    \
-    do {                                                                                       \
-        _tile_zero(C);                                                                         \
-        _tile_loadd(A, q + (bb) * 32, sq);                                                     \
-        _tile_loadd(B, wp + (bb) * PS_AMX_Q8_QB, 64);                                          \
-        _tile_dpbssd(C, A, B);                                                                 \
-    } while (0)
-
-T_AMX static inline __attribute__((always_inline)) void q8_float(
-    __m512 acc[16], const int32_t *cb, const uint8_t *wb, const float *d, int64_t ldd,
-    int64_t b) {
-    const __m512 dw = _mm512_load_ps((const float *)(wb + 576));
-    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++)
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb + 16 * r)),
-                                 _mm512_mul_ps(dw, _mm512_set1_ps(d[b * 16 + r])), acc[r]);
-}
-
-T_AMX static inline __attribute__((always_inline)) void q8_rows16(
-    const int8_t *q, int64_t ldq, const float *d, int64_t ldd, const uint8_t *wp, int64_t nb,
-    int nr, float *y, int64_t ldy, __mmask16 m, int32_t *buf, bool stream) {
-    __m512 acc[16];
-    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
-    const long sq = (long)ldq;
-    int64_t b = 0;
-    for (; b + 4 <= nb; b += 4) {
-        C_FENCE(buf);
-        Q8_TDP(0, 4, 6, b);
-        Q8_TDP(1, 5, 7, b + 1);
-        Q8_TDP(2, 4, 6, b + 2);
-        Q8_TDP(3, 5, 7, b + 3);
-        _tile_stored(0, buf, 64);
-        _tile_stored(1, buf + 256, 64);
-        _tile_stored(2, buf + 512, 64);
-        _tile_stored(3, buf + 768, 64);
-        C_FENCE(buf);
-        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
-            q8_float(acc, buf + 256 * i, wp + (b + i) * PS_AMX_Q8_QB, d, ldd, b + i);
-    }
-    for (; b < nb; b++) {
-        C_FENCE(buf);
-        Q8_TDP(0, 4, 6, b);
-        _tile_stored(0, buf, 64);
-        C_FENCE(buf);
-        q8_float(acc, buf, wp + b * PS_AMX_Q8_QB, d, ldd, b);
-    }
-    C_FENCE(buf);
-    /* constant indices only: a variable one would keep acc in memory (measured: 16 loads and
-     * stores of the accumulators per 4 blocks) */
-    _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++)
-        if (r < nr) store_row(y + r * ldy, m, acc[r], stream);
-}
-
-T_AMX void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int64_t ldq,
-                          const float *d, int64_t ldd, int64_t n_rows, float *y, int64_t ldy,
-                          bool stream) {
-    const __mmask16 m = (__mmask16)((1u << nw) - 1u);
-    int32_t buf[1024] __attribute__((aligned(64)));
-    cfg_q8();
-    AMX_FENCE();
-    for (int64_t r = 0; r < n_rows; r += 16)
-        q8_rows16(q + r * ldq, ldq, d + r * ldd, ldd, wp, nb, (int)PS_MIN(16, n_rows - r),
-                  y + r * ldy, ldy, m, buf, stream);
-    _tile_release();
-    if (stream) _mm_sfence();
-    AMX_FENCE();
-}
-
-
 /* ---- the block-quantised types (matmul_quant.c's integer road) ----
  *
- * Roles swapped against Q8_0: A = 16 weight rows (row-major, as decoded: no transpose), B =
+ * Roles swapped against BF16: A = 16 weight rows (row-major, as decoded: no transpose), B =
  * 16 activation rows in quads (each 16-row group of the call's quantised activations is
  * transposed once per call, ps_amx_q_act_group), so C row i = weight row i, lane r =
  * activation row r; the float part multiplies set1(dw[i]) by the rows' scales (the same
@@ -359,7 +279,7 @@ T_AMX void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q
  * bitwise the VNNI ones. Blocks outer, 16-row groups inner (one block's packed weights, 12 KiB,
  * stay in L1 while the activation groups pass); the accumulators wait in a park between blocks.
  * 32-input types (no sub-block scales): A = u - off as int8, one tdpbssd of K = 32 per block,
- * blocks in fours as Q8_0, groups outer with the accumulators in registers. */
+ * blocks in groups of four (four C tiles, A and B alternating between two tiles each), groups outer with the accumulators in registers. */
 
 /* Bytes of a packed 256-input block's weight planes: hi and lo (16 x 256 each), or one. */
 static size_t qg_planes(const ps_amx_qgeom *g) { return g->bias >= 0 ? 4096u : 8192u; }
@@ -385,7 +305,7 @@ size_t ps_amx_q_scratch_bytes(int64_t n_in) {
  * from two p vectors by one vpshufb each (bytes to qword halves) and one two-source qword
  * permute per plane. (Was: vpsraw + two vpmovwb per 32 inputs, each 2 uops on port 5.)
  * bias >= 0: the one plane is the low byte of p + bias (which is all of it). */
-T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {
+PS_TARGET_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {
     const int qk = g->qk, sb = g->sb, np = 128 / sb; /* np: min pairs per 256-input block */
     float *dw = (float *)(dst + qg_dw_off(g)), *dm = dw + 16;
     const __m512i off = _mm512_set1_epi16((short)g->off);
@@ -445,7 +365,7 @@ T_AMX void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, ui
     }
 }
 
-T_AMX void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
+PS_TARGET_AMX void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d, float *s,
                               int64_t ldd, int16_t *bs, int64_t ldb, int64_t n, void *tmp) {
     uint8_t *t = tmp;
     memcpy(t, q, (size_t)(16 * ldq));
@@ -490,7 +410,7 @@ T_AMX void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, flo
 }
 
 /* acc[i] (weight row i, lane r = activation row r) -> y rows r < nr, outputs < nw. */
-T_AMX static inline __attribute__((always_inline)) void store_t(__m512 acc[16], int64_t nr,
+PS_TARGET_AMX static inline __attribute__((always_inline)) void store_t(__m512 acc[16], int64_t nr,
                                                                  float *y, int64_t ldy,
                                                                  __mmask16 m, bool stream) {
     __m512i r[16];
@@ -504,7 +424,7 @@ T_AMX static inline __attribute__((always_inline)) void store_t(__m512 acc[16], 
  * activations, A tiles 6-7: the hi and lo planes), so that four independent chains keep the
  * tile unit busy; P = 1: the one plane's chain (unsigned bytes: tdpbusd) into C 0 and C 2.
  * Stored to cb (group h at + 512 h; hi or the one plane at + 0, lo at + 256). */
-T_AMX static inline __attribute__((always_inline)) void q256_tiles(int G, int P,
+PS_TARGET_AMX static inline __attribute__((always_inline)) void q256_tiles(int G, int P,
                                                                     const uint8_t *wb,
                                                                     const int8_t *x0,
                                                                     const int8_t *x1,
@@ -539,7 +459,7 @@ T_AMX static inline __attribute__((always_inline)) void q256_tiles(int G, int P,
  * bias x the block's activation sum (P = 1; BIAS: bias > 0, bst the block sums); NP min pairs
  * (msum: vpdpwssd of the activations' sub-block sum pairs, lanes = rows, by the weight row's
  * min pair, at wb + planes). */
-T_AMX static inline __attribute__((always_inline)) void q256_float(
+PS_TARGET_AMX static inline __attribute__((always_inline)) void q256_float(
     int NP, int P, bool BIAS, int bias, const int32_t *cb, const uint8_t *wb, const float *dw,
     const float *dm, const float *dt, const int32_t *bst, float *park, bool first, bool last,
     int64_t nr, float *y, int64_t ldy, __mmask16 m, bool stream) {
@@ -574,7 +494,7 @@ T_AMX static inline __attribute__((always_inline)) void q256_float(
     if (last) store_t(acc, nr, y, ldy, m, stream);
 }
 
-T_AMX static inline __attribute__((always_inline)) void q256_run(
+PS_TARGET_AMX static inline __attribute__((always_inline)) void q256_run(
     int NP, int P, bool BIAS, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
     const int8_t *xt, int64_t ldq, const float *dt, const int32_t *bst, int64_t ldd,
     int64_t ldb, int64_t n_rows, float *y, int64_t ldy, float *park, bool stream) {
@@ -621,7 +541,7 @@ T_AMX static inline __attribute__((always_inline)) void q256_run(
         _tile_dpbssd(C, A, B);                                                                 \
     } while (0)
 
-T_AMX static inline __attribute__((always_inline)) void q32_float(
+PS_TARGET_AMX static inline __attribute__((always_inline)) void q32_float(
     bool FMIN, __m512 acc[16], const int32_t *cb, const uint8_t *wb, const float *dt,
     const float *st) {
     const float *dw = (const float *)(wb + 512), *dm = dw + 16;
@@ -633,7 +553,7 @@ T_AMX static inline __attribute__((always_inline)) void q32_float(
     }
 }
 
-T_AMX static inline __attribute__((always_inline)) void q32_run(
+PS_TARGET_AMX static inline __attribute__((always_inline)) void q32_run(
     bool FMIN, const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb, const int8_t *xt,
     int64_t ldq, const float *dt, const float *st, int64_t ldd, int64_t n_rows, float *y,
     int64_t ldy, bool stream) {
@@ -678,7 +598,7 @@ T_AMX static inline __attribute__((always_inline)) void q32_run(
     AMX_FENCE();
 }
 
-T_AMX void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
+PS_TARGET_AMX void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
                          const int8_t *xt, int64_t ldq, const float *dt, const float *st,
                          int64_t ldd, const int16_t *bst, int64_t ldb, int64_t n_rows, float *y,
                          int64_t ldy, float *park, bool stream) {
@@ -714,9 +634,6 @@ void *ps_amx_bf16_pack(const ps_mat *w, size_t *bytes) {
 size_t ps_amx_bf16_scratch_bytes(int64_t n_in) { return 0; }
 void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, int64_t ldx,
                       int64_t n_rows, float *y, int64_t ldy, void *scratch, bool stream) {}
-void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int64_t ldq,
-                    const float *d, int64_t ldd, int64_t n_rows, float *y, int64_t ldy,
-                    bool stream) {}
 size_t ps_amx_q_block_bytes(const ps_amx_qgeom *g) { return 0; }
 size_t ps_amx_q_scratch_bytes(int64_t n_in) { return 0; }
 void ps_amx_q_pack_block(const ps_amx_qgeom *g, const ps_amx_qdec *dec, uint8_t *dst) {}

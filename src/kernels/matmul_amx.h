@@ -1,14 +1,14 @@
 /*
- * matmul_amx.h — the AMX tile kernels behind ps_matmul (matmul_amx.c), called by matmul.c only
- * when ps_cpu_has_amx() and the environment asked for AMX (ps_matmul_env.amx).
+ * matmul_amx.h — the AMX tile kernels behind ps_matmul (matmul_amx.c), called by matmul_float.c
+ * (BF16) and matmul_quant.c (the block types) only when ps_cpu_has_amx() and the environment
+ * asked for AMX (ps_matmul_env.amx).
  */
 #ifndef PS_MATMUL_AMX_H
 #define PS_MATMUL_AMX_H
 
-#include "kernels/matmul.h"
+#include "kernels/mat.h"
 
 #define PS_AMX_BF16_TW 32 /* BF16: weight rows per task (two 16-column B tiles) */
-#define PS_AMX_Q8_QB 640  /* Q8_0: bytes per block of matmul.c's packed 16-row weight tile */
 
 /* Bytes of w's BF16 tile copy: ceil(n_out / 16) groups x ceil(n_in / 32) chunks x 1 KiB. */
 size_t ps_amx_bf16_tiles_bytes(const ps_mat *w);
@@ -27,14 +27,6 @@ size_t ps_amx_bf16_scratch_bytes(int64_t n_in);
  * stream: non-temporal stores for whole aligned lines of y (ps_amx_stream_y); same values. */
 void ps_amx_bf16_task(const ps_mat *w, int64_t j0, int nw, const uint16_t *x, int64_t ldx,
                       int64_t n_rows, float *y, int64_t ldy, void *scratch, bool stream);
-
-/* Q8_0: y (n_rows, nw <= 16) from matmul.c's packed weight tile wp (nb blocks) and int8
- * activation rows q (ldq bytes apart; round16(n_rows) rows readable) with block scales d per
- * group of 16 rows transposed: the scale of row 16 g + i, block b at d[16 g ldd + 16 b + i].
- * Bitwise equal to the VNNI kernel. */
-void ps_amx_q8_tile(const uint8_t *wp, int nw, int64_t nb, const int8_t *q, int64_t ldq,
-                    const float *d, int64_t ldd, int64_t n_rows, float *y, int64_t ldy,
-                    bool stream);
 
 /* ---- the block-quantised types (matmul_quant.c's integer road; arithmetic there) ---- */
 

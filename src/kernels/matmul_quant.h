@@ -1,6 +1,6 @@
 /*
  * matmul_quant.h — the integer matmul of the block-quantised weight types (Q4_0, Q4_1, Q5_0,
- * Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4):
+ * Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4):
  *
  *     y (n_rows, n_out) = x (n_rows, n_in) @ W^T
  *
@@ -24,7 +24,7 @@
 #ifndef PS_MATMUL_QUANT_H
 #define PS_MATMUL_QUANT_H
 
-#include "kernels/matmul.h"
+#include "kernels/mat.h"
 
 /* True for the weight types this file has an integer kernel for. */
 bool ps_mmq_supported(uint32_t type);

@@ -1,5 +1,8 @@
 /*
- * qact.c — Q8_K and Q8_1 activation quantisers (see qact.h for the arithmetic).
+ * qact.c — the activation quantisers of the native matmuls, every one in this file: Q8_0
+ * (Q8_0, Q4_0, Q5_0, IQ4_NL and MXFP4 weights), Q8_K (k-quants, IQ4_XS), Q8_1 (Q4_1, Q5_1) and
+ * the bf16 rounding (BF16 weights); see qact.h for the arithmetic. Each has a plain reference
+ * and AVX2 / AVX-512 forms picked by the caller's ISA that write the reference's bytes.
  *
  * Q8_K: the reference is llama.cpp's quantize_row_q8_K_ref step by step: the scale comes from
  * the signed value of largest magnitude (first one on ties, `>` scan), the rounding is its
@@ -13,13 +16,259 @@
  * product and f16 rounding on every path.
  */
 #include "kernels/qact.h"
-#include "kernels/quant.h"
+#include "base/simd.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 #include <float.h>
 #include <math.h>
+
+/* ---- activations -> Q8_0 for the int8 matmul ----
+ *
+ * Rounding: the reference uses roundf. The SIMD forms round exactly the same way without it:
+ * t = trunc(v) (exact), f = v - t (exact for |v| < 2^23), and t moves one away from zero when
+ * |f| >= 0.5 — round half away from zero. The clamp to [-127, 127] comes first (max then min,
+ * whose NaN rules match fmaxf/fminf: a NaN product, 0 * inf when 1/dd overflows, becomes -127;
+ * its block's d is then 0 or tiny, as in llama.cpp). */
+
+void ps_quant_act_q8_ref(const float *x, int64_t n, uint8_t *q, float *d, bool offset) {
+    for (int64_t b = 0; b < n / PS_Q8_0_BLOCK; b++) {
+        const float *xb = x + b * PS_Q8_0_BLOCK;
+        uint8_t *qb = q + b * PS_Q8_0_BLOCK;
+        float amax = 0.0f;
+        bool bad = false;
+        for (int j = 0; j < PS_Q8_0_BLOCK; j++) {
+            const float a = fabsf(xb[j]);
+            if (!(a <= FLT_MAX)) bad = true;
+            else if (a > amax) amax = a;
+        }
+        if (bad) {
+            memset(qb, offset ? 128 : 0, PS_Q8_0_BLOCK);
+            d[b] = NAN;
+            continue;
+        }
+        const float dd = amax / 127.0f;
+        const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+        d[b] = ps_f16_to_f32(ps_f32_to_f16(dd));
+        for (int j = 0; j < PS_Q8_0_BLOCK; j++) {
+            const float v = fminf(fmaxf(xb[j] * id, -127.0f), 127.0f);
+            const int qi = (int)roundf(v);
+            qb[j] = offset ? (uint8_t)(qi + 128) : (uint8_t)(int8_t)qi;
+        }
+    }
+}
+
+#if defined(__x86_64__)
+PS_TARGET_AVX2
+static void act_q8_avx2(const float *x, int64_t n, uint8_t *q, float *d, bool offset) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    for (int64_t b = 0; b < n / PS_Q8_0_BLOCK; b++) {
+        const float *xb = x + b * PS_Q8_0_BLOCK;
+        __m256 v[4], m = _mm256_setzero_ps();
+        int bad = 0;
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            const __m256 a = _mm256_andnot_ps(sign, v[i]);
+            bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ));
+            m = _mm256_max_ps(m, a);
+        }
+        if (bad) {
+            memset(q + b * PS_Q8_0_BLOCK, offset ? 128 : 0, PS_Q8_0_BLOCK);
+            d[b] = NAN;
+            continue;
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float dd = amax / 127.0f;
+        const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+        d[b] = ps_f16_to_f32(ps_f32_to_f16(dd));
+        const __m256 iv = _mm256_set1_ps(id);
+        __m256i qi[4];
+        for (int i = 0; i < 4; i++) {
+            const __m256 s = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[i], iv), lo), hi);
+            const __m256 t = _mm256_round_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 f = _mm256_andnot_ps(sign, _mm256_sub_ps(s, t));
+            const __m256 step = _mm256_and_ps(_mm256_cmp_ps(f, half, _CMP_GE_OQ),
+                                              _mm256_or_ps(one, _mm256_and_ps(s, sign)));
+            qi[i] = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+        }
+        /* 32 int32 -> 32 int8 in order (packs work per 128-bit lane; the permute restores it) */
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
+                                             _mm256_packs_epi32(qi[2], qi[3]));
+        __m256i r = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        if (offset) r = _mm256_xor_si256(r, _mm256_set1_epi8((char)0x80));
+        _mm256_storeu_si256((__m256i *)(q + b * PS_Q8_0_BLOCK), r);
+    }
+}
+
+/* One block's 32 values v0, v1 by its inverse scale id into q (as the reference rounds). */
+PS_TARGET_AVX512 static inline void
+act_q8_block_avx512(__m512 v0, __m512 v1, float id, uint8_t *q, bool offset) {
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    const __m512 iv = _mm512_set1_ps(id);
+    for (int i = 0; i < 2; i++) {
+        const __m512 s = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(i ? v1 : v0, iv), lo), hi);
+        const __m512 t = _mm512_roundscale_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(s, t)), half,
+                                                _CMP_GE_OQ);
+        const __m512 sgn_one = _mm512_castsi512_ps(_mm512_or_si512(
+            _mm512_and_si512(_mm512_castps_si512(s), sign), _mm512_castps_si512(one)));
+        __m128i r = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, sgn_one)));
+        if (offset) r = _mm_xor_si128(r, _mm_set1_epi8((char)0x80));
+        _mm_storeu_si128((__m128i *)(q + 16 * i), r);
+    }
+}
+
+/* Blocks go in sixteens: their maxima are gathered into one vector, so the two divisions
+ * (dd = amax / 127, id = 1 / dd) and the f16 rounding of dd (vcvtps2ph, round to nearest even,
+ * as ps_f32_to_f16) run once per 16 blocks as vector operations; each lane computes exactly
+ * the scalar IEEE operations of the reference. The scalar form serialised on those divisions
+ * (measured: 12-15% of an AMX matmul at m = 256). Leftover blocks take the scalar form. */
+PS_TARGET_AVX512_F16C
+static void act_q8_avx512(const float *x, int64_t n, uint8_t *q, float *d, bool offset) {
+    const __m512 big = _mm512_set1_ps(FLT_MAX);
+    const int64_t nb = n / PS_Q8_0_BLOCK;
+    int64_t b = 0;
+    for (; b + 16 <= nb; b += 16) {
+        float am[16] __attribute__((aligned(64)));
+        __mmask16 bad = 0;
+        for (int i = 0; i < 16; i++) {
+            const float *xb = x + (b + i) * PS_Q8_0_BLOCK;
+            const __m512 a0 = _mm512_abs_ps(_mm512_loadu_ps(xb));
+            const __m512 a1 = _mm512_abs_ps(_mm512_loadu_ps(xb + 16));
+            if (_mm512_cmp_ps_mask(a0, big, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(a1, big, _CMP_NLE_UQ))
+                bad |= (__mmask16)(1u << i);
+            am[i] = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1)); /* order-free */
+        }
+        const __m512 dd = _mm512_div_ps(_mm512_load_ps(am), _mm512_set1_ps(127.0f));
+        const __mmask16 nz = _mm512_cmp_ps_mask(dd, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+        float idv[16] __attribute__((aligned(64)));
+        _mm512_store_ps(idv, _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.0f), dd));
+        const __m512 dh = _mm512_cvtph_ps(_mm512_cvtps_ph(dd, _MM_FROUND_TO_NEAREST_INT));
+        _mm512_storeu_ps(d + b, _mm512_mask_blend_ps(bad, dh, _mm512_set1_ps(NAN)));
+        for (int i = 0; i < 16; i++) {
+            const float *xb = x + (b + i) * PS_Q8_0_BLOCK;
+            uint8_t *qb = q + (b + i) * PS_Q8_0_BLOCK;
+            if (bad & (1u << i)) memset(qb, offset ? 128 : 0, PS_Q8_0_BLOCK);
+            else act_q8_block_avx512(_mm512_loadu_ps(xb), _mm512_loadu_ps(xb + 16), idv[i], qb, offset);
+        }
+    }
+    for (; b < nb; b++) {
+        const float *xb = x + b * PS_Q8_0_BLOCK;
+        const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+        const __m512 a0 = _mm512_abs_ps(v0), a1 = _mm512_abs_ps(v1);
+        if (_mm512_cmp_ps_mask(a0, big, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(a1, big, _CMP_NLE_UQ)) {
+            memset(q + b * PS_Q8_0_BLOCK, offset ? 128 : 0, PS_Q8_0_BLOCK);
+            d[b] = NAN;
+            continue;
+        }
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1)); /* order-free */
+        const float dd = amax / 127.0f;
+        const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+        d[b] = ps_f16_to_f32(ps_f32_to_f16(dd));
+        act_q8_block_avx512(v0, v1, id, q + b * PS_Q8_0_BLOCK, offset);
+    }
+}
+#endif
+
+void ps_quant_act_q8(ps_isa isa, const float *x, int64_t n, uint8_t *q, float *d, bool offset) {
+    if (isa == PS_ISA_AUTO) isa = ps_isa_best();
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) {
+        act_q8_avx512(x, n, q, d, offset);
+        return;
+    }
+    if (isa == PS_ISA_AVX2) {
+        act_q8_avx2(x, n, q, d, offset);
+        return;
+    }
+#endif
+    ps_quant_act_q8_ref(x, n, q, d, offset);
+}
+
+/* ---- activations -> bf16 for the BF16 matmul ----
+ *
+ * Round to nearest even on the bits, as ps_f32_to_bf16: u + 0x7fff + ((u >> 16) & 1), then the
+ * high half; a NaN keeps its sign and payload top and is made quiet (| 0x40). Integer
+ * arithmetic, so the SIMD forms give the same bits as the scalar one for every input,
+ * subnormals included (vcvtneps2bf16 would flush those to zero). */
+
+void ps_quant_act_bf16_ref(const float *x, int64_t n, uint16_t *out, float *out_f32) {
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t h = ps_f32_to_bf16(x[i]);
+        if (out) out[i] = h;
+        if (out_f32) out_f32[i] = ps_bf16_to_f32(h);
+    }
+}
+
+#if defined(__x86_64__)
+PS_TARGET_AVX2_INT
+static void act_bf16_avx2(const float *x, int64_t n, uint16_t *out, float *out_f32) {
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    const __m256i quiet = _mm256_set1_epi32(0x400000), hi = _mm256_set1_epi32((int)0xffff0000u);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+        const __m256i r = _mm256_add_epi32(
+            u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+        /* high halves: rounded, or the NaN made quiet */
+        const __m256i h =
+            _mm256_and_si256(_mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan), hi);
+        if (out_f32) _mm256_storeu_si256((__m256i *)(out_f32 + i), h);
+        if (out) {
+            const __m256i p = _mm256_packus_epi32(_mm256_srli_epi32(h, 16), _mm256_setzero_si256());
+            const __m256i o = _mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0));
+            _mm_storeu_si128((__m128i *)(out + i), _mm256_castsi256_si128(o));
+        }
+    }
+    ps_quant_act_bf16_ref(x + i, n - i, out ? out + i : NULL, out_f32 ? out_f32 + i : NULL);
+}
+
+PS_TARGET_AVX512
+static void act_bf16_avx512(const float *x, int64_t n, uint16_t *out, float *out_f32) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    const __m512i quiet = _mm512_set1_epi32(0x400000), hi = _mm512_set1_epi32((int)0xffff0000u);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        const __m512i u = _mm512_maskz_loadu_epi32(m, x + i);
+        const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs), inf);
+        __m512i r = _mm512_add_epi32(
+            u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+        r = _mm512_mask_or_epi32(r, nan, u, quiet);
+        const __m512i h = _mm512_and_si512(r, hi);
+        if (out_f32) _mm512_mask_storeu_epi32(out_f32 + i, m, h);
+        if (out)
+            _mm256_mask_storeu_epi16(out + i, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+    }
+}
+#endif
+
+void ps_quant_act_bf16(ps_isa isa, const float *x, int64_t n, uint16_t *out, float *out_f32) {
+    if (isa == PS_ISA_AUTO) isa = ps_isa_best();
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) {
+        act_bf16_avx512(x, n, out, out_f32);
+        return;
+    }
+    if (isa == PS_ISA_AVX2) {
+        act_bf16_avx2(x, n, out, out_f32);
+        return;
+    }
+#endif
+    ps_quant_act_bf16_ref(x, n, out, out_f32);
+}
+
+/* ---- activations -> Q8_K (k-quants, IQ4_XS) and Q8_1 (Q4_1, Q5_1) ---- */
 
 static inline int nearest_int(float v) {
     const float t = v + 12582912.0f; /* 1.5 * 2^23: the integer lands in the low mantissa */
@@ -68,7 +317,7 @@ void ps_qact_q8_K_ref(const float *x, int64_t n, int8_t *q, int16_t *bsums, floa
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma")))
+PS_TARGET_AVX2_FMA
 static void q8k_avx2(const float *x, int64_t n, int8_t *q, int16_t *bsums, float *d) {
     const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
     const __m256i c127 = _mm256_set1_epi32(127);
@@ -128,7 +377,7 @@ static void q8k_avx2(const float *x, int64_t n, int8_t *q, int16_t *bsums, float
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+PS_TARGET_AVX512
 static void q8k_avx512(const float *x, int64_t n, int8_t *q, int16_t *bsums, float *d) {
     const __m512 big = _mm512_set1_ps(FLT_MAX);
     const __m512i c127 = _mm512_set1_epi32(127);
@@ -233,7 +482,7 @@ static inline float q8_1_s(int sum, float amax) {
     return ps_f16_to_f32(ps_f32_to_f16((float)sum * (amax / 127.0f)));
 }
 
-__attribute__((target("avx2,fma")))
+PS_TARGET_AVX2_FMA
 static void q8_1_sums_avx2(const float *x, int64_t n, const int8_t *q, const float *d, float *s) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
@@ -261,7 +510,7 @@ static void q8_1_sums_avx2(const float *x, int64_t n, const int8_t *q, const flo
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+PS_TARGET_AVX512
 static void q8_1_sums_avx512(const float *x, int64_t n, const int8_t *q, const float *d,
                              float *s) {
     for (int64_t b = 0; b < n / 32; b++) {

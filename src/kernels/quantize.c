@@ -11,8 +11,9 @@
  * The legacy types Q4_0 .. Q5_1 and Q8_0 follow ggml's reference quantisers (which are
  * round-to-nearest already).
  */
-#include "kernels/quant.h"
-#include "kernels/types.h"
+#include "kernels/quantize.h"
+#include "base/impl.h"
+#include "kernels/dequant.h"
 
 #include <math.h>
 
@@ -41,6 +42,18 @@ void ps_quantize_bf16(const float *x, void *row, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const uint16_t h = ps_f32_to_bf16(x[i]);
         memcpy(p + 2 * i, &h, 2);
+    }
+}
+
+void ps_quant_f32_to_q8_0(const float *x, ps_block_q8_0 *out, int64_t n) {
+    for (int64_t b = 0; b < n / PS_Q8_0_BLOCK; b++) {
+        const float *xb = x + b * PS_Q8_0_BLOCK;
+        float amax = 0.0f;
+        for (int j = 0; j < PS_Q8_0_BLOCK; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        float d = amax / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        out[b].d = ps_f32_to_f16(d);
+        for (int j = 0; j < PS_Q8_0_BLOCK; j++) out[b].qs[j] = (int8_t)roundf(xb[j] * id);
     }
 }
 

@@ -8,12 +8,12 @@
  * with d < -87 are cleared with a compare mask (NaN lanes stay NaN).
  */
 #include "kernels/topk.h"
+#include "base/simd.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define PS_T2 __attribute__((target("avx2,fma,f16c")))
-#define PS_T2_INLINE static inline __attribute__((always_inline)) PS_T2
+#define PS_T2_INLINE static inline __attribute__((always_inline)) PS_TARGET_AVX2
 
 /* 8 logits at element i of row, as float32 (exact conversion). */
 PS_T2_INLINE __m256 load8(const void *row, ps_dtype dt, int64_t i) {
@@ -93,7 +93,7 @@ PS_T2_INLINE float fused_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb
     return hmax8(cm);
 }
 
-PS_T2 float ps_topk_fused_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+PS_TARGET_AVX2 float ps_topk_fused_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                                float *bm, float *C) {
     switch (dt) {
     case PS_DTYPE_F32: return fused_dt(row, PS_DTYPE_F32, b0, nb, shift, bm, C, true);
@@ -102,7 +102,7 @@ PS_T2 float ps_topk_fused_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t
     }
 }
 
-PS_T2 void ps_topk_expsum_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
+PS_TARGET_AVX2 void ps_topk_expsum_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                                float *C) {
     switch (dt) {
     case PS_DTYPE_F32: fused_dt(row, PS_DTYPE_F32, b0, nb, shift, NULL, C, false); break;
@@ -122,7 +122,7 @@ PS_T2_INLINE uint64_t gemask_dt(const void *row, ps_dtype dt, int64_t blk, float
     return m;
 }
 
-PS_T2 uint64_t ps_topk_gemask_avx2(const void *row, ps_dtype dt, int64_t blk, float T) {
+PS_TARGET_AVX2 uint64_t ps_topk_gemask_avx2(const void *row, ps_dtype dt, int64_t blk, float T) {
     switch (dt) {
     case PS_DTYPE_F32: return gemask_dt(row, PS_DTYPE_F32, blk, T);
     case PS_DTYPE_F16: return gemask_dt(row, PS_DTYPE_F16, blk, T);

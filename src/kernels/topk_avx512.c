@@ -8,12 +8,12 @@
  * zero-mask for d < -87 (NaN lanes stay NaN).
  */
 #include "kernels/topk.h"
+#include "base/simd.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define PS_T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-#define PS_T512_INLINE static inline __attribute__((always_inline)) PS_T512
+#define PS_T512_INLINE static inline __attribute__((always_inline)) PS_TARGET_AVX512
 
 /* 16 logits at element i of row, as float32 (exact conversion). */
 PS_T512_INLINE __m512 load16(const void *row, ps_dtype dt, int64_t i) {
@@ -171,7 +171,7 @@ PS_T512_INLINE float fused_bf16(const void *row, int64_t b0, int64_t nb, float s
     return hmax16(cm);
 }
 
-PS_T512 float ps_topk_fused_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb,
+PS_TARGET_AVX512 float ps_topk_fused_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb,
                                    float shift, float *bm, float *C) {
     switch (dt) {
     case PS_DTYPE_F32: return fused_dt(row, PS_DTYPE_F32, b0, nb, shift, bm, C, true);
@@ -180,7 +180,7 @@ PS_T512 float ps_topk_fused_avx512(const void *row, ps_dtype dt, int64_t b0, int
     }
 }
 
-PS_T512 void ps_topk_expsum_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb,
+PS_TARGET_AVX512 void ps_topk_expsum_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb,
                                    float shift, float *C) {
     switch (dt) {
     case PS_DTYPE_F32: fused_dt(row, PS_DTYPE_F32, b0, nb, shift, NULL, C, false); break;
@@ -198,7 +198,7 @@ PS_T512_INLINE uint64_t gemask_dt(const void *row, ps_dtype dt, int64_t blk, flo
     return m;
 }
 
-PS_T512 uint64_t ps_topk_gemask_avx512(const void *row, ps_dtype dt, int64_t blk, float T) {
+PS_TARGET_AVX512 uint64_t ps_topk_gemask_avx512(const void *row, ps_dtype dt, int64_t blk, float T) {
     switch (dt) {
     case PS_DTYPE_F32: return gemask_dt(row, PS_DTYPE_F32, blk, T);
     case PS_DTYPE_F16: return gemask_dt(row, PS_DTYPE_F16, blk, T);

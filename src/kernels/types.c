@@ -11,6 +11,7 @@
  * here — the loader, matmul.c, the embedding lookup, gen-model, tests and benchmarks.
  */
 #include "kernels/types.h"
+#include "kernels/matmul_float.h"
 #include "kernels/matmul_quant.h"
 
 #define WIDEN "f32 widening"
@@ -39,8 +40,7 @@ static const ps_wtype TYPES[] = {
      ps_quantize_q5_1, ps_mmq, ps_mmq_ref, ps_mmq_group,
      "q8_1 activations, int8 dot products (vpdpbusd / maddubs)"},
     {PS_GGML_Q8_0, "q8_0", 32, sizeof(ps_block_q8_0), ps_dequant_q8_0, ps_dequant_q8_0_avx2,
-     ps_dequant_q8_0_avx512, ps_quantize_q8_0, ps_matmul_q8_0, ps_matmul_q8_0_ref,
-     ps_matmul_q8_0_group,
+     ps_dequant_q8_0_avx512, ps_quantize_q8_0, ps_mmq, ps_mmq_ref, ps_mmq_group,
      "q8_0 activations, int8 dot products (vpdpbusd / maddubs)"},
     {PS_GGML_Q2_K, "q2_k", PS_QK_K, sizeof(ps_block_q2_k), ps_dequant_q2_k,
      ps_dequant_q2_k_avx2, ps_dequant_q2_k_avx512,

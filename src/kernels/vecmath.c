@@ -17,6 +17,7 @@
  * one (-inf) that term is +0 and the result is bitwise the plain softmax.
  */
 #include "kernels/vecmath.h"
+#include "base/simd.h"
 
 #include <math.h>
 
@@ -35,8 +36,6 @@ void ps_softcap_f32(float *x, int64_t n, float c) {
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #endif
 
 /* Cephes expf polynomial: e^r ~ 1 + r + r^2 * P(r), |r| <= ln2 / 2 */
@@ -88,7 +87,7 @@ static void silu_mul_scalar(float *g, const float *u, int64_t n) {
 
 /* ---- AVX2: 8 lanes ---- */
 
-T_AVX2 static inline __m256 exp_avx2(__m256 x) {
+PS_TARGET_AVX2 static inline __m256 exp_avx2(__m256 x) {
     const __m256 x0 = x, nan_mask = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(88.72f));
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)),
@@ -112,25 +111,25 @@ T_AVX2 static inline __m256 exp_avx2(__m256 x) {
     return _mm256_blendv_ps(p, x0, nan_mask); /* the clamp dropped NaNs: put them back */
 }
 
-T_AVX2 static float hmax256(__m256 v) {
+PS_TARGET_AVX2 static float hmax256(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
     return _mm_cvtss_f32(m);
 }
 
-T_AVX2 static float hsum256(__m256 v) {
+PS_TARGET_AVX2 static float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 
-T_AVX2 static __m256i tail_mask256(int32_t rem) {
+PS_TARGET_AVX2 static __m256i tail_mask256(int32_t rem) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-T_AVX2 static void softmax_avx2(float *row, int32_t n, float scale, float sink) {
+PS_TARGET_AVX2 static void softmax_avx2(float *row, int32_t n, float scale, float sink) {
     const __m256 sc = _mm256_set1_ps(scale);
     __m256 mx = _mm256_set1_ps(-INFINITY);
     int32_t j = 0;
@@ -165,7 +164,7 @@ T_AVX2 static void softmax_avx2(float *row, int32_t n, float scale, float sink) 
     for (; j < n; j++) row[j] *= _mm256_cvtss_f32(inv);
 }
 
-T_AVX2 static void silu_mul_avx2(float *g, const float *u, int64_t n) {
+PS_TARGET_AVX2 static void silu_mul_avx2(float *g, const float *u, int64_t n) {
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -183,7 +182,7 @@ T_AVX2 static void silu_mul_avx2(float *g, const float *u, int64_t n) {
 
 /* ---- AVX-512: 16 lanes ---- */
 
-T_AVX512 static inline __m512 exp_avx512(__m512 x) {
+PS_TARGET_AVX512 static inline __m512 exp_avx512(__m512 x) {
     /* max(c, x) returns x when x is NaN, so NaN survives; -inf -> -104 -> 0 */
     x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(LOG2E)),
@@ -200,7 +199,7 @@ T_AVX512 static inline __m512 exp_avx512(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-T_AVX512 static void softmax_avx512(float *row, int32_t n, float scale, float sink) {
+PS_TARGET_AVX512 static void softmax_avx512(float *row, int32_t n, float scale, float sink) {
     const __m512 sc = _mm512_set1_ps(scale);
     __m512 mx = _mm512_set1_ps(-INFINITY);
     int32_t j = 0;
@@ -237,7 +236,7 @@ T_AVX512 static void softmax_avx512(float *row, int32_t n, float scale, float si
         _mm512_mask_storeu_ps(row + j, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, row + j), inv));
 }
 
-T_AVX512 static void silu_mul_avx512(float *g, const float *u, int64_t n) {
+PS_TARGET_AVX512 static void silu_mul_avx512(float *g, const float *u, int64_t n) {
     const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -253,7 +252,7 @@ T_AVX512 static void silu_mul_avx512(float *g, const float *u, int64_t n) {
     }
 }
 
-T_AVX2 static void exp_many_avx2(const float *x, float *y, int64_t n) {
+PS_TARGET_AVX2 static void exp_many_avx2(const float *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_avx2(_mm256_loadu_ps(x + i)));
     for (; i < n; i++) {
@@ -263,7 +262,7 @@ T_AVX2 static void exp_many_avx2(const float *x, float *y, int64_t n) {
     }
 }
 
-T_AVX512 static void exp_many_avx512(const float *x, float *y, int64_t n) {
+PS_TARGET_AVX512 static void exp_many_avx512(const float *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp_avx512(_mm512_loadu_ps(x + i)));
     if (i < n) {
@@ -324,7 +323,7 @@ static void rmsnorm_scalar(float *out, const float *x, const float *w, int64_t d
 }
 
 #if defined(__x86_64__)
-T_AVX2 static void rmsnorm_avx2(float *out, const float *x, const float *w, int64_t d,
+PS_TARGET_AVX2 static void rmsnorm_avx2(float *out, const float *x, const float *w, int64_t d,
                                 float eps) {
     __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
     int64_t i = 0;
@@ -353,7 +352,7 @@ T_AVX2 static void rmsnorm_avx2(float *out, const float *x, const float *w, int6
     for (; i < d; i++) out[i] = (x[i] * scale) * w[i];
 }
 
-T_AVX512 static void rmsnorm_avx512(float *out, const float *x, const float *w, int64_t d,
+PS_TARGET_AVX512 static void rmsnorm_avx512(float *out, const float *x, const float *w, int64_t d,
                                     float eps) {
     __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
     for (int64_t i = 0; i < d; i += 16) {

@@ -23,6 +23,7 @@
  * the scalar forms (ps_f16_to_f32 / ps_bf16_to_f32 per element) are the reference.
  */
 #include "run/attention.h"
+#include "base/simd.h"
 #include "base/prof.h"
 #include "kernels/vecmath.h"
 
@@ -30,8 +31,6 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #endif
 
 /* ---- K/V elements: rounding on write, widening on read ---- */
@@ -50,7 +49,7 @@ static void round_scalar(ps_kv_type t, const float *x, uint16_t *y, int64_t n) {
 #if defined(__x86_64__)
 /* 16 elements of type T at p as floats, lanes outside m zero (vcvtph2ps is exact; a bfloat16
  * is the high half of its float32). */
-T_AVX512 static inline __attribute__((always_inline)) __m512 ld16_avx512(int T, __mmask16 m,
+PS_TARGET_AVX512 static inline __attribute__((always_inline)) __m512 ld16_avx512(int T, __mmask16 m,
                                                                        const void *p) {
     if (T == PS_KV_F32) return _mm512_maskz_loadu_ps(m, p);
     const __m256i h = _mm256_maskz_loadu_epi16(m, p);
@@ -59,18 +58,18 @@ T_AVX512 static inline __attribute__((always_inline)) __m512 ld16_avx512(int T, 
 }
 
 /* 8 halves / bfloat16 (16 bytes) as floats. */
-T_AVX2 static inline __attribute__((always_inline)) __m256 cvt8_avx2(int T, __m128i h) {
+PS_TARGET_AVX2 static inline __attribute__((always_inline)) __m256 cvt8_avx2(int T, __m128i h) {
     if (T == PS_KV_F16) return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 /* 8 whole elements of type T at p as floats. */
-T_AVX2 static inline __attribute__((always_inline)) __m256 ld8_avx2(int T, const void *p) {
+PS_TARGET_AVX2 static inline __attribute__((always_inline)) __m256 ld8_avx2(int T, const void *p) {
     if (T == PS_KV_F32) return _mm256_loadu_ps(p);
     return cvt8_avx2(T, _mm_loadu_si128((const __m128i *)p));
 }
 /* The same for the first `left` of them (lanes >= left zero; m = the lane mask of left); reads
  * no element at or past left. */
-T_AVX2 static inline __attribute__((always_inline)) __m256 ldm8_avx2(int T, __m256i m,
+PS_TARGET_AVX2 static inline __attribute__((always_inline)) __m256 ldm8_avx2(int T, __m256i m,
                                                                    int32_t left, const void *p) {
     if (T == PS_KV_F32) return _mm256_maskload_ps(p, m);
     if (left >= 8) return cvt8_avx2(T, _mm_loadu_si128((const __m128i *)p));
@@ -82,7 +81,7 @@ T_AVX2 static inline __attribute__((always_inline)) __m256 ldm8_avx2(int T, __m2
 /* 16 floats -> halves (vcvtps2ph, round to nearest even; a NaN becomes sign | 0x7e00, as
  * ps_f32_to_f16) or bfloat16 (ps_f32_to_bf16's integer rounding: x + 0x7fff + bit 16, NaN
  * (x >> 16) | 0x40), as 16 uint16. */
-T_AVX512 static inline __attribute__((always_inline)) __m256i rnd16_avx512(ps_kv_type t, __m512 v) {
+PS_TARGET_AVX512 static inline __attribute__((always_inline)) __m256i rnd16_avx512(ps_kv_type t, __m512 v) {
     const __m512i x = _mm512_castps_si512(v);
     const __m512i ax = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
     const __mmask16 nan = _mm512_cmpgt_epu32_mask(ax, _mm512_set1_epi32(0x7f800000));
@@ -100,7 +99,7 @@ T_AVX512 static inline __attribute__((always_inline)) __m256i rnd16_avx512(ps_kv
     return _mm512_cvtepi32_epi16(r);
 }
 
-T_AVX512 static void round_avx512(ps_kv_type t, const float *x, uint16_t *y, int64_t n) {
+PS_TARGET_AVX512 static void round_avx512(ps_kv_type t, const float *x, uint16_t *y, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
         _mm256_storeu_si256((__m256i *)(void *)(y + i), rnd16_avx512(t, _mm512_loadu_ps(x + i)));
@@ -111,7 +110,7 @@ T_AVX512 static void round_avx512(ps_kv_type t, const float *x, uint16_t *y, int
 }
 
 /* The AVX2 form of rnd16_avx512, 8 at a time (the tail: round_scalar). */
-T_AVX2 static void round_avx2(ps_kv_type t, const float *x, uint16_t *y, int64_t n) {
+PS_TARGET_AVX2 static void round_avx2(ps_kv_type t, const float *x, uint16_t *y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 v = _mm256_loadu_ps(x + i);
@@ -154,13 +153,13 @@ void ps_kv_round(ps_isa isa, ps_kv_type t, const float *x, void *y, int64_t n) {
 }
 
 #if defined(__x86_64__)
-T_AVX512 static void widen_avx512(int T, const void *x, float *y, int64_t n) {
+PS_TARGET_AVX512 static void widen_avx512(int T, const void *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
         _mm512_mask_storeu_ps(y + i, m, ld16_avx512(T, m, ps_kv_at(x, (ps_kv_type)T, i)));
     }
 }
-T_AVX2 static void widen_avx2(int T, const void *x, float *y, int64_t n) {
+PS_TARGET_AVX2 static void widen_avx2(int T, const void *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, ld8_avx2(T, ps_kv_at(x, (ps_kv_type)T, i)));
     for (; i < n; i++) y[i] = kv_get(x, T, i);
@@ -188,7 +187,7 @@ void ps_kv_widen(ps_isa isa, ps_kv_type t, const void *x, float *y, int64_t n) {
  * accumulators; per key 4 V loads and NQ broadcasts feed 4 * NQ FMAs. Keys below every query's
  * count run for all queries, the rest per query (j < n_keys[q]), so each query sees its own
  * keys in order. */
-T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
+PS_TARGET_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
     int NQ, int T, const float *p, int64_t ldp, const int32_t *n_keys, int32_t j0, int32_t j1,
     const void *v, int64_t hd, int64_t d0, float *out, int64_t ldo, bool acc_in) {
     int32_t nk_min = n_keys[0], nk_max = n_keys[0];
@@ -237,7 +236,7 @@ T_AVX512 static inline __attribute__((always_inline)) void pv_avx512_n(
 
 /* One instance per element type T (a constant, so each loop has one load form). */
 #define PV_AVX512_T(name, T)                                                                   \
-    T_AVX512 static void name(const float *p, int64_t ldp, const int32_t *n_keys, int nq,      \
+    PS_TARGET_AVX512 static void name(const float *p, int64_t ldp, const int32_t *n_keys, int nq,      \
                               const void *v, int64_t hd, float *out, int64_t ldo, bool acc_in) { \
         int32_t nk = 0;                                                                        \
         for (int q = 0; q < nq; q++) nk = PS_MAX(nk, n_keys[q]);                               \
@@ -268,7 +267,7 @@ PV_AVX512_T(pv_avx512_bf16, PS_KV_BF16)
 
 /* out[0 .. n) += a * x[0 .. n) (x of type T, widened), each term as ps_axpy_f32's AVX2 form:
  * one fused multiply-add per element. */
-T_AVX2 static void axpy_kv_avx2(int T, float a, const void *x, float *y, int64_t n) {
+PS_TARGET_AVX2 static void axpy_kv_avx2(int T, float a, const void *x, float *y, int64_t n) {
     const __m256 av = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -303,7 +302,7 @@ static void scores_scalar(const float *q, int64_t ldq, int32_t nq, const void *k
 #if defined(__x86_64__)
 /* R queries x C vectors of 8 keys from key j0 (a multiple of 16): R * C accumulators; per
  * dimension C key loads and R broadcasts. Lanes past n_keys are masked off. */
-T_AVX2 static inline __attribute__((always_inline)) void scores_avx2_n(
+PS_TARGET_AVX2 static inline __attribute__((always_inline)) void scores_avx2_n(
     int R, int C, int T, const float *q, int64_t ldq, const void *kt, int32_t n_keys, int32_t j0,
     int32_t hd, float *s, int64_t lds) {
     __m256i m[2];
@@ -333,7 +332,7 @@ T_AVX2 static inline __attribute__((always_inline)) void scores_avx2_n(
 }
 
 #define SCORES_AVX2_T(name, T)                                                                 \
-    T_AVX2 static void name(const float *q, int64_t ldq, int32_t nq, const void *kt,          \
+    PS_TARGET_AVX2 static void name(const float *q, int64_t ldq, int32_t nq, const void *kt,          \
                             int32_t n_keys, int32_t hd, float *s, int64_t lds) {              \
         for (int32_t j0 = 0; j0 < n_keys; j0 += 16) {                                          \
             int32_t r = 0;                                                                     \
@@ -349,7 +348,7 @@ SCORES_AVX2_T(scores_avx2_bf16, PS_KV_BF16)
 #undef SCORES_AVX2_T
 
 /* The AVX-512 form: R queries x C blocks of 16 keys from key j0 (a multiple of 16). */
-T_AVX512 static inline __attribute__((always_inline)) void scores_avx512_n(
+PS_TARGET_AVX512 static inline __attribute__((always_inline)) void scores_avx512_n(
     int R, int C, int T, const float *q, int64_t ldq, const void *kt, int32_t n_keys, int32_t j0,
     int32_t hd, float *s, int64_t lds) {
     __mmask16 m[4];
@@ -377,7 +376,7 @@ T_AVX512 static inline __attribute__((always_inline)) void scores_avx512_n(
 }
 
 #define SCORES_AVX512_T(name, T)                                                               \
-    T_AVX512 static void name(const float *q, int64_t ldq, int32_t nq, const void *kt,        \
+    PS_TARGET_AVX512 static void name(const float *q, int64_t ldq, int32_t nq, const void *kt,        \
                               int32_t n_keys, int32_t hd, float *s, int64_t lds) {            \
         for (int32_t j0 = 0; j0 < n_keys; j0 += 64) {                                          \
             int32_t r = 0;                                                                     \

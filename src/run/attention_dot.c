@@ -27,13 +27,13 @@
  * --semantics counts the outputs where the two differ).
  */
 #include "run/attention.h"
+#include "base/simd.h"
 
 #include <float.h>
 #include <math.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#define T_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 #endif
 
 /* ---- the scalar definition ---- */
@@ -86,7 +86,7 @@ static void pv_dot_scalar(const uint16_t *pb, int64_t ldp, int32_t n_keys, int32
 
 #if defined(__x86_64__)
 /* One 32-bit broadcast of the bf16 pair at p (p[0] the even element, p[1] the odd). */
-T_BF16 static inline __attribute__((always_inline)) __m512bh pair16(const uint16_t *p) {
+PS_TARGET_AVX512_BF16 static inline __attribute__((always_inline)) __m512bh pair16(const uint16_t *p) {
     int32_t x;
     memcpy(&x, p, 4);
     return (__m512bh)_mm512_set1_epi32(x);
@@ -96,7 +96,7 @@ T_BF16 static inline __attribute__((always_inline)) __m512bh pair16(const uint16
  * block's two 16-key rows (one 64-byte line) interleaved into (k_j[d], k_j[d+1]) lanes, R
  * broadcasts, R * C vdpbf16ps. Blocks wholly past n_keys are not read; lanes past n_keys in the
  * last block compute on padding and are not stored. */
-T_BF16 static inline __attribute__((always_inline)) void scores_dot_n(
+PS_TARGET_AVX512_BF16 static inline __attribute__((always_inline)) void scores_dot_n(
     int R, int C, const uint16_t *qb, int64_t ldq, const uint16_t *kt, int32_t n_keys, int32_t j0,
     int32_t hd, float *s, int64_t lds) {
     static const uint16_t IDX[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
@@ -142,7 +142,7 @@ T_BF16 static inline __attribute__((always_inline)) void scores_dot_n(
             _mm512_mask_storeu_ps(s + r * lds + j0 + 16 * c, m[c], acc[r][c]);
 }
 
-T_BF16 static void scores_dot_avx512(const uint16_t *qb, int64_t ldq, int32_t nq,
+PS_TARGET_AVX512_BF16 static void scores_dot_avx512(const uint16_t *qb, int64_t ldq, int32_t nq,
                                      const uint16_t *kt, int32_t n_keys, int32_t hd, float *s,
                                      int64_t lds) {
     for (int32_t j0 = 0; j0 < n_keys; j0 += 64) {
@@ -159,7 +159,7 @@ T_BF16 static void scores_dot_avx512(const uint16_t *qb, int64_t ldq, int32_t nq
 /* NQ queries x 4 chunks of 16 dimensions (d0 .. d0 + 63) of out. Per pair of keys: rows 2t and
  * 2t + 1 of each chunk interleaved into (v_2t[d], v_2t+1[d]) lanes (the second row zero past
  * n_keys), NQ broadcasts of (p_2t, p_2t+1), 4 * NQ vdpbf16ps; then + 0 (a zero sum as +0). */
-T_BF16 static inline __attribute__((always_inline)) void pv_dot_n(
+PS_TARGET_AVX512_BF16 static inline __attribute__((always_inline)) void pv_dot_n(
     int NQ, const uint16_t *pb, int64_t ldp, int32_t j0, int32_t n_keys, const uint16_t *v,
     int64_t hd, int64_t d0, float *out, int64_t ldo, bool acc_in) {
     static const uint16_t IDX[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
@@ -201,7 +201,7 @@ T_BF16 static inline __attribute__((always_inline)) void pv_dot_n(
 /* Keys in runs of PS_ATT_PV_KEYS, each run over every query group while its V rows are in
  * cache; a run after the first continues the sums stored by the one before (a float32 store
  * and load: the same sequence of operations per output, so the same bits). */
-T_BF16 static void pv_dot_avx512(const uint16_t *pb, int64_t ldp, int32_t n_keys, int32_t nq,
+PS_TARGET_AVX512_BF16 static void pv_dot_avx512(const uint16_t *pb, int64_t ldp, int32_t n_keys, int32_t nq,
                                  const uint16_t *v, int64_t hd, float *out, int64_t ldo,
                                  bool acc_in) {
     for (int32_t j0 = 0; j0 == 0 || j0 < n_keys; j0 += PS_ATT_PV_KEYS) {

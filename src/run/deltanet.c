@@ -11,13 +11,12 @@
  * never depends on the thread that runs a head or on the chunking.
  */
 #include "run/deltanet.h"
+#include "base/simd.h"
 #include "kernels/matmul.h"
 
 #include <math.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
-#define T_AVX2 __attribute__((target("avx2,fma")))
-#define T_AVX512 __attribute__((target("avx512f,avx512dq")))
 #endif
 
 void ps_dn_conv_silu(const float *x, int64_t ldx, int32_t n, float *state, const float *w,
@@ -68,7 +67,7 @@ static void delta_rows_scalar(float *S, int64_t d, const float *q, const float *
 }
 
 #if defined(__x86_64__)
-T_AVX2 static inline float hsum_avx2(__m256 v) {
+PS_TARGET_AVX2_FMA static inline float hsum_avx2(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
     lo = _mm_add_ps(lo, hi);                                 /* lanes l + l+4 */
     lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));              /* + l+2 */
@@ -76,7 +75,7 @@ T_AVX2 static inline float hsum_avx2(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-T_AVX2 static void delta_rows_avx2(float *S, int64_t d, const float *q, const float *k,
+PS_TARGET_AVX2_FMA static void delta_rows_avx2(float *S, int64_t d, const float *q, const float *k,
                                    const float *v, float *o, float decay, float b, float scale) {
     const __m256 dec = _mm256_set1_ps(decay);
     for (int64_t j = 0; j < d; j++) {
@@ -98,7 +97,7 @@ T_AVX2 static void delta_rows_avx2(float *S, int64_t d, const float *q, const fl
     }
 }
 
-T_AVX512 static inline float hsum_avx512(__m512 v) {
+PS_TARGET_AVX512_DQ static inline float hsum_avx512(__m512 v) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
                                    _mm512_extractf32x8_ps(v, 1)); /* lanes l + l+8 */
     __m128 lo = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
@@ -107,7 +106,7 @@ T_AVX512 static inline float hsum_avx512(__m512 v) {
     return _mm_cvtss_f32(lo);
 }
 
-T_AVX512 static void delta_rows_avx512(float *S, int64_t d, const float *q, const float *k,
+PS_TARGET_AVX512_DQ static void delta_rows_avx512(float *S, int64_t d, const float *q, const float *k,
                                        const float *v, float *o, float decay, float b,
                                        float scale) {
     const __m512 dec = _mm512_set1_ps(decay);

@@ -1,0 +1,45 @@
+/*
+ * matmul_float.h — the float kernels behind ps_matmul (matmul_float.c): float32 tiles for F32
+ * weights and for any type widened exactly to float32 (F16, and every type with float32
+ * activations), the BF16 kernel (bf16-rounded activations, vdpbf16ps or AMX), and the dot
+ * product and axpy the attention uses with the same reduction order.
+ */
+#ifndef PS_MATMUL_FLOAT_H
+#define PS_MATMUL_FLOAT_H
+
+#include "kernels/mat.h"
+#include "kernels/dequant.h"
+
+/* Floats of per-thread scratch these kernels need for up to max_n_in inputs: a tile of 16
+ * widened rows (or a BF16 AMX task's scratch), one slot of PS_CHUNK rounded activation rows and
+ * the parked accumulators. */
+size_t ps_mmf_scratch_floats(int64_t max_n_in);
+
+/* y = x @ W^T on float32 activations, weight rows widened into the thread's tile by to_f32
+ * (F32 weights are used in place, to_f32 unused). Every output element is one accumulator fed
+ * in k order (ps_dot_f32's order), whatever the tile, thread or batch split. */
+void ps_mmf(const ps_matmul_env *env, const ps_mat *w, ps_row_to_f32_fn to_f32, const float *x,
+            int64_t ldx, int64_t n_rows, float *y, int64_t ldy);
+
+/* Its reference: each weight row widened by to_f32, dot products in double, rounded once. */
+ps_status ps_mmf_ref(const ps_mat *w, ps_row_to_f32_fn to_f32, const float *x, int64_t ldx,
+                     int64_t n_rows, float *y, int64_t ldy);
+
+/* BF16 weights with native activations (ps_matmul's contract, matmul.h): each activation row
+ * rounded to bf16 (ps_quant_act_bf16), products summed in float32 (vdpbf16ps, AMX tiles, or the
+ * float32 tiles on the rounded rows). The reference rounds with ps_quant_act_bf16_ref and then
+ * runs ps_mmf_ref. */
+void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+                    int64_t n_rows, float *y, int64_t ldy);
+ps_status ps_matmul_bf16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                             float *y, int64_t ldy);
+
+/* sum_i a[i] * b[i] in float with the ISA's fixed reduction order (the same order ps_matmul
+ * uses for one output element). */
+float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n);
+
+/* y (n) += a * x (n), element by element (fused multiply-add on the SIMD ISAs; every element
+ * is one operation, so the result per ISA does not depend on n or alignment). */
+void ps_axpy_f32(ps_isa isa, float a, const float *x, float *y, int64_t n);
+
+#endif /* PS_MATMUL_FLOAT_H */
