@@ -60,6 +60,17 @@ run() {
     echo "  $line  (${secs}s)"
 }
 
+# A shell check whose condition starts by testing $? (a message holding "$(...)" and the
+# condition [ $? -eq 0 ]) tests the status of whatever ran last before the eval, under bash the
+# message's command substitution, so it cannot fail: capture the status first (cmd; rc=$?;
+# then the condition [ $rc -eq 0 ]). Any such line in tests/ fails the run.
+qs=$(grep -nE "check .*['\"]\[ \"?\\\$\?" tests/*.sh tests/*/*.sh 2>/dev/null)
+if [ -n "$qs" ]; then
+    echo "FAILED tests/*.sh: a check tests \$? (the status of its own message's substitution):"
+    echo "$qs"
+    fail=$((fail + 1)); bad="$bad \$?-check"
+fi
+
 for t in "$BUILD"/tests/test_* "$BUILD"/bench/bench_* tests/test_*.sh; do
     [ -f "$t" ] || continue
     case "$t" in
