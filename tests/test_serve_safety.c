@@ -821,6 +821,22 @@ static void test_stops(void) {
     if (fd >= 0) close(fd);
 }
 
+/* Waits (bounded) until the server's engine holds a submitted request whose prompts are not
+ * all started (/metrics promptscore_prompts_waiting > 0): the request sent with post_async is
+ * then running, whatever the machine's load, where a fixed sleep may fall before its body has
+ * even been parsed. */
+static bool wait_running(int port) {
+    for (double t0 = ps_now_s(); ps_now_s() - t0 < 30 * PS_TEST_TIME_SCALE; usleep(20000)) {
+        answer a;
+        bool got = req(port, NULL, "GET", "/metrics", NULL, NULL, &a);
+        const char *m = got ? strstr(a.body, "\npromptscore_prompts_waiting ") : NULL;
+        int waiting = m ? atoi(m + strlen("\npromptscore_prompts_waiting ")) : 0;
+        answer_free(&a);
+        if (waiting > 0) return true;
+    }
+    return false;
+}
+
 static void test_drain(const char *heavy) {
     /* a running request and --drain-s 1: out within the deadline (and a moment) */
     server s;
@@ -830,7 +846,7 @@ static void test_drain(const char *heavy) {
         return;
     }
     int fd = post_async(s.port, heavy);
-    usleep(500000);
+    CHECKF(wait_running(s.port), "the long request never ran (log %s)", s.log);
     double t0 = ps_now_s();
     kill(s.pid, SIGTERM);
     answer a = {0};
@@ -852,9 +868,14 @@ static void test_second_signal(const char *heavy) {
         return;
     }
     int fd = post_async(s.port, heavy);
-    usleep(500000);
+    CHECKF(wait_running(s.port), "the long request never ran (log %s)", s.log);
     kill(s.pid, SIGTERM);
-    usleep(300000);
+    /* the first signal taken (the server says it is draining), then the second */
+    bool draining = false;
+    for (double t1 = ps_now_s(); !draining && ps_now_s() - t1 < 10 * PS_TEST_TIME_SCALE;
+         usleep(10000))
+        draining = log_has(&s, "finishing running requests");
+    CHECKF(draining, "the first SIGTERM was not taken (log %s)", s.log);
     double t0 = ps_now_s();
     kill(s.pid, SIGTERM);
     int rc = server_wait(&s, 10 * PS_TEST_TIME_SCALE);
