@@ -2,11 +2,14 @@
 #   make            the core library (build/libpromptscore.a, build/libpromptscore.so.N), the
 #                   front ends beside it (build/libpromptscore-front.a) and the CLI
 #                   (build/promptscore)
-#   make test       builds and runs every test (tests/test_*.c, then the script tests); the tests,
-#                   benchmarks and fuzz replays link a test build (-DPS_TESTING, $(BUILD)/tobj,
-#                   build/libpromptscore-test.a, build/tests/promptscore-t) that has the test
-#                   hooks of src/base/testhooks.h; the shipped binary and libraries do not
-#   make check      the same suite rebuilt with AddressSanitizer + UBSan (in build-san/)
+#   make test       builds and runs the test suite (tests/test_*.c, the script tests, the
+#                   benchmarks' --check, the fuzz corpora): about 5 minutes on 2 quiet cores.
+#                   Tests, benchmarks and fuzz replays link a test build (-DPS_TESTING,
+#                   $(BUILD)/tobj, libpromptscore-test.a, build/tests/promptscore-t) that has
+#                   the hooks of src/base/testhooks.h; the shipped binary and libraries do not
+#   make check      the longer suites: valgrind, the daemons (nginx, Slurm) and the browsers
+#                   (page, openai client) on the plain build (make test-extra), then the test
+#                   suite rebuilt with AddressSanitizer + UBSan (in build-san/), then TSan
 #   make bench      kernel benchmarks (validate first, then time; `make test` runs their --check)
 #   make install    PREFIX=/usr/local (and DESTDIR): bin/promptscore, include/promptscore.h,
 #                   lib/libpromptscore.{a,so,so.N}, lib/pkgconfig/promptscore.pc
@@ -104,7 +107,7 @@ LOAD_BIN  := $(patsubst tests/load/%.c,$(BUILD)/load/%,$(LOAD_SRC))
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRC))
 
-.PHONY: all test check tsan bench fuzz clean demo install binaries
+.PHONY: all test test-extra check tsan bench fuzz clean demo install binaries
 all: $(LIB) $(SO) $(FRONT) $(BIN)
 
 $(BUILD)/obj/%.o: src/%.c $(SRC_H) include/promptscore.h
@@ -190,15 +193,22 @@ install: $(LIB) $(SO) $(BIN) promptscore.pc.in
 test: all $(TBIN) $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
 	@BUILD=$(BUILD) sh tests/run.sh
 
+# make test-extra (the first part of make check): the suites make test leaves out, on the plain
+# build: tests/test_valgrind.sh (memcheck), test_nginx.sh and test_slurm.sh (real daemons),
+# test_page.sh and test_openai.sh (Chromium and the openai npm client, through node).
+test-extra: all $(TBIN) $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
+	@BUILD=$(BUILD) PS_SUITE=check sh tests/run.sh
+
 # make binaries: everything make test runs, built and not run
 binaries: all $(TBIN) $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
 
-# make check: every finding is fatal (-fno-sanitize-recover=all); LeakSanitizer runs at each
-# test's exit; strict_string_checks flags string functions reading past an unterminated buffer.
-# tests/test_valgrind.sh, test_slurm.sh and test_nginx.sh are not run here (PS_SANITIZED): they run on
-# the plain build (valgrind and ASan do not mix; the cluster tests exercise code test_shard.sh and
-# test_server cover here).
+# make check: make test-extra, then the test suite of make test under the sanitizers: every
+# finding is fatal (-fno-sanitize-recover=all); LeakSanitizer runs at each test's exit;
+# strict_string_checks flags string functions reading past an unterminated buffer. The suites of
+# test-extra run on the plain build only (valgrind and ASan do not mix; the cluster and browser
+# tests exercise code that test_shard.sh, test_server and test_serve_safety cover here).
 check:
+	$(MAKE) test-extra
 	ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 PS_SANITIZED=1 \
 	$(MAKE) BUILD=build-san SAN=1 OPT="-O1 -g" test

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs every test binary of $BUILD/tests, the quick validating mode of every benchmark
 # ($BUILD/bench/bench_* --check: fast kernels against their references on small shapes, no
-# timing) and every tests/test_*.sh script, and adds up their closing lines
+# timing) and every tests/test_*.sh script but those `make check` adds (PS_SUITE below), and
+# adds up their closing lines
 # "<name>: N passed, N failed, N skipped[, N not available on this CPU]". Then replays every
 # fuzz corpus ($BUILD/fuzz/*_replay) and reports those inputs on a line of their own, outside
 # the test total. Exit 1 when any test failed, any binary crashed or any replay failed.
@@ -10,8 +11,14 @@
 # (CI installs everything) a skip is a failure: tests/check.h and tests/check.sh count it so,
 # and this script fails any test whose closing line still reports a skip. "Not available on
 # this CPU" (an instruction set the machine lacks) is never a failure.
+# Which tests (PS_SUITE): "test" (the default: what `make test` runs), "check" (the suites
+# `make check` adds on the plain build, $EXTRA: the memory checker, the daemons and the
+# browsers, minutes of their own), "all" (both).
+EXTRA="test_valgrind.sh test_nginx.sh test_slurm.sh test_page.sh test_openai.sh"
 BUILD=${BUILD:-build}
 export BUILD
+suite=${PS_SUITE:-test}
+case "$suite" in test | check | all) ;; *) echo "PS_SUITE=$suite: want test, check or all"; exit 2 ;; esac
 case "${CI:-}" in "" | 0 | false) ci=0 ;; *) ci=1 ;; esac
 pass=0; fail=0; skip=0; cpu=0; bad=""
 fz_n=0; fz_inputs=0; fz_fail=0
@@ -60,8 +67,25 @@ run() {
     echo "  $line  (${secs}s)"
 }
 
+# A shell check whose condition starts by testing $? (a message holding "$(...)" and the
+# condition [ $? -eq 0 ]) tests the status of whatever ran last before the eval, under bash the
+# message's command substitution, so it cannot fail: capture the status first (cmd; rc=$?;
+# then the condition [ $rc -eq 0 ]). Any such line in tests/ fails the run.
+qs=$(grep -nE "check .*['\"]\[ \"?\\\$\?" tests/*.sh tests/*/*.sh 2>/dev/null)
+if [ -n "$qs" ]; then
+    echo "FAILED tests/*.sh: a check tests \$? (the status of its own message's substitution):"
+    echo "$qs"
+    fail=$((fail + 1)); bad="$bad \$?-check"
+fi
+
 for t in "$BUILD"/tests/test_* "$BUILD"/bench/bench_* tests/test_*.sh; do
     [ -f "$t" ] || continue
+    extra=0
+    case " $EXTRA " in *" ${t##*/} "*) extra=1 ;; esac
+    if [ "$suite" = test ] && [ "$extra" = 1 ]; then
+        echo "  (in make check: $t)"; continue
+    fi
+    [ "$suite" = check ] && [ "$extra" = 0 ] && continue
     case "$t" in
         *.sh)
             # valgrind checks the plain build; ASan's shadow memory and valgrind do not mix.
@@ -81,7 +105,7 @@ for t in "$BUILD"/tests/test_* "$BUILD"/bench/bench_* tests/test_*.sh; do
     esac
 done
 for t in "$BUILD"/fuzz/*_replay; do
-    [ -x "$t" ] || continue
+    [ -x "$t" ] && [ "$suite" != check ] || continue
     run fuzz "$t" "$t"
 done
 echo "fuzz corpora: $fz_inputs inputs replayed over $fz_n targets, $fz_fail failed (not in the total)"

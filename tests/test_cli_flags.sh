@@ -101,7 +101,8 @@ check "-ngl 99: one note that this build runs on the CPU" 'grep -c "runs on the 
 "$BIN" score -m "$MODEL" -c 4 -i "$T/in.jsonl" >"$T/o" 2>/dev/null
 check "score -c 4: the prompt is over the context" 'grep -q "context_length_exceeded" "$T/o"'
 python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).readline()); sys.exit(0 if all(len(t)==4 or len(t)==5 for t in d["logprobs"]["top_ids"][1:]) else 1)' "$T/ref"
-check "-k 4: 4 (or 5) alternatives per position" '[ $? -eq 0 ]'
+rc=$?
+check "-k 4: 4 (or 5) alternatives per position" '[ $rc -eq 0 ]'
 
 # ---- -hf from a pre-filled cache (no network: HF_ENDPOINT is a closed port) ------------------------
 mkdir -p "$T/cache/org/tiny"
@@ -150,13 +151,16 @@ done
 # ---- the integer parsers (cli_opts.c): a minus sign is never a huge --seed; lists ------------
 for v in "-5" " -5" "5x" "" "18446744073709551616"; do
     "$BIN" gen-model -o "$T/s.gguf" --seed "$v" 2>"$T/e"
-    check "gen-model --seed '$v' exits 2 naming --seed" '[ $? -eq 2 ] && grep -q -- "--seed wants an integer >= 0" "$T/e"'
+    rc=$?
+    check "gen-model --seed '$v' exits 2 naming --seed" '[ $rc -eq 2 ] && grep -q -- "--seed wants an integer >= 0" "$T/e"'
 done
 "$BIN" gen-model -o "$T/s.gguf" --seed 18446744073709551615 2>/dev/null
-check "gen-model --seed 2^64-1 is accepted" '[ $? -eq 0 ]'
+rc=$?
+check "gen-model --seed 2^64-1 is accepted" '[ $rc -eq 0 ]'
 for v in "1,,2" ",1" "0" "1,2x" "1048577"; do
     "$BIN" bench -m "$MODEL" -t "$v" 2>"$T/e" >/dev/null
-    check "bench -t '$v' exits 2 naming -t" '[ $? -eq 2 ] && grep -q -- "-t wants a comma-separated list" "$T/e"'
+    rc=$?
+    check "bench -t '$v' exits 2 naming -t" '[ $rc -eq 2 ] && grep -q -- "-t wants a comma-separated list" "$T/e"'
 done
 
 # ---- serve: -a/--alias/--served-model-name/--name, -np/--parallel/--workers, -c, -hf ------------

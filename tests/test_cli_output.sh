@@ -89,9 +89,11 @@ for inp, o in zip(ins, outs):
 print('\n'.join(fails)); sys.exit(1 if fails else 0)
 EOF
 python3 "$T/check.py" "$T/in.jsonl" "$T/spm.jsonl" bos >"$T/py" 2>&1
-check "SentencePiece: mean/perplexity fields and prompt_offset ($(head -c 600 "$T/py"))" '[ $? -eq 0 ]'
+rc=$?
+check "SentencePiece: mean/perplexity fields and prompt_offset ($(head -c 600 "$T/py"))" '[ $rc -eq 0 ]'
 python3 "$T/check.py" "$T/in.jsonl" "$T/bpe.jsonl" nobos >"$T/py" 2>&1
-check "byte-level BPE: mean/perplexity fields and prompt_offset ($(head -c 600 "$T/py"))" '[ $? -eq 0 ]'
+rc=$?
+check "byte-level BPE: mean/perplexity fields and prompt_offset ($(head -c 600 "$T/py"))" '[ $rc -eq 0 ]'
 
 # ---- --format summary / table ------------------------------------------------------------------
 "$BIN" score -m "$MODEL" -i "$T/in.jsonl" --format summary >"$T/sum" 2>/dev/null; rc=$?
@@ -112,7 +114,8 @@ for o, l in zip(outs, lines):
         ok &= 'most surprising: #' in l
 print(lines); sys.exit(0 if ok else 1)
 EOF
-check "summary numbers = the JSONL ones ($(head -c 400 "$T/py"))" '[ $? -eq 0 ]'
+rc=$?
+check "summary numbers = the JSONL ones ($(head -c 400 "$T/py"))" '[ $rc -eq 0 ]'
 "$BIN" score -m "$MODEL" -i "$T/in.jsonl" --format table >"$T/tab" 2>/dev/null; rc=$?
 check "table: a header per prompt, one row per token, no colour in a file (rc $rc)" \
     '[ $rc -eq 0 ] && [ "$(grep -c "^== id" "$T/tab")" -eq 5 ] && grep -Eq "^ +1  \" Once\" +-0\.2437 +1  \" Once\" -0\.24  \" One\" -1\.86" "$T/tab" && ! grep -q "$(printf "\033")" "$T/tab"'
@@ -157,7 +160,8 @@ m = re.search(r'^Final estimate: PPL = ([0-9]+\.[0-9]{4}) \+/- ([0-9]+\.[0-9]{5}
 ok &= bool(m) and m.group(1) == '%.4f' % j['perplexity'] and m.group(2) == '%.5f' % j['perplexity_stderr']
 print(j, mean, ppl, err, txt[-80:]); sys.exit(0 if ok else 1)
 EOF
-check "llama mode = chunks of c with BOS first, second half scored, its standard error ($(tail -c 300 "$T/py"))" '[ $? -eq 0 ]'
+rc=$?
+check "llama mode = chunks of c with BOS first, second half scored, its standard error ($(tail -c 300 "$T/py"))" '[ $rc -eq 0 ]'
 "$BIN" perplexity -m "$MODEL" -f "$TEXT" --ppl-mode llama -c 64 --chunks 3 --json >"$T/o" 2>/dev/null
 check "--chunks 3 keeps three chunks" 'grep -q "\"chunks\":3," "$T/o"'
 "$BIN" perplexity -m "$MODEL" -f "$TEXT" --ppl-mode llama -c 2048 >/dev/null 2>"$T/err"; rc=$?
@@ -178,5 +182,6 @@ ok = j['mode'] == 'sliding' and j['ctx'] == 128 and j['stride'] == 64 and m
 ok = ok and abs(float(m.group(1)) - j['perplexity']) < 1e-5 and int(m.group(3)) == j['tokens_scored'] == j['tokens'] - 1
 print(j, t); sys.exit(0 if ok else 1)
 EOF
-check "sliding --json = its text line ($(head -c 300 "$T/py"))" '[ $? -eq 0 ]'
+rc=$?
+check "sliding --json = its text line ($(head -c 300 "$T/py"))" '[ $rc -eq 0 ]'
 done_

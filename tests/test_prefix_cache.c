@@ -14,7 +14,10 @@
  * an f32 one. Then: eviction under a tiny budget (bytes within it, evictions counted, answers
  * exact), block memory recycled (a dropped or evicted block's payload serves the next new
  * block, idle memory within the budget), in-flight claims (a prompt whose next block another
- * score is computing is seen as claimed until that score inserts, or is cancelled), two threads hitting one block at once (run under TSan by `make tsan`), the cache of
+ * score is computing is seen as claimed until that score inserts, or is cancelled), two threads hitting one block at once (run under TSan by `make tsan`), one cache
+ * shared by sessions that differ in activation mode, K/V type, ISA or AMX (never a hit across
+ * them, each answer its own configuration's), every chain hash forced to collide (the
+ * PS_TESTING hook of base/testhooks.h: hits decided by the ids alone), the cache of
  * another model refused, and the allocation-fault walk over create + miss + hit (each failure a
  * clean PS_ERR_NOMEM; ASan: no leak).
  */
@@ -850,6 +853,149 @@ static void test_faults(const fixture *f) {
     ps_model_free(m);
 }
 
+/* Scores ids on a session of these parameters: through `cache` (NULL: none). */
+static ps_score_result *score_with(const ps_model *m, const ps_session_params *ssp,
+                                   ps_prefix_cache *cache, const int32_t *ids, int32_t n,
+                                   const char *what) {
+    ps_session *s = NULL;
+    ps_error e;
+    ps_score_result *r = NULL;
+    if (ps_session_create(m, ssp, &s, &e) != PS_OK) {
+        CHECKF(0, "%s: session: %s", what, e.message);
+        return NULL;
+    }
+    ps_score_params p = ps_score_default_params();
+    p.k = 5;
+    p.cache = cache;
+    if (ps_score_tokens(s, ids, n, &p, &r, &e) != PS_OK) CHECKF(0, "%s: score: %s", what, e.message);
+    ps_session_free(s);
+    return r;
+}
+
+static int64_t cache_hits(ps_prefix_cache *c) {
+    ps_prefix_cache_stats st;
+    ps_prefix_cache_get_stats(c, &st);
+    return st.hits;
+}
+
+/* One cache shared by sessions whose configurations differ (activation mode, K/V type, ISA,
+ * AMX) on a Q8_0 model, where the activation mode changes the bits: a prompt scored by one
+ * configuration is never a hit for another (hits counted), and each answer equals its own
+ * configuration's uncached one bit for bit. */
+static void test_cfg_keys(void) {
+    const fixture *f = &FIXTURES[3]; /* qwen3 Q8_0 */
+    ps_genmodel_params gp;
+    fixture_params(f, &gp);
+    ps_model *m = gen_load(&gp, "cfgkeys-qwen3-q8_0.gguf");
+    if (!m) return;
+    enum { N = 200 };
+    int32_t *a = make_ids(N, gp.n_vocab, 31);
+    ps_session_params base = ps_session_default_params();
+    base.n_ctx = 512;
+    base.isa = ps_isa_best();
+    struct {
+        const char *what;
+        ps_session_params p;
+    } v[8];
+    int nv = 0;
+    v[nv].what = "--act f32", v[nv].p = base, v[nv].p.act = PS_ACT_F32, nv++;
+    v[nv].what = "K/V f16", v[nv].p = base, v[nv].p.kv_type = PS_KV_F16, nv++;
+    v[nv].what = "K/V bf16", v[nv].p = base, v[nv].p.kv_type = PS_KV_BF16, nv++;
+    const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+    for (size_t i = 0; i < PS_ARRAY_LEN(isas); i++)
+        if (isas[i] != base.isa && ps_isa_supported(isas[i]))
+            v[nv].what = ps_isa_name(isas[i]), v[nv].p = base, v[nv].p.isa = isas[i], nv++;
+    if (ps_isa_supported(PS_ISA_AMX)) {
+        /* AMX tiles against the same ISA without them */
+        v[nv].what = "amx", v[nv].p = base, v[nv].p.isa = PS_ISA_AMX, nv++;
+        base.isa = PS_ISA_AVX512;
+    } else {
+        PS_TEST_CPU_LACKS("AMX: a cache shared by sessions with and without AMX tiles");
+    }
+    ps_score_result *plain_base = score_with(m, &base, NULL, a, N, "base, uncached");
+    for (int i = 0; i < nv; i++) {
+        char what[128];
+        ps_prefix_cache *c = NULL;
+        ps_error e;
+        CHECKF(ps_prefix_cache_create(m, NULL, &c, &e) == PS_OK, "%s", e.message);
+        if (!c) continue;
+        /* the base configuration fills the cache; the other one scores the same prompt */
+        ps_score_result *r0 = score_with(m, &base, c, a, N, "base, filling");
+        int64_t h0 = cache_hits(c);
+        snprintf(what, sizeof what, "a cache filled by the base configuration, read by %s",
+                 v[i].what);
+        ps_score_result *got = score_with(m, &v[i].p, c, a, N, what);
+        ps_score_result *want = score_with(m, &v[i].p, NULL, a, N, v[i].what);
+        CHECKF(cache_hits(c) == h0, "%s: %lld hits on the other configuration's blocks", what,
+               (long long)(cache_hits(c) - h0));
+        if (got && want) same_result(want, got, what);
+        /* and the other way round: the base configuration finds its own blocks, not these */
+        int64_t h1 = cache_hits(c);
+        ps_score_result *again = score_with(m, &base, c, a, N, "base again");
+        CHECKF(cache_hits(c) - h1 == N / ps_pcache_block_len(c),
+               "%s: the base configuration hit %lld of its %d blocks", what,
+               (long long)(cache_hits(c) - h1), N / ps_pcache_block_len(c));
+        if (again && plain_base) same_result(plain_base, again, "base after the other");
+        ps_score_result_free(r0);
+        ps_score_result_free(got);
+        ps_score_result_free(want);
+        ps_score_result_free(again);
+        ps_prefix_cache_free(c);
+    }
+    ps_score_result_free(plain_base);
+    free(a);
+    ps_model_free(m);
+}
+
+#ifdef PS_TESTING
+/* Every chain hash forced to 0 (ps_test_pcache_hash_bits, test builds): all blocks of the
+ * cache collide, so only the comparison of parent and ids can tell a hit. A prompt sharing two
+ * blocks with a cached one hits exactly those two and its answers are its own; a prompt
+ * sharing none hits none; both bit for bit their uncached answers. */
+static void test_collisions(void) {
+    const fixture *f = &FIXTURES[0]; /* tiny F32 */
+    ps_genmodel_params gp;
+    fixture_params(f, &gp);
+    g_kv = PS_KV_F32;
+    ps_model *m = gen_load(&gp, "collide-tiny.gguf");
+    if (!m) return;
+    ps_prefix_cache *c = NULL;
+    ps_error e;
+    CHECKF(ps_prefix_cache_create(m, NULL, &c, &e) == PS_OK, "%s", e.message);
+    ps_session *s = new_session(m);
+    CHECK(s != NULL);
+    if (c && s) {
+        const int32_t B = ps_pcache_block_len(c), N = 5 * B;
+        int32_t *a = make_ids(N, gp.n_vocab, 41), *b = make_ids(N, gp.n_vocab, 42),
+                *d = make_ids(N, gp.n_vocab, 43);
+        memcpy(b, a, (size_t)(2 * B) * sizeof *b); /* b shares a's first two blocks */
+        ps_score_params sp = ps_score_default_params();
+        sp.cache = c;
+        sp.k = 5;
+        ps_test_pcache_hash_bits(0);
+        expect_equal(m, s, a, N, &sp, "colliding hashes: the first prompt (miss)");
+        int64_t h0 = cache_hits(c);
+        expect_equal(m, s, b, N, &sp, "colliding hashes: two shared blocks, then others");
+        int64_t h1 = cache_hits(c);
+        CHECKF(h1 - h0 == 2, "colliding hashes: %lld hits for a prompt sharing 2 blocks",
+               (long long)(h1 - h0));
+        expect_equal(m, s, d, N, &sp, "colliding hashes: no shared block");
+        CHECKF(cache_hits(c) == h1, "colliding hashes: %lld hits for a prompt sharing none",
+               (long long)(cache_hits(c) - h1));
+        expect_equal(m, s, a, N, &sp, "colliding hashes: the first prompt again (hit)");
+        CHECKF(cache_hits(c) - h1 == N / B, "colliding hashes: the first prompt again hit %lld "
+               "of its %d blocks", (long long)(cache_hits(c) - h1), N / B);
+        ps_test_pcache_hash_bits(-1);
+        free(a);
+        free(b);
+        free(d);
+    }
+    ps_session_free(s);
+    ps_prefix_cache_free(c);
+    ps_model_free(m);
+}
+#endif
+
 int main(void) {
     const char *tmp = getenv("TMPDIR");
     snprintf(out_dir, sizeof out_dir, "%s/ps_pcache_XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -859,6 +1005,12 @@ int main(void) {
     /* prompts of one batch sharing prefixes: plain, quantized, MoE, hybrid, sliding rings */
     const int shared_fx[] = {0, 3, 5, 7, 9, 11};
     for (size_t i = 0; i < PS_ARRAY_LEN(shared_fx); i++) test_batch_shared(&FIXTURES[shared_fx[i]]);
+    test_cfg_keys();
+#ifdef PS_TESTING
+    test_collisions();
+#else
+    SKIP("colliding chain hashes: the hook needs a test build (PS_TESTING)");
+#endif
     test_eviction();
     test_recycle();
     test_inflight();

@@ -199,6 +199,41 @@ static void test_line(void) {
                "%s: offset %lld", at[i].line, (long long)req.err.offset);
         ps_jsonl_req_free(&req);
     }
+    /* a raw NUL byte: the line is refused, and its id echoed when the id's value was read
+     * whole before the NUL (a number right before it was not: it could have gone on) */
+    {
+        static const struct {
+            const char *line;
+            size_t len;
+            const char *id; /* NULL: echoed as null */
+        } nul[] = {
+            {"{\"id\":1,\"prompt\":\"h\0i\"}", 23, "1"},
+            {"{\"prompt\":[1],\"id\":\"a b\" \0}", 27, "\"a b\""},
+            {"{\"id\":{\"k\":[1,2]},\"prompt\":\"\0\"}", 31, "{\"k\":[1,2]}"},
+            {"{\"id\":\"a\0b\",\"prompt\":[1]}", 25, NULL},
+            {"{\"prompt\":[1],\"id\":12\0}", 23, NULL},
+            {"{\"p\":{\"id\":3},\"prompt\":\"\0\"}", 27, NULL},
+        };
+        for (size_t i = 0; i < PS_ARRAY_LEN(nul); i++) {
+            ps_jsonl_req req;
+            ps_status st = ps_jsonl_parse(nul[i].line, nul[i].len, 1, &jl, &req);
+            CHECKF(nul[i].line[nul[i].len - 1] == '}', "NUL case %zu: length", i);
+            CHECKF(st == PS_ERR_FORMAT && strstr(req.err.message, "raw NUL"),
+                   "NUL case %zu: %d %s", i, st, req.err.message);
+            CHECKF(nul[i].id ? req.id_json && !strcmp(req.id_json, nul[i].id) : !req.id_json,
+                   "NUL case %zu: id %s, want %s", i, req.id_json ? req.id_json : "(none)",
+                   nul[i].id ? nul[i].id : "(none)");
+            ps_buf b;
+            ps_buf_init(&b);
+            ps_jsonl_write_error(&b, &req);
+            char want[64];
+            snprintf(want, sizeof want, "{\"id\":%s,\"error\":", nul[i].id ? nul[i].id : "null");
+            CHECKF(b.data && !strncmp(b.data, want, strlen(want)), "NUL case %zu: %s", i,
+                   b.data ? b.data : "");
+            ps_buf_free(&b);
+            ps_jsonl_req_free(&req);
+        }
+    }
     {
         ps_jsonl_limits small = jl;
         small.max_line_bytes = 64;

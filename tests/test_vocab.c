@@ -38,6 +38,39 @@ static double cpu_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The yardstick the load times are held to, measured in this run on this machine as it is
+ * now: the CPU time of 2^18 string inserts into an open-addressing table of 2^19 slots (the
+ * kind of work a vocabulary load does per token and merge), the least of three. A linear load
+ * of 150,000 tokens and as many merges takes about 5 of these here; a quadratic one, hundreds. */
+static double g_yardstick = -1;
+static double yardstick(void) {
+    if (g_yardstick > 0) return g_yardstick;
+    enum { N = 1 << 18, SLOTS = 1 << 19 };
+    uint64_t *table = calloc(SLOTS, sizeof *table);
+    double best = 1e9;
+    uint64_t sink = 0;
+    for (int rep = 0; rep < 3 && table; rep++) {
+        memset(table, 0, SLOTS * sizeof *table);
+        double t0 = cpu_s();
+        for (uint32_t i = 0; i < N; i++) {
+            char key[16];
+            int n = snprintf(key, sizeof key, "tok%u", i * 2654435761u);
+            uint64_t h = 1469598103934665603ull;
+            for (int k = 0; k < n; k++) h = (h ^ (uint8_t)key[k]) * 1099511628211ull;
+            uint64_t j = h & (SLOTS - 1);
+            while (table[j] && table[j] != h) j = (j + 1) & (SLOTS - 1);
+            table[j] = h | 1;
+        }
+        double dt = cpu_s() - t0;
+        sink += table[rep];
+        if (dt < best) best = dt;
+    }
+    free(table);
+    g_yardstick = best > 1e-4 ? best : 1e-4;
+    printf("  yardstick: %.4f s of CPU (%llu)\n", g_yardstick, (unsigned long long)(sink & 1));
+    return g_yardstick;
+}
+
 static ps_vocab *open_vocab(const char *path, ps_gguf **g_out) {
     ps_gguf *g = NULL;
     ps_error err;
@@ -54,8 +87,11 @@ static ps_vocab *open_vocab(const char *path, ps_gguf **g_out) {
         ps_gguf_close(g);
         return NULL;
     }
-    printf("  loaded %s: %d tokens in %.3f s of CPU\n", path, ps_vocab_n_tokens(v), dt);
-    CHECKF(dt < 1.0 * PS_TEST_TIME_SCALE, "loading %s took %.3f s of CPU", path, dt);
+    const double ys = yardstick();
+    printf("  loaded %s: %d tokens in %.3f s of CPU (%.1f yardsticks)\n", path,
+           ps_vocab_n_tokens(v), dt, dt / ys);
+    CHECKF(dt < 25 * ys, "loading %s took %.3f s of CPU, %.1f times this run's yardstick "
+           "(%.4f s; at most 25)", path, dt, dt / ys, ys);
     *g_out = g;
     return v;
 }
@@ -745,6 +781,97 @@ static void test_model_load(const char *shared) {
     ps_model_free(m);
 }
 
+/* ps_vocab_tokenize_alloc_max: a text too long for max_tokens tokens is refused before any
+ * tokenizer work (zero allocations: counted, not timed), and a text of at most max_tokens
+ * tokens is never refused and gets exactly ps_vocab_tokenize_alloc's ids, on texts built to
+ * sit at the bound (the longest token's bytes repeated), one long word, and mixed text. */
+static void test_bounded(const char *shared) {
+    static const char *const names[] = {"llama-spm", "gpt-2", "qwen2"};
+    for (size_t vi = 0; vi < PS_ARRAY_LEN(names); vi++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared, names[vi]);
+        ps_gguf *g = NULL;
+        ps_vocab *v = open_vocab(path, &g);
+        CHECKF(v != NULL, "%s loads", names[vi]);
+        if (!v) continue;
+        /* the longest token that is no control token */
+        size_t longest = 0;
+        const char *lb = NULL;
+        for (int32_t id = 0; id < ps_vocab_n_tokens(v); id++) {
+            const char *b;
+            size_t n;
+            if (ps_vocab_is_control(v, id) || ps_vocab_token_bytes(v, id, &b, &n) != PS_OK) continue;
+            if (n > longest) longest = n, lb = b;
+        }
+        /* the most bytes one token stands for, in its piece or its bytes */
+        size_t span = 1;
+        for (int32_t id = 0; id < ps_vocab_n_tokens(v); id++) {
+            const char *b;
+            size_t n1 = 0, n2 = 0;
+            ps_vocab_token_bytes(v, id, &b, &n1);
+            ps_vocab_token_piece(v, id, &b, &n2);
+            span = PS_MAX(span, PS_MAX(n1, n2));
+        }
+        printf("  %s: longest token %zu bytes, span %zu\n", names[vi], longest, span);
+        enum { BIG = 1 << 16 };
+        char *text[3];
+        size_t len[3];
+        text[0] = malloc(BIG); /* the longest token, again and again */
+        for (len[0] = 0; len[0] + longest <= BIG; len[0] += longest) memcpy(text[0] + len[0], lb, longest);
+        text[1] = malloc(BIG); /* one word */
+        memset(text[1], 'a', BIG);
+        len[1] = BIG;
+        text[2] = malloc(BIG); /* words, digits, punctuation, a non-ASCII letter */
+        len[2] = 0;
+        while (len[2] + 32 < BIG)
+            len[2] += (size_t)snprintf(text[2] + len[2], 32, "Once %u upon, \xc3\xa9t\xc3\xa9! ",
+                                       (unsigned)len[2]);
+        for (int t = 0; t < 3; t++) {
+            int32_t *want = NULL, *got = NULL, n = 0, m = 0;
+            ps_error err;
+            CHECKF(ps_vocab_tokenize_alloc(v, text[t], len[t], true, true, &want, &n, &err) == PS_OK,
+                   "%s text %d: %s", names[vi], t, err.message);
+            ps_status st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, n, &got, &m,
+                                                       &err);
+            CHECKF(st == PS_OK && m == n && want && got &&
+                       !memcmp(want, got, (size_t)n * sizeof *got),
+                   "%s text %d (%zu bytes, %d tokens): refused or changed at its own count: %s",
+                   names[vi], t, len[t], n, st ? err.message : "");
+            ps_free(got);
+            got = NULL;
+            /* well below its count: refused at once, or tokenized (the caller then sees m > max) */
+            int64_t small = n / (int64_t)(longest + 1);
+            if (small < 1) small = 1;
+            ps_alloc_fail_after(-1);
+            st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, small, &got, &m, &err);
+            int64_t allocs = ps_alloc_count();
+            CHECKF((st == PS_ERR_CONTEXT && allocs == 0 && !got && strstr(err.message, "bytes")) ||
+                       (st == PS_OK && m > small),
+                   "%s text %d, max %lld: status %d, %lld allocations, %d tokens", names[vi], t,
+                   (long long)small, st, (long long)allocs, m);
+            ps_free(got);
+            got = NULL;
+            /* the bound itself: refused at the most tokens that cannot hold the text (each
+             * token covering at most `span` bytes), tokenized one above */
+            int64_t at = (int64_t)((len[t] - 1) / span);
+            ps_alloc_fail_after(-1);
+            st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, at, &got, &m, &err);
+            CHECKF(st == PS_ERR_CONTEXT && ps_alloc_count() == 0, "%s text %d: not refused at "
+                   "%lld tokens (span %zu): %d", names[vi], t, (long long)at, span, st);
+            ps_free(got);
+            got = NULL;
+            st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, at + 1, &got, &m, &err);
+            CHECKF(st == PS_OK && m == n, "%s text %d: refused at %lld tokens (span %zu): %d",
+                   names[vi], t, (long long)at + 1, span, st);
+            ps_free(got);
+            ps_free(want);
+            free(text[t]);
+        }
+        ps_vocab_free(v);
+        ps_gguf_close(g);
+    }
+}
+
 int main(void) {
     const char *shared = ps_test_shared();
     test_built();
@@ -770,6 +897,7 @@ int main(void) {
     test_spm(shared);
     test_bpe_special(shared);
     test_threads(shared);
+    test_bounded(shared);
     test_model_load(shared);
     test_stories_golden(shared);
     test_cli(shared);

@@ -27,6 +27,9 @@
  * variable (or with a malformed one) the hook does nothing.
  *
  * ps_test_moe_plain(true) (moe.c) switches the expert products to their plain reference path.
+ *
+ * ps_test_pcache_hash_bits(n) (prefix_cache.c; test builds only, PS_TESTING) forces collisions
+ * of the prefix cache's chain hash.
  */
 #ifndef PS_TESTHOOKS_H
 #define PS_TESTHOOKS_H
@@ -48,6 +51,15 @@ int64_t ps_alloc_count(void);
  * ps_matmul per active expert and matrix) instead of the grouped one, so that a test can
  * compare the two bit for bit. Process-wide; off by default. */
 void ps_test_moe_plain(bool on);
+
+#ifdef PS_TESTING
+/* Test builds only (PS_TESTING). bits >= 0: the prefix cache's chain hash (prefix_cache.c)
+ * keeps only its lowest `bits` bits (0: every block of a configuration hashes alike), so blocks
+ * collide in one bucket and only the comparison of parent, configuration and ids tells them
+ * apart: a test then proves that a hit is decided by the ids, never by the hash. bits < 0 (the
+ * default) or >= 64: the full hash. Process-wide; set it while no score runs. */
+void ps_test_pcache_hash_bits(int bits);
+#endif
 
 typedef struct {
     int r, w; /* -1: off */

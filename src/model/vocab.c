@@ -1625,6 +1625,48 @@ ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t le
     return ps_fail(err, PS_ERR_INTERNAL, -1, "the tokenizer changed its mind about the length");
 }
 
+/* The most bytes of text one token can stand for, or 0 when some byte of text can yield no
+ * token at all, so that no length of text bounds its token count from below. Each token the
+ * tokenizer emits covers at most max(piece, bytes) bytes of the text (SentencePiece: of the
+ * escaped text, which is never shorter than the raw one; BPE: raw bytes, each at least one
+ * byte of the piece), and every byte is covered by some token when an unknown piece falls back
+ * to a token per byte: SentencePiece needs <unk> or all 256 byte tokens; BPE needs a token for
+ * every byte and no merge whose result is no token (a pseudo id falls back to single bytes of
+ * the GPT-2 characters, which may be no token). */
+static size_t token_span_max(const ps_vocab *v) {
+    if (v->kind == VOCAB_SPM) {
+        bool every = v->unk >= 0 && v->unk < v->n_tokens;
+        for (int b = 0; b < 256 && !every; b++)
+            if (v->byte_id[b] < 0) return 0;
+    } else {
+        if (v->n_ids != v->n_tokens) return 0;
+        for (int b = 0; b < 256; b++)
+            if (v->byte_id[b] < 0 || v->byte_id[b] >= v->n_tokens) return 0;
+    }
+    size_t m = 1;
+    for (int32_t i = 0; i < v->n_tokens; i++) {
+        size_t l = PS_MAX(v->tok[i].piece_len, v->tok[i].bytes_len);
+        if (l > m) m = l;
+    }
+    return m;
+}
+
+ps_status ps_vocab_tokenize_alloc_max(const ps_vocab *v, const char *text, size_t len,
+                                      bool add_bos, bool parse_special, int64_t max_tokens,
+                                      int32_t **ids, int32_t *n, ps_error *err) {
+    *ids = NULL;
+    *n = 0;
+    if (max_tokens > 0 && len > (uint64_t)max_tokens) {
+        size_t span = token_span_max(v);
+        if (span > 0 && (len - 1) / span >= (uint64_t)max_tokens) /* len > max_tokens * span */
+            return ps_fail(err, PS_ERR_CONTEXT, -1,
+                           "a text of %zu bytes has more than %lld tokens (a token of this "
+                           "vocabulary stands for at most %zu bytes; not tokenized)",
+                           len, (long long)max_tokens, span);
+    }
+    return ps_vocab_tokenize_alloc(v, text, len, add_bos, parse_special, ids, n, err);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Offsets of tokens in the text they came from                                              */
 /* ------------------------------------------------------------------------------------------ */

@@ -23,6 +23,19 @@ void ps_vocab_free(ps_vocab *v);
 ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t len, bool add_bos,
                                   bool parse_special, int32_t **ids, int32_t *n, ps_error *err);
 
+/* ps_vocab_tokenize_alloc for a caller that takes at most max_tokens tokens (> 0; 0: no
+ * limit): a text that certainly has more (longer than max_tokens times the most bytes one
+ * token of this vocabulary stands for) is refused before it is tokenized, PS_ERR_CONTEXT with
+ * its length and that bound in err. So the tokenizer's memory (tens of bytes per byte of the
+ * longest word) stays within what a text of max_tokens tokens can need, whatever the text.
+ * Never refuses a text of at most max_tokens tokens; a text that passes is tokenized exactly
+ * as ps_vocab_tokenize_alloc does (its count may still exceed max_tokens: the caller checks).
+ * In a vocabulary where some byte can yield no token (no <unk> and no byte tokens, or merges
+ * whose result is no token) no length bounds the count, and nothing is refused. */
+ps_status ps_vocab_tokenize_alloc_max(const ps_vocab *v, const char *text, size_t len,
+                                      bool add_bos, bool parse_special, int64_t max_tokens,
+                                      int32_t **ids, int32_t *n, ps_error *err);
+
 /* Where each of n ids (what ps_vocab_tokenize made of text, len bytes; bos_added: ids[0] is
  * the BOS it added) starts in text, in bytes -> out[i], or -1 for a token that stands for no
  * byte of the text: the added BOS, the SentencePiece space prefix alone, or a token the text

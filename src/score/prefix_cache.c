@@ -25,6 +25,7 @@
 #include "model/model.h"
 #include "score/prefix_cache.h"
 #include "base/util.h"
+#include "base/testhooks.h"
 
 #include <pthread.h>
 #include <sys/mman.h>
@@ -223,10 +224,21 @@ void ps_prefix_cache_get_stats(ps_prefix_cache *c, ps_prefix_cache_stats *o) {
 
 /* ---- under the lock ------------------------------------------------------------------------ */
 
+#ifdef PS_TESTING
+/* ps_test_pcache_hash_bits (base/testhooks.h): -1, the full hash */
+static _Atomic int g_test_hash_bits = -1;
+void ps_test_pcache_hash_bits(int bits) { g_test_hash_bits = bits; }
+#endif
+
 static uint64_t chain_hash(const ps_prefix_cache *c, uint64_t cfg, const ps_pc_block *parent,
                            const int32_t *ids) {
     uint64_t h = parent ? parent->hash : ps_fnv1a64(PS_FNV1A64_INIT, &cfg, sizeof cfg);
-    return ps_fnv1a64(h, ids, (size_t)c->B * sizeof *ids);
+    h = ps_fnv1a64(h, ids, (size_t)c->B * sizeof *ids);
+#ifdef PS_TESTING
+    const int bits = g_test_hash_bits;
+    if (bits >= 0 && bits < 64) h &= ((uint64_t)1 << bits) - 1;
+#endif
+    return h;
 }
 
 static ps_pc_block *find(const ps_prefix_cache *c, uint64_t h, uint64_t cfg,

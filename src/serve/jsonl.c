@@ -162,13 +162,28 @@ ps_status ps_jsonl_parse(const char *line, size_t len, int64_t lineno,
                          const ps_jsonl_limits *lim, ps_jsonl_req *req) {
     memset(req, 0, sizeof *req);
     /* A raw NUL byte is never valid JSON; jansson lets one pass right after a number, and the
-     * id would then be echoed with it */
+     * id would then be echoed with it. The id is still echoed when its value was read whole
+     * before the NUL: the scan of the bytes before it saw the value end (a number only ends at
+     * a byte after it, so "1" right before the NUL is not taken) */
     const char *nul = memchr(line, '\0', len);
-    if (nul)
+    if (nul) {
+        ps_jscan_limits jl;
+        ps_jsonl_scan_limits(lim, &jl);
+        ps_jscan scan;
+        ps_jscan_init(&scan, &jl);
+        ps_error ignored;
+        ps_error_clear(&ignored);
+        (void)ps_jscan_feed(&scan, line, (size_t)(nul - line), &ignored);
+        if (scan.id_start >= 0 && scan.id_end > scan.id_start && scan.id_end <= nul - line) {
+            ps_status st = take_id(req, line + scan.id_start,
+                                   (size_t)(scan.id_end - scan.id_start), lineno);
+            if (st != PS_OK) return st;
+        }
         return at_byte(req, nul - line,
                        bad(req, PS_ERR_FORMAT, NULL, NULL,
                            "line %lld: invalid JSON: a raw NUL byte at column %zu",
                            (long long)lineno, (size_t)(nul - line) + 1));
+    }
     ps_jscan_limits jl;
     ps_jsonl_scan_limits(lim, &jl);
     ps_jscan scan;

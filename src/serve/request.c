@@ -182,8 +182,8 @@ static bool check_model(json_t *root, const ps_req_limits *lim, ps_req_error *e)
  * that token unless "parse_special" is false, as HF tokenizers and vLLM do; one policy for the
  * server and `score`, since both come through here. */
 static bool tokenize_text(const ps_req_limits *lim, const char *text, size_t len, bool add_bos,
-                          bool parse_special, const char *what, int32_t **ids, int32_t *n_ids,
-                          ps_req_error *e) {
+                          bool parse_special, int64_t max_tokens, const char *what,
+                          int32_t **ids, int32_t *n_ids, ps_req_error *e) {
     *ids = NULL;
     *n_ids = 0;
     if (!lim->vocab)
@@ -191,8 +191,15 @@ static bool tokenize_text(const ps_req_limits *lim, const char *text, size_t len
                             "%s: text prompts need a tokenizer, which this build lacks", what);
     ps_error err;
     ps_error_clear(&err);
-    ps_status st = ps_vocab_tokenize_alloc(lim->vocab, text, len, add_bos, parse_special, ids,
-                                           n_ids, &err);
+    ps_status st = ps_vocab_tokenize_alloc_max(lim->vocab, text, len, add_bos, parse_special,
+                                               max_tokens, ids, n_ids, &err);
+    if (st == PS_ERR_CONTEXT) {
+        ps_req_fail(e, 400, "prompt", "context_length_exceeded",
+                    "This model's maximum context length is %d tokens, which leaves %lld for "
+                    "%s, and %s", (int)lim->n_ctx, (long long)max_tokens, what, err.message);
+        if (e) e->st = PS_ERR_CONTEXT;
+        return false;
+    }
     if (st == PS_ERR_NOMEM)
         return ps_req_fail(e, 500, NULL, NULL, "out of memory tokenizing %s", what);
     if (st == PS_ERR_INVALID_ARG)
@@ -351,8 +358,11 @@ static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_speci
             }
             if (json_string_length(item) == 0)
                 return ps_req_fail(e, 400, "prompt", NULL, "%s is empty", where);
+            /* a text too long for the context is refused before the tokenizer's work on it */
+            int64_t room = (int64_t)lim->n_ctx - r->max_tokens;
             ok = tokenize_text(lim, json_string_value(item), json_string_length(item),
-                               add_special, parse_special, where, &pr->ids, &pr->n, e);
+                               add_special, parse_special, room > 0 ? room : 0, where, &pr->ids,
+                               &pr->n, e);
             if (ok) {
                 pr->prompt_offset = ps_malloc((size_t)PS_MAX(pr->n, 1) * sizeof *pr->prompt_offset);
                 if (!pr->prompt_offset) {
@@ -585,10 +595,10 @@ bool ps_tokenize_req_parse(const char *body, size_t len, const ps_req_limits *li
                get_bool(root, "parse_special", true, &parse_special, e)) {
         if (json_string_length(p) == 0) {
             /* "" is a valid text: its tokens are [BOS] or [] */
-            ok = tokenize_text(lim, "", 0, add_special, parse_special, "prompt", ids, n_ids, e);
+            ok = tokenize_text(lim, "", 0, add_special, parse_special, 0, "prompt", ids, n_ids, e);
         } else {
             ok = tokenize_text(lim, json_string_value(p), json_string_length(p), add_special,
-                               parse_special, "prompt", ids, n_ids, e);
+                               parse_special, 0, "prompt", ids, n_ids, e);
         }
     }
     json_decref(root);

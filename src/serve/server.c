@@ -7,8 +7,8 @@
  * bytes -> a validated job, or an OpenAI-shaped error with its status); the job goes to the
  * engine (engine.c: a round-robin line of admitted requests, workers with a ps_session each);
  * the results are written here with json.h. A request is admitted on its headers, before its
- * body is read: against the engine's slots (--queue) and a memory budget (--mem-budget);
- * more get 503. libmicrohttpd runs one thread per connection; the connection thread
+ * body is read: against the engine's slots (--queue) and a memory budget (--mem-budget), a
+ * body of undeclared length (chunked) charged for what has arrived as it comes; more get 503. libmicrohttpd runs one thread per connection; the connection thread
  * validates, submits, then waits for its job while watching its socket: a client that hangs up
  * cancels the job, which ps_score_tokens polls between chunks and workers check before
  * starting a prompt. Counters and latencies go to metrics.c.
@@ -110,6 +110,8 @@ typedef struct {
                          * and `refusal` is the answer once it has arrived */
     ps_req_error refusal;
     int64_t reserved;   /* bytes of the memory budget it holds */
+    int64_t covered;    /* a body of undeclared length (chunked): the bytes of it that
+                         * `reserved` pays the parse of; -1 when the length was declared */
     double t0;          /* ps_now_s() when the request arrived */
     int64_t prompt_tokens;
 } conn;
@@ -703,15 +705,17 @@ static bool guard(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
 
 /* Admission, on the headers of a request with a JSON body, before a byte of it is read: a
  * completion takes one of the --queue slots, and every such request a share of the memory
- * budget for parsing its declared length (the most a body can be, when it declares none).
- * Returns true when it answered the request (503 busy, 413 over the budget alone). Released in
- * on_completed. */
+ * budget for parsing its declared length. A body that declares none (chunked) is charged for
+ * nothing yet: charge_arrived() grows its share as its pieces come, so a client that stalls
+ * after its headers holds almost none of the budget. Returns true when it answered the request
+ * (503 busy, 413 over the budget alone). Released in on_completed. */
 static bool admit(ps_server *s, struct MHD_Connection *mc, conn *c, const char *method,
                   const char *url, long long declared, enum MHD_Result *ret) {
     ps_req_error e;
     memset(&e, 0, sizeof e);
-    int64_t len = declared >= 0 ? (int64_t)declared : s->cfg.max_body;
+    int64_t len = declared >= 0 ? (int64_t)declared : 0;
     int64_t need = len * PS_PARSE_BYTES_PER_BYTE + 65536;
+    c->covered = declared >= 0 ? -1 : 0;
     bool completion = c->route == R_COMPLETIONS;
     pthread_mutex_lock(&s->mu);
     int64_t used = s->mem_used, budget = s->cfg.mem_budget;
@@ -763,6 +767,44 @@ static bool admit(ps_server *s, struct MHD_Connection *mc, conn *c, const char *
                      (long long)used, (long long)budget, (long long)len, (long long)need);
     *ret = respond_error(s, mc, c, method, url, &e, NULL);
     return true;
+}
+
+/* A body of undeclared length, `total` bytes of it arrived so far: grows the request's share of
+ * the memory budget to the parse of what has arrived (in steps of PS_CHARGE_STEP bytes of
+ * body, up to --max-body), never more than the budget holds. Returns false when the budget
+ * cannot take it: c->refusal is then the answer (413 when this body alone would pass the
+ * budget, else 503 busy), given once the rest has arrived unread. */
+enum { PS_CHARGE_STEP = 65536 };
+static bool charge_arrived(ps_server *s, conn *c, size_t total) {
+    if (c->covered < 0 || (int64_t)total <= c->covered) return true;
+    int64_t cov = ((int64_t)total + PS_CHARGE_STEP - 1) / PS_CHARGE_STEP * PS_CHARGE_STEP;
+    if (cov > s->cfg.max_body) cov = s->cfg.max_body;
+    if (cov < (int64_t)total) cov = (int64_t)total;
+    int64_t extra = (cov - c->covered) * PS_PARSE_BYTES_PER_BYTE;
+    pthread_mutex_lock(&s->mu);
+    int64_t used = s->mem_used, budget = s->cfg.mem_budget;
+    bool fits = used + extra <= budget;
+    if (fits) {
+        s->mem_used += extra;
+        c->reserved += extra;
+        c->covered = cov;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (fits) return true;
+    ps_req_error *e = &c->refusal;
+    memset(e, 0, sizeof *e);
+    if (c->reserved + extra > budget)
+        ps_req_fail(e, 413, NULL, "request_too_large",
+                     "a body of at least %lld bytes (chunked) needs at least %lld bytes to "
+                     "parse, over this server's memory budget of %lld (--mem-budget)",
+                     (long long)total, (long long)(c->reserved + extra), (long long)budget);
+    else
+        ps_req_fail(e, 503, NULL, NULL,
+                     "the server is busy: requests in flight hold %lld of its %lld bytes of "
+                     "memory budget and this body (chunked, %lld bytes so far) needs %lld more "
+                     "to parse; retry later",
+                     (long long)used, (long long)budget, (long long)total, (long long)extra);
+    return false;
 }
 
 /* Feeds a piece of a completion's body to its scan. Returns true when the scan refused it:
@@ -864,7 +906,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             c->too_large = true;
             return MHD_YES;
         }
-        if (c->refused || (c->scanning && scan_piece(s, c, upload_data, n))) return MHD_YES;
+        if (c->refused) return MHD_YES;
+        if (!charge_arrived(s, c, c->body.len + n)) { /* refused: the rest is dropped */
+            ps_buf_free(&c->body);
+            c->refused = true;
+            c->scanning = false;
+            return MHD_YES;
+        }
+        if (c->scanning && scan_piece(s, c, upload_data, n)) return MHD_YES;
         ps_buf_append(&c->body, upload_data, n); /* after a failure: ignored, answered below */
         return MHD_YES;
     }
