@@ -142,6 +142,17 @@ typedef struct {
                                NaN where the row has no target */
     int32_t *top_ids;       /* n_rows * k: top-K ids, by logit descending, ties by ascending id */
     float *top_logprobs;    /* n_rows * k: float32(logit[id]) - lse for those ids */
+    /* Optional statistics (NULL, the default of a zero-initialised struct: not computed, and
+     * nothing else changes). */
+    float *entropy;         /* n_rows: -sum_i p_i log p_i in nats over the whole row, with
+                               log p_i = float32(logit[i]) - lse and p_i its canonical exp; -inf
+                               logits add 0. Summed in a fixed order (the lse's 64 lanes, per
+                               4096-logit chunk into double lane totals, then a pairwise tree):
+                               the same bits on every ISA and thread count. NaN for a row of
+                               only -inf */
+    int32_t *rank;          /* n_rows: the 1-based rank of the target in the whole row, equal
+                               logits ordered by ascending id as the top-K lists them (rank 1 is
+                               the top-1); 0 where the row has no target (or targets is NULL) */
 } ps_topk_out;
 
 typedef struct {
@@ -184,6 +195,18 @@ PS_API ps_status ps_topk_compute(const ps_topk_params *params, const ps_logits *
  * benchmarks. Same contract and outputs as ps_topk_compute. */
 PS_API ps_status ps_topk_reference(const ps_topk_params *params, const ps_logits *logits,
                             const ps_topk_out *out, ps_error *err);
+
+/* KL divergence KL(base || other) = sum_i p_base(i) (log p_base(i) - log p_other(i)) in nats
+ * over the whole vocabulary, per row, from float32 log-probabilities (logit - the canonical
+ * lse of each row) and p_base(i) the canonical exp of its logprob; the terms are summed in the
+ * same fixed order as ps_topk_out.entropy (same bits on every ISA and thread count; a batch
+ * compared with itself gives exactly 0). base and other must have the same n_rows, n_vocab
+ * and dtype (targets are ignored); kld has n_rows floats (NaN for a row of only -inf; +inf
+ * where other has -inf where base does not). params: isa and pool (k is ignored). Returns
+ * PS_OK, PS_ERR_INVALID_ARG (shapes differ, NULL pointers), PS_ERR_NAN (a NaN or +inf logit
+ * in either; the message names the row), PS_ERR_NOMEM. Reentrant. */
+PS_API ps_status ps_kld_compute(const ps_topk_params *params, const ps_logits *base,
+                                const ps_logits *other, float *kld, ps_error *err);
 
 /* The canonical float32 logsumexp of n f32 values (the one every path uses; see src/topk.h):
  * 64 lanes (lane j sums exp(x - shift) over the elements with index = j mod 64, in order,
