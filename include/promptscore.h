@@ -431,9 +431,24 @@ typedef struct {
     /* an exact prefix cache shared by the sessions of one model (see ps_prefix_cache_create);
      * NULL (the default) = none. It never changes a result's bits. */
     struct ps_prefix_cache *cache;
+    /* per-position statistics (off by default; when off, nothing else changes): the entropy
+     * and rank arrays of the result (ps_topk_out.entropy / .rank of each position's full
+     * distribution). Like every other value they are bitwise invariant across chunk, threads,
+     * ps_score_batch's packing and the prefix cache. */
+    bool stats;
+    /* a second model compared with this one (NULL, the default: none): a session of a model
+     * with the same vocabulary (same size; the caller checks the tokens, e.g. with
+     * ps_vocab_same), other than `session`. The prompt runs through both, chunk by chunk over
+     * the same tokens (memory: one chunk of logits each and the two K/V caches; nothing is
+     * written anywhere), and the result gets kld, same_top1 and dp. Only ps_score_tokens does
+     * it, without generation (max_tokens 0) and without a prefix cache; the compared
+     * session's n_batch must hold the chunk and its n_ctx the prompt. The base's own
+     * answers are bitwise those of a score without compare. */
+    ps_session *compare;
 } ps_score_params;
 
-/* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos, no cache. */
+/* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos, no cache,
+ * no stats, no compare. */
 PS_API ps_score_params ps_score_default_params(void);
 
 typedef enum { PS_FINISH_LENGTH = 0, PS_FINISH_STOP = 1 } ps_finish_reason;
@@ -457,6 +472,19 @@ typedef struct {
                                 cut there), else -1 (every token's text is whole). A stop
                                 string that begins exactly at a token's start drops that token
                                 and the rest; EOS (stop_at_eos) is not included in the result. */
+    /* with params.stats (else NULL): */
+    float *entropy;          /* n_total: entropy in nats of the distribution that scored
+                                tokens[i] (ps_topk_out.entropy); NaN at i = 0 */
+    int32_t *rank;           /* n_total: 1-based rank of tokens[i] in that distribution, equal
+                                logits by ascending id as in top_ids; 0 at i = 0 */
+    /* with params.compare (else NULL), the base being this score's model: */
+    float *kld;              /* n_total: KL(base || compared) in nats over the whole vocabulary
+                                (ps_kld_compute); exactly 0 for a model compared with itself;
+                                NaN at i = 0 */
+    int32_t *same_top1;      /* n_total: 1 when both models' top-1 token (ties by ascending id)
+                                is the same, else 0; -1 at i = 0 */
+    float *dp;               /* n_total: p_compared(tokens[i]) - p_base(tokens[i]), the exp of
+                                each float32 logprob in double, rounded to float; NaN at i = 0 */
 } ps_score_result;
 
 /* Scores tokens (verbatim: no BOS is added here) through the session: forward in chunks of
@@ -492,6 +520,12 @@ typedef struct {
 PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prompts,
                                 int32_t n_prompts, int32_t max_seqs, ps_score_result **results,
                                 ps_error *err);
+
+/* Whether two vocabularies are the same, token for token (the same number of tokens and the
+ * same bytes for every id, ps_vocab_token_bytes): PS_OK, or PS_ERR_INVALID_ARG with a message
+ * naming both sizes or the first id whose text differs (both texts, escaped). For
+ * ps_score_params.compare. */
+PS_API ps_status ps_vocab_same(const ps_vocab *a, const ps_vocab *b, ps_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
 /* The exact prefix cache                                                                     */

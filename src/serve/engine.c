@@ -48,6 +48,7 @@ typedef struct {
     pthread_t thread;
     ps_pool *pool;
     ps_session *session;
+    ps_session *compare;  /* a session of ps_engine_params.compare, or NULL */
     bool started;
 } worker;
 
@@ -133,8 +134,9 @@ static int32_t take_group(ps_engine *e, const worker *w, group_item *g, int32_t 
     return n;
 }
 
-/* The scorer's parameters for a prompt of job j. */
-static ps_score_params job_params(const ps_engine *e, ps_engine_job *j) {
+/* The scorer's parameters for a prompt of job j on worker w. */
+static ps_score_params job_params(const worker *w, ps_engine_job *j) {
+    const ps_engine *e = w->engine;
     const ps_completion_req *r = j->req;
     ps_score_params p = ps_score_default_params();
     p.k = r->logprobs > 0 ? r->logprobs : 0;
@@ -148,6 +150,8 @@ static ps_score_params job_params(const ps_engine *e, ps_engine_job *j) {
     p.cancel = job_cancelled;
     p.cancel_ctx = j;
     p.cache = e->p.cache;
+    p.stats = r->stats;
+    p.compare = w->compare;
     return p;
 }
 
@@ -159,7 +163,7 @@ static ps_status score_one(worker *w, ps_engine_job *j, int32_t i, bool hold,
     ps_error_clear(err);
     if (job_cancelled(j)) return PS_ERR_CANCELLED;
     if (hold) ps_test_hold_wait(&w->engine->p.hold);
-    ps_score_params p = job_params(w->engine, j);
+    ps_score_params p = job_params(w, j);
     return ps_score_tokens(w->session, j->req->prompts[i].ids, j->req->prompts[i].n, &p, res,
                            err);
 }
@@ -208,7 +212,7 @@ static void score_group(worker *w, const group_item *g, int32_t n) {
     ps_error err;
     ps_error_clear(&err);
     for (int32_t k = 0; k < n; k++) {
-        if (n == 1 || m == PS_CHUNK || job_cancelled(g[k].job)) {
+        if (n == 1 || m == PS_CHUNK || job_cancelled(g[k].job) || w->compare) {
             ps_score_result *one;
             ps_status st = score_one(w, g[k].job, g[k].prompt, true, &one, &err);
             record(e, &g[k], st, one, &err);
@@ -216,7 +220,7 @@ static void score_group(worker *w, const group_item *g, int32_t n) {
         }
         ps_test_hold_wait(&e->p.hold);
         run[m] = g[k];
-        params[m] = job_params(e, g[k].job);
+        params[m] = job_params(w, g[k].job);
         const ps_req_prompt *pr = &g[k].job->req->prompts[g[k].prompt];
         prompts[m] = (ps_score_prompt){pr->ids, pr->n, NULL};
         m++;
@@ -267,6 +271,7 @@ static void stop_workers(ps_engine *e) {
         worker *w = &e->workers[i];
         if (w->started) pthread_join(w->thread, NULL);
         ps_session_free(w->session);
+        ps_session_free(w->compare);
         ps_pool_free(w->pool);
     }
     ps_free(e->workers);
@@ -350,6 +355,10 @@ static ps_status start_workers(ps_engine *e, const ps_model *model, const ps_eng
         sp.n_batch = p.chunk;
         st = ps_session_create(model, &sp, &w->session, err);
         if (st != PS_OK) return st;
+        if (p.compare) {
+            st = ps_session_create(p.compare, &sp, &w->compare, err);
+            if (st != PS_OK) return st;
+        }
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             return ps_fail(err, PS_ERR_NOMEM, -1, "cannot start engine worker %d", (int)i);
         }

@@ -421,7 +421,8 @@ void ps_completion_req_free(ps_completion_req *r) {
 static bool server_fields(json_t *root, const ps_req_limits *lim, ps_completion_req *r,
                           ps_req_error *e) {
     return check_model(root, lim, e) && check_unsupported(root, e) &&
-           get_bool(root, "echo", false, &r->echo, e);
+           get_bool(root, "echo", false, &r->echo, e) &&
+           get_bool(root, "stats", false, &r->stats, e);
 }
 
 bool ps_request_from_json(json_t *root, const ps_req_limits *lim, ps_completion_req *out,
