@@ -27,6 +27,7 @@ trap 'rm -rf "$T"' EXIT
 
 "$BIN" gen-model -o "$T/a.gguf" --preset tiny --n-vocab 5000 --seed 3 >/dev/null 2>&1 &&
 "$BIN" gen-model -o "$T/b.gguf" --preset tiny --arch qwen3 --n-vocab 5000 --seed 4 >/dev/null 2>&1 &&
+"$BIN" gen-model -o "$T/aq.gguf" --preset tiny --n-vocab 5000 --seed 3 --type q8_0 >/dev/null 2>&1 &&
 "$BIN" gen-model -o "$T/c.gguf" --preset tiny --n-vocab 600 >/dev/null 2>&1 ||
     { bad "gen-model failed"; done_; }
 
@@ -37,10 +38,11 @@ printf '{"id":1,"prompt":[%s],"logprobs":3}\n' "$IDS" > "$T/in.jsonl"
 printf '{"id":1,"prompt":[%s],"logprobs":3}\n{"id":2,"prompt":[%s],"logprobs":3}\n{"id":3,"prompt":[%s],"logprobs":3}\n' \
     "$IDS" "$IDS2" "$IDS" > "$T/in3.jsonl"
 
-# ---- against the float64 reference ------------------------------------------------------
-"$BIN" score -m "$T/a.gguf" --act f32 --stats --compare "$T/b.gguf" -i "$T/in.jsonl" \
+# ---- against the float64 reference: another family (b), and a Q8_0 copy of a (aq: most top-1 agree) ----
+for other in b aq; do
+"$BIN" score -m "$T/a.gguf" --act f32 --stats --compare "$T/$other.gguf" -i "$T/in.jsonl" \
     -o "$T/ab.jsonl" 2>"$T/err" || bad "score --stats --compare failed: $(cat "$T/err")"
-"$PY" tests/reference/forward.py "$T/a.gguf" --tokens "$IDS" --stats --compare "$T/b.gguf" \
+"$PY" tests/reference/forward.py "$T/a.gguf" --tokens "$IDS" --stats --compare "$T/$other.gguf" \
     > "$T/ref.jsonl" || bad "forward.py --stats --compare failed"
 "$PY" - "$T/ab.jsonl" "$T/ref.jsonl" > "$T/cmp" <<'PYEOF'
 import json, sys
@@ -67,13 +69,14 @@ if abs(got["kld_mean"] - sum(d["kld"] for d in ref) / n) > 1e-4:
     bad.append("kld_mean %r" % got["kld_mean"])
 if abs(got["same_top1_pct"] - 100.0 * sum(d["same_top1"] for d in ref) / n) > 1e-9:
     bad.append("same_top1_pct %r" % got["same_top1_pct"])
-print("positions %d, worst |diff|: entropy %.2e kld %.2e dp %.2e" %
-      (n, worst["entropy"], worst["kld"], worst["dp"]))
+print("positions %d, worst |diff|: entropy %.2e kld %.2e dp %.2e, same top1 %.1f%%" %
+      (n, worst["entropy"], worst["kld"], worst["dp"], got["same_top1_pct"]))
 for b in bad[:10]:
     print("BAD " + b)
 PYEOF
 cat "$T/cmp"
-check "score --stats --compare agrees with the float64 reference" '! grep -q BAD "$T/cmp" && grep -q positions "$T/cmp"'
+check "score --stats --compare $other.gguf agrees with the float64 reference" '! grep -q BAD "$T/cmp" && grep -q positions "$T/cmp"'
+done
 
 # ---- a model compared with itself ---------------------------------------------------------
 "$BIN" score -m "$T/a.gguf" --compare "$T/a.gguf" -i "$T/in.jsonl" -o "$T/aa.jsonl" 2>/dev/null
@@ -126,6 +129,58 @@ b = [json.loads(l) for l in open(\"$T/s0.jsonl\")]
 for x in b:
     for k in (\"entropy\", \"rank\"): del x[\"logprobs\"][k]
 sys.exit(0 if a == b else 1)"'
+
+# ---- perplexity --ppl-mode llama --compare --------------------------------------------------
+# ids as a text: the synthetic vocab's tokens are words; 3 chunks of 32 tokens, each scoring
+# its second half (positions 16..30 predict 17..31)
+"$PY" -c 'import random; r = random.Random(3); print(" ".join(r.choice(["a", "b", "c", "ab", "ba", "cab", "d"]) for _ in range(400)))' > "$T/text.txt"
+"$BIN" perplexity -m "$T/a.gguf" --ppl-mode llama -c 32 --chunks 3 --act f32 --compare "$T/b.gguf" \
+    -f "$T/text.txt" > "$T/ppl.txt" 2>"$T/err" || bad "perplexity --compare failed: $(cat "$T/err")"
+for label in "Mean PPL(Q)                   :" "Mean    KLD:" "Maximum KLD:" "99.9%   KLD:" \
+             "Median  KLD:" " 0.1%   KLD:" "Minimum KLD:" "Mean    Δp:" "75.0%   Δp:" \
+             "RMS Δp    :" "Same top p:" "====== KL divergence statistics ======"; do
+    check "perplexity --compare prints '$label'" 'grep -qF "$label" "$T/ppl.txt"'
+done
+"$BIN" perplexity -m "$T/a.gguf" --ppl-mode llama -c 32 --chunks 3 --act f32 --compare "$T/b.gguf" \
+    -f "$T/text.txt" --json > "$T/ppl.json" 2>/dev/null
+# the ids perplexity reads: the text less its trailing newline, special-token text as text
+head -c -1 "$T/text.txt" | "$BIN" tokenize -m "$T/a.gguf" --no-parse-special > "$T/ids.txt" 2>/dev/null
+"$PY" - "$T" <<'PYEOF' > "$T/pcmp"
+import json, subprocess, sys, math
+T = sys.argv[1]
+j = json.load(open(T + "/ppl.json"))
+txt = open(T + "/ppl.txt").read()
+# the text's lines agree with --json
+mean = float(txt.split("Mean    KLD:")[1].split()[0])
+top = float(txt.split("Same top p:")[1].split()[0])
+bad = []
+if abs(mean - j["kld_mean"]) > 1e-6: bad.append("text and json Mean KLD differ")
+if abs(top - j["same_top_p_pct"]) > 1e-3: bad.append("text and json Same top p differ")
+# against the float64 reference: the chunks' scored positions
+ids = [int(t) for t in open(T + "/ids.txt").read().replace(",", " ").replace("[", " ").replace("]", " ").split()]
+sys.path.insert(0, "tests/reference")
+import forward
+a = forward.Model(T + "/a.gguf"); b = forward.Model(T + "/b.gguf")
+kl, same, n = 0.0, 0, 0
+for c in range(3):
+    chunk = ids[c * 32:(c + 1) * 32]
+    chunk[0] = 1  # BOS
+    for d in forward.stats_lines(a, chunk, b)[16:]:  # rows 16..30
+        kl += d["kld"]; same += d["same_top1"]; n += 1
+# the target of each scored row is the original token, which stats_lines reads from chunk
+if n != j["tokens_scored"]: bad.append("tokens scored %d vs %d" % (j["tokens_scored"], n))
+if abs(kl / n - j["kld_mean"]) > 1e-4: bad.append("Mean KLD %r vs float64 %r" % (j["kld_mean"], kl / n))
+if abs(100.0 * same / n - j["same_top_p_pct"]) > 1e-9: bad.append("Same top p %r vs %r" % (j["same_top_p_pct"], 100.0 * same / n))
+print("perplexity --compare: Mean KLD %.6f float64 %.6f, same top %.3f%%" % (j["kld_mean"], kl / n, j["same_top_p_pct"]))
+for x in bad: print("BAD " + x)
+PYEOF
+cat "$T/pcmp"
+check "perplexity --compare agrees with --json and the float64 reference" \
+    '! grep -q BAD "$T/pcmp" && grep -q "Mean KLD" "$T/pcmp"'
+"$BIN" perplexity -m "$T/a.gguf" --ppl-mode llama -c 32 --chunks 3 --compare "$T/a.gguf" \
+    -f "$T/text.txt" > "$T/self.txt" 2>/dev/null
+check "perplexity --compare with itself: Mean KLD 0, Same top p 100%" \
+    'grep -q "Mean    KLD:   0.000000 ±   0.000000" "$T/self.txt" && grep -q "Same top p: 100.000 ± 0.000 %" "$T/self.txt"'
 
 # ---- bad input -----------------------------------------------------------------------------
 "$BIN" score -m "$T/a.gguf" --compare "$T/c.gguf" -i "$T/in.jsonl" >/dev/null 2>"$T/err"; rc=$?
