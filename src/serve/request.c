@@ -393,6 +393,9 @@ static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_speci
 
 int64_t ps_completion_estimate(const ps_completion_req *r) {
     int64_t per_lp = r->logprobs >= 0 ? 48 + 56 * ((int64_t)r->logprobs + 1) : 0;
+    /* "stats": entropy (up to 16 bytes) and rank (up to 11); a compared server adds kld, dp
+     * and same_top1 (about 40 more), which the 16 per entry below leaves room for */
+    if (r->logprobs >= 0 && r->stats) per_lp += 28;
     int64_t entries = r->prompt_tokens + (int64_t)r->n_prompts * r->max_tokens;
     int64_t with_values = entries; /* entries before logprobs_from carry no values */
     if (r->logprobs_from > 0 && r->prompts) {
