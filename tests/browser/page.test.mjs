@@ -161,7 +161,7 @@ async function main() {
         // ---- 2. type, choose K, click Score ----
         await page.fill("#prompt", PROMPT);
         await page.selectOption("#k", String(K));
-        const want = await direct(base, { prompt: PROMPT, echo: true, max_tokens: 0, logprobs: K, add_special_tokens: true });
+        const want = await direct(base, { prompt: PROMPT, echo: true, max_tokens: 0, logprobs: K, add_special_tokens: true, stats: true });
         check(want.status === 200, "direct /v1/completions answers 200", JSON.stringify(want.json).slice(0, 300));
         const wl = want.json.choices[0].logprobs;
         await page.click("#score");
@@ -310,7 +310,7 @@ async function main() {
         await page.fill("#prompt", "The cat sat.");
         await page.focus("#prompt");
         await page.keyboard.press("Control+Enter");
-        const want2 = await direct(base, { prompt: "The cat sat.", echo: true, max_tokens: 0, logprobs: K, add_special_tokens: true });
+        const want2 = await direct(base, { prompt: "The cat sat.", echo: true, max_tokens: 0, logprobs: K, add_special_tokens: true, stats: true });
         await page.waitForFunction((n) => document.querySelectorAll("#tokens .t").length === n, want2.json.choices[0].logprobs.tokens.length, { timeout: 10000 })
             .then(() => check(true, "Ctrl+Enter scores"), (e) => check(false, "Ctrl+Enter scores", e.message));
 
