@@ -7,7 +7,12 @@
  *     logits, and rank equals a plain count (ties by ascending id), with -inf logits, ties,
  *     ragged tails and f16 / bf16 rows;
  *   - KLD: a batch against itself is exactly 0; against another within 1e-5 of float64;
- *     invariant across ISAs and threads; shapes that differ are refused.
+ *     invariant across ISAs and threads; shapes that differ are refused;
+ *   - the scorer (stories260K from ../shared): stats off leaves the new arrays NULL and the
+ *     rest bitwise as with them; entropy/rank equal the kernel's on the session's own logits;
+ *     compare with a second session of the same model gives kld 0, same_top1 1, dp 0 and
+ *     leaves the base's answers unchanged; compare is refused with a cache, with generation
+ *     and by ps_score_batch; ps_vocab_same names what differs.
  */
 #include "promptscore.h"
 #include "check.h"
@@ -255,11 +260,115 @@ static void test_kld(ps_pool *pool3) {
     }
 }
 
+static void test_scorer(ps_pool *pool3) {
+    const char *sh = ps_test_shared();
+    if (!sh) {
+        SKIP("../shared missing: the scorer cases need stories260K");
+        return;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", sh);
+    ps_model *m = NULL;
+    ps_model_params mp = ps_model_default_params();
+    if (ps_model_load(path, &mp, &m, NULL) != PS_OK) {
+        SKIP("cannot load %s", path);
+        return;
+    }
+    ps_session_params sp = ps_session_default_params();
+    sp.pool = pool3;
+    ps_session *s1 = NULL, *s2 = NULL;
+    CHECK(ps_session_create(m, &sp, &s1, NULL) == PS_OK);
+    CHECK(ps_session_create(m, &sp, &s2, NULL) == PS_OK);
+    int32_t toks[300];
+    toks[0] = 1;
+    for (int i = 1; i < 300; i++) toks[i] = 3 + (int32_t)((i * 7919u) % 500u);
+    ps_score_params p = ps_score_default_params();
+    p.chunk = 7;
+    ps_score_result *plain = NULL, *st = NULL, *cmp = NULL;
+    CHECK(ps_score_tokens(s1, toks, 300, &p, &plain, NULL) == PS_OK);
+    CHECK(plain && !plain->entropy && !plain->rank && !plain->kld);
+    p.stats = true;
+    CHECK(ps_score_tokens(s1, toks, 300, &p, &st, NULL) == PS_OK);
+    p.compare = s2;
+    CHECK(ps_score_tokens(s1, toks, 300, &p, &cmp, NULL) == PS_OK);
+    if (plain && st && cmp) {
+        CHECK(!memcmp(plain->logprobs + 1, st->logprobs + 1, 299 * 4) &&
+              !memcmp(plain->top_ids, st->top_ids, 300 * 5 * 4) &&
+              !memcmp(st->logprobs + 1, cmp->logprobs + 1, 299 * 4) &&
+              !memcmp(st->entropy + 1, cmp->entropy + 1, 299 * 4) &&
+              !memcmp(st->rank, cmp->rank, 300 * 4));
+        CHECK(isnan(st->entropy[0]) && st->rank[0] == 0 && cmp->same_top1[0] == -1);
+        int bad = 0;
+        for (int i = 1; i < 300; i++)
+            bad += cmp->kld[i] != 0.0f || cmp->same_top1[i] != 1 || cmp->dp[i] != 0.0f ||
+                   (st->rank[i] == 1) != (st->top_ids[i * 5] == toks[i]);
+        CHECKF(bad == 0, "%d positions: self-compare not 0/1/0 or rank 1 not the top-1", bad);
+        /* entropy and rank equal the kernel's on the session's logits of one chunk */
+        float *lg = malloc(sizeof(float) * 300 * (size_t)ps_vocab_n_tokens(ps_model_vocab(m)));
+        ps_session_reset(s1);
+        CHECK(ps_session_forward(s1, toks, 7, lg, NULL) == PS_OK);
+        ps_topk_params tp = ps_topk_default_params();
+        float ent[6];
+        int32_t rk[6];
+        ps_logits L = {lg, PS_DTYPE_F32, 6, ps_vocab_n_tokens(ps_model_vocab(m)),
+                       ps_vocab_n_tokens(ps_model_vocab(m)), toks + 1};
+        ps_topk_out o = {.entropy = ent, .rank = rk};
+        tp.k = 0;
+        CHECK(ps_topk_reference(&tp, &L, &o, NULL) == PS_OK);
+        CHECK(!memcmp(ent, st->entropy + 1, sizeof ent) && !memcmp(rk, st->rank + 1, sizeof rk));
+        free(lg);
+    }
+    /* refusals */
+    ps_score_result *r = NULL;
+    ps_error e;
+    ps_prefix_cache *cache = NULL;
+    ps_prefix_cache_params cp = ps_prefix_cache_default_params();
+    CHECK(ps_prefix_cache_create(m, &cp, &cache, NULL) == PS_OK);
+    p.cache = cache;
+    CHECK(ps_score_tokens(s1, toks, 300, &p, &r, &e) == PS_ERR_INVALID_ARG && !r);
+    CHECK(strstr(e.message, "prefix cache") != NULL);
+    p.cache = NULL;
+    p.max_tokens = 2;
+    CHECK(ps_score_tokens(s1, toks, 300, &p, &r, &e) == PS_ERR_INVALID_ARG && !r);
+    p.max_tokens = 0;
+    ps_score_prompt pr = {toks, 300, &p};
+    CHECK(ps_score_batch(s1, &pr, 1, 1, &r, &e) == PS_ERR_INVALID_ARG && !r);
+    p.compare = s1;
+    CHECK(ps_score_tokens(s1, toks, 300, &p, &r, &e) == PS_ERR_INVALID_ARG && !r);
+    /* with a cache and stats: a second score restores the blocks and their statistics */
+    p.compare = NULL;
+    p.cache = cache;
+    ps_score_result *c1 = NULL, *c2 = NULL;
+    CHECK(ps_score_tokens(s1, toks, 300, &p, &c1, NULL) == PS_OK);
+    CHECK(ps_score_tokens(s1, toks, 300, &p, &c2, NULL) == PS_OK);
+    ps_prefix_cache_stats cs;
+    ps_prefix_cache_get_stats(cache, &cs);
+    CHECK(cs.hits > 0);
+    if (c1 && c2 && st)
+        CHECK(!memcmp(c2->entropy + 1, st->entropy + 1, 299 * 4) &&
+              !memcmp(c2->rank, st->rank, 300 * 4) && !memcmp(c1->entropy + 1, st->entropy + 1, 299 * 4));
+    p.stats = false; /* a cached score not asking for them gets none */
+    CHECK(ps_score_tokens(s1, toks, 300, &p, &r, NULL) == PS_OK && r && !r->entropy && !r->rank);
+    ps_score_result_free(r);
+    /* ps_vocab_same */
+    CHECK(ps_vocab_same(ps_model_vocab(m), ps_model_vocab(m), NULL) == PS_OK);
+    ps_score_result_free(c1);
+    ps_score_result_free(c2);
+    ps_score_result_free(plain);
+    ps_score_result_free(st);
+    ps_score_result_free(cmp);
+    ps_prefix_cache_free(cache);
+    ps_session_free(s1);
+    ps_session_free(s2);
+    ps_model_free(m);
+}
+
 int main(void) {
     ps_pool *pool3 = NULL;
     if (ps_pool_create(3, &pool3) != PS_OK) return 1;
     test_entropy_rank(pool3);
     test_kld(pool3);
+    test_scorer(pool3);
     ps_pool_free(pool3);
     return ps_test_done("test_stats");
 }
