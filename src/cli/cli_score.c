@@ -20,6 +20,13 @@
  * modulo N, not as contiguous ranges: a task streams its input without counting it first
  * (stdin works), and a corpus sorted by length or source spreads evenly over the tasks.
  * `promptscore merge` (cli_merge.c) puts the shards back in input order as plain lines.
+ *
+ * --stats asks every line's job for entropy and rank; --compare FILE loads a second model
+ * (ps_cli_load_compare: same n_ctx, vocabulary checked token for token) that the engine's
+ * worker runs over the same tokens (kld, same_top1, dp; lines one at a time, no prefix cache).
+ * ps_cli_score runs in phases: score_parse (the command line), score_setup (input, models,
+ * engine), score_open_output (a shard file or -o), score_lines (rounds of lines, score_emit
+ * writing each) and score_end (end record, footer, summary); score_close frees the rest.
  */
 #include "cli/cli.h"
 #include "cli/cli_shard.h"

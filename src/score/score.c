@@ -23,6 +23,12 @@
  * on 1 or 2 threads give bitwise identical scores for a 2*256+17-token prompt, because the
  * forward kernels compute each row alone.
  * The chunk stays part of a score's definition so that a future batched kernel may differ.
+ *
+ * params.stats adds each row's entropy and rank (the kernel's ps_topk_out.entropy / .rank); a
+ * score with a prefix cache computes them always, so that every cached block holds them.
+ * params.compare forwards a second session over the same chunk into its own logits buffer
+ * right after the base's; compare_rows then takes the other model's logprobs and top-1 (the
+ * kernel with k = 1) and ps_kld_compute over the chunk's rows.
  */
 #include "base/impl.h"
 #include "base/buf.h"
