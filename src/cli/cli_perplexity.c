@@ -166,9 +166,9 @@ static ps_status kld_rows(ps_pool *pool, const float *base, const float *other, 
 
 /* The row printed after each chunk, as llama-perplexity prints it. */
 static void kld_chunk_row(const kld_sums *ks, int32_t chunk) {
-    printf("\n");
-    printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence     "
-           "         Δp RMS            Same top p\n");
+    if (chunk == 1) /* the header once, before the first row */
+        printf("\nchunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence"
+               "              Δp RMS            Same top p\n");
     printf("%4d", chunk);
     mean_unc lp = mean_and_uncertainty(ks->sum_nll, ks->sum_nll2, ks->count);
     const double ppl = exp(lp.val);
