@@ -158,7 +158,7 @@ static int run_check(void) {
                         p.pool = t ? pool2 : NULL;
                         ps_topk_out out[2];
                         for (int i = 0; i < 2; i++)
-                            out[i] = (ps_topk_out){lse[i], tlp[i], ids[i], lps[i]};
+                            out[i] = (ps_topk_out){lse[i], tlp[i], ids[i], lps[i], NULL, NULL};
                         ps_error err;
                         CHECK(ps_topk_reference(&p, &lg, &out[0], &err) == PS_OK);
                         CHECK(ps_topk_compute(&p, &lg, &out[1], &err) == PS_OK);
@@ -227,7 +227,7 @@ int main(int argc, char **argv) {
                 p.k = ks[ki];
                 p.pool = t ? pool2 : NULL;
                 ps_topk_out out[2];
-                for (int i = 0; i < 2; i++) out[i] = (ps_topk_out){lse[i], tlp[i], ids[i], lps[i]};
+                for (int i = 0; i < 2; i++) out[i] = (ps_topk_out){lse[i], tlp[i], ids[i], lps[i], NULL, NULL};
                 ps_error err;
                 double tr[8], tf[64], ts[64];
                 int nr = ref_runs < 8 ? ref_runs : 8, nf = runs < 64 ? runs : 64;

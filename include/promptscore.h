@@ -142,6 +142,17 @@ typedef struct {
                                NaN where the row has no target */
     int32_t *top_ids;       /* n_rows * k: top-K ids, by logit descending, ties by ascending id */
     float *top_logprobs;    /* n_rows * k: float32(logit[id]) - lse for those ids */
+    /* Optional statistics (NULL, the default of a zero-initialised struct: not computed, and
+     * nothing else changes). */
+    float *entropy;         /* n_rows: -sum_i p_i log p_i in nats over the whole row, with
+                               log p_i = float32(logit[i]) - lse and p_i its canonical exp; -inf
+                               logits add 0. Summed in a fixed order (the lse's 64 lanes, per
+                               4096-logit chunk into double lane totals, then a pairwise tree):
+                               the same bits on every ISA and thread count. NaN for a row of
+                               only -inf */
+    int32_t *rank;          /* n_rows: the 1-based rank of the target in the whole row, equal
+                               logits ordered by ascending id as the top-K lists them (rank 1 is
+                               the top-1); 0 where the row has no target (or targets is NULL) */
 } ps_topk_out;
 
 typedef struct {
@@ -184,6 +195,18 @@ PS_API ps_status ps_topk_compute(const ps_topk_params *params, const ps_logits *
  * benchmarks. Same contract and outputs as ps_topk_compute. */
 PS_API ps_status ps_topk_reference(const ps_topk_params *params, const ps_logits *logits,
                             const ps_topk_out *out, ps_error *err);
+
+/* KL divergence KL(base || other) = sum_i p_base(i) (log p_base(i) - log p_other(i)) in nats
+ * over the whole vocabulary, per row, from float32 log-probabilities (logit - the canonical
+ * lse of each row) and p_base(i) the canonical exp of its logprob; the terms are summed in the
+ * same fixed order as ps_topk_out.entropy (same bits on every ISA and thread count; a batch
+ * compared with itself gives exactly 0). base and other must have the same n_rows, n_vocab
+ * and dtype (targets are ignored); kld has n_rows floats (NaN for a row of only -inf; +inf
+ * where other has -inf where base does not). params: isa and pool (k is ignored). Returns
+ * PS_OK, PS_ERR_INVALID_ARG (shapes differ, NULL pointers), PS_ERR_NAN (a NaN or +inf logit
+ * in either; the message names the row), PS_ERR_NOMEM. Reentrant. */
+PS_API ps_status ps_kld_compute(const ps_topk_params *params, const ps_logits *base,
+                                const ps_logits *other, float *kld, ps_error *err);
 
 /* The canonical float32 logsumexp of n f32 values (the one every path uses; see src/topk.h):
  * 64 lanes (lane j sums exp(x - shift) over the elements with index = j mod 64, in order,
@@ -408,9 +431,24 @@ typedef struct {
     /* an exact prefix cache shared by the sessions of one model (see ps_prefix_cache_create);
      * NULL (the default) = none. It never changes a result's bits. */
     struct ps_prefix_cache *cache;
+    /* per-position statistics (off by default; when off, nothing else changes): the entropy
+     * and rank arrays of the result (ps_topk_out.entropy / .rank of each position's full
+     * distribution). Like every other value they are bitwise invariant across chunk, threads,
+     * ps_score_batch's packing and the prefix cache. */
+    bool stats;
+    /* a second model compared with this one (NULL, the default: none): a session of a model
+     * with the same vocabulary (same size; the caller checks the tokens, e.g. with
+     * ps_vocab_same), other than `session`. The prompt runs through both, chunk by chunk over
+     * the same tokens (memory: one chunk of logits each and the two K/V caches; nothing is
+     * written anywhere), and the result gets kld, same_top1 and dp. Only ps_score_tokens does
+     * it, without generation (max_tokens 0) and without a prefix cache; the compared
+     * session's n_batch must hold the chunk and its n_ctx the prompt. The base's own
+     * answers are bitwise those of a score without compare. */
+    ps_session *compare;
 } ps_score_params;
 
-/* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos, no cache. */
+/* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos, no cache,
+ * no stats, no compare. */
 PS_API ps_score_params ps_score_default_params(void);
 
 typedef enum { PS_FINISH_LENGTH = 0, PS_FINISH_STOP = 1 } ps_finish_reason;
@@ -434,6 +472,19 @@ typedef struct {
                                 cut there), else -1 (every token's text is whole). A stop
                                 string that begins exactly at a token's start drops that token
                                 and the rest; EOS (stop_at_eos) is not included in the result. */
+    /* with params.stats (else NULL): */
+    float *entropy;          /* n_total: entropy in nats of the distribution that scored
+                                tokens[i] (ps_topk_out.entropy); NaN at i = 0 */
+    int32_t *rank;           /* n_total: 1-based rank of tokens[i] in that distribution, equal
+                                logits by ascending id as in top_ids; 0 at i = 0 */
+    /* with params.compare (else NULL), the base being this score's model: */
+    float *kld;              /* n_total: KL(base || compared) in nats over the whole vocabulary
+                                (ps_kld_compute); exactly 0 for a model compared with itself;
+                                NaN at i = 0 */
+    int32_t *same_top1;      /* n_total: 1 when both models' top-1 token (ties by ascending id)
+                                is the same, else 0; -1 at i = 0 */
+    float *dp;               /* n_total: p_compared(tokens[i]) - p_base(tokens[i]), the exp of
+                                each float32 logprob in double, rounded to float; NaN at i = 0 */
 } ps_score_result;
 
 /* Scores tokens (verbatim: no BOS is added here) through the session: forward in chunks of
@@ -469,6 +520,12 @@ typedef struct {
 PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prompts,
                                 int32_t n_prompts, int32_t max_seqs, ps_score_result **results,
                                 ps_error *err);
+
+/* Whether two vocabularies are the same, token for token (the same number of tokens and the
+ * same bytes for every id, ps_vocab_token_bytes): PS_OK, or PS_ERR_INVALID_ARG with a message
+ * naming both sizes or the first id whose text differs (both texts, escaped). For
+ * ps_score_params.compare. */
+PS_API ps_status ps_vocab_same(const ps_vocab *a, const ps_vocab *b, ps_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Perplexity of a token sequence (the `perplexity` command's two procedures)                 */

@@ -167,7 +167,7 @@ static ps_status call(bool ref, ps_isa isa, ps_pool *pool, int32_t k, const batc
     p.isa = isa;
     p.pool = pool;
     ps_logits lg = {b->data, b->dt, b->rows, b->n, b->stride, b->targets};
-    ps_topk_out out = {o->lse, o->tlp, o->ids, o->lps};
+    ps_topk_out out = {o->lse, o->tlp, o->ids, o->lps, NULL, NULL};
     return ref ? ps_topk_reference(&p, &lg, &out, err) : ps_topk_compute(&p, &lg, &out, err);
 }
 
@@ -400,10 +400,10 @@ static void check_padding_and_k0(void) {
     p.k = 0;
     float lse[3], tlp[3];
     ps_logits lg = {b.data, b.dt, 3, 10, 12, b.targets};
-    ps_topk_out out = {lse, tlp, NULL, NULL};
+    ps_topk_out out = {lse, tlp, NULL, NULL, NULL, NULL};
     CHECK(ps_topk_compute(&p, &lg, &out, &err) == PS_OK);
     float lse_ref[3], tlp_ref[3];
-    ps_topk_out out2 = {lse_ref, tlp_ref, NULL, NULL};
+    ps_topk_out out2 = {lse_ref, tlp_ref, NULL, NULL, NULL, NULL};
     CHECK(ps_topk_reference(&p, &lg, &out2, &err) == PS_OK);
     CHECK(!memcmp(lse, lse_ref, sizeof lse) && !memcmp(tlp, tlp_ref, sizeof tlp));
     batch_free(&b);
@@ -501,7 +501,7 @@ static void check_lse(void) {
                 p.isa = isas[i];
                 float l;
                 ps_logits lg = {x, PS_DTYPE_F32, 1, n, n, NULL};
-                ps_topk_out out = {&l, NULL, NULL, NULL};
+                ps_topk_out out = {&l, NULL, NULL, NULL, NULL, NULL};
                 ps_error err;
                 CHECKF(ps_topk_compute(&p, &lg, &out, &err) == PS_OK && !memcmp(&l, &got, 4),
                        "lse n=%lld isa %s: %a vs %a", (long long)n, ps_isa_name(isas[i]), l, got);

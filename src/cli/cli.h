@@ -170,6 +170,12 @@ int64_t ps_cli_default_cache_bytes(void);
 
 /* Returns 0, or the exit status (1 or 2) after printing the error; *l is then empty. */
 int ps_cli_load(const char *cmd, const ps_cli_model_opts *o, bool vocab_only, ps_cli_loaded *l);
+/* --compare FILE (score, perplexity; cli_score.c): loads the second model with the base's
+ * n_ctx and checks that its vocabulary is the base's token for token (ps_vocab_same). Returns
+ * 0 with *out set, 1 (cannot load: missing file, a FIFO, a bad GGUF) or 2 (vocabularies differ;
+ * the message names both sizes or the first differing token) after printing the error. */
+int ps_cli_load_compare(const char *cmd, const char *path, const ps_cli_model_opts *o,
+                        const ps_cli_loaded *base, ps_model **out);
 void ps_cli_unload(ps_cli_loaded *l);
 
 /* Progress on stderr: a \r-rewritten line on a terminal, a line every 5 s otherwise; off

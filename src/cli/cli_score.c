@@ -20,6 +20,13 @@
  * modulo N, not as contiguous ranges: a task streams its input without counting it first
  * (stdin works), and a corpus sorted by length or source spreads evenly over the tasks.
  * `promptscore merge` (cli_merge.c) puts the shards back in input order as plain lines.
+ *
+ * --stats asks every line's job for entropy and rank; --compare FILE loads a second model
+ * (ps_cli_load_compare: same n_ctx, vocabulary checked token for token) that the engine's
+ * worker runs over the same tokens (kld, same_top1, dp; lines one at a time, no prefix cache).
+ * ps_cli_score runs in phases: score_parse (the command line), score_setup (input, models,
+ * engine), score_open_output (a shard file or -o), score_lines (rounds of lines, score_emit
+ * writing each) and score_end (end record, footer, summary); score_close frees the rest.
  */
 #include "cli/cli.h"
 #include "cli/cli_shard.h"
@@ -163,6 +170,7 @@ typedef struct {
     int32_t chunk;
     int64_t tokens;
     ps_cli_view *view; /* --format table | summary; NULL for JSON Lines */
+    bool stats;        /* --stats: every line's job asks for entropy and rank */
 } score_ctx;
 
 static bool blank(const char *s, size_t n) {
@@ -212,6 +220,7 @@ static void line_start(score_ctx *c, const line_in *li, int64_t lineno, line_slo
     sp.temperature = 1;
     sp.top_p = 1;
     sp.seed = 0;
+    sp.stats = c->stats;
     q->job = ps_engine_job_new(1, &sp);
     if (q->job) ps_engine_job_set_prompt(q->job, 0, q->req.ids, q->req.n);
     if (!q->job) {
@@ -340,165 +349,429 @@ static bool opt_shard(const char *cmd, const char *opt, const char *v, void *dst
     return true;
 }
 
-int ps_cli_score(int argc, char **argv) {
+/* ---- loading the compared model ---------------------------------------------------------- */
+
+int ps_cli_load_compare(const char *cmd, const char *path, const ps_cli_model_opts *o,
+                        const ps_cli_loaded *base, ps_model **out) {
+    *out = NULL;
+    ps_model_params mp = ps_model_default_params();
+    mp.n_ctx = base->info.n_ctx; /* the base's context, so both hold the same prompts */
+    mp.no_repack = o->no_repack;
+    ps_error err;
+    ps_error_clear(&err);
+    ps_status st = ps_model_load(path, &mp, out, &err);
+    if (st != PS_OK) {
+        fprintf(stderr, "promptscore %s: --compare: cannot load %s: %s\n", cmd, path,
+                err.message[0] ? err.message : ps_status_str(st));
+        return 1;
+    }
+    ps_model_info info;
+    ps_model_get_info(*out, &info);
+    if (info.vocab_only) {
+        fprintf(stderr, "promptscore %s: --compare: %s has no tensors (a vocabulary only)\n", cmd,
+                path);
+    } else if ((st = ps_vocab_same(base->vocab, ps_model_vocab(*out), &err)) != PS_OK) {
+        fprintf(stderr, "promptscore %s: --compare: %s (%s) and %s (%s) cannot be compared: %s\n",
+                cmd, base->info.file, base->info.name, path, info.name, err.message);
+    } else {
+        return 0;
+    }
+    ps_model_free(*out);
+    *out = NULL;
+    return 2;
+}
+
+/* ---- the score subcommand, phase by phase ------------------------------------------------ */
+
+/* The command line. */
+typedef struct {
+    ps_cli_model_opts o;
+    const char *in_path, *out_path, *compare_path;
+    int32_t k, max_seqs;
+    int format;
+    bool no_bos, strict, resume, no_special, stats;
+    int64_t max_line;
+    shard_spec shard;
+    bool sharded;
+} score_args;
+
+/* What a run holds; score_close frees whatever is set. */
+typedef struct {
+    const char *cmd;
+    FILE *in, *out;
+    ps_cli_loaded l;
+    bool loaded;
+    ps_model *compare;
+    ps_engine *engine;
+    ps_shard_out so;
+    int64_t total; /* lines to score (progress), or -1 */
+} score_run;
+
+static void score_close(score_run *r) {
+    ps_engine_free(r->engine);
+    ps_model_free(r->compare);
+    if (r->loaded) ps_cli_unload(&r->l);
+    if (r->in && r->in != stdin) fclose(r->in);
+    r->engine = NULL;
+    r->compare = NULL;
+    r->loaded = false;
+    r->in = NULL;
+}
+
+/* Parses the command line into a. Returns -1 to go on, else the exit status. */
+static int score_parse(int argc, char **argv, score_args *a) {
     const char *cmd = argv[0];
-    ps_cli_model_opts o = {.chunk = PS_CHUNK, .cache_mb = -1, .want_cache = true};
-    const char *in_path = NULL, *out_path = NULL;
-    int32_t k = 5, max_seqs = 1;
-    int format = PS_CLI_FORMAT_JSONL;
-    bool no_bos = false, strict = false, resume = false, no_special = false;
-    int64_t max_line = PS_JSONL_MAX_LINE_BYTES;
-    shard_spec shard = {0, 1, false};
+    memset(a, 0, sizeof *a);
+    a->o = (ps_cli_model_opts){.chunk = PS_CHUNK, .cache_mb = -1, .want_cache = true};
+    a->k = 5;
+    a->max_seqs = 1;
+    a->format = PS_CLI_FORMAT_JSONL;
+    a->max_line = PS_JSONL_MAX_LINE_BYTES;
+    a->shard = (shard_spec){0, 1, false};
+    ps_cli_model_opts *o = &a->o;
     const ps_cli_opt model_opts[] = {
-        PS_CLI_OPTS_MODEL(&o),
-        PS_CLI_OPT_CTX(&o, "context length (default: the model's)"),
-        PS_CLI_OPT_THREADS(&o),
-        PS_CLI_OPT_CHUNK(&o),
-        PS_CLI_OPT_CACHE(&o),
-        PS_CLI_OPT_ACT(&o),
-        PS_CLI_OPT_KV_TYPE(&o),
-        PS_CLI_OPT_REPACK(&o),
+        PS_CLI_OPTS_MODEL(o),
+        PS_CLI_OPT_CTX(o, "context length (default: the model's)"),
+        PS_CLI_OPT_THREADS(o),
+        PS_CLI_OPT_CHUNK(o),
+        PS_CLI_OPT_CACHE(o),
+        PS_CLI_OPT_ACT(o),
+        PS_CLI_OPT_KV_TYPE(o),
+        PS_CLI_OPT_REPACK(o),
         {0}};
     const ps_cli_opt score_opts[] = {
-        {"-i, --input", "FILE", "input JSON Lines (default stdin)", PS_CLI_STR, &in_path},
-        {"-o, --output", "FILE", "output (default stdout)", PS_CLI_STR, &out_path},
+        {"-i, --input", "FILE", "input JSON Lines (default stdin)", PS_CLI_STR, &a->in_path},
+        {"-o, --output", "FILE", "output (default stdout)", PS_CLI_STR, &a->out_path},
         {"-k, --logprobs, --top-k", "K", "alternatives per position when a line gives none\n"
-         "(default 5)", PS_CLI_I32, &k, 0, INT32_MAX},
+         "(default 5)", PS_CLI_I32, &a->k, 0, INT32_MAX},
         {"--format", "FMT", "jsonl (default): the lines above; table: one row per token\n"
          "(logprob, rank, top 3; coloured on a terminal); summary: one\n"
          "line per prompt (tokens, NLL, perplexity, most surprising)",
-         PS_CLI_FN, &format, 0, 0, opt_format},
+         PS_CLI_FN, &a->format, 0, 0, opt_format},
+        {"--stats", NULL, "add \"entropy\" (nats, of each position's whole distribution) and\n"
+         "\"rank\" (1-based rank of the scored token, ties by ascending id)\n"
+         "arrays to the logprobs object, aligned with token_logprobs",
+         PS_CLI_FLAG, &a->stats},
+        {"--compare", "FILE", "a second GGUF with the same vocabulary, run over the same tokens\n"
+         "chunk by chunk: adds \"kld\" (KL(model || FILE), nats, whole\n"
+         "vocabulary), \"same_top1\" (0/1) and \"dp\" (p_FILE - p_model of the\n"
+         "scored token) to the logprobs object, and kld_mean and\n"
+         "same_top1_pct to each line (one line at a time, no prefix cache)",
+         PS_CLI_STR, &a->compare_path},
         {"--no-bos", NULL, "do not add BOS to text prompts (id prompts are always verbatim)",
-         PS_CLI_FLAG, &no_bos},
+         PS_CLI_FLAG, &a->no_bos},
         {"--no-parse-special", NULL, "special-token text in text prompts (</s>, <|endoftext|>)\n"
          "stays plain text; by default it is that token, as the server's\n"
-         "\"parse_special\": true", PS_CLI_FLAG, &no_special},
-        {"--strict", NULL, "exit 1 when any line was an error", PS_CLI_FLAG, &strict},
+         "\"parse_special\": true", PS_CLI_FLAG, &a->no_special},
+        {"--strict", NULL, "exit 1 when any line was an error", PS_CLI_FLAG, &a->strict},
         {"--max-line-bytes", "N", "a longer input line is an error line (line_too_long), read\n"
-         "past without keeping it (default 16777216, >= 64)", PS_CLI_I64, &max_line, 64,
+         "past without keeping it (default 16777216, >= 64)", PS_CLI_I64, &a->max_line, 64,
          (int64_t)1 << 40},
         {"--max-seqs", "N", "read up to N lines ahead and score their prompts together, in\n"
          "shared forward passes (lines sharing a prefix compute it once\n"
          "with the prefix cache); output stays in input order and every\n"
          "score's bits are those of --max-seqs 1 (default 1: one line at a\n"
-         "time, each written before the next is read)", PS_CLI_I32, &max_seqs, 1, PS_CHUNK},
-        PS_CLI_OPT_PROGRESS(&o),
+         "time, each written before the next is read)", PS_CLI_I32, &a->max_seqs, 1, PS_CHUNK},
+        PS_CLI_OPT_PROGRESS(o),
         {"--shard", "I/N", "score only the lines L with (L - 1) mod N == I (0 <= I < N), each\n"
          "tagged with its line number and a hash of the input line, between\n"
          "a header and an end record; `promptscore merge` restores input\n"
          "order. Modulo, not ranges: no counting pass, stdin works, and a\n"
-         "sorted corpus spreads evenly over the shards", PS_CLI_FN, &shard, 0, 0, opt_shard},
+         "sorted corpus spreads evenly over the shards", PS_CLI_FN, &a->shard, 0, 0, opt_shard},
         {"--resume", NULL, "append to the -o file of an earlier (killed) run of this shard,\n"
          "skipping the lines it holds after checking each against the input\n"
          "(a file that does not match: exit 2, left untouched); a half line\n"
          "at its end is cut off; a missing or empty file starts afresh.\n"
-         "Alone it means --shard 0/1", PS_CLI_FLAG, &resume},
+         "Alone it means --shard 0/1", PS_CLI_FLAG, &a->resume},
         {0}};
     const ps_cli_opt *const tables[] = {model_opts, score_opts, NULL};
     const ps_cli_cmd c = {"score", "-m MODEL.gguf [-i in.jsonl] [-o out.jsonl] [options]",
                           SCORE_ABOUT, tables};
     int pr_rc = ps_cli_parse(&c, argc, argv);
     if (pr_rc >= 0) return pr_rc;
-    const bool sharded = shard.given || resume;
-    const int64_t shard_i = shard.i, shard_n = shard.n;
-    if (resume && (!out_path || !strcmp(out_path, "-"))) {
+    a->sharded = a->shard.given || a->resume;
+    if (a->resume && (!a->out_path || !strcmp(a->out_path, "-"))) {
         fprintf(stderr, "promptscore %s: --resume needs the output file (-o FILE)\n", cmd);
         return 2;
     }
-    if (sharded && format != PS_CLI_FORMAT_JSONL) {
+    if (a->sharded && a->format != PS_CLI_FORMAT_JSONL) {
         fprintf(stderr, "promptscore %s: --shard and --resume write JSON Lines (no --format)\n",
                 cmd);
         return 2;
     }
+    if (a->compare_path) {
+        a->o.cache_mb = 0; /* compared scores run without a prefix cache, one line at a time */
+        a->max_seqs = 1;
+    }
+    return -1;
+}
 
-    FILE *in = stdin, *out = stdout;
-    if (in_path && strcmp(in_path, "-") && !(in = fopen(in_path, "rb"))) {
-        fprintf(stderr, "promptscore %s: cannot open %s: %s\n", cmd, in_path, strerror(errno));
+/* Opens the input, loads the model (and the compared one) and starts the engine. Returns 0
+ * or the exit status. */
+static int score_setup(const score_args *a, score_run *r) {
+    const char *cmd = r->cmd;
+    r->in = stdin;
+    if (a->in_path && strcmp(a->in_path, "-") && !(r->in = fopen(a->in_path, "rb"))) {
+        fprintf(stderr, "promptscore %s: cannot open %s: %s\n", cmd, a->in_path, strerror(errno));
+        r->in = NULL;
         return 1;
     }
-    ps_cli_loaded l;
+    ps_cli_model_opts o = a->o;
     o.no_session = true; /* the engine's worker holds the session */
-    int lrc = ps_cli_load(cmd, &o, false, &l);
-    if (lrc) {
-        if (in != stdin) fclose(in);
-        return lrc;
+    int lrc = ps_cli_load(cmd, &o, false, &r->l);
+    if (lrc) return lrc;
+    r->loaded = true;
+    if (a->compare_path) {
+        lrc = ps_cli_load_compare(cmd, a->compare_path, &a->o, &r->l, &r->compare);
+        if (lrc) return lrc;
     }
-    ps_engine *engine = NULL;
-    {
-        ps_engine_params ep = ps_engine_default_params();
-        ep.n_threads = o.threads;
-        ep.queue = max_seqs;
-        ep.max_seqs = max_seqs;
-        ep.chunk = o.chunk > 0 ? o.chunk : PS_CHUNK;
-        ep.act = o.act;
-        ep.kv_type = o.kv_type;
-        ep.cache = l.cache;
-        ps_error err;
-        ps_error_clear(&err);
-        if (ps_engine_create(l.model, &ep, &engine, &err) != PS_OK) {
-            fprintf(stderr, "promptscore %s: cannot create a session of %d positions: %s\n", cmd,
-                    l.info.n_ctx, err.message);
-            ps_cli_unload(&l);
-            if (in != stdin) fclose(in);
-            return 1;
-        }
+    ps_engine_params ep = ps_engine_default_params();
+    ep.n_threads = a->o.threads;
+    ep.queue = a->max_seqs;
+    ep.max_seqs = a->max_seqs;
+    ep.chunk = a->o.chunk > 0 ? a->o.chunk : PS_CHUNK;
+    ep.act = a->o.act;
+    ep.kv_type = a->o.kv_type;
+    ep.cache = r->l.cache;
+    ep.compare = r->compare;
+    ps_error err;
+    ps_error_clear(&err);
+    if (ps_engine_create(r->l.model, &ep, &r->engine, &err) != PS_OK) {
+        fprintf(stderr, "promptscore %s: cannot create a session of %d positions: %s\n", cmd,
+                r->l.info.n_ctx, err.message);
+        r->engine = NULL;
+        return 1;
     }
-    if (k > l.info.n_vocab) {
-        fprintf(stderr, "promptscore %s: --logprobs %d exceeds the vocabulary size %d\n", cmd, k,
-                l.info.n_vocab);
-        ps_engine_free(engine);
-        ps_cli_unload(&l);
-        if (in != stdin) fclose(in);
+    if (a->k > r->l.info.n_vocab) {
+        fprintf(stderr, "promptscore %s: --logprobs %d exceeds the vocabulary size %d\n", cmd,
+                a->k, r->l.info.n_vocab);
         return 2;
     }
+    return 0;
+}
+
+/* Opens the output: a shard file (checked and resumed) or -o / stdout. Returns -1 to go on, 0
+ * when a resumed shard is complete already, else the exit status. */
+static int score_open_output(const score_args *a, score_run *r) {
+    const char *cmd = r->cmd;
+    const ps_cli_loaded *l = &r->l;
+    const int64_t shard_i = a->shard.i, shard_n = a->shard.n;
+    r->so = (ps_shard_out){.fd = -1};
+    r->out = stdout;
+    if (!a->sharded) {
+        if (a->out_path && strcmp(a->out_path, "-") && !(r->out = fopen(a->out_path, "wb"))) {
+            fprintf(stderr, "promptscore %s: cannot create %s: %s\n", cmd, a->out_path,
+                    strerror(errno));
+            r->out = NULL;
+            return 1;
+        }
+        return -1;
+    }
+    /* everything the plain lines depend on, so --resume and merge refuse a mix */
+    char config[256], arch[32];
+    snprintf(arch, sizeof arch, "%s", l->info.arch);
+    for (char *p = arch; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) *p = '_';
+    snprintf(config, sizeof config,
+             "v1 k=%d chunk=%d act=%s bos=%d special=%d ctx=%d arch=%s bytes=%lld vocab=%d "
+             "layers=%d embd=%d%s%s%s",
+             a->k, a->o.chunk, a->o.act == PS_ACT_F32 ? "f32" : "native", !a->no_bos,
+             !a->no_special, l->info.n_ctx, arch, (long long)l->info.file_bytes, l->info.n_vocab,
+             l->info.n_layer, l->info.n_embd, a->o.kv_type != PS_KV_F32 ? " kv=" : "",
+             a->o.kv_type != PS_KV_F32 ? ps_kv_type_name(a->o.kv_type) : "",
+             a->stats ? " stats=1" : "");
+    char why[1024];
+    int src = ps_shard_open(a->out_path, shard_i, shard_n, config, a->resume, r->in, &r->so, why,
+                            sizeof why);
+    if (src != 0) {
+        fprintf(stderr, "promptscore %s: %s%s\n", cmd, a->resume ? "--resume: " : "", why);
+        return src;
+    }
+    const ps_shard_out *so = &r->so;
+    if (r->total > shard_i) r->total = (r->total - shard_i + shard_n - 1) / shard_n - so->kept;
+    else if (r->total > 0) r->total = 0;
+    if (so->kept > 0 || so->cut)
+        fprintf(stderr, "promptscore %s: --resume: %s holds %lld lines of shard %lld/%lld "
+                        "(input lines 1..%lld checked)%s%s\n", cmd, a->out_path,
+                (long long)so->kept, (long long)shard_i, (long long)shard_n,
+                (long long)so->lineno, so->cut ? "; a half-written last line was cut off" : "",
+                so->complete ? "; it is complete" : "");
+    if (so->complete) {
+        ps_shard_close(&r->so);
+        return 0;
+    }
+    return -1;
+}
+
+/* The loop's state: counts, buffers, where output goes. */
+typedef struct {
+    score_ctx sc;
+    ps_buf b, pending;  /* one line's output; output waiting for write(2) */
+    int out_fd;
+    bool flush_each;    /* a pipe or terminal: every line goes out at once */
+    int64_t lineno, done, errors;
+    bool read_failed;
+    int rc;
+} score_loop;
+
+/* Writes one finished slot (or skips a blank one). Returns false when the run must stop
+ * (a stop signal while scoring, a failed write, no memory). */
+static bool score_emit(const score_args *a, score_run *r, score_loop *lp, line_slot *q,
+                       ps_cli_progress *pr) {
+    const char *cmd = r->cmd;
+    if (q->blank) {
+        if (r->total > 0) r->total--;
+        if (a->sharded && !ps_shard_write(&r->so, q->lineno, q->hash, NULL, 0)) {
+            fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+            lp->rc = 1;
+            return false;
+        }
+        return true;
+    }
+    ps_buf_reset(&lp->b);
+    const int64_t ln = q->lineno;
+    const uint64_t lh = q->hash;
+    int sr = line_finish(&lp->sc, q, &lp->b);
+    if (sr < 0) return false; /* stopped while scoring: the line is not written */
+    if (sr == 0) lp->errors++;
+    lp->done++;
+    if (lp->b.oom) {
+        fprintf(stderr, "promptscore %s: out of memory writing line %lld\n", cmd, (long long)ln);
+        lp->rc = 1;
+        return false;
+    }
+    bool wok;
+    if (a->sharded) {
+        wok = ps_shard_write(&r->so, ln, lh, lp->b.data, lp->b.len);
+    } else {
+        ps_buf_append(&lp->pending, lp->b.data, lp->b.len);
+        wok = !lp->pending.oom;
+        if (wok && (lp->flush_each || lp->pending.len >= 65536)) {
+            wok = write_all(lp->out_fd, lp->pending.data, lp->pending.len);
+            ps_buf_reset(&lp->pending);
+        }
+    }
+    if (!wok) {
+        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+        lp->rc = 1;
+        return false;
+    }
+    ps_cli_progress_show(pr, "prompts", lp->done, r->total, lp->sc.tokens, false);
+    return true;
+}
+
+/* Rounds of up to max_seqs lines: each parsed as it is read, their jobs queued at once (the
+ * engine's worker scores them in shared forward passes), then waited for and written in
+ * input order; --max-seqs 1 is one line at a time. */
+static void score_lines(const score_args *a, score_run *r, score_loop *lp, ps_cli_progress *pr) {
+    const char *cmd = r->cmd;
+    ps_jscan_limits jl;
+    ps_jsonl_scan_limits(&lp->sc.lim, &jl);
+    line_in li = {0};
+    line_slot *slots = ps_calloc((size_t)a->max_seqs, sizeof *slots);
+    if (!slots) {
+        fprintf(stderr, "promptscore %s: out of memory\n", cmd);
+        lp->rc = 1;
+    }
+    bool eof = false, halt = false;
+    while (slots && !eof && !halt && !g_stop) {
+        int n = 0;
+        while (n < a->max_seqs && !g_stop) {
+            int got = read_line(r->in, &li, &jl, lp->lineno == 0, a->sharded ? &r->so : NULL);
+            if (got == LINE_EOF) {
+                eof = true;
+                break;
+            }
+            if (got == LINE_STOPPED || got == LINE_ERROR) {
+                lp->read_failed = got == LINE_ERROR;
+                halt = true;
+                break;
+            }
+            if (got == LINE_NOMEM) {
+                fprintf(stderr, "promptscore %s: out of memory reading line %lld\n", cmd,
+                        (long long)lp->lineno + 1);
+                lp->rc = 1;
+                halt = true;
+                break;
+            }
+            lp->lineno++;
+            if (a->sharded && !ps_shard_mine(&r->so, lp->lineno)) continue;
+            line_start(&lp->sc, &li, lp->lineno, &slots[n++]);
+        }
+        lines_submit(&lp->sc, slots, n);
+        bool drop = false; /* after a stop or a failure: the rest is cancelled, not written */
+        for (int i = 0; i < n; i++) {
+            if (drop) line_free(&lp->sc, &slots[i], true);
+            else if (!score_emit(a, r, lp, &slots[i], pr)) drop = halt = true;
+        }
+    }
+    ps_free(slots);
+    free(li.buf);
+}
+
+/* The end of a run: the shard's end record, the view's footer, the last output, the summary
+ * line on stderr. Returns the exit status. */
+static int score_end(const score_args *a, score_run *r, score_loop *lp, ps_cli_progress *pr) {
+    const char *cmd = r->cmd;
+    int rc = lp->rc;
+    if (lp->read_failed) {
+        fprintf(stderr, "promptscore %s: read failed after line %lld: %s\n", cmd,
+                (long long)lp->lineno, strerror(errno));
+        rc = 1;
+    }
+    const int stop_sig = g_stop;
+    ps_cli_progress_end(pr);
+    if (a->sharded && rc == 0 && !stop_sig && !ps_shard_write_end(&r->so)) {
+        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+        rc = 1;
+    }
+    if (a->sharded && !ps_shard_close(&r->so) && rc == 0) {
+        fprintf(stderr, "promptscore %s: closing %s failed: %s\n", cmd, a->out_path,
+                strerror(errno));
+        rc = 1;
+    }
+    if (lp->sc.view && rc == 0) {
+        ps_buf_reset(&lp->b);
+        ps_cli_view_end(lp->sc.view, &lp->b);
+        ps_buf_append(&lp->pending, lp->b.data, lp->b.len);
+    }
+    if (lp->pending.oom ||
+        (lp->pending.len && !write_all(lp->out_fd, lp->pending.data, lp->pending.len))) {
+        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
+        rc = 1;
+    }
+    double el = ps_now_s() - pr->t0;
+    fprintf(stderr, "promptscore %s: %lld prompts, %lld tokens, %.0f tokens/s, %lld errors, %.2fs\n",
+            cmd, (long long)lp->done, (long long)lp->sc.tokens,
+            el > 0 ? (double)lp->sc.tokens / el : 0.0, (long long)lp->errors, el);
+    if (stop_sig) {
+        fprintf(stderr, "promptscore %s: stopped by %s after input line %lld; every line written "
+                        "is whole%s\n", cmd, stop_sig == SIGINT ? "SIGINT" : "SIGTERM",
+                (long long)lp->lineno, a->sharded ? " (--resume continues from there)" : "");
+        if (rc == 0) rc = 128 + stop_sig;
+    }
+    if (rc == 0 && a->strict && lp->errors > 0) rc = 1;
+    return rc;
+}
+
+int ps_cli_score(int argc, char **argv) {
+    score_args a;
+    int rc = score_parse(argc, argv, &a);
+    if (rc >= 0) return rc;
+    score_run r;
+    memset(&r, 0, sizeof r);
+    r.cmd = argv[0];
+    r.total = -1;
+    if ((rc = score_setup(&a, &r)) != 0) {
+        score_close(&r);
+        return rc;
+    }
     ps_cli_progress pr;
-    ps_cli_progress_start(&pr, o.progress);
-    int64_t total = pr.on ? count_lines(in) : -1;
-    ps_shard_out so = {.fd = -1};
-    if (sharded) {
-        /* everything the plain lines depend on, so --resume and merge refuse a mix */
-        char config[256], arch[32];
-        snprintf(arch, sizeof arch, "%s", l.info.arch);
-        for (char *p = arch; *p; p++)
-            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) *p = '_';
-        snprintf(config, sizeof config,
-                 "v1 k=%d chunk=%d act=%s bos=%d special=%d ctx=%d arch=%s bytes=%lld vocab=%d "
-                 "layers=%d embd=%d%s%s",
-                 k, o.chunk, o.act == PS_ACT_F32 ? "f32" : "native", !no_bos, !no_special, l.info.n_ctx,
-                 arch, (long long)l.info.file_bytes, l.info.n_vocab, l.info.n_layer,
-                 l.info.n_embd, o.kv_type != PS_KV_F32 ? " kv=" : "",
-                 o.kv_type != PS_KV_F32 ? ps_kv_type_name(o.kv_type) : "");
-        char why[1024];
-        int src = ps_shard_open(out_path, shard_i, shard_n, config, resume, in, &so, why,
-                                sizeof why);
-        if (src != 0) {
-            fprintf(stderr, "promptscore %s: %s%s\n", cmd, resume ? "--resume: " : "", why);
-            ps_engine_free(engine);
-            ps_cli_unload(&l);
-            if (in != stdin) fclose(in);
-            return src;
-        }
-        if (total > shard_i) total = (total - shard_i + shard_n - 1) / shard_n - so.kept;
-        else if (total > 0) total = 0;
-        if (so.kept > 0 || so.cut)
-            fprintf(stderr, "promptscore %s: --resume: %s holds %lld lines of shard %lld/%lld "
-                            "(input lines 1..%lld checked)%s%s\n", cmd, out_path,
-                    (long long)so.kept, (long long)shard_i, (long long)shard_n,
-                    (long long)so.lineno, so.cut ? "; a half-written last line was cut off" : "",
-                    so.complete ? "; it is complete" : "");
-        if (so.complete) {
-            ps_shard_close(&so);
-            ps_engine_free(engine);
-            ps_cli_unload(&l);
-            if (in != stdin) fclose(in);
-            return 0;
-        }
-    } else if (out_path && strcmp(out_path, "-") && !(out = fopen(out_path, "wb"))) {
-        fprintf(stderr, "promptscore %s: cannot create %s: %s\n", cmd, out_path, strerror(errno));
-        ps_engine_free(engine);
-        ps_cli_unload(&l);
-        if (in != stdin) fclose(in);
-        return 1;
+    ps_cli_progress_start(&pr, a.o.progress);
+    r.total = pr.on ? count_lines(r.in) : -1;
+    if ((rc = score_open_output(&a, &r)) >= 0) {
+        score_close(&r);
+        return rc;
     }
     pr.t0 = pr.last = ps_now_s();
     /* from here on a stop signal ends the run after the line being written (before: the
@@ -508,175 +781,39 @@ int ps_cli_score(int argc, char **argv) {
 
     /* output goes out with write(2) in whole lines: buffered here up to 64 KiB for a file,
      * line by line for a pipe or terminal (streaming consumers) */
-    if (!sharded && fflush(out) != 0) {
-        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
-        ps_engine_free(engine);
-        ps_cli_unload(&l);
-        if (in != stdin) fclose(in);
-        if (out != stdout) fclose(out);
+    if (!a.sharded && fflush(r.out) != 0) {
+        fprintf(stderr, "promptscore %s: write failed: %s\n", r.cmd, strerror(errno));
+        score_close(&r);
+        if (r.out != stdout) fclose(r.out);
         return 1;
     }
-    const int out_fd = fileno(out);
+    score_loop lp;
+    memset(&lp, 0, sizeof lp);
+    lp.out_fd = fileno(r.out);
     struct stat osb;
-    bool flush_each = fstat(out_fd, &osb) != 0 || !S_ISREG(osb.st_mode);
+    lp.flush_each = fstat(lp.out_fd, &osb) != 0 || !S_ISREG(osb.st_mode);
     ps_cli_view view;
-    score_ctx sc = {.l = &l, .engine = engine, .chunk = o.chunk};
-    if (format != PS_CLI_FORMAT_JSONL) {
-        ps_cli_view_init(&view, format, isatty(out_fd) && !getenv("NO_COLOR"));
-        sc.view = &view;
-        if (k < 3 && format == PS_CLI_FORMAT_TABLE) k = 3; /* the table shows the top 3 */
+    int32_t k = a.k;
+    lp.sc = (score_ctx){.l = &r.l, .engine = r.engine, .chunk = a.o.chunk, .stats = a.stats};
+    if (a.format != PS_CLI_FORMAT_JSONL) {
+        ps_cli_view_init(&view, a.format, isatty(lp.out_fd) && !getenv("NO_COLOR"));
+        lp.sc.view = &view;
+        if (k < 3 && a.format == PS_CLI_FORMAT_TABLE) k = 3; /* the table shows the top 3 */
     }
-    sc.lim.vocab = l.vocab;
-    sc.lim.n_vocab = l.info.n_vocab;
-    sc.lim.n_ctx = l.info.n_ctx;
-    sc.lim.default_k = k;
-    sc.lim.add_bos = !no_bos;
-    sc.lim.max_line_bytes = max_line;
-    sc.lim.no_parse_special = no_special;
-    ps_jscan_limits jl;
-    ps_jsonl_scan_limits(&sc.lim, &jl);
-    ps_buf b, pending;
-    ps_buf_init(&b);
-    ps_buf_init(&pending);
-    line_in li = {0};
-    int64_t lineno = so.lineno, done = 0, errors = 0;
-    int rc = 0, got;
-    bool read_failed = false;
-    /* rounds of up to max_seqs lines: each parsed as it is read, their jobs queued at once
-     * (the engine's worker scores them in shared forward passes), then waited for and written
-     * in input order; --max-seqs 1 is one line at a time */
-    line_slot *slots = ps_calloc((size_t)max_seqs, sizeof *slots);
-    if (!slots) {
-        fprintf(stderr, "promptscore %s: out of memory\n", cmd);
-        rc = 1;
-    }
-    bool eof = false, halt = false;
-    while (slots && !eof && !halt && !g_stop) {
-        int n = 0;
-        while (n < max_seqs && !g_stop) {
-            got = read_line(in, &li, &jl, lineno == 0, sharded ? &so : NULL);
-            if (got == LINE_EOF) {
-                eof = true;
-                break;
-            }
-            if (got == LINE_STOPPED) {
-                halt = true;
-                break;
-            }
-            if (got == LINE_ERROR) {
-                read_failed = true;
-                halt = true;
-                break;
-            }
-            if (got == LINE_NOMEM) {
-                fprintf(stderr, "promptscore %s: out of memory reading line %lld\n", cmd,
-                        (long long)lineno + 1);
-                rc = 1;
-                halt = true;
-                break;
-            }
-            lineno++;
-            if (sharded && !ps_shard_mine(&so, lineno)) continue;
-            line_start(&sc, &li, lineno, &slots[n++]);
-        }
-        lines_submit(&sc, slots, n);
-        bool drop = false; /* after a stop or a failure: the rest is cancelled, not written */
-        for (int i = 0; i < n; i++) {
-            line_slot *q = &slots[i];
-            if (drop) {
-                line_free(&sc, q, true);
-                continue;
-            }
-            if (q->blank) {
-                if (total > 0) total--;
-                if (sharded && !ps_shard_write(&so, q->lineno, q->hash, NULL, 0)) {
-                    fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
-                    rc = 1;
-                    drop = halt = true;
-                }
-                continue;
-            }
-            ps_buf_reset(&b);
-            const int64_t ln = q->lineno;
-            const uint64_t lh = q->hash;
-            int sr = line_finish(&sc, q, &b);
-            if (sr < 0) { /* stopped while scoring: the line is not written */
-                drop = halt = true;
-                continue;
-            }
-            if (sr == 0) errors++;
-            done++;
-            if (b.oom) {
-                fprintf(stderr, "promptscore %s: out of memory writing line %lld\n", cmd,
-                        (long long)ln);
-                rc = 1;
-                drop = halt = true;
-                continue;
-            }
-            bool wok;
-            if (sharded) {
-                wok = ps_shard_write(&so, ln, lh, b.data, b.len);
-            } else {
-                ps_buf_append(&pending, b.data, b.len);
-                wok = !pending.oom;
-                if (wok && (flush_each || pending.len >= 65536)) {
-                    wok = write_all(out_fd, pending.data, pending.len);
-                    ps_buf_reset(&pending);
-                }
-            }
-            if (!wok) {
-                fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
-                rc = 1;
-                drop = halt = true;
-                continue;
-            }
-            ps_cli_progress_show(&pr, "prompts", done, total, sc.tokens, false);
-        }
-    }
-    ps_free(slots);
-    if (read_failed) {
-        fprintf(stderr, "promptscore %s: read failed after line %lld: %s\n", cmd,
-                (long long)lineno, strerror(errno));
-        rc = 1;
-    }
-    const int stop_sig = g_stop;
-    ps_cli_progress_end(&pr);
-    if (sharded && rc == 0 && !stop_sig && !ps_shard_write_end(&so)) {
-        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
-        rc = 1;
-    }
-    if (sharded && !ps_shard_close(&so) && rc == 0) {
-        fprintf(stderr, "promptscore %s: closing %s failed: %s\n", cmd, out_path, strerror(errno));
-        rc = 1;
-    }
-    if (sc.view && rc == 0) {
-        ps_buf_reset(&b);
-        ps_cli_view_end(sc.view, &b);
-        ps_buf_append(&pending, b.data, b.len);
-    }
-    if (pending.oom || (pending.len && !write_all(out_fd, pending.data, pending.len))) {
-        fprintf(stderr, "promptscore %s: write failed: %s\n", cmd, strerror(errno));
-        rc = 1;
-    }
-    double el = ps_now_s() - pr.t0;
-    fprintf(stderr, "promptscore %s: %lld prompts, %lld tokens, %.0f tokens/s, %lld errors, %.2fs\n",
-            cmd, (long long)done, (long long)sc.tokens, el > 0 ? (double)sc.tokens / el : 0.0,
-            (long long)errors, el);
-    if (stop_sig) {
-        fprintf(stderr, "promptscore %s: stopped by %s after input line %lld; every line written "
-                        "is whole%s\n", cmd, stop_sig == SIGINT ? "SIGINT" : "SIGTERM",
-                (long long)lineno, sharded ? " (--resume continues from there)" : "");
-        if (rc == 0) rc = 128 + stop_sig;
-    }
-    if (rc == 0 && strict && errors > 0) rc = 1;
-    free(li.buf);
-    ps_buf_free(&b);
-    ps_buf_free(&pending);
-    ps_engine_free(engine);
-    ps_cli_unload(&l);
-    if (in != stdin) fclose(in);
-    if (out != stdout && fclose(out) != 0 && rc == 0) {
-        fprintf(stderr, "promptscore %s: closing %s failed: %s\n", cmd, out_path, strerror(errno));
+    lp.sc.lim = (ps_jsonl_limits){.vocab = r.l.vocab, .n_vocab = r.l.info.n_vocab,
+                                  .n_ctx = r.l.info.n_ctx, .default_k = k, .add_bos = !a.no_bos,
+                                  .max_line_bytes = a.max_line, .no_parse_special = a.no_special};
+    lp.lineno = r.so.lineno;
+    ps_buf_init(&lp.b);
+    ps_buf_init(&lp.pending);
+    score_lines(&a, &r, &lp, &pr);
+    rc = score_end(&a, &r, &lp, &pr);
+    ps_buf_free(&lp.b);
+    ps_buf_free(&lp.pending);
+    score_close(&r);
+    if (r.out != stdout && fclose(r.out) != 0 && rc == 0) {
+        fprintf(stderr, "promptscore %s: closing %s failed: %s\n", r.cmd, a.out_path,
+                strerror(errno));
         rc = 1;
     }
     return rc;

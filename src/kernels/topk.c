@@ -86,18 +86,45 @@ static uint64_t gemask_scalar(const void *row, ps_dtype dt, int64_t blk, float T
     return m;
 }
 
+static void plogp_scalar(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
+                         float lse_a, float lse_b, float *E) {
+    for (int64_t blk = 0; blk < nb; blk++) {
+        float x[PS_TOPK_BLOCK], y[PS_TOPK_BLOCK];
+        logits_f32(a, dt, (b0 + blk) * PS_TOPK_BLOCK, PS_TOPK_BLOCK, x);
+        if (b) logits_f32(b, dt, (b0 + blk) * PS_TOPK_BLOCK, PS_TOPK_BLOCK, y);
+        for (int j = 0; j < PS_TOPK_BLOCK; j++)
+            E[j] += ps_plogp_term(x[j] - lse_a, b ? y[j] - lse_b : 0.0f);
+    }
+}
+
+static void count_scalar(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
+                         int64_t *gt, int64_t *eq) {
+    for (int64_t blk = 0; blk < nb; blk++) {
+        float x[PS_TOPK_BLOCK];
+        logits_f32(row, dt, (b0 + blk) * PS_TOPK_BLOCK, PS_TOPK_BLOCK, x);
+        for (int j = 0; j < PS_TOPK_BLOCK; j++) {
+            *gt += x[j] > v;
+            *eq += x[j] == v;
+        }
+    }
+}
+
 typedef struct {
     ps_fused_fn fused;
     ps_expsum_fn expsum;
     ps_gemask_fn gemask;
+    ps_plogp_fn plogp;
+    ps_count_fn count;
 } kernels;
 
 static kernels kernels_for(ps_isa isa) {
-    kernels k = {fused_scalar, expsum_scalar, gemask_scalar};
+    kernels k = {fused_scalar, expsum_scalar, gemask_scalar, plogp_scalar, count_scalar};
     if (isa == PS_ISA_AVX2)
-        k = (kernels){ps_topk_fused_avx2, ps_topk_expsum_avx2, ps_topk_gemask_avx2};
+        k = (kernels){ps_topk_fused_avx2, ps_topk_expsum_avx2, ps_topk_gemask_avx2,
+                      ps_topk_plogp_avx2, ps_topk_count_avx2};
     if (isa == PS_ISA_AVX512)
-        k = (kernels){ps_topk_fused_avx512, ps_topk_expsum_avx512, ps_topk_gemask_avx512};
+        k = (kernels){ps_topk_fused_avx512, ps_topk_expsum_avx512, ps_topk_gemask_avx512,
+                      ps_topk_plogp_avx512, ps_topk_count_avx512};
     return k;
 }
 
@@ -195,6 +222,60 @@ float ps_lse_f32(const float *x, int64_t n) {
 
 /* logit - lse, with a row of -inf giving -inf (not NaN). */
 static inline float logprob(float x, float lse) { return lse == -INFINITY ? -INFINITY : x - lse; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Statistics: entropy, rank, KL divergence                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The canonical sum of p_a * (l_a - l_b) over a row (topk.h ps_plogp_fn), l_b = 0 when b is
+ * NULL: per chunk of 64 full blocks the 64 float lane sums start at 0 and are added into 64
+ * double lane totals, the ragged tail block is a chunk of its own (scalar), and a fixed
+ * pairwise tree sums the lanes. The order depends only on n: the same bits on every ISA,
+ * thread count and batch geometry. */
+static double plogp_row(kernels k, const void *a, const void *b, ps_dtype dt, int64_t n,
+                        float lse_a, float lse_b) {
+    double D[PS_TOPK_BLOCK] = {0};
+    int64_t nfull = n / PS_TOPK_BLOCK, tail = n % PS_TOPK_BLOCK;
+    for (int64_t b0 = 0; b0 < nfull; b0 += PS_TOPK_CHUNK_BLOCKS) {
+        float E[PS_TOPK_BLOCK] = {0};
+        k.plogp(a, b, dt, b0, PS_MIN(PS_TOPK_CHUNK_BLOCKS, nfull - b0), lse_a, lse_b, E);
+        for (int j = 0; j < PS_TOPK_BLOCK; j++) D[j] += (double)E[j];
+    }
+    if (tail) {
+        float x[PS_TOPK_BLOCK], y[PS_TOPK_BLOCK];
+        logits_f32(a, dt, nfull * PS_TOPK_BLOCK, tail, x);
+        if (b) logits_f32(b, dt, nfull * PS_TOPK_BLOCK, tail, y);
+        for (int64_t j = 0; j < tail; j++)
+            D[j] += (double)ps_plogp_term(x[j] - lse_a, b ? y[j] - lse_b : 0.0f);
+    }
+    for (int h = PS_TOPK_BLOCK / 2; h >= 1; h /= 2)
+        for (int j = 0; j < h; j++) D[j] += D[j + h];
+    return D[0];
+}
+
+/* The entropy of a row in nats: -sum p log p (plogp_row); NaN for a row of only -inf. */
+static float row_entropy(kernels k, const void *row, ps_dtype dt, int64_t n, float lse) {
+    if (lse == -INFINITY) return NAN;
+    return (float)-plogp_row(k, row, NULL, dt, n, lse, 0.0f);
+}
+
+/* The 1-based rank of token t in the row: 1 + #(logits above its own) + #(equal logits with
+ * a smaller id), the order of the top-K lists. */
+static int32_t row_rank(kernels k, const void *row, ps_dtype dt, int64_t n, int32_t t) {
+    float v = logit_at(row, dt, t);
+    int64_t nfull = n / PS_TOPK_BLOCK, gt = 0, eq = 0;
+    for (int64_t b0 = 0; b0 < nfull; b0 += PS_TOPK_CHUNK_BLOCKS)
+        k.count(row, dt, b0, PS_MIN(PS_TOPK_CHUNK_BLOCKS, nfull - b0), v, &gt, &eq);
+    for (int64_t i = nfull * PS_TOPK_BLOCK; i < n; i++) {
+        float x = logit_at(row, dt, i);
+        gt += x > v;
+        eq += x == v;
+    }
+    int64_t before = 0; /* equal logits with a smaller id (ties are rare: counted only then) */
+    if (eq > 1)
+        for (int64_t i = 0; i < t; i++) before += logit_at(row, dt, i) == v;
+    return (int32_t)(1 + gt + before);
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Bounded selection of the best k (value, id) pairs                                          */
@@ -365,6 +446,11 @@ static void write_row(const job *jb, int64_t r, float lse, const uint64_t *sel, 
         int32_t t = lg->targets[r];
         out->target_logprob[r] = t < 0 ? NAN : logprob(logit_at(row, lg->dtype, t), lse);
     }
+    if (out->entropy) out->entropy[r] = row_entropy(jb->kern, row, lg->dtype, lg->n_vocab, lse);
+    if (out->rank) {
+        int32_t t = lg->targets ? lg->targets[r] : -1;
+        out->rank[r] = t < 0 ? 0 : row_rank(jb->kern, row, lg->dtype, lg->n_vocab, t);
+    }
     if (jb->k > 0) {
         int32_t *ids = out->top_ids + r * jb->k;
         float *lps = out->top_logprobs + r * jb->k;
@@ -514,10 +600,27 @@ static void ref_row(void *ctx, int64_t r, int32_t thread_index) {
     }
     float lse = ps_lse_f32(x, n);
     for (int64_t i = 0; i < n; i++) lp[i] = logprob(x[i], lse); /* the full log-softmax */
-    if (jb->k == 0) {
-        write_row(jb, r, lse, NULL, 0);
-        return;
+    const ps_topk_out *out = jb->out;
+    if (out->entropy) { /* -sum p log p over the log-softmax row, in the canonical order */
+        double D[PS_TOPK_BLOCK] = {0};
+        int64_t full = n / PS_TOPK_BLOCK * PS_TOPK_BLOCK;
+        for (int64_t c0 = 0; c0 < full; c0 += PS_TOPK_BLOCK * PS_TOPK_CHUNK_BLOCKS) {
+            float E[PS_TOPK_BLOCK] = {0};
+            for (int64_t i = c0; i < PS_MIN(full, c0 + PS_TOPK_BLOCK * PS_TOPK_CHUNK_BLOCKS); i++)
+                E[i % PS_TOPK_BLOCK] += ps_plogp_term(lp[i], 0.0f);
+            for (int j = 0; j < PS_TOPK_BLOCK; j++) D[j] += (double)E[j];
+        }
+        for (int64_t i = full; i < n; i++) D[i - full] += (double)ps_plogp_term(lp[i], 0.0f);
+        for (int h = PS_TOPK_BLOCK / 2; h >= 1; h /= 2)
+            for (int j = 0; j < h; j++) D[j] += D[j + h];
+        out->entropy[r] = lse == -INFINITY ? NAN : (float)-D[0];
     }
+    if (out->lse) out->lse[r] = lse;
+    if (lg->targets && out->target_logprob) {
+        int32_t t = lg->targets[r];
+        out->target_logprob[r] = t < 0 ? NAN : lp[t];
+    }
+    if (jb->k == 0 && !out->rank) return;
     /* stable LSD radix sort of (key, id), ids starting ascending: ties stay by ascending id */
     for (int64_t i = 0; i < n; i++) {
         key[i] = desc_key(x[i]);
@@ -535,12 +638,13 @@ static void ref_row(void *ctx, int64_t r, int32_t thread_index) {
         uint32_t *tk = key; key = key2; key2 = tk;
         int32_t *ti = id; id = id2; id2 = ti;
     }
-    const ps_topk_out *out = jb->out;
-    if (out->lse) out->lse[r] = lse;
-    if (lg->targets && out->target_logprob) {
-        int32_t t = lg->targets[r];
-        out->target_logprob[r] = t < 0 ? NAN : lp[t];
+    if (out->rank) { /* the target's place in the sorted row */
+        int32_t t = lg->targets ? lg->targets[r] : -1;
+        out->rank[r] = 0;
+        for (int64_t i = 0; t >= 0 && i < n; i++)
+            if (id[i] == t) out->rank[r] = (int32_t)(i + 1);
     }
+    if (jb->k == 0) return;
     int32_t *ids = out->top_ids + r * jb->k;
     float *lps = out->top_logprobs + r * jb->k;
     for (int64_t i = 0; i < jb->k; i++) {
@@ -660,4 +764,70 @@ ps_status ps_topk_compute(const ps_topk_params *params, const ps_logits *logits,
 ps_status ps_topk_reference(const ps_topk_params *params, const ps_logits *logits,
                             const ps_topk_out *out, ps_error *err) {
     return run(params, logits, out, err, true);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* KL divergence between two batches of rows                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const ps_logits *a, *b;
+    kernels kern;
+    float *kld;
+    _Atomic int64_t first_bad;
+} kld_job;
+
+static void kld_row(void *ctx, int64_t r, int32_t thread_index) {
+    (void)thread_index;
+    kld_job *jb = ctx;
+    const ps_logits *a = jb->a, *b = jb->b;
+    const void *ra = row_ptr(a, r), *rb = row_ptr(b, r);
+    row_sum sa = row_pass(jb->kern, ra, a->dtype, a->n_vocab, NULL, NULL);
+    row_sum sb = row_pass(jb->kern, rb, b->dtype, b->n_vocab, NULL, NULL);
+    if (sa.bad || sb.bad) {
+        int64_t cur = atomic_load(&jb->first_bad);
+        while (r < cur && !atomic_compare_exchange_weak(&jb->first_bad, &cur, r)) {
+        }
+        return;
+    }
+    jb->kld[r] = sa.lse == -INFINITY || sb.lse == -INFINITY
+                     ? NAN
+                     : (float)plogp_row(jb->kern, ra, rb, a->dtype, a->n_vocab, sa.lse, sb.lse);
+}
+
+ps_status ps_kld_compute(const ps_topk_params *params, const ps_logits *base,
+                         const ps_logits *other, float *kld, ps_error *err) {
+    ps_error_clear(err);
+    if (!params || !base || !other || (!kld && base->n_rows > 0))
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "kld: params, logits and kld are required");
+    ps_topk_out none;
+    memset(&none, 0, sizeof none);
+    ps_topk_params p0 = *params;
+    p0.k = 0;
+    ps_status st = validate(&p0, base, &none, err);
+    if (st == PS_OK) st = validate(&p0, other, &none, err);
+    if (st != PS_OK) return st;
+    if (base->n_rows != other->n_rows || base->n_vocab != other->n_vocab ||
+        base->dtype != other->dtype)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "kld: the two batches differ: %lld x %lld (dtype %d) against %lld x %lld "
+                       "(dtype %d)",
+                       (long long)base->n_rows, (long long)base->n_vocab, (int)base->dtype,
+                       (long long)other->n_rows, (long long)other->n_vocab, (int)other->dtype);
+    if (base->n_rows == 0) return PS_OK;
+    kld_job jb;
+    jb.a = base;
+    jb.b = other;
+    jb.kern = kernels_for(params->isa == PS_ISA_AUTO ? ps_isa_best() : params->isa);
+    jb.kld = kld;
+    atomic_init(&jb.first_bad, INT64_MAX);
+    ps_pool_for(base->n_rows == 1 ? NULL : params->pool, base->n_rows, kld_row, &jb);
+    int64_t bad = atomic_load(&jb.first_bad);
+    if (bad != INT64_MAX) {
+        st = nan_error(base, bad, err);
+        if (st == PS_ERR_NAN && err && strstr(err->message, "NaN or +inf logit")) /* not base */
+            return nan_error(other, bad, err);
+        return st;
+    }
+    return PS_OK;
 }

@@ -82,6 +82,33 @@ typedef float (*ps_fused_fn)(const void *row, ps_dtype dt, int64_t b0, int64_t n
 typedef void (*ps_expsum_fn)(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                              float *C);
 
+/* The statistics pass (entropy, KL divergence), after the lse is known. For every element x
+ * of `a` over the nb full blocks from b0, with l = x - lse_a (float32, the logprob), p =
+ * exp_canon(l) and lb = (b ? y - lse_b : 0) for the element y of `b` at the same index:
+ *   E[j] += (l < PS_EXP_LO ? 0 : p * (l - lb))      lane j, blocks in ascending order
+ * (so a -inf logit adds exactly 0). Entropy is -sum with b == NULL; KL(a || b) is the sum. The
+ * driver (topk.c) starts E at 0 per chunk of 64 blocks and adds it into double lane totals. */
+typedef void (*ps_plogp_fn)(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
+                            float lse_a, float lse_b, float *E);
+/* Counts over the nb full blocks from b0: *gt += #(x > v), *eq += #(x == v). */
+typedef void (*ps_count_fn)(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
+                            int64_t *gt, int64_t *eq);
+
+/* One term of the statistics pass, in scalar code (the SIMD kernels compute the same). */
+static inline float ps_plogp_term(float l, float lb) {
+    float p = ps_exp_canon(l);
+    return l < PS_EXP_LO ? 0.0f : p * (l - lb);
+}
+
+void ps_topk_plogp_avx2(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
+                        float lse_a, float lse_b, float *E);
+void ps_topk_count_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
+                        int64_t *gt, int64_t *eq);
+void ps_topk_plogp_avx512(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
+                          float lse_a, float lse_b, float *E);
+void ps_topk_count_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
+                          int64_t *gt, int64_t *eq);
+
 /* Bit j set when logit 64 * blk + j of `row` (a full block) is >= T. */
 typedef uint64_t (*ps_gemask_fn)(const void *row, ps_dtype dt, int64_t blk, float T);
 

@@ -130,7 +130,74 @@ PS_TARGET_AVX2 uint64_t ps_topk_gemask_avx2(const void *row, ps_dtype dt, int64_
     }
 }
 
+/* The statistics pass (topk.h ps_plogp_fn): lane 8q + j of E in accumulator q. */
+PS_T2_INLINE void plogp_dt(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
+                           float lse_a, float lse_b, float *E) {
+    const __m256 la = _mm256_set1_ps(lse_a), lb = _mm256_set1_ps(lse_b);
+    const __m256 lo = _mm256_set1_ps(PS_EXP_LO);
+    __m256 s[8];
+    for (int q = 0; q < 8; q++) s[q] = _mm256_loadu_ps(E + 8 * q);
+    for (int64_t blk = 0; blk < nb; blk++) {
+        int64_t i = (b0 + blk) * PS_TOPK_BLOCK;
+        for (int q = 0; q < 8; q++) {
+            __m256 l = _mm256_sub_ps(load8(a, dt, i + 8 * q), la);
+            __m256 d = b ? _mm256_sub_ps(l, _mm256_sub_ps(load8(b, dt, i + 8 * q), lb)) : l;
+            __m256 t = _mm256_mul_ps(exp8(l), d);
+            t = _mm256_andnot_ps(_mm256_cmp_ps(l, lo, _CMP_LT_OQ), t);
+            s[q] = _mm256_add_ps(s[q], t);
+        }
+    }
+    for (int q = 0; q < 8; q++) _mm256_storeu_ps(E + 8 * q, s[q]);
+}
+
+PS_TARGET_AVX2 void ps_topk_plogp_avx2(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
+                              float lse_a, float lse_b, float *E) {
+    switch (dt) {
+    case PS_DTYPE_F32: plogp_dt(a, b, PS_DTYPE_F32, b0, nb, lse_a, lse_b, E); break;
+    case PS_DTYPE_F16: plogp_dt(a, b, PS_DTYPE_F16, b0, nb, lse_a, lse_b, E); break;
+    default: plogp_dt(a, b, PS_DTYPE_BF16, b0, nb, lse_a, lse_b, E); break;
+    }
+}
+
+PS_T2_INLINE void count_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
+                           int64_t *gt, int64_t *eq) {
+    const __m256 vv = _mm256_set1_ps(v);
+    __m256i cg = _mm256_setzero_si256(), ce = _mm256_setzero_si256();
+    for (int64_t blk = 0; blk < nb; blk++) { /* at most 64 blocks: 512 per 32-bit lane */
+        int64_t i = (b0 + blk) * PS_TOPK_BLOCK;
+        for (int q = 0; q < 8; q++) {
+            __m256 x = load8(row, dt, i + 8 * q);
+            cg = _mm256_sub_epi32(cg, _mm256_castps_si256(_mm256_cmp_ps(x, vv, _CMP_GT_OQ)));
+            ce = _mm256_sub_epi32(ce, _mm256_castps_si256(_mm256_cmp_ps(x, vv, _CMP_EQ_OQ)));
+        }
+    }
+    int32_t g[8], e[8];
+    _mm256_storeu_si256((__m256i *)g, cg);
+    _mm256_storeu_si256((__m256i *)e, ce);
+    for (int j = 0; j < 8; j++) {
+        *gt += g[j];
+        *eq += e[j];
+    }
+}
+
+PS_TARGET_AVX2 void ps_topk_count_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
+                              int64_t *gt, int64_t *eq) {
+    switch (dt) {
+    case PS_DTYPE_F32: count_dt(row, PS_DTYPE_F32, b0, nb, v, gt, eq); break;
+    case PS_DTYPE_F16: count_dt(row, PS_DTYPE_F16, b0, nb, v, gt, eq); break;
+    default: count_dt(row, PS_DTYPE_BF16, b0, nb, v, gt, eq); break;
+    }
+}
+
 #else /* not x86-64: never dispatched (ps_isa_supported says no) */
+void ps_topk_plogp_avx2(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
+                        float lse_a, float lse_b, float *E) {
+    (void)a; (void)b; (void)dt; (void)b0; (void)nb; (void)lse_a; (void)lse_b; (void)E;
+}
+void ps_topk_count_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
+                        int64_t *gt, int64_t *eq) {
+    (void)row; (void)dt; (void)b0; (void)nb; (void)v; (void)gt; (void)eq;
+}
 float ps_topk_fused_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                          float *bm, float *C) {
     (void)row; (void)dt; (void)b0; (void)nb; (void)shift; (void)bm; (void)C;

@@ -206,7 +206,68 @@ PS_TARGET_AVX512 uint64_t ps_topk_gemask_avx512(const void *row, ps_dtype dt, in
     }
 }
 
+/* The statistics pass (topk.h ps_plogp_fn): lane 16q + j of E in accumulator q. */
+PS_T512_INLINE void plogp_dt(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
+                             float lse_a, float lse_b, float *E) {
+    const __m512 la = _mm512_set1_ps(lse_a), lb = _mm512_set1_ps(lse_b);
+    const __m512 lo = _mm512_set1_ps(PS_EXP_LO);
+    __m512 s[4];
+    for (int q = 0; q < 4; q++) s[q] = _mm512_loadu_ps(E + 16 * q);
+    for (int64_t blk = 0; blk < nb; blk++) {
+        int64_t i = (b0 + blk) * PS_TOPK_BLOCK;
+        for (int q = 0; q < 4; q++) {
+            __m512 l = _mm512_sub_ps(load16(a, dt, i + 16 * q), la);
+            __m512 d = b ? _mm512_sub_ps(l, _mm512_sub_ps(load16(b, dt, i + 16 * q), lb)) : l;
+            __mmask16 keep = _mm512_cmp_ps_mask(l, lo, _CMP_NLT_UQ);
+            s[q] = _mm512_add_ps(s[q], _mm512_maskz_mul_ps(keep, exp16(l), d));
+        }
+    }
+    for (int q = 0; q < 4; q++) _mm512_storeu_ps(E + 16 * q, s[q]);
+}
+
+PS_TARGET_AVX512 void ps_topk_plogp_avx512(const void *a, const void *b, ps_dtype dt, int64_t b0,
+                                  int64_t nb, float lse_a, float lse_b, float *E) {
+    switch (dt) {
+    case PS_DTYPE_F32: plogp_dt(a, b, PS_DTYPE_F32, b0, nb, lse_a, lse_b, E); break;
+    case PS_DTYPE_F16: plogp_dt(a, b, PS_DTYPE_F16, b0, nb, lse_a, lse_b, E); break;
+    default: plogp_dt(a, b, PS_DTYPE_BF16, b0, nb, lse_a, lse_b, E); break;
+    }
+}
+
+PS_T512_INLINE void count_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
+                             int64_t *gt, int64_t *eq) {
+    const __m512 vv = _mm512_set1_ps(v);
+    int64_t g = 0, e = 0;
+    for (int64_t blk = 0; blk < nb; blk++) {
+        int64_t i = (b0 + blk) * PS_TOPK_BLOCK;
+        for (int q = 0; q < 4; q++) {
+            __m512 x = load16(row, dt, i + 16 * q);
+            g += __builtin_popcount(_mm512_cmp_ps_mask(x, vv, _CMP_GT_OQ));
+            e += __builtin_popcount(_mm512_cmp_ps_mask(x, vv, _CMP_EQ_OQ));
+        }
+    }
+    *gt += g;
+    *eq += e;
+}
+
+PS_TARGET_AVX512 void ps_topk_count_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
+                                  int64_t *gt, int64_t *eq) {
+    switch (dt) {
+    case PS_DTYPE_F32: count_dt(row, PS_DTYPE_F32, b0, nb, v, gt, eq); break;
+    case PS_DTYPE_F16: count_dt(row, PS_DTYPE_F16, b0, nb, v, gt, eq); break;
+    default: count_dt(row, PS_DTYPE_BF16, b0, nb, v, gt, eq); break;
+    }
+}
+
 #else /* not x86-64: never dispatched (ps_isa_supported says no) */
+void ps_topk_plogp_avx512(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
+                          float lse_a, float lse_b, float *E) {
+    (void)a; (void)b; (void)dt; (void)b0; (void)nb; (void)lse_a; (void)lse_b; (void)E;
+}
+void ps_topk_count_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
+                          int64_t *gt, int64_t *eq) {
+    (void)row; (void)dt; (void)b0; (void)nb; (void)v; (void)gt; (void)eq;
+}
 float ps_topk_fused_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float shift,
                            float *bm, float *C) {
     (void)row; (void)dt; (void)b0; (void)nb; (void)shift; (void)bm; (void)C;

@@ -11,8 +11,9 @@
  *   state: for models with recurrent layers, the conv and delta-rule state after bB + B - 1
  *          positions (the point a restore resumes from: the block's last position is always
  *          recomputed), else NULL
- *   the answers of its positions: logprob (B) and top-K ids / logprobs (B x k); position 0's
- *          are NaN / -1 as in a result
+ *   the answers of its positions: logprob (B), entropy and rank (B; a score that uses the
+ *          cache always computes them) and top-K ids / logprobs (B x k); position 0's are
+ *          NaN / -1 / 0 as in a result
  * kv, state and ids never change once a block is in the index; the answers may be replaced by
  * a larger K, so they are read under the cache's lock (ps_pcache_read_entries).
  */
@@ -36,6 +37,8 @@ struct ps_pc_block {
     float *state;             /* state_floats | NULL */
     int32_t k;                /* top-K stored */
     float *lp;                /* B */
+    float *ent;               /* B: entropy of each position's distribution */
+    int32_t *rank;            /* B: rank of each position's token */
     int32_t *top_ids;         /* B * k */
     float *top_lp;            /* B * k */
     size_t bytes;             /* what this block holds, counted against the budget */
@@ -62,9 +65,11 @@ int32_t ps_pcache_acquire(ps_prefix_cache *c, uint64_t cfg, const int32_t *ids, 
 void ps_pcache_release(ps_prefix_cache *c, ps_pc_block **blocks, int32_t m);
 
 /* Copies positions [from, from + count) of block b (0 <= from, from + count <= B) answers at
- * top-K k (<= b->k): logprob, then k ids and logprobs per position, into lp, top_ids, top_lp. */
+ * top-K k (<= b->k): logprob, then k ids and logprobs per position, into lp, top_ids, top_lp,
+ * and entropy and rank into ent and rank (each may be NULL: not copied). */
 void ps_pcache_read_entries(ps_prefix_cache *c, const ps_pc_block *b, int32_t from,
-                            int32_t count, int32_t k, float *lp, int32_t *top_ids, float *top_lp);
+                            int32_t count, int32_t k, float *lp, int32_t *top_ids, float *top_lp,
+                            float *ent, int32_t *rank);
 
 /* A new block for answers of top-K k and K/V elements of kv_elt (4 or 2) bytes, outside the
  * index, its bytes reserved against the budget (giving back idle payloads of other sizes, then

@@ -23,6 +23,12 @@
  * on 1 or 2 threads give bitwise identical scores for a 2*256+17-token prompt, because the
  * forward kernels compute each row alone.
  * The chunk stays part of a score's definition so that a future batched kernel may differ.
+ *
+ * params.stats adds each row's entropy and rank (the kernel's ps_topk_out.entropy / .rank); a
+ * score with a prefix cache computes them always, so that every cached block holds them.
+ * params.compare forwards a second session over the same chunk into its own logits buffer
+ * right after the base's; compare_rows then takes the other model's logprobs and top-1 (the
+ * kernel with k = 1) and ps_kld_compute over the chunk's rows.
  */
 #include "score/score.h"
 #include "base/impl.h"
@@ -59,6 +65,11 @@ void ps_score_result_free(ps_score_result *r) {
     ps_free(r->logprobs);
     ps_free(r->top_ids);
     ps_free(r->top_logprobs);
+    ps_free(r->entropy);
+    ps_free(r->rank);
+    ps_free(r->kld);
+    ps_free(r->same_top1);
+    ps_free(r->dp);
     ps_free(r);
 }
 
@@ -163,6 +174,32 @@ static ps_status check_params(const ps_session *s, const int32_t *tokens, int32_
     if (p->cache && ps_pcache_model(p->cache) != s->model)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1,
                        "the prefix cache belongs to another model than the session's");
+    if (p->compare) {
+        const ps_session *o = p->compare;
+        if (o->model->hp.n_vocab != s->model->hp.n_vocab)
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "compare: the vocabularies differ: %d tokens (base) against %d "
+                           "(compared model)", s->model->hp.n_vocab, o->model->hp.n_vocab);
+        if (o == s)
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "compare: the compared session must be another session than the "
+                           "base's (it may hold the same model)");
+        if (p->cache)
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "compare does not combine with a prefix cache");
+        if (p->max_tokens > 0)
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "compare scores the prompt only: max_tokens must be 0, got %d",
+                           p->max_tokens);
+        if (p->chunk > o->n_batch)
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "chunk %d exceeds the compared session's n_batch %d", p->chunk,
+                           o->n_batch);
+        if (n_tokens > o->n_ctx)
+            return ps_fail(err, PS_ERR_CONTEXT, -1,
+                           "%d prompt tokens exceed the compared session's context length %d",
+                           n_tokens, o->n_ctx);
+    }
     if (p->chunk < 1 || p->chunk > s->n_batch)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1,
                        "chunk must be in 1..%d (the session's n_batch), got %d", s->n_batch,
@@ -198,8 +235,9 @@ static ps_status check_params(const ps_session *s, const int32_t *tokens, int32_
     return PS_OK;
 }
 
-/* Allocates a result for up to cap entries of k alternatives. NULL on allocation failure. */
-static ps_score_result *result_new(int32_t cap, int32_t k) {
+/* Allocates a result for up to cap entries of k alternatives, with the entropy and rank
+ * arrays when stats, the comparison's when compare. NULL on allocation failure. */
+static ps_score_result *result_new(int32_t cap, int32_t k, bool stats, bool compare) {
     ps_score_result *r = ps_calloc(1, sizeof *r);
     if (!r) return NULL;
     uint64_t nk;
@@ -212,7 +250,17 @@ static ps_score_result *result_new(int32_t cap, int32_t k) {
     r->logprobs = ps_malloc((size_t)cap * sizeof *r->logprobs);
     r->top_ids = ps_malloc(nk ? (size_t)nk * sizeof *r->top_ids : 1);
     r->top_logprobs = ps_malloc(nk ? (size_t)nk * sizeof *r->top_logprobs : 1);
-    if (!r->tokens || !r->logprobs || !r->top_ids || !r->top_logprobs) {
+    if (stats) {
+        r->entropy = ps_malloc((size_t)cap * sizeof *r->entropy);
+        r->rank = ps_malloc((size_t)cap * sizeof *r->rank);
+    }
+    if (compare) {
+        r->kld = ps_malloc((size_t)cap * sizeof *r->kld);
+        r->same_top1 = ps_malloc((size_t)cap * sizeof *r->same_top1);
+        r->dp = ps_malloc((size_t)cap * sizeof *r->dp);
+    }
+    if (!r->tokens || !r->logprobs || !r->top_ids || !r->top_logprobs ||
+        (stats && (!r->entropy || !r->rank)) || (compare && (!r->kld || !r->same_top1 || !r->dp))) {
         ps_score_result_free(r);
         return NULL;
     }
@@ -236,7 +284,9 @@ static ps_status topk_rows(const ps_session *s, const ps_score_params *p, const 
     ps_topk_out out = {.lse = NULL,
                        .target_logprob = r->logprobs + entry0,
                        .top_ids = p->k ? r->top_ids + (size_t)entry0 * (size_t)p->k : NULL,
-                       .top_logprobs = p->k ? r->top_logprobs + (size_t)entry0 * (size_t)p->k : NULL};
+                       .top_logprobs = p->k ? r->top_logprobs + (size_t)entry0 * (size_t)p->k : NULL,
+                       .entropy = r->entropy ? r->entropy + entry0 : NULL,
+                       .rank = r->rank ? r->rank + entry0 : NULL};
     ps_error e;
     ps_error_clear(&e);
     ps_status st = ps_topk_compute(&tp, &lg, &out, &e);
@@ -255,6 +305,47 @@ static ps_status topk_rows(const ps_session *s, const ps_score_params *p, const 
     if (st != PS_OK)
         return ps_fail(err, st, -1, "scoring positions %d..%d: %s", pos0, pos0 + n_rows - 1,
                        e.message);
+    return PS_OK;
+}
+
+/* The comparison of n_rows rows (entries [entry0, entry0 + n_rows) of r, whose logprobs and
+ * top-K are written already): base and other are the two models' logits of the same
+ * positions. kld = KL(base || other) over the whole vocabulary (ps_kld_compute), same_top1
+ * from the two top-1 ids (ties by ascending id), dp = p_other - p_base of the scored token,
+ * from the float32 logprobs in double. */
+static ps_status compare_rows(const ps_session *s, const ps_score_params *p, const float *base,
+                              const float *other, int32_t n_rows, const int32_t *targets,
+                              ps_score_result *r, int32_t entry0, int32_t pos0, ps_error *err) {
+    const int32_t n_vocab = s->model->hp.n_vocab;
+    int32_t top_o[PS_CHUNK], top_b[PS_CHUNK];
+    float lp_o[PS_CHUNK], tl_o[PS_CHUNK], tl_b[PS_CHUNK];
+    assert(n_rows <= PS_CHUNK);
+    ps_topk_params tp = ps_topk_default_params();
+    tp.k = 1;
+    tp.pool = s->pool;
+    ps_logits lo = {.data = other, .dtype = PS_DTYPE_F32, .n_rows = n_rows, .n_vocab = n_vocab,
+                    .row_stride = n_vocab, .targets = targets};
+    ps_logits lb = lo;
+    lb.data = base;
+    ps_topk_out oo = {.target_logprob = lp_o, .top_ids = top_o, .top_logprobs = tl_o};
+    ps_error e;
+    ps_error_clear(&e);
+    ps_status st = ps_topk_compute(&tp, &lo, &oo, &e);
+    if (st == PS_OK && p->k == 0) { /* the base's top-1 (with k >= 1 the result has it) */
+        lb.targets = NULL;
+        ps_topk_out ob = {.top_ids = top_b, .top_logprobs = tl_b};
+        st = ps_topk_compute(&tp, &lb, &ob, &e);
+    }
+    if (st == PS_OK) st = ps_kld_compute(&tp, &lb, &lo, r->kld + entry0, &e);
+    if (st != PS_OK)
+        return ps_fail(err, st, -1, "comparing positions %d..%d: %s", pos0, pos0 + n_rows - 1,
+                       e.message);
+    for (int32_t j = 0; j < n_rows; j++) {
+        const int32_t i = entry0 + j;
+        const int32_t tb = p->k ? r->top_ids[(size_t)i * (size_t)p->k] : top_b[j];
+        r->same_top1[i] = tb == top_o[j];
+        r->dp[i] = (float)(exp((double)lp_o[j]) - exp((double)r->logprobs[i]));
+    }
     return PS_OK;
 }
 
@@ -291,10 +382,26 @@ static void result_start(ps_score_result *r, const int32_t *tokens, int32_t n_to
     r->n_prompt = n_tokens;
     memcpy(r->tokens, tokens, (size_t)n_tokens * sizeof *tokens);
     r->logprobs[0] = NAN;
+    if (r->entropy) r->entropy[0] = NAN;
+    if (r->rank) r->rank[0] = 0;
+    if (r->kld) {
+        r->kld[0] = NAN;
+        r->same_top1[0] = -1;
+        r->dp[0] = NAN;
+    }
     for (int32_t j = 0; j < k; j++) {
         r->top_ids[j] = -1;
         r->top_logprobs[j] = NAN;
     }
+}
+
+/* Drops the statistics a score computed only for its prefix cache (not asked for). */
+static void result_finish(ps_score_result *r, const ps_score_params *p) {
+    if (p->stats) return;
+    ps_free(r->entropy);
+    ps_free(r->rank);
+    r->entropy = NULL;
+    r->rank = NULL;
 }
 
 /* Generation after the prompt (p->max_tokens > 0) on sequence q, whose n_past is the prompt's
@@ -486,6 +593,8 @@ static void cache_insert(cache_run *cr, const int32_t *tokens, const ps_score_re
         const size_t p0 = (size_t)(cr->m + i) * (size_t)B;
         memcpy(blk->ids, tokens + p0, (size_t)B * sizeof *blk->ids);
         memcpy(blk->lp, r->logprobs + p0, (size_t)B * sizeof *blk->lp);
+        memcpy(blk->ent, r->entropy + p0, (size_t)B * sizeof *blk->ent);
+        memcpy(blk->rank, r->rank + p0, (size_t)B * sizeof *blk->rank);
         memcpy(blk->top_ids, r->top_ids + p0 * (size_t)k, (size_t)B * (size_t)k * sizeof(int32_t));
         memcpy(blk->top_lp, r->top_logprobs + p0 * (size_t)k, (size_t)B * (size_t)k * sizeof(float));
     }
@@ -545,7 +654,8 @@ static ps_status cache_begin(cache_run *cr, ps_prefix_cache *c, const ps_session
         const int32_t from = i == 0 ? 1 : 0;
         const size_t e = (size_t)i * (size_t)cr->B + (size_t)from;
         ps_pcache_read_entries(c, cr->held[i], from, cr->B - from, k, r->logprobs + e,
-                               r->top_ids + e * (size_t)k, r->top_logprobs + e * (size_t)k);
+                               r->top_ids + e * (size_t)k, r->top_logprobs + e * (size_t)k,
+                               r->entropy + e, r->rank + e);
     }
     *start = cr->m * cr->B - 1;
     return PS_OK;
@@ -564,10 +674,13 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
     const int32_t chunk = p->chunk, k = p->k;
     cache_run cr;
     memset(&cr, 0, sizeof cr);
-    ps_score_result *r = result_new(n_tokens + p->max_tokens, k);
+    /* a score with a cache computes entropy and rank even unasked: its blocks hold them */
+    ps_score_result *r = result_new(n_tokens + p->max_tokens, k, p->stats || p->cache,
+                                    p->compare != NULL);
     float *logits = ps_session_logits(s, (size_t)chunk);
+    float *cmp_logits = p->compare ? ps_session_logits(p->compare, (size_t)chunk) : NULL;
     int32_t *targets = ps_malloc((size_t)chunk * sizeof *targets);
-    if (!r || !logits || !targets) {
+    if (!r || !logits || !targets || (p->compare && !cmp_logits)) {
         st = ps_fail(err, PS_ERR_NOMEM, -1,
                      "out of memory for the results of %d positions (k %d) and a %d x %d "
                      "logits buffer", n_tokens + p->max_tokens, k, chunk, n_vocab);
@@ -576,6 +689,7 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
     result_start(r, tokens, n_tokens, k);
 
     ps_session_reset(s);
+    if (p->compare) ps_session_reset(p->compare);
     /* with a cache: positions [0, start) come from it (restored into the sequence, their
      * entries copied), the rest is computed, calls ending where the cache must capture */
     int32_t start = 0;
@@ -594,6 +708,15 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
         n = PS_MIN(n, cache_split(&cr, p0, n_tokens) - p0);
         st = ps_session_forward(s, tokens + p0, n, logits, err);
         if (st != PS_OK) goto fail;
+        if (p->compare) { /* the compared model on the same positions */
+            ps_error e;
+            ps_error_clear(&e);
+            st = ps_session_forward(p->compare, tokens + p0, n, cmp_logits, &e);
+            if (st != PS_OK) {
+                st = ps_fail(err, st, -1, "the compared model: %s", e.message);
+                goto fail;
+            }
+        }
         last_rows = n;
         /* rows whose next token is in the prompt: all but the very last prompt row */
         int32_t m = p0 + n < n_tokens ? n : n - 1;
@@ -601,6 +724,10 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
             for (int32_t j = 0; j < m; j++) targets[j] = tokens[p0 + j + 1];
             st = topk_rows(s, p, logits, m, targets, r, p0 + 1, p0, err);
             if (st != PS_OK) goto fail;
+            if (p->compare) {
+                st = compare_rows(s, p, logits, cmp_logits, m, targets, r, p0 + 1, p0, err);
+                if (st != PS_OK) goto fail;
+            }
         }
         st = cache_after_forward(&cr, s->seq, k, err);
         if (st != PS_OK) goto fail;
@@ -621,6 +748,7 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
                       logits, r, err);
         if (st != PS_OK) goto fail;
     }
+    result_finish(r, p);
     *out = r;
     r = NULL;
     st = PS_OK;
@@ -692,6 +820,10 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
             snprintf(msg, sizeof msg, "%s", err ? err->message : "");
             return ps_fail(err, st, -1, "prompt %d: %s", (int)i, msg);
         }
+        if (p->compare)
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "prompt %d: compare is done by ps_score_tokens, one prompt at a time",
+                           (int)i);
         rows = PS_MIN(rows, p->chunk);
     }
     if (max_seqs < 1 || max_seqs > rows) max_seqs = rows;
@@ -711,7 +843,8 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
     }
     for (int32_t i = 0; i < n_prompts; i++) {
         it[i].p = prompts[i].params ? prompts[i].params : &defaults;
-        results[i] = result_new(prompts[i].n_tokens + it[i].p->max_tokens, it[i].p->k);
+        results[i] = result_new(prompts[i].n_tokens + it[i].p->max_tokens, it[i].p->k,
+                                it[i].p->stats || it[i].p->cache, false);
         if (!results[i]) {
             st = ps_fail(err, PS_ERR_NOMEM, -1,
                          "out of memory for the results of prompt %d (%d positions, k %d)", i,
@@ -806,6 +939,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
                               logits + (size_t)(row0 - 1) * (size_t)n_vocab, gen_logits, r, err);
                 if (st != PS_OK) goto fail;
             }
+            result_finish(r, it[i].p);
             it[i].done = true;
         }
     }
@@ -822,4 +956,41 @@ fail:
     ps_free(targets);
     ps_free(it);
     return st;
+}
+
+/* ---- comparing two models' vocabularies --------------------------------------------------- */
+
+/* The first 40 bytes of a token's text, printable ASCII kept, the rest as \xNN. */
+static void escape_token(const char *b, size_t len, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < len && i < 40 && o + 5 < cap; i++) {
+        unsigned char c = (unsigned char)b[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') out[o++] = (char)c;
+        else o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+    }
+    out[o] = 0;
+}
+
+ps_status ps_vocab_same(const ps_vocab *a, const ps_vocab *b, ps_error *err) {
+    ps_error_clear(err);
+    if (!a || !b) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "vocab_same: NULL vocabulary");
+    const int32_t na = ps_vocab_n_tokens(a), nb = ps_vocab_n_tokens(b);
+    if (na != nb)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "the vocabularies differ in size: %d tokens against %d", na, nb);
+    for (int32_t i = 0; i < na; i++) {
+        const char *ba = NULL, *bb = NULL;
+        size_t la = 0, lb = 0;
+        ps_vocab_token_bytes(a, i, &ba, &la);
+        ps_vocab_token_bytes(b, i, &bb, &lb);
+        if (la != lb || (la && memcmp(ba, bb, la) != 0)) {
+            char ea[200], eb[200];
+            escape_token(ba, la, ea, sizeof ea);
+            escape_token(bb, lb, eb, sizeof eb);
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "the vocabularies differ at token %d: \"%s\" against \"%s\" (%d "
+                           "tokens each)", i, ea, eb, na);
+        }
+    }
+    return PS_OK;
 }

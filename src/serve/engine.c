@@ -55,6 +55,7 @@ typedef struct {
     pthread_t thread;
     ps_pool *pool;
     ps_session *session;
+    ps_session *compare;  /* a session of ps_engine_params.compare, or NULL */
     bool started;
 } worker;
 
@@ -141,14 +142,16 @@ static int32_t take_group(ps_engine *e, const worker *w, group_item *g, int32_t 
     return n;
 }
 
-/* The scorer's parameters for a prompt of job j: the job's, with the engine's chunk, cancel
- * flag and cache. */
-static ps_score_params job_params(const ps_engine *e, ps_engine_job *j) {
+/* The scorer's parameters for a prompt of job j on worker w: the job's, with the engine's
+ * chunk, cancel flag and cache, and the worker's session of the compared model. */
+static ps_score_params job_params(const worker *w, ps_engine_job *j) {
+    const ps_engine *e = w->engine;
     ps_score_params p = j->params;
     p.chunk = e->p.chunk;
     p.cancel = job_cancelled;
     p.cancel_ctx = j;
     p.cache = e->p.cache;
+    p.compare = w->compare;
     return p;
 }
 
@@ -162,7 +165,7 @@ static ps_status score_one(worker *w, ps_engine_job *j, int32_t i, bool hold,
 #ifdef PS_TESTING
     if (hold) ps_test_hold_wait(&w->engine->p.hold);
 #endif
-    ps_score_params p = job_params(w->engine, j);
+    ps_score_params p = job_params(w, j);
     return ps_score_tokens(w->session, j->prompts[i].ids, j->prompts[i].n, &p, res, err);
 }
 
@@ -210,7 +213,7 @@ static void score_group(worker *w, const group_item *g, int32_t n) {
     ps_error err;
     ps_error_clear(&err);
     for (int32_t k = 0; k < n; k++) {
-        if (n == 1 || m == PS_CHUNK || job_cancelled(g[k].job)) {
+        if (n == 1 || m == PS_CHUNK || job_cancelled(g[k].job) || w->compare) {
             ps_score_result *one;
             ps_status st = score_one(w, g[k].job, g[k].prompt, true, &one, &err);
             record(e, &g[k], st, one, &err);
@@ -220,7 +223,7 @@ static void score_group(worker *w, const group_item *g, int32_t n) {
         ps_test_hold_wait(&e->p.hold);
 #endif
         run[m] = g[k];
-        params[m] = job_params(e, g[k].job);
+        params[m] = job_params(w, g[k].job);
         const job_prompt *pr = &g[k].job->prompts[g[k].prompt];
         prompts[m] = (ps_score_prompt){pr->ids, pr->n, NULL};
         m++;
@@ -271,6 +274,7 @@ static void stop_workers(ps_engine *e) {
         worker *w = &e->workers[i];
         if (w->started) pthread_join(w->thread, NULL);
         ps_session_free(w->session);
+        ps_session_free(w->compare);
         ps_pool_free(w->pool);
     }
     ps_free(e->workers);
@@ -354,6 +358,10 @@ static ps_status start_workers(ps_engine *e, const ps_model *model, const ps_eng
         sp.n_batch = p.chunk;
         st = ps_session_create(model, &sp, &w->session, err);
         if (st != PS_OK) return st;
+        if (p.compare) {
+            st = ps_session_create(p.compare, &sp, &w->compare, err);
+            if (st != PS_OK) return st;
+        }
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             return ps_fail(err, PS_ERR_NOMEM, -1, "cannot start engine worker %d", (int)i);
         }

@@ -40,6 +40,11 @@ typedef struct {
     ps_kv_type kv_type; /* the sessions' K/V cache type; default PS_KV_F32 */
     ps_prefix_cache *cache; /* the prefix cache the workers share (it outlives the engine);
                              * NULL = none (the default) */
+    const ps_model *compare; /* a second model (same vocabulary; it outlives the engine): each
+                              * worker also holds a session of it (its n_ctx the model's), and
+                              * every prompt is compared with it (ps_score_params.compare),
+                              * one prompt at a time; NULL = none (the default). Needs no
+                              * cache and no generation */
 #ifdef PS_TESTING
     ps_test_hold hold;  /* test builds only (testhooks.h): each worker announces and waits
                          * before a prompt; {-1, -1} (the default) = off */

@@ -248,5 +248,18 @@ void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req 
     ps_json_f64(b, mean);
     ps_buf_puts(b, ",\"perplexity\":");
     ps_json_f64(b, exp(-mean));
+    if (r->kld) { /* the comparison's totals over the prompt's scored positions */
+        double kl = 0.0;
+        int64_t same = 0;
+        for (int32_t i = 1; i < r->n_prompt; i++) {
+            kl += (double)r->kld[i];
+            same += r->same_top1[i] == 1;
+        }
+        const int32_t m = r->n_prompt - 1;
+        ps_buf_puts(b, ",\"kld_mean\":");
+        ps_json_f64(b, m > 0 ? kl / m : NAN);
+        ps_buf_puts(b, ",\"same_top1_pct\":");
+        ps_json_f64(b, m > 0 ? 100.0 * (double)same / m : NAN);
+    }
     ps_buf_printf(b, ",\"n_tokens\":%d}\n", (int)r->n_prompt);
 }

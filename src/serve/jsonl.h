@@ -75,7 +75,9 @@ void ps_jsonl_req_free(ps_jsonl_req *req);
 void ps_jsonl_write_error(ps_buf *b, const ps_jsonl_req *req);
 /* Appends the result line for req scored as r (prompt entries only), newline included:
  * mean_logprob = sum_logprob / (n_tokens - 1) and perplexity = exp(-mean_logprob) (both null
- * for a one-token prompt, which has nothing scored). */
+ * for a one-token prompt, which has nothing scored). A compared score (ps_score_params.compare)
+ * adds kld_mean (the mean of kld over the scored positions) and same_top1_pct (the share of
+ * them with the same top-1, in percent) before n_tokens. */
 void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req *req,
                            const ps_score_result *r);
 

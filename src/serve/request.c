@@ -410,11 +410,15 @@ ps_score_params ps_completion_score_params(const ps_completion_req *req, uint64_
     p.seed = seed;
     p.stop = (const char *const *)req->stop;
     p.n_stop = req->n_stop;
+    p.stats = req->stats;
     return p;
 }
 
 int64_t ps_completion_estimate(const ps_completion_req *r) {
     int64_t per_lp = r->logprobs >= 0 ? 48 + 56 * ((int64_t)r->logprobs + 1) : 0;
+    /* "stats": entropy (up to 16 bytes) and rank (up to 11); a compared server adds kld, dp
+     * and same_top1 (about 40 more), which the 16 per entry below leaves room for */
+    if (r->logprobs >= 0 && r->stats) per_lp += 28;
     int64_t entries = r->prompt_tokens + (int64_t)r->n_prompts * r->max_tokens;
     int64_t with_values = entries; /* entries before logprobs_from carry no values */
     if (r->logprobs_from > 0 && r->prompts) {
@@ -443,7 +447,8 @@ void ps_completion_req_free(ps_completion_req *r) {
 static bool server_fields(json_t *root, const ps_req_limits *lim, ps_completion_req *r,
                           ps_req_error *e) {
     return check_model(root, lim, e) && check_unsupported(root, e) &&
-           get_bool(root, "echo", false, &r->echo, e);
+           get_bool(root, "echo", false, &r->echo, e) &&
+           get_bool(root, "stats", false, &r->stats, e);
 }
 
 bool ps_request_from_json(json_t *root, const ps_req_limits *lim, ps_completion_req *out,

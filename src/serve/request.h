@@ -84,6 +84,8 @@ typedef struct {
     char **stop;             /* n_stop non-empty strings, owned */
     int32_t n_stop;
     int64_t prompt_tokens;   /* sum of the prompts' lengths */
+    bool stats;              /* "stats": true adds entropy and rank to the logprobs object
+                                (default false) */
 } ps_completion_req;
 
 /* Validates the object root against lim into *out (free with ps_completion_req_free). Returns

@@ -75,6 +75,7 @@ struct ps_server {
     const ps_model *model;
     const ps_vocab *vocab;
     ps_model_info info;
+    char compare_file[128]; /* the compared model's file name, "" when none */
     ps_req_limits limits;
     ps_engine *engine;          /* admission slots (--queue), the line, the workers */
     pthread_mutex_t mu;         /* guards the three below */
@@ -556,9 +557,14 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
         ps_json_str(&b, s->info.arch, strlen(s->info.arch));
         ps_buf_puts(&b, ",\"weight_type\":");
         ps_json_str(&b, s->info.weight_type, strlen(s->info.weight_type));
-        ps_buf_printf(&b, ",\"n_params\":%lld,\"n_vocab\":%d,\"n_ctx_train\":%d,\"size\":%lld}}]}",
+        ps_buf_printf(&b, ",\"n_params\":%lld,\"n_vocab\":%d,\"n_ctx_train\":%d,\"size\":%lld",
                       (long long)s->info.n_params, (int)s->info.n_vocab, (int)s->info.n_ctx_train,
                       (long long)s->info.file_bytes);
+        if (s->compare_file[0]) { /* served with a compared model: the page offers KLD */
+            ps_buf_puts(&b, ",\"compare\":");
+            ps_json_str(&b, s->compare_file, strlen(s->compare_file));
+        }
+        ps_buf_puts(&b, "}}]}");
         return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
     case R_HEALTH:
         ps_buf_puts(&b, "{\"status\":\"ok\"}");
@@ -1050,6 +1056,11 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     s->model = model;
     s->vocab = ps_model_vocab(model);
     s->info = info;
+    if (cfg.compare) {
+        ps_model_info ci;
+        ps_model_get_info(cfg.compare, &ci);
+        snprintf(s->compare_file, sizeof s->compare_file, "%s", ci.file);
+    }
     snprintf(s->name, sizeof s->name, "%s", cfg.name && *cfg.name ? cfg.name : info.name);
     s->limits.model_name = s->name;
     s->limits.vocab = s->vocab;
@@ -1066,6 +1077,7 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     ep.queue = cfg.queue;
     ep.max_seqs = cfg.max_seqs;
     ep.cache = cfg.cache;
+    ep.compare = cfg.compare;
     ep.act = cfg.act;
     ep.kv_type = cfg.kv_type;
 #ifdef PS_TESTING

@@ -40,6 +40,11 @@ typedef struct {
     ps_kv_type kv_type;      /* the workers' K/V cache type; default PS_KV_F32 */
     ps_prefix_cache *cache;  /* the prefix cache the workers share (it outlives the server);
                               * NULL = none (the default) */
+    const ps_model *compare; /* a second model with the same vocabulary (it outlives the
+                              * server): every prompt is also run through it and the logprobs
+                              * object gets kld, same_top1 and dp (ps_score_params.compare;
+                              * requests must then have max_tokens 0, and there is no prefix
+                              * cache); /v1/models names it in meta.compare. NULL = none */
     /* who may ask (server_guard.h); docs/api.md "Access" */
     const char *api_key;       /* NULL = none; else every route but /health and / needs
                                 * "Authorization: Bearer KEY" */

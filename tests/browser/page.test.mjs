@@ -161,7 +161,7 @@ async function main() {
         // ---- 2. type, choose K, click Score ----
         await page.fill("#prompt", PROMPT);
         await page.selectOption("#k", String(K));
-        const want = await direct(base, { prompt: PROMPT, echo: true, max_tokens: 0, logprobs: K, add_special_tokens: true });
+        const want = await direct(base, { prompt: PROMPT, echo: true, max_tokens: 0, logprobs: K, add_special_tokens: true, stats: true });
         check(want.status === 200, "direct /v1/completions answers 200", JSON.stringify(want.json).slice(0, 300));
         const wl = want.json.choices[0].logprobs;
         await page.click("#score");
@@ -221,13 +221,15 @@ async function main() {
         await page.selectOption("#colorby", "rank");
         const rankBg = await bgs();
         let rankOk = 0;
+        // the page asks for "stats": the exact rank in the whole vocabulary, on a log scale
+        check(Array.isArray(wl.rank) && Array.isArray(wl.entropy), "the page asks for stats (rank, entropy)", Object.keys(wl).join(","));
         wl.token_logprobs.forEach((v, i) => {
             if (v === null) return;
             const at = wl.top_ids[i].findIndex((r) => r[0] === wl.token_ids[i]);
-            const want = at === 0 ? BRIGHT : at < 0 || at >= K ? DARK : null;
-            if (want ? rankBg[i] === want : rankBg[i] !== BRIGHT && rankBg[i] !== DARK) rankOk++;
+            if (at >= 0 && wl.rank[i] !== at + 1) return; // the rank must agree with top_ids
+            if (wl.rank[i] === 1 ? rankBg[i] === BRIGHT : rankBg[i] !== BRIGHT) rankOk++;
         });
-        check(rankOk === scoredN, "colour by rank: rank 1 brightest, outside the top K darkest", `${rankOk}/${scoredN}`);
+        check(rankOk === scoredN, "colour by rank: rank 1 brightest, every other rank darker; rank agrees with top_ids", `${rankOk}/${scoredN}`);
         check((await page.textContent("#ticks")).includes("rank 1"), "the legend follows the colour mode", await page.textContent("#ticks"));
         await page.selectOption("#colorby", "quantile");
         const qBg = await bgs();
@@ -268,8 +270,7 @@ async function main() {
         const lpShown = wl.token_logprobs[hi2].toFixed(4).replace("-", "−");
         check(tip.text.includes(lpShown), "hover shows the logprob", `${lpShown} in ${tip.text.slice(0, 200)}`);
         check(tip.text.includes(`id ${wl.token_ids[hi2]}`), "hover shows the token id");
-        const rank = wl.top_ids[hi2].findIndex((r) => r[0] === wl.token_ids[hi2]) + 1;
-        if (rank >= 1 && rank <= K) check(tip.text.includes(`${rank} of all tokens`), "hover shows the rank", tip.text.slice(0, 200));
+        check(tip.text.includes(`${wl.rank[hi2]} of `), "hover shows the exact rank", tip.text.slice(0, 200));
         await page.screenshot({ path: path.join(OUT, "page-hover.png") });
         // the alternatives' texts: every row's text equals the top_logprobs key with its value, or a prompt token of that id
         const rowTexts = await page.$$eval("#tip tbody tr:not(.gap) td.txt", (tds) => tds.map((td) => td.textContent));
@@ -309,7 +310,7 @@ async function main() {
         await page.fill("#prompt", "The cat sat.");
         await page.focus("#prompt");
         await page.keyboard.press("Control+Enter");
-        const want2 = await direct(base, { prompt: "The cat sat.", echo: true, max_tokens: 0, logprobs: K, add_special_tokens: true });
+        const want2 = await direct(base, { prompt: "The cat sat.", echo: true, max_tokens: 0, logprobs: K, add_special_tokens: true, stats: true });
         await page.waitForFunction((n) => document.querySelectorAll("#tokens .t").length === n, want2.json.choices[0].logprobs.tokens.length, { timeout: 10000 })
             .then(() => check(true, "Ctrl+Enter scores"), (e) => check(false, "Ctrl+Enter scores", e.message));
 

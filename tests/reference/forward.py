@@ -72,6 +72,11 @@ usage:
   forward.py MODEL.gguf --tokens 1,2,3 --nll                teacher-forced NLL of the list
   forward.py MODEL.gguf --tokens 1 --greedy 60              greedy continuation ids
   forward.py stories260K.gguf --check-stories GOLDEN.txt    checks the NLLs and greedy ids
+  forward.py MODEL.gguf --tokens 1,2,3 --stats [--compare OTHER.gguf]
+      one JSON line per scored position i >= 1: entropy (nats, -sum p log p of the whole
+      distribution after tokens[0..i-1]), rank (1-based, of tokens[i], equal logits by
+      ascending id), and with --compare: kld = KL(MODEL || OTHER) over the whole vocabulary,
+      same_top1 (argmax, ties by the lowest id) and dp = p_OTHER(tokens[i]) - p_MODEL(tokens[i])
 Needs numpy (run with /usr/bin/python3).
 """
 import argparse
@@ -852,6 +857,28 @@ def greedy(model, tokens, n):
     return toks[len(tokens):]
 
 
+def stats_lines(model, tokens, other=None):
+    """The per-position statistics of --stats, in float64."""
+    z = model.forward(tokens)
+    lp = log_softmax(z)
+    if other is not None:
+        zo = other.forward(tokens)
+        lpo = log_softmax(zo)
+    out = []
+    for i in range(1, len(tokens)):
+        row, t = lp[i - 1], tokens[i]
+        p = np.exp(row)
+        fin = p > 0
+        d = {"pos": i, "entropy": float(-(p[fin] * row[fin]).sum()),
+             "rank": int(1 + (z[i - 1] > z[i - 1][t]).sum() + (z[i - 1][:t] == z[i - 1][t]).sum())}
+        if other is not None:
+            d["kld"] = float((p[fin] * (row[fin] - lpo[i - 1][fin])).sum())
+            d["same_top1"] = int(np.argmax(z[i - 1]) == np.argmax(zo[i - 1]))
+            d["dp"] = float(np.exp(lpo[i - 1][t]) - p[t])
+        out.append(d)
+    return out
+
+
 def check_stories(model, golden):
     """Golden file: lines 1-3 'n nll_python ...', line 4 the greedy list (BOS first), then three
     'tokens(...) = [...]' lines. Returns the number of mismatches."""
@@ -889,6 +916,10 @@ def main():
     ap.add_argument("--bf16-act", action="store_true",
                     help="round activations to bfloat16 for BF16 weights")
     ap.add_argument("--check-stories", metavar="GOLDEN")
+    ap.add_argument("--stats", action="store_true",
+                    help="print entropy and rank per scored position (JSON lines)")
+    ap.add_argument("--compare", metavar="OTHER",
+                    help="with --stats: also kld, same_top1 and dp against this model")
     ap.add_argument("--n-ctx", type=int, default=0,
                     help="the context length the C model was loaded with (picks LongRoPE's "
                          "long or short factors; default context_length)")
@@ -911,6 +942,15 @@ def main():
         toks = [int(t) for t in a.tokens.split(",")]
     else:
         ap.error("give --tokens or --tokens-file")
+    if a.stats:
+        import json
+        other = None
+        if a.compare:
+            other = Model(a.compare, q8_act=a.q8_act, bf16_act=a.bf16_act,
+                          native_act=a.native_act, n_ctx=a.n_ctx, swa=a.swa, kv_type=a.kv_type)
+        for d in stats_lines(m, toks, other):
+            print(json.dumps(d))
+        return 0
     if a.nll:
         print("%.9f" % nll(m, toks))
     if a.greedy:
