@@ -102,6 +102,13 @@ typedef struct {
     bool want_cache;    /* ps_cli_load: create the prefix cache (score, serve) */
 } ps_cli_model_opts;
 
+/* The default --max-seqs of serve, and of score when its input is a regular file: prompts
+ * packed into shared forward passes (the same bits as one at a time). Chosen by measurement
+ * (bench/bench_workload, lm-eval-shaped requests on the Qwen3-0.6B BF16 shape, 2 threads):
+ * against --max-seqs 1, 16 gave ARC-like requests (16 prompts of 30 tokens) 1.8x the
+ * requests/s and 4, 8 less (docs/figures-speed.md). */
+#define PS_CLI_MAX_SEQS_DEFAULT 16
+
 #define PS_CLI_HF_HELP                                                                         \
     "download a GGUF from Hugging Face and use it: REPO:FILE.gguf,\n"                           \
     "or REPO:QUANT as llama.cpp spells it (REPO:Q8_0), or REPO (picks\n"                        \
