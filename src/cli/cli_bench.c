@@ -16,7 +16,10 @@
  * weighted sum) and of the expert matmuls with their SwiGLU (also counted in matmul).
  * With one thread the seconds, tokens/s and shares come from the process's CPU time (so a
  * shared, busy machine disturbs them less; the wall time is printed too), with more threads
- * from the wall clock; the shares are those of the median run. At the end: the process's peak
+ * from the wall clock; the shares are those of the median run. --json also gives the median
+ * run's cpu_seconds, the CPU time of all its threads: on a machine shared with other jobs, where
+ * a second thread's wall time says little, one thread's CPU seconds over two threads' shows
+ * how much work the split adds. At the end: the process's peak
  * RSS next to the budget
  *     mapped weights + KV cache + 2 x one chunk of logits + 64 MiB.
  *
@@ -249,9 +252,10 @@ typedef struct {
     double cache_peak; /* the largest cache the --cache-pairs runs held (bytes) */
 } bench_ctx;
 
-/* One timed pass: seconds (CPU or wall), wall seconds and the profile's totals. */
+/* One timed pass: seconds (CPU or wall), wall seconds, the process's CPU seconds (every
+ * thread's) and the profile's totals. */
 typedef struct {
-    double secs, wall;
+    double secs, wall, cpu;
     uint64_t ns[PS_PROF_N];
 } bench_pass;
 
@@ -374,6 +378,13 @@ static void bench_banner(const bench_opts *b, const bench_ctx *x) {
            "on the line above it\n", b->runs);
 }
 
+/* The process's CPU seconds so far, every thread's. */
+static double process_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* One profiled ps_score_tokens of the first len ids. */
 static ps_status bench_pass_run(ps_session *s, const bench_ctx *x, int32_t len, int32_t k,
                                 bool cpu_clock, bench_pass *out, ps_error *err) {
@@ -383,8 +394,9 @@ static ps_status bench_pass_run(ps_session *s, const bench_ctx *x, int32_t len, 
     ps_prof_reset();
     ps_prof_use_cpu_clock(cpu_clock);
     ps_prof_enable(true);
-    const double t0 = ps_now_s(), c0 = ps_prof_clock_ns() * 1e-9;
+    const double t0 = ps_now_s(), c0 = ps_prof_clock_ns() * 1e-9, p0 = process_cpu_s();
     ps_status st = ps_score_tokens(s, x->tokens, len, &p, &res, err);
+    out->cpu = process_cpu_s() - p0;
     out->wall = ps_now_s() - t0;
     out->secs = ps_prof_clock_ns() * 1e-9 - c0;
     ps_prof_enable(false);
@@ -448,11 +460,11 @@ static void bench_print_row(const bench_opts *b, const bench_ctx *x, const ps_se
     const double gf = mm > 0 ? 2.0 * x->costs.matmul_weights * len / mm * 1e-9 : 0;
     if (b->json)
         printf("{\"threads\": %d, \"tokens\": %d, \"k\": %d, \"pass\": \"steady\", \"runs\": %d, "
-               "\"seconds\": %.6f, \"clock\": \"%s\", \"wall_seconds\": %.6f, \"tokens_per_s\": "
-               "%.1f, \"matmul_share\": %.3f, \"attention_share\": %.3f, \"deltanet_share\": "
+               "\"seconds\": %.6f, \"clock\": \"%s\", \"wall_seconds\": %.6f, \"cpu_seconds\": "
+               "%.6f, \"tokens_per_s\": %.1f, \"matmul_share\": %.3f, \"attention_share\": %.3f, \"deltanet_share\": "
                "%.3f, \"topk_share\": %.3f, \"rest_share\": %.3f, \"matmul_gflops\": %.1f, "
                "\"isa\": \"%s\", \"act\": \"%s\", \"kv_type\": \"%s\"%s}\n",
-               threads, len, b->k, b->runs, secs, clock, r->wall, len / secs, mm / secs,
+               threads, len, b->k, b->runs, secs, clock, r->wall, r->cpu, len / secs, mm / secs,
                att / secs, dn / secs, topk / secs, rest / secs, gf, ps_isa_name(s->isa),
                ps_act_name(b->o.act), ps_kv_type_name(b->o.kv_type), moe_cols);
     else
