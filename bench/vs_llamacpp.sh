@@ -17,7 +17,8 @@
 # clock. promptscore's figure includes the log-softmax and top-K (-k 20) of every position;
 # llama.cpp's stops at the logits.
 #
-# Environment: THREADS (default "1 2"), LENGTH (256), RUNS (5), ROUNDS (3), BIN
+# Environment: THREADS (default "1 2"), LENGTH (256), RUNS (5), ROUNDS (3), LLAMA_COMMIT (the
+# snapshot's commit, printed; default: git rev-parse in the source tree), BIN
 # (build/promptscore), CC (cc). Not part of CI (timing).
 set -eu
 if [ $# -lt 2 ]; then
@@ -40,7 +41,7 @@ T=$(mktemp -d /tmp/ps-vs-llamacpp-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 "$CC" -O2 -std=c11 -D_GNU_SOURCE -I"$SRC/include" -I"$SRC/ggml/include" bench/llama_client.c \
     -o "$T/llama_client" -L"$LIBDIR" -lllama -Wl,-rpath,"$LIBDIR"
-LLAMA_COMMIT=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo "unknown (not a git checkout)")
+LLAMA_COMMIT=${LLAMA_COMMIT:-$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo "unknown: set LLAMA_COMMIT")}
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 field() { sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p" | head -n 1; }
 med() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
