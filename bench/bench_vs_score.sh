@@ -8,7 +8,7 @@
 # id prompts of LENGTH tokens, then over the first one of them. The second score run pays the
 # load, the first touch of the session's buffers and one prompt; the first pays the same plus
 # eight prompts at steady state, so (time(9) - time(1)) / 8 is score's steady seconds per
-# prompt. Times are the processes' CPU time (user + system) at one thread, as bench's are, and
+# prompt. SCORE_ARGS adds options to both score runs. Times are the processes' CPU time (user + system) at one thread, as bench's are, and
 # wall time with more. Prints each round and the medians over rounds of both tokens/s and of
 # the rounds' bench / score ratios. Not a test (timing); needs /usr/bin/time.
 set -eu
@@ -30,8 +30,8 @@ secs() {
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     b=$("$BIN" bench -m "$MODEL" -t "$THREADS" -l "$LEN" -k 20 --json | sed -n 's/.*"pass": "steady".*"tokens_per_s": \([0-9.]*\),.*/\1/p')
-    s9=$(secs "$BIN" score -m "$MODEL" -t "$THREADS" --cache-mb 0 -k 20 -i "$T/p9.jsonl")
-    s1=$(secs "$BIN" score -m "$MODEL" -t "$THREADS" --cache-mb 0 -k 20 -i "$T/p1.jsonl")
+    s9=$(secs "$BIN" score -m "$MODEL" -t "$THREADS" --cache-mb 0 -k 20 ${SCORE_ARGS:-} -i "$T/p9.jsonl")
+    s1=$(secs "$BIN" score -m "$MODEL" -t "$THREADS" --cache-mb 0 -k 20 ${SCORE_ARGS:-} -i "$T/p1.jsonl")
     s=$(awk -v a="$s9" -v b="$s1" -v len="$LEN" 'BEGIN { printf "%.1f", 8 * len / (a - b) }')
     echo "round $r: bench $b tok/s, score $s tok/s (9 prompts $s9 s, 1 prompt $s1 s), bench / score $(awk -v a="$b" -v b="$s" 'BEGIN { printf "%.3f", a / b }')"
     echo "$b $s" >> "$T/rounds"
