@@ -3,7 +3,8 @@
 # ($PS_SHARED overrides): --json gives one object per (threads, length) with sane figures
 # (tokens/s > 0, shares in [0, 1] summing to ~1 — matmul, attention, delta-net, top-K and rest
 # together are the whole score time; a gen-model qwen35 hybrid reports a delta-net share), then
-# the peak-RSS line within its budget; the table form runs no kernel check (the kernels against
+# the peak-RSS line within its budget; every row is the median of --runs (default 3) after
+# the cold pass of a fresh session, which has its own line ("pass": "cold"); the table form runs no kernel check (the kernels against
 # their references on model matrices are tests/test_model_kernels.c); bad usage exits 2, a
 # missing model 1. --act: every --json run line
 # carries "act" ("native" by default, "f32" with --act f32); --act bogus or without a value
@@ -33,10 +34,15 @@ check "bench --json exits 0 ($(cat "$T/err"))" '[ $rc -eq 0 ]'
 check "bench --json lines" "python3 - '$T/out.json' <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-assert len(rows) == 5, rows
-runs, rss = rows[:4], rows[4]
+assert len(rows) == 9, rows
+cold, runs, rss = rows[0:8:2], rows[1:8:2], rows[8]
 assert [(r['threads'], r['tokens']) for r in runs] == [(1, 40), (1, 300), (2, 40), (2, 300)]
+assert [(r['threads'], r['tokens']) for r in cold] == [(1, 40), (1, 300), (2, 40), (2, 300)]
+for c in cold:  # the cold pass of a fresh session, on its own line before its row
+    assert c['pass'] == 'cold' and c['k'] == 7 and c['seconds'] > 0 and c['tokens_per_s'] > 0, c
+    assert c['clock'] == ('cpu' if c['threads'] == 1 else 'wall'), c
 for r in runs:
+    assert r['pass'] == 'steady' and r['runs'] == 3, r
     assert r['k'] == 7 and r['tokens_per_s'] > 0 and r['seconds'] > 0, r
     shares = [r[k] for k in ('matmul_share', 'attention_share', 'deltanet_share', 'topk_share',
                              'rest_share')]
@@ -50,7 +56,11 @@ PY"
 "$BIN" bench -m "$MODEL" -t 1 --lengths 64 > "$T/table" 2>&1; rc=$?
 check "bench table exits 0" '[ $rc -eq 0 ]'
 check "the table runs no kernel check (tests/test_model_kernels.c does)" '! grep -q "^check:" "$T/table"'
-check "table shows one run and the RSS line" '[ $(grep -c "^ *1 *64 " "$T/table") -eq 1 ] && grep -q "^peak RSS .*(within)" "$T/table"'
+check "table shows one cold line, one row and the RSS line" '[ $(grep -c "^ *1 *64 *cold: " "$T/table") -eq 1 ] && [ $(grep -c "^ *1 *64 *[0-9.]* *[0-9.]* .*(median of 3, CPU time" "$T/table") -eq 1 ] && grep -q "^peak RSS .*(within)" "$T/table"'
+"$BIN" bench -m "$MODEL" -t 1 --lengths 64 --runs 5 --json > "$T/r5.json" 2>&1; rc=$?
+check "--runs 5: the row says 5 runs" '[ $rc -eq 0 ] && grep -q "\"pass\": \"steady\", \"runs\": 5," "$T/r5.json"'
+"$BIN" bench -m "$MODEL" --runs 0 > /dev/null 2> "$T/e"; rc=$?
+check "--runs 0: exit 2 naming --runs" '[ $rc -eq 2 ] && grep -q -- "--runs" "$T/e"'
 
 "$BIN" bench -m "$MODEL" -t 1 --lengths 5 > "$T/short" 2>&1; rc=$?
 check "a 5-token prompt: exit 0 and its run line ($(tail -n 1 "$T/short"))" '[ $rc -eq 0 ] && grep -q "^ *1 *5 " "$T/short"'
@@ -58,7 +68,7 @@ check "a 5-token prompt: exit 0 and its run line ($(tail -n 1 "$T/short"))" '[ $
 # ---- --act: the activations of the matrix products, reported in every --json run line ------
 check "default --json lines carry \"act\": \"native\"" "python3 - '$T/out.json' <<'PY'
 import json, sys
-runs = [json.loads(l) for l in open(sys.argv[1])][:-1]
+runs = [r for r in map(json.loads, open(sys.argv[1])) if r.get('pass') == 'steady']
 assert runs and all(r['act'] == 'native' for r in runs), runs
 PY"
 "$BIN" bench -m "$MODEL" --json -t 1 --lengths 40 -k 7 --act f32 > "$T/f32.json" 2> "$T/err"; rc=$?
@@ -66,11 +76,11 @@ check "bench --act f32 --json exits 0 (rc $rc: $(cat "$T/err"))" '[ $rc -eq 0 ]'
 check "--act f32 --json lines carry \"act\": \"f32\"" "python3 - '$T/f32.json' <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-assert len(rows) == 2, rows
-r = rows[0]
+assert len(rows) == 3, rows
+r = rows[1]
 assert (r['threads'], r['tokens'], r['k'], r['act']) == (1, 40, 7, 'f32'), r
 assert r['tokens_per_s'] > 0 and r['isa'], r
-assert 'act' not in rows[1] and rows[1]['within_budget'] is True, rows[1]
+assert 'act' not in rows[2] and rows[2]['within_budget'] is True, rows[2]
 PY"
 "$BIN" bench -m "$MODEL" -t 1 --lengths 8 --act native --json > "$T/nat.json" 2>/dev/null
 check "--act native --json carries \"native\"" 'grep -q "\"act\": \"native\"" "$T/nat.json"'
@@ -89,13 +99,13 @@ check "bench --kv-type bf16-dot --kv-pairs 3 --kv-base bf16 --json exits 0 ($(ca
 check "--kv-pairs: a line of medians and the pairs' median ratio, bf16-dot over bf16, then the budget with both caches" "python3 - '$T/kp.json' <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-assert len(rows) == 3, rows
-r = rows[1]
+assert len(rows) == 4, rows
+r = rows[2]
 assert (r['tokens'], r['kv_pairs'], r['kv_type'], r['kv_base']) == (40, 3, 'bf16-dot', 'bf16'), r
 assert r['type_seconds'] > 0 and r['base_seconds'] > 0, r
 assert 0.25 < r['type_over_base'] / (r['type_seconds'] / r['base_seconds']) < 4, r
-assert rows[2]['kv_base_cache_mb'] == rows[2]['kv_cache_mb'], rows[2]  # both 2-byte caches
-assert rows[2]['within_budget'] is True, rows[2]
+assert rows[3]['kv_base_cache_mb'] == rows[3]['kv_cache_mb'], rows[3]  # both 2-byte caches
+assert rows[3]['within_budget'] is True, rows[3]
 PY"
 "$BIN" bench -m "$MODEL" --kv-pairs 2 --kv-base q8 > /dev/null 2> "$T/e"; rc=$?
 check "--kv-base q8: exit 2 naming --kv-base" '[ $rc -eq 2 ] && grep -q -- "--kv-base wants f32, f16, bf16 or bf16-dot" "$T/e"'
@@ -107,8 +117,8 @@ check "bench --cache-pairs 3 --json exits 0 ($(cat "$T/err"))" '[ $rc -eq 0 ]'
 check "--cache-pairs: a fresh and a warm line, then the RSS line" "python3 - '$T/cp.json' <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-assert len(rows) == 4, rows
-fresh, warm, rss = rows[1], rows[2], rows[3]
+assert len(rows) == 5, rows
+fresh, warm, rss = rows[2], rows[3], rows[4]
 for r, kind in ((fresh, 'fresh'), (warm, 'warm')):
     assert r['cache'] == kind and r['cache_pairs'] == 3 and r['tokens'] == 64, r
     assert r['off_seconds'] > 0 and r['on_seconds'] > 0, r
@@ -126,7 +136,7 @@ if "$BIN" gen-model -o "$T/hy.gguf" --preset qwen35-tiny --type q8_0 > /dev/null
     check "bench on qwen35 exits 0 (rc $rc: $(cat "$T/err"))" '[ $rc -eq 0 ]'
     check "qwen35: deltanet share > 0, shares sum to ~1" "python3 - '$T/hy.json' <<'PY'
 import json, sys
-runs = [json.loads(l) for l in open(sys.argv[1])][:-1]
+runs = [r for r in map(json.loads, open(sys.argv[1])) if r.get('pass') == 'steady']
 assert len(runs) == 2, runs
 for r in runs:
     keys = ('matmul_share', 'attention_share', 'deltanet_share', 'topk_share', 'rest_share')
@@ -155,7 +165,7 @@ if "$BIN" gen-model -o "$T/moe.gguf" --preset qwen3moe-tiny --type q8_0 > /dev/n
     check "experts: bench --json exits 0 ($(cat "$T/moe.err"))" '[ $rc -eq 0 ]'
     check "experts: route and experts shares" "python3 - '$T/moe.json' <<'PY'
 import json, sys
-r = json.loads(open(sys.argv[1]).readline())
+r = [r for r in map(json.loads, open(sys.argv[1])) if r.get('pass') == 'steady'][0]
 assert 0 < r['route_share'] <= 1 and 0 < r['experts_share'] <= r['matmul_share'] + 1e-3, r
 PY"
     "$BIN" bench -m "$T/moe.gguf" -t 1 --lengths 16 > "$T/moe.table" 2>&1

@@ -131,7 +131,7 @@ unset PS_CACHE HF_ENDPOINT
 
 # ---- bench -------------------------------------------------------------------------------------
 "$BIN" bench -m "$MODEL" -t 2 -l 16 --logprobs 3 --json >"$T/o" 2>/dev/null; rc=$?
-check "bench -t 2 is 2 threads alone (rc $rc)" '[ $rc -eq 0 ] && [ "$(grep -c "\"threads\": 2" "$T/o")" -eq 1 ] && ! grep -q "\"threads\": 1," "$T/o" && grep -q "\"k\": 3" "$T/o"'
+check "bench -t 2 is 2 threads alone (rc $rc)" '[ $rc -eq 0 ] && [ "$(grep -c "\"threads\": 2, .*\"pass\": \"steady\"" "$T/o")" -eq 1 ] && ! grep -q "\"threads\": 1," "$T/o" && grep -q "\"k\": 3" "$T/o"'
 "$BIN" bench -m "$MODEL" -t 1,2 -l 16 --json >"$T/o" 2>/dev/null; rc=$?
 check "bench -t 1,2: both (rc $rc)" '[ $rc -eq 0 ] && grep -q "\"threads\": 1," "$T/o" && grep -q "\"threads\": 2," "$T/o"'
 "$BIN" bench -m "$MODEL" --lengths 99999 >/dev/null 2>"$T/err"; rc=$?

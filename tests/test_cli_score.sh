@@ -361,12 +361,31 @@ for ms in 3 5; do
     "$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --max-seqs $ms --cache-mb 0 > "$T/ms$ms-0.jsonl" 2>/dev/null
 done
 check "--max-seqs 3 and 5 (cache on and off): the bytes of --max-seqs 1 on shared prefixes" '[ -s "$T/ms3.jsonl" ] && cmp -s "$T/pc0.jsonl" "$T/ms3.jsonl" && cmp -s "$T/pc0.jsonl" "$T/ms5.jsonl" && cmp -s "$T/pc0.jsonl" "$T/ms3-0.jsonl" && cmp -s "$T/pc0.jsonl" "$T/ms5-0.jsonl"'
-"$BIN" score -m "$MODEL" -i "$T/in.jsonl" > "$T/mix1.jsonl" 2>/dev/null; rc1=$?
+"$BIN" score -m "$MODEL" -i "$T/in.jsonl" --max-seqs 1 > "$T/mix1.jsonl" 2>/dev/null; rc1=$?
 "$BIN" score -m "$MODEL" -i "$T/in.jsonl" --max-seqs 4 > "$T/mix4.jsonl" 2>/dev/null; rc4=$?
 check "--max-seqs 4 on good, bad and blank lines: the output of --max-seqs 1 (rc $rc1 $rc4)" '[ -s "$T/mix1.jsonl" ] && [ $rc1 -eq $rc4 ] && cmp -s "$T/mix1.jsonl" "$T/mix4.jsonl"'
 "$BIN" score -m "$MODEL" -i "$T/in.jsonl" --shard 1/2 -o "$T/sh1.jsonl" 2>/dev/null
 "$BIN" score -m "$MODEL" -i "$T/in.jsonl" --shard 1/2 --max-seqs 3 -o "$T/sh3.jsonl" 2>/dev/null
 check "--shard 1/2 --max-seqs 3: the records of --max-seqs 1" '[ -s "$T/sh1.jsonl" ] && cmp -s "$T/sh1.jsonl" "$T/sh3.jsonl"'
+# the default --max-seqs is 1 (serve's is 16): from a pipe, where a program may wait for each
+# answer before it writes the next line, every answer comes before the next line is read
+"$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --max-seqs 1 --cache-mb 0 > "$T/ms1-0.jsonl" 2>/dev/null
+"$BIN" score -m "$MODEL" -i "$T/in.jsonl" > "$T/mixd.jsonl" 2>/dev/null; rcd=$?
+check "default --max-seqs: the bytes of --max-seqs 1 (rc $rc1 $rcd)" '[ -s "$T/ms1-0.jsonl" ] && cmp -s "$T/ms1-0.jsonl" "$T/pc0.jsonl" && [ $rc1 -eq $rcd ] && cmp -s "$T/mix1.jsonl" "$T/mixd.jsonl"'
+check "default --max-seqs from a pipe: each answer comes before the next line is written" "python3 - '$BIN' '$MODEL' <<'PY'
+import subprocess, sys, select
+p = subprocess.Popen([sys.argv[1], 'score', '-m', sys.argv[2]], stdin=subprocess.PIPE,
+                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+for i in range(3):
+    p.stdin.write(b'{\"id\": %d, \"prompt\": \"Once upon a time\"}\\n' % i)
+    p.stdin.flush()
+    r, _, _ = select.select([p.stdout], [], [], 20)
+    assert r, 'no answer to line %d while the pipe stays open' % (i + 1)
+    line = p.stdout.readline()
+    assert b'\"id\": %d' % i in line or b'\"id\":%d' % i in line, line
+p.stdin.close()
+assert p.wait(timeout=20) == 0
+PY"
 "$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --max-seqs 0 >/dev/null 2>"$T/ms0.err"; rc=$?
 check "--max-seqs 0 is a usage error (rc $rc)" '[ $rc -eq 2 ] && grep -q -- "--max-seqs" "$T/ms0.err"'
 

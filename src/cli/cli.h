@@ -102,6 +102,15 @@ typedef struct {
     bool want_cache;    /* ps_cli_load: create the prefix cache (score, serve) */
 } ps_cli_model_opts;
 
+/* The default --max-seqs of serve: prompts of one request packed into shared forward passes
+ * (the same bits as one at a time). Chosen by measurement
+ * (bench/bench_workload, lm-eval-shaped requests on the Qwen3-0.6B BF16 shape, 2 threads):
+ * on ARC-like requests (16 prompts of 30 tokens) against --cache-mb 0 --max-seqs 1, 16 gave
+ * 1.94x the requests/s, 8 1.83x, 4 1.22x, 1 1.06x (docs/figures-speed.md). score keeps 1:
+ * on a file of long prompts 16 cost 1.31x the time and 2.98x the peak RSS (16 kept sequences
+ * with their own K/V). */
+#define PS_CLI_MAX_SEQS_DEFAULT 16
+
 #define PS_CLI_HF_HELP                                                                         \
     "download a GGUF from Hugging Face and use it: REPO:FILE.gguf,\n"                           \
     "or REPO:QUANT as llama.cpp spells it (REPO:Q8_0), or REPO (picks\n"                        \

@@ -56,7 +56,7 @@ int ps_cli_serve(int argc, char **argv) {
     ps_cli_model_opts o = {.cache_mb = -1, .want_cache = true};
     ps_server_config cfg = ps_server_default_config();
     const char *alias = NULL;
-    int32_t port = cfg.port, workers = cfg.n_workers, queue = cfg.queue, max_seqs = cfg.max_seqs;
+    int32_t port = cfg.port, workers = cfg.n_workers, queue = cfg.queue, max_seqs = PS_CLI_MAX_SEQS_DEFAULT;
     int32_t max_logprobs = cfg.max_logprobs;
     int64_t max_body = cfg.max_body;
     bool quiet = false;
@@ -83,7 +83,7 @@ int ps_cli_serve(int argc, char **argv) {
         {"-np, --parallel, --workers", "N", "engine workers, each with its own KV cache\n"
          "(default 1)", PS_CLI_I32, &workers, 1, 256},
         {"--max-seqs", "N", "prompts of one request packed into each forward pass of up to\n"
-         "256 positions (default 1: one prompt at a time); scores are the same bits",
+         "256 positions (default 16; 1: one prompt at a time); scores are the same bits",
          PS_CLI_I32, &max_seqs, 1, 256},
         {"--max-logprobs", "K", "largest logprobs a request may ask for (default 128, <= n_vocab)",
          PS_CLI_I32, &max_logprobs, 0, INT32_MAX},

@@ -977,3 +977,35 @@ void ps_model_get_info(const ps_model *model, ps_model_info *info) {
 }
 
 const ps_vocab *ps_model_vocab(const ps_model *model) { return model ? model->vocab : NULL; }
+
+void ps_model_get_costs(const ps_model *model, ps_model_costs *costs) {
+    memset(costs, 0, sizeof *costs);
+    const ps_weights *w = &model->w;
+    const ps_hparams *hp = &model->hp;
+    costs->wq_type = hp->n_layer > 0 && w->layers[0].wq.data ? w->layers[0].wq.type
+                                                              : w->output.type;
+    costs->n_ff_exp = hp->n_ff_exp;
+    double sum = (double)w->output.n_in * (double)w->output.n_out;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const ps_layer *L = &w->layers[l];
+        const ps_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                                &L->gate_inp, &L->wqkv,    &L->wz,     &L->w_beta,
+                                &L->w_alpha, &L->ssm_out, &L->gate_shexp, &L->up_shexp,
+                                &L->down_shexp};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            sum += (double)mats[i]->n_in * (double)mats[i]->n_out;
+        const ps_mat3 *exps[] = {&L->gate_exps, &L->up_exps, &L->down_exps, &L->gate_up_exps};
+        for (size_t i = 0; i < sizeof exps / sizeof exps[0]; i++)
+            sum += (double)hp->n_expert_used * (double)exps[i]->m.n_in * (double)exps[i]->m.n_out;
+    }
+    costs->matmul_weights = sum;
+}
+
+double ps_model_kv_positions(const ps_model *model, int32_t n_ctx) {
+    double sum = 0;
+    for (int32_t l = 0; l < model->hp.n_layer; l++) {
+        const int32_t swa = model->w.layers[l].swa;
+        sum += swa > 0 ? PS_MIN(n_ctx, swa + PS_CHUNK - 1) : n_ctx;
+    }
+    return sum;
+}

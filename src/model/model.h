@@ -205,6 +205,23 @@ struct ps_model {
     ps_model_info info;
 };
 
+/* What a benchmark reads of a model beyond ps_model_info (ps_model_get_costs), so that no
+ * front end walks struct ps_model itself. */
+typedef struct {
+    uint32_t wq_type;      /* the first layer's query matrix type (PS_GGML_*; the type `bench`
+                            * names as the model's weights), or the output's without one */
+    int32_t n_ff_exp;      /* one expert's FFN width (0 without experts) */
+    double matmul_weights; /* weights one token passes through ps_matmul: every layer matrix
+                            * and the output; with experts the router and n_expert_used
+                            * experts' matrices */
+} ps_model_costs;
+
+void ps_model_get_costs(const ps_model *model, ps_model_costs *costs);
+
+/* The K/V positions a sequence of n_ctx positions keeps, summed over the layers (a sliding
+ * layer keeps a ring of min(n_ctx, swa + PS_CHUNK - 1); session.h). */
+double ps_model_kv_positions(const ps_model *model, int32_t n_ctx);
+
 /* The largest context length a model or a sequence takes. */
 #define PS_MAX_CTX (1 << 26)
 
