@@ -15,7 +15,7 @@
  * are not counted on this side.
  *
  * Not part of the build or of CI: bench/vs_llamacpp.sh compiles it against an existing
- * llama.cpp build (docs/figures-speed.md says how to make one).
+ * llama.cpp build (docs/figures.md says how to make one).
  */
 #include "llama.h"
 

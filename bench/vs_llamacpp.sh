@@ -5,7 +5,7 @@
 #   bench/vs_llamacpp.sh LLAMA_BUILD_DIR MODEL.gguf [MODEL.gguf ...]
 #
 # LLAMA_BUILD_DIR is an existing CMake build of llama.cpp with its shared library (libllama.so;
-# docs/figures-speed.md says how to make one, outside this repository); its CMakeCache.txt
+# docs/figures.md says how to make one, outside this repository); its CMakeCache.txt
 # names the source tree, whose include/ and ggml/include/ hold llama.h. This script builds
 # nothing of llama.cpp: it compiles bench/llama_client.c (a client of llama.h: the whole prompt
 # in one llama_decode, logits at every position, a warm-up pass, the median of RUNS) against
