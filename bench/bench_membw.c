@@ -11,6 +11,7 @@
  * thread, each thread its own), the figure a core reaches when the data is in its cache.
  *
  *   bench_membw [--mb N] [--pairs N] [--l2-kb N]
+ *   bench_membw --check    (make test: the sums of one- and two-thread passes over 1 MiB, no timing)
  *
  * A measurement, not a test: it checks nothing but that the sums are what they must be (the
  * buffer holds ones, so a sum is its length in bytes / 8 as 64-bit lanes of 1).
@@ -106,15 +107,42 @@ static int measure(const char *what, const uint64_t *buf, size_t n_each, int pai
     return 0;
 }
 
+/* --check: every pass form sums a small buffer of ones to its length; no timing. */
+static int check_sums(void) {
+    const size_t n = (size_t)1 << 17; /* 1 MiB of uint64 */
+    uint64_t *buf = aligned_alloc(64, n * 8);
+    int passed = 0, failed = 0;
+    if (!buf) {
+        fprintf(stderr, "bench_membw: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) buf[i] = 1;
+    const struct { size_t n_each; int threads, reps; } cases[] = {
+        {n, 1, 1}, {n / 2, 2, 1}, {n / 8, 1, 3}, {n / 16, 2, 5}, {16, 2, 2}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (pass(buf, cases[c].n_each, cases[c].threads, cases[c].reps) >= 0) {
+            passed++;
+        } else {
+            failed++;
+            printf("FAIL bench_membw: %zu elements x %d threads x %d passes: a sum is wrong\n",
+                   cases[c].n_each, cases[c].threads, cases[c].reps);
+        }
+    }
+    free(buf);
+    printf("bench_membw: %d passed, %d failed, 0 skipped\n", passed, failed);
+    return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     long mb = 256, l2_kb = 512;
     int pairs = 7;
+    if (argc == 2 && !strcmp(argv[1], "--check")) return check_sums();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--mb") && i + 1 < argc) mb = atol(argv[++i]);
         else if (!strcmp(argv[i], "--pairs") && i + 1 < argc) pairs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--l2-kb") && i + 1 < argc) l2_kb = atol(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_membw [--mb N] [--pairs N] [--l2-kb N]\n");
+            fprintf(stderr, "usage: bench_membw [--mb N] [--pairs N] [--l2-kb N] | --check\n");
             return 2;
         }
     }
