@@ -226,7 +226,9 @@ async function main() {
         wl.token_logprobs.forEach((v, i) => {
             if (v === null) return;
             const at = wl.top_ids[i].findIndex((r) => r[0] === wl.token_ids[i]);
-            if (at >= 0 && wl.rank[i] !== at + 1) return; // the rank must agree with top_ids
+            // the rank must agree with top_ids within the top K (entry K + 1, when present, is the
+            // scored token appended as OpenAI does, whatever its rank)
+            if (at >= 0 && at < K && wl.rank[i] !== at + 1) return;
             if (wl.rank[i] === 1 ? rankBg[i] === BRIGHT : rankBg[i] !== BRIGHT) rankOk++;
         });
         check(rankOk === scoredN, "colour by rank: rank 1 brightest, every other rank darker; rank agrees with top_ids", `${rankOk}/${scoredN}`);
