@@ -59,14 +59,18 @@ class ps_score_params(Structure):
     _fields_ = [("k", c_int32), ("chunk", c_int32), ("max_tokens", c_int32),
                 ("temperature", c_float), ("top_p", c_float), ("seed", c_uint64),
                 ("stop", c_void_p), ("n_stop", c_int32), ("stop_at_eos", c_bool),
-                ("cancel", c_void_p), ("cancel_ctx", c_void_p), ("cache", c_void_p)]
+                ("cancel", c_void_p), ("cancel_ctx", c_void_p), ("cache", c_void_p),
+                ("stats", c_bool), ("compare", c_void_p)]
 
 
 class ps_score_result(Structure):
     _fields_ = [("n_prompt", c_int32), ("n_gen", c_int32), ("n_total", c_int32), ("k", c_int32),
                 ("tokens", POINTER(c_int32)), ("logprobs", POINTER(c_float)),
                 ("top_ids", POINTER(c_int32)), ("top_logprobs", POINTER(c_float)),
-                ("sum_logprob", c_double), ("finish", c_int), ("stop_text_len", c_int32)]
+                ("sum_logprob", c_double), ("finish", c_int), ("stop_text_len", c_int32),
+                ("entropy", POINTER(c_float)), ("rank", POINTER(c_int32)),
+                ("kld", POINTER(c_float)), ("same_top1", POINTER(c_int32)),
+                ("dp", POINTER(c_float))]
 
 
 class ps_score_prompt(Structure):
@@ -135,6 +139,7 @@ def _declare(lib):
         "ps_score_tokens": ([c_void_p, P(c_int32), c_int32, P(ps_score_params),
                              P(P(ps_score_result)), err], c_int32),
         "ps_score_result_free": ([P(ps_score_result)], None),
+        "ps_vocab_same": ([c_void_p, c_void_p, err], c_int32),
         "ps_score_batch": ([c_void_p, P(ps_score_prompt), c_int32, c_int32,
                             P(P(ps_score_result)), err], c_int32),
         "ps_prefix_cache_default_params": ([], ps_prefix_cache_params),
