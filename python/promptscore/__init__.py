@@ -211,15 +211,25 @@ class Result:
                     logprobs_from or not; the CLI's fields); mean NaN for a 1-token prompt
       n_tokens      n
       logprobs_from the first position with values
-      entropy, rank, kl: None for now. The per-position entropy and rank of each token, and
-                    the two-model comparison fields, come from the C library once it reports
-                    them (ps_score_result); they will be numpy arrays here, same shape as
-                    logprobs.
+      entropy       float32 (n,) with stats=True, else None: entropy in nats of the whole
+                    distribution that scored token i; NaN at 0
+      rank          int32 (n,) with stats=True, else None: 1-based rank of token i in that
+                    distribution (equal logits by ascending id, as top_ids); 0 at position 0
+      kld           float32 (n,) with compare=, else None: KL(this model || compared) in nats
+                    over the whole vocabulary; NaN at 0; exactly 0 for a model against itself
+      same_top1     int8 (n,) with compare=, else None: 1 when both top-1 ids agree, else 0;
+                    -1 at position 0
+      dp            float32 (n,) with compare=, else None: p_compared - p_this of token i;
+                    NaN at 0
+      kld_mean, same_top1_pct: with compare=, else None: mean kld and percent of same_top1
+                    over positions 1..n-1 (the CLI's fields; NaN for a 1-token prompt)
+      entropy/rank/kld/same_top1/dp are not masked by logprobs_from.
     """
 
     __slots__ = ("token_ids", "logprobs", "top_ids", "top_logprobs", "sum_logprob",
                  "mean_logprob", "perplexity", "n_tokens", "logprobs_from", "_tokens",
-                 "_offsets", "entropy", "rank", "kl")
+                 "_offsets", "entropy", "rank", "kld", "same_top1", "dp", "kld_mean",
+                 "same_top1_pct")
 
     def __init__(self, res, model, logprobs_from):
         n, k = res.n_prompt, res.k
@@ -247,10 +257,26 @@ class Result:
             self.perplexity = math.inf
         self._tokens = model._token_texts(self.token_ids.tolist())
         self._offsets = None
-        # filled once the library reports per-position statistics / comparisons
-        self.entropy = None
-        self.rank = None
-        self.kl = None
+        def arr(ptr, dtype=None):
+            if not ptr:
+                return None
+            a = np.ctypeslib.as_array(ptr, (n,)).copy()
+            return a.astype(dtype) if dtype is not None else a
+        self.entropy = arr(res.entropy)
+        self.rank = arr(res.rank)
+        self.kld = arr(res.kld)
+        self.same_top1 = arr(res.same_top1, np.int8)
+        self.dp = arr(res.dp)
+        self.kld_mean = self.same_top1_pct = None
+        if res.kld:
+            kl = 0.0
+            same = 0
+            for i in range(1, n):
+                kl += float(self.kld[i])
+                same += int(self.same_top1[i] == 1)
+            m = n - 1
+            self.kld_mean = kl / m if m > 0 else math.nan
+            self.same_top1_pct = 100.0 * same / m if m > 0 else math.nan
 
     @property
     def tokens(self):
@@ -626,11 +652,12 @@ class Model:
                                     type(prompt).__name__)
         return self._ids(prompt, "prompt")
 
-    def _score_params(self, top_k):
+    def _score_params(self, top_k, stats=False):
         p = _C.ps_score_default_params()
         p.k = top_k
         p.chunk = _CHUNK
         p.cache = self._cache
+        p.stats = bool(stats)
         return p
 
     def _check_k(self, top_k, logprobs_from):
@@ -640,8 +667,15 @@ class Model:
 
     # -- scoring
     @_guarded
-    def score(self, prompt, top_k=0, logprobs_from=0, add_special=True, parse_special=True):
+    def score(self, prompt, top_k=0, logprobs_from=0, add_special=True, parse_special=True,
+              stats=False, compare=None):
         """Scores one prompt; returns a Result.
+
+        stats: also fill Result.entropy and .rank. compare: another open Model with the same
+        vocabulary (it may be this very model): the prompt also runs through it and
+        Result.kld, .same_top1, .dp, .kld_mean and .same_top1_pct are filled (no prefix
+        cache is used then); a closed model, a non-Model or another vocabulary raises
+        promptscore.Error (InvalidArgumentError / ArgumentTypeError / the library's error).
 
         prompt: a str (tokenized with add_special / parse_special, as the CLI's text prompts)
         or a sequence of token ids (verbatim). top_k: alternatives per position (0..n_vocab).
@@ -651,21 +685,23 @@ class Model:
         self._open()
         top_k, logprobs_from = self._check_k(top_k, logprobs_from)
         ids = self._prompt_ids(prompt, add_special, parse_special)
-        params = self._score_params(top_k)
-        res = POINTER(L.ps_score_result)()
+        self._check_compare(compare)
+        params = self._score_params(top_k, stats)
+        return self._score_ids(ids, params, logprobs_from, compare)
+
+    def _check_compare(self, compare):
+        if compare is None:
+            return
+        if not isinstance(compare, Model):
+            raise ArgumentTypeError("compare must be a promptscore.Model, not %s" %
+                                    type(compare).__name__)
+        compare._open()
         err = L.ps_error()
-        with self._lock:
-            self._open()
-            st = _C.ps_score_tokens(self._session, ids.ctypes.data_as(POINTER(c_int32)),
-                                    len(ids), byref(params), byref(res), byref(err))
-        _check(st, err)
-        try:
-            return Result(res.contents, self, logprobs_from)
-        finally:
-            _C.ps_score_result_free(res)
+        _check(_C.ps_vocab_same(self._vocab, compare._vocab, byref(err)), err,
+               "compare: the models' vocabularies differ")
 
     def score_many(self, prompts, top_k=0, logprobs_from=0, max_seqs=16, add_special=True,
-                   parse_special=True):
+                   parse_special=True, stats=False, compare=None):
         """Scores an iterable of prompts; yields one Result per prompt, in input order.
 
         Takes max_seqs prompts at a time (1..256) and packs their positions into shared
@@ -698,11 +734,13 @@ class Model:
         except TypeError:
             raise ArgumentTypeError("prompts must be an iterable, not %s" %
                                     type(prompts).__name__) from None
+        self._check_compare(compare)
         return self._score_many(it, top_k, logprobs_from, lf_iter, max_seqs, add_special,
-                                parse_special)
+                                parse_special, stats, compare)
 
-    def _score_many(self, it, top_k, lf0, lf_iter, max_seqs, add_special, parse_special):
-        params = self._score_params(top_k)
+    def _score_many(self, it, top_k, lf0, lf_iter, max_seqs, add_special, parse_special,
+                    stats=False, compare=None):
+        params = self._score_params(top_k, stats)
         base = 0
         while True:
             group, froms = [], []
@@ -721,7 +759,8 @@ class Model:
                     break
             if not group:
                 return
-            results = self._score_group(group, froms, params, base, add_special, parse_special)
+            results = self._score_group(group, froms, params, base, add_special, parse_special,
+                                        compare)
             for r in results:
                 if isinstance(r, Error):
                     raise r
@@ -729,7 +768,8 @@ class Model:
             base += len(group)
 
     @_guarded
-    def _score_group(self, group, froms, params, base, add_special, parse_special):
+    def _score_group(self, group, froms, params, base, add_special, parse_special,
+                     compare=None):
         """Scores one group of score_many: ps_score_batch over all of it, or, with one prompt
         or a failure, each prompt alone in order up to the first that fails (its Error ends
         the list)."""
@@ -741,7 +781,7 @@ class Model:
                 ids.append(e)
         m = len(group)
         results = None
-        if m > 1 and not any(isinstance(a, Error) for a in ids):
+        if m > 1 and compare is None and not any(isinstance(a, Error) for a in ids):
             arr = (L.ps_score_prompt * m)()
             for i, a in enumerate(ids):
                 arr[i].tokens = a.ctypes.data_as(POINTER(c_int32))
@@ -768,7 +808,7 @@ class Model:
                     results.append(a)
                     break
                 try:
-                    results.append(self._score_ids(a, params, froms[i]))
+                    results.append(self._score_ids(a, params, froms[i], compare))
                 except Error as e:
                     e.message = "prompt %d: %s" % (base + i, e.message)
                     e.args = (e.message,)
@@ -776,13 +816,30 @@ class Model:
                     break
         return results
 
-    def _score_ids(self, ids, params, logprobs_from):
+    def _score_ids(self, ids, params, logprobs_from, compare=None):
         res = POINTER(L.ps_score_result)()
         err = L.ps_error()
-        with self._lock:
-            self._open()
-            st = _C.ps_score_tokens(self._session, ids.ctypes.data_as(POINTER(c_int32)),
-                                    len(ids), byref(params), byref(res), byref(err))
+        if compare is None:
+            with self._lock:
+                self._open()
+                st = _C.ps_score_tokens(self._session, ids.ctypes.data_as(POINTER(c_int32)),
+                                        len(ids), byref(params), byref(res), byref(err))
+        else:
+            # a fresh session of the compared model for this prompt (it may be this model);
+            # no prefix cache with a comparison
+            with compare._using():
+                other = compare._new_session(max(len(ids), 1))
+                try:
+                    params.compare = other
+                    params.cache = None
+                    with self._lock:
+                        self._open()
+                        st = _C.ps_score_tokens(self._session,
+                                                ids.ctypes.data_as(POINTER(c_int32)),
+                                                len(ids), byref(params), byref(res), byref(err))
+                finally:
+                    params.compare = None
+                    _C.ps_session_free(other)
         _check(st, err)
         try:
             return Result(res.contents, self, logprobs_from)

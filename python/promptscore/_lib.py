@@ -139,6 +139,7 @@ def _declare(lib):
         "ps_score_tokens": ([c_void_p, P(c_int32), c_int32, P(ps_score_params),
                              P(P(ps_score_result)), err], c_int32),
         "ps_score_result_free": ([P(ps_score_result)], None),
+        "ps_vocab_same": ([c_void_p, c_void_p, err], c_int32),
         "ps_score_batch": ([c_void_p, P(ps_score_prompt), c_int32, c_int32,
                             P(P(ps_score_result)), err], c_int32),
         "ps_prefix_cache_default_params": ([], ps_prefix_cache_params),

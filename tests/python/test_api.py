@@ -81,7 +81,7 @@ def test_score_result(stories):
     assert r.perplexity == math.exp(-r.mean_logprob)
     assert "".join(r.tokens[1:]) == " " + STORY  # SentencePiece's space prefix
     assert r.text_offsets.dtype == np.int64 and r.text_offsets[0] == 0
-    assert r.entropy is None and r.rank is None and r.kl is None  # not reported yet
+    assert r.entropy is None and r.rank is None and r.kld is None and r.kld_mean is None
     # ids are verbatim and give the same answer
     r2 = stories.score(r.token_ids, top_k=5)
     assert np.array_equal(r2.logprobs.view(np.uint32)[1:], r.logprobs.view(np.uint32)[1:])
