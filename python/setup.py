@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SONAME = "libpromptscore.so.0"
 
 
-def library_path():
+def lib_path():
     env = os.environ.get("PROMPTSCORE_LIB")
     if env == "system":
         return None
@@ -33,7 +33,7 @@ def library_path():
 class BuildPy(build_py):
     def run(self):
         super().run()
-        src = library_path()
+        src = lib_path()
         if src:
             dst = os.path.join(self.build_lib, "promptscore", SONAME)
             os.makedirs(os.path.dirname(dst), exist_ok=True)

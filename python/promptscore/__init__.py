@@ -29,7 +29,7 @@ import numpy as np
 from . import _lib as L
 
 __all__ = [
-    "Model", "Result", "PerplexityResult", "version", "library_path",
+    "Model", "Result", "PerplexityResult", "version", "lib_path",
     "Error", "InvalidArgumentError", "ArgumentTypeError", "OutOfMemoryError", "FileIOError",
     "FormatError", "UnsupportedError", "NaNError", "TokenRangeError", "ContextError",
     "NotFoundError", "CancelledError", "NetworkError", "InternalError", "LimitError",
@@ -44,7 +44,7 @@ def version():
     return _C.ps_version().decode()
 
 
-def library_path():
+def lib_path():
     """The path of the libpromptscore this package loaded."""
     return _LIB_PATH
 

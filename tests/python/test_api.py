@@ -19,7 +19,7 @@ def test_installed_package_is_used():
     # bundled library come from there, not from the source tree
     if os.environ.get("PS_EXPECT_VENV"):
         assert promptscore.__file__.startswith(sys.prefix)
-        assert promptscore.library_path().startswith(os.path.dirname(promptscore.__file__))
+        assert promptscore.lib_path().startswith(os.path.dirname(promptscore.__file__))
     assert promptscore.version() == promptscore.__version__
 
 
