@@ -1597,7 +1597,7 @@ int main(void) {
         }
         int st = -1;
         bool exited = false;
-        double t0 = ps_now_s(), limit = 5.0 * PS_TEST_TIME_SCALE;
+        double t0 = ps_now_s(), limit = 5.0 * PS_TEST_TIME_SCALE * ps_test_load_factor();
         while (pid > 0 && ps_now_s() - t0 < limit) {
             if (waitpid(pid, &st, WNOHANG) == pid) {
                 exited = true;
