@@ -540,6 +540,20 @@ typedef enum {
                          * each scored with its float/double negative log-likelihood */
 } ps_ppl_mode;
 
+/* What ps_perplexity reports after each window (sliding) or chunk (llama) when
+ * ps_ppl_params.on_window is set: the running figures, and in sliding mode the tokens the
+ * window scored, so a caller can print as it goes (the CLI's --per-token lines and llama
+ * mode's "[i]running," row). */
+typedef struct {
+    int32_t index;         /* 1-based number of the window or chunk just evaluated */
+    int32_t n_windows;     /* llama: the chunks that will run; sliding: 0 (not known ahead) */
+    int64_t tokens_scored; /* so far, this window's included */
+    double running;        /* exp(sum of nll / tokens_scored) so far */
+    int32_t first, n;      /* sliding: this window scored ids[first .. first + n); llama: 0 */
+    const float *logprobs; /* sliding: their n float32 logprobs, valid during the call only;
+                              llama: NULL */
+} ps_ppl_window;
+
 typedef struct {
     ps_ppl_mode mode;   /* default PS_PPL_SLIDING */
     int32_t ctx;        /* window (sliding) or chunk (llama) length in tokens; 0 = the
@@ -547,6 +561,10 @@ typedef struct {
     int32_t stride;     /* sliding: window advance, 1..ctx; 0 = max(1, ctx / 2) */
     int32_t max_chunks; /* llama: use at most the first N chunks; 0 = all */
     int32_t chunk;      /* positions per forward pass, 1..the session's n_batch; default 256 */
+    /* called after each window or chunk, on the calling thread; returning false stops with
+       PS_ERR_CANCELLED. NULL (default): not called */
+    bool (*on_window)(void *user, const ps_ppl_window *w);
+    void *user; /* passed to on_window */
 } ps_ppl_params;
 
 /* The summary the `perplexity` command prints with --json. */
@@ -563,7 +581,7 @@ typedef struct {
                                  each chunk (owned by the result); sliding: NULL */
 } ps_ppl_result;
 
-/* sliding, ctx 0, stride 0, max_chunks 0, chunk 256. */
+/* sliding, ctx 0, stride 0, max_chunks 0, chunk 256, no on_window. */
 PS_API ps_ppl_params ps_ppl_default_params(void);
 
 /* The perplexity of ids[0..n) through `session` (reset first, as each window or chunk is
@@ -575,7 +593,8 @@ PS_API ps_ppl_params ps_ppl_default_params(void);
  * positions. Returns PS_OK, PS_ERR_INVALID_ARG (NULL arguments, stride > ctx, ctx < 3 in llama
  * mode, a chunk outside 1..n_batch, fewer than 2 tokens (sliding) or than 2 * ctx (llama), a
  * variance that is not positive), PS_ERR_TOKEN_RANGE, PS_ERR_CONTEXT (ctx beyond the session),
- * PS_ERR_NAN, PS_ERR_NOMEM. *out is set only on success; free it with ps_ppl_result_free. */
+ * PS_ERR_NAN, PS_ERR_NOMEM, PS_ERR_CANCELLED (on_window returned false). *out is set only on
+ * success; free it with ps_ppl_result_free. */
 PS_API ps_status ps_perplexity(ps_session *session, const int32_t *ids, int32_t n,
                                const ps_ppl_params *params, ps_ppl_result **out, ps_error *err);
 /* NULL is a no-op. */

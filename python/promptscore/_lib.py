@@ -90,7 +90,7 @@ class ps_prefix_cache_stats(Structure):
 
 class ps_ppl_params(Structure):
     _fields_ = [("mode", c_int), ("ctx", c_int32), ("stride", c_int32), ("max_chunks", c_int32),
-                ("chunk", c_int32)]
+                ("chunk", c_int32), ("on_window", c_void_p), ("user", c_void_p)]
 
 
 class ps_ppl_result(Structure):

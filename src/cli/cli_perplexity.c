@@ -67,16 +67,6 @@ static bool opt_mode(const char *cmd, const char *opt, const char *v, void *dst)
     return true;
 }
 
-/* llama-perplexity's negative log-likelihood of token tok under one row of logits. */
-static double llama_nll(const float *logits, int32_t n_vocab, int32_t tok) {
-    float mx = logits[0];
-    for (int32_t i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0.0;
-    for (int32_t i = 0; i < n_vocab; i++) sum += expf(logits[i] - mx);
-    float d = logits[tok] - mx;
-    return -((double)d - log(sum));
-}
-
 /* ---- --compare: llama-perplexity's --kl-divergence statistics ---------------------------- */
 
 /* The running sums (llama.cpp's kl_divergence_result) and the per-token values. */
@@ -280,48 +270,36 @@ static void kld_report(kld_sums *ks, bool json, int32_t n, int32_t n_chunk, int3
     printf("Same top p: %6.3f ± %5.3f %%\n", 100.0 * top, 100.0 * top_unc);
 }
 
-static int ppl_llama(const char *cmd, ps_cli_loaded *l, ps_session *cmp, const int32_t *ids,
-                     int32_t n, int32_t n_ctx, int32_t max_chunks, int32_t batch, bool json) {
-    if (n < 2 * n_ctx) {
-        fprintf(stderr, "promptscore %s: --ppl-mode llama needs at least %d tokens (2 x -c %d); "
-                        "the text has %d\n", cmd, 2 * n_ctx, n_ctx, n);
-        return 1;
-    }
+/* llama mode with --compare: both models over the same chunks, batch by batch, and the
+ * comparison's sums (kld_rows); the one loop of its own, as ps_perplexity runs one model. */
+static int ppl_compare(const char *cmd, ps_cli_loaded *l, ps_session *cmp, const int32_t *ids,
+                       int32_t n_ctx, int32_t n_chunk, int32_t batch, bool json, int32_t n) {
     const int32_t n_vocab = l->info.n_vocab;
-    int32_t n_chunk = n / n_ctx;
-    if (max_chunks > 0 && max_chunks < n_chunk) n_chunk = max_chunks;
     const int32_t first = n_ctx / 2;
     const bool add_bos = ps_vocab_add_bos(l->vocab);
+    const size_t scored = (size_t)n_chunk * (size_t)(n_ctx - first - 1);
     int32_t *chunk = ps_malloc(sizeof(int32_t) * (size_t)n_ctx);
     float *logits = ps_malloc(sizeof(float) * (size_t)batch * (size_t)n_vocab);
-    double *running = ps_malloc(sizeof(double) * (size_t)n_chunk);
-    float *cmp_logits = NULL;
+    float *cmp_logits = ps_malloc(sizeof(float) * (size_t)batch * (size_t)n_vocab);
     kld_sums ks;
     memset(&ks, 0, sizeof ks);
+    ks.kld_values = ps_malloc(sizeof(float) * scored);
+    ks.p_diff_values = ps_malloc(sizeof(float) * scored);
     int32_t targets[PS_CHUNK];
-    if (cmp) {
-        const size_t scored = (size_t)n_chunk * (size_t)(n_ctx - first - 1);
-        cmp_logits = ps_malloc(sizeof(float) * (size_t)batch * (size_t)n_vocab);
-        ks.kld_values = ps_malloc(sizeof(float) * scored);
-        ks.p_diff_values = ps_malloc(sizeof(float) * scored);
-    }
     int rc = 1;
-    if (!chunk || !logits || !running ||
-        (cmp && (!cmp_logits || !ks.kld_values || !ks.p_diff_values))) {
+    if (!chunk || !logits || !cmp_logits || !ks.kld_values || !ks.p_diff_values) {
         fprintf(stderr, "promptscore %s: out of memory\n", cmd);
         goto out;
     }
     ps_cli_progress pr;
     ps_cli_progress_start(&pr, false);
-    pr.on = pr.on && json; /* the running estimate is the progress otherwise */
-    double nll = 0.0, nll2 = 0.0;
-    int64_t count = 0;
+    pr.on = pr.on && json; /* the running rows are the progress otherwise */
     for (int32_t c = 0; c < n_chunk; c++) {
         const int32_t start = c * n_ctx;
         memcpy(chunk, ids + start, sizeof(int32_t) * (size_t)n_ctx);
         if (add_bos) chunk[0] = ps_vocab_bos(l->vocab);
         ps_session_reset(l->session);
-        if (cmp) ps_session_reset(cmp);
+        ps_session_reset(cmp);
         for (int32_t p0 = 0; p0 < n_ctx; p0 += batch) {
             const int32_t nb = PS_MIN(batch, n_ctx - p0);
             ps_error err;
@@ -330,79 +308,137 @@ static int ppl_llama(const char *cmd, ps_cli_loaded *l, ps_session *cmp, const i
                 fprintf(stderr, "promptscore %s: chunk %d: %s\n", cmd, c + 1, err.message);
                 goto out;
             }
-            if (cmp) { /* the compared model on the same batch, then the comparison's sums */
-                if (ps_session_forward(cmp, chunk + p0, nb, cmp_logits, &err) != PS_OK) {
-                    fprintf(stderr, "promptscore %s: chunk %d, the compared model: %s\n", cmd,
-                            c + 1, err.message);
-                    goto out;
-                }
-                const int32_t r0 = PS_MAX(p0, first), r1 = PS_MIN(p0 + nb, n_ctx - 1);
-                for (int32_t p = r0; p < r1; p++) targets[p - r0] = ids[start + p + 1];
-                if (r1 > r0 &&
-                    kld_rows(l->pool, logits + (size_t)(r0 - p0) * (size_t)n_vocab,
-                             cmp_logits + (size_t)(r0 - p0) * (size_t)n_vocab, r1 - r0, n_vocab,
-                             targets, &ks, &err) != PS_OK) {
-                    fprintf(stderr, "promptscore %s: chunk %d: %s\n", cmd, c + 1, err.message);
-                    goto out;
-                }
-                continue;
+            if (ps_session_forward(cmp, chunk + p0, nb, cmp_logits, &err) != PS_OK) {
+                fprintf(stderr, "promptscore %s: chunk %d, the compared model: %s\n", cmd, c + 1,
+                        err.message);
+                goto out;
             }
             /* logits at positions first .. n_ctx - 2 predict the token after them */
-            for (int32_t p = PS_MAX(p0, first); p < p0 + nb && p < n_ctx - 1; p++) {
-                double v = llama_nll(logits + (size_t)(p - p0) * (size_t)n_vocab, n_vocab,
-                                     ids[start + p + 1]);
-                nll += v;
-                nll2 += v * v;
+            const int32_t r0 = PS_MAX(p0, first), r1 = PS_MIN(p0 + nb, n_ctx - 1);
+            for (int32_t p = r0; p < r1; p++) targets[p - r0] = ids[start + p + 1];
+            if (r1 > r0 &&
+                kld_rows(l->pool, logits + (size_t)(r0 - p0) * (size_t)n_vocab,
+                         cmp_logits + (size_t)(r0 - p0) * (size_t)n_vocab, r1 - r0, n_vocab,
+                         targets, &ks, &err) != PS_OK) {
+                fprintf(stderr, "promptscore %s: chunk %d: %s\n", cmd, c + 1, err.message);
+                goto out;
             }
         }
-        count += n_ctx - first - 1;
-        running[c] = exp(nll / (double)count);
-        if (cmp) {
-            if (!json) kld_chunk_row(&ks, c + 1);
-            fflush(stdout);
-            ps_cli_progress_show(&pr, "chunks", c + 1, n_chunk, (int64_t)(c + 1) * n_ctx, false);
-            continue;
-        }
-        if (!json) {
-            printf("[%d]%.4f,", c + 1, running[c]);
-            fflush(stdout);
-        }
+        if (!json) kld_chunk_row(&ks, c + 1);
+        fflush(stdout);
         ps_cli_progress_show(&pr, "chunks", c + 1, n_chunk, (int64_t)(c + 1) * n_ctx, false);
     }
     ps_cli_progress_end(&pr);
-    if (cmp) {
-        kld_report(&ks, json, n, n_chunk, n_ctx);
-        rc = fflush(stdout) == 0 ? 0 : 1;
-        goto out;
-    }
-    const double mean = nll / (double)count;
-    const double ppl = exp(mean);
-    double var = nll2 / (double)count - mean * mean;
-    if (!(var > 0)) {
-        fprintf(stderr, "promptscore %s: unexpected negative variance of the log-likelihoods\n",
-                cmd);
-        goto out;
-    }
-    const double err_ppl = sqrt(var / (double)(count - 1)) * ppl;
-    if (json) {
-        printf("{\"mode\":\"llama\",\"perplexity\":%.17g,\"perplexity_stderr\":%.17g,"
-               "\"mean_nll\":%.17g,\"tokens_scored\":%lld,\"tokens\":%d,\"chunks\":%d,\"ctx\":%d,"
-               "\"running\":[",
-               ppl, err_ppl, mean, (long long)count, (int)n, (int)n_chunk, (int)n_ctx);
-        for (int32_t c = 0; c < n_chunk; c++) printf("%s%.17g", c ? "," : "", running[c]);
-        printf("]}\n");
-    } else {
-        printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, err_ppl);
-    }
+    kld_report(&ks, json, n, n_chunk, n_ctx);
     rc = fflush(stdout) == 0 ? 0 : 1;
 out:
     ps_free(chunk);
     ps_free(logits);
-    ps_free(running);
     ps_free(cmp_logits);
     ps_free(ks.kld_values);
     ps_free(ks.p_diff_values);
     return rc;
+}
+
+/* What the on_window callbacks print with: the command's state between ps_perplexity's
+ * windows or chunks. */
+typedef struct {
+    ps_cli_progress pr;
+    bool json, per_token, write_failed;
+    int32_t n, ctx;
+    const int32_t *ids;
+    const ps_vocab *vocab;
+    ps_buf b;
+} ppl_print;
+
+/* llama mode: the running estimate after each chunk, "[i]x.xxxx," as llama-perplexity prints */
+static bool llama_window(void *user, const ps_ppl_window *w) {
+    ppl_print *pp = user;
+    if (!pp->json) {
+        printf("[%d]%.4f,", w->index, w->running);
+        fflush(stdout);
+    }
+    ps_cli_progress_show(&pp->pr, "chunks", w->index, w->n_windows,
+                         (int64_t)w->index * pp->ctx, false);
+    return true;
+}
+
+/* sliding mode: --per-token's line for each token the window scored, then the progress */
+static bool sliding_window(void *user, const ps_ppl_window *w) {
+    ppl_print *pp = user;
+    for (int32_t j = 0; pp->per_token && j < w->n; j++) {
+        const int32_t i = w->first + j;
+        ps_buf *b = &pp->b;
+        ps_buf_reset(b);
+        ps_buf_printf(b, "{\"i\":%d,\"id\":%d,\"text\":", i, pp->ids[i]);
+        ps_buf tt;
+        ps_buf_init(&tt);
+        ps_token_text(&tt, pp->vocab, pp->ids[i]);
+        ps_json_str(b, tt.data ? tt.data : "", tt.len);
+        ps_buf_free(&tt);
+        ps_buf_puts(b, ",\"logprob\":");
+        ps_json_f32(b, w->logprobs[j]);
+        ps_buf_puts(b, "}\n");
+        if (b->oom || fwrite(b->data, 1, b->len, stdout) != b->len) {
+            pp->write_failed = true;
+            return false;
+        }
+    }
+    ps_cli_progress_show(&pp->pr, "tokens scored", w->tokens_scored, pp->n - 1,
+                         (int64_t)w->index * pp->ctx, false);
+    return true;
+}
+
+/* Runs ps_perplexity with the printing callbacks; the result or NULL (the error printed). */
+static ps_ppl_result *ppl_run(const char *cmd, ps_cli_loaded *l, const ps_ppl_params *p,
+                              ppl_print *pp) {
+    ps_ppl_params q = *p;
+    q.on_window = p->mode == PS_PPL_LLAMA ? llama_window : sliding_window;
+    q.user = pp;
+    ps_ppl_result *r = NULL;
+    ps_error err;
+    ps_error_clear(&err);
+    ps_status st = ps_perplexity(l->session, pp->ids, pp->n, &q, &r, &err);
+    ps_cli_progress_end(&pp->pr);
+    if (st == PS_OK) return r;
+    if (pp->write_failed) fprintf(stderr, "promptscore %s: write failed\n", cmd);
+    else fprintf(stderr, "promptscore %s: %s\n", cmd, err.message);
+    return NULL;
+}
+
+static int ppl_llama(const char *cmd, ps_cli_loaded *l, ps_session *cmp, const int32_t *ids,
+                     int32_t n, int32_t n_ctx, int32_t max_chunks, int32_t batch, bool json) {
+    if (n < 2 * n_ctx) {
+        fprintf(stderr, "promptscore %s: --ppl-mode llama needs at least %d tokens (2 x -c %d); "
+                        "the text has %d\n", cmd, 2 * n_ctx, n_ctx, n);
+        return 1;
+    }
+    int32_t n_chunk = n / n_ctx;
+    if (max_chunks > 0 && max_chunks < n_chunk) n_chunk = max_chunks;
+    if (cmp) return ppl_compare(cmd, l, cmp, ids, n_ctx, n_chunk, batch, json, n);
+    ppl_print pp = {.json = json, .n = n, .ctx = n_ctx, .ids = ids, .vocab = l->vocab};
+    ps_cli_progress_start(&pp.pr, false);
+    pp.pr.on = pp.pr.on && json; /* the running estimate is the progress otherwise */
+    ps_ppl_params p = ps_ppl_default_params();
+    p.mode = PS_PPL_LLAMA;
+    p.ctx = n_ctx;
+    p.max_chunks = max_chunks;
+    p.chunk = batch;
+    ps_ppl_result *r = ppl_run(cmd, l, &p, &pp);
+    if (!r) return 1;
+    if (json) {
+        printf("{\"mode\":\"llama\",\"perplexity\":%.17g,\"perplexity_stderr\":%.17g,"
+               "\"mean_nll\":%.17g,\"tokens_scored\":%lld,\"tokens\":%d,\"chunks\":%d,\"ctx\":%d,"
+               "\"running\":[",
+               r->perplexity, r->perplexity_stderr, r->mean_nll, (long long)r->tokens_scored,
+               (int)n, (int)r->n_windows, (int)n_ctx);
+        for (int32_t c = 0; c < r->n_windows; c++) printf("%s%.17g", c ? "," : "", r->running[c]);
+        printf("]}\n");
+    } else {
+        printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", r->perplexity, r->perplexity_stderr);
+    }
+    ps_ppl_result_free(r);
+    return fflush(stdout) == 0 ? 0 : 1;
 }
 
 static int ppl_sliding(const char *cmd, ps_cli_loaded *l, const int32_t *ids, int32_t n,
@@ -419,74 +455,35 @@ static int ppl_sliding(const char *cmd, ps_cli_loaded *l, const int32_t *ids, in
         fprintf(stderr, "promptscore %s: %s has %d token(s); need at least 2\n", cmd, text_path, n);
         return 1;
     }
-    ps_cli_progress pr;
-    ps_cli_progress_start(&pr, false);
-    double nll = 0.0;
-    int64_t scored = 0, windows = 0;
-    int32_t next = 1; /* first token not scored yet (token 0 has no distribution) */
-    ps_score_params sp = ps_score_default_params();
-    sp.k = 0;
-    sp.chunk = chunk;
-    ps_error err;
-    ps_error_clear(&err);
-    ps_buf b;
-    ps_buf_init(&b);
-    int rc = 1;
-    for (int32_t start = 0; next < n; start += stride) {
-        int32_t end = start + ctx < n ? start + ctx : n;
-        if (end <= next) continue;
-        ps_score_result *r = NULL;
-        if (ps_score_tokens(l->session, ids + start, end - start, &sp, &r, &err) != PS_OK) {
-            fprintf(stderr, "promptscore %s: window at token %d: %s\n", cmd, start, err.message);
-            goto out;
-        }
-        windows++;
-        for (int32_t i = next; i < end; i++) {
-            float lp = r->logprobs[i - start];
-            nll -= (double)lp;
-            scored++;
-            if (per_token) {
-                ps_buf_reset(&b);
-                ps_buf_printf(&b, "{\"i\":%d,\"id\":%d,\"text\":", i, ids[i]);
-                ps_buf tt;
-                ps_buf_init(&tt);
-                ps_token_text(&tt, l->vocab, ids[i]);
-                ps_json_str(&b, tt.data ? tt.data : "", tt.len);
-                ps_buf_free(&tt);
-                ps_buf_puts(&b, ",\"logprob\":");
-                ps_json_f32(&b, lp);
-                ps_buf_puts(&b, "}\n");
-                if (b.oom || fwrite(b.data, 1, b.len, stdout) != b.len) {
-                    fprintf(stderr, "promptscore %s: write failed\n", cmd);
-                    ps_score_result_free(r);
-                    goto out;
-                }
-            }
-        }
-        next = end;
-        ps_score_result_free(r);
-        ps_cli_progress_show(&pr, "tokens scored", scored, n - 1, (int64_t)windows * ctx, false);
-    }
-    ps_cli_progress_end(&pr);
-    double mean = nll / (double)scored;
+    ppl_print pp = {.json = json, .per_token = per_token, .n = n, .ctx = ctx, .ids = ids,
+                    .vocab = l->vocab};
+    ps_buf_init(&pp.b);
+    ps_cli_progress_start(&pp.pr, false);
+    ps_ppl_params p = ps_ppl_default_params();
+    p.ctx = ctx;
+    p.stride = stride;
+    p.chunk = chunk;
+    ps_ppl_result *r = ppl_run(cmd, l, &p, &pp);
+    ps_buf_free(&pp.b);
+    if (!r) return 1;
     if (json) {
         printf("{\"mode\":\"sliding\",\"perplexity\":%.17g,\"mean_nll\":%.17g,"
                "\"tokens_scored\":%lld,\"tokens\":%d,\"windows\":%lld,\"ctx\":%d,\"stride\":%d}\n",
-               exp(mean), mean, (long long)scored, (int)n, (long long)windows, ctx, stride);
+               r->perplexity, r->mean_nll, (long long)r->tokens_scored, (int)n,
+               (long long)r->n_windows, ctx, stride);
     } else {
         FILE *sum = per_token ? stderr : stdout;
         fprintf(sum, "perplexity %.6f  mean NLL %.6f  tokens %lld  (windows %lld, ctx %d, "
                      "stride %d)\n",
-                exp(mean), mean, (long long)scored, (long long)windows, ctx, stride);
+                r->perplexity, r->mean_nll, (long long)r->tokens_scored,
+                (long long)r->n_windows, ctx, stride);
     }
     /* the result line holds no wall-clock figure (runs are compared byte for byte) */
-    double el = ps_now_s() - pr.t0;
+    double el = ps_now_s() - pp.pr.t0;
     fprintf(stderr, "promptscore %s: %lld tokens in %.2fs, %.0f tokens/s\n", cmd,
-            (long long)scored, el, el > 0 ? (double)scored / el : 0.0);
-    rc = fflush(stdout) == 0 ? 0 : 1;
-out:
-    ps_buf_free(&b);
-    return rc;
+            (long long)r->tokens_scored, el, el > 0 ? (double)r->tokens_scored / el : 0.0);
+    ps_ppl_result_free(r);
+    return fflush(stdout) == 0 ? 0 : 1;
 }
 
 int ps_cli_perplexity(int argc, char **argv) {

@@ -15,8 +15,9 @@
  * double in vocabulary order, nll = -((float)(logit_tok - m) - log(sum)). nll and nll² are
  * summed in double; stderr = sqrt((Σnll²/count - mean²) / (count - 1)) * ppl.
  *
- * Both loops are those of src/cli/cli_perplexity.c, operation for operation, so the doubles are
- * the ones `perplexity --json` prints (tests/python compares them).
+ * The `perplexity` command runs both through here (src/cli/cli_perplexity.c prints from the
+ * on_window callback and the result), so the doubles are the ones `perplexity --json` prints;
+ * only its --compare loop, which runs two models side by side, is its own.
  */
 #include "base/impl.h"
 #include "run/session.h"
@@ -102,6 +103,14 @@ static ps_status ppl_llama(ps_session *s, const int32_t *ids, int32_t n, const p
         }
         count += ctx - first - 1;
         r->running[c] = exp(nll / (double)count);
+        if (p->on_window) {
+            const ps_ppl_window w = {c + 1, n_chunk, count, r->running[c], 0, 0, NULL};
+            if (!p->on_window(p->user, &w)) {
+                st = ps_fail(err, PS_ERR_CANCELLED, -1, "stopped by on_window after chunk %d",
+                             (int)(c + 1));
+                goto out;
+            }
+        }
     }
     const double mean = nll / (double)count;
     const double ppl = exp(mean);
@@ -151,6 +160,15 @@ static ps_status ppl_sliding(ps_session *s, const int32_t *ids, int32_t n,
         for (int32_t i = next; i < end; i++) {
             nll -= (double)sr->logprobs[i - start];
             scored++;
+        }
+        if (p->on_window) {
+            const ps_ppl_window w = {(int32_t)windows, 0, scored, exp(nll / (double)scored),
+                                     next, end - next, sr->logprobs + (next - start)};
+            if (!p->on_window(p->user, &w)) {
+                ps_score_result_free(sr);
+                return ps_fail(err, PS_ERR_CANCELLED, -1,
+                               "stopped by on_window after window %lld", (long long)windows);
+            }
         }
         next = end;
         ps_score_result_free(sr);
