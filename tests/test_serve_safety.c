@@ -975,6 +975,17 @@ static void test_chunked(void) {
     CHECK(server_stop(&s) == 0);
 }
 
+/* {"prompt":"aaa...a"}, n bytes in all: one word of n - 13 letters (malloc'd). */
+static char *one_word_body(size_t n) {
+    char *body = malloc(n + 1);
+    if (!body) return NULL;
+    memset(body, 'a', n);
+    memcpy(body, "{\"prompt\":\"", 11);
+    memcpy(body + n - 2, "\"}", 2);
+    body[n] = 0;
+    return body;
+}
+
 /* The tokenizer's memory per request: a 15 MB body holding one word (default limits, so it is
  * admitted: under --max-body and the budget) is refused with context_length_exceeded, and the
  * server's peak RSS grows by less than 4 times the body's size (the tokenizer merging the word
@@ -992,11 +1003,12 @@ static void test_one_word(void) {
         return;
     }
     const size_t n = 15000000;
-    char *body = malloc(n + 1);
-    memset(body, 'a', n);
-    memcpy(body, "{\"prompt\":\"", 11);
-    memcpy(body + n - 2, "\"}", 2);
-    body[n] = 0;
+    char *body = one_word_body(n);
+    if (!body) {
+        CHECKF(0, "out of memory for a 15 MB body");
+        CHECK(server_stop(&s) == 0);
+        return;
+    }
     long before = proc_status_kb(s.pid, "VmRSS:");
     answer a;
     CHECK(req(s.port, NULL, "POST", "/v1/completions", JSON, body, &a));
@@ -1025,11 +1037,11 @@ static void test_tokenize_word(void) {
     const bool bound = true;
 #endif
     const size_t n = 15000000;
-    char *body = malloc(n + 1);
-    memset(body, 'a', n);
-    memcpy(body, "{\"prompt\":\"", 11);
-    memcpy(body + n - 2, "\"}", 2);
-    body[n] = 0;
+    char *body = one_word_body(n);
+    if (!body) {
+        CHECKF(0, "out of memory for a 15 MB body");
+        return;
+    }
     server s;
     if (!server_start(&s, NULL)) {
         CHECKF(0, "the server did not start (log %s)", s.log);
