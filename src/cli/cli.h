@@ -233,6 +233,10 @@ typedef struct {
     bool color;        /* ANSI colours (a terminal, NO_COLOR unset) */
     int64_t prompts, errors, tokens, scored;
     double sum;        /* sum of the scored tokens' logprobs over all prompts */
+    /* --stats / --compare totals over the scored tokens (set when a result had them) */
+    bool stats, compare;
+    double sum_entropy, sum_kld;
+    int64_t n_top1, n_same;
 } ps_cli_view;
 void ps_cli_view_init(ps_cli_view *v, int format, bool color);
 /* Appends the view of one scored prompt / one error line / the closing lines. */
