@@ -7,6 +7,9 @@
 #     BPE model generated with the GPT-2 vocabulary, with multi-byte UTF-8 and an emoji);
 #   - --format summary: one line per prompt whose numbers equal the JSONL ones, a total line;
 #     --format table: one row per token with rank and top 3, no colour into a file;
+#     with --stats / --compare (against a random model on the same vocabulary) the table's
+#     rank, entropy, kld, same and dp columns and the summary's mean entropy, top-1 share,
+#     kld_mean and same_top1 share (per line and total) equal the JSONL ones;
 #   - perplexity --ppl-mode llama follows llama-perplexity's procedure: rebuilt here from
 #     `score` on id prompts (the text less one trailing newline, chunks of c tokens with BOS
 #     first, the second half scored), the
@@ -121,6 +124,84 @@ check "table: a header per prompt, one row per token, no colour in a file (rc $r
     '[ $rc -eq 0 ] && [ "$(grep -c "^== id" "$T/tab")" -eq 5 ] && grep -Eq "^ +1  \" Once\" +-0\.2437 +1  \" Once\" -0\.24  \" One\" -1\.86" "$T/tab" && ! grep -q "$(printf "\033")" "$T/tab"'
 "$BIN" score -m "$MODEL" -i "$T/in.jsonl" --format xml >/dev/null 2>"$T/err"; rc=$?
 check "--format xml: exit 2 (rc $rc)" '[ $rc -eq 2 ] && grep -q "jsonl, table or summary" "$T/err"'
+
+# ---- --format summary / table with --stats and --compare --------------------------------------
+"$BIN" gen-model -o "$T/cmp.gguf" --vocab "$MODEL" --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 \
+    --head-dim 16 --n-ff 64 2>/dev/null
+SC="--stats --compare $T/cmp.gguf"
+"$BIN" score -m "$MODEL" $SC -i "$T/in.jsonl" -o "$T/sc.jsonl" 2>/dev/null
+"$BIN" score -m "$MODEL" $SC -i "$T/in.jsonl" --format summary >"$T/sc.sum" 2>/dev/null; rs=$?
+"$BIN" score -m "$MODEL" $SC -i "$T/in.jsonl" --format table >"$T/sc.tab" 2>/dev/null; rt=$?
+python3 - "$T/sc.jsonl" "$T/sc.sum" "$T/sc.tab" >"$T/py" 2>&1 <<'EOF'
+import json, re, sys
+outs = [json.loads(l) for l in open(sys.argv[1])]
+sums = open(sys.argv[2]).read().splitlines()
+tab = open(sys.argv[3]).read().splitlines()
+fails = []
+def expect(c, w):
+    if not c: fails.append(w)
+num = r'(-?[0-9.e+-]+|-)'
+fields = r'mean entropy (\S+)  top-1 (\S+)%  kld_mean (\S+)  same_top1 (\S+)%'
+tot = {'ent': 0.0, 'top1': 0, 'kld': 0.0, 'same': 0, 'n': 0}
+rows = iter(tab)
+for o, l in zip(outs, sums):
+    if 'error' in o:
+        expect('error' in l, 'error line')
+        next(rows)
+        continue
+    lp = o['logprobs']
+    n = o['n_tokens']
+    ent, rank, kld, same, dp = (lp[k] for k in ('entropy', 'rank', 'kld', 'same_top1', 'dp'))
+    m = n - 1
+    if m > 0:
+        e, t1 = sum(ent[1:]), sum(r == 1 for r in rank[1:])
+        k, sa = sum(kld[1:]), sum(s == 1 for s in same[1:])
+        tot['ent'] += e; tot['top1'] += t1; tot['kld'] += k; tot['same'] += sa; tot['n'] += m
+        g = re.search(fields, l)
+        expect(bool(g), 'summary fields in %r' % l)
+        if g:
+            expect(abs(float(g.group(1)) - e / m) < 1e-4, 'mean entropy %s' % l)
+            expect(abs(float(g.group(2)) - 100.0 * t1 / m) < 0.01, 'top-1 share %s' % l)
+            expect(abs(float(g.group(3)) - o['kld_mean']) < 1e-6, 'kld_mean %s' % l)
+            expect(abs(float(g.group(4)) - o['same_top1_pct']) < 0.01, 'same_top1 %s' % l)
+    head = next(rows)
+    expect(head.startswith('== id'), 'table header %r' % head)
+    cols = next(rows)
+    expect(re.match(r' +# +token +logprob +rank +entropy +kld +same +dp +top', cols) is not None,
+           'columns %r' % cols)
+    for i in range(n):
+        r = next(rows)
+        f = re.match(r' +(\d+)  ".*" +' + ' +'.join([num] * 6), r)
+        expect(bool(f) and int(f.group(1)) == i, 'row %d: %r' % (i, r))
+        if not f: continue
+        if i == 0:
+            expect(f.groups()[1:] == ('-',) * 6, 'row 0 dashes %r' % r)
+            continue
+        expect(int(f.group(3)) == rank[i], 'rank %d %r' % (rank[i], r))
+        expect(abs(float(f.group(4)) - ent[i]) <= 5.1e-5, 'entropy %r' % r)
+        expect(abs(float(f.group(5)) - kld[i]) <= 5.1e-4 * abs(kld[i]) + 1e-12, 'kld %r' % r)
+        expect(int(f.group(6)) == same[i], 'same %r' % r)
+        expect(abs(float(f.group(7)) - dp[i]) <= 5.1e-5, 'dp %r' % r)
+g = re.search(fields, sums[-1])
+expect(sums[-1].startswith('total') and bool(g), 'total line %r' % sums[-1])
+if g:
+    n = tot['n']
+    expect(abs(float(g.group(1)) - tot['ent'] / n) < 1e-4, 'total entropy')
+    expect(abs(float(g.group(2)) - 100.0 * tot['top1'] / n) < 0.01, 'total top-1')
+    expect(abs(float(g.group(3)) - tot['kld'] / n) < 1e-6, 'total kld_mean')
+    expect(abs(float(g.group(4)) - 100.0 * tot['same'] / n) < 0.01, 'total same_top1')
+expect(tot['kld'] > 0 and tot['n'] > 0, 'a positive kld between two different models')
+print(fails[:5]); sys.exit(1 if fails else 0)
+EOF
+rc=$?
+check "--stats --compare: summary (per line, total) and table columns = the JSONL (rs $rs rt $rt; $(head -c 500 "$T/py"))" \
+    '[ $rc -eq 0 ] && [ $rs -eq 0 ] && [ $rt -eq 0 ]'
+"$BIN" score -m "$MODEL" --stats -i "$T/in.jsonl" --format table >"$T/st.tab" 2>/dev/null
+"$BIN" score -m "$MODEL" --stats -i "$T/in.jsonl" --format summary >"$T/st.sum" 2>/dev/null
+check "--stats alone: an entropy column and no kld one; summary with mean entropy, no kld_mean" \
+    'grep -Eq "^ +# +token +logprob +rank +entropy +top 3$" "$T/st.tab" && grep -q "mean entropy" "$T/st.sum" && ! grep -q "kld" "$T/st.sum" "$T/st.tab"'
+check "without --stats / --compare: no new column or field" \
+    '! grep -q "entropy\|kld\|same_top1" "$T/tab" "$T/sum"'
 
 # ---- perplexity --ppl-mode llama ------------------------------------------------------------------
 TEXT=tests/data/story.txt

@@ -12,10 +12,15 @@
  *     rest bitwise as with them; entropy/rank equal the kernel's on the session's own logits;
  *     compare with a second session of the same model gives kld 0, same_top1 1, dp 0 and
  *     leaves the base's answers unchanged; compare is refused with a cache, with generation
- *     and by ps_score_batch; ps_vocab_same names what differs.
+ *     and by ps_score_batch; ps_vocab_same names what differs;
+ *   - the compared session running in the base's workspace (ps_session_share_workspace, as
+ *     score / serve / perplexity --compare do) gives every array bitwise as with its own, on a
+ *     compared session that computes other numbers (an f16 K/V cache); sharing is refused
+ *     with a smaller lender, with itself and twice.
  */
 #include "promptscore.h"
 #include "check.h"
+#include "run/session.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -350,6 +355,50 @@ static void test_scorer(ps_pool *pool3) {
     p.stats = false; /* a cached score not asking for them gets none */
     CHECK(ps_score_tokens(s1, toks, 300, &p, &r, NULL) == PS_OK && r && !r->entropy && !r->rank);
     ps_score_result_free(r);
+    /* the compared session in the base's workspace: the same bits as in its own */
+    ps_session_params sp16 = sp;
+    sp16.kv_type = PS_KV_F16;
+    ps_session *s3 = NULL, *s4 = NULL, *small = NULL;
+    CHECK(ps_session_create(m, &sp16, &s3, NULL) == PS_OK);
+    CHECK(ps_session_create(m, &sp16, &s4, NULL) == PS_OK);
+    ps_session_params sps = sp;
+    sps.n_batch = 8;
+    CHECK(ps_session_create(m, &sps, &small, NULL) == PS_OK);
+    if (s3 && s4 && small) {
+        CHECK(!ps_session_share_workspace(s4, small)); /* smaller than s4's */
+        CHECK(!ps_session_share_workspace(s1, s1));
+        CHECK(ps_session_share_workspace(s4, s1));
+        CHECK(!ps_session_share_workspace(s4, s1)); /* already borrowed */
+        CHECK(s4->ws == s1->ws && s4->x != s3->x);
+        ps_score_result *own = NULL, *shared = NULL;
+        p.compare = s3;
+        p.cache = NULL;
+        p.stats = true;
+        p.chunk = 100;
+        CHECK(ps_score_tokens(s1, toks, 300, &p, &own, NULL) == PS_OK);
+        p.compare = s4;
+        CHECK(ps_score_tokens(s1, toks, 300, &p, &shared, NULL) == PS_OK);
+        p.compare = NULL;
+        p.cache = cache;
+        p.stats = false;
+        p.chunk = 7;
+        if (own && shared) {
+            int differ = 0;
+            for (int i = 1; i < 300; i++) differ += own->kld[i] != 0.0f;
+            CHECKF(differ > 0, "the f16 cache changed no kld (%d)", differ);
+            CHECK(!memcmp(own->logprobs + 1, shared->logprobs + 1, 299 * 4) &&
+                  !memcmp(own->kld + 1, shared->kld + 1, 299 * 4) &&
+                  !memcmp(own->dp + 1, shared->dp + 1, 299 * 4) &&
+                  !memcmp(own->same_top1, shared->same_top1, 300 * 4) &&
+                  !memcmp(own->entropy + 1, shared->entropy + 1, 299 * 4) &&
+                  !memcmp(own->top_ids, shared->top_ids, 300 * 5 * 4));
+        }
+        ps_score_result_free(own);
+        ps_score_result_free(shared);
+    }
+    ps_session_free(s4); /* before its lender s1 */
+    ps_session_free(s3);
+    ps_session_free(small);
     /* ps_vocab_same */
     CHECK(ps_vocab_same(ps_model_vocab(m), ps_model_vocab(m), NULL) == PS_OK);
     ps_score_result_free(c1);

@@ -11,6 +11,14 @@
  *            surprising tokens; a total line at the end.
  * Mean NLL and perplexity are over the scored tokens (entries 1..n-1; entry 0 has no
  * distribution), as in the JSON Lines fields mean_logprob and perplexity.
+ *
+ * With --stats the table's rank column is the exact rank in the whole vocabulary (the result's
+ * rank, not ">K") and an "entropy" column follows it; with --compare three columns follow:
+ * "kld", "same" (1 / 0: same top-1) and "dp". The summary line then adds "mean entropy" and
+ * "top-1" (the share of scored tokens that were their position's top-1, in percent), and
+ * "kld_mean" and "same_top1" (percent) as the JSON Lines' kld_mean and same_top1_pct; the
+ * total line adds the same over every scored token of every prompt. Without either flag every
+ * byte is as before.
  */
 #include "cli/cli.h"
 
@@ -55,6 +63,42 @@ static void put_num(ps_buf *b, double x, const char *fmt) {
     else ps_buf_printf(b, fmt, x);
 }
 
+/* The summary's --stats / --compare figures of one prompt (scored entries 1..n-1), added to
+ * the view's totals: mean entropy, top-1 share, kld_mean, same top-1 share. */
+static void stats_put(ps_cli_view *v, ps_buf *b, const ps_score_result *r) {
+    const int32_t n = r->n_prompt, m = n > 1 ? n - 1 : 0;
+    if (r->entropy) {
+        double ent = 0.0;
+        int64_t top1 = 0;
+        for (int32_t i = 1; i < n; i++) {
+            ent += (double)r->entropy[i];
+            top1 += r->rank[i] == 1;
+        }
+        v->stats = true;
+        v->sum_entropy += ent;
+        v->n_top1 += top1;
+        ps_buf_puts(b, "  mean entropy ");
+        put_num(b, m ? ent / m : NAN, "%.4f");
+        ps_buf_puts(b, "  top-1 ");
+        put_num(b, m ? 100.0 * (double)top1 / m : NAN, "%.2f%%");
+    }
+    if (r->kld) {
+        double kl = 0.0;
+        int64_t same = 0;
+        for (int32_t i = 1; i < n; i++) {
+            kl += (double)r->kld[i];
+            same += r->same_top1[i] == 1;
+        }
+        v->compare = true;
+        v->sum_kld += kl;
+        v->n_same += same;
+        ps_buf_puts(b, "  kld_mean ");
+        put_num(b, m ? kl / m : NAN, "%.6f");
+        ps_buf_puts(b, "  same_top1 ");
+        put_num(b, m ? 100.0 * (double)same / m : NAN, "%.2f%%");
+    }
+}
+
 void ps_cli_view_result(ps_cli_view *v, ps_buf *b, const ps_vocab *vocab,
                         const ps_jsonl_req *req, const ps_score_result *r) {
     const int32_t n = r->n_prompt, k = r->k;
@@ -73,14 +117,19 @@ void ps_cli_view_result(ps_cli_view *v, ps_buf *b, const ps_vocab *vocab,
         put_num(b, -mean, "%.4f");
         ps_buf_puts(b, ", perplexity ");
         put_num(b, exp(-mean), "%.4f");
-        ps_buf_printf(b, "\n%5s  %-24s %10s %5s  top %d\n", "#", "token", "logprob", "rank",
-                      k < 3 ? k : 3);
+        ps_buf_printf(b, "\n%5s  %-24s %10s %5s", "#", "token", "logprob", "rank");
+        if (r->entropy) ps_buf_printf(b, " %8s", "entropy");
+        if (r->kld) ps_buf_printf(b, " %10s %4s %8s", "kld", "same", "dp");
+        ps_buf_printf(b, "  top %d\n", k < 3 ? k : 3);
         for (int32_t i = 0; i < n; i++) {
             ps_buf_printf(b, "%5d  ", (int)i);
             pad(b, put_token(b, vocab, r->tokens[i]), 24);
             float lp = r->logprobs[i];
             if (isnan(lp)) {
-                ps_buf_printf(b, " %10s %5s\n", "-", "-");
+                ps_buf_printf(b, " %10s %5s", "-", "-");
+                if (r->entropy) ps_buf_printf(b, " %8s", "-");
+                if (r->kld) ps_buf_printf(b, " %10s %4s %8s", "-", "-", "-");
+                ps_buf_puts(b, "\n");
                 continue;
             }
             const int32_t *ids = r->top_ids + (size_t)i * (size_t)k;
@@ -97,8 +146,20 @@ void ps_cli_view_result(ps_cli_view *v, ps_buf *b, const ps_vocab *vocab,
             else snprintf(num, sizeof num, "%10.4f", (double)lp);
             ps_buf_puts(b, num);
             ps_buf_puts(b, v->color ? "\033[0m" : "");
-            if (rank) ps_buf_printf(b, " %5d  ", rank);
-            else ps_buf_printf(b, " %4s%d  ", ">", (int)k);
+            if (r->rank) ps_buf_printf(b, " %5d", (int)r->rank[i]);
+            else if (rank) ps_buf_printf(b, " %5d", rank);
+            else ps_buf_printf(b, " %4s%d", ">", (int)k);
+            if (r->entropy) {
+                ps_buf_puts(b, " ");
+                put_num(b, r->entropy[i], "%8.4f");
+            }
+            if (r->kld) {
+                ps_buf_puts(b, " ");
+                put_num(b, r->kld[i], "%10.3e");
+                ps_buf_printf(b, " %4d ", (int)r->same_top1[i]);
+                put_num(b, r->dp[i], "%+8.4f");
+            }
+            ps_buf_puts(b, "  ");
             for (int32_t j = 0; j < k && j < 3 && ids[j] >= 0; j++) {
                 if (j) ps_buf_puts(b, "  ");
                 put_token(b, vocab, ids[j]);
@@ -116,6 +177,7 @@ void ps_cli_view_result(ps_cli_view *v, ps_buf *b, const ps_vocab *vocab,
     put_num(b, -mean, "%.4f");
     ps_buf_puts(b, "  perplexity ");
     put_num(b, exp(-mean), "%.4f");
+    stats_put(v, b, r);
     /* the three lowest logprobs, earliest first among equals */
     int32_t worst[3] = {-1, -1, -1};
     for (int32_t i = 1; i < n; i++) {
@@ -152,5 +214,18 @@ void ps_cli_view_end(ps_cli_view *v, ps_buf *b) {
     put_num(b, -mean, "%.4f");
     ps_buf_puts(b, "  perplexity ");
     put_num(b, exp(-mean), "%.4f");
+    const double m = v->scored > 0 ? (double)v->scored : NAN;
+    if (v->stats) {
+        ps_buf_puts(b, "  mean entropy ");
+        put_num(b, v->sum_entropy / m, "%.4f");
+        ps_buf_puts(b, "  top-1 ");
+        put_num(b, 100.0 * (double)v->n_top1 / m, "%.2f%%");
+    }
+    if (v->compare) {
+        ps_buf_puts(b, "  kld_mean ");
+        put_num(b, v->sum_kld / m, "%.6f");
+        ps_buf_puts(b, "  same_top1 ");
+        put_num(b, 100.0 * (double)v->n_same / m, "%.2f%%");
+    }
     ps_buf_puts(b, "\n");
 }

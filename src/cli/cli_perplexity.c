@@ -40,6 +40,7 @@
  */
 #include "cli/cli.h"
 #include "model/vocab.h"
+#include "run/session.h"
 
 #include <errno.h>
 #include <math.h>
@@ -587,6 +588,8 @@ int ps_cli_perplexity(int argc, char **argv) {
                 fprintf(stderr, "promptscore %s: --compare: cannot create a session: %s\n", cmd,
                         cerr.message);
                 rc = 1;
+            } else { /* run one after the other by this thread: one workspace for both */
+                (void)ps_session_share_workspace(cmp, l.session);
             }
         }
         if (rc) {

@@ -31,6 +31,7 @@
  * writing each) and score_end (end record, footer, summary); score_close frees the rest.
  */
 #include "cli/cli.h"
+#include "model/model.h"
 #include "cli/cli_shard.h"
 #include "serve/engine.h"
 #include "serve/jsonl.h"
@@ -376,6 +377,8 @@ int ps_cli_load_compare(const char *cmd, const char *path, const ps_cli_model_op
         fprintf(stderr, "promptscore %s: --compare: %s (%s) and %s (%s) cannot be compared: %s\n",
                 cmd, base->info.file, base->info.name, path, info.name, err.message);
     } else {
+        /* checked the same as the base's: the compared model needs no tokenizer of its own */
+        ps_model_drop_vocab(*out);
         return 0;
     }
     ps_model_free(*out);

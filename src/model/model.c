@@ -978,6 +978,12 @@ void ps_model_get_info(const ps_model *model, ps_model_info *info) {
 
 const ps_vocab *ps_model_vocab(const ps_model *model) { return model ? model->vocab : NULL; }
 
+void ps_model_drop_vocab(ps_model *model) {
+    if (!model) return;
+    ps_vocab_free(model->vocab);
+    model->vocab = NULL;
+}
+
 void ps_model_get_costs(const ps_model *model, ps_model_costs *costs) {
     memset(costs, 0, sizeof *costs);
     const ps_weights *w = &model->w;

@@ -222,6 +222,12 @@ void ps_model_get_costs(const ps_model *model, ps_model_costs *costs);
  * layer keeps a ring of min(n_ctx, swa + PS_CHUNK - 1); session.h). */
 double ps_model_kv_positions(const ps_model *model, int32_t n_ctx);
 
+/* Frees the model's vocabulary (tokenizer tables: about 12 MB for a 151,936-token one); then
+ * ps_model_vocab returns NULL. For a model that only computes logits, its vocabulary checked
+ * already: the compared model of score / perplexity --compare (ps_vocab_same). Scores do not
+ * depend on it (the forward pass reads the weights and hparams only). NULL is a no-op. */
+void ps_model_drop_vocab(ps_model *model);
+
 /* The largest context length a model or a sequence takes. */
 #define PS_MAX_CTX (1 << 26)
 

@@ -164,15 +164,66 @@ ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, p
 
 /* ---- the workspace ---- */
 
+/* The workspace's main buffers live in one allocation (s->ws), each at a 64-byte aligned
+ * offset, so that another session of the same thread can run in the same memory
+ * (ps_session_share_workspace). These are pure scratch: a forward call writes each before it
+ * reads it, so nothing in them carries from one call to the next. */
+#define WS_N 11
+static float **ws_fields(ps_session *s, size_t i) {
+    float **f[WS_N] = {&s->x, &s->xb, &s->ffn_out, &s->q,  &s->att,        &s->k,
+                       &s->v, &s->hb, &s->hb2,     &s->mm_scratch, &s->att_scratch};
+    return f[i];
+}
+
+/* Sets s->ws_floats and s->ws_len[] for rows nb; false on overflow. */
+static bool ws_layout(ps_session *s, uint64_t nb, uint64_t n_embd, uint64_t dq, uint64_t dkv,
+                      uint64_t ff_rows) {
+    const uint64_t per_row[WS_N] = {n_embd, n_embd, n_embd, dq, dq, dkv, dkv, ff_rows, ff_rows,
+                                    0, 0};
+    uint64_t total = 0;
+    for (size_t i = 0; i < WS_N; i++) {
+        uint64_t n;
+        bool ok = i == 9    ? ps_mul_ok((uint64_t)s->n_threads, s->mm_stride, &n)
+                  : i == 10 ? ps_mul_ok((uint64_t)s->n_threads, s->att_stride, &n)
+                            : ps_mul_ok(nb, per_row[i], &n);
+        if (!ok || n > (UINT64_MAX >> 8)) return false;
+        n = (n + 15) & ~(uint64_t)15; /* 64 bytes */
+        s->ws_len[i] = n;
+        total += n;
+        if (total > SIZE_MAX / sizeof(float)) return false;
+    }
+    s->ws_floats = (size_t)total;
+    return true;
+}
+
+/* Points the workspace buffers into base (ws_floats floats, 64-byte aligned). */
+static void ws_carve(ps_session *s, float *base) {
+    size_t off = 0;
+    for (size_t i = 0; i < WS_N; i++) {
+        *ws_fields(s, i) = base + off;
+        off += (size_t)s->ws_len[i];
+    }
+}
+
+bool ps_session_share_workspace(ps_session *s, const ps_session *lender) {
+    if (!s || !lender || s == lender || lender->ws_borrowed || s->ws_borrowed ||
+        lender->ws_floats < s->ws_floats || lender->n_threads < s->n_threads)
+        return false;
+    ps_free(s->ws);
+    s->ws = lender->ws;
+    s->ws_borrowed = true;
+    ws_carve(s, s->ws);
+    return true;
+}
+
 void ps_session_free(ps_session *s) {
     if (!s) return;
-    float *bufs[] = {s->x,        s->xb,       s->q,        s->k,          s->v,
-                     s->att,      s->ffn_out,  s->hb,       s->hb2,        s->rope_cos,
-                     s->rope_sin, s->mm_scratch, s->att_scratch, s->logits, s->dn_qkv,
-                     s->dn_conv,  s->dn_z,     s->dn_out,   s->dn_beta,    s->dn_alpha,
-                     s->att_gate, s->moe_logits, s->moe_w,  s->moe_x,      s->moe_g,
-                     s->moe_u,    s->shexp_out, s->rope_cos_swa, s->rope_sin_swa};
+    float *bufs[] = {s->rope_cos,   s->rope_sin,    s->logits,     s->dn_qkv,    s->dn_conv,
+                     s->dn_z,       s->dn_out,      s->dn_beta,    s->dn_alpha,  s->att_gate,
+                     s->moe_logits, s->moe_w,       s->moe_x,      s->moe_g,     s->moe_u,
+                     s->shexp_out,  s->rope_cos_swa, s->rope_sin_swa};
     for (size_t i = 0; i < PS_ARRAY_LEN(bufs); i++) ps_free(bufs[i]);
+    if (!s->ws_borrowed) ps_free(s->ws);
     int32_t *ibufs[] = {s->moe_sel, s->moe_pos, s->moe_start, s->moe_fill, s->row_pos};
     for (size_t i = 0; i < PS_ARRAY_LEN(ibufs); i++) ps_free(ibufs[i]);
     ps_free(s->row_seq);
@@ -258,17 +309,12 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
         max_in = PS_MAX(max_in, (int64_t)dv);
     }
     s->mm_stride = ps_matmul_scratch_floats(max_in);
-    s->x = alloc_floats(nb, hp->n_embd, 1);
-    s->xb = alloc_floats(nb, hp->n_embd, 1);
-    s->ffn_out = alloc_floats(nb, hp->n_embd, 1);
-    s->q = alloc_floats(nb, dq, 1);
-    s->att = alloc_floats(nb, dq, 1);
-    s->k = alloc_floats(nb, dkv, 1);
-    s->v = alloc_floats(nb, dkv, 1);
+    s->att_stride = ps_attention_scratch_floats(s->n_ctx, s->model->hp.head_dim);
     /* hb, hb2: the dense FFN's or the shared expert's hidden rows */
     const uint64_t ff_rows = (uint64_t)PS_MAX(PS_MAX(hp->n_ff, hp->n_ff_shexp), 1);
-    s->hb = alloc_floats(nb, ff_rows, 1);
-    s->hb2 = alloc_floats(nb, ff_rows, 1);
+    const bool ws_ok = ws_layout(s, nb, hp->n_embd, dq, dkv, ff_rows) &&
+                       (s->ws = alloc_floats(s->ws_floats, 1, 1)) != NULL;
+    if (ws_ok) ws_carve(s, s->ws);
     bool moe_ok = true;
     if (hp->n_ff_shexp > 0) {
         s->shexp_out = alloc_floats(nb, hp->n_embd, 1);
@@ -299,10 +345,7 @@ ps_status ps_session_create(const ps_model *model, const ps_session_params *para
     }
     s->row_pos = ps_calloc(nb, sizeof *s->row_pos);
     s->row_seq = ps_calloc(nb, sizeof *s->row_seq);
-    s->mm_scratch = alloc_floats((uint64_t)s->n_threads, s->mm_stride, 1);
-    s->att_stride = ps_attention_scratch_floats(s->n_ctx, s->model->hp.head_dim);
-    s->att_scratch = alloc_floats((uint64_t)s->n_threads, s->att_stride, 1);
-    if (!s->x || !s->xb || !s->ffn_out || !s->q || !s->att || !s->k || !s->v || !s->hb ||
+    if (!ws_ok || !s->x || !s->xb || !s->ffn_out || !s->q || !s->att || !s->k || !s->v || !s->hb ||
         !s->hb2 || !s->rope_cos || !s->rope_sin || !s->mm_scratch || !s->att_scratch ||
         !s->row_pos || !s->row_seq || !hy_ok || !moe_ok || !rope_ok) {
         int n_ctx = (int)s->n_ctx;

@@ -36,6 +36,15 @@ ps_status ps_session_forward_segs(ps_session *s, const ps_seg *segs, int32_t n_s
  * a short prompt's time); NULL on allocation failure. */
 float *ps_session_logits(ps_session *s, size_t rows);
 
+/* Makes s run in lender's workspace (the forward pass's scratch: activations, matmul and
+ * attention scratch) and frees its own, when lender's is at least as large and has as many
+ * thread slots; true then, else false and nothing changes. For two sessions that one thread
+ * runs one after the other (score's --compare: the base's chunk, then the compared model's):
+ * they must never run at the same time, and lender must outlive s. Scores are unchanged (the
+ * workspace carries nothing between calls); memory: one workspace less (about 24 MB for a
+ * Qwen3-0.6B shape at 256 rows). */
+bool ps_session_share_workspace(ps_session *s, const ps_session *lender);
+
 /* Sequence slot i (0..) of the session's kept sequences, holding at least n_ctx positions
  * (recreated when a kept one is shorter), with n_past 0. NULL on allocation failure (err set). */
 ps_seq *ps_session_pool_seq(ps_session *s, int32_t i, int32_t n_ctx, ps_error *err);

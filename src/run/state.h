@@ -79,6 +79,13 @@ struct ps_session {
     size_t mm_stride;
     float *att_scratch;
     size_t att_stride;
+    /* x .. hb2, mm_scratch and att_scratch are carved from ws (ws_floats floats; ws_len: each
+     * buffer's floats, 64-byte rounded); ws_borrowed: ws is another session's
+     * (ps_session_share_workspace), not freed with this one */
+    float *ws;
+    size_t ws_floats;
+    uint64_t ws_len[11];
+    bool ws_borrowed;
     /* hybrid models: scratch qkv (n_batch, max(ch, 2 n_head head_dim): also a full-attention
      * layer's q + gate output), conv (n_batch, ch), z, dn (n_batch, n_v dk),
      * beta, alpha (n_batch, n_v), gate (n_batch, n_head*head_dim) (NULL otherwise) */

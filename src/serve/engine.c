@@ -21,6 +21,7 @@
  */
 #include "serve/engine.h"
 #include "score/score.h"
+#include "run/session.h"
 #include "base/util.h"
 
 #include <pthread.h>
@@ -273,8 +274,8 @@ static void stop_workers(ps_engine *e) {
     for (int32_t i = 0; i < e->n_workers; i++) {
         worker *w = &e->workers[i];
         if (w->started) pthread_join(w->thread, NULL);
+        ps_session_free(w->compare); /* first: it may run in the session's workspace */
         ps_session_free(w->session);
-        ps_session_free(w->compare);
         ps_pool_free(w->pool);
     }
     ps_free(e->workers);
@@ -361,6 +362,8 @@ static ps_status start_workers(ps_engine *e, const ps_model *model, const ps_eng
         if (p.compare) {
             st = ps_session_create(p.compare, &sp, &w->compare, err);
             if (st != PS_OK) return st;
+            /* the worker runs the two one after the other: one workspace for both */
+            (void)ps_session_share_workspace(w->compare, w->session);
         }
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             return ps_fail(err, PS_ERR_NOMEM, -1, "cannot start engine worker %d", (int)i);
