@@ -19,6 +19,11 @@
  * relative error printed, exit 1 above 1e-5), then timed: the median of several runs (at least
  * 5, or as many as fit in ~0.5 s). FLOPs = 2 m n k. With one thread (the default) times are the
  * process's CPU time, so a busy shared machine disturbs the figures less; with -t N, wall time.
+ * With BF16 on AVX-512 BF16 (native activations), the machine's vdpbf16ps peak
+ * (ps_bf16_peak_gflops: 24 independent chains on registers, 64 flops per instruction, on the
+ * same threads and clock) is measured before the shapes and again after them, and each BF16
+ * row prints its share of the first: a shared VM's clock moves, so a share is only meaningful
+ * against a peak measured in the same run.
  * Usage: bench_matmul [--json] [-t THREADS] [--types all|q8_0,q4_k,...] [--act native|f32]
  *                     [--no-output] | --check
  * Weights are random, quantised by the type's fixture quantiser (types.c).
@@ -162,6 +167,9 @@ static double q8_gflops;
 /* The row's speed over the Q8_0 kernel's, from alternating pairs (ratio_paired); 0 for q8_0
  * itself and the types before it. */
 static double q8_ratio;
+/* The vdpbf16ps peak (ps_bf16_peak_gflops), measured before the shapes; 0: not measured. The
+ * BF16 rows print their share of it; the closing line measures it again. */
+static double bf16_peak;
 
 static void report(bool json, const char *type, const char *path, int64_t m, int64_t n,
                    int64_t k, double g, double sgemm, int threads, bool f32_act, double worst) {
@@ -173,6 +181,9 @@ static void report(bool json, const char *type, const char *path, int64_t m, int
                type, path, (long long)m, (long long)n, (long long)k, g, sgemm, q8_gflops, q8_ratio,
                threads,
                ps_isa_name(ps_isa_best()), f32_act ? "f32" : "native", worst);
+    else if (bf16_peak > 0 && !strcmp(type, "bf16") && !strcmp(path, "avx512"))
+        printf("         %-6s %-17s %7.1f  (%.2fx sgemm, %.0f%% of the vdpbf16ps peak, max rel "
+               "err %.2g)\n", type, path, g, g / sgemm, 100 * g / bf16_peak, worst);
     else if (q8_ratio > 0)
         printf("         %-6s %-17s %7.1f  (%.2fx sgemm, %.2fx q8_0 paired, max rel err %.2g)\n",
                type, path, g, g / sgemm, q8_ratio, worst);
@@ -337,6 +348,11 @@ int main(int argc, char **argv) {
                use_cpu_time ? "CPU" : "wall");
     if (!json) printf("amx: %s\n", amx ? ps_amx_status() : ps_isa_env_amx() ? ps_amx_status()
                                                                             : "off (PS_ISA)");
+    if (!f32_act && isa == PS_ISA_AVX512 && (!strcmp(types_arg, "all") || list_has(types_arg, "bf16")))
+        bf16_peak = ps_bf16_peak_gflops(pool, 0.3, use_cpu_time);
+    if (!json && bf16_peak > 0)
+        printf("vdpbf16ps peak: %.1f GFLOP/s (%d thread(s), 24 independent chains on registers, "
+               "64 flops per instruction)\n", bf16_peak, threads);
     int rc = 0;
     for (size_t s = 0; s < n_shapes; s++) {
         const int64_t n = shapes[s].n, k = shapes[s].k;
@@ -468,6 +484,9 @@ int main(int argc, char **argv) {
         ps_free(y);
         free(yref);
     }
+    if (!json && bf16_peak > 0)
+        printf("vdpbf16ps peak again, after the shapes: %.1f GFLOP/s\n",
+               ps_bf16_peak_gflops(pool, 0.3, use_cpu_time));
     ps_pool_free(pool);
     return rc;
 }

@@ -527,6 +527,86 @@ static void test_attn_scores(void) {
     }
 }
 
+/* One output of the vdpbf16ps kernel, in its defined order, in plain C: 16 lane accumulators;
+ * chunk c of 32 inputs adds to lane i (acc + x[2i+1] w[2i+1]) + x[2i] w[2i] (each product exact
+ * in float32, each sum rounded; inputs past n are zeros), then hsum512's tree:
+ * ((l0+l8)+(l4+l12)) + ((l2+l10)+(l6+l14)), and the same from lanes 1, 3, 5, ... (finite,
+ * normal data: the kernel's DAZ / FTZ do not come in). */
+static float bf16_dp_order(const uint16_t *x, const uint16_t *w, int64_t n) {
+    float l[16] = {0};
+    for (int64_t c = 0; c < n; c += 32)
+        for (int i = 0; i < 16; i++) {
+            float p[2];
+            for (int h = 0; h < 2; h++) {
+                const int64_t e = c + 2 * i + h;
+                p[h] = e < n ? ps_bf16_to_f32(x[e]) * ps_bf16_to_f32(w[e]) : 0.0f;
+            }
+            l[i] = l[i] + p[1];
+            l[i] = l[i] + p[0];
+        }
+    float t3[8], t6[4];
+    for (int i = 0; i < 8; i++) t3[i] = l[8 + i] + l[i];
+    for (int i = 0; i < 4; i++) t6[i] = t3[4 + i] + t3[i];
+    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+}
+
+/* BF16 native on AVX-512 BF16, bitwise against bf16_dp_order on the rounded activations:
+ * whatever the kernel's register blocking, packing or k blocking, every output keeps that
+ * order. Shapes cross every edge of the kernel: rows 1..13 and 300 (the 6 / 4 / 2 / 1-row
+ * forms, two 256-row passes), n off the 4-row groups and the 64-row tasks, k off the 32-input
+ * chunk and past the 1024-input k block; weights at 64-byte, 32 mod 64 (as a GGUF tensor in
+ * its mapping may be) and 2 mod 64 addresses; 1 and 2 threads. */
+static void test_bf16_order(ps_pool *pool2) {
+    if (!ps_cpu_has_avx512bf16() || !ps_isa_supported(PS_ISA_AVX512)) {
+        PS_TEST_CPU_LACKS("AVX-512 BF16 (vdpbf16ps): the kernel's order against plain C");
+        return;
+    }
+    static const struct { int64_t m, n, k; } shapes[] = {
+        {1, 5, 32}, {13, 67, 1000}, {7, 130, 2080}, {300, 70, 1056}, {9, 3, 3100}, {12, 64, 64},
+    };
+    static const size_t offs[] = {0, 32, 2};
+    for (size_t si = 0; si < PS_ARRAY_LEN(shapes); si++)
+        for (size_t oi = 0; oi < PS_ARRAY_LEN(offs); oi++) {
+            const int64_t m = shapes[si].m, n = shapes[si].n, k = shapes[si].k;
+            size_t rb;
+            void *wd = make_weights(PS_GGML_BF16, n, k, &rb);
+            uint8_t *buf = ps_aligned_alloc(64, rb * (size_t)n + 64);
+            memcpy(buf + offs[oi], wd, rb * (size_t)n);
+            ps_mat w = {buf + offs[oi], PS_GGML_BF16, k, n, rb, NULL};
+            float *x = malloc(sizeof(float) * (size_t)(m * k));
+            uint16_t *xq = malloc(sizeof(uint16_t) * (size_t)(m * k));
+            float *y = malloc(sizeof(float) * (size_t)(m * n)),
+                  *y2 = malloc(sizeof(float) * (size_t)(m * n));
+            for (int64_t i = 0; i < m * k; i++) x[i] = frand();
+            for (int64_t r = 0; r < m; r++)
+                ps_quant_act_bf16_ref(x + r * k, k, xq + r * k, NULL);
+            const size_t stride = ps_matmul_scratch_floats(k);
+            float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
+            ps_matmul_env env = {NULL, PS_ISA_AVX512, scratch, stride, false, false};
+            ps_matmul(&env, &w, x, k, m, y, n);
+            ps_matmul_env env2 = {pool2, PS_ISA_AVX512, scratch, stride, false, false};
+            ps_matmul(&env2, &w, x, k, m, y2, n);
+            int64_t bad = 0, bad2 = 0;
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t j = 0; j < n; j++) {
+                    const float e = bf16_dp_order(xq + r * k,
+                                                  (const uint16_t *)(buf + offs[oi] + (size_t)j * rb), k);
+                    bad += memcmp(&e, &y[r * n + j], 4) != 0;
+                    bad2 += memcmp(&e, &y2[r * n + j], 4) != 0;
+                }
+            CHECKF(bad == 0 && bad2 == 0, "bf16 vdpbf16ps m %lld n %lld k %lld (weights at +%zu): "
+                   "%lld / %lld outputs (1 / 2 threads) off the defined order", (long long)m,
+                   (long long)n, (long long)k, offs[oi], (long long)bad, (long long)bad2);
+            ps_free(scratch);
+            ps_free(buf);
+            free(wd);
+            free(x);
+            free(xq);
+            free(y);
+            free(y2);
+        }
+}
+
 int main(void) {
     ps_pool *pool2 = NULL;
     CHECK(ps_pool_create(2, &pool2) == PS_OK);
@@ -535,6 +615,7 @@ int main(void) {
     test_q8_extremes(pool2);
     test_quant_act_bf16();
     test_bf16_native(pool2);
+    test_bf16_order(pool2);
     test_dot();
     test_attn_pv();
     test_attn_scores();

@@ -47,6 +47,7 @@
 #include "base/impl.h"
 #include "model/model.h"
 #include "run/session.h"
+#include "kernels/matmul_float.h"
 #include "base/prof.h"
 
 #include <errno.h>
@@ -433,7 +434,7 @@ static ps_status bench_measure(ps_session *s, const bench_opts *b, const bench_c
 /* The cold pass's line and the row (the median run) with its time split. */
 static void bench_print_row(const bench_opts *b, const bench_ctx *x, const ps_session *s,
                             int32_t threads, int32_t len, bool cpu_clock, const bench_pass *cold,
-                            const bench_pass *r) {
+                            const bench_pass *r, double peak) {
     const char *clock = cpu_clock ? "cpu" : "wall";
     const char *clock_words = cpu_clock ? "CPU time" : "wall time";
     if (b->json)
@@ -463,16 +464,22 @@ static void bench_print_row(const bench_opts *b, const bench_ctx *x, const ps_se
                "\"seconds\": %.6f, \"clock\": \"%s\", \"wall_seconds\": %.6f, \"cpu_seconds\": "
                "%.6f, \"tokens_per_s\": %.1f, \"matmul_share\": %.3f, \"attention_share\": %.3f, \"deltanet_share\": "
                "%.3f, \"topk_share\": %.3f, \"rest_share\": %.3f, \"matmul_gflops\": %.1f, "
-               "\"isa\": \"%s\", \"act\": \"%s\", \"kv_type\": \"%s\"%s}\n",
+               "\"isa\": \"%s\", \"act\": \"%s\", \"kv_type\": \"%s\"%s, "
+               "\"bf16_peak_gflops\": %.1f, \"bf16_peak_share\": %.3f}\n",
                threads, len, b->k, b->runs, secs, clock, r->wall, r->cpu, len / secs, mm / secs,
                att / secs, dn / secs, topk / secs, rest / secs, gf, ps_isa_name(s->isa),
-               ps_act_name(b->o.act), ps_kv_type_name(b->o.kv_type), moe_cols);
+               ps_act_name(b->o.act), ps_kv_type_name(b->o.kv_type), moe_cols, peak,
+               peak > 0 ? gf / peak : 0.0);
     else
         printf("%7d %7d %9.3f %9.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %9.1f%s  (median of "
                "%d, %s; wall %.3f s)\n",
                threads, len, secs, len / secs, 100 * mm / secs, 100 * att / secs,
                100 * dn / secs, 100 * topk / secs, 100 * rest / secs, gf, moe_cols, b->runs,
                clock_words, r->wall);
+    if (!b->json && peak > 0)
+        printf("%7d %7d  BF16 matmuls %.1f GFLOP/s = %.0f%% of the vdpbf16ps peak %.1f GFLOP/s "
+               "(%d thread%s, measured after the row, %s)\n", threads, len, gf,
+               100 * gf / peak, peak, threads, threads > 1 ? "s" : "", clock_words);
     fflush(stdout);
 }
 
@@ -556,7 +563,13 @@ static int bench_row(const bench_opts *b, bench_ctx *x, ps_pool *pool, int32_t t
         fprintf(stderr, "promptscore bench: scoring %d tokens: %s\n", len, err.message);
         rc = 1;
     } else {
-        bench_print_row(b, x, s, threads, len, cpu_clock, &cold, &med);
+        /* BF16 weights on the vdpbf16ps kernel: the machine's peak, measured now on the
+         * row's threads (the clock of a shared machine moves), next to the matmul figure */
+        const double peak = !strcmp(x->info.weight_type, "BF16") &&
+                                    b->o.act == PS_ACT_NATIVE && !x->info.tile_bytes
+                                ? ps_bf16_peak_gflops(pool, 0.3, cpu_clock)
+                                : 0;
+        bench_print_row(b, x, s, threads, len, cpu_clock, &cold, &med, peak);
         /* the base session's first pass is its warm-up */
         ps_score_result *warm = NULL;
         ps_score_params wp = ps_score_default_params();

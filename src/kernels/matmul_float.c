@@ -22,7 +22,8 @@
  *
  * BF16 weights take another road (see "vdpbf16ps" below): the activation rows are rounded to
  * bf16 once per call (as llama.cpp does) and AVX-512 BF16 vdpbf16ps multiplies them with the
- * weights in place, 32 products per instruction: ~430-480 GFLOP/s (3.5-3.8x sgemm). With
+ * weights packed per task (no conversion), 32 products per instruction: ~300-380 GFLOP/s on
+ * Qwen3-0.6B shapes, 68-84% of the measured vdpbf16ps peak (ps_bf16_peak_gflops). With
  * env->f32_act, BF16 goes through the float32 tiles above instead (matmul.c decides).
  *
  * With env->amx (an Intel CPU with AMX, see isa.c) the BF16 tasks run on the tile unit
@@ -38,6 +39,7 @@
 #include "kernels/qact.h"
 
 #include <math.h>
+#include <time.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -54,6 +56,7 @@
 #define BF16_ACC (BF16_ROWS * BF16_TW * 16) /* its parked accumulators */
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+static int64_t round32(int64_t n) { return (n + 31) & ~(int64_t)31; }
 static int64_t round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 
 /* Per-thread scratch, in floats: [tile | rounded activations | accumulators]. The tile holds
@@ -63,7 +66,8 @@ static int64_t round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 static size_t tile_floats(int64_t n) {
     const size_t f32 = (size_t)MM_TILE * (size_t)(round16(n) + 16);
     const size_t amx = (size_t)round16((int64_t)(ps_amx_bf16_scratch_bytes(n) + 3) / 4);
-    return PS_MAX(f32, amx);
+    const size_t bf16 = (size_t)BF16_TW * (size_t)round32(n) / 2; /* packed vdpbf16ps tile */
+    return PS_MAX(PS_MAX(f32, amx), bf16);
 }
 static size_t qx_floats(int64_t n) {
     const size_t bf16 = (size_t)MM_QROWS * (size_t)(round64(n) + 32) / 2;
@@ -374,7 +378,8 @@ float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
  * As llama.cpp does for BF16 weights, each activation row is rounded to bf16 once per call
  * (ps_quant_act_bf16: round to nearest even). A bf16 x bf16 product is exact in float32, so
  * what remains is the order of the float32 sums:
- *   - AVX-512 BF16: the weights are used in place (no conversion) and every output is one
+ *   - AVX-512 BF16: the weights are copied, not converted, into an aligned packed tile
+ *     (pack_bf16) and every output is one
  *     accumulator vector fed by vdpbf16ps over k = 0, 32, 64, ... in order (the tail masked to
  *     zeros): lane i takes (acc + x[2i+1] w[2i+1]) + x[2i] w[2i], each step rounded to nearest
  *     even (Intel's definition; measured the same on this AMD core, 32M random cases), input
@@ -392,60 +397,183 @@ float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
 
 
 
-/* The vdpbf16ps form of mk_avx512: x (R, n) bf16 rows ldx elements apart, w[J] bf16 rows. */
+/* The weight tile, packed once per task into the thread's scratch (pack_bf16): group g of
+ * 4 weight rows (j0 + 4g .. j0 + 4g + 3), chunk c of 32 inputs: 4 x 32 bf16 at
+ * tile + (g * nc + c) * 128, one 256-byte block; rows past nw and inputs past n are zeros. The
+ * micro-kernel then reads its 4 weight rows as one aligned sequential stream, whatever the
+ * alignment of the mapped tensor (a GGUF tensor is only 32-byte aligned: in place, every
+ * 64-byte load of a row at 32 mod 64 split over two lines), and the task's first pass over the
+ * rows is one streaming copy instead of 64 rows' demand misses. */
+PS_TARGET_AVX512_BF16 static void pack_bf16(const uint8_t *w, size_t row_bytes, int nw,
+                                            int64_t n, uint16_t *tile) {
+    const int64_t nc = (n + 31) / 32, full = n / 32;
+    const __mmask32 tail = (__mmask32)((1ull << (n % 32)) - 1u);
+    for (int g = 0; g < (nw + 3) / 4; g++)
+        for (int jj = 0; jj < 4; jj++) {
+            uint16_t *d = tile + (size_t)g * (size_t)nc * 128 + (size_t)jj * 32;
+            const int j = 4 * g + jj;
+            if (j >= nw) {
+                for (int64_t c = 0; c < nc; c++)
+                    _mm512_store_si512((void *)(d + c * 128), _mm512_setzero_si512());
+                continue;
+            }
+            const uint16_t *src = (const uint16_t *)(w + (size_t)j * row_bytes);
+            int64_t c = 0;
+            for (; c < full; c++)
+                _mm512_store_si512((void *)(d + c * 128),
+                                   _mm512_loadu_si512((const void *)(src + c * 32)));
+            if (c < nc)
+                _mm512_store_si512((void *)(d + c * 128),
+                                   _mm512_maskz_loadu_epi16(tail, src + c * 32));
+        }
+}
+
+/* Software prefetch of the tile a thread will likely take next (the pool hands tasks out in
+ * order: task + threads), a few lines at a time between micro-kernel calls, so that its
+ * packing reads L2 and not DRAM while this task computes. */
+typedef struct {
+    const uint8_t *base; /* the next tile's first row, or NULL */
+    size_t row_bytes, lines_per_row, line, lines;
+} bf16_pf;
+
+static inline void bf16_pf_step(bf16_pf *pf, int count) {
+    for (int i = 0; i < count && pf->line < pf->lines; i++, pf->line++) {
+        const size_t row = pf->line / pf->lines_per_row, off = pf->line % pf->lines_per_row;
+        __builtin_prefetch(pf->base + row * pf->row_bytes + off * 64, 0, 2);
+    }
+}
+
+/* The vdpbf16ps form of mk_avx512 on a packed tile: x (R, n) bf16 rows ldx elements apart
+ * (zero past n up to a multiple of 32), wp a group's packed blocks; chunks [c0, c1). nj (1..4)
+ * of the group's 4 columns are real: only those reach y. */
 PS_TARGET_AVX512_BF16 static inline __attribute__((always_inline)) void mk_bf16(
-    int R, int J, const uint16_t *x, int64_t ldx, const uint16_t *const *w, int64_t k0,
-    int64_t k1, float *acc, bool first, bool last, float *y, int64_t ldy) {
+    int R, const uint16_t *x, int64_t ldx, const uint16_t *wp, int64_t c0, int64_t c1,
+    float *acc, bool first, bool last, float *y, int64_t ldy, int nj) {
     __m512 a[6][4];
-    acc512_start(R, J, a, acc, BF16_TW, first);
-    int64_t k = k0;
-    for (; k + 32 <= k1; k += 32) {
+    acc512_start(R, 4, a, acc, BF16_TW, first);
+    for (int64_t c = c0; c < c1; c++) {
         __m512i xv[6];
         _Pragma("GCC unroll 6")
-        for (int r = 0; r < R; r++) xv[r] = _mm512_loadu_si512((const void *)(x + r * ldx + k));
+        for (int r = 0; r < R; r++)
+            xv[r] = _mm512_loadu_si512((const void *)(x + r * ldx + c * 32));
         _Pragma("GCC unroll 4")
-        for (int j = 0; j < J; j++) {
-            const __m512i wv = _mm512_loadu_si512((const void *)(w[j] + k));
+        for (int j = 0; j < 4; j++) {
+            const __m512i wv = _mm512_load_si512((const void *)(wp + c * 128 + j * 32));
             _Pragma("GCC unroll 6")
             for (int r = 0; r < R; r++)
                 a[r][j] = _mm512_dpbf16_ps(a[r][j], (__m512bh)xv[r], (__m512bh)wv);
         }
     }
-    if (k < k1) {
-        const __mmask32 m = (__mmask32)((1ull << (k1 - k)) - 1u);
-        __m512i xv[6];
+    if (last && nj < 4) {
+        const __mmask8 m = (__mmask8)((1u << nj) - 1u);
         _Pragma("GCC unroll 6")
-        for (int r = 0; r < R; r++) xv[r] = _mm512_maskz_loadu_epi16(m, x + r * ldx + k);
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < J; j++) {
-            const __m512i wv = _mm512_maskz_loadu_epi16(m, w[j] + k);
-            _Pragma("GCC unroll 6")
-            for (int r = 0; r < R; r++)
-                a[r][j] = _mm512_dpbf16_ps(a[r][j], (__m512bh)xv[r], (__m512bh)wv);
+        for (int r = 0; r < R; r++)
+            _mm_mask_storeu_ps(y + r * ldy, m, hsum512x4(a[r][0], a[r][1], a[r][2], a[r][3]));
+        return;
+    }
+    acc512_end(R, 4, a, acc, BF16_TW, last, y, ldy);
+}
+
+#define BF16_MK(R)                                                                           \
+    mk_bf16(R, xb + r * ldx, ldx, tile + (size_t)(j / 4) * (size_t)nc * 128, c0, c1,         \
+            acc + (r * BF16_TW + j) * 16, first, last, yb + r * ldy + j, ldy, PS_MIN(4, nw - j))
+#define BF16_FORM(R)                                                                         \
+    for (; r + (R) <= nr; r += (R))                                                          \
+        for (int j = 0; j < nw; j += 4) {                                                    \
+            bf16_pf_step(pf, 3);                                                             \
+            BF16_MK(R);                                                                      \
+        }
+
+/* nw (<= BF16_TW) weight rows, packed in tile, x n_rows bf16 activation rows: activation rows
+ * in blocks of BF16_ROWS, inputs in blocks of MM_KB, then the 6 / 4 / 2 / 1-row forms over
+ * the 4-row groups. Tasks are 64 weight rows wide (not 16): each 6-row slice of activations
+ * loaded into L1 then feeds 64 weight rows, a quarter of the activation traffic (the whole x
+ * of a 3072-input matrix, 1.5 MB, does not fit L2). The bf16 rows are 64 bytes longer than a
+ * multiple of 128 so that rows do not alias in L1. */
+PS_TARGET_AVX512_BF16 static void tile_bf16(const uint16_t *tile, int nw, const uint16_t *x,
+                                            int64_t ldx, int64_t n_rows, int64_t n, float *y,
+                                            int64_t ldy, float *acc, bf16_pf *pf) {
+    const int64_t nc = (n + 31) / 32, kbc = MM_KB / 32;
+    for (int64_t rb = 0; rb < n_rows; rb += BF16_ROWS) {
+        const int64_t nr = PS_MIN((int64_t)BF16_ROWS, n_rows - rb);
+        const uint16_t *xb = x + rb * ldx;
+        float *yb = y + rb * ldy;
+        for (int64_t c0 = 0; c0 < nc; c0 += kbc) {
+            const int64_t c1 = PS_MIN(c0 + kbc, nc);
+            const bool first = c0 == 0, last = c1 == nc;
+            int64_t r = 0;
+            BF16_FORM(6)
+            BF16_FORM(4)
+            BF16_FORM(2)
+            BF16_FORM(1)
         }
     }
-    acc512_end(R, J, a, acc, BF16_TW, last, y, ldy);
 }
-
-#define BF16_MK(R, J)                                                                        \
-    mk_bf16(R, J, xb + r * ldx, ldx, w + j, k0, k1, acc + (r * BF16_TW + j) * 16, first, last, \
-            yb + r * ldy + j, ldy)
-
-/* tile_avx512 with mk_bf16: nw (<= BF16_TW) weight rows x n_rows bf16 activation rows. Tasks
- * are 64 weight rows wide (not 16): each 6-row slice of activations loaded into L1 then feeds
- * 64 weight rows, a quarter of the activation traffic (the whole x of a 3072-input matrix,
- * 1.5 MB, does not fit L2): 256-row k = 2048 / 3072 shapes ~340 -> ~365 GFLOP/s. The bf16
- * rows are 64 bytes longer than a multiple of 128 so that rows do not alias in L1 (k = 1024:
- * ~440 -> ~460). */
-PS_TARGET_AVX512_BF16 static void tile_bf16(const uint16_t *const *w, int nw, const uint16_t *x, int64_t ldx,
-                             int64_t n_rows, int64_t n, float *y, int64_t ldy, float *acc) {
-    TILE_BLOCKS(uint16_t, BF16_ROWS,
-                TILE_FORM(BF16_MK, 6)
-                TILE_FORM(BF16_MK, 4)
-                TILE_FORM(BF16_MK, 2)
-                TILE_FORM(BF16_MK, 1))
-}
+#undef BF16_FORM
 #undef BF16_MK
+#endif
+
+/* ---- the vdpbf16ps peak (ps_bf16_peak_gflops) ---- */
+
+#if defined(__x86_64__)
+
+#define PEAK_ACC 24 /* independent chains: 2 per cycle x ~6 cycles latency, with room */
+
+/* iters x PEAK_ACC vdpbf16ps on registers; returns a sum so that nothing is optimised away */
+PS_TARGET_AVX512_BF16 static float peak_chain(int64_t iters) {
+    __m512 a[PEAK_ACC];
+    for (int i = 0; i < PEAK_ACC; i++) a[i] = _mm512_setzero_ps();
+    __m512i x = _mm512_set1_epi16(0x3f80), w = _mm512_set1_epi16(0x3c00); /* 1, 2^-7 */
+    for (int64_t i = 0; i < iters; i++) {
+        _Pragma("GCC unroll 24")
+        for (int j = 0; j < PEAK_ACC; j++)
+            a[j] = _mm512_dpbf16_ps(a[j], (__m512bh)x, (__m512bh)w);
+        __asm__ volatile("" : "+v"(x), "+v"(w)); /* the operands stay opaque to the compiler */
+    }
+    float s = 0;
+    for (int i = 0; i < PEAK_ACC; i++) s += hsum512(a[i]);
+    return s;
+}
+
+typedef struct {
+    int64_t iters;
+    float sink[64];
+} peak_job;
+
+static void peak_task(void *ctx, int64_t task, int32_t thread) {
+    peak_job *job = ctx;
+    job->sink[thread & 63] += peak_chain(job->iters);
+    (void)task;
+}
+
+static double peak_clock(bool cpu) {
+    struct timespec ts;
+    clock_gettime(cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double ps_bf16_peak_gflops(ps_pool *pool, double seconds, bool cpu_clock) {
+    if (!ps_cpu_has_avx512bf16()) return 0;
+    const int32_t threads = ps_pool_size(pool);
+    /* many short tasks per thread, so that a thread late to start does not leave the others
+     * idle while it runs a long one; the first pass sizes them to ~1 ms */
+    peak_job job = {.iters = 4096};
+    double t0 = peak_clock(cpu_clock);
+    ps_pool_for(pool, threads, peak_task, &job);
+    double dt = PS_MAX(peak_clock(cpu_clock) - t0, 1e-6);
+    const double per_s = (double)job.iters * threads / dt; /* iterations per second */
+    job.iters = PS_MAX((int64_t)(per_s / threads * 1e-3), (int64_t)256);
+    const int64_t tasks = PS_MAX((int64_t)(seconds * per_s / (double)job.iters), (int64_t)threads);
+    t0 = peak_clock(cpu_clock);
+    ps_pool_for(pool, tasks, peak_task, &job);
+    dt = PS_MAX(peak_clock(cpu_clock) - t0, 1e-9);
+    return (double)tasks * (double)job.iters * PEAK_ACC * 64.0 / dt * 1e-9;
+}
+#else
+double ps_bf16_peak_gflops(ps_pool *pool, double seconds, bool cpu_clock) {
+    (void)pool, (void)seconds, (void)cpu_clock;
+    return 0;
+}
 #endif
 
 /* ---- the pool task ---- */
@@ -533,8 +661,9 @@ static void bf16_round_task(void *ctx, int64_t i, int32_t thread) {
     if (job->dp) {
         uint16_t *dst = (uint16_t *)job->slot + i * job->ldb;
         ps_quant_act_bf16(job->env->isa, x, n, dst, NULL);
-        /* AMX reads whole 32-input chunks: zeros (not stale NaNs) meet the zero weights */
-        if (job->amx) memset(dst + n, 0, sizeof(uint16_t) * (size_t)((32 - n % 32) % 32));
+        /* AMX and the packed vdpbf16ps tiles read whole 32-input chunks: zeros (not stale
+         * NaNs) meet the zero weights, as masked loads would give */
+        memset(dst + n, 0, sizeof(uint16_t) * (size_t)((32 - n % 32) % 32));
     } else {
         ps_quant_act_bf16(job->env->isa, x, n, NULL, (float *)job->slot + i * job->ldb);
     }
@@ -546,15 +675,20 @@ static void bf16_tile_task(void *ctx, int64_t task, int32_t thread) {
     const ps_mat *w = job->w;
     const int64_t j0 = task * BF16_TW;
     const int nw = (int)PS_MIN((int64_t)BF16_TW, w->n_out - j0);
-    const uint16_t *rows[BF16_TW];
-    for (int j = 0; j < nw; j++)
-        rows[j] = (const uint16_t *)((const uint8_t *)w->data + (size_t)(j0 + j) * w->row_bytes);
-    float *acc = job->env->scratch + (size_t)thread * job->env->scratch_stride +
-                 (job->env->scratch_stride - BF16_ACC);
-    /* no software prefetch: the rows stream in order and the hardware prefetcher keeps up
-     * (prefetching the next task's 64 rows cost ~5%) */
-    tile_bf16(rows, nw, (const uint16_t *)job->slot, job->ldb, job->n_pass, w->n_in,
-              job->y + job->row0 * job->ldy + j0, job->ldy, acc);
+    float *buf = job->env->scratch + (size_t)thread * job->env->scratch_stride;
+    float *acc = buf + (job->env->scratch_stride - BF16_ACC);
+    uint16_t *tile = (uint16_t *)buf;
+    pack_bf16((const uint8_t *)w->data + (size_t)j0 * w->row_bytes, w->row_bytes, nw, w->n_in,
+              tile);
+    /* the next tile this thread likely takes, prefetched over this task's work */
+    bf16_pf pf = {NULL, w->row_bytes, (w->row_bytes + 63) / 64, 0, 0};
+    const int64_t next = (task + job->n_threads) * BF16_TW;
+    if (next < w->n_out) {
+        pf.base = (const uint8_t *)w->data + (size_t)next * w->row_bytes;
+        pf.lines = pf.lines_per_row * (size_t)PS_MIN((int64_t)BF16_TW, w->n_out - next);
+    }
+    tile_bf16(tile, nw, (const uint16_t *)job->slot, job->ldb, job->n_pass, w->n_in,
+              job->y + job->row0 * job->ldy + j0, job->ldy, acc, &pf);
 }
 
 static void bf16_amx_task(void *ctx, int64_t task, int32_t thread) {

@@ -34,6 +34,14 @@ void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, i
 ps_status ps_matmul_bf16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
                              float *y, int64_t ldy);
 
+/* The machine's vdpbf16ps peak in GFLOP/s (64 flops per 512-bit vdpbf16ps: 16 lanes x 2
+ * products x multiply-add), measured now on the pool's threads: chains of 24 independent
+ * accumulators on registers, no memory operands, for about `seconds`; timed with the process's
+ * CPU time when cpu_clock (one thread on a shared machine), else wall time. 0 when the CPU
+ * lacks AVX-512 BF16. What the BF16 matmul figures of bench_matmul and `promptscore bench`
+ * are set against: the clock of a shared machine moves, so measure it next to the figure. */
+double ps_bf16_peak_gflops(ps_pool *pool, double seconds, bool cpu_clock);
+
 /* sum_i a[i] * b[i] in float with the ISA's fixed reduction order (the same order ps_matmul
  * uses for one output element). */
 float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n);
