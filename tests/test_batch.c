@@ -17,12 +17,14 @@
  * wrapped rings). Then: a bad token in one prompt fails the batch cleanly (naming the prompt, every
  * result NULL), the session's own sequence is untouched by a batch, and the checked forward
  * entry refuses one sequence twice in a call and a call over n_batch rows, and every
- * allocation failure inside a batch is a clean PS_ERR_NOMEM.
+ * allocation failure inside a batch is a clean PS_ERR_NOMEM. A session warmed by ps_score_warm
+ * (what serve does at start) gives the same bits, and has made its kept sequences and logits.
  */
 #include "check.h"
 #include "gen/genmodel.h"
 #include "base/impl.h"
 #include "run/session.h"
+#include "score/score.h"
 #include "promptscore.h"
 
 #include <math.h>
@@ -134,6 +136,38 @@ static void check_fixture(const char *tag, const ps_genmodel_params *gp, ps_kv_t
         }
     }
     par[5].chunk = PS_CHUNK;
+    /* a warmed session (ps_score_warm: logits mapped, 3 kept sequences of >= 64 positions
+     * created and zeroed) gives the same bits at max_seqs 3, prompts longer than 64 growing
+     * their sequences as before */
+    {
+        ps_session *warm = NULL;
+        sp.pool = pool;
+        CHECKF(ps_session_create(m, &sp, &warm, &e) == PS_OK, "%s: session: %s", tag, e.message);
+        if (warm) {
+            CHECKF(ps_score_warm(warm, 3, 64, &e) == PS_OK, "%s: warm: %s", tag, e.message);
+            bool made = warm->n_seq_pool == 3 && warm->logits_floats >=
+                        (size_t)(warm->n_batch + 1) * (size_t)info.n_vocab;
+            for (int i = 0; made && i < 3; i++)
+                made = warm->seq_pool[i] && warm->seq_pool[i]->n_ctx >= 64;
+            CHECKF(made, "%s: warm: %d kept sequences, logits %zu floats", tag,
+                   (int)warm->n_seq_pool, warm->logits_floats);
+            ps_status st = ps_score_batch(warm, pr, N_PROMPTS, 3, got, &e);
+            CHECKF(st == PS_OK, "%s: warmed batch: %s", tag, e.message);
+            int bad = -1;
+            for (int i = 0; st == PS_OK && i < N_PROMPTS; i++)
+                if (!same_result(ref[i], got[i]) && bad < 0) bad = i;
+            CHECKF(st == PS_OK && bad < 0, "%s: warmed batch: prompt %d differs from it alone",
+                   tag, bad);
+            for (int i = 0; i < N_PROMPTS; i++) {
+                ps_score_result_free(got[i]);
+                got[i] = NULL;
+            }
+            CHECK(ps_score_warm(warm, 0, 64, &e) == PS_ERR_INVALID_ARG &&
+                  ps_score_warm(warm, 3, 0, &e) == PS_ERR_INVALID_ARG &&
+                  ps_score_warm(NULL, 3, 64, &e) == PS_ERR_INVALID_ARG);
+        }
+        ps_session_free(warm);
+    }
     /* the session's own sequence is untouched by a batch: score, batch, score again */
     {
         CHECK(ps_session_forward(many, ids[0], 20, NULL, &e) == PS_OK);

@@ -106,7 +106,7 @@ typedef struct {
  * (the same bits as one at a time). Chosen by measurement
  * (bench/bench_workload, lm-eval-shaped requests on the Qwen3-0.6B BF16 shape, 2 threads):
  * on ARC-like requests (16 prompts of 30 tokens) against --cache-mb 0 --max-seqs 1, 16 gave
- * 1.94x the requests/s, 8 1.83x, 4 1.22x, 1 1.06x (docs/figures-speed.md). score keeps 1:
+ * 1.94x the requests/s, 8 1.83x, 4 1.22x, 1 1.06x (docs/figures.md, "Batching on by default"). score keeps 1:
  * on a file of long prompts 16 cost 1.31x the time and 2.98x the peak RSS (16 kept sequences
  * with their own K/V). */
 #define PS_CLI_MAX_SEQS_DEFAULT 16

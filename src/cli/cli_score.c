@@ -8,7 +8,7 @@
  * "n_tokens"} in input order. By default one line is in flight: it is written before the next
  * is read, so memory stays bounded by the longest line (measured: 17 prompts of 512 ids on the
  * Qwen3-0.6B Q8_0 shape took 1.31x the time and 2.98x the peak RSS with --max-seqs 16, each of
- * the 16 kept sequences holding its own K/V; docs/figures-speed.md). --max-seqs N reads rounds of up to N
+ * the 16 kept sequences holding its own K/V; docs/figures.md). --max-seqs N reads rounds of up to N
  * lines, queues their jobs at once (the worker takes them as one group, their positions packed
  * into shared forward passes, bitwise the same scores), then writes them in order: memory is
  * then bounded by N lines. A bad line becomes {"id", "error": {...}} and the run goes on (--strict makes

@@ -372,6 +372,20 @@ float *ps_session_logits(ps_session *s, size_t rows) {
     return s->logits;
 }
 
+void ps_seq_touch(ps_seq *q) {
+    if (!q || !q->k_cache || !q->v_cache) return;
+    const ps_hparams *hp = &q->model->hp;
+    const int64_t nkv = hp->n_head_kv, hd = hp->head_dim;
+    const int32_t n_slots = hp->n_layer_kv > 0 ? hp->n_layer_kv : 1;
+    for (int32_t l = 0; l < n_slots; l++) {
+        const int64_t len = q->kv_len[l];
+        memset((uint8_t *)q->k_cache + (size_t)q->k_off[l] * (size_t)q->kv_elt, 0,
+               ps_kv_k_floats(nkv, hd, len) * (size_t)q->kv_elt);
+        memset((uint8_t *)q->v_cache + (size_t)q->v_off[l] * (size_t)q->kv_elt, 0,
+               ps_kv_v_floats(nkv, hd, len) * (size_t)q->kv_elt);
+    }
+}
+
 ps_seq *ps_session_pool_seq(ps_session *s, int32_t i, int32_t n_ctx, ps_error *err) {
     if (i >= s->n_seq_pool) {
         ps_seq **grown = ps_realloc(s->seq_pool, (size_t)(i + 1) * sizeof *grown);

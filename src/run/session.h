@@ -21,6 +21,9 @@ ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, p
                         ps_seq **out, ps_error *err);
 /* NULL is a no-op. */
 void ps_seq_free(ps_seq *q);
+/* Writes zeros over q's K/V cache (every slot), so that its pages are mapped before a forward
+ * pass needs them. A pass writes every position it reads, so no result depends on it. */
+void ps_seq_touch(ps_seq *q);
 
 /* The checked forward entry over a batch of n_segs segments: each segment's tokens (in the
  * vocabulary), n >= 1, rows in all <= n_batch, seq->n_past + n <= seq->n_ctx, seq->n_ctx <=

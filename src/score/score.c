@@ -46,6 +46,24 @@ bool ps_score_block_in_flight(ps_prefix_cache *c, const ps_session *s, const int
     return ps_pcache_claimed(c, ps_pcache_session_cfg(s), ids, n, k);
 }
 
+ps_status ps_score_warm(ps_session *s, int32_t max_seqs, int32_t n_pos, ps_error *err) {
+    if (!s || max_seqs < 1 || n_pos < 1)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "session, max_seqs >= 1 and n_pos >= 1 needed");
+    const size_t rows = (size_t)s->n_batch + 1;
+    float *logits = ps_session_logits(s, rows);
+    if (!logits)
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for a %zu x %d logits buffer", rows,
+                       (int)s->model->hp.n_vocab);
+    memset(logits, 0, rows * (size_t)s->model->hp.n_vocab * sizeof *logits);
+    const int32_t need = (int32_t)PS_MIN((int64_t)s->n_ctx, ((int64_t)n_pos + 15) & ~(int64_t)15);
+    for (int32_t i = 0; i < max_seqs; i++) {
+        ps_seq *q = ps_session_pool_seq(s, i, need, err);
+        if (!q) return PS_ERR_NOMEM;
+        ps_seq_touch(q);
+    }
+    return PS_OK;
+}
+
 ps_score_params ps_score_default_params(void) {
     ps_score_params p;
     memset(&p, 0, sizeof p);

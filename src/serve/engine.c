@@ -359,6 +359,10 @@ static ps_status start_workers(ps_engine *e, const ps_model *model, const ps_eng
         sp.n_batch = p.chunk;
         st = ps_session_create(model, &sp, &w->session, err);
         if (st != PS_OK) return st;
+        if (p.warm_pos > 0 && p.max_seqs > 1) {
+            st = ps_score_warm(w->session, p.max_seqs, p.warm_pos, err);
+            if (st != PS_OK) return st;
+        }
         if (p.compare) {
             st = ps_session_create(p.compare, &sp, &w->compare, err);
             if (st != PS_OK) return st;

@@ -36,6 +36,11 @@ typedef struct {
                          * shared forward passes by ps_score_batch; 1..PS_CHUNK, default 1.
                          * The bits of a score do not depend on it */
     int32_t chunk;      /* positions per forward pass (0: PS_CHUNK) */
+    int32_t warm_pos;   /* > 0 with max_seqs > 1: each worker maps, before it takes work, the
+                         * memory a batch of max_seqs prompts of up to warm_pos positions uses
+                         * (ps_score_warm: the pass's logits, the kept sequences' K/V), so the
+                         * first batched request does not pay its page faults; 0 (the
+                         * default): none */
     ps_act act;         /* activations of the matrix products */
     ps_kv_type kv_type; /* the sessions' K/V cache type; default PS_KV_F32 */
     ps_prefix_cache *cache; /* the prefix cache the workers share (it outlives the engine);

@@ -26,6 +26,12 @@
 #include "base/util.h"
 #include "model/vocab.h"
 
+/* With --max-seqs > 1 each worker maps, at start, the memory of a batch of prompts of up to
+ * this many positions (engine.h warm_pos): the first batched request then pays no page faults
+ * for it (on the 2-core VM of docs/figures.md, ~2 s of CPU on the Qwen3-0.6B BF16 shape, as
+ * much as the batch itself); longer prompts grow the kept sequences as before. */
+#define PS_SERVER_WARM_POS 64
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
@@ -1076,6 +1082,7 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     ep.n_threads = cfg.n_threads;
     ep.queue = cfg.queue;
     ep.max_seqs = cfg.max_seqs;
+    ep.warm_pos = PS_SERVER_WARM_POS;
     ep.cache = cfg.cache;
     ep.compare = cfg.compare;
     ep.act = cfg.act;
