@@ -527,6 +527,43 @@ static void test_attn_scores(void) {
     }
 }
 
+/* ps_attn_scores' SIMD forms for every length of the last step of keys (1..4 blocks of 16,
+ * full and ragged): each score is the fused multiply-add chain over the head's dimensions in
+ * order, bitwise, and nothing is written past n_keys. */
+static void test_attn_scores_tails(void) {
+    const int32_t nq = 7, hd = 40, cap = 144, lds = 150;
+    const int32_t lens[] = {1, 15, 16, 17, 31, 32, 33, 48, 49, 63, 64, 65, 75, 97, 113, 128, 144};
+    float *q = malloc(sizeof(float) * nq * hd), *k = malloc(sizeof(float) * cap * hd);
+    float *kt = malloc(sizeof(float) * cap * hd), *sc = malloc(sizeof(float) * nq * lds);
+    for (int32_t i = 0; i < nq * hd; i++) q[i] = frand();
+    for (int32_t i = 0; i < cap * hd; i++) k[i] = frand();
+    for (int32_t j = 0; j < cap; j++) ps_attn_k_store(PS_ISA_SCALAR, kt, PS_KV_F32, hd, j, k + j * hd);
+    for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
+        if (!ps_isa_supported(ISAS[i]) || ISAS[i] == PS_ISA_SCALAR) continue;
+        int64_t bad = 0, wrote = 0;
+        for (size_t l = 0; l < PS_ARRAY_LEN(lens); l++) {
+            const int32_t n_keys = lens[l];
+            for (int32_t e = 0; e < nq * lds; e++) sc[e] = -7.0f;
+            ps_attn_scores(ISAS[i], q, hd, nq, kt, PS_KV_F32, n_keys, hd, sc, lds);
+            for (int32_t r = 0; r < nq; r++) {
+                for (int32_t j = 0; j < n_keys; j++) {
+                    float acc = 0.0f;
+                    for (int32_t d = 0; d < hd; d++) acc = fmaf(q[r * hd + d], k[j * hd + d], acc);
+                    bad += memcmp(&acc, &sc[r * lds + j], sizeof acc) != 0;
+                }
+                for (int32_t j = n_keys; j < lds; j++) wrote += sc[r * lds + j] != -7.0f;
+            }
+        }
+        CHECKF(bad == 0 && wrote == 0,
+               "attn_scores on %s over 1..144 keys: %lld scores differ from the fma chain, %lld "
+               "written past n_keys", ps_isa_name(ISAS[i]), (long long)bad, (long long)wrote);
+    }
+    free(q);
+    free(k);
+    free(kt);
+    free(sc);
+}
+
 /* One output of the vdpbf16ps kernel, in its defined order, in plain C: 16 lane accumulators;
  * chunk c of 32 inputs adds to lane i (acc + x[2i+1] w[2i+1]) + x[2i] w[2i] (each product exact
  * in float32, each sum rounded; inputs past n are zeros), then hsum512's tree:
@@ -619,6 +656,7 @@ int main(void) {
     test_dot();
     test_attn_pv();
     test_attn_scores();
+    test_attn_scores_tails();
     ps_pool_free(pool2);
     return ps_test_done("matmul");
 }
