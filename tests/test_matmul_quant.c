@@ -22,6 +22,8 @@
  *     result bitwise, with 1, 2 and 7 threads; without AMX the test says "AMX not available
  *     on this CPU" and runs the rest.
  *   - grouped calls: ps_matmul_group equals ps_matmul per item bitwise (test_group).
+ *   - the in-register Q4_K / Q6_K packers equal the plain row-by-row packer bitwise, plain and
+ *     grouped, tile tails, 1 and 2 threads (test_pack_plain).
  */
 #include "check.h"
 #include "base/impl.h"
@@ -29,6 +31,7 @@
 #include "kernels/matmul_quant.h"
 #include "kernels/qact.h"
 #include "kernels/quant.h"
+#include "base/testhooks.h"
 
 #include <float.h>
 #include <math.h>
@@ -633,6 +636,89 @@ static void test_group(ps_pool *pool2, ps_pool *pool7) {
     free(yg);
 }
 
+/* The in-register packers of Q4_K and Q6_K (pack_q4_k_vnni, pack_q6_k_vnni) against the plain
+ * row-by-row packer (pack_tile_vnni, ps_test_mmq_pack_plain): the same product bits for every
+ * tile tail (n = 37, 16, 5, 21), m = 1, 8, 300, one and two threads, and a grouped call of
+ * many items of few rows (the experts of a mixture-of-experts layer). Without AVX-512 VNNI
+ * the plain packer is the only one: skipped. */
+static void test_pack_plain(ps_pool *pool2) {
+    if (!ps_isa_supported(PS_ISA_AVX512) || !ps_cpu_has_avx512vnni()) {
+        PS_TEST_CPU_LACKS("AVX-512 VNNI: the in-register k-quant packers");
+        return;
+    }
+    static const uint32_t types[] = {PS_GGML_Q4_K, PS_GGML_Q6_K};
+    const int64_t shapes[][2] = {{37, 512}, {16, 256}, {5, 768}, {21, 256}};
+    const int64_t ms[] = {1, 8, 300};
+    const int64_t M = 300, KMAX = 768, NMAX = 37;
+    float *x = malloc(sizeof(float) * (size_t)(M * KMAX));
+    for (int64_t i = 0; i < M * KMAX; i++) x[i] = frand() * (i % 61 == 0 ? 8.0f : 1.0f);
+    float *ya = malloc(sizeof(float) * (size_t)(M * NMAX)), *yb = malloc(sizeof(float) * (size_t)(M * NMAX));
+    const size_t stride = ps_matmul_scratch_floats(KMAX);
+    float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
+    for (size_t ti = 0; ti < PS_ARRAY_LEN(types); ti++) {
+        const tinfo *t = NULL;
+        for (size_t j = 0; j < PS_ARRAY_LEN(TYPES); j++)
+            if (TYPES[j].type == types[ti]) t = &TYPES[j];
+        for (size_t si = 0; si < PS_ARRAY_LEN(shapes); si++) {
+            const int64_t n = shapes[si][0], k = shapes[si][1];
+            ps_mat w = {0};
+            w.data = make_rows(t, n, k, &w.row_bytes);
+            w.type = t->type;
+            w.n_in = k;
+            w.n_out = n;
+            for (size_t mi = 0; mi < PS_ARRAY_LEN(ms); mi++)
+                for (int th = 1; th <= 2; th++) {
+                    const int64_t m = ms[mi];
+                    ps_matmul_env env = {th == 2 ? pool2 : NULL, PS_ISA_AVX512, scratch, stride,
+                                         false, false};
+                    for (int64_t e = 0; e < M * NMAX; e++) ya[e] = yb[e] = -7.0f;
+                    ps_test_mmq_pack_plain(true);
+                    ps_matmul(&env, &w, x, k, m, ya, n);
+                    ps_test_mmq_pack_plain(false);
+                    ps_matmul(&env, &w, x, k, m, yb, n);
+                    CHECKF(!memcmp(ya, yb, sizeof(float) * (size_t)(M * NMAX)),
+                           "%s n %lld k %lld m %lld, %d thread(s): the in-register packer "
+                           "differs from the plain one", t->name, (long long)n, (long long)k,
+                           (long long)m, th);
+                }
+            /* grouped: 40 items (1..12 rows each) of this matrix */
+            ps_mm_item items[40];
+            int64_t r = 0;
+            int32_t ni = 0;
+            for (; ni < 40 && r < M; ni++) {
+                const int64_t nr = PS_MIN(1 + ni % 12, M - r);
+                items[ni] = (ps_mm_item){x + r * k, k, nr, 1, {w}, {NULL}, n};
+                r += nr;
+            }
+            for (int th = 1; th <= 2; th++) {
+                ps_matmul_env env = {th == 2 ? pool2 : NULL, PS_ISA_AVX512, scratch, stride,
+                                     false, false};
+                for (int pass = 0; pass < 2; pass++) {
+                    float *y = pass ? yb : ya;
+                    for (int64_t e = 0; e < M * NMAX; e++) y[e] = -7.0f;
+                    int64_t rr = 0;
+                    for (int32_t i = 0; i < ni; i++) {
+                        items[i].y[0] = y + rr * n;
+                        rr += items[i].n_rows;
+                    }
+                    ps_test_mmq_pack_plain(pass == 0);
+                    ps_matmul_group(&env, items, ni);
+                }
+                ps_test_mmq_pack_plain(false);
+                CHECKF(!memcmp(ya, yb, sizeof(float) * (size_t)(M * NMAX)),
+                       "%s n %lld k %lld grouped (%d items), %d thread(s): the in-register "
+                       "packer differs from the plain one", t->name, (long long)n, (long long)k,
+                       ni, th);
+            }
+            free((void *)w.data);
+        }
+    }
+    free(x);
+    free(ya);
+    free(yb);
+    ps_free(scratch);
+}
+
 int main(void) {
     ps_pool *pool2 = NULL, *pool7 = NULL;
     CHECK(ps_pool_create(2, &pool2) == PS_OK);
@@ -644,6 +730,7 @@ int main(void) {
     test_decode();
     test_kernels(pool2, pool7);
     test_group(pool2, pool7);
+    test_pack_plain(pool2);
     ps_pool_free(pool2);
     ps_pool_free(pool7);
     return ps_test_done("matmul_quant");

@@ -27,6 +27,7 @@
  * variable (or with a malformed one) the hook does nothing.
  *
  * ps_test_moe_plain(true) (moe.c) switches the expert products to their plain reference path.
+ * ps_test_mmq_pack_plain(true) (matmul_quant.c) packs the k-quant tiles by the plain packer.
  *
  * ps_test_pcache_hash_bits(n) (prefix_cache.c; test builds only, PS_TESTING) forces collisions
  * of the prefix cache's chain hash.
@@ -51,6 +52,11 @@ int64_t ps_alloc_count(void);
  * ps_matmul per active expert and matrix) instead of the grouped one, so that a test can
  * compare the two bit for bit. Process-wide; off by default. */
 void ps_test_moe_plain(bool on);
+
+/* on: the VNNI kernels of matmul_quant.c pack Q4_K / Q6_K weight tiles by the plain
+ * row-by-row packer (pack_tile_vnni) instead of their in-register packers, so that a test can
+ * compare the two bit for bit. Process-wide; off by default. */
+void ps_test_mmq_pack_plain(bool on);
 
 #ifdef PS_TESTING
 /* Test builds only (PS_TESTING). bits >= 0: the prefix cache's chain hash (prefix_cache.c)
