@@ -1000,13 +1000,18 @@ sc_pairs_u8(__m512i v, int byte) {
     return _mm512_shuffle_epi8(v, ctl);
 }
 
+/* The byte offsets of rows 0..15 of a tile, for gather_rows32. */
+PS_TARGET_AVX512_VNNI static inline __m512i row_offsets(size_t row_bytes) {
+    return _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)row_bytes));
+}
+
 PS_TARGET_AVX512_VNNI static void pack_q4_k_vnni(const qpack *pg, const uint8_t *w0,
                                                  size_t row_bytes, int nw, int64_t nb,
                                                  uint8_t *wp) {
     const __mmask16 rows = (__mmask16)((1u << nw) - 1u);
-    const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-                                                              11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32((int)row_bytes));
+    const __m512i vidx = row_offsets(row_bytes);
     const __m512i m4 = _mm512_set1_epi8(15), m6 = _mm512_set1_epi8(63),
                   m2 = _mm512_set1_epi8(0x30);
     /* (mn 2p', mn 2p' + 1) of bytes (2p', 2p' + 1) of each dword, p' = p % 2 */
@@ -1059,9 +1064,7 @@ PS_TARGET_AVX512_VNNI static void pack_q6_k_vnni(const qpack *pg, const uint8_t 
                                                  size_t row_bytes, int nw, int64_t nb,
                                                  uint8_t *wp) {
     const __mmask16 rows = (__mmask16)((1u << nw) - 1u);
-    const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-                                                              11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32((int)row_bytes));
+    const __m512i vidx = row_offsets(row_bytes);
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3),
                   lo16 = _mm512_set1_epi32(0xffff);
     /* rows past nw: u = off = 32 (w = 0), from ql nibbles 0 and qh fields 2 (0xaa) */
