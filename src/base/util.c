@@ -48,6 +48,12 @@ double ps_now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double ps_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 struct timespec ps_deadline_in_ms(long ms) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);

@@ -65,6 +65,9 @@ bool ps_write_all(int fd, const void *p, size_t n);
 
 /* Seconds on CLOCK_MONOTONIC (for durations: progress lines, deadlines, load times). */
 double ps_now_s(void);
+/* The process's CPU seconds so far, every thread's (CLOCK_PROCESS_CPUTIME_ID): what a
+ * one-thread benchmark on a shared machine times. */
+double ps_cpu_s(void);
 
 /* CLOCK_REALTIME now + ms milliseconds, normalised: the deadline pthread_cond_timedwait takes. */
 struct timespec ps_deadline_in_ms(long ms);

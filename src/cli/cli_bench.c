@@ -379,13 +379,6 @@ static void bench_banner(const bench_opts *b, const bench_ctx *x) {
            "on the line above it\n", b->runs);
 }
 
-/* The process's CPU seconds so far, every thread's. */
-static double process_cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* One profiled ps_score_tokens of the first len ids. */
 static ps_status bench_pass_run(ps_session *s, const bench_ctx *x, int32_t len, int32_t k,
                                 bool cpu_clock, bench_pass *out, ps_error *err) {
@@ -395,9 +388,9 @@ static ps_status bench_pass_run(ps_session *s, const bench_ctx *x, int32_t len, 
     ps_prof_reset();
     ps_prof_use_cpu_clock(cpu_clock);
     ps_prof_enable(true);
-    const double t0 = ps_now_s(), c0 = ps_prof_clock_ns() * 1e-9, p0 = process_cpu_s();
+    const double t0 = ps_now_s(), c0 = ps_prof_clock_ns() * 1e-9, p0 = ps_cpu_s();
     ps_status st = ps_score_tokens(s, x->tokens, len, &p, &res, err);
-    out->cpu = process_cpu_s() - p0;
+    out->cpu = ps_cpu_s() - p0;
     out->wall = ps_now_s() - t0;
     out->secs = ps_prof_clock_ns() * 1e-9 - c0;
     ps_prof_enable(false);

@@ -63,39 +63,38 @@ static void put_num(ps_buf *b, double x, const char *fmt) {
     else ps_buf_printf(b, fmt, x);
 }
 
-/* The summary's --stats / --compare figures of one prompt (scored entries 1..n-1), added to
- * the view's totals: mean entropy, top-1 share, kld_mean, same top-1 share. */
+/* One prompt's mean of x and share (percent) of entries whose flag is 1, over the scored
+ * entries 1..n-1, printed after their labels and added to the view's totals. */
+static void mean_share_put(ps_buf *b, const float *x, const int32_t *flag, int32_t n,
+                           const char *mean_label, const char *mean_fmt, const char *share_label,
+                           double *sum, int64_t *hits) {
+    const int32_t m = n > 1 ? n - 1 : 0;
+    double s = 0.0;
+    int64_t h = 0;
+    for (int32_t i = 1; i < n; i++) {
+        s += (double)x[i];
+        h += flag[i] == 1;
+    }
+    *sum += s;
+    *hits += h;
+    ps_buf_puts(b, mean_label);
+    put_num(b, m ? s / m : NAN, mean_fmt);
+    ps_buf_puts(b, share_label);
+    put_num(b, m ? 100.0 * (double)h / m : NAN, "%.2f%%");
+}
+
+/* The summary's --stats / --compare figures of one prompt: mean entropy and top-1 share (rank
+ * 1), kld_mean and same top-1 share. */
 static void stats_put(ps_cli_view *v, ps_buf *b, const ps_score_result *r) {
-    const int32_t n = r->n_prompt, m = n > 1 ? n - 1 : 0;
     if (r->entropy) {
-        double ent = 0.0;
-        int64_t top1 = 0;
-        for (int32_t i = 1; i < n; i++) {
-            ent += (double)r->entropy[i];
-            top1 += r->rank[i] == 1;
-        }
         v->stats = true;
-        v->sum_entropy += ent;
-        v->n_top1 += top1;
-        ps_buf_puts(b, "  mean entropy ");
-        put_num(b, m ? ent / m : NAN, "%.4f");
-        ps_buf_puts(b, "  top-1 ");
-        put_num(b, m ? 100.0 * (double)top1 / m : NAN, "%.2f%%");
+        mean_share_put(b, r->entropy, r->rank, r->n_prompt, "  mean entropy ", "%.4f", "  top-1 ",
+                       &v->sum_entropy, &v->n_top1);
     }
     if (r->kld) {
-        double kl = 0.0;
-        int64_t same = 0;
-        for (int32_t i = 1; i < n; i++) {
-            kl += (double)r->kld[i];
-            same += r->same_top1[i] == 1;
-        }
         v->compare = true;
-        v->sum_kld += kl;
-        v->n_same += same;
-        ps_buf_puts(b, "  kld_mean ");
-        put_num(b, m ? kl / m : NAN, "%.6f");
-        ps_buf_puts(b, "  same_top1 ");
-        put_num(b, m ? 100.0 * (double)same / m : NAN, "%.2f%%");
+        mean_share_put(b, r->kld, r->same_top1, r->n_prompt, "  kld_mean ", "%.6f",
+                       "  same_top1 ", &v->sum_kld, &v->n_same);
     }
 }
 

@@ -37,9 +37,9 @@
 #include "kernels/dequant.h"
 #include "kernels/matmul_amx.h"
 #include "kernels/qact.h"
+#include "base/util.h"
 
 #include <math.h>
-#include <time.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -546,11 +546,7 @@ static void peak_task(void *ctx, int64_t task, int32_t thread) {
     (void)task;
 }
 
-static double peak_clock(bool cpu) {
-    struct timespec ts;
-    clock_gettime(cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double peak_clock(bool cpu) { return cpu ? ps_cpu_s() : ps_now_s(); }
 
 double ps_bf16_peak_gflops(ps_pool *pool, double seconds, bool cpu_clock) {
     if (!ps_cpu_has_avx512bf16()) return 0;

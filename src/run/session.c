@@ -168,25 +168,25 @@ ps_status ps_seq_create(const ps_model *model, int32_t n_ctx, int32_t n_batch, p
  * offset, so that another session of the same thread can run in the same memory
  * (ps_session_share_workspace). These are pure scratch: a forward call writes each before it
  * reads it, so nothing in them carries from one call to the next. */
-#define WS_N 11
+#define WS_N PS_WS_BUFFERS
 static float **ws_fields(ps_session *s, size_t i) {
     float **f[WS_N] = {&s->x, &s->xb, &s->ffn_out, &s->q,  &s->att,        &s->k,
                        &s->v, &s->hb, &s->hb2,     &s->mm_scratch, &s->att_scratch};
     return f[i];
 }
 
-/* Sets s->ws_floats and s->ws_len[] for rows nb; false on overflow. */
+/* Sets s->ws_floats and s->ws_len[] for rows nb; false on overflow. Each buffer is rows x
+ * floats per row: nb activation rows, or one slot per thread for the two scratches. */
 static bool ws_layout(ps_session *s, uint64_t nb, uint64_t n_embd, uint64_t dq, uint64_t dkv,
                       uint64_t ff_rows) {
-    const uint64_t per_row[WS_N] = {n_embd, n_embd, n_embd, dq, dq, dkv, dkv, ff_rows, ff_rows,
-                                    0, 0};
+    const uint64_t nt = (uint64_t)s->n_threads;
+    const uint64_t shape[WS_N][2] = {{nb, n_embd}, {nb, n_embd}, {nb, n_embd}, {nb, dq},
+                                     {nb, dq},     {nb, dkv},    {nb, dkv},    {nb, ff_rows},
+                                     {nb, ff_rows}, {nt, s->mm_stride}, {nt, s->att_stride}};
     uint64_t total = 0;
     for (size_t i = 0; i < WS_N; i++) {
         uint64_t n;
-        bool ok = i == 9    ? ps_mul_ok((uint64_t)s->n_threads, s->mm_stride, &n)
-                  : i == 10 ? ps_mul_ok((uint64_t)s->n_threads, s->att_stride, &n)
-                            : ps_mul_ok(nb, per_row[i], &n);
-        if (!ok || n > (UINT64_MAX >> 8)) return false;
+        if (!ps_mul_ok(shape[i][0], shape[i][1], &n) || n > (UINT64_MAX >> 8)) return false;
         n = (n + 15) & ~(uint64_t)15; /* 64 bytes */
         s->ws_len[i] = n;
         total += n;

@@ -60,6 +60,9 @@ typedef struct {
  *   att_scratch: n_threads * att_stride (attention.c: ps_attention_scratch_floats(n_ctx, head_dim))
  *   rope_cos, rope_sin: (n_batch, n_rot/2) for the rows' positions
  *   row_pos, row_seq: (n_batch) each row's position and sequence */
+/* The forward buffers carved from one workspace allocation (session.c ws_fields). */
+#define PS_WS_BUFFERS 11
+
 struct ps_session {
     const ps_model *model;
     int32_t n_ctx, n_batch, n_threads; /* n_ctx: the longest sequence it runs (own seq's) */
@@ -84,7 +87,7 @@ struct ps_session {
      * (ps_session_share_workspace), not freed with this one */
     float *ws;
     size_t ws_floats;
-    uint64_t ws_len[11];
+    uint64_t ws_len[PS_WS_BUFFERS];
     bool ws_borrowed;
     /* hybrid models: scratch qkv (n_batch, max(ch, 2 n_head head_dim): also a full-attention
      * layer's q + gate output), conv (n_batch, ch), z, dn (n_batch, n_v dk),
