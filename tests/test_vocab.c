@@ -781,6 +781,12 @@ static void test_model_load(const char *shared) {
     ps_model_free(m);
 }
 
+static ps_status tokenize_alloc_max_piece(const ps_vocab *v, const char *text, size_t len,
+                                          size_t max_piece, int32_t **ids, int32_t *n,
+                                          ps_error *err) {
+    return ps_vocab_tokenize_alloc_max(v, text, len, true, true, 0, max_piece, ids, n, err);
+}
+
 /* ps_vocab_tokenize_alloc_max: a text too long for max_tokens tokens is refused before any
  * tokenizer work (zero allocations: counted, not timed), and a text of at most max_tokens
  * tokens is never refused and gets exactly ps_vocab_tokenize_alloc's ids, on texts built to
@@ -831,7 +837,7 @@ static void test_bounded(const char *shared) {
             ps_error err;
             CHECKF(ps_vocab_tokenize_alloc(v, text[t], len[t], true, true, &want, &n, &err) == PS_OK,
                    "%s text %d: %s", names[vi], t, err.message);
-            ps_status st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, n, &got, &m,
+            ps_status st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, n, 0, &got, &m,
                                                        &err);
             CHECKF(st == PS_OK && m == n && want && got &&
                        !memcmp(want, got, (size_t)n * sizeof *got),
@@ -843,7 +849,7 @@ static void test_bounded(const char *shared) {
             int64_t small = n / (int64_t)(longest + 1);
             if (small < 1) small = 1;
             ps_alloc_fail_after(-1);
-            st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, small, &got, &m, &err);
+            st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, small, 0, &got, &m, &err);
             int64_t allocs = ps_alloc_count();
             CHECKF((st == PS_ERR_CONTEXT && allocs == 0 && !got && strstr(err.message, "bytes")) ||
                        (st == PS_OK && m > small),
@@ -855,15 +861,36 @@ static void test_bounded(const char *shared) {
              * token covering at most `span` bytes), tokenized one above */
             int64_t at = (int64_t)((len[t] - 1) / span);
             ps_alloc_fail_after(-1);
-            st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, at, &got, &m, &err);
+            st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, at, 0, &got, &m, &err);
             CHECKF(st == PS_ERR_CONTEXT && ps_alloc_count() == 0, "%s text %d: not refused at "
                    "%lld tokens (span %zu): %d", names[vi], t, (long long)at, span, st);
             ps_free(got);
             got = NULL;
-            st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, at + 1, &got, &m, &err);
+            st = ps_vocab_tokenize_alloc_max(v, text[t], len[t], true, true, at + 1, 0, &got, &m, &err);
             CHECKF(st == PS_OK && m == n, "%s text %d: refused at %lld tokens (span %zu): %d",
                    names[vi], t, (long long)at + 1, span, st);
             ps_free(got);
+            got = NULL;
+            /* max_piece: never reached (3 x the text: SentencePiece escapes a space to 3 bytes),
+             * the same ids; the one word over it, PS_ERR_LIMIT naming the limit, and below the
+             * word's length by one byte still refused (the piece is the whole word) */
+            st = tokenize_alloc_max_piece(v, text[t], len[t], 3 * len[t] + 3, &got, &m, &err);
+            CHECKF(st == PS_OK && m == n && !memcmp(want, got, (size_t)n * sizeof *got),
+                   "%s text %d: a max_piece it never reaches changed the ids: %d", names[vi], t, st);
+            ps_free(got);
+            got = NULL;
+            if (t == 1) {
+                st = tokenize_alloc_max_piece(v, text[t], len[t], len[t] - 1, &got, &m, &err);
+                CHECKF(st == PS_ERR_LIMIT && !got && strstr(err.message, "over the limit of 65535"),
+                       "%s: a one-word text of %zu bytes under max_piece %zu: %d %s", names[vi],
+                       len[t], len[t] - 1, st, err.message);
+            }
+            if (t == 2 && vi > 0) { /* BPE: words of at most 16 bytes, the same ids */
+                st = tokenize_alloc_max_piece(v, text[t], len[t], 16, &got, &m, &err);
+                CHECKF(st == PS_OK && m == n && !memcmp(want, got, (size_t)n * sizeof *got),
+                       "%s: words under max_piece 16: %d %s", names[vi], st, st ? err.message : "");
+                ps_free(got);
+            }
             ps_free(want);
             free(text[t]);
         }

@@ -1138,6 +1138,7 @@ typedef struct {
     int32_t *ids;
     int32_t capacity;
     int64_t n;
+    size_t max_piece; /* a piece merged whole (BPE word, SPM segment) longer: PS_ERR_LIMIT; 0 none */
     /* scratch */
     symbol *sym;
     size_t sym_cap;
@@ -1210,6 +1211,16 @@ static bigram heap_pop(tok_state *s) {
     return top;
 }
 
+/* A piece the merge loop takes whole costs tens of bytes of state per byte (a symbol and its
+ * candidate merges): over the caller's max_piece it is refused before any of it is made. */
+static ps_status piece_check(const tok_state *s, size_t n) {
+    if (s->max_piece == 0 || n <= s->max_piece) return PS_OK;
+    return ps_fail(s->err, PS_ERR_LIMIT, -1,
+                   "a run of %zu bytes the tokenizer must merge as one piece (a word, or text "
+                   "with no break it can split at) is over the limit of %zu bytes", n,
+                   s->max_piece);
+}
+
 /* ---- SentencePiece ---- */
 
 static bool spm_try_bigram(tok_state *s, const char *text, int32_t left, int32_t right) {
@@ -1226,6 +1237,8 @@ static bool spm_try_bigram(tok_state *s, const char *text, int32_t left, int32_t
 static ps_status spm_segment(tok_state *s, const char *text, size_t n) {
     const ps_vocab *v = s->v;
     if (n == 0) return PS_OK;
+    ps_status pst = piece_check(s, n);
+    if (pst) return pst;
     size_t n_sym = 0;
     for (size_t off = 0; off < n; n_sym++) off += PS_MIN(utf8_len((uint8_t)text[off]), n - off);
     if (n_sym > INT32_MAX - 1) return ps_fail(s->err, PS_ERR_INVALID_ARG, -1, "text too long");
@@ -1303,6 +1316,8 @@ static bool bpe_try_bigram(tok_state *s, int32_t left, int32_t right) {
 static ps_status bpe_word(tok_state *s, const char *w, size_t n) {
     const ps_vocab *v = s->v;
     if (n == 0) return PS_OK;
+    ps_status pst = piece_check(s, n);
+    if (pst) return pst;
     if (v->ignore_merges) {
         if (!grow((void **)&s->buf, &s->buf_cap, 2 * n, 1))
             return ps_fail(s->err, PS_ERR_NOMEM, -1, "out of memory tokenizing");
@@ -1521,9 +1536,9 @@ nomem:
     return ps_fail(s->err, PS_ERR_NOMEM, -1, "out of memory tokenizing");
 }
 
-ps_status ps_vocab_tokenize(const ps_vocab *v, const char *text, size_t len, bool add_bos,
-                            bool parse_special, int32_t *ids, int32_t capacity, int32_t *n_ids,
-                            ps_error *err) {
+static ps_status tokenize(const ps_vocab *v, const char *text, size_t len, bool add_bos,
+                         bool parse_special, size_t max_piece, int32_t *ids, int32_t capacity,
+                         int32_t *n_ids, ps_error *err) {
     if (!v || !n_ids || capacity < 0 || (capacity > 0 && !ids) || (len > 0 && !text))
         return ps_fail(err, PS_ERR_INVALID_ARG, -1,
                        "ps_vocab_tokenize: NULL vocab/text/ids/n_ids or negative capacity");
@@ -1534,6 +1549,7 @@ ps_status ps_vocab_tokenize(const ps_vocab *v, const char *text, size_t len, boo
     s.v = v;
     s.ids = ids;
     s.capacity = capacity;
+    s.max_piece = max_piece;
     s.err = err;
     span_vec frags = {0}, tmp = {0};
     ps_status st = PS_OK;
@@ -1602,8 +1618,15 @@ done:
     return st;
 }
 
-ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t len, bool add_bos,
-                                  bool parse_special, int32_t **ids, int32_t *n, ps_error *err) {
+ps_status ps_vocab_tokenize(const ps_vocab *v, const char *text, size_t len, bool add_bos,
+                            bool parse_special, int32_t *ids, int32_t capacity, int32_t *n_ids,
+                            ps_error *err) {
+    return tokenize(v, text, len, add_bos, parse_special, 0, ids, capacity, n_ids, err);
+}
+
+static ps_status tokenize_alloc(const ps_vocab *v, const char *text, size_t len, bool add_bos,
+                                bool parse_special, size_t max_piece, int32_t **ids, int32_t *n,
+                                ps_error *err) {
     *ids = NULL;
     *n = 0;
     if (len > (size_t)INT32_MAX / 2)
@@ -1613,7 +1636,8 @@ ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t le
         int32_t *buf = ps_malloc((size_t)cap * sizeof *buf);
         if (!buf) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory tokenising %zu bytes", len);
         int32_t need = 0;
-        ps_status st = ps_vocab_tokenize(v, text, len, add_bos, parse_special, buf, cap, &need, err);
+        ps_status st = tokenize(v, text, len, add_bos, parse_special, max_piece, buf, cap, &need,
+                                err);
         if (st != PS_OK || need <= cap) {
             if (st != PS_OK) ps_free(buf);
             else *ids = buf, *n = need;
@@ -1623,6 +1647,11 @@ ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t le
         cap = need;
     }
     return ps_fail(err, PS_ERR_INTERNAL, -1, "the tokenizer changed its mind about the length");
+}
+
+ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t len, bool add_bos,
+                                  bool parse_special, int32_t **ids, int32_t *n, ps_error *err) {
+    return tokenize_alloc(v, text, len, add_bos, parse_special, 0, ids, n, err);
 }
 
 /* The most bytes of text one token can stand for, or 0 when some byte of text can yield no
@@ -1653,7 +1682,8 @@ static size_t token_span_max(const ps_vocab *v) {
 
 ps_status ps_vocab_tokenize_alloc_max(const ps_vocab *v, const char *text, size_t len,
                                       bool add_bos, bool parse_special, int64_t max_tokens,
-                                      int32_t **ids, int32_t *n, ps_error *err) {
+                                      size_t max_piece, int32_t **ids, int32_t *n,
+                                      ps_error *err) {
     *ids = NULL;
     *n = 0;
     if (max_tokens > 0 && len > (uint64_t)max_tokens) {
@@ -1664,7 +1694,7 @@ ps_status ps_vocab_tokenize_alloc_max(const ps_vocab *v, const char *text, size_
                            "vocabulary stands for at most %zu bytes; not tokenized)",
                            len, (long long)max_tokens, span);
     }
-    return ps_vocab_tokenize_alloc(v, text, len, add_bos, parse_special, ids, n, err);
+    return tokenize_alloc(v, text, len, add_bos, parse_special, max_piece, ids, n, err);
 }
 
 /* ------------------------------------------------------------------------------------------ */

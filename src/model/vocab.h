@@ -31,10 +31,15 @@ ps_status ps_vocab_tokenize_alloc(const ps_vocab *v, const char *text, size_t le
  * Never refuses a text of at most max_tokens tokens; a text that passes is tokenized exactly
  * as ps_vocab_tokenize_alloc does (its count may still exceed max_tokens: the caller checks).
  * In a vocabulary where some byte can yield no token (no <unk> and no byte tokens, or merges
- * whose result is no token) no length bounds the count, and nothing is refused. */
+ * whose result is no token) no length bounds the count, and nothing is refused.
+ * max_piece (0: no limit) bounds the merge loop's memory whatever max_tokens is: a piece it
+ * must merge whole (a pre-tokenized BPE word, a SentencePiece segment) of more bytes is
+ * refused, PS_ERR_LIMIT naming its length, before the state for it (tens of bytes per byte)
+ * is made. */
 ps_status ps_vocab_tokenize_alloc_max(const ps_vocab *v, const char *text, size_t len,
                                       bool add_bos, bool parse_special, int64_t max_tokens,
-                                      int32_t **ids, int32_t *n, ps_error *err);
+                                      size_t max_piece, int32_t **ids, int32_t *n,
+                                      ps_error *err);
 
 /* Where each of n ids (what ps_vocab_tokenize made of text, len bytes; bos_added: ids[0] is
  * the BOS it added) starts in text, in bytes -> out[i], or -1 for a token that stands for no

@@ -192,7 +192,9 @@ static bool tokenize_text(const ps_req_limits *lim, const char *text, size_t len
     ps_error err;
     ps_error_clear(&err);
     ps_status st = ps_vocab_tokenize_alloc_max(lim->vocab, text, len, add_bos, parse_special,
-                                               max_tokens, ids, n_ids, &err);
+                                               max_tokens,
+                                               lim->max_piece ? lim->max_piece : PS_REQ_MAX_PIECE,
+                                               ids, n_ids, &err);
     if (st == PS_ERR_CONTEXT) {
         ps_req_fail(e, 400, "prompt", "context_length_exceeded",
                     "This model's maximum context length is %d tokens, which leaves %lld for "
@@ -202,6 +204,11 @@ static bool tokenize_text(const ps_req_limits *lim, const char *text, size_t len
     }
     if (st == PS_ERR_NOMEM)
         return ps_req_fail(e, 500, NULL, NULL, "out of memory tokenizing %s", what);
+    if (st == PS_ERR_LIMIT) {
+        ps_req_fail(e, 413, "prompt", "word_too_long", "%s: %s", what, err.message);
+        if (e) e->st = st;
+        return false;
+    }
     if (st == PS_ERR_INVALID_ARG)
         return ps_req_fail(e, 400, "prompt", NULL, "%s is too long (%zu bytes)", what, len);
     if (st != PS_OK) {

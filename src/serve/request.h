@@ -45,6 +45,11 @@ void ps_req_error_write(ps_buf *b, const ps_req_error *e);
  * point, so the message shows why it is no integer), ... */
 void ps_req_describe(const json_t *v, char *out, size_t cap);
 
+/* The default bound on one piece the tokenizer merges whole (a pre-tokenized word; a
+ * SentencePiece segment): its merge state is tens of bytes per byte, so this caps a request's
+ * tokenizer memory near 128 MiB while no text of words passes near it. */
+#define PS_REQ_MAX_PIECE ((size_t)4 << 20)
+
 /* What a request is checked against. Zero-initialised fields are the server's defaults. */
 typedef struct {
     const char *model_name;  /* the served name; a request's "model" must equal it */
@@ -53,6 +58,8 @@ typedef struct {
     int32_t n_ctx;           /* prompt tokens + max_tokens <= n_ctx */
     int32_t max_logprobs;    /* K <= max_logprobs */
     int32_t max_prompts;     /* prompts per request; 0 = no limit */
+    size_t max_piece;        /* the longest piece the tokenizer merges whole (a word); 0:
+                              * PS_REQ_MAX_PIECE. Longer: 413 (the tokenizer's memory bound) */
     bool no_add_special;     /* add_special_tokens' default false (BOS is not added) */
     bool no_parse_special;   /* parse_special's default false (special-token text is plain) */
     /* A JSON Lines line (docs/api.md, "JSON Lines"): one prompt (text or ids), and only the
