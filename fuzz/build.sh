@@ -6,6 +6,7 @@
 # dictionary, and prints libFuzzer's final stats. Exits non-zero on a finding (the crashing
 # input is left in build-fuzz/artifacts/: add it to fuzz/corpus/<name>/ with the fix).
 #   FUZZ_TARGETS="fuzz_gguf"   only these targets
+#   FUZZ_JOBS=2                targets fuzzed at once (default 2)
 #   FUZZ_CC=clang-14           the compiler
 set -eu
 secs=${1:-60}
@@ -33,21 +34,42 @@ for t in $targets; do
 done
 [ "$secs" -gt 0 ] || exit 0
 
-status=0
-for t in $targets; do
-    name=${t#fuzz_}
+# Targets run FUZZ_JOBS at a time (default 2, the cores CI has): each still gets its `seconds`
+# of one core, and the logs print in order once each batch is done.
+jobs=${FUZZ_JOBS:-2}
+fuzz_one() { # fuzz_one TARGET: runs it into $OUT/TARGET.log, its status into $OUT/TARGET.rc
+    t=$1; name=${t#fuzz_}
     work="$OUT/corpus/$t"  # new inputs go here, not into the seed corpus of the repository
     mkdir -p "$work"
     dict=""
     [ -f "fuzz/$name.dict" ] && dict="-dict=fuzz/$name.dict"
     seeds=""
     [ -d "fuzz/corpus/$t" ] && seeds="fuzz/corpus/$t"
-    echo "== run $t for ${secs}s"
-    if ! "$OUT/bin/$t" -max_total_time="$secs" -print_final_stats=1 -max_len=65536 \
-            -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$OUT/artifacts/$t-" \
-            $dict "$work" $seeds; then
-        echo "FINDING in $t: see $OUT/artifacts/$t-*"
-        status=1
-    fi
+    rc=0
+    "$OUT/bin/$t" -max_total_time="$secs" -print_final_stats=1 -max_len=65536 \
+        -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$OUT/artifacts/$t-" \
+        $dict "$work" $seeds > "$OUT/$t.log" 2>&1 || rc=$?
+    echo $rc > "$OUT/$t.rc"
+}
+status=0
+batch=""
+flush() {
+    wait
+    for b in $batch; do
+        echo "== run $b for ${secs}s"
+        cat "$OUT/$b.log"
+        if [ "$(cat "$OUT/$b.rc")" != 0 ]; then
+            echo "FINDING in $b: see $OUT/artifacts/$b-*"
+            status=1
+        fi
+    done
+    batch=""
+}
+n=0
+for t in $targets; do
+    fuzz_one "$t" &
+    batch="$batch $t"; n=$((n + 1))
+    [ $((n % jobs)) -ne 0 ] || flush
 done
+flush
 exit $status
