@@ -9,8 +9,9 @@
 #   LD_LIBRARY_PATH); PROMPTSCORE (default build/promptscore); PY (default /usr/bin/python3,
 #   which needs numpy). The vocabulary must be small enough for `score -k V` (V = its size) to
 #   list every token's log-probability (stories260K: 512).
-# Prints, for each engine and --kv-type f32 / f16 on promptscore's side: Mean PPL(base), Mean
-# KLD and Same top p; then kld_llama16.py's exact and 16-bit figures.
+# Prints, for each engine and --kv-type f16-dot (the default of --ppl-mode llama: llama.cpp's
+# attention roundings) / f32 on promptscore's side: Mean PPL(base), Mean KLD and Same top p;
+# then kld_llama16.py's exact and 16-bit figures.
 set -euo pipefail
 [ $# -ge 4 ] || { sed -n 2,13p "$0"; exit 2; }
 BASE=$1 OTHER=$2 TEXT=$3 NCTX=$4 W=${5:-$(mktemp -d)}
@@ -35,7 +36,7 @@ done
 "$LP" -m "$OTHER" -f "$TEXT" -c "$NCTX" -b "$NCTX" -t 2 -fa off \
     --kl-divergence-base "$W/other.kld" > "$W/llama_other.log" 2>&1
 echo "llama-perplexity:           $(pick "$W/llama_kld.log")"
-for kv in f32 f16; do
+for kv in f16-dot f32; do
     "$PS" perplexity --ppl-mode llama -m "$BASE" --compare "$OTHER" -f "$TEXT" -c "$NCTX" \
         -t 2 --kv-type "$kv" > "$W/ps_$kv.log" 2>&1
     echo "promptscore --kv-type $kv:  $(pick "$W/ps_$kv.log")"
@@ -66,7 +67,7 @@ for c in range(len(ids) // n):
     ch[0] = bos
     print(json.dumps({'id': c, 'prompt': ch}))
 EOF
-for kv in f32 f16; do
+for kv in f16-dot f32; do
     for m in base other; do
         f=$BASE; [ $m = other ] && f=$OTHER
         "$PS" score -m "$f" -k "$V" -t 2 -c "$NCTX" --kv-type "$kv" -i "$W/chunks.jsonl" \

@@ -328,12 +328,13 @@ typedef struct ps_session ps_session;
 /* What the matrix products take as activations (the weights are never changed).
  * PS_ACT_NATIVE, the default, as llama.cpp: BF16 weights meet activations rounded to bf16
  * (AVX-512 BF16 vdpbf16ps where the CPU has it, twice the products per instruction of float32),
- * Q8_0 weights meet activations quantised to Q8_0 blocks (int8 dot products); F32 and F16
+ * Q8_0 weights meet activations quantised to Q8_0 blocks (int8 dot products); F16 weights
+ * meet activations rounded to half (llama.cpp's F16 products take f16 on both sides); F32
  * weights meet float32 activations. PS_ACT_F32: float32 activations for every weight type
  * (weights widened exactly to float32), the closest to a float64 forward pass (logits within
  * 1e-4 of the numpy reference in tests/reference, against ~1e-2 for the native rounding), at
- * about half (BF16) or a third (Q8_0) of the matrix speed. F32/F16 models compute the same
- * either way. The choice is part of what a score means: it changes logprobs by ~1e-3..1e-2. */
+ * about half (BF16) or a third (Q8_0) of the matrix speed. F32 models compute the same either
+ * way. The choice is part of what a score means: it changes logprobs by ~1e-3..1e-2. */
 typedef enum {
     PS_ACT_NATIVE = 0,
     PS_ACT_F32 = 1
@@ -357,15 +358,22 @@ PS_API const char *ps_act_name(ps_act act);
  * as zero, float32 subnormal sums flushed to zero). Every CPU gives the same bits (without
  * AVX-512 BF16 a scalar form computes them, slowly); with it, the two products run at up to
  * twice their float32 rate, which shows on long prompts only (docs/api.md has figures). It
- * moves logprobs by ~1e-2. */
+ * moves logprobs by ~1e-2.
+ * PS_KV_F16_DOT stores K and V as PS_KV_F16 does and also rounds each query row and each row
+ * of softmax probabilities to half (nearest even) before the two products, which then run as
+ * on PS_KV_F16: the roundings of llama.cpp's CPU attention without flash attention (its f16
+ * cache's products convert their float32 operand to f16), so that an f16-cache comparison
+ * with llama.cpp differs by accumulation order only (~1e-6) rather than by those roundings
+ * (~1e-3). */
 typedef enum {
     PS_KV_F32 = 0,
     PS_KV_F16 = 1,
     PS_KV_BF16 = 2,
-    PS_KV_BF16_DOT = 3
+    PS_KV_BF16_DOT = 3,
+    PS_KV_F16_DOT = 4
 } ps_kv_type;
 
-/* "f32" / "f16" / "bf16" / "bf16-dot"; "?" for other values. */
+/* "f32" / "f16" / "bf16" / "bf16-dot" / "f16-dot"; "?" for other values. */
 PS_API const char *ps_kv_type_name(ps_kv_type type);
 
 typedef struct {

@@ -92,7 +92,7 @@ check "--help lists --act" '"$BIN" bench --help | grep -q -- "--act native|f32"'
 "$BIN" bench -m "$MODEL" -t 1 --lengths 8 --kv-type bf16 --json > "$T/kv.json" 2>/dev/null
 check "--kv-type bf16 --json carries \"kv_type\": \"bf16\"" 'grep -q "\"kv_type\": \"bf16\"" "$T/kv.json"'
 "$BIN" bench -m "$MODEL" --kv-type q8 > /dev/null 2> "$T/e"; rc=$?
-check "--kv-type q8: exit 2 naming --kv-type" '[ $rc -eq 2 ] && grep -q -- "--kv-type wants f32, f16, bf16 or bf16-dot" "$T/e"'
+check "--kv-type q8: exit 2 naming --kv-type" '[ $rc -eq 2 ] && grep -q -- "--kv-type wants f32, f16, bf16, bf16-dot or f16-dot" "$T/e"'
 # --kv-pairs: after the run line, one line timing the row's cache type against --kv-base's
 "$BIN" bench -m "$MODEL" --json -t 1 --lengths 40 --kv-type bf16-dot --kv-pairs 3 --kv-base bf16 > "$T/kp.json" 2> "$T/err"; rc=$?
 check "bench --kv-type bf16-dot --kv-pairs 3 --kv-base bf16 --json exits 0 ($(cat "$T/err"))" '[ $rc -eq 0 ]'
@@ -108,7 +108,7 @@ assert rows[3]['kv_base_cache_mb'] == rows[3]['kv_cache_mb'], rows[3]  # both 2-
 assert rows[3]['within_budget'] is True, rows[3]
 PY"
 "$BIN" bench -m "$MODEL" --kv-pairs 2 --kv-base q8 > /dev/null 2> "$T/e"; rc=$?
-check "--kv-base q8: exit 2 naming --kv-base" '[ $rc -eq 2 ] && grep -q -- "--kv-base wants f32, f16, bf16 or bf16-dot" "$T/e"'
+check "--kv-base q8: exit 2 naming --kv-base" '[ $rc -eq 2 ] && grep -q -- "--kv-base wants f32, f16, bf16, bf16-dot or f16-dot" "$T/e"'
 # --cache-pairs: after the run line, one line against fresh caches and one against a warm, full
 # cache (each "on" run a prompt it has not seen, evicting the one before), then the RSS line
 # counting the caches held

@@ -341,16 +341,19 @@ for i in range(12):
 check "--cache-mb 0, 8 and the default give identical lines on shared prefixes" '[ -s "$T/pc0.jsonl" ] && [ $(wc -l < "$T/pc0.jsonl") -eq 12 ] && cmp -s "$T/pc0.jsonl" "$T/pc8.jsonl" && cmp -s "$T/pc0.jsonl" "$T/pcd.jsonl"'
 "$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --cache-mb -1 >/dev/null 2>"$T/pcbad.err"; rc=$?
 check "--cache-mb -1 is a usage error (rc $rc)" '[ $rc -eq 2 ] && grep -q -- "--cache-mb" "$T/pcbad.err"'
-# --kv-type: f16 / bf16 / bf16-dot lines differ from f32's, and are the same with the cache
-# off, on and a smaller chunk; an unknown type is a usage error naming the accepted values
-for kvt in f16 bf16 bf16-dot; do
+# --kv-type: f16 / bf16 / bf16-dot / f16-dot lines differ from f32's, and are the same with the
+# cache off, on and a smaller chunk; an unknown type is a usage error naming the accepted values
+for kvt in f16 bf16 bf16-dot f16-dot; do
     "$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --kv-type $kvt --cache-mb 0 > "$T/kv0.jsonl" 2>/dev/null
     "$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --kv-type $kvt --cache-mb 8 --chunk 7 > "$T/kv8.jsonl" 2>/dev/null
     check "--kv-type $kvt: identical lines with --cache-mb 0 and 8 --chunk 7, not f32's" '[ $(wc -l < "$T/kv0.jsonl") -eq 12 ] && cmp -s "$T/kv0.jsonl" "$T/kv8.jsonl" && ! cmp -s "$T/kv0.jsonl" "$T/pc0.jsonl"'
 done
 "$BIN" score -m "$MODEL" --kv-type f64 </dev/null >/dev/null 2>"$T/e"; rc=$?
-check "--kv-type f64 exits 2 naming f32, f16, bf16 and bf16-dot (got $rc: $(cat "$T/e"))" '[ $rc -eq 2 ] && grep -q -- "--kv-type wants f32, f16, bf16 or bf16-dot, got .f64." "$T/e"'
-cmp -s "$T/kv0.jsonl" "$T/kv8.jsonl" && "$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --kv-type bf16 --cache-mb 0 > "$T/kvb.jsonl" 2>/dev/null
+check "--kv-type f64 exits 2 naming the five types (got $rc: $(cat "$T/e"))" '[ $rc -eq 2 ] && grep -q -- "--kv-type wants f32, f16, bf16, bf16-dot or f16-dot, got .f64." "$T/e"'
+"$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --kv-type f16 --cache-mb 0 > "$T/kvh.jsonl" 2>/dev/null
+check "--kv-type f16-dot: not f16's lines (queries and probabilities rounded too)" '[ -s "$T/kvh.jsonl" ] && ! cmp -s "$T/kv0.jsonl" "$T/kvh.jsonl"'
+"$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --kv-type bf16-dot --cache-mb 0 > "$T/kv0.jsonl" 2>/dev/null
+"$BIN" score -m "$MODEL" -i "$T/shared.jsonl" --kv-type bf16 --cache-mb 0 > "$T/kvb.jsonl" 2>/dev/null
 check "--kv-type bf16-dot: not bf16's lines (queries and probabilities rounded too)" '[ -s "$T/kvb.jsonl" ] && ! cmp -s "$T/kv0.jsonl" "$T/kvb.jsonl"'
 PS_ISA=avx2 "$BIN" score -m "$MODEL" --kv-type bf16-dot </dev/null >/dev/null 2>"$T/e"; rc=$?
 check "--kv-type bf16-dot under PS_ISA=avx2: rc 0 and a note that attention runs its scalar form (rc $rc)" '[ $rc -eq 0 ] && grep -q "bf16-dot without AVX-512 BF16.*scalar form" "$T/e"'

@@ -35,8 +35,8 @@
 
 static const ps_isa ISAS[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
 static const ps_kv_type HALF[] = {PS_KV_F16, PS_KV_BF16};
-/* the cache types the session tests run: the element types and bf16-dot */
-static const ps_kv_type MODEL_KV[] = {PS_KV_F16, PS_KV_BF16, PS_KV_BF16_DOT};
+/* the cache types the session tests run: the element types, bf16-dot and f16-dot */
+static const ps_kv_type MODEL_KV[] = {PS_KV_F16, PS_KV_BF16, PS_KV_BF16_DOT, PS_KV_F16_DOT};
 
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
 static uint32_t rnd32(void) {
@@ -449,10 +449,26 @@ static void test_model(const char *preset, uint32_t type, bool reference) {
                 /* the C keys are float32 computations, so now and then one lands on the
                  * other side of a rounding boundary from the float64 reference's: a few units
                  * in the last place of one element, far below the rounding's own effect */
-                const double tol = T == PS_KV_F16 ? 3e-4 : 1.5e-3;
-                CHECKF(dr < tol && dr < d0 / 10,
-                       "%s kv %s: %g from forward.py %s (tolerance %g), %g unrounded", preset,
-                       ps_kv_type_name(T), dr, args, tol, d0);
+                if (T == PS_KV_F16_DOT) {
+                    /* rounding the queries and probabilities to half adds two places per
+                     * position where such a flip (2^-11 of one element) starts a cascade, so
+                     * the whole run agrees only to a few flips (measured: the first 6
+                     * positions within 1.5e-6, a median of 1.9e-4, 9 x closer than to the
+                     * unrounded reference); the first positions show the roundings are the
+                     * reference's, within 1e-5 beyond the f32 cache's own distance from the
+                     * float64 reference, where the unrounded reference is 10 x further */
+                    const double f0 = max_lp_diff(la, ref, 4, V), f0u = max_lp_diff(la, ref32, 4, V);
+                    printf("NOTE: %s kv f16-dot: the first 4 positions %.3g from forward.py %s, "
+                           "%.3g from the unrounded reference\n", preset, f0, args, f0u);
+                    CHECKF(f0 < 1e-5 + base && f0u > 10 * f0 && dr < 2e-3,
+                           "%s kv f16-dot: first 4 positions %g from forward.py %s (%g "
+                           "unrounded); all %g", preset, f0, args, f0u, dr);
+                } else {
+                    const double tol = T == PS_KV_F16 ? 3e-4 : 1.5e-3;
+                    CHECKF(dr < tol && dr < d0 / 10,
+                           "%s kv %s: %g from forward.py %s (tolerance %g), %g unrounded", preset,
+                           ps_kv_type_name(T), dr, args, tol, d0);
+                }
                 free(ref);
             }
         }
@@ -495,15 +511,17 @@ static void test_refusals_and_faults(void) {
     }
     ps_session_params sp = ps_session_default_params();
     sp.n_ctx = 256;
-    sp.kv_type = (ps_kv_type)4;
+    sp.kv_type = (ps_kv_type)5;
     ps_session *s = NULL;
     ps_status st = ps_session_create(m, &sp, &s, &e);
     CHECKF(st == PS_ERR_INVALID_ARG && !s && strstr(e.message, "PS_KV_F16") &&
-               strstr(e.message, "PS_KV_BF16") && strstr(e.message, "PS_KV_BF16_DOT"),
-           "kv_type 4: status %d, '%s'", (int)st, e.message);
+               strstr(e.message, "PS_KV_BF16") && strstr(e.message, "PS_KV_BF16_DOT") &&
+               strstr(e.message, "PS_KV_F16_DOT"),
+           "kv_type 5: status %d, '%s'", (int)st, e.message);
     CHECK(!strcmp(ps_kv_type_name(PS_KV_F16), "f16") && !strcmp(ps_kv_type_name(PS_KV_BF16), "bf16") &&
           !strcmp(ps_kv_type_name(PS_KV_F32), "f32") &&
           !strcmp(ps_kv_type_name(PS_KV_BF16_DOT), "bf16-dot") &&
+          !strcmp(ps_kv_type_name(PS_KV_F16_DOT), "f16-dot") &&
           !strcmp(ps_kv_type_name((ps_kv_type)9), "?"));
     CHECK(ps_session_default_params().kv_type == PS_KV_F32);
     /* every allocation over session create (kv f16) + a miss + a hit of the prefix cache */

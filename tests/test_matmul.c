@@ -104,6 +104,9 @@ static void check_close(const char *tag, const ps_mat *w, bool f32_act, const fl
             } else if (w->type == PS_GGML_BF16 && !f32_act) { /* ... or the bf16-rounded one */
                 ps_quant_act_bf16_ref(xr, w->n_in, NULL, xq);
                 xr = xq;
+            } else if (w->type == PS_GGML_F16 && !f32_act) { /* ... or the half-rounded one */
+                ps_quant_act_f16_ref(xr, w->n_in, xq);
+                xr = xq;
             }
             double mag = 0;
             for (int64_t i = 0; i < w->n_in; i++) mag += fabs((double)xr[i] * row[i]);
@@ -352,6 +355,51 @@ static void test_quant_act_bf16(void) {
             memset(h1, 0x55, sizeof h1);
             ps_quant_act_bf16(ISAS[k], x, len, h1, NULL);
             CHECKF(!memcmp(h0, h1, 2 * (size_t)len), "act bf16 on %s, bits only", ps_isa_name(ISAS[k]));
+        }
+}
+
+/* ps_quant_act_f16: every ISA variant writes the reference's bits, on tails of every width:
+ * ties go to even, values past 65504 round to inf, subnormal halves are kept and the smallest
+ * rounds to zero, a NaN becomes the quiet NaN of its sign; the reference is ps_f32_to_f16. */
+static void test_quant_act_f16(void) {
+    enum { N = 203 };
+    float x[N];
+    for (int i = 0; i < N; i++) x[i] = frand() * (i % 3 ? 1.0f : 1e3f);
+    const uint32_t specials[] = {
+        0x3f801000u, /* 1 + 2^-11: tie, rounds down to even 1.0 */
+        0x3f803000u, /* 1 + 3 * 2^-11: tie, rounds up to even */
+        0x3f801001u, /* just above the tie: up */
+        0x477ff000u, /* 65520: rounds to inf */
+        0xff800000u, /* -inf */
+        0x7fc00001u, /* quiet NaN with a payload: the plain quiet NaN */
+        0xff800001u, /* signalling NaN, negative: -quiet NaN */
+        0x33000000u, /* 2^-25: a tie with zero, rounds to +0 */
+        0x33800000u, /* 2^-24: the smallest subnormal half */
+        0x387fc000u, /* a subnormal half */
+        0x80000000u, /* -0 */
+    };
+    const uint32_t want[] = {0x3f800000u, 0x3f804000u, 0x3f802000u, 0x7f800000u, 0xff800000u,
+                             0x7fc00000u, 0xffc00000u, 0x00000000u, 0x33800000u, 0x387fc000u,
+                             0x80000000u};
+    for (size_t i = 0; i < PS_ARRAY_LEN(specials); i++) memcpy(&x[7 * i + 3], &specials[i], 4);
+    float f0[N], f1[N];
+    ps_quant_act_f16_ref(x, N, f0);
+    for (size_t i = 0; i < PS_ARRAY_LEN(specials); i++) {
+        uint32_t u;
+        memcpy(&u, &f0[7 * i + 3], 4);
+        CHECKF(u == want[i], "f16 ref: special %zu (0x%08x) -> 0x%08x, want 0x%08x", i,
+               specials[i], u, want[i]);
+    }
+    for (int len = N; len >= N - 17; len -= 17)
+        for (size_t k = 0; k < PS_ARRAY_LEN(ISAS); k++) {
+            if (!ps_isa_supported(ISAS[k])) continue;
+            memset(f1, 0x55, sizeof f1);
+            ps_quant_act_f16(ISAS[k], x, len, f1);
+            CHECKF(!memcmp(f0, f1, 4 * (size_t)len), "act f16 on %s (n %d) differs from the "
+                   "reference", ps_isa_name(ISAS[k]), len);
+            uint32_t past = 0x55555555u;
+            CHECKF(len == N || !memcmp(&f1[len], &past, 4), "act f16 on %s wrote past n = %d",
+                   ps_isa_name(ISAS[k]), len);
         }
 }
 
@@ -651,6 +699,7 @@ int main(void) {
     test_quant_act();
     test_q8_extremes(pool2);
     test_quant_act_bf16();
+    test_quant_act_f16();
     test_bf16_native(pool2);
     test_bf16_order(pool2);
     test_dot();

@@ -178,7 +178,7 @@ def _int(value, name, lo=None, hi=None):
 
 _INT32_MAX = 2**31 - 1
 _ACTS = {"native": 0, "f32": 1}
-_KV_TYPES = {"f32": 0, "f16": 1, "bf16": 2, "bf16-dot": 3}
+_KV_TYPES = {"f32": 0, "f16": 1, "bf16": 2, "bf16-dot": 3, "f16-dot": 4}
 _PPL_MODES = {"sliding": 0, "llama": 1}
 _CHUNK = 256  # positions per forward pass: the CLI's default, part of a score's definition
 _BAD_UTF8 = re.compile("[\udc80-\udcff]+")
@@ -356,7 +356,7 @@ class Model:
       threads   threads of the forward pass; None or 0 = every CPU (results never depend on it)
       ctx       context length; None = the model's own
       act       "native" (llama.cpp's activation rounding, the CLI's default) or "f32"
-      kv_type   K/V cache element type: "f32" (default), "f16", "bf16", "bf16-dot"
+      kv_type   K/V cache element type: "f32" (default), "f16", "bf16", "bf16-dot", "f16-dot"
       cache_mb  the exact prefix cache's budget in MiB; None = the library default (256 MiB),
                 0 = no cache. The cache never changes a result's bits.
 

@@ -69,8 +69,9 @@ bool ps_cli_parse_kv_type(const char *cmd, const char *opt, const char *value, p
     else if (value && !strcmp(value, "f16")) *out = PS_KV_F16;
     else if (value && !strcmp(value, "bf16")) *out = PS_KV_BF16;
     else if (value && !strcmp(value, "bf16-dot")) *out = PS_KV_BF16_DOT;
+    else if (value && !strcmp(value, "f16-dot")) *out = PS_KV_F16_DOT;
     else {
-        fprintf(stderr, "promptscore %s: %s wants f32, f16, bf16 or bf16-dot, got %s%s%s\n", cmd,
+        fprintf(stderr, "promptscore %s: %s wants f32, f16, bf16, bf16-dot or f16-dot, got %s%s%s\n", cmd,
                 opt, value ? "'" : "", value ? value : "nothing", value ? "'" : "");
         return false;
     }

@@ -77,7 +77,7 @@ bool ps_cli_parse_i64_prefix(const char *s, int64_t lo, int64_t hi, int64_t *out
                              const char **end);
 bool ps_cli_parse_u64(const char *s, uint64_t *out);
 
-/* PS_CLI_FN handlers: --act native|f32 (dst ps_act *); --kv-type f32|f16|bf16|bf16-dot (dst
+/* PS_CLI_FN handlers: --act native|f32 (dst ps_act *); --kv-type f32|f16|bf16|bf16-dot|f16-dot (dst
  * ps_kv_type *); -ngl N (dst int32_t *; prints the note that this build runs on the CPU when
  * N != 0). */
 bool ps_cli_opt_act(const char *cmd, const char *opt, const char *value, void *dst);
@@ -137,12 +137,14 @@ typedef struct {
      "or f32 (float32 for every weight type: closest to float64,\n"                            \
      "slower; part of the score)", PS_CLI_FN, &(o)->act, 0, 0, ps_cli_opt_act}
 #define PS_CLI_OPT_KV_TYPE(o)                                                                  \
-    {"--kv-type", "f32|f16|bf16|bf16-dot",                                                  \
+    {"--kv-type", "f32|f16|bf16|bf16-dot|f16-dot",                                          \
      "the K/V cache's element type: f32 (default), or f16 / bf16\n"                           \
      "(half the memory; keys and values rounded once when written;\n"                        \
      "part of the score); bf16-dot: a bf16 cache, and queries and\n"                         \
      "probabilities rounded to bf16 too, for bf16 dot products (faster\n"                    \
-     "attention on long prompts with AVX-512 BF16; part of the score)",                      \
+     "attention on long prompts with AVX-512 BF16; part of the score);\n"                    \
+     "f16-dot: an f16 cache, queries and probabilities rounded to f16\n"                     \
+     "too, as llama.cpp's attention without flash attention does",                           \
      PS_CLI_FN, &(o)->kv_type, 0, 0, ps_cli_opt_kv_type}
 #define PS_CLI_OPT_REPACK(o)                                                                   \
     {"--no-repack", NULL, "no AMX tile copy of BF16 weights at load (the AMX kernel builds\n"   \
@@ -206,8 +208,8 @@ void ps_cli_progress_end(ps_cli_progress *p);
  * ..." to stderr and returns false, *out unchanged. (cli.c) */
 bool ps_cli_parse_act(const char *cmd, const char *value, ps_act *out);
 /* The value of option opt (--kv-type of score, perplexity, serve, bench; bench's --kv-base):
- * "f32", "f16", "bf16" or "bf16-dot" -> *out. Anything else prints "promptscore CMD: OPT wants
- * f32, f16, bf16 or bf16-dot, got ..." and
+ * "f32", "f16", "bf16", "bf16-dot" or "f16-dot" -> *out. Anything else prints "promptscore CMD:
+ * OPT wants f32, f16, bf16, bf16-dot or f16-dot, got ..." and
  * returns false, *out unchanged. (cli.c) */
 bool ps_cli_parse_kv_type(const char *cmd, const char *opt, const char *value, ps_kv_type *out);
 

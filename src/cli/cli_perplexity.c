@@ -19,8 +19,10 @@
  * After each chunk the running estimate exp(Σnll / count) is printed as "[i]x.xxxx,", and at
  * the end "Final estimate: PPL = X +/- Y" with
  *     mean = Σnll / count,  var = Σnll² / count - mean²,  Y = sqrt(var / (count - 1)) * X.
- * The logits are this engine's (float32 KV cache; llama.cpp's default cache is F16), which is
- * where the two can differ. --json prints one summary object instead (either mode).
+ * The logits are this engine's; with no --kv-type this mode takes f16-dot, llama-perplexity's
+ * own attention arithmetic (its default F16 cache, without flash attention, rounds the queries
+ * and the softmax probabilities to half as well), so that the two differ by the order of
+ * float32 sums only. --json prints one summary object instead (either mode).
  *
  * --ppl-mode llama --compare OTHER.gguf: llama-perplexity's --kl-divergence, in one pass. The
  * -m model is the base, OTHER the one compared with it ("Q"); both run over the same chunks,
@@ -489,7 +491,8 @@ static int ppl_sliding(const char *cmd, ps_cli_loaded *l, const int32_t *ids, in
 
 int ps_cli_perplexity(int argc, char **argv) {
     const char *cmd = argv[0];
-    ps_cli_model_opts o = {.chunk = PS_CHUNK};
+    /* kv_type: unset (-1) until an option sets it; each mode then has its default */
+    ps_cli_model_opts o = {.chunk = PS_CHUNK, .kv_type = (ps_kv_type)-1};
     const char *text_path = NULL, *compare_path = NULL;
     int32_t stride = 0, max_chunks = 0;
     int mode = MODE_SLIDING;
@@ -545,6 +548,7 @@ int ps_cli_perplexity(int argc, char **argv) {
         fprintf(stderr, "promptscore %s: --per-token and --json exclude each other\n", cmd);
         return 2;
     }
+    if ((int)o.kv_type == -1) o.kv_type = mode == MODE_LLAMA ? PS_KV_F16_DOT : PS_KV_F32;
     if (mode == MODE_LLAMA) {
         if (o.n_ctx == 0) o.n_ctx = 512;
         if (o.n_ctx < 3) {

@@ -645,6 +645,7 @@ typedef struct {
     int32_t n_threads;
     bool dp;         /* vdpbf16ps on bf16 rows; else float32 rows through mm_task */
     bool amx;        /* AMX tdpbf16ps on the same bf16 rows (dp is true too) */
+    bool f16;        /* F16 weights: the rows rounded to half instead (float32 rows) */
     void *slot;      /* the pass's rounded rows (uint16_t or float), ldb elements apart */
     int64_t ldb, n_pass;
 } bf16_job;
@@ -660,6 +661,8 @@ static void bf16_round_task(void *ctx, int64_t i, int32_t thread) {
         /* AMX and the packed vdpbf16ps tiles read whole 32-input chunks: zeros (not stale
          * NaNs) meet the zero weights, as masked loads would give */
         memset(dst + n, 0, sizeof(uint16_t) * (size_t)((32 - n % 32) % 32));
+    } else if (job->f16) {
+        ps_quant_act_f16(job->env->isa, x, n, (float *)job->slot + i * job->ldb);
     } else {
         ps_quant_act_bf16(job->env->isa, x, n, NULL, (float *)job->slot + i * job->ldb);
     }
@@ -710,8 +713,8 @@ static ps_row_to_f32_fn bf16_widen(ps_isa isa) {
 void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                     int64_t n_rows, float *y, int64_t ldy) {
     const int64_t n = w->n_in;
-    bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, false, NULL, 0,
-                    0};
+    bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, false, false,
+                    NULL, 0, 0};
 #if defined(__x86_64__)
     job.amx = env->isa == PS_ISA_AVX512 && env->amx;
     job.dp = job.amx || (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512bf16());
@@ -744,6 +747,29 @@ void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, i
     }
 }
 
+/* The F16 weights widened for isa (types.c's F16 row). */
+static ps_row_to_f32_fn f16_widen(ps_isa isa) {
+    if (isa == PS_ISA_AUTO) isa = ps_isa_best();
+    if (isa == PS_ISA_AVX512) return ps_dequant_f16_avx512;
+    if (isa == PS_ISA_AVX2) return ps_dequant_f16_avx2;
+    return ps_dequant_f16;
+}
+
+void ps_matmul_f16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+                   int64_t n_rows, float *y, int64_t ldy) {
+    bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, false, true,
+                    env->scratch + tile_floats(w->n_in), round16(w->n_in), 0};
+    for (int64_t r0 = 0; r0 < n_rows; r0 += MM_QROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_QROWS, n_rows - r0);
+        job.row0 = r0;
+        job.n_pass = nr;
+        ps_pool_for(env->pool, nr, bf16_round_task, &job);
+        mm_job mj = {env, w, (const float *)job.slot, job.ldb, nr, y + r0 * ldy, ldy,
+                     job.n_threads, f16_widen(env->isa)};
+        ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &mj);
+    }
+}
+
 void ps_mmf(const ps_matmul_env *env, const ps_mat *w, ps_row_to_f32_fn to_f32, const float *x,
             int64_t ldx, int64_t n_rows, float *y, int64_t ldy) {
     assert(env->scratch_stride >= ps_mmf_scratch_floats(w->n_in) ||
@@ -769,6 +795,19 @@ ps_status ps_mmf_ref(const ps_mat *w, ps_row_to_f32_fn to_f32, const float *x, i
     }
     ps_free(row);
     return PS_OK;
+}
+
+/* F16: every activation row rounded to half once, up front, then as float32. */
+ps_status ps_matmul_f16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                            float *y, int64_t ldy) {
+    if (n_rows <= 0) return PS_OK;
+    const size_t n = (size_t)PS_MAX(w->n_in, 1);
+    float *xr = ps_malloc((size_t)n_rows * n * sizeof(float));
+    if (!xr) return PS_ERR_NOMEM;
+    for (int64_t r = 0; r < n_rows; r++) ps_quant_act_f16_ref(x + r * ldx, w->n_in, xr + (size_t)r * n);
+    const ps_status st = ps_mmf_ref(w, ps_dequant_f16, xr, (int64_t)n, n_rows, y, ldy);
+    ps_free(xr);
+    return st;
 }
 
 /* BF16: every activation row rounded to bf16 once, up front, then as float32. */

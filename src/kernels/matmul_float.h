@@ -34,6 +34,16 @@ void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, i
 ps_status ps_matmul_bf16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
                              float *y, int64_t ldy);
 
+/* F16 weights with native activations: each activation row rounded to half
+ * (ps_quant_act_f16), as llama.cpp's x86 F16 products take it, then the float32 tiles with the
+ * weights widened exactly (each product of two halves is exact in float32, so only the order of
+ * the sums differs from llama.cpp's). The reference rounds with ps_quant_act_f16_ref and then
+ * runs ps_mmf_ref. */
+void ps_matmul_f16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
+                   int64_t n_rows, float *y, int64_t ldy);
+ps_status ps_matmul_f16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                            float *y, int64_t ldy);
+
 /* The machine's vdpbf16ps peak in GFLOP/s (64 flops per 512-bit vdpbf16ps: 16 lanes x 2
  * products x multiply-add), measured now on the pool's threads: chains of 24 independent
  * accumulators on registers, no memory operands, for about `seconds`; timed with the process's

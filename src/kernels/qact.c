@@ -268,6 +268,61 @@ void ps_quant_act_bf16(ps_isa isa, const float *x, int64_t n, uint16_t *out, flo
     ps_quant_act_bf16_ref(x, n, out, out_f32);
 }
 
+/* ---- activations -> f16 for the F16 matmul ----
+ *
+ * vcvtps2ph rounds to nearest even like ps_f32_to_f16 for every finite input and infinity
+ * (subnormal halves included); a NaN it turns into its own quiet form, so NaN lanes are set to
+ * the scalar form's sign | quiet NaN after the widening. */
+
+void ps_quant_act_f16_ref(const float *x, int64_t n, float *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = ps_f16_to_f32(ps_f32_to_f16(x[i]));
+}
+
+#if defined(__x86_64__)
+PS_TARGET_AVX2
+static void act_f16_avx2(const float *x, int64_t n, float *out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+        const __m256 q = _mm256_or_ps(_mm256_and_ps(v, sign), qnan);
+        _mm256_storeu_ps(out + i, _mm256_blendv_ps(r, q, nan));
+    }
+    ps_quant_act_f16_ref(x + i, n - i, out + i);
+}
+
+PS_TARGET_AVX512
+static void act_f16_avx512(const float *x, int64_t n, float *out) {
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u), qnan = _mm512_set1_epi32(0x7fc00000);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 r = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        r = _mm512_mask_mov_ps(r, nan, _mm512_castsi512_ps(_mm512_or_si512(
+                                          _mm512_and_si512(_mm512_castps_si512(v), sign), qnan)));
+        _mm512_mask_storeu_ps(out + i, m, r);
+    }
+}
+#endif
+
+void ps_quant_act_f16(ps_isa isa, const float *x, int64_t n, float *out) {
+    if (isa == PS_ISA_AUTO) isa = ps_isa_best();
+#if defined(__x86_64__)
+    if (isa == PS_ISA_AVX512) {
+        act_f16_avx512(x, n, out);
+        return;
+    }
+    if (isa == PS_ISA_AVX2) {
+        act_f16_avx2(x, n, out);
+        return;
+    }
+#endif
+    ps_quant_act_f16_ref(x, n, out);
+}
+
 /* ---- activations -> Q8_K (k-quants, IQ4_XS) and Q8_1 (Q4_1, Q5_1) ---- */
 
 static inline int nearest_int(float v) {

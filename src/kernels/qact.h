@@ -4,7 +4,9 @@
  *   - Q8_0 (Q4_0, Q5_0, IQ4_NL, MXFP4, Q8_0): blocks of 32, f16-rounded d, int8 q;
  *   - Q8_K (k-quants and IQ4_XS): blocks of 256, float d, int8 q, int16 sums of 16;
  *   - Q8_1 (Q4_1, Q5_1): blocks of 32, Q8_0's d and q plus s = f16(d * sum q);
- *   - bf16 (BF16): each value rounded to bfloat16.
+ *   - bf16 (BF16): each value rounded to bfloat16;
+ *   - f16 (F16): each value rounded to IEEE half (x86 llama.cpp's F16 products take f16 on
+ *     both sides: ggml's vec_dot_type, and tinyBLAS's only x86 F16 form).
  * Each has a plain reference and SIMD variants picked by the caller's ISA; every variant writes
  * the reference's bytes (the test checks it on random rows, ties, tails and non-finite input).
  */
@@ -33,6 +35,14 @@ void ps_quant_act_q8_ref(const float *x, int64_t n, uint8_t *q, float *d, bool o
 void ps_quant_act_bf16(ps_isa isa, const float *x, int64_t n, uint16_t *out, float *out_f32);
 /* The plain reference (ps_f32_to_bf16 per element). */
 void ps_quant_act_bf16_ref(const float *x, int64_t n, uint16_t *out, float *out_f32);
+
+/* Activations for the F16 matmul: x (n floats) rounded to half, to nearest even, exactly as
+ * ps_f32_to_f16 (subnormal halves kept; past 65504 rounds to inf; a NaN becomes the quiet NaN
+ * of its sign), widened back to float32 into out (which may be x). isa picks the variant
+ * (vcvtps2ph / vcvtph2ps with NaN lanes fixed up); every variant writes the same bits. */
+void ps_quant_act_f16(ps_isa isa, const float *x, int64_t n, float *out);
+/* The plain reference (ps_f32_to_f16, ps_f16_to_f32 per element). */
+void ps_quant_act_f16_ref(const float *x, int64_t n, float *out);
 
 /* x (n floats, n a multiple of 256) -> Q8_K: q (n int8), bsums (n/16 int16), d (n/256 floats),
  * exactly llama.cpp's quantize_row_q8_K_ref per block of 256:

@@ -20,7 +20,7 @@ static const ps_wtype TYPES[] = {
     {PS_GGML_F32, "f32", 1, 4, ps_dequant_f32, NULL, NULL, ps_quantize_f32, NULL, NULL, NULL,
      "f32 tiles"},
     {PS_GGML_F16, "f16", 1, 2, ps_dequant_f16, ps_dequant_f16_avx2, ps_dequant_f16_avx512,
-     ps_quantize_f16, NULL, NULL, NULL, WIDEN},
+     ps_quantize_f16, ps_matmul_f16, ps_matmul_f16_ref, NULL, "f16 activations, f32 tiles"},
     {PS_GGML_BF16, "bf16", 1, 2, ps_dequant_bf16, ps_dequant_bf16_avx2, ps_dequant_bf16_avx512,
      ps_quantize_bf16, ps_matmul_bf16, ps_matmul_bf16_ref, NULL, "bf16 activations, vdpbf16ps"},
     {PS_GGML_Q4_0, "q4_0", 32, sizeof(ps_block_q4_0), ps_dequant_q4_0,

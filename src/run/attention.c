@@ -509,9 +509,12 @@ void ps_kv_store(ps_isa isa, ps_seq *q, int32_t slot, int32_t n_head_kv, int32_t
 
 size_t ps_attention_scratch_floats(int32_t n_ctx, int32_t head_dim) {
     const size_t row = (size_t)n_ctx + 16;
-    /* scores | bf16-dot: probabilities as bf16 (a row per query), queries as bf16 */
-    return 16 + (size_t)PS_ATT_QBLOCK * row + (size_t)PS_ATT_QBLOCK * ((row + 3) / 2) +
-           (size_t)PS_ATT_QBLOCK * (((size_t)head_dim + 3) / 2);
+    /* scores | bf16-dot: probabilities as bf16 (a row per query), queries as bf16; f16-dot:
+     * the queries rounded to half, as floats */
+    const size_t dot = (size_t)PS_ATT_QBLOCK * ((row + 3) / 2) +
+                       (size_t)PS_ATT_QBLOCK * (((size_t)head_dim + 3) / 2),
+                 f16q = (size_t)PS_ATT_QBLOCK * (size_t)head_dim;
+    return 16 + (size_t)PS_ATT_QBLOCK * row + PS_MAX(dot, f16q);
 }
 
 /* ---- a layer's attention ---- */
@@ -566,6 +569,17 @@ static void dot_probs(const ps_session *s, const float *p, int32_t n, uint16_t *
     for (int32_t t = at + n; t < end; t++) row[t] = 0;
 }
 
+/* f16-dot: x[0 .. n) rounded to half (nearest even, ps_kv_round) and widened back, in place;
+ * the f16 cache's kernels then multiply exactly what llama.cpp's f16 products do. */
+static void round_f16_inplace(const ps_session *s, float *x, int64_t n) {
+    uint16_t h[256];
+    for (int64_t i = 0; i < n; i += 256) {
+        const int64_t m = PS_MIN(256, n - i);
+        ps_kv_round(s->isa, PS_KV_F16, x + i, h, m);
+        for (int64_t j = 0; j < m; j++) x[i + j] = ps_f16_to_f32(h[j]);
+    }
+}
+
 /* A sliding layer's head task (see att_task): the block's queries p_first .. p_last see,
  * together, the logical key range lo = max(0, p_first - swa + 1) .. p_last, of len <= swa + 31
  * keys, which the ring holds (kv_len >= swa + n_batch - 1, or all of n_ctx) in at most two
@@ -577,7 +591,8 @@ static void dot_probs(const ps_session *s, const float *p, int32_t n, uint16_t *
  * run B accumulating) adds exactly the window's terms in the window's order: fma(0, v, +0) is +0
  * and every later term lands as if the sum started at off_r. So a score's bits depend only on
  * its position and the keys it sees, never on the chunking or on where the ring wraps. */
-static void att_window(const att_job *job, const float *q, int64_t dq, int32_t nq, int32_t p_first,
+static void att_window(const att_job *job, const float *q, int64_t dq, int64_t dqo, int32_t nq,
+                       int32_t p_first,
                        const void *K, const void *V, ps_kv_type t, int64_t R, int32_t hd,
                        float *sc, int64_t lds, float sink, float *out, const att_dot *w) {
     const ps_session *s = job->s;
@@ -602,7 +617,8 @@ static void att_window(const att_job *job, const float *q, int64_t dq, int32_t n
         const int64_t p = (int64_t)p_first + r, off = PS_MAX(0, p - W + 1) - lo;
         float *row = sc + r * lds;
         att_softmax(job, row + off, (int32_t)(p - lo + 1 - off), sink);
-        for (int64_t t = 0; t < off; t++) row[t] = 0.0f;
+        for (int64_t k = 0; k < off; k++) row[k] = 0.0f;
+        if (t == PS_KV_F16_DOT) round_f16_inplace(s, row + off, p - lo + 1 - off);
         n_keys[r] = (int32_t)(p - lo + 1);
         n_a[r] = (int32_t)PS_MIN(n_keys[r], len_a);
         n_b[r] = n_keys[r] - n_a[r];
@@ -614,14 +630,14 @@ static void att_window(const att_job *job, const float *q, int64_t dq, int32_t n
         for (int32_t r = 0; r < nq; r++)
             dot_probs(s, sc + r * lds, n_keys[r], w->pb + r * w->ldpb, sh, end);
         ps_attn_pv_dot(s->isa, w->pb, w->ldpb, sh + n_a[nq - 1], nq,
-                       (const uint16_t *)V + (lo_p - sh) * hd, hd, out, dq, false);
+                       (const uint16_t *)V + (lo_p - sh) * hd, hd, out, dqo, false);
         if (len > len_a)
-            ps_attn_pv_dot(s->isa, w->pb + sh + len_a, w->ldpb, n_b[nq - 1], nq, V, hd, out, dq,
+            ps_attn_pv_dot(s->isa, w->pb + sh + len_a, w->ldpb, n_b[nq - 1], nq, V, hd, out, dqo,
                            true);
         return;
     }
-    ps_attn_pv(s->isa, sc, lds, n_a, nq, ps_kv_at(V, t, lo_p * hd), t, hd, out, dq);
-    if (len > len_a) ps_attn_pv_acc(s->isa, sc + len_a, lds, n_b, nq, V, t, hd, out, dq);
+    ps_attn_pv(s->isa, sc, lds, n_a, nq, ps_kv_at(V, t, lo_p * hd), t, hd, out, dqo);
+    if (len > len_a) ps_attn_pv_acc(s->isa, sc + len_a, lds, n_b, nq, V, t, hd, out, dqo);
 }
 
 /* One task = one segment x one head x up to PS_ATT_QBLOCK of the segment's queries i0..i1-1.
@@ -639,7 +655,8 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
     const int32_t n_qb = (sg->n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK;
     const int32_t h = (int32_t)(t / n_qb), qb = (int32_t)(t % n_qb);
     const int32_t hd = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
-    const int64_t dq = (int64_t)hp->n_head * hd;
+    const int64_t dqo = (int64_t)hp->n_head * hd; /* the rows of out (and of q, but f16-dot's) */
+    int64_t dq = dqo;
     const void *K = ps_kv_k(sq, job->kv_slot, g, hd), *V = ps_kv_v(sq, job->kv_slot, g, hd);
     const ps_kv_type kt = sq->kv_type;
     float *sc = s->att_scratch + (size_t)thread * s->att_stride + 16;
@@ -657,9 +674,18 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
         dot.qb = dot.pb + PS_ATT_QBLOCK * dot.ldpb;
         w = &dot;
         dot_queries(s, q, dq, nq, hd, w);
+    } else if (kt == PS_KV_F16_DOT) {
+        /* the block's queries rounded to half, rows of hd after the scores */
+        float *qr = sc + PS_ATT_QBLOCK * lds;
+        for (int32_t r = 0; r < nq; r++) {
+            memcpy(qr + (int64_t)r * hd, q + r * dq, (size_t)hd * sizeof *qr);
+            round_f16_inplace(s, qr + (int64_t)r * hd, hd);
+        }
+        q = qr;
+        dq = hd;
     }
     if (job->swa > 0) {
-        att_window(job, q, dq, nq, sq->n_past + i0, K, V, kt, sq->kv_len[job->kv_slot], hd, sc,
+        att_window(job, q, dq, dqo, nq, sq->n_past + i0, K, V, kt, sq->kv_len[job->kv_slot], hd, sc,
                    lds, sink, out, w);
         return;
     }
@@ -673,12 +699,15 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
             att_softmax(job, sc + r * lds, n_keys[r], sink);
             dot_probs(s, sc + r * lds, n_keys[r], w->pb + r * w->ldpb, 0, (nk + 1) & ~1);
         }
-        ps_attn_pv_dot(s->isa, w->pb, w->ldpb, nk, nq, V, hd, out, dq, false);
+        ps_attn_pv_dot(s->isa, w->pb, w->ldpb, nk, nq, V, hd, out, dqo, false);
         return;
     }
     ps_attn_scores(s->isa, q, dq, nq, K, kt, n_keys[nq - 1], hd, sc, lds);
-    for (int32_t r = 0; r < nq; r++) att_softmax(job, sc + r * lds, n_keys[r], sink);
-    ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, kt, hd, out, dq);
+    for (int32_t r = 0; r < nq; r++) {
+        att_softmax(job, sc + r * lds, n_keys[r], sink);
+        if (kt == PS_KV_F16_DOT) round_f16_inplace(s, sc + r * lds, n_keys[r]);
+    }
+    ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, kt, hd, out, dqo);
 }
 
 void ps_attention(ps_session *s, const ps_layer *L, const ps_seg *segs, int32_t n_segs) {

@@ -42,10 +42,10 @@ static inline uint16_t ps_lanes16(int64_t left) {
 
 /* Bytes of one K/V element of type t. */
 static inline size_t ps_kv_elt(ps_kv_type t) { return t == PS_KV_F32 ? 4 : 2; }
-/* The element type a cache of type t stores: bf16-dot stores bfloat16 (its difference is how
- * attention multiplies, not what the cache holds). */
+/* The element type a cache of type t stores: bf16-dot stores bfloat16, f16-dot half (their
+ * difference is how attention multiplies, not what the cache holds). */
 static inline ps_kv_type ps_kv_elem_type(ps_kv_type t) {
-    return t == PS_KV_BF16_DOT ? PS_KV_BF16 : t;
+    return t == PS_KV_BF16_DOT ? PS_KV_BF16 : t == PS_KV_F16_DOT ? PS_KV_F16 : t;
 }
 
 /* Elements of one slot's K / V cache for len positions of n_head_kv heads of hd. */

@@ -34,6 +34,7 @@ const char *ps_kv_type_name(ps_kv_type type) {
     case PS_KV_F16: return "f16";
     case PS_KV_BF16: return "bf16";
     case PS_KV_BF16_DOT: return "bf16-dot";
+    case PS_KV_F16_DOT: return "f16-dot";
     }
     return "?";
 }
@@ -43,7 +44,8 @@ const char *ps_kv_type_name(ps_kv_type type) {
 static ps_status check_kv_type(ps_kv_type t, ps_error *err) {
     if (strcmp(ps_kv_type_name(t), "?") != 0) return PS_OK;
     return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                   "kv_type = %d is not PS_KV_F32, PS_KV_F16, PS_KV_BF16 or PS_KV_BF16_DOT",
+                   "kv_type = %d is not PS_KV_F32, PS_KV_F16, PS_KV_BF16, PS_KV_BF16_DOT or "
+                   "PS_KV_F16_DOT",
                    (int)t);
 }
 

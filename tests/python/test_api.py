@@ -161,9 +161,16 @@ def test_perplexity_sliding_equals_cli(args):
 def test_perplexity_llama_equals_cli(path):
     need(path)
     text = STORY * 30
+    # the CLI's llama mode takes llama-perplexity's f16-dot cache unless --kv-type says
+    # otherwise; the library computes with its session's cache type
     ref = _cli_ppl(path, text, "--ppl-mode", "llama", "-c", "64", "--chunks", "9")
-    with promptscore.Model(path, ctx=64) as m:
+    with promptscore.Model(path, ctx=64, kv_type="f16-dot") as m:
         r = m.perplexity(text, mode="llama", ctx=64, max_chunks=9)
+    ref32 = _cli_ppl(path, text, "--ppl-mode", "llama", "-c", "64", "--chunks", "9",
+                     "--kv-type", "f32")
+    with promptscore.Model(path, ctx=64) as m:
+        assert m.perplexity(text, mode="llama", ctx=64, max_chunks=9).perplexity == \
+            ref32["perplexity"] != ref["perplexity"]
     assert r.mode == "llama"
     assert r.perplexity == ref["perplexity"]
     assert r.perplexity_stderr == ref["perplexity_stderr"]

@@ -57,14 +57,16 @@ Weights in numpy are (ne[1], ne[0]) arrays, so y = W @ x for a GGUF matrix of ne
 with a Q8_0 weight. Without it, Q8_0 weights are exact and activations stay float64.
 --bf16-act likewise mirrors the BF16 product of llama.cpp and promptscore's default: the
 activation row is rounded to float32, then to bfloat16 (nearest even) before it meets a BF16
-weight.
+weight. --native-act does all of those and also rounds the row to float32, then to half, before
+an F16 weight (llama.cpp's F16 products take f16 on both sides).
 --kv-type f16|bf16 mirrors promptscore's half-precision K/V cache: every attention layer's keys
 (after the norms and RoPE) and values are rounded to float32, then to IEEE half or bfloat16
 (nearest even), before attention reads them; everything else stays float64 (the hybrids'
 recurrent state too). --kv-type bf16-dot rounds K and V as bf16 does and also the two other
 operands of attention's products: each query (phi3: the query times its scale, as promptscore
 scales it first) and each row of softmax probabilities, rounded to float32, then to bfloat16;
-the sums themselves stay float64.
+the sums themselves stay float64. --kv-type f16-dot does the same with IEEE half (K and V as
+f16 does; each query and each row of probabilities rounded to float32, then to half).
 
 usage:
   forward.py MODEL.gguf --tokens 1,2,3 [--out logits.f64]   raw little-endian float64, T x n_vocab
@@ -258,7 +260,7 @@ def q8_1_sums(x):
 GGML_Q4_0, GGML_Q4_1, GGML_Q5_0, GGML_Q5_1 = 2, 3, 6, 7
 NATIVE_ACT = {GGML_Q8_0: "q8_0", GGML_Q4_0: "q8_0", GGML_Q5_0: "q8_0", 20: "q8_0", 39: "q8_0",
               GGML_Q4_1: "q8_1", GGML_Q5_1: "q8_1", 10: "q8_k", 11: "q8_k", 12: "q8_k",
-              13: "q8_k", 14: "q8_k", 23: "q8_k", GGML_BF16: "bf16"}
+              13: "q8_k", 14: "q8_k", 23: "q8_k", GGML_BF16: "bf16", GGML_F16: "f16"}
 
 
 def round_bf16_rows(x):
@@ -428,6 +430,8 @@ class Model:
             x = quantize_q8_0_rows(x)
         elif (self.bf16_act and ttype == GGML_BF16) or act == "bf16":
             x = round_bf16_rows(x)
+        elif act == "f16":
+            x = x.astype(np.float32).astype(np.float16).astype(np.float64)
         elif act == "q8_k":
             x = quantize_q8_k_rows(x)
         elif act == "q8_1":
@@ -731,7 +735,7 @@ class Model:
     def kv_round(self, a):
         """K or V as the cache stores them: --kv-type f16 / bf16 round to float32, then to half
         (numpy's float16 cast: nearest even) or bfloat16 (nearest even on the float32 bits)."""
-        if self.kv_type == "f16":
+        if self.kv_type in ("f16", "f16-dot"):
             return a.astype(np.float32).astype(np.float16).astype(np.float64)
         if self.kv_type in ("bf16", "bf16-dot"):
             b = a.astype(np.float32).view(np.uint32).astype(np.uint64)
@@ -741,7 +745,10 @@ class Model:
 
     def dot_round(self, a):
         """A query or a row of probabilities as --kv-type bf16-dot multiplies it: rounded to
-        float32, then to bfloat16 (nearest even); unchanged for the other types."""
+        float32, then to bfloat16 (nearest even); --kv-type f16-dot: to float32, then to half;
+        unchanged for the other types."""
+        if self.kv_type == "f16-dot":
+            return a.astype(np.float32).astype(np.float16).astype(np.float64)
         return round_bf16_rows(a) if self.kv_type == "bf16-dot" else a
 
     def gated_attention(self, h, p):
@@ -912,7 +919,7 @@ def main():
     ap.add_argument("--q8-act", action="store_true", help="quantise activations for Q8_0 weights")
     ap.add_argument("--native-act", action="store_true",
                     help="quantise activations before every quantised weight as llama.cpp "
-                         "(Q8_K, Q8_1, Q8_0; bf16 for BF16): promptscore's default")
+                         "(Q8_K, Q8_1, Q8_0; bf16 for BF16; f16 for F16): promptscore's default")
     ap.add_argument("--bf16-act", action="store_true",
                     help="round activations to bfloat16 for BF16 weights")
     ap.add_argument("--check-stories", metavar="GOLDEN")
@@ -925,7 +932,7 @@ def main():
                          "long or short factors; default context_length)")
     ap.add_argument("--swa", type=int, default=0,
                     help="make the even layers attend to a sliding window of this many keys")
-    ap.add_argument("--kv-type", choices=("f32", "f16", "bf16", "bf16-dot"), default="f32",
+    ap.add_argument("--kv-type", choices=("f32", "f16", "bf16", "bf16-dot", "f16-dot"), default="f32",
                     help="round attention's keys and values as promptscore's K/V cache of "
                          "this type stores them (default f32: not rounded); bf16-dot also "
                          "its queries and probabilities")
