@@ -19,7 +19,7 @@ PKGS="libpcre2-8 libmicrohttpd jansson libcurl"
 # The libraries (the core and the front ends beside it), instrumented for coverage
 # (fuzzer-no-link) and sanitized. -Wno-error: clang's warnings differ from gcc's, and a warning
 # must not stop a fuzzing run.
-make -s BUILD="$OUT" CC="$CC" OPT="-O1 -g" \
+make -s -j2 BUILD="$OUT" CC="$CC" OPT="-O1 -g" \
     EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $SAN -Wno-error" \
     "$OUT/libpromptscore.a" "$OUT/libpromptscore-front.a"
 
