@@ -702,72 +702,67 @@ static void bf16_amx_task(void *ctx, int64_t task, int32_t thread) {
 }
 #endif
 
-/* The BF16 weights widened for isa: the forms the type table gives BF16 (types.c). */
-static ps_row_to_f32_fn bf16_widen(ps_isa isa) {
+/* A type's widening for isa, from its scalar, AVX2 and AVX-512 forms (types.c's row). */
+static ps_row_to_f32_fn widen_for(ps_isa isa, ps_row_to_f32_fn scalar, ps_row_to_f32_fn avx2,
+                                  ps_row_to_f32_fn avx512) {
     if (isa == PS_ISA_AUTO) isa = ps_isa_best();
-    if (isa == PS_ISA_AVX512) return ps_dequant_bf16_avx512;
-    if (isa == PS_ISA_AVX2) return ps_dequant_bf16_avx2;
-    return ps_dequant_bf16;
+    if (isa == PS_ISA_AVX512) return avx512;
+    if (isa == PS_ISA_AVX2) return avx2;
+    return scalar;
+}
+
+/* The passes of MM_QROWS activation rows: each pass rounded into thread 0's activation slot
+ * (tasks only read it), then multiplied by AMX tiles, vdpbf16ps tiles or, on float32 rows, the
+ * float32 tiles with the weights widened by `widen`. */
+static void rounded_passes(bf16_job *job, int64_t n_rows, ps_row_to_f32_fn widen) {
+    const ps_matmul_env *env = job->env;
+    const ps_mat *w = job->w;
+    job->slot = env->scratch + tile_floats(w->n_in);
+    job->ldb = job->dp ? round64(w->n_in) + 32 : round16(w->n_in);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += MM_QROWS) {
+        const int64_t nr = PS_MIN((int64_t)MM_QROWS, n_rows - r0);
+        job->row0 = r0;
+        job->n_pass = nr;
+        ps_pool_for(env->pool, nr, bf16_round_task, job);
+#if defined(__x86_64__)
+        if (job->amx) {
+            /* AMX reads whole groups of 16 rows: the last group's tail rows are zeros */
+            for (int64_t i = nr; i % 16; i++)
+                memset((uint16_t *)job->slot + i * job->ldb, 0,
+                       sizeof(uint16_t) * (size_t)job->ldb);
+            ps_pool_for(env->pool, (w->n_out + PS_AMX_BF16_TW - 1) / PS_AMX_BF16_TW,
+                        bf16_amx_task, job);
+            continue;
+        }
+        if (job->dp) {
+            ps_pool_for(env->pool, (w->n_out + BF16_TW - 1) / BF16_TW, bf16_tile_task, job);
+            continue;
+        }
+#endif
+        mm_job mj = {env, w, (const float *)job->slot, job->ldb, nr, job->y + r0 * job->ldy,
+                     job->ldy, job->n_threads, widen};
+        ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &mj);
+    }
 }
 
 void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                     int64_t n_rows, float *y, int64_t ldy) {
-    const int64_t n = w->n_in;
     bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, false, false,
                     NULL, 0, 0};
 #if defined(__x86_64__)
     job.amx = env->isa == PS_ISA_AVX512 && env->amx;
     job.dp = job.amx || (env->isa == PS_ISA_AVX512 && ps_cpu_has_avx512bf16());
 #endif
-    /* thread 0's activation slot holds the pass (MM_QROWS rows); tasks only read it */
-    job.slot = env->scratch + tile_floats(n);
-    job.ldb = job.dp ? round64(n) + 32 : round16(n);
-    for (int64_t r0 = 0; r0 < n_rows; r0 += MM_QROWS) {
-        const int64_t nr = PS_MIN((int64_t)MM_QROWS, n_rows - r0);
-        job.row0 = r0;
-        job.n_pass = nr;
-        ps_pool_for(env->pool, nr, bf16_round_task, &job);
-#if defined(__x86_64__)
-        if (job.amx) {
-            /* AMX reads whole groups of 16 rows: the last group's tail rows are zeros */
-            for (int64_t i = nr; i % 16; i++)
-                memset((uint16_t *)job.slot + i * job.ldb, 0, sizeof(uint16_t) * (size_t)job.ldb);
-            ps_pool_for(env->pool, (w->n_out + PS_AMX_BF16_TW - 1) / PS_AMX_BF16_TW,
-                        bf16_amx_task, &job);
-            continue;
-        }
-        if (job.dp) {
-            ps_pool_for(env->pool, (w->n_out + BF16_TW - 1) / BF16_TW, bf16_tile_task, &job);
-            continue;
-        }
-#endif
-        mm_job mj = {env, w, (const float *)job.slot, job.ldb, nr, y + r0 * ldy, ldy,
-                     job.n_threads, bf16_widen(env->isa)};
-        ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &mj);
-    }
-}
-
-/* The F16 weights widened for isa (types.c's F16 row). */
-static ps_row_to_f32_fn f16_widen(ps_isa isa) {
-    if (isa == PS_ISA_AUTO) isa = ps_isa_best();
-    if (isa == PS_ISA_AVX512) return ps_dequant_f16_avx512;
-    if (isa == PS_ISA_AVX2) return ps_dequant_f16_avx2;
-    return ps_dequant_f16;
+    rounded_passes(&job, n_rows,
+                   widen_for(env->isa, ps_dequant_bf16, ps_dequant_bf16_avx2, ps_dequant_bf16_avx512));
 }
 
 void ps_matmul_f16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                    int64_t n_rows, float *y, int64_t ldy) {
     bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, false, true,
-                    env->scratch + tile_floats(w->n_in), round16(w->n_in), 0};
-    for (int64_t r0 = 0; r0 < n_rows; r0 += MM_QROWS) {
-        const int64_t nr = PS_MIN((int64_t)MM_QROWS, n_rows - r0);
-        job.row0 = r0;
-        job.n_pass = nr;
-        ps_pool_for(env->pool, nr, bf16_round_task, &job);
-        mm_job mj = {env, w, (const float *)job.slot, job.ldb, nr, y + r0 * ldy, ldy,
-                     job.n_threads, f16_widen(env->isa)};
-        ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &mj);
-    }
+                    NULL, 0, 0};
+    rounded_passes(&job, n_rows,
+                   widen_for(env->isa, ps_dequant_f16, ps_dequant_f16_avx2, ps_dequant_f16_avx512));
 }
 
 void ps_mmf(const ps_matmul_env *env, const ps_mat *w, ps_row_to_f32_fn to_f32, const float *x,
