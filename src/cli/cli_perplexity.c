@@ -56,7 +56,8 @@ static const char *PPL_ABOUT =
     "first window scores all its tokens, later ones only the new ones). --ppl-mode llama:\n"
     "llama-perplexity's procedure (non-overlapping chunks of -c tokens, default 512, BOS at\n"
     "the start of each, the second half of each scored; prints its running estimate and\n"
-    "\"Final estimate: PPL = X +/- Y\"), so the numbers compare. docs/api.md has both.\n";
+    "\"Final estimate: PPL = X +/- Y\"), so the numbers compare; its --kv-type default is\n"
+    "f16-dot, llama-perplexity's F16 cache and attention roundings. docs/api.md has both.\n";
 
 enum { MODE_SLIDING, MODE_LLAMA };
 
