@@ -219,7 +219,8 @@ for i in range(len(ids) // c):
     chunk[0] = 1  # BOS replaces the chunk's first token
     print(json.dumps({"id": i, "prompt": chunk, "logprobs": 0}))
 EOF
-"$BIN" score -m "$MODEL" -i "$T/chunks.jsonl" -o "$T/chunks.out" 2>/dev/null
+# the same cache type as llama mode's default: f16-dot (llama-perplexity's attention roundings)
+"$BIN" score -m "$MODEL" --kv-type f16-dot -i "$T/chunks.jsonl" -o "$T/chunks.out" 2>/dev/null
 python3 - "$T/chunks.out" "$T/ll.json" "$T/ll" 64 "$T/ids.json" >"$T/py" 2>&1 <<'EOF'
 import json, math, re, sys
 outs = [json.loads(l) for l in open(sys.argv[1])]
