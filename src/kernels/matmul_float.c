@@ -792,29 +792,31 @@ ps_status ps_mmf_ref(const ps_mat *w, ps_row_to_f32_fn to_f32, const float *x, i
     return PS_OK;
 }
 
-/* F16: every activation row rounded to half once, up front, then as float32. */
-ps_status ps_matmul_f16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
-                            float *y, int64_t ldy) {
-    if (n_rows <= 0) return PS_OK;
-    const size_t n = (size_t)PS_MAX(w->n_in, 1);
-    float *xr = ps_malloc((size_t)n_rows * n * sizeof(float));
-    if (!xr) return PS_ERR_NOMEM;
-    for (int64_t r = 0; r < n_rows; r++) ps_quant_act_f16_ref(x + r * ldx, w->n_in, xr + (size_t)r * n);
-    const ps_status st = ps_mmf_ref(w, ps_dequant_f16, xr, (int64_t)n, n_rows, y, ldy);
-    ps_free(xr);
-    return st;
-}
-
-/* BF16: every activation row rounded to bf16 once, up front, then as float32. */
-ps_status ps_matmul_bf16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+/* The native references: every activation row rounded once, up front, by `round_row`, then
+ * ps_mmf_ref with the weights widened by `widen`. */
+static ps_status rounded_ref(const ps_mat *w, void (*round_row)(const float *, int64_t, float *),
+                             ps_row_to_f32_fn widen, const float *x, int64_t ldx, int64_t n_rows,
                              float *y, int64_t ldy) {
     if (n_rows <= 0) return PS_OK;
     const size_t n = (size_t)PS_MAX(w->n_in, 1);
     float *xr = ps_malloc((size_t)n_rows * n * sizeof(float));
     if (!xr) return PS_ERR_NOMEM;
-    for (int64_t r = 0; r < n_rows; r++)
-        ps_quant_act_bf16_ref(x + r * ldx, w->n_in, NULL, xr + (size_t)r * n);
-    const ps_status st = ps_mmf_ref(w, ps_dequant_bf16, xr, (int64_t)n, n_rows, y, ldy);
+    for (int64_t r = 0; r < n_rows; r++) round_row(x + r * ldx, w->n_in, xr + (size_t)r * n);
+    const ps_status st = ps_mmf_ref(w, widen, xr, (int64_t)n, n_rows, y, ldy);
     ps_free(xr);
     return st;
+}
+
+static void bf16_row_ref(const float *x, int64_t n, float *out) {
+    ps_quant_act_bf16_ref(x, n, NULL, out);
+}
+
+ps_status ps_matmul_f16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                            float *y, int64_t ldy) {
+    return rounded_ref(w, ps_quant_act_f16_ref, ps_dequant_f16, x, ldx, n_rows, y, ldy);
+}
+
+ps_status ps_matmul_bf16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
+                             float *y, int64_t ldy) {
+    return rounded_ref(w, bf16_row_ref, ps_dequant_bf16, x, ldx, n_rows, y, ldy);
 }

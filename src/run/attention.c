@@ -25,6 +25,7 @@
 #include "run/attention.h"
 #include "base/simd.h"
 #include "base/prof.h"
+#include "kernels/qact.h"
 #include "kernels/vecmath.h"
 
 #include <math.h>
@@ -569,17 +570,6 @@ static void dot_probs(const ps_session *s, const float *p, int32_t n, uint16_t *
     for (int32_t t = at + n; t < end; t++) row[t] = 0;
 }
 
-/* f16-dot: x[0 .. n) rounded to half (nearest even, ps_kv_round) and widened back, in place;
- * the f16 cache's kernels then multiply exactly what llama.cpp's f16 products do. */
-static void round_f16_inplace(const ps_session *s, float *x, int64_t n) {
-    uint16_t h[256];
-    for (int64_t i = 0; i < n; i += 256) {
-        const int64_t m = PS_MIN(256, n - i);
-        ps_kv_round(s->isa, PS_KV_F16, x + i, h, m);
-        for (int64_t j = 0; j < m; j++) x[i + j] = ps_f16_to_f32(h[j]);
-    }
-}
-
 /* A sliding layer's head task (see att_task): the block's queries p_first .. p_last see,
  * together, the logical key range lo = max(0, p_first - swa + 1) .. p_last, of len <= swa + 31
  * keys, which the ring holds (kv_len >= swa + n_batch - 1, or all of n_ctx) in at most two
@@ -618,7 +608,7 @@ static void att_window(const att_job *job, const float *q, int64_t dq, int64_t d
         float *row = sc + r * lds;
         att_softmax(job, row + off, (int32_t)(p - lo + 1 - off), sink);
         for (int64_t k = 0; k < off; k++) row[k] = 0.0f;
-        if (t == PS_KV_F16_DOT) round_f16_inplace(s, row + off, p - lo + 1 - off);
+        if (t == PS_KV_F16_DOT) ps_quant_act_f16(s->isa, row + off, p - lo + 1 - off, row + off);
         n_keys[r] = (int32_t)(p - lo + 1);
         n_a[r] = (int32_t)PS_MIN(n_keys[r], len_a);
         n_b[r] = n_keys[r] - n_a[r];
@@ -675,12 +665,10 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
         w = &dot;
         dot_queries(s, q, dq, nq, hd, w);
     } else if (kt == PS_KV_F16_DOT) {
-        /* the block's queries rounded to half, rows of hd after the scores */
+        /* the block's queries rounded to half (as the F16 products' activations are), rows
+         * of hd after the scores; the probabilities are rounded in place after the softmax */
         float *qr = sc + PS_ATT_QBLOCK * lds;
-        for (int32_t r = 0; r < nq; r++) {
-            memcpy(qr + (int64_t)r * hd, q + r * dq, (size_t)hd * sizeof *qr);
-            round_f16_inplace(s, qr + (int64_t)r * hd, hd);
-        }
+        for (int32_t r = 0; r < nq; r++) ps_quant_act_f16(s->isa, q + r * dq, hd, qr + (int64_t)r * hd);
         q = qr;
         dq = hd;
     }
@@ -705,7 +693,7 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
     ps_attn_scores(s->isa, q, dq, nq, K, kt, n_keys[nq - 1], hd, sc, lds);
     for (int32_t r = 0; r < nq; r++) {
         att_softmax(job, sc + r * lds, n_keys[r], sink);
-        if (kt == PS_KV_F16_DOT) round_f16_inplace(s, sc + r * lds, n_keys[r]);
+        if (kt == PS_KV_F16_DOT) ps_quant_act_f16(s->isa, sc + r * lds, n_keys[r], sc + r * lds);
     }
     ps_attn_pv(s->isa, sc, lds, n_keys, nq, V, kt, hd, out, dqo);
 }
