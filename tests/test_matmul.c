@@ -43,6 +43,7 @@
 #include "base/impl.h"
 #include "run/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_float.h"
 #include "kernels/qact.h"
 #include "kernels/quant.h"
 #include "kernels/quantize.h"
@@ -276,7 +277,7 @@ static void test_q8_extremes(ps_pool *pool2) {
     float *x = malloc(sizeof(float) * (size_t)(m * k));
     for (int64_t i = 0; i < m * k; i++) x[i] = (i / k) % 2 ? ((i % 2) ? 1.0f : -1.0f) : frand();
     x[5 * k + 77] = NAN;
-    ps_mat w = {wd, PS_GGML_Q8_0, k, n, rb, NULL};
+    ps_mat w = {wd, PS_GGML_Q8_0, k, n, rb, NULL, NULL};
     float *yref = malloc(sizeof(float) * (size_t)(m * n)), *y = malloc(sizeof(float) * (size_t)(m * n));
     float *ys = malloc(sizeof(float) * (size_t)(m * n));
     const size_t stride = ps_matmul_scratch_floats(k);
@@ -412,7 +413,7 @@ static void test_bf16_native(ps_pool *pool2) {
     const int64_t n = 45, k = 2100, m = 300;
     size_t rb;
     void *wd = make_weights(PS_GGML_BF16, n, k, &rb);
-    ps_mat w = {wd, PS_GGML_BF16, k, n, rb, NULL};
+    ps_mat w = {wd, PS_GGML_BF16, k, n, rb, NULL, NULL};
     float *x = malloc(sizeof(float) * (size_t)(m * k));
     for (int64_t i = 0; i < m * k; i++) x[i] = frand();
     x[7 * k + 1000] = NAN;
@@ -471,7 +472,7 @@ static void test_dot(void) {
     float y[11 * 45];
     for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
         if (!ps_isa_supported(ISAS[i])) continue;
-        ps_mat w = {kx, PS_GGML_F32, hd, n_out, sizeof(float) * hd, NULL};
+        ps_mat w = {kx, PS_GGML_F32, hd, n_out, sizeof(float) * hd, NULL, NULL};
         ps_matmul_env env = {NULL, ISAS[i], scratch, ps_matmul_scratch_floats(hd), false, false};
         ps_matmul(&env, &w, q, hd, m, y, n_out);
         bool same = true;
@@ -657,7 +658,7 @@ static void test_bf16_order(ps_pool *pool2) {
             void *wd = make_weights(PS_GGML_BF16, n, k, &rb);
             uint8_t *buf = ps_aligned_alloc(64, rb * (size_t)n + 64);
             memcpy(buf + offs[oi], wd, rb * (size_t)n);
-            ps_mat w = {buf + offs[oi], PS_GGML_BF16, k, n, rb, NULL};
+            ps_mat w = {buf + offs[oi], PS_GGML_BF16, k, n, rb, NULL, NULL};
             float *x = malloc(sizeof(float) * (size_t)(m * k));
             uint16_t *xq = malloc(sizeof(uint16_t) * (size_t)(m * k));
             float *y = malloc(sizeof(float) * (size_t)(m * n)),
@@ -682,6 +683,34 @@ static void test_bf16_order(ps_pool *pool2) {
             CHECKF(bad == 0 && bad2 == 0, "bf16 vdpbf16ps m %lld n %lld k %lld (weights at +%zu): "
                    "%lld / %lld outputs (1 / 2 threads) off the defined order", (long long)m,
                    (long long)n, (long long)k, offs[oi], (long long)bad, (long long)bad2);
+            /* the tile copy made at load (ps_bf16_dp_pack_to): the kernel reads it in place,
+             * bitwise the same outputs; its rows widen to the weights' floats */
+            uint8_t *tiles = ps_aligned_alloc(64, ps_bf16_dp_tiles_bytes(&w));
+            ps_bf16_dp_pack_to(&w, tiles);
+            ps_mat wt = w;
+            wt.dp_tiles = tiles;
+            float *y3 = malloc(sizeof(float) * (size_t)(m * n)),
+                  *y4 = malloc(sizeof(float) * (size_t)(m * n));
+            ps_matmul(&env, &wt, x, k, m, y3, n);
+            ps_matmul(&env2, &wt, x, k, m, y4, n);
+            CHECKF(!memcmp(y, y3, sizeof(float) * (size_t)(m * n)) &&
+                       !memcmp(y, y4, sizeof(float) * (size_t)(m * n)),
+                   "bf16 tile copy m %lld n %lld k %lld: outputs differ from packing per call",
+                   (long long)m, (long long)n, (long long)k);
+            float *row = malloc(sizeof(float) * (size_t)k), *want = malloc(sizeof(float) * (size_t)k);
+            int64_t bad_rows = 0;
+            for (int64_t j = 0; j < n; j++) {
+                ps_bf16_dp_row_to_f32(&wt, j, row);
+                ps_dequant_bf16(buf + offs[oi] + (size_t)j * rb, want, k);
+                bad_rows += memcmp(row, want, sizeof(float) * (size_t)k) != 0;
+            }
+            CHECKF(bad_rows == 0, "bf16 tile copy n %lld k %lld: %lld rows read back differ",
+                   (long long)n, (long long)k, (long long)bad_rows);
+            free(row);
+            free(want);
+            free(y3);
+            free(y4);
+            ps_free(tiles);
             ps_free(scratch);
             ps_free(buf);
             free(wd);

@@ -340,8 +340,9 @@ static int bench_load(bench_opts *b, bench_ctx *x) {
     /* --kv-pairs: the second session's cache */
     x->kv_base_bytes = b->kv_pairs > 0 ? kv_elems * (double)ps_kv_elt(b->kv_base) : 0.0;
     x->logit_bytes = 2.0 * PS_CHUNK * (double)mi->n_vocab * 4;
-    /* the AMX tile copy of BF16 weights (info.tile_bytes, 0 without one) counts as weights */
-    x->budget = (double)mi->file_bytes + (double)mi->tile_bytes + x->kv_bytes +
+    /* what a tile copy of BF16 weights adds to the file's pages counts as weights: all of an
+     * AMX copy, the padding of a vdpbf16ps copy (it replaces the matrices' pages) */
+    x->budget = (double)mi->file_bytes + (double)x->costs.tile_extra + x->kv_bytes +
                 x->kv_base_bytes + x->logit_bytes + 64.0 * 1048576;
     x->tokens = ps_malloc(sizeof(int32_t) * (size_t)x->max_len);
     if (!x->tokens) return 1;
@@ -373,8 +374,9 @@ static void bench_banner(const bench_opts *b, const bench_ctx *x) {
     ps_cli_paths(paths, sizeof paths);
     printf("matmul paths: %s%s\n", act == PS_ACT_F32 ? "(not used: --act f32) " : "", paths);
     if (mi->tile_bytes > 0)
-        printf("amx tile copy of the BF16 weights: %.1f MiB, made at load in %.2f s "
-               "(--no-repack: none)\n", (double)mi->tile_bytes / 1048576.0, mi->tile_seconds);
+        printf("%s tile copy of the BF16 weights: %.1f MiB, made at load in %.2f s "
+               "(--no-repack: none)\n", x->costs.tile_amx ? "amx" : "vdpbf16ps",
+               (double)mi->tile_bytes / 1048576.0, mi->tile_seconds);
     printf("each row: the median of --runs %d after the cold pass of a fresh session, which is "
            "on the line above it\n", b->runs);
 }
@@ -559,7 +561,7 @@ static int bench_row(const bench_opts *b, bench_ctx *x, ps_pool *pool, int32_t t
         /* BF16 weights on the vdpbf16ps kernel: the machine's peak, measured now on the
          * row's threads (the clock of a shared machine moves), next to the matmul figure */
         const double peak = !strcmp(x->info.weight_type, "BF16") &&
-                                    b->o.act == PS_ACT_NATIVE && !x->info.tile_bytes
+                                    b->o.act == PS_ACT_NATIVE && !(ps_cpu_has_amx() && ps_isa_env_amx() != 0)
                                 ? ps_bf16_peak_gflops(pool, 0.3, cpu_clock)
                                 : 0;
         bench_print_row(b, x, s, threads, len, cpu_clock, &cold, &med, peak);
@@ -587,14 +589,14 @@ static void bench_print_rss(const bench_opts *b, const bench_ctx *x) {
         printf("{\"peak_rss_mb\": %.1f, \"budget_mb\": %.1f, \"weights_mb\": %.1f, "
                "\"tile_copy_mb\": %.1f, \"kv_cache_mb\": %.1f, \"kv_base_cache_mb\": %.1f, "
                "\"logits_mb\": %.1f, \"cache_mb\": %.1f, \"within_budget\": %s}\n",
-               rss / mib, budget / mib, mi->file_bytes / mib, mi->tile_bytes / mib,
+               rss / mib, budget / mib, mi->file_bytes / mib, x->costs.tile_extra / mib,
                x->kv_bytes / mib, x->kv_base_bytes / mib, x->logit_bytes / mib,
                x->cache_peak / mib, rss <= budget ? "true" : "false");
         return;
     }
     char tiles[64] = "", pc[64] = "", kb[64] = "";
-    if (mi->tile_bytes)
-        snprintf(tiles, sizeof tiles, " + AMX tile copy %.1f", mi->tile_bytes / mib);
+    if (x->costs.tile_extra)
+        snprintf(tiles, sizeof tiles, " + tile copy %.1f", x->costs.tile_extra / mib);
     if (b->cache_pairs > 0)
         snprintf(pc, sizeof pc, " + prefix cache %.1f", x->cache_peak / mib);
     if (x->kv_base_bytes > 0)

@@ -679,6 +679,33 @@ ps_status ps_gguf_open(const char *path, ps_gguf **out, ps_error *err) {
     return open_common(g, out, err);
 }
 
+bool ps_gguf_drop_pages(const ps_gguf *g, const void *p, size_t n) {
+    if (!g || !g->mapped) return false;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = (uintptr_t)p, hi = lo + n, base = (uintptr_t)g->base;
+    if (lo < base || hi < lo || hi > base + g->size) return false;
+    const uintptr_t a = (lo + page - 1) & ~(page - 1), e = hi & ~(page - 1);
+    /* a private read-only mapping never written: the pages come back from the file as they
+     * were */
+    if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED);
+    return true;
+}
+
+void ps_gguf_load_pages(const ps_gguf *g, const void *p, size_t n) {
+#ifdef MADV_POPULATE_READ
+    if (!g || !g->mapped) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = (uintptr_t)p, hi = lo + n, base = (uintptr_t)g->base;
+    if (lo < base || hi < lo || hi > base + g->size) return;
+    const uintptr_t a = lo & ~(page - 1);
+    if (hi > a) (void)madvise((void *)a, hi - a, MADV_POPULATE_READ);
+#else
+    (void)g;
+    (void)p;
+    (void)n;
+#endif
+}
+
 void ps_gguf_close(ps_gguf *g) {
     if (!g) return;
     if (g->kv)

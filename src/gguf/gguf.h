@@ -57,6 +57,15 @@ ps_status ps_gguf_open(const char *path, ps_gguf **out, ps_error *err);
 /* Same over a caller's buffer, which must outlive the ps_gguf (not copied). */
 ps_status ps_gguf_open_memory(const void *data, size_t size, ps_gguf **out, ps_error *err);
 void ps_gguf_close(ps_gguf *g);
+/* Gives back the memory of the mapped file's pages that lie wholly inside [p, p + n) (a range
+ * of its tensor data that a copy has replaced): they leave the process's resident set, and
+ * are read again from the file if touched. Returns false, doing nothing, for a caller's buffer
+ * or a range outside the file. */
+bool ps_gguf_drop_pages(const ps_gguf *g, const void *p, size_t n);
+/* Maps in, in one call, the mapped file's pages under [p, p + n) that a copy is about to read
+ * (one fault per page costs more on some machines than the copy). Nothing for a caller's
+ * buffer, or where the kernel cannot. */
+void ps_gguf_load_pages(const ps_gguf *g, const void *p, size_t n);
 
 uint32_t ps_gguf_version(const ps_gguf *g);
 size_t ps_gguf_file_size(const ps_gguf *g);

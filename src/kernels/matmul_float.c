@@ -22,8 +22,9 @@
  *
  * BF16 weights take another road (see "vdpbf16ps" below): the activation rows are rounded to
  * bf16 once per call (as llama.cpp does) and AVX-512 BF16 vdpbf16ps multiplies them with the
- * weights packed per task (no conversion), 32 products per instruction: ~300-380 GFLOP/s on
- * Qwen3-0.6B shapes, 68-84% of the measured vdpbf16ps peak (ps_bf16_peak_gflops). With
+ * weights in packed tiles (no conversion), 32 products per instruction: ~300-380 GFLOP/s on
+ * Qwen3-0.6B shapes, 68-84% of the measured vdpbf16ps peak (ps_bf16_peak_gflops). A model's
+ * matrices are packed once at load (ps_bf16_dp_pack_to, model.c); others per task. With
  * env->f32_act, BF16 goes through the float32 tiles above instead (matmul.c decides).
  *
  * With env->amx (an Intel CPU with AMX, see isa.c) the BF16 tasks run on the tile unit
@@ -58,6 +59,9 @@
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 static int64_t round32(int64_t n) { return (n + 31) & ~(int64_t)31; }
 static int64_t round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
+/* Bytes of one BF16 task's packed tile (BF16_TW rows: 16 groups of 4 rows, 256 bytes per group
+ * and 32-input chunk). */
+static size_t dp_tile_bytes(int64_t n) { return (size_t)(BF16_TW / 4) * (size_t)((n + 31) / 32) * 256u; }
 
 /* Per-thread scratch, in floats: [tile | rounded activations | accumulators]. The tile holds
  * 16 rows converted to float32 or a BF16 task's AMX scratch; the activation slot holds
@@ -397,13 +401,16 @@ float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
 
 
 
-/* The weight tile, packed once per task into the thread's scratch (pack_bf16): group g of
+/* The weight tile, packed once per task into the thread's scratch (pack_bf16), or found in
+ * the matrix's copy made at load (ps_bf16_dp_pack_to: the tiles one after another): group g of
  * 4 weight rows (j0 + 4g .. j0 + 4g + 3), chunk c of 32 inputs: 4 x 32 bf16 at
  * tile + (g * nc + c) * 128, one 256-byte block; rows past nw and inputs past n are zeros. The
  * micro-kernel then reads its 4 weight rows as one aligned sequential stream, whatever the
  * alignment of the mapped tensor (a GGUF tensor is only 32-byte aligned: in place, every
  * 64-byte load of a row at 32 mod 64 split over two lines), and the task's first pass over the
- * rows is one streaming copy instead of 64 rows' demand misses. */
+ * rows is one streaming copy instead of 64 rows' demand misses. The copy at load saves that
+ * copy per call too, whose reads of the file's mapping (4 KiB pages, demand misses) cost up to
+ * half of a matmul's time on a busy machine. */
 PS_TARGET_AVX512_BF16 static void pack_bf16(const uint8_t *w, size_t row_bytes, int nw,
                                             int64_t n, uint16_t *tile) {
     const int64_t nc = (n + 31) / 32, full = n / 32;
@@ -426,6 +433,19 @@ PS_TARGET_AVX512_BF16 static void pack_bf16(const uint8_t *w, size_t row_bytes, 
                 _mm512_store_si512((void *)(d + c * 128),
                                    _mm512_maskz_loadu_epi16(tail, src + c * 32));
         }
+}
+
+size_t ps_bf16_dp_tiles_bytes(const ps_mat *w) {
+    if (!ps_cpu_has_avx512bf16()) return 0;
+    return (size_t)((w->n_out + 3) / 4) * (size_t)((w->n_in + 31) / 32) * 256u;
+}
+
+void ps_bf16_dp_pack_to(const ps_mat *w, void *dst) {
+    const size_t per_task = dp_tile_bytes(w->n_in);
+    for (int64_t t = 0; t * BF16_TW < w->n_out; t++)
+        pack_bf16((const uint8_t *)w->data + (size_t)(t * BF16_TW) * w->row_bytes, w->row_bytes,
+                  (int)PS_MIN((int64_t)BF16_TW, w->n_out - t * BF16_TW), w->n_in,
+                  (uint16_t *)((uint8_t *)dst + (size_t)t * per_task));
 }
 
 /* Software prefetch of the tile a thread will likely take next (the pool hands tasks out in
@@ -512,6 +532,27 @@ PS_TARGET_AVX512_BF16 static void tile_bf16(const uint16_t *tile, int nw, const 
 #undef BF16_FORM
 #undef BF16_MK
 #endif
+
+#if !defined(__x86_64__)
+size_t ps_bf16_dp_tiles_bytes(const ps_mat *w) {
+    (void)w;
+    return 0;
+}
+void ps_bf16_dp_pack_to(const ps_mat *w, void *dst) {
+    (void)w;
+    (void)dst;
+}
+#endif
+
+void ps_bf16_dp_row_to_f32(const ps_mat *w, int64_t j, float *out) {
+    const int64_t nc = (w->n_in + 31) / 32;
+    const uint16_t *g = (const uint16_t *)w->dp_tiles + (size_t)(j / 4) * (size_t)nc * 128 +
+                        (size_t)(j % 4) * 32;
+    for (int64_t k = 0; k < w->n_in; k++) {
+        const uint32_t b = (uint32_t)g[(size_t)(k / 32) * 128 + (size_t)(k % 32)] << 16;
+        memcpy(&out[k], &b, sizeof b);
+    }
+}
 
 /* ---- the vdpbf16ps peak (ps_bf16_peak_gflops) ---- */
 
@@ -676,15 +717,30 @@ static void bf16_tile_task(void *ctx, int64_t task, int32_t thread) {
     const int nw = (int)PS_MIN((int64_t)BF16_TW, w->n_out - j0);
     float *buf = job->env->scratch + (size_t)thread * job->env->scratch_stride;
     float *acc = buf + (job->env->scratch_stride - BF16_ACC);
-    uint16_t *tile = (uint16_t *)buf;
-    pack_bf16((const uint8_t *)w->data + (size_t)j0 * w->row_bytes, w->row_bytes, nw, w->n_in,
-              tile);
-    /* the next tile this thread likely takes, prefetched over this task's work */
-    bf16_pf pf = {NULL, w->row_bytes, (w->row_bytes + 63) / 64, 0, 0};
     const int64_t next = (task + job->n_threads) * BF16_TW;
-    if (next < w->n_out) {
-        pf.base = (const uint8_t *)w->data + (size_t)next * w->row_bytes;
-        pf.lines = pf.lines_per_row * (size_t)PS_MIN((int64_t)BF16_TW, w->n_out - next);
+    const uint16_t *tile;
+    bf16_pf pf = {NULL, w->row_bytes, (w->row_bytes + 63) / 64, 0, 0};
+    if (w->dp_tiles) {
+        /* packed at load: the task's tile in place, the next one prefetched as one stream of
+         * its groups' lines */
+        const size_t per_task = dp_tile_bytes(w->n_in), per_group = per_task / (BF16_TW / 4);
+        tile = (const uint16_t *)((const uint8_t *)w->dp_tiles + (size_t)task * per_task);
+        if (next < w->n_out) {
+            const size_t groups = (size_t)((PS_MIN((int64_t)BF16_TW, w->n_out - next) + 3) / 4);
+            pf.base = (const uint8_t *)w->dp_tiles + (size_t)(task + job->n_threads) * per_task;
+            pf.row_bytes = 0;
+            pf.lines_per_row = pf.lines = groups * per_group / 64;
+        }
+    } else {
+        uint16_t *own = (uint16_t *)buf;
+        pack_bf16((const uint8_t *)w->data + (size_t)j0 * w->row_bytes, w->row_bytes, nw,
+                  w->n_in, own);
+        tile = own;
+        /* the next tile this thread likely takes, prefetched over this task's work */
+        if (next < w->n_out) {
+            pf.base = (const uint8_t *)w->data + (size_t)next * w->row_bytes;
+            pf.lines = pf.lines_per_row * (size_t)PS_MIN((int64_t)BF16_TW, w->n_out - next);
+        }
     }
     tile_bf16(tile, nw, (const uint16_t *)job->slot, job->ldb, job->n_pass, w->n_in,
               job->y + job->row0 * job->ldy + j0, job->ldy, acc, &pf);

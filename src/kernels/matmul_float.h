@@ -34,6 +34,17 @@ void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, i
 ps_status ps_matmul_bf16_ref(const ps_mat *w, const float *x, int64_t ldx, int64_t n_rows,
                              float *y, int64_t ldy);
 
+/* The vdpbf16ps tile copy of a BF16 matrix, made once at load so that the AVX-512 BF16 kernel
+ * reads its tasks' tiles in place instead of packing them per call (the same bytes in the same
+ * order, so the same results): groups of 4 weight rows, each as 32-input chunks of 4 x 32 bf16
+ * (256 bytes; zeros past n_in and past n_out). Its size (0 where there is no such kernel), and
+ * the copy into dst (64-byte aligned; x86-64 with AVX-512 BF16 only). */
+size_t ps_bf16_dp_tiles_bytes(const ps_mat *w);
+void ps_bf16_dp_pack_to(const ps_mat *w, void *dst);
+/* Row j of a matrix with a tile copy (w->dp_tiles), widened exactly to float32 from the copy:
+ * the same floats as widening row j of w->data. */
+void ps_bf16_dp_row_to_f32(const ps_mat *w, int64_t j, float *out);
+
 /* F16 weights with native activations: each activation row rounded to half
  * (ps_quant_act_f16), as llama.cpp's x86 F16 products take it, then the float32 tiles with the
  * weights widened exactly (each product of two halves is exact in float32, so only the order of

@@ -12,6 +12,7 @@
  */
 #include "model/model.h"
 #include "kernels/matmul_amx.h"
+#include "kernels/matmul_float.h"
 #include "kernels/quant.h"
 #include "kernels/types.h"
 #include "model/vocab.h"
@@ -19,6 +20,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define PS_MAX_DIM (1 << 20) /* sanity bound for every hyperparameter */
@@ -792,6 +794,55 @@ static ps_status repack_tiles(ps_model *m, ps_error *err) {
         off += ps_amx_bf16_tiles_bytes(w);
     }
     m->tiles = t;
+    m->tile_extra = (int64_t)total;
+    m->tiles_amx = true;
+    m->info.tile_bytes = (int64_t)total;
+    m->info.tile_seconds = ps_now_s() - t0;
+    return PS_OK;
+}
+
+/* Elsewhere, where AVX-512 BF16 is usable: the vdpbf16ps tile copy (ps_bf16_dp_pack_to) of the
+ * same matrices, so that the kernel reads its tiles in place instead of packing them from the
+ * mapping per call. Unlike the AMX copy it replaces the file's pages: each matrix's pages are
+ * given back once it is copied (ps_gguf_drop_pages), so the resident weights stay about the
+ * file's size, and a tied token_embd reads its rows from the output's copy. A session on
+ * another road (--act f32, PS_ISA=avx2) reads the file's pages again. */
+static ps_status repack_dp(ps_model *m, ps_error *err) {
+    const size_t n = LAYER_MATRICES * (size_t)m->hp.n_layer + 1;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        if (matmul_weight(m, i)->type == PS_GGML_BF16)
+            total += ps_bf16_dp_tiles_bytes(matmul_weight(m, i));
+    if (total == 0) return PS_OK;
+    const double t0 = ps_now_s();
+    const size_t huge = (size_t)2 << 20;
+    uint8_t *t = ps_aligned_alloc(huge, total);
+    if (!t)
+        return ps_fail(err, PS_ERR_NOMEM, -1,
+                       "out of memory for the tile copy of the BF16 weights (%.1f MiB; "
+                       "no_repack / --no-repack does without it)",
+                       (double)total / 1048576.0);
+    /* 2 MiB pages where the kernel has them: a 4 KiB fault per page of a GB-sized copy costs
+     * seconds on some VMs, and the kernel's reads stride over 64-row tiles */
+    if (total >= huge) (void)madvise(t, total & ~(huge - 1), MADV_HUGEPAGE);
+    const bool tied = m->w.output.data == m->w.token_embd.data &&
+                      m->w.output.type == m->w.token_embd.type &&
+                      m->w.output.n_in == m->w.token_embd.n_in &&
+                      m->w.output.n_out == m->w.token_embd.n_out;
+    size_t off = 0, dropped = 0;
+    for (size_t i = 0; i < n; i++) {
+        ps_mat *w = matmul_weight(m, i);
+        if (w->type != PS_GGML_BF16 || !w->data) continue;
+        ps_gguf_load_pages(m->gguf, w->data, w->row_bytes * (size_t)w->n_out);
+        ps_bf16_dp_pack_to(w, t + off);
+        w->dp_tiles = t + off;
+        off += ps_bf16_dp_tiles_bytes(w);
+        if (ps_gguf_drop_pages(m->gguf, w->data, w->row_bytes * (size_t)w->n_out))
+            dropped += w->row_bytes * (size_t)w->n_out;
+    }
+    if (tied) m->w.token_embd.dp_tiles = m->w.output.dp_tiles;
+    m->tiles = t;
+    m->tile_extra = (int64_t)(total - dropped);
     m->info.tile_bytes = (int64_t)total;
     m->info.tile_seconds = ps_now_s() - t0;
     return PS_OK;
@@ -907,6 +958,9 @@ ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params
     if (!params->no_repack && ps_isa_env_amx() != 0 && ps_cpu_has_amx() &&
         (st = repack_tiles(m, err)))
         goto fail;
+    if (!params->no_repack && !m->tiles && ps_isa_best() == PS_ISA_AVX512 &&
+        ps_cpu_has_avx512bf16() && (st = repack_dp(m, err)))
+        goto fail;
 
     const ps_hparams *hp = &m->hp;
     info->n_ctx_train = hp->n_ctx_train;
@@ -1005,6 +1059,8 @@ void ps_model_get_costs(const ps_model *model, ps_model_costs *costs) {
             sum += (double)hp->n_expert_used * (double)exps[i]->m.n_in * (double)exps[i]->m.n_out;
     }
     costs->matmul_weights = sum;
+    costs->tile_extra = model->tile_extra;
+    costs->tile_amx = model->tiles_amx;
 }
 
 double ps_model_kv_positions(const ps_model *model, int32_t n_ctx) {

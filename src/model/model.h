@@ -201,7 +201,10 @@ struct ps_model {
     ps_weights w;
     ps_vocab *vocab;
     ps_gguf *gguf;            /* the mapping the weights live in */
-    void *tiles;              /* the AMX tile copies of the BF16 matrices (one block), or NULL */
+    void *tiles;              /* the AMX or vdpbf16ps tile copies of the BF16 matrices (one
+                               * block), or NULL */
+    int64_t tile_extra;       /* resident bytes that copy adds to the file's (ps_model_costs) */
+    bool tiles_amx;           /* the copy is the AMX one */
     ps_model_info info;
 };
 
@@ -214,6 +217,10 @@ typedef struct {
     double matmul_weights; /* weights one token passes through ps_matmul: every layer matrix
                             * and the output; with experts the router and n_expert_used
                             * experts' matrices */
+    int64_t tile_extra;    /* resident bytes the BF16 tile copy adds to the file's: all of the
+                            * AMX copy, only the padding of the vdpbf16ps copy (it replaces
+                            * the matrices' pages) */
+    bool tile_amx;         /* that copy is the AMX one (else vdpbf16ps, or none) */
 } ps_model_costs;
 
 void ps_model_get_costs(const ps_model *model, ps_model_costs *costs);

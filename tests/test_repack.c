@@ -1,0 +1,146 @@
+/*
+ * test_repack.c — the vdpbf16ps tile copy a BF16 model gets at load (model.c, repack_dp) where
+ * AVX-512 BF16 is usable and there is no AMX copy.
+ *
+ * A gen-model BF16 llama with tied embeddings (its output matrix is token_embd) and one
+ * without, each loaded by default and with no_repack:
+ *   - the logits of a forward pass are bitwise the same with and without the copy, on the
+ *     session's default road and with --act f32 (which reads the file's pages, given back
+ *     after the copy, again);
+ *   - info.tile_bytes is the copy's size where the copy is made (0 with no_repack);
+ *   - the copy replaces the file's pages instead of adding to them: after the load, the file's
+ *     mapping keeps under a tenth of the copy's size resident (the metadata, the norms, pages
+ *     shared by two tensors; without giving the pages back it would be all of them), and a
+ *     forward pass on the native road brings none back: a tied token_embd reads its rows from
+ *     the output's copy (from the file, each token would bring back a page).
+ * Where the CPU lacks AVX-512 BF16 (or has AMX, whose copy test_matmul_amx checks), the copy
+ * is absent and only the bitwise check runs.
+ */
+#include "check.h"
+#include "base/impl.h"
+#include "gen/genmodel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The resident kB of the mappings of file `path` (/proc/self/smaps), -1 when unreadable. */
+static long file_rss_kb(const char *path) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    long kb = 0;
+    bool in = false;
+    const size_t pl = strlen(path);
+    while (fgets(line, sizeof line, f)) {
+        const size_t n = strlen(line);
+        if (n > 0 && line[n - 1] == '\n') line[n - 1] = '\0';
+        /* a mapping's header line starts with its address range; its fields have "Name:" */
+        const char *sp = strchr(line, ' ');
+        const bool header = sp && sp > line && strchr(line, '-') && strchr(line, '-') < sp;
+        if (header) {
+            in = strlen(line) >= pl && !strcmp(line + strlen(line) - pl, path);
+            continue;
+        }
+        if (in && !strncmp(line, "Rss:", 4)) kb += strtol(line + 4, NULL, 10);
+    }
+    fclose(f);
+    return kb;
+}
+
+enum { N = 40 };
+
+static bool forward(ps_model *m, ps_act act, float *out, ps_error *e) {
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)(1 + (i * 977) % 31000);
+    ps_session_params sp = ps_session_default_params();
+    sp.n_ctx = N;
+    sp.act = act;
+    ps_session *s = NULL;
+    const bool ok = ps_session_create(m, &sp, &s, e) == PS_OK &&
+                    ps_session_forward(s, ids, N, out, e) == PS_OK;
+    ps_session_free(s);
+    return ok;
+}
+
+static void test_copy(bool tied) {
+    const char *tag = tied ? "tied" : "untied";
+    char path[] = "/tmp/ps-test-repack-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        SKIP("no temp file");
+        return;
+    }
+    close(fd);
+    ps_genmodel_params gp = ps_genmodel_default_params();
+    snprintf(gp.arch, sizeof gp.arch, "llama");
+    gp.type = PS_GGML_BF16;
+    gp.n_layer = 2;
+    gp.n_embd = 512;
+    gp.n_ff = 1376; /* off the 64-row tasks */
+    gp.n_head = 8;
+    gp.n_head_kv = 4;
+    gp.n_vocab = 32000;
+    gp.tied = tied;
+    gp.seed = tied ? 3 : 4;
+    ps_error e;
+    if (ps_genmodel_write(&gp, path, &e) != PS_OK) {
+        CHECKF(0, "%s model: %s", tag, e.message);
+        unlink(path);
+        return;
+    }
+    const bool expect = ps_cpu_has_avx512bf16() && ps_isa_best() == PS_ISA_AVX512 &&
+                        !(ps_cpu_has_amx() && ps_isa_env_amx() != 0);
+    ps_model_params mp = ps_model_default_params();
+    mp.no_repack = true;
+    ps_model *plain = NULL, *m = NULL;
+    CHECKF(ps_model_load(path, &mp, &plain, &e) == PS_OK, "%s no_repack load: %s", tag, e.message);
+    mp.no_repack = false;
+    CHECKF(ps_model_load(path, &mp, &m, &e) == PS_OK, "%s load: %s", tag, e.message);
+    if (!plain || !m) goto out;
+    ps_model_info info, pinfo;
+    ps_model_get_info(m, &info);
+    ps_model_get_info(plain, &pinfo);
+    CHECKF(pinfo.tile_bytes == 0, "%s: no_repack made a copy of %lld bytes", tag,
+           (long long)pinfo.tile_bytes);
+    CHECKF(expect ? info.tile_bytes > 0 : info.tile_bytes == 0 || ps_cpu_has_amx(),
+           "%s: tile copy of %lld bytes where %s expected", tag, (long long)info.tile_bytes,
+           expect ? "one is" : "none is");
+    /* the plain model's mapping is untouched so far (its weights are read lazily): what is
+     * resident of the file now is the copied model's */
+    const long f0 = file_rss_kb(path);
+    if (expect) {
+        printf("%s: after the load the file keeps %ld KiB resident for a %.1f MiB copy\n", tag,
+               f0, (double)info.tile_bytes / 1048576.0);
+        CHECKF(f0 >= 0 && (double)f0 * 1024.0 < 0.1 * (double)info.tile_bytes,
+               "%s: %ld KiB of the file resident after the copy (%.1f MiB): its pages were "
+               "not given back", tag, f0, (double)info.tile_bytes / 1048576.0);
+    }
+    const size_t nl = (size_t)N * (size_t)gp.n_vocab;
+    float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
+    bool ok = forward(m, PS_ACT_NATIVE, a, &e);
+    const long f1 = file_rss_kb(path);
+    if (ok && expect)
+        printf("%s: a forward pass brought %ld KiB of the file back\n", tag, f1 - f0);
+    if (ok && expect && tied)
+        CHECKF(f1 - f0 <= 8, "tied: a forward pass on the copy brought %ld KiB of the file back "
+               "(token_embd read from the file)", f1 - f0);
+    ok = ok && forward(plain, PS_ACT_NATIVE, b, &e);
+    CHECKF(ok, "%s forward: %s", tag, e.message);
+    if (ok) CHECKF(!memcmp(a, b, nl * sizeof *a), "%s: the tile copy changed the logits", tag);
+    ok = ok && forward(m, PS_ACT_F32, a, &e) && forward(plain, PS_ACT_F32, b, &e);
+    CHECKF(ok, "%s f32 forward: %s", tag, e.message);
+    if (ok)
+        CHECKF(!memcmp(a, b, nl * sizeof *a), "%s: --act f32 logits differ with the copy", tag);
+    free(a);
+    free(b);
+out:
+    ps_model_free(m);
+    ps_model_free(plain);
+    unlink(path);
+}
+
+int main(void) {
+    test_copy(true);
+    test_copy(false);
+    return ps_test_done("repack");
+}
