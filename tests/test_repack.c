@@ -13,11 +13,14 @@
  *     shared by two tensors; without giving the pages back it would be all of them), and a
  *     forward pass on the native road brings none back: a tied token_embd reads its rows from
  *     the output's copy (from the file, each token would bring back a page).
+ * Every allocation of the load, the copy's included, failing in turn: a clean PS_ERR_NOMEM with
+ * a message and no model (leaks: the sanitizer build and valgrind).
  * Where the CPU lacks AVX-512 BF16 (or has AMX, whose copy test_matmul_amx checks), the copy
  * is absent and only the bitwise check runs.
  */
 #include "check.h"
 #include "base/impl.h"
+#include "base/testhooks.h"
 #include "gen/genmodel.h"
 
 #include <stdio.h>
@@ -127,6 +130,25 @@ static void test_copy(bool tied) {
     ok = ok && forward(plain, PS_ACT_NATIVE, b, &e);
     CHECKF(ok, "%s forward: %s", tag, e.message);
     if (ok) CHECKF(!memcmp(a, b, nl * sizeof *a), "%s: the tile copy changed the logits", tag);
+    if (tied) { /* the load's allocations failing in turn */
+        ps_alloc_fail_after(1 << 30);
+        ps_model *t = NULL;
+        ps_status st = ps_model_load(path, NULL, &t, &e);
+        const int64_t count = ps_alloc_count();
+        ps_alloc_fail_after(-1);
+        ps_model_free(t);
+        int64_t clean = 0;
+        for (int64_t i = 0; st == PS_OK && i < count; i++) {
+            t = NULL;
+            ps_alloc_fail_after(i);
+            const ps_status fs = ps_model_load(path, NULL, &t, &e);
+            ps_alloc_fail_after(-1);
+            clean += fs == PS_ERR_NOMEM && t == NULL && e.message[0] != '\0';
+            ps_model_free(t);
+        }
+        CHECKF(st == PS_OK && clean == count, "tied: %lld of %lld failed allocations of the "
+               "load were clean", (long long)clean, (long long)count);
+    }
     ok = ok && forward(m, PS_ACT_F32, a, &e) && forward(plain, PS_ACT_F32, b, &e);
     CHECKF(ok, "%s f32 forward: %s", tag, e.message);
     if (ok)

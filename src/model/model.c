@@ -771,20 +771,31 @@ static ps_mat *matmul_weight(ps_model *m, size_t i) {
     return ls[i % LAYER_MATRICES];
 }
 
+/* The bytes of a tile copy (`bytes` per matrix) of every BF16 matrix the matmuls read. */
+static size_t copy_bytes(ps_model *m, size_t (*bytes)(const ps_mat *)) {
+    size_t total = 0;
+    for (size_t i = 0; i < LAYER_MATRICES * (size_t)m->hp.n_layer + 1; i++)
+        if (matmul_weight(m, i)->type == PS_GGML_BF16) total += bytes(matmul_weight(m, i));
+    return total;
+}
+
+/* A tile copy's block of `total` bytes, `align`-aligned, or NULL with err set. */
+static uint8_t *copy_alloc(size_t total, size_t align, const char *kind, ps_error *err) {
+    uint8_t *t = ps_aligned_alloc(align, total);
+    if (!t)
+        ps_fail(err, PS_ERR_NOMEM, -1,
+                "out of memory for the %s tile copy of the BF16 weights (%.1f MiB; no_repack / "
+                "--no-repack does without it)", kind, (double)total / 1048576.0);
+    return t;
+}
+
 static ps_status repack_tiles(ps_model *m, ps_error *err) {
     const size_t n = LAYER_MATRICES * (size_t)m->hp.n_layer + 1;
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++)
-        if (matmul_weight(m, i)->type == PS_GGML_BF16)
-            total += ps_amx_bf16_tiles_bytes(matmul_weight(m, i));
+    const size_t total = copy_bytes(m, ps_amx_bf16_tiles_bytes);
     if (total == 0) return PS_OK;
     const double t0 = ps_now_s();
-    uint8_t *t = ps_aligned_alloc(64, total);
-    if (!t)
-        return ps_fail(err, PS_ERR_NOMEM, -1,
-                       "out of memory for the AMX tile copy of the BF16 weights (%.1f MiB; "
-                       "no_repack / --no-repack does without it)",
-                       (double)total / 1048576.0);
+    uint8_t *t = copy_alloc(total, 64, "AMX", err);
+    if (!t) return PS_ERR_NOMEM; /* err set by copy_alloc */
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
         ps_mat *w = matmul_weight(m, i);
@@ -809,19 +820,12 @@ static ps_status repack_tiles(ps_model *m, ps_error *err) {
  * another road (--act f32, PS_ISA=avx2) reads the file's pages again. */
 static ps_status repack_dp(ps_model *m, ps_error *err) {
     const size_t n = LAYER_MATRICES * (size_t)m->hp.n_layer + 1;
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++)
-        if (matmul_weight(m, i)->type == PS_GGML_BF16)
-            total += ps_bf16_dp_tiles_bytes(matmul_weight(m, i));
+    const size_t total = copy_bytes(m, ps_bf16_dp_tiles_bytes);
     if (total == 0) return PS_OK;
     const double t0 = ps_now_s();
     const size_t huge = (size_t)2 << 20;
-    uint8_t *t = ps_aligned_alloc(huge, total);
-    if (!t)
-        return ps_fail(err, PS_ERR_NOMEM, -1,
-                       "out of memory for the tile copy of the BF16 weights (%.1f MiB; "
-                       "no_repack / --no-repack does without it)",
-                       (double)total / 1048576.0);
+    uint8_t *t = copy_alloc(total, huge, "vdpbf16ps", err);
+    if (!t) return PS_ERR_NOMEM; /* err set by copy_alloc */
     /* 2 MiB pages where the kernel has them: a 4 KiB fault per page of a GB-sized copy costs
      * seconds on some VMs, and the kernel's reads stride over 64-row tiles */
     if (total >= huge) (void)madvise(t, total & ~(huge - 1), MADV_HUGEPAGE);
