@@ -818,9 +818,13 @@ static ps_status repack_tiles(ps_model *m, ps_error *err) {
  * given back once it is copied (ps_gguf_drop_pages), so the resident weights stay about the
  * file's size, and a tied token_embd reads its rows from the output's copy. A session on
  * another road (--act f32, PS_ISA=avx2) reads the file's pages again. */
+/* A matrix's vdpbf16ps copy, or 0 where the copy would pad it: inputs not a multiple of 32 (a
+ * file of 1-input rows would grow 32-fold; every real model's widths are multiples of 32). */
+static size_t dp_bytes(const ps_mat *w) { return w->n_in % 32 ? 0 : ps_bf16_dp_tiles_bytes(w); }
+
 static ps_status repack_dp(ps_model *m, ps_error *err) {
     const size_t n = LAYER_MATRICES * (size_t)m->hp.n_layer + 1;
-    const size_t total = copy_bytes(m, ps_bf16_dp_tiles_bytes);
+    const size_t total = copy_bytes(m, dp_bytes);
     if (total == 0) return PS_OK;
     const double t0 = ps_now_s();
     const size_t huge = (size_t)2 << 20;
@@ -836,11 +840,11 @@ static ps_status repack_dp(ps_model *m, ps_error *err) {
     size_t off = 0, dropped = 0;
     for (size_t i = 0; i < n; i++) {
         ps_mat *w = matmul_weight(m, i);
-        if (w->type != PS_GGML_BF16 || !w->data) continue;
+        if (w->type != PS_GGML_BF16 || !w->data || !dp_bytes(w)) continue;
         ps_gguf_load_pages(m->gguf, w->data, w->row_bytes * (size_t)w->n_out);
         ps_bf16_dp_pack_to(w, t + off);
         w->dp_tiles = t + off;
-        off += ps_bf16_dp_tiles_bytes(w);
+        off += dp_bytes(w);
         if (ps_gguf_drop_pages(m->gguf, w->data, w->row_bytes * (size_t)w->n_out))
             dropped += w->row_bytes * (size_t)w->n_out;
     }
