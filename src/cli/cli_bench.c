@@ -560,8 +560,9 @@ static int bench_row(const bench_opts *b, bench_ctx *x, ps_pool *pool, int32_t t
     } else {
         /* BF16 weights on the vdpbf16ps kernel: the machine's peak, measured now on the
          * row's threads (the clock of a shared machine moves), next to the matmul figure */
+        const bool amx = ps_cpu_has_amx() && ps_isa_env_amx() != 0;
         const double peak = !strcmp(x->info.weight_type, "BF16") &&
-                                    b->o.act == PS_ACT_NATIVE && !(ps_cpu_has_amx() && ps_isa_env_amx() != 0)
+                                    b->o.act == PS_ACT_NATIVE && !amx
                                 ? ps_bf16_peak_gflops(pool, 0.3, cpu_clock)
                                 : 0;
         bench_print_row(b, x, s, threads, len, cpu_clock, &cold, &med, peak);

@@ -61,7 +61,9 @@ static int64_t round32(int64_t n) { return (n + 31) & ~(int64_t)31; }
 static int64_t round64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 /* Bytes of one BF16 task's packed tile (BF16_TW rows: 16 groups of 4 rows, 256 bytes per group
  * and 32-input chunk). */
-static size_t dp_tile_bytes(int64_t n) { return (size_t)(BF16_TW / 4) * (size_t)((n + 31) / 32) * 256u; }
+static size_t dp_tile_bytes(int64_t n) {
+    return (size_t)(BF16_TW / 4) * (size_t)((n + 31) / 32) * 256u;
+}
 
 /* Per-thread scratch, in floats: [tile | rounded activations | accumulators]. The tile holds
  * 16 rows converted to float32 or a BF16 task's AMX scratch; the activation slot holds
