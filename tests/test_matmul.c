@@ -686,7 +686,7 @@ static void test_bf16_order(ps_pool *pool2) {
             /* the tile copy made at load (ps_bf16_dp_pack_to): the kernel reads it in place,
              * bitwise the same outputs; its rows widen to the weights' floats */
             uint8_t *tiles = ps_aligned_alloc(64, ps_bf16_dp_tiles_bytes(&w));
-            ps_bf16_dp_pack_to(&w, tiles);
+            ps_bf16_dp_pack_to(&w, 0, w.n_out, tiles);
             ps_mat wt = w;
             wt.dp_tiles = tiles;
             float *y3 = malloc(sizeof(float) * (size_t)(m * n)),
@@ -706,6 +706,17 @@ static void test_bf16_order(ps_pool *pool2) {
             }
             CHECKF(bad_rows == 0, "bf16 tile copy n %lld k %lld: %lld rows read back differ",
                    (long long)n, (long long)k, (long long)bad_rows);
+            /* copied in slices of one task's rows, last first (as the load does, in order):
+             * the same bytes */
+            const size_t tb = ps_bf16_dp_tiles_bytes(&w);
+            uint8_t *sliced = ps_aligned_alloc(64, tb);
+            memset(sliced, 0xA5, tb);
+            for (int64_t r0 = (w.n_out - 1) / PS_BF16_DP_ROWS * PS_BF16_DP_ROWS; r0 >= 0;
+                 r0 -= PS_BF16_DP_ROWS)
+                ps_bf16_dp_pack_to(&w, r0, PS_MIN(w.n_out, r0 + PS_BF16_DP_ROWS), sliced);
+            CHECKF(!memcmp(sliced, tiles, tb), "bf16 tile copy n %lld k %lld: copied in slices, "
+                   "the bytes differ", (long long)n, (long long)k);
+            ps_free(sliced);
             free(row);
             free(want);
             free(y3);

@@ -24,8 +24,10 @@
 #include "base/testhooks.h"
 #include "gen/genmodel.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* The resident kB of the mappings of file `path` (/proc/self/smaps), -1 when unreadable. */
 static long file_rss_kb(const char *path) {
@@ -49,6 +51,18 @@ static long file_rss_kb(const char *path) {
     }
     fclose(f);
     return kb;
+}
+
+/* Drops file `path` from the page cache, so that it is read back from the disk as a downloaded
+ * model is: a read fills the cache in large folios where the filesystem has them (ext4 on
+ * Linux 6.16+), and a fault on one page of a 2 MiB folio maps all of it; the pages a write
+ * left sit in small ones. */
+static void uncache(const char *path) {
+    const int fd = open(path, O_RDONLY);
+    if (fd < 0) return;
+    (void)fdatasync(fd);
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
 }
 
 enum { N = 40 };
@@ -93,6 +107,7 @@ static void test_copy(bool tied, int32_t n_ff) {
         unlink(path);
         return;
     }
+    uncache(path);
     const bool expect = ps_cpu_has_avx512bf16() && ps_isa_best() == PS_ISA_AVX512 &&
                         !(ps_cpu_has_amx() && ps_isa_env_amx() != 0);
     ps_model_params mp = ps_model_default_params();
@@ -163,9 +178,59 @@ out:
     unlink(path);
 }
 
+/* A model big enough for the page cache to read it in 2 MiB folios (8 layers, 220 MB): after
+ * the copy, a forward pass brings no folio of the file back. The norms sit between the copied
+ * matrices; read in place, each would map the 2 MiB folio around it (16 MiB here, about 160 MB
+ * for the Qwen3-0.6B shape), so the load copies them out of the mapping (copy_vectors). */
+static void test_folios(void) {
+    if (!ps_cpu_has_avx512bf16() || ps_isa_best() != PS_ISA_AVX512 ||
+        (ps_cpu_has_amx() && ps_isa_env_amx() != 0)) {
+        SKIP("no vdpbf16ps copy on this CPU");
+        return;
+    }
+    char path[] = "/tmp/ps-test-repack-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        SKIP("no temp file");
+        return;
+    }
+    close(fd);
+    ps_genmodel_params gp = ps_genmodel_default_params();
+    snprintf(gp.arch, sizeof gp.arch, "llama");
+    gp.type = PS_GGML_BF16;
+    gp.n_layer = 8;
+    gp.n_embd = 1024;
+    gp.n_ff = 3072;
+    gp.n_head = 8;
+    gp.n_head_kv = 4;
+    gp.n_vocab = 32000;
+    gp.tied = true;
+    gp.seed = 5;
+    ps_error e;
+    ps_model *m = NULL;
+    CHECKF(ps_genmodel_write(&gp, path, &e) == PS_OK, "folio model: %s", e.message);
+    uncache(path);
+    CHECKF(ps_model_load(path, NULL, &m, &e) == PS_OK, "folio model load: %s", e.message);
+    float *a = malloc((size_t)N * (size_t)gp.n_vocab * sizeof *a);
+    if (m && a) {
+        const long f0 = file_rss_kb(path);
+        const bool ok = forward(m, PS_ACT_NATIVE, a, &e);
+        const long f1 = file_rss_kb(path);
+        CHECKF(ok, "folio model forward: %s", e.message);
+        printf("folios: a forward pass brought %ld KiB of the file back (%ld KiB resident)\n",
+               f1 - f0, f1);
+        CHECKF(ok && f1 - f0 <= 64, "a forward pass brought %ld KiB of the file back: the "
+               "folios around the weights' vectors", f1 - f0);
+    }
+    free(a);
+    ps_model_free(m);
+    unlink(path);
+}
+
 int main(void) {
     test_copy(true, 1376);  /* off the 64-row tasks */
     test_copy(false, 1376);
     test_copy(false, 1000); /* ffn_down's 1000 inputs: left out of the copy, packed per call */
+    test_folios();
     return ps_test_done("repack");
 }

@@ -51,7 +51,7 @@
 #define MM_KB 1024  /* inputs per k block (a multiple of 16) */
 #define MM_QROWS PS_CHUNK /* BF16: rounded activation rows per pass */
 #define MM_ACC (MM_ROWS * MM_TILE * 16) /* accumulator vectors parked between k blocks */
-#define BF16_TW 64  /* BF16 (vdpbf16ps): weight rows per task */
+#define BF16_TW PS_BF16_DP_ROWS  /* BF16 (vdpbf16ps): weight rows per task (64) */
 #define BF16_ROWS 48 /* BF16: activation rows per pass over a k block (96 parked 393 KB of
                       * accumulators, crowding L2: k = 2048/3072 shapes ~5-8% slower) */
 #define BF16_ACC (BF16_ROWS * BF16_TW * 16) /* its parked accumulators */
@@ -442,9 +442,9 @@ size_t ps_bf16_dp_tiles_bytes(const ps_mat *w) {
     return (size_t)((w->n_out + 3) / 4) * (size_t)((w->n_in + 31) / 32) * 256u;
 }
 
-void ps_bf16_dp_pack_to(const ps_mat *w, void *dst) {
+void ps_bf16_dp_pack_to(const ps_mat *w, int64_t row0, int64_t row1, void *dst) {
     const size_t per_task = dp_tile_bytes(w->n_in);
-    for (int64_t t = 0; t * BF16_TW < w->n_out; t++)
+    for (int64_t t = row0 / BF16_TW; t * BF16_TW < PS_MIN(row1, w->n_out); t++)
         pack_bf16((const uint8_t *)w->data + (size_t)(t * BF16_TW) * w->row_bytes, w->row_bytes,
                   (int)PS_MIN((int64_t)BF16_TW, w->n_out - t * BF16_TW), w->n_in,
                   (uint16_t *)((uint8_t *)dst + (size_t)t * per_task));

@@ -37,10 +37,13 @@ ps_status ps_matmul_bf16_ref(const ps_mat *w, const float *x, int64_t ldx, int64
 /* The vdpbf16ps tile copy of a BF16 matrix, made once at load so that the AVX-512 BF16 kernel
  * reads its tasks' tiles in place instead of packing them per call (the same bytes in the same
  * order, so the same results): groups of 4 weight rows, each as 32-input chunks of 4 x 32 bf16
- * (256 bytes; zeros past n_in and past n_out). Its size (0 where there is no such kernel), and
- * the copy into dst (64-byte aligned; x86-64 with AVX-512 BF16 only). */
+ * (256 bytes; zeros past n_in and past n_out), one task's PS_BF16_DP_ROWS rows after another.
+ * Its size (0 where there is no such kernel), and the copy of rows [row0, row1) into their
+ * place in the copy starting at dst (64-byte aligned; row0 a multiple of PS_BF16_DP_ROWS,
+ * row1 one too or n_out: a matrix can be copied in slices; x86-64 with AVX-512 BF16 only). */
+#define PS_BF16_DP_ROWS 64
 size_t ps_bf16_dp_tiles_bytes(const ps_mat *w);
-void ps_bf16_dp_pack_to(const ps_mat *w, void *dst);
+void ps_bf16_dp_pack_to(const ps_mat *w, int64_t row0, int64_t row1, void *dst);
 /* Row j of a matrix with a tile copy (w->dp_tiles), widened exactly to float32 from the copy:
  * the same floats as widening row j of w->data. */
 void ps_bf16_dp_row_to_f32(const ps_mat *w, int64_t j, float *out);

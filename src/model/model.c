@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #define PS_MAX_DIM (1 << 20) /* sanity bound for every hyperparameter */
 
@@ -822,11 +823,86 @@ static ps_status repack_tiles(ps_model *m, ps_error *err) {
  * file of 1-input rows would grow 32-fold; every real model's widths are multiples of 32). */
 static size_t dp_bytes(const ps_mat *w) { return w->n_in % 32 ? 0 : ps_bf16_dp_tiles_bytes(w); }
 
+/* The float32 vectors and small tensors a forward pass reads from the file (norms, biases,
+ * rope factors, conv weights, sinks): each slot of ps_weights / ps_layer that holds one. */
+static size_t vector_slots(ps_model *m, const float ***slots) {
+    size_t n = 0;
+    const float **g[] = {&m->w.output_norm, &m->w.output_b, &m->w.rope_freqs, &m->w.rope_long,
+                         &m->w.rope_short};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+        if (*g[i]) {
+            if (slots) slots[n] = g[i];
+            n++;
+        }
+    for (int32_t l = 0; l < m->hp.n_layer; l++)
+        for (size_t i = 0; i < ps_n_layer_tensors; i++) {
+            const ps_layer_tensor *e = &ps_layer_tensors[i];
+            if (e->kind != PS_T_VEC && e->kind != PS_T_F32MAT) continue;
+            bool dup = false; /* a field two entries fill (per-head or full q_norm) */
+            for (size_t j = 0; j < i && !dup; j++)
+                dup = ps_layer_tensors[j].field == e->field &&
+                      (ps_layer_tensors[j].kind == PS_T_VEC ||
+                       ps_layer_tensors[j].kind == PS_T_F32MAT);
+            const float **slot = (const float **)((char *)&m->w.layers[l] + e->field);
+            if (dup || !*slot) continue;
+            if (slots) slots[n] = slot;
+            n++;
+        }
+    return n;
+}
+
+/* The bytes from vector `p` to the end of the tensor holding it (0: not a tensor's start). */
+static size_t vector_bytes(const ps_model *m, const float *p) {
+    for (int64_t i = 0; i < ps_gguf_n_tensors(m->gguf); i++) {
+        const ps_gguf_tensor *t = ps_gguf_tensor_at(m->gguf, i);
+        if (t->data == (const void *)p) return (size_t)t->nbytes;
+    }
+    return 0;
+}
+
+/* Moves the vectors out of the file's mapping, into one block of the model's (m->vectors): the
+ * same floats, so the same bits. With the vdpbf16ps copy, whose matrices' file pages are given
+ * back, nothing of the file is read by a forward pass on the native road then. Read in place,
+ * a norm between two copied matrices brings the page cache's folio around it back into the
+ * process: up to 2 MiB a norm where the file was read into large folios (ext4 on Linux 6.16+),
+ * about 100 MB for the Qwen3-0.6B shape. */
+static ps_status copy_vectors(ps_model *m, ps_error *err) {
+    const size_t n = vector_slots(m, NULL);
+    if (n == 0) return PS_OK;
+    const float ***slots = ps_malloc(n * sizeof *slots);
+    if (!slots) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (vector slots)");
+    vector_slots(m, slots);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += (vector_bytes(m, *slots[i]) + 63) & ~(size_t)63;
+    uint8_t *v = total ? ps_aligned_alloc(64, total) : NULL;
+    if (total && !v) {
+        ps_free(slots);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for the weights' vectors (%.1f MiB)",
+                       (double)total / 1048576.0);
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        const size_t b = vector_bytes(m, *slots[i]);
+        if (!b) continue;
+        memcpy(v + off, *slots[i], b);
+        (void)ps_gguf_drop_pages(m->gguf, *slots[i], b);
+        *slots[i] = (const float *)(v + off);
+        off += (b + 63) & ~(size_t)63;
+    }
+    ps_free(slots);
+    m->vectors = v;
+    return PS_OK;
+}
+
 static ps_status repack_dp(ps_model *m, ps_error *err) {
     const size_t n = LAYER_MATRICES * (size_t)m->hp.n_layer + 1;
     const size_t total = copy_bytes(m, dp_bytes);
     if (total == 0) return PS_OK;
     const double t0 = ps_now_s();
+    /* first: reading a vector maps the folio around it, matrix pages included, which the
+     * matrices' copy below then gives back */
+    ps_status st = copy_vectors(m, err);
+    if (st) return st;
     const size_t huge = (size_t)2 << 20;
     uint8_t *t = copy_alloc(total, huge, "vdpbf16ps", err);
     if (!t) return PS_ERR_NOMEM; /* err set by copy_alloc */
@@ -841,12 +917,28 @@ static ps_status repack_dp(ps_model *m, ps_error *err) {
     for (size_t i = 0; i < n; i++) {
         ps_mat *w = matmul_weight(m, i);
         if (w->type != PS_GGML_BF16 || !w->data || !dp_bytes(w)) continue;
-        ps_gguf_load_pages(m->gguf, w->data, w->row_bytes * (size_t)w->n_out);
-        ps_bf16_dp_pack_to(w, t + off);
+        /* in slices of about 8 MiB of the file: mapped in one call, copied, given back, so
+         * that the load holds the copy and one slice (not the copy and the 311 MB output of
+         * the Qwen3-0.6B shape) */
+        const uint8_t *d = w->data;
+        const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        const int64_t rows = PS_MAX((int64_t)1, ((int64_t)8 << 20) / (int64_t)w->row_bytes /
+                                                    PS_BF16_DP_ROWS) * PS_BF16_DP_ROWS;
+        for (int64_t r0 = 0; r0 < w->n_out; r0 += rows) {
+            const int64_t r1 = PS_MIN(w->n_out, r0 + rows);
+            ps_gguf_load_pages(m->gguf, d + (size_t)r0 * w->row_bytes,
+                               (size_t)(r1 - r0) * w->row_bytes);
+            ps_bf16_dp_pack_to(w, r0, r1, t + off);
+            /* from the page holding row r0 (its start was copied with the slice before),
+             * but not before the matrix: the page it starts in may hold another tensor */
+            const uintptr_t lo = r0 ? (uintptr_t)(d + (size_t)r0 * w->row_bytes) & ~(page - 1)
+                                    : (uintptr_t)d;
+            if (ps_gguf_drop_pages(m->gguf, (const void *)lo,
+                                   (uintptr_t)(d + (size_t)r1 * w->row_bytes) - lo))
+                dropped += (size_t)(r1 - r0) * w->row_bytes;
+        }
         w->dp_tiles = t + off;
         off += dp_bytes(w);
-        if (ps_gguf_drop_pages(m->gguf, w->data, w->row_bytes * (size_t)w->n_out))
-            dropped += w->row_bytes * (size_t)w->n_out;
     }
     if (tied) m->w.token_embd.dp_tiles = m->w.output.dp_tiles;
     m->tiles = t;
@@ -859,6 +951,7 @@ static ps_status repack_dp(ps_model *m, ps_error *err) {
 void ps_model_free(ps_model *m) {
     if (!m) return;
     ps_free(m->tiles);
+    ps_free(m->vectors);
     ps_vocab_free(m->vocab);
     ps_free(m->w.layers);
     ps_gguf_close(m->gguf);

@@ -184,7 +184,8 @@ typedef struct {
 extern const ps_layer_tensor ps_layer_tensors[];
 extern const size_t ps_n_layer_tensors;
 
-/* Read-only weights, all pointing into the mapping. */
+/* Read-only weights, pointing into the mapping (the vectors into the model's copy of them
+ * where the vdpbf16ps copy is made: copy_vectors). */
 typedef struct {
     ps_mat token_embd;         /* n_embd -> n_vocab rows: row t is token t's embedding */
     ps_layer *layers;          /* n_layer */
@@ -203,6 +204,8 @@ struct ps_model {
     ps_gguf *gguf;            /* the mapping the weights live in */
     void *tiles;              /* the AMX or vdpbf16ps tile copies of the BF16 matrices (one
                                * block), or NULL */
+    void *vectors;            /* the weights' float32 vectors, copied out of the mapping with
+                               * the vdpbf16ps copy (model.c, copy_vectors), or NULL */
     int64_t tile_extra;       /* resident bytes that copy adds to the file's (ps_model_costs) */
     bool tiles_amx;           /* the copy is the AMX one */
     ps_model_info info;
