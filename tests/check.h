@@ -68,6 +68,18 @@ static inline int ps_test_ci(void) {
         fputc('\n', stderr);                                                          \
     } while (0)
 
+/* Turns template `path` ("/tmp/ps-test-...-XXXXXX", rewritten in place) into an empty file
+ * for a test to write a model into; false, with a skip, when none can be made. */
+static inline bool ps_test_temp_file(char *path) {
+    const int fd = mkstemp(path);
+    if (fd < 0) {
+        SKIP("no temp file for %s", path);
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
 /* A case about an instruction set this CPU does not have: not a failure, not a skip. Say
  * which feature, e.g. PS_TEST_CPU_LACKS("AVX-512 BF16 (vdpbf16ps): bf16 tile kernel"). */
 #define PS_TEST_CPU_LACKS(...)                                                        \

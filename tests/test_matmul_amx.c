@@ -276,12 +276,7 @@ static void test_sessions(void) {
     enum { N = 40 };
     for (size_t t = 0; t < PS_ARRAY_LEN(types); t++) {
         char path[] = "/tmp/ps-test-amx-XXXXXX";
-        int fd = mkstemp(path);
-        if (fd < 0) {
-            SKIP("no temp file");
-            return;
-        }
-        close(fd);
+        if (!ps_test_temp_file(path)) return;
         const bool kmix = types[t] == PS_GGML_Q4_K;
         const char *tn = kmix ? "q4_k_m" : ps_ggml_type_name(types[t]);
         ps_genmodel_params gp = ps_genmodel_default_params();
@@ -362,12 +357,7 @@ static void test_sessions(void) {
  * AUTO sessions work (on the AVX-512 / AVX2 paths). */
 static void test_refused_session(void) {
     char path[] = "/tmp/ps-test-amx-none-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        SKIP("no temp file");
-        return;
-    }
-    close(fd);
+    if (!ps_test_temp_file(path)) return;
     ps_genmodel_params gp = ps_genmodel_default_params();
     gp.type = PS_GGML_BF16;
     ps_error e;

@@ -84,12 +84,7 @@ static void test_copy(bool tied, int32_t n_ff) {
     char tag[32];
     snprintf(tag, sizeof tag, "%s, ffn %d", tied ? "tied" : "untied", (int)n_ff);
     char path[] = "/tmp/ps-test-repack-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        SKIP("no temp file");
-        return;
-    }
-    close(fd);
+    if (!ps_test_temp_file(path)) return;
     ps_genmodel_params gp = ps_genmodel_default_params();
     snprintf(gp.arch, sizeof gp.arch, "llama");
     gp.type = PS_GGML_BF16;
@@ -189,12 +184,7 @@ static void test_folios(void) {
         return;
     }
     char path[] = "/tmp/ps-test-repack-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        SKIP("no temp file");
-        return;
-    }
-    close(fd);
+    if (!ps_test_temp_file(path)) return;
     ps_genmodel_params gp = ps_genmodel_default_params();
     snprintf(gp.arch, sizeof gp.arch, "llama");
     gp.type = PS_GGML_BF16;

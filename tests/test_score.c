@@ -304,12 +304,7 @@ static void test_chunk_geometry_generated(void) {
     CHECK(ps_pool_create(2, &p2) == PS_OK);
     for (size_t mi = 0; mi < sizeof models / sizeof models[0] && p2; mi++) {
         char path[] = "/tmp/ps-test-score-geom-XXXXXX";
-        int fd = mkstemp(path);
-        if (fd < 0) {
-            SKIP("no temp file");
-            break;
-        }
-        close(fd);
+        if (!ps_test_temp_file(path)) break;
         ps_genmodel_params gp = ps_genmodel_default_params();
         snprintf(gp.arch, sizeof gp.arch, "%s", models[mi].arch);
         gp.type = models[mi].type;
@@ -623,12 +618,7 @@ static long run_child(const char *path, int32_t n) {
 
 static void test_peak_memory(void) {
     char path[] = "/tmp/ps-test-score-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        SKIP("no temp file");
-        return;
-    }
-    close(fd);
+    if (!ps_test_temp_file(path)) return;
     ps_genmodel_params gp = ps_genmodel_default_params();
     gp.n_vocab = 4096;
     gp.n_embd = 128;
@@ -664,12 +654,7 @@ static void test_peak_memory(void) {
  * logits are those after position 270 (where token 300 sits), in the second chunk. */
 static void test_nan_position(void) {
     char path[] = "/tmp/ps-test-score-nan-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        SKIP("no temp file");
-        return;
-    }
-    close(fd);
+    if (!ps_test_temp_file(path)) return;
     ps_genmodel_params gp = ps_genmodel_default_params(); /* tiny: F32, vocab 512, ctx 512 */
     ps_error e;
     void *buf = NULL;
@@ -735,12 +720,7 @@ static void test_act_generated(void) {
     enum { N = 16 };
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         char path[] = "/tmp/ps-test-score-act-XXXXXX";
-        int fd = mkstemp(path);
-        if (fd < 0) {
-            SKIP("no temp file");
-            return;
-        }
-        close(fd);
+        if (!ps_test_temp_file(path)) return;
         const char *tn = ps_ggml_type_name(types[t]);
         ps_genmodel_params gp = ps_genmodel_default_params();
         snprintf(gp.arch, sizeof gp.arch, "qwen3");

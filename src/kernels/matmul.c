@@ -10,6 +10,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
 #include "base/prof.h"
+#include "kernels/quant.h"
 #include "kernels/types.h"
 
 size_t ps_matmul_scratch_floats(int64_t max_n_in) {
@@ -33,6 +34,14 @@ void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_
     }
     ps_mmf(env, w, ps_wtype_to_f32(t, env->isa), x, ldx, n_rows, y, ldy);
     ps_prof_add(PS_PROF_MATMUL, t0);
+}
+
+void ps_mat_row_to_f32(ps_isa isa, const ps_mat *w, int64_t j, float *out) {
+    if (w->dp_tiles)
+        ps_bf16_dp_row_to_f32(w, j, out);
+    else
+        ps_quant_row_to_f32(isa, w->type, (const uint8_t *)w->data + (size_t)j * w->row_bytes,
+                            out, w->n_in);
 }
 
 void ps_matmul_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items) {

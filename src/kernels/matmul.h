@@ -35,6 +35,11 @@ size_t ps_matmul_scratch_floats(int64_t max_n_in);
 void ps_matmul(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                int64_t n_rows, float *y, int64_t ldy);
 
+/* Row j of w (n_in floats, exactly its weights widened): from the vdpbf16ps tile copy where w
+ * has one (a tied token_embd whose file pages the copy gave back), else from w's row in its
+ * type. What the forward pass reads an embedding with. */
+void ps_mat_row_to_f32(ps_isa isa, const ps_mat *w, int64_t j, float *out);
+
 /* Every item's products, each bitwise what ps_matmul(env, &w[m], x, ldx, n_rows, y[m], ldy)
  * gives on its own (the plain form: that loop). When all matrices share one type, n_in, n_out
  * and n_w and the type's native kernel has a grouped form (Q8_0 and the integer block types,

@@ -42,8 +42,7 @@
 #include "run/deltanet.h"
 #include "run/moe.h"
 #include "base/prof.h"
-#include "kernels/matmul_float.h"
-#include "kernels/quant.h"
+#include "kernels/matmul.h"
 #include "kernels/vecmath.h"
 
 #include <math.h>
@@ -167,13 +166,7 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
             ps_rope_angles(&r, s->row_pos[i], s->rope_cos_swa + i * half,
                            s->rope_sin_swa + i * half);
         }
-        if (w->token_embd.dp_tiles) /* tied to a BF16 output with a tile copy (model.c) */
-            ps_bf16_dp_row_to_f32(&w->token_embd, job->tokens[i], x);
-        else
-            ps_quant_row_to_f32(s->isa, w->token_embd.type,
-                                (const uint8_t *)w->token_embd.data +
-                                    (size_t)job->tokens[i] * w->token_embd.row_bytes,
-                                x, d);
+        ps_mat_row_to_f32(s->isa, &w->token_embd, job->tokens[i], x);
         /* gemma: x * sqrtf(n_embd), one float multiply per element (ggml_scale) */
         for (int64_t j = 0; hp->embd_scale != 0.0f && j < d; j++) x[j] *= hp->embd_scale;
         if (L->attn_norm) ps_rmsnorm_f32(s->isa, xb, x, L->attn_norm, d, hp->rms_eps);
