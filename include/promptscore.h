@@ -232,7 +232,8 @@ typedef struct {
                           * (info.tile_bytes), where PS_ISA does not turn that kernel off:
                           * where AMX is usable, its tile layout (as many bytes again as the
                           * BF16 weights); else, with AVX-512 BF16, the vdpbf16ps tile layout,
-                          * which replaces the file's pages of those matrices in memory (they
+                          * which replaces the file's pages of those matrices in memory (with
+                          * the float32 norm and bias vectors, copied out too; the matrices
                           * are read again only by a session on another road: act f32, or an
                           * ISA without AVX-512). Without the copy the kernel builds its tiles
                           * per call: the same results, slower */

@@ -180,7 +180,8 @@ out:
 static void test_folios(void) {
     if (!ps_cpu_has_avx512bf16() || ps_isa_best() != PS_ISA_AVX512 ||
         (ps_cpu_has_amx() && ps_isa_env_amx() != 0)) {
-        SKIP("no vdpbf16ps copy on this CPU");
+        PS_TEST_CPU_LACKS("the vdpbf16ps copy (AVX-512 BF16, and no AMX, whose copy keeps "
+                          "the file's pages)");
         return;
     }
     char path[] = "/tmp/ps-test-repack-XXXXXX";
