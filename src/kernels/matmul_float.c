@@ -458,6 +458,17 @@ typedef struct {
     size_t row_bytes, lines_per_row, line, lines;
 } bf16_pf;
 
+/* The next tile's `rows` rows of the file's layout, row_bytes apart. */
+static bf16_pf bf16_pf_rows(const uint8_t *base, size_t row_bytes, int64_t rows) {
+    const size_t per_row = (row_bytes + 63) / 64;
+    return (bf16_pf){base, row_bytes, per_row, 0, per_row * (size_t)rows};
+}
+
+/* The next tile of the copy made at load: one contiguous stream of `bytes` (one "row"). */
+static bf16_pf bf16_pf_stream(const uint8_t *base, size_t bytes) {
+    return (bf16_pf){base, 0, bytes / 64, 0, bytes / 64};
+}
+
 static inline void bf16_pf_step(bf16_pf *pf, int count) {
     for (int i = 0; i < count && pf->line < pf->lines; i++, pf->line++) {
         const size_t row = pf->line / pf->lines_per_row, off = pf->line % pf->lines_per_row;
@@ -721,7 +732,7 @@ static void bf16_tile_task(void *ctx, int64_t task, int32_t thread) {
     float *acc = buf + (job->env->scratch_stride - BF16_ACC);
     const int64_t next = (task + job->n_threads) * BF16_TW;
     const uint16_t *tile;
-    bf16_pf pf = {NULL, w->row_bytes, (w->row_bytes + 63) / 64, 0, 0};
+    bf16_pf pf = {NULL, 0, 1, 0, 0};
     if (w->dp_tiles) {
         /* packed at load: the task's tile in place, the next one prefetched as one stream of
          * its groups' lines */
@@ -729,9 +740,9 @@ static void bf16_tile_task(void *ctx, int64_t task, int32_t thread) {
         tile = (const uint16_t *)((const uint8_t *)w->dp_tiles + (size_t)task * per_task);
         if (next < w->n_out) {
             const size_t groups = (size_t)((PS_MIN((int64_t)BF16_TW, w->n_out - next) + 3) / 4);
-            pf.base = (const uint8_t *)w->dp_tiles + (size_t)(task + job->n_threads) * per_task;
-            pf.row_bytes = 0;
-            pf.lines_per_row = pf.lines = groups * per_group / 64;
+            pf = bf16_pf_stream((const uint8_t *)w->dp_tiles +
+                                    (size_t)(task + job->n_threads) * per_task,
+                                groups * per_group);
         }
     } else {
         uint16_t *own = (uint16_t *)buf;
@@ -739,10 +750,9 @@ static void bf16_tile_task(void *ctx, int64_t task, int32_t thread) {
                   w->n_in, own);
         tile = own;
         /* the next tile this thread likely takes, prefetched over this task's work */
-        if (next < w->n_out) {
-            pf.base = (const uint8_t *)w->data + (size_t)next * w->row_bytes;
-            pf.lines = pf.lines_per_row * (size_t)PS_MIN((int64_t)BF16_TW, w->n_out - next);
-        }
+        if (next < w->n_out)
+            pf = bf16_pf_rows((const uint8_t *)w->data + (size_t)next * w->row_bytes,
+                              w->row_bytes, PS_MIN((int64_t)BF16_TW, w->n_out - next));
     }
     tile_bf16(tile, nw, (const uint16_t *)job->slot, job->ldb, job->n_pass, w->n_in,
               job->y + job->row0 * job->ldy + j0, job->ldy, acc, &pf);
