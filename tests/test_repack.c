@@ -80,22 +80,29 @@ static bool forward(ps_model *m, ps_act act, float *out, ps_error *e) {
     return ok;
 }
 
-static void test_copy(bool tied, int32_t n_ff) {
-    char tag[32];
-    snprintf(tag, sizeof tag, "%s, ffn %d", tied ? "tied" : "untied", (int)n_ff);
-    char path[] = "/tmp/ps-test-repack-XXXXXX";
-    if (!ps_test_temp_file(path)) return;
+/* A gen-model BF16 llama of 8 / 4 heads and a 32,000-token vocabulary. */
+static ps_genmodel_params bf16_llama(int32_t n_layer, int32_t n_embd, int32_t n_ff, bool tied,
+                                     uint64_t seed) {
     ps_genmodel_params gp = ps_genmodel_default_params();
     snprintf(gp.arch, sizeof gp.arch, "llama");
     gp.type = PS_GGML_BF16;
-    gp.n_layer = 2;
-    gp.n_embd = 512;
+    gp.n_layer = n_layer;
+    gp.n_embd = n_embd;
     gp.n_ff = n_ff;
     gp.n_head = 8;
     gp.n_head_kv = 4;
     gp.n_vocab = 32000;
     gp.tied = tied;
-    gp.seed = tied ? 3 : 4;
+    gp.seed = seed;
+    return gp;
+}
+
+static void test_copy(bool tied, int32_t n_ff) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "%s, ffn %d", tied ? "tied" : "untied", (int)n_ff);
+    char path[] = "/tmp/ps-test-repack-XXXXXX";
+    if (!ps_test_temp_file(path)) return;
+    const ps_genmodel_params gp = bf16_llama(2, 512, n_ff, tied, tied ? 3 : 4);
     ps_error e;
     if (ps_genmodel_write(&gp, path, &e) != PS_OK) {
         CHECKF(0, "%s model: %s", tag, e.message);
@@ -186,17 +193,7 @@ static void test_folios(void) {
     }
     char path[] = "/tmp/ps-test-repack-XXXXXX";
     if (!ps_test_temp_file(path)) return;
-    ps_genmodel_params gp = ps_genmodel_default_params();
-    snprintf(gp.arch, sizeof gp.arch, "llama");
-    gp.type = PS_GGML_BF16;
-    gp.n_layer = 8;
-    gp.n_embd = 1024;
-    gp.n_ff = 3072;
-    gp.n_head = 8;
-    gp.n_head_kv = 4;
-    gp.n_vocab = 32000;
-    gp.tied = true;
-    gp.seed = 5;
+    const ps_genmodel_params gp = bf16_llama(8, 1024, 3072, true, 5);
     ps_error e;
     ps_model *m = NULL;
     CHECKF(ps_genmodel_write(&gp, path, &e) == PS_OK, "folio model: %s", e.message);
