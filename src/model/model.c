@@ -862,10 +862,11 @@ static size_t vector_bytes(const ps_model *m, const float *p) {
 
 /* Moves the vectors out of the file's mapping, into one block of the model's (m->vectors): the
  * same floats, so the same bits. With the vdpbf16ps copy, whose matrices' file pages are given
- * back, nothing of the file is read by a forward pass on the native road then. Read in place,
- * a norm between two copied matrices brings the page cache's folio around it back into the
- * process: up to 2 MiB a norm where the file was read into large folios (ext4 on Linux 6.16+),
- * about 100 MB for the Qwen3-0.6B shape. */
+ * back, a forward pass on the native road then reads of the file only what the copy leaves out
+ * (an untied token_embd's rows, matrices it does not take). Read in place, a norm between two
+ * copied matrices brings the page cache's folio around it back into the process: up to 2 MiB
+ * a norm where the file was read into large folios (ext4 on Linux 6.16+), about 160 MB for
+ * the Qwen3-0.6B shape. */
 static ps_status copy_vectors(ps_model *m, ps_error *err) {
     const size_t n = vector_slots(m, NULL);
     if (n == 0) return PS_OK;
