@@ -47,6 +47,11 @@ int ps_isa_env_amx(void);
 typedef void (*ps_pool_fn)(void *ctx, int64_t task, int32_t thread_index);
 void ps_pool_for(ps_pool *pool, int64_t n_tasks, ps_pool_fn fn, void *ctx);
 
+/* ps_pool_for with the tasks in contiguous runs per thread: thread t starts at t x n_tasks / T
+ * and goes up; a thread that runs out takes the back half of the fullest remaining range. For
+ * tasks whose neighbours share memory (the tiles of one weight matrix). The same contract. */
+void ps_pool_for_runs(ps_pool *pool, int64_t n_tasks, ps_pool_fn fn, void *ctx);
+
 /* Positions per forward pass and per top-K call: part of the definition of a score. */
 #define PS_CHUNK 256
 

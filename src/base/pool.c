@@ -1,33 +1,59 @@
 /*
  * pool.c — a fixed set of pthreads that runs parallel-for loops.
  *
- * ps_pool_for(pool, n, fn, ctx) publishes one job (fn, ctx, n) under a mutex, wakes the
- * workers, and every thread (the caller too) takes task indices from one atomic counter until
- * they run out; the caller then waits until all workers have finished the job. Which thread runs
- * which task varies from run to run, so kernels must make every task's result independent of
- * that (they do: each task writes its own rows). One job runs at a time per pool.
+ * ps_pool_for(pool, n, fn, ctx) publishes one job (fn, ctx, n) and bumps a generation counter;
+ * every thread (the caller too) takes task indices from one atomic counter until they run out,
+ * and the caller then waits until all workers have finished the job. Which thread runs which
+ * task varies from run to run, so kernels must make every task's result independent of that
+ * (they do: each task writes its own rows). One job runs at a time per pool.
+ *
+ * ps_pool_for_runs hands the tasks out in runs instead: thread t starts at t x n / T and takes
+ * the next index of its own range [front, back), so each thread walks a contiguous stretch (of
+ * a weight matrix, for the matmul tiles); a thread whose range is empty takes the back half of
+ * the fullest other range as its own. Each range is one 64-bit atomic (front, back) changed by
+ * compare-and-swap: the owner moves front up, a thief moves back down, and the pair is the whole
+ * state of what the range still holds, so a swap that succeeds acts on exactly that. Measured on
+ * the Q4_K matmul tiles of a Qwen3-0.6B-shaped pass at two threads (alternating runs): the same
+ * work 12% faster in contiguous halves than in one shared order, whose neighbouring tiles (and
+ * the next tile each prefetches) the two threads split between them.
+ *
+ * Waiting polls before it sleeps: a worker that has finished a job watches the generation for
+ * up to SPIN_NS, and the caller watches the workers' count the same way, before either blocks
+ * on its condition variable. A forward pass runs hundreds of short jobs back to back (a
+ * matrix product is two), and waking a sleeping thread through the kernel costs tens of
+ * microseconds on a VM (27 us a job, measured with two threads, against about 1 us polling).
+ * A pool with more threads than online CPUs never polls: the thread it waits for may need the
+ * core it would hold. A sleeper is woken under `mu`, so no wake-up is lost: it checks the
+ * counter under `mu` before it waits, and the publisher takes `mu` to broadcast after the bump.
  */
 #include "base/impl.h"
+#include "base/testhooks.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
+
+#define SPIN_NS 200000 /* how long a waiting thread polls before it sleeps */
 
 struct ps_pool {
     int32_t n_threads;
+    bool spin;                 /* poll before sleeping (threads <= online CPUs) */
     pthread_t *threads;
     pthread_mutex_t run_lock;  /* one ps_pool_for at a time */
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;        /* the sleeps on cv_work and cv_done */
     pthread_cond_t cv_work;
     pthread_cond_t cv_done;
-    uint64_t generation;       /* bumped for every job */
-    int32_t n_active;          /* workers still inside the current job */
-    bool stop;
-    /* the current job */
+    _Atomic uint64_t generation; /* bumped (release) for every job, after its fields are set */
+    _Atomic int32_t n_active;    /* workers still inside the current job */
+    _Atomic bool stop;
+    /* the current job: written before the generation's bump, read after it */
     ps_pool_fn fn;
     void *ctx;
     int64_t n_tasks;
+    bool runs;                 /* ps_pool_for_runs: the ranges below, not `next` */
     _Atomic int64_t next;
+    _Atomic uint64_t *range;   /* per thread: back << 32 | front (ps_pool_for_runs) */
 };
 
 typedef struct {
@@ -35,11 +61,99 @@ typedef struct {
     int32_t index;
 } worker_arg;
 
+#ifdef PS_TESTING
+static _Atomic int test_poll = -1;
+void ps_test_pool_poll(int mode) { atomic_store(&test_poll, mode < 0 ? -1 : mode > 0); }
+#endif
+
+static inline uint64_t range_of(uint32_t front, uint32_t back) {
+    return (uint64_t)back << 32 | front;
+}
+
+/* The front index of range r taken into *task; false when r is empty. */
+static bool take_front(_Atomic uint64_t *r, int64_t *task) {
+    uint64_t v = atomic_load(r);
+    for (;;) {
+        const uint32_t f = (uint32_t)v, b = (uint32_t)(v >> 32);
+        if (f >= b) return false;
+        if (atomic_compare_exchange_weak(r, &v, range_of(f + 1, b))) {
+            *task = f;
+            return true;
+        }
+    }
+}
+
+/* The back half (rounded up) of the fullest range but `self`'s moved into `self`'s (empty) range;
+ * false when every other range is empty. */
+static bool steal_half(ps_pool *p, int32_t self) {
+    for (;;) {
+        int32_t victim = -1;
+        uint32_t most = 0;
+        for (int32_t t = 0; t < p->n_threads; t++) {
+            const uint64_t v = atomic_load(&p->range[t]);
+            const uint32_t f = (uint32_t)v, b = (uint32_t)(v >> 32);
+            if (t != self && f < b && b - f > most) {
+                most = b - f;
+                victim = t;
+            }
+        }
+        if (victim < 0) return false;
+        uint64_t v = atomic_load(&p->range[victim]);
+        const uint32_t f = (uint32_t)v, b = (uint32_t)(v >> 32);
+        if (f >= b) continue;
+        const uint32_t k = (b - f + 1) / 2;
+        if (atomic_compare_exchange_strong(&p->range[victim], &v, range_of(f, b - k))) {
+            atomic_store(&p->range[self], range_of(b - k, b));
+            return true;
+        }
+    }
+}
+
 static void run_tasks(ps_pool *p, int32_t thread_index) {
+    if (p->runs) {
+        int64_t i;
+        do {
+            while (take_front(&p->range[thread_index], &i)) p->fn(p->ctx, i, thread_index);
+        } while (steal_half(p, thread_index));
+        return;
+    }
     for (;;) {
         int64_t i = atomic_fetch_add(&p->next, 1);
         if (i >= p->n_tasks) break;
         p->fn(p->ctx, i, thread_index);
+    }
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Polls for up to SPIN_NS (none unless p->spin) until the job's generation differs from seen
+ * (want_idle false) or no worker is active (want_idle true); true when it saw that. */
+static bool poll_for(ps_pool *p, uint64_t seen, bool want_idle) {
+    if (!p->spin) return false;
+    int64_t t0 = 0;
+    for (uint32_t i = 0;; i++) {
+        if (want_idle ? atomic_load_explicit(&p->n_active, memory_order_acquire) == 0
+                      : atomic_load_explicit(&p->generation, memory_order_acquire) != seen ||
+                            atomic_load_explicit(&p->stop, memory_order_relaxed))
+            return true;
+        cpu_relax();
+        if (i % 64 == 63) { /* the clock every 64 polls */
+            int64_t t = now_ns();
+            if (t0 == 0) t0 = t;
+            else if (t - t0 > SPIN_NS) return false;
+        }
     }
 }
 
@@ -49,17 +163,22 @@ static void *worker_main(void *arg) {
     int32_t index = wa->index;
     ps_free(wa);
     uint64_t seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->generation == seen) pthread_cond_wait(&p->cv_work, &p->mu);
-        if (p->stop) break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
+        if (!poll_for(p, seen, false)) {
+            pthread_mutex_lock(&p->mu);
+            while (!atomic_load(&p->stop) && atomic_load(&p->generation) == seen)
+                pthread_cond_wait(&p->cv_work, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop)) break;
+        seen = atomic_load_explicit(&p->generation, memory_order_acquire);
         run_tasks(p, index);
-        pthread_mutex_lock(&p->mu);
-        if (--p->n_active == 0) pthread_cond_signal(&p->cv_done);
+        if (atomic_fetch_sub_explicit(&p->n_active, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -73,13 +192,19 @@ ps_status ps_pool_create(int32_t n_threads, ps_pool **out) {
     ps_pool *p = ps_calloc(1, sizeof *p);
     if (!p) return PS_ERR_NOMEM;
     p->n_threads = n_threads;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    p->spin = online > 0 && n_threads <= online;
+#ifdef PS_TESTING
+    if (atomic_load(&test_poll) >= 0) p->spin = atomic_load(&test_poll) == 1;
+#endif
     pthread_mutex_init(&p->run_lock, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_work, NULL);
     pthread_cond_init(&p->cv_done, NULL);
     if (n_threads > 1) {
         p->threads = ps_calloc((size_t)n_threads - 1, sizeof(pthread_t));
-        if (!p->threads) {
+        p->range = ps_calloc((size_t)n_threads, sizeof *p->range);
+        if (!p->threads || !p->range) {
             p->n_threads = 1;
             ps_pool_free(p);
             return PS_ERR_NOMEM;
@@ -105,11 +230,12 @@ ps_status ps_pool_create(int32_t n_threads, ps_pool **out) {
 void ps_pool_free(ps_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->stop = true;
+    atomic_store(&p->stop, true);
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
     for (int32_t i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
     ps_free(p->threads);
+    ps_free((void *)p->range);
     pthread_cond_destroy(&p->cv_work);
     pthread_cond_destroy(&p->cv_done);
     pthread_mutex_destroy(&p->mu);
@@ -119,25 +245,41 @@ void ps_pool_free(ps_pool *p) {
 
 int32_t ps_pool_size(const ps_pool *p) { return p ? p->n_threads : 1; }
 
-void ps_pool_for(ps_pool *p, int64_t n_tasks, ps_pool_fn fn, void *ctx) {
+static void pool_run(ps_pool *p, int64_t n_tasks, ps_pool_fn fn, void *ctx, bool runs) {
     if (n_tasks <= 0) return;
     if (!p || p->n_threads == 1 || n_tasks == 1) {
         for (int64_t i = 0; i < n_tasks; i++) fn(ctx, i, 0);
         return;
     }
     pthread_mutex_lock(&p->run_lock);
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
+    p->runs = runs && n_tasks <= UINT32_MAX;
     atomic_store(&p->next, 0);
-    p->n_active = p->n_threads - 1;
-    p->generation++;
+    if (p->runs)
+        for (int32_t t = 0; t < p->n_threads; t++)
+            atomic_store(&p->range[t], range_of((uint32_t)(n_tasks * t / p->n_threads),
+                                                (uint32_t)(n_tasks * (t + 1) / p->n_threads)));
+    atomic_store(&p->n_active, p->n_threads - 1);
+    const uint64_t gen = atomic_load(&p->generation);
+    atomic_store_explicit(&p->generation, gen + 1, memory_order_release);
+    pthread_mutex_lock(&p->mu); /* a worker asleep, or about to sleep, on the old generation */
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
     run_tasks(p, 0);
-    pthread_mutex_lock(&p->mu);
-    while (p->n_active > 0) pthread_cond_wait(&p->cv_done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    if (!poll_for(p, gen, true)) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->n_active) > 0) pthread_cond_wait(&p->cv_done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
     pthread_mutex_unlock(&p->run_lock);
+}
+
+void ps_pool_for(ps_pool *p, int64_t n_tasks, ps_pool_fn fn, void *ctx) {
+    pool_run(p, n_tasks, fn, ctx, false);
+}
+
+void ps_pool_for_runs(ps_pool *p, int64_t n_tasks, ps_pool_fn fn, void *ctx) {
+    pool_run(p, n_tasks, fn, ctx, true);
 }

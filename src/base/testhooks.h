@@ -30,7 +30,7 @@
  * ps_test_mmq_pack_plain(true) (matmul_quant.c) packs the k-quant tiles by the plain packer.
  *
  * ps_test_pcache_hash_bits(n) (prefix_cache.c; test builds only, PS_TESTING) forces collisions
- * of the prefix cache's chain hash.
+ * of the prefix cache's chain hash. ps_test_pool_poll(mode) (pool.c) sets how new pools wait.
  */
 #ifndef PS_TESTHOOKS_H
 #define PS_TESTHOOKS_H
@@ -65,6 +65,11 @@ void ps_test_mmq_pack_plain(bool on);
  * apart: a test then proves that a hit is decided by the ids, never by the hash. bits < 0 (the
  * default) or >= 64: the full hash. Process-wide; set it while no score runs. */
 void ps_test_pcache_hash_bits(int bits);
+
+/* How the pools created after this call wait (pool.c): 1 poll before sleeping, 0 sleep at
+ * once, -1 (the default) poll when the pool has no more threads than online CPUs. So that a
+ * test runs both waits on any machine. Process-wide. */
+void ps_test_pool_poll(int mode);
 #endif
 
 typedef struct {

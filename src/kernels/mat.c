@@ -81,7 +81,7 @@ static void mm_group_quant_task(void *ctx, int64_t q, int32_t thread) {
 static void mm_group_tile_task(void *ctx, int64_t t, int32_t thread) {
     const mm_group_pass *p = ctx;
     const ps_mm_group_kernel *k = p->k;
-    const int64_t ahead = t + 2 * k->n_threads; /* the tile two rounds ahead, prefetched */
+    const int64_t ahead = t + 2; /* this thread's tile after next (ps_pool_for_runs), prefetched */
     if (ahead < p->n_segs * p->n_w * k->n_tiles) {
         const mm_group_task a = mm_group_task_at(p->items, p->segs, p->n_w, k->n_tiles, ahead);
         k->prefetch(&a.item->w[a.m], a.tile);
@@ -100,8 +100,8 @@ void ps_mm_group_run(ps_pool *pool, const ps_mm_item *items, int32_t n_items,
     while ((p.n_segs = ps_mm_plan(items, n_items, &item, &row, k->n_threads, k->slot_rows,
                                   k->align, segs)) > 0) {
         const ps_mm_seg *last = &segs[p.n_segs - 1];
-        ps_pool_for(pool, last->q0 + last->n, mm_group_quant_task, &p);
+        ps_pool_for_runs(pool, last->q0 + last->n, mm_group_quant_task, &p);
         if (k->prep) k->prep(k->job, segs, p.n_segs);
-        ps_pool_for(pool, p.n_segs * p.n_w * k->n_tiles, mm_group_tile_task, &p);
+        ps_pool_for_runs(pool, p.n_segs * p.n_w * k->n_tiles, mm_group_tile_task, &p);
     }
 }

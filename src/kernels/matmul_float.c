@@ -450,8 +450,8 @@ void ps_bf16_dp_pack_to(const ps_mat *w, int64_t row0, int64_t row1, void *dst) 
                   (uint16_t *)((uint8_t *)dst + (size_t)t * per_task));
 }
 
-/* Software prefetch of the tile a thread will likely take next (the pool hands tasks out in
- * order: task + threads), a few lines at a time between micro-kernel calls, so that its
+/* Software prefetch of the tile a thread takes next (the pool hands tiles out in runs,
+ * ps_pool_for_runs: task + 1), a few lines at a time between micro-kernel calls, so that its
  * packing reads L2 and not DRAM while this task computes. */
 typedef struct {
     const uint8_t *base; /* the next tile's first row, or NULL */
@@ -635,13 +635,12 @@ typedef struct {
     int64_t ldx, n_rows;
     float *y;
     int64_t ldy;
-    int32_t n_threads;
     ps_row_to_f32_fn to_f32; /* widens a weight row into the tile (unused for F32) */
 } mm_job;
 
-/* Weights stream from memory once per call: ask for a tile this thread is likely to take
- * soon (task + threads) now, into L2, so its conversion or packing
- * does not wait on DRAM. */
+/* Weights stream from memory once per call: ask for the tile this thread takes next (task + 1:
+ * the tiles run in contiguous stretches per thread, ps_pool_for_runs) now, into L2, so its
+ * conversion or packing does not wait on DRAM. */
 static void prefetch_tile(const ps_mat *w, int64_t next) {
     const int64_t row0 = next * MM_TILE;
     if (row0 < w->n_out) {
@@ -670,7 +669,7 @@ static void mm_task(void *ctx, int64_t task, int32_t thread) {
             rows[j] = dst;
         }
     }
-    prefetch_tile(w, task + job->n_threads);
+    prefetch_tile(w, task + 1); /* ps_pool_for_runs: this thread's next tile */
     float *y = job->y + j0;
     switch (job->env->isa) {
 #if defined(__x86_64__)
@@ -696,7 +695,6 @@ typedef struct {
     int64_t ldx, row0;
     float *y;
     int64_t ldy;
-    int32_t n_threads;
     bool dp;         /* vdpbf16ps on bf16 rows; else float32 rows through mm_task */
     bool amx;        /* AMX tdpbf16ps on the same bf16 rows (dp is true too) */
     bool f16;        /* F16 weights: the rows rounded to half instead (float32 rows) */
@@ -730,7 +728,7 @@ static void bf16_tile_task(void *ctx, int64_t task, int32_t thread) {
     const int nw = (int)PS_MIN((int64_t)BF16_TW, w->n_out - j0);
     float *buf = job->env->scratch + (size_t)thread * job->env->scratch_stride;
     float *acc = buf + (job->env->scratch_stride - BF16_ACC);
-    const int64_t next = (task + job->n_threads) * BF16_TW;
+    const int64_t next = (task + 1) * BF16_TW; /* ps_pool_for_runs: this thread's next tile */
     const uint16_t *tile;
     bf16_pf pf = {NULL, 0, 1, 0, 0};
     if (w->dp_tiles) {
@@ -741,7 +739,7 @@ static void bf16_tile_task(void *ctx, int64_t task, int32_t thread) {
         if (next < w->n_out) {
             const size_t groups = (size_t)((PS_MIN((int64_t)BF16_TW, w->n_out - next) + 3) / 4);
             pf = bf16_pf_stream((const uint8_t *)w->dp_tiles +
-                                    (size_t)(task + job->n_threads) * per_task,
+                                    (size_t)(task + 1) * per_task,
                                 groups * per_group);
         }
     } else {
@@ -791,31 +789,31 @@ static void rounded_passes(bf16_job *job, int64_t n_rows, ps_row_to_f32_fn widen
         const int64_t nr = PS_MIN((int64_t)MM_QROWS, n_rows - r0);
         job->row0 = r0;
         job->n_pass = nr;
-        ps_pool_for(env->pool, nr, bf16_round_task, job);
+        ps_pool_for_runs(env->pool, nr, bf16_round_task, job);
 #if defined(__x86_64__)
         if (job->amx) {
             /* AMX reads whole groups of 16 rows: the last group's tail rows are zeros */
             for (int64_t i = nr; i % 16; i++)
                 memset((uint16_t *)job->slot + i * job->ldb, 0,
                        sizeof(uint16_t) * (size_t)job->ldb);
-            ps_pool_for(env->pool, (w->n_out + PS_AMX_BF16_TW - 1) / PS_AMX_BF16_TW,
+            ps_pool_for_runs(env->pool, (w->n_out + PS_AMX_BF16_TW - 1) / PS_AMX_BF16_TW,
                         bf16_amx_task, job);
             continue;
         }
         if (job->dp) {
-            ps_pool_for(env->pool, (w->n_out + BF16_TW - 1) / BF16_TW, bf16_tile_task, job);
+            ps_pool_for_runs(env->pool, (w->n_out + BF16_TW - 1) / BF16_TW, bf16_tile_task, job);
             continue;
         }
 #endif
         mm_job mj = {env, w, (const float *)job->slot, job->ldb, nr, job->y + r0 * job->ldy,
-                     job->ldy, job->n_threads, widen};
-        ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &mj);
+                     job->ldy, widen};
+        ps_pool_for_runs(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &mj);
     }
 }
 
 void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                     int64_t n_rows, float *y, int64_t ldy) {
-    bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, false, false,
+    bf16_job job = {env, w, x, ldx, 0, y, ldy, false, false, false,
                     NULL, 0, 0};
 #if defined(__x86_64__)
     job.amx = env->isa == PS_ISA_AVX512 && env->amx;
@@ -827,7 +825,7 @@ void ps_matmul_bf16(const ps_matmul_env *env, const ps_mat *w, const float *x, i
 
 void ps_matmul_f16(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t ldx,
                    int64_t n_rows, float *y, int64_t ldy) {
-    bf16_job job = {env, w, x, ldx, 0, y, ldy, ps_pool_size(env->pool), false, false, true,
+    bf16_job job = {env, w, x, ldx, 0, y, ldy, false, false, true,
                     NULL, 0, 0};
     rounded_passes(&job, n_rows,
                    widen_for(env->isa, ps_dequant_f16, ps_dequant_f16_avx2, ps_dequant_f16_avx512));
@@ -838,8 +836,8 @@ void ps_mmf(const ps_matmul_env *env, const ps_mat *w, ps_row_to_f32_fn to_f32, 
     assert(env->scratch_stride >= ps_mmf_scratch_floats(w->n_in) ||
            (w->type == PS_GGML_F32 && env->scratch_stride >= MM_ACC));
     if (n_rows <= 0 || w->n_out <= 0) return;
-    mm_job job = {env, w, x, ldx, n_rows, y, ldy, ps_pool_size(env->pool), to_f32};
-    ps_pool_for(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &job);
+    mm_job job = {env, w, x, ldx, n_rows, y, ldy, to_f32};
+    ps_pool_for_runs(env->pool, (w->n_out + MM_TILE - 1) / MM_TILE, mm_task, &job);
 }
 
 /* Float32 activations: each weight row widened by the type's to_f32 (once), dot products in

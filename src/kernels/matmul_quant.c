@@ -1628,7 +1628,7 @@ static void no_prefetch(const ps_mat *w, int64_t tile) {
 
 static void mmq_tile_task(void *ctx, int64_t task, int32_t thread) {
     const mmq_job *job = ctx;
-    if (!mmq_self_prefetch(job)) prefetch_rows(job->w, task + 2 * job->n_threads);
+    if (!mmq_self_prefetch(job)) prefetch_rows(job->w, task + 2); /* runs: this thread's next */
     mmq_tile(job, job->w, task, 0, 0, job->n_pass, job->y + job->row0 * job->ldy, job->ldy,
              ps_amx_stream_y(job->n_pass, job->w->n_out), thread);
 }
@@ -1666,14 +1666,14 @@ void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t l
     for (int64_t r0 = 0; r0 < n_rows; r0 += cap) {
         job.row0 = r0;
         job.n_pass = PS_MIN(cap, n_rows - r0);
-        ps_pool_for(env->pool, job.n_pass, mmq_quant_task, &job);
+        ps_pool_for_runs(env->pool, job.n_pass, mmq_quant_task, &job);
 #if defined(__x86_64__)
         if (job.kind == K_AMX) { /* whole groups of 16 rows: the last one's tail rows zero */
             if (job.n_pass % 16) mmq_amx_zero_tail(&job, job.n_pass / QROWS, job.n_pass % QROWS);
             ps_pool_for(env->pool, (job.n_pass + 15) / 16, mmq_amx_group_task, &job);
         }
 #endif
-        ps_pool_for(env->pool, (w->n_out + QT - 1) / QT, mmq_tile_task, &job);
+        ps_pool_for_runs(env->pool, (w->n_out + QT - 1) / QT, mmq_tile_task, &job);
     }
 }
 
