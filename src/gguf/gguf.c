@@ -679,16 +679,23 @@ ps_status ps_gguf_open(const char *path, ps_gguf **out, ps_error *err) {
     return open_common(g, out, err);
 }
 
-bool ps_gguf_drop_pages(const ps_gguf *g, const void *p, size_t n) {
+bool ps_gguf_drop_pages_from(const ps_gguf *g, const void *floor, const void *p, size_t n) {
     if (!g || !g->mapped) return false;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     const uintptr_t lo = (uintptr_t)p, hi = lo + n, base = (uintptr_t)g->base;
-    if (lo < base || hi < lo || hi > base + g->size) return false;
-    const uintptr_t a = (lo + page - 1) & ~(page - 1), e = hi & ~(page - 1);
+    const uintptr_t f = (uintptr_t)floor;
+    if (f > lo || lo < base || hi < lo || hi > base + g->size) return false;
+    /* the first page wholly at or after floor, or the one holding p if that is later */
+    const uintptr_t a = PS_MAX((f + page - 1) & ~(page - 1), lo & ~(page - 1));
+    const uintptr_t e = hi & ~(page - 1);
     /* a private read-only mapping never written: the pages come back from the file as they
      * were */
     if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED);
     return true;
+}
+
+bool ps_gguf_drop_pages(const ps_gguf *g, const void *p, size_t n) {
+    return ps_gguf_drop_pages_from(g, p, p, n);
 }
 
 void ps_gguf_load_pages(const ps_gguf *g, const void *p, size_t n) {

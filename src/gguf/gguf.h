@@ -62,6 +62,10 @@ void ps_gguf_close(ps_gguf *g);
  * are read again from the file if touched. Returns false, doing nothing, for a caller's buffer
  * or a range outside the file. */
 bool ps_gguf_drop_pages(const ps_gguf *g, const void *p, size_t n);
+/* The same for a range [p, p + n) that continues one already copied from `floor` on (a slice of
+ * a tensor starting at floor): the page holding p is given back too, unless it starts before
+ * floor (where another tensor may lie). ps_gguf_drop_pages(g, p, n) is the case floor = p. */
+bool ps_gguf_drop_pages_from(const ps_gguf *g, const void *floor, const void *p, size_t n);
 /* Maps in, in one call, the mapped file's pages under [p, p + n) that a copy is about to read
  * (one fault per page costs more on some machines than the copy). Nothing for a caller's
  * buffer, or where the kernel cannot. */

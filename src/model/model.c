@@ -824,7 +824,8 @@ static ps_status repack_tiles(ps_model *m, ps_error *err) {
 static size_t dp_bytes(const ps_mat *w) { return w->n_in % 32 ? 0 : ps_bf16_dp_tiles_bytes(w); }
 
 /* The float32 vectors and small tensors a forward pass reads from the file (norms, biases,
- * rope factors, conv weights, sinks): each slot of ps_weights / ps_layer that holds one. */
+ * rope factors, conv weights, sinks): each slot of ps_weights / ps_layer that holds one, table
+ * entry by table entry (a field two entries fill, the per-head or full q_norm, once). */
 static size_t vector_slots(ps_model *m, const float ***slots) {
     size_t n = 0;
     const float **g[] = {&m->w.output_norm, &m->w.output_b, &m->w.rope_freqs, &m->w.rope_long,
@@ -834,20 +835,20 @@ static size_t vector_slots(ps_model *m, const float ***slots) {
             if (slots) slots[n] = g[i];
             n++;
         }
-    for (int32_t l = 0; l < m->hp.n_layer; l++)
-        for (size_t i = 0; i < ps_n_layer_tensors; i++) {
-            const ps_layer_tensor *e = &ps_layer_tensors[i];
-            if (e->kind != PS_T_VEC && e->kind != PS_T_F32MAT) continue;
-            bool dup = false; /* a field two entries fill (per-head or full q_norm) */
-            for (size_t j = 0; j < i && !dup; j++)
-                dup = ps_layer_tensors[j].field == e->field &&
-                      (ps_layer_tensors[j].kind == PS_T_VEC ||
-                       ps_layer_tensors[j].kind == PS_T_F32MAT);
+    for (size_t i = 0; i < ps_n_layer_tensors; i++) {
+        const ps_layer_tensor *e = &ps_layer_tensors[i];
+        if (e->kind != PS_T_VEC && e->kind != PS_T_F32MAT) continue;
+        bool dup = false;
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = ps_layer_tensors[j].field == e->field &&
+                  (ps_layer_tensors[j].kind == PS_T_VEC || ps_layer_tensors[j].kind == PS_T_F32MAT);
+        for (int32_t l = 0; l < m->hp.n_layer && !dup; l++) {
             const float **slot = (const float **)((char *)&m->w.layers[l] + e->field);
-            if (dup || !*slot) continue;
+            if (!*slot) continue;
             if (slots) slots[n] = slot;
             n++;
         }
+    }
     return n;
 }
 
@@ -871,26 +872,35 @@ static ps_status copy_vectors(ps_model *m, ps_error *err) {
     const size_t n = vector_slots(m, NULL);
     if (n == 0) return PS_OK;
     const float ***slots = ps_malloc(n * sizeof *slots);
-    if (!slots) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (vector slots)");
+    size_t *bytes = ps_malloc(n * sizeof *bytes);
+    if (!slots || !bytes) {
+        ps_free(slots);
+        ps_free(bytes);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (vector slots)");
+    }
     vector_slots(m, slots);
     size_t total = 0;
-    for (size_t i = 0; i < n; i++) total += (vector_bytes(m, *slots[i]) + 63) & ~(size_t)63;
+    for (size_t i = 0; i < n; i++) {
+        bytes[i] = vector_bytes(m, *slots[i]);
+        total += (bytes[i] + 63) & ~(size_t)63;
+    }
     uint8_t *v = total ? ps_aligned_alloc(64, total) : NULL;
     if (total && !v) {
         ps_free(slots);
+        ps_free(bytes);
         return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for the weights' vectors (%.1f MiB)",
                        (double)total / 1048576.0);
     }
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        const size_t b = vector_bytes(m, *slots[i]);
-        if (!b) continue;
-        memcpy(v + off, *slots[i], b);
-        (void)ps_gguf_drop_pages(m->gguf, *slots[i], b);
+        if (!bytes[i]) continue;
+        memcpy(v + off, *slots[i], bytes[i]);
+        (void)ps_gguf_drop_pages(m->gguf, *slots[i], bytes[i]);
         *slots[i] = (const float *)(v + off);
-        off += (b + 63) & ~(size_t)63;
+        off += (bytes[i] + 63) & ~(size_t)63;
     }
     ps_free(slots);
+    ps_free(bytes);
     m->vectors = v;
     return PS_OK;
 }
@@ -922,7 +932,6 @@ static ps_status repack_dp(ps_model *m, ps_error *err) {
          * that the load holds the copy and one slice (not the copy and the 311 MB output of
          * the Qwen3-0.6B shape) */
         const uint8_t *d = w->data;
-        const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
         const int64_t rows = PS_MAX((int64_t)1, ((int64_t)8 << 20) / (int64_t)w->row_bytes /
                                                     PS_BF16_DP_ROWS) * PS_BF16_DP_ROWS;
         for (int64_t r0 = 0; r0 < w->n_out; r0 += rows) {
@@ -932,10 +941,8 @@ static ps_status repack_dp(ps_model *m, ps_error *err) {
             ps_bf16_dp_pack_to(w, r0, r1, t + off);
             /* from the page holding row r0 (its start was copied with the slice before),
              * but not before the matrix: the page it starts in may hold another tensor */
-            const uintptr_t lo = r0 ? (uintptr_t)(d + (size_t)r0 * w->row_bytes) & ~(page - 1)
-                                    : (uintptr_t)d;
-            if (ps_gguf_drop_pages(m->gguf, (const void *)lo,
-                                   (uintptr_t)(d + (size_t)r1 * w->row_bytes) - lo))
+            if (ps_gguf_drop_pages_from(m->gguf, d, d + (size_t)r0 * w->row_bytes,
+                                        (size_t)(r1 - r0) * w->row_bytes))
                 dropped += (size_t)(r1 - r0) * w->row_bytes;
         }
         w->dp_tiles = t + off;
