@@ -47,10 +47,10 @@ static void task(void *vctx, int64_t i, int32_t ti) {
 
 static ctx_t C;
 
-/* Runs one job of n tasks; true when every task ran exactly once on a valid, unshared thread
- * index (prints what went wrong otherwise). */
 static bool runs_mode; /* job_ok runs ps_pool_for_runs instead of ps_pool_for */
 
+/* Runs one job of n tasks; true when every task ran exactly once on a valid, unshared thread
+ * index (prints what went wrong otherwise). */
 static bool job_ok(ps_pool *pool, int64_t n, const char *what) {
     for (int64_t i = 0; i < MAX_TASKS; i++) atomic_store(&C.runs[i], 0);
     atomic_store(&C.bad_index, 0);
@@ -63,8 +63,9 @@ static bool job_ok(ps_pool *pool, int64_t n, const char *what) {
     bool ok = wrong == 0 && atomic_load(&C.bad_index) == 0 && atomic_load(&C.overlap) == 0;
     if (!ok)
         fprintf(stderr, "%s%s, %d threads, %lld tasks: %lld tasks not run exactly once, %d bad "
-                "indices, %d overlaps\n", what, runs_mode ? " (runs)" : "", C.size, (long long)n, (long long)wrong,
-                (int)atomic_load(&C.bad_index), (int)atomic_load(&C.overlap));
+                "indices, %d overlaps\n", what, runs_mode ? " (runs)" : "", C.size,
+                (long long)n, (long long)wrong, (int)atomic_load(&C.bad_index),
+                (int)atomic_load(&C.overlap));
     return ok;
 }
 

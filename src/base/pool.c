@@ -18,7 +18,7 @@
  * the next tile each prefetches) the two threads split between them.
  *
  * Waiting polls before it sleeps: a worker that has finished a job watches the generation for
- * up to SPIN_NS, and the caller watches the workers' count the same way, before either blocks
+ * up to SPIN_S, and the caller watches the workers' count the same way, before either blocks
  * on its condition variable. A forward pass runs hundreds of short jobs back to back (a
  * matrix product is two), and waking a sleeping thread through the kernel costs tens of
  * microseconds on a VM (27 us a job, measured with two threads, against about 1 us polling).
@@ -28,13 +28,13 @@
  */
 #include "base/impl.h"
 #include "base/testhooks.h"
+#include "base/util.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <time.h>
 #include <unistd.h>
 
-#define SPIN_NS 200000 /* how long a waiting thread polls before it sleeps */
+#define SPIN_S 2e-4 /* how long a waiting thread polls before it sleeps (seconds) */
 
 struct ps_pool {
     int32_t n_threads;
@@ -70,6 +70,12 @@ static inline uint64_t range_of(uint32_t front, uint32_t back) {
     return (uint64_t)back << 32 | front;
 }
 
+/* How many tasks range r still holds. */
+static inline uint32_t range_left(uint64_t r) {
+    const uint32_t f = (uint32_t)r, b = (uint32_t)(r >> 32);
+    return b > f ? b - f : 0;
+}
+
 /* The front index of range r taken into *task; false when r is empty. */
 static bool take_front(_Atomic uint64_t *r, int64_t *task) {
     uint64_t v = atomic_load(r);
@@ -88,19 +94,16 @@ static bool take_front(_Atomic uint64_t *r, int64_t *task) {
 static bool steal_half(ps_pool *p, int32_t self) {
     for (;;) {
         int32_t victim = -1;
-        uint32_t most = 0;
+        uint64_t v = 0; /* the victim's range as the scan saw it */
         for (int32_t t = 0; t < p->n_threads; t++) {
-            const uint64_t v = atomic_load(&p->range[t]);
-            const uint32_t f = (uint32_t)v, b = (uint32_t)(v >> 32);
-            if (t != self && f < b && b - f > most) {
-                most = b - f;
+            const uint64_t r = atomic_load(&p->range[t]);
+            if (t != self && range_left(r) > range_left(v)) {
+                v = r;
                 victim = t;
             }
         }
         if (victim < 0) return false;
-        uint64_t v = atomic_load(&p->range[victim]);
         const uint32_t f = (uint32_t)v, b = (uint32_t)(v >> 32);
-        if (f >= b) continue;
         const uint32_t k = (b - f + 1) / 2;
         if (atomic_compare_exchange_strong(&p->range[victim], &v, range_of(f, b - k))) {
             atomic_store(&p->range[self], range_of(b - k, b));
@@ -132,17 +135,11 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Polls for up to SPIN_NS (none unless p->spin) until the job's generation differs from seen
+/* Polls for up to SPIN_S (none unless p->spin) until the job's generation differs from seen
  * (want_idle false) or no worker is active (want_idle true); true when it saw that. */
 static bool poll_for(ps_pool *p, uint64_t seen, bool want_idle) {
     if (!p->spin) return false;
-    int64_t t0 = 0;
+    double t0 = 0;
     for (uint32_t i = 0;; i++) {
         if (want_idle ? atomic_load_explicit(&p->n_active, memory_order_acquire) == 0
                       : atomic_load_explicit(&p->generation, memory_order_acquire) != seen ||
@@ -150,9 +147,9 @@ static bool poll_for(ps_pool *p, uint64_t seen, bool want_idle) {
             return true;
         cpu_relax();
         if (i % 64 == 63) { /* the clock every 64 polls */
-            int64_t t = now_ns();
+            const double t = ps_now_s();
             if (t0 == 0) t0 = t;
-            else if (t - t0 > SPIN_NS) return false;
+            else if (t - t0 > SPIN_S) return false;
         }
     }
 }

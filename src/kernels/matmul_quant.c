@@ -1628,7 +1628,7 @@ static void no_prefetch(const ps_mat *w, int64_t tile) {
 
 static void mmq_tile_task(void *ctx, int64_t task, int32_t thread) {
     const mmq_job *job = ctx;
-    if (!mmq_self_prefetch(job)) prefetch_rows(job->w, task + 2); /* runs: this thread's next */
+    if (!mmq_self_prefetch(job)) prefetch_rows(job->w, task + 2); /* runs: this thread's after next */
     mmq_tile(job, job->w, task, 0, 0, job->n_pass, job->y + job->row0 * job->ldy, job->ldy,
              ps_amx_stream_y(job->n_pass, job->w->n_out), thread);
 }
