@@ -12,16 +12,15 @@
  * a weight matrix, for the matmul tiles); a thread whose range is empty takes the back half of
  * the fullest other range as its own. Each range is one 64-bit atomic (front, back) changed by
  * compare-and-swap: the owner moves front up, a thief moves back down, and the pair is the whole
- * state of what the range still holds, so a swap that succeeds acts on exactly that. Measured on
- * the Q4_K matmul tiles of a Qwen3-0.6B-shaped pass at two threads (alternating runs): the same
- * work 12% faster in contiguous halves than in one shared order, whose neighbouring tiles (and
- * the next tile each prefetches) the two threads split between them.
+ * state of what the range still holds, so a swap that succeeds acts on exactly that. In one
+ * shared order two threads split neighbouring tiles (and the next tile each prefetches) between
+ * them; in runs a two-thread Q4_K_M score took 0.85x the wall time (docs/figures.md).
  *
  * Waiting polls before it sleeps: a worker that has finished a job watches the generation for
  * up to SPIN_S, and the caller watches the workers' count the same way, before either blocks
  * on its condition variable. A forward pass runs hundreds of short jobs back to back (a
  * matrix product is two), and waking a sleeping thread through the kernel costs tens of
- * microseconds on a VM (27 us a job, measured with two threads, against about 1 us polling).
+ * microseconds on a VM (docs/kernels.md, "Threads").
  * A pool with more threads than online CPUs never polls: the thread it waits for may need the
  * core it would hold. A sleeper is woken under `mu`, so no wake-up is lost: it checks the
  * counter under `mu` before it waits, and the publisher takes `mu` to broadcast after the bump.
