@@ -643,7 +643,9 @@ static void att_task(void *ctx, int64_t task, int32_t thread) {
     const ps_seq *sq = sg->seq;
     const int64_t t = task - job->task0[si];
     const int32_t n_qb = (sg->n + PS_ATT_QBLOCK - 1) / PS_ATT_QBLOCK;
-    const int32_t h = (int32_t)(t / n_qb), qb = (int32_t)(t % n_qb);
+    /* a head's blocks from the last (the most keys) down: the tasks left at the end of the
+     * pool's order are the cheap ones, so the threads finish together */
+    const int32_t h = (int32_t)(t / n_qb), qb = n_qb - 1 - (int32_t)(t % n_qb);
     const int32_t hd = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
     const int64_t dqo = (int64_t)hp->n_head * hd; /* the rows of out (and of q, but f16-dot's) */
     int64_t dq = dqo;

@@ -278,7 +278,7 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
 static void rows(ps_session *s, int32_t n, row_op op, int32_t layer, const int32_t *tokens,
                  const float *next_norm) {
     row_job job = {s, op, layer, tokens, next_norm, NULL};
-    ps_pool_for(s->pool, n, row_task, &job);
+    ps_pool_for_runs(s->pool, n, row_task, &job);
 }
 
 /* The attention piece (PS_L_ATTN): q, k, v; biases, head norms, RoPE and the cache (rows);
