@@ -109,6 +109,37 @@ assert rows[3]['within_budget'] is True, rows[3]
 PY"
 "$BIN" bench -m "$MODEL" --kv-pairs 2 --kv-base q8 > /dev/null 2> "$T/e"; rc=$?
 check "--kv-base q8: exit 2 naming --kv-base" '[ $rc -eq 2 ] && grep -q -- "--kv-base wants f32, f16, bf16, bf16-dot or f16-dot" "$T/e"'
+# --thread-pairs: after the rows, one line per length timing the first -t count against each
+# later one in alternating pairs, then the budget with the second session
+"$BIN" bench -m "$MODEL" --json -t 1,2 --lengths 24,40 --thread-pairs 3 > "$T/tp.json" 2> "$T/err"; rc=$?
+check "bench -t 1,2 --lengths 24,40 --thread-pairs 3 --json exits 0 ($(cat "$T/err"))" '[ $rc -eq 0 ]'
+check "--thread-pairs: a line per length with both medians and the pairs' median speed-up, then the budget with the second session" "python3 - '$T/tp.json' <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+pairs = [r for r in rows if 'thread_pairs' in r]
+assert [(r['tokens'], r['threads_a'], r['threads_b']) for r in pairs] == [(24, 1, 2), (40, 1, 2)], rows
+for r in pairs:
+    assert r['thread_pairs'] == 3 and (r['a_clock'], r['b_clock']) == ('cpu', 'wall'), r
+    assert r['a_seconds'] > 0 and r['b_seconds'] > 0, r
+    assert 0.25 < r['a_over_b'] / (r['a_seconds'] / r['b_seconds']) < 4, r
+    # the vdpbf16ps peak's own speed-up in the same pairs: measured where the CPU has it
+    bf16 = ' avx512_bf16' in open('/proc/cpuinfo').read()
+    assert (r['peak_a_over_b'] > 0) == bf16, (bf16, r)
+last = rows[-1]
+assert last['thread_pairs_session_mb'] == last['kv_cache_mb'] + last['logits_mb'], last
+assert last['within_budget'] is True, last
+PY"
+# one pair: its ratio is the two seconds' quotient, the first count's over the later one's
+"$BIN" bench -m "$MODEL" --json -t 1,2 --lengths 24 --runs 1 --thread-pairs 1 > "$T/tp1.json" 2> "$T/err"
+check "--thread-pairs 1: a_over_b is a_seconds / b_seconds" "python3 - '$T/tp1.json' <<'PY'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if 'thread_pairs' in l][0]
+assert abs(r['a_over_b'] / (r['a_seconds'] / r['b_seconds']) - 1) < 1e-3, r
+PY"
+"$BIN" bench -m "$MODEL" -t 1,2 --lengths 24 --runs 1 --thread-pairs 1 > "$T/tp.txt" 2> "$T/err"
+check "--thread-pairs in the table: \"2 over 1 thread: N.NNx\" and the second session in the budget" 'grep -Eq "^ +2 +24  2 over 1 thread: [0-9]+\.[0-9]{2}x \(" "$T/tp.txt" && grep -q -- "--thread-pairs'"'"' second session" "$T/tp.txt"'
+"$BIN" bench -m "$MODEL" -t 2 --thread-pairs 2 > /dev/null 2> "$T/e"; rc=$?
+check "--thread-pairs with one thread count: exit 2 naming -t" '[ $rc -eq 2 ] && grep -q -- "--thread-pairs needs two or more thread counts" "$T/e"'
 # --cache-pairs: after the run line, one line against fresh caches and one against a warm, full
 # cache (each "on" run a prompt it has not seen, evicting the one before), then the RSS line
 # counting the caches held

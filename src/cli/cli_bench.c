@@ -38,6 +38,17 @@
  * what a cache type costs or saves, measured in one run (kv_pairs_row). The budget at the end then counts the
  * second session's KV cache too.
  *
+ * --thread-pairs N: after the rows, for every length and every thread count T after the first
+ * (F) of -t, the same prompt is scored N times on a session of F threads and N times on one of
+ * T, alternating F / T, and one line gives the median seconds of each and the median of the
+ * pairs' speed-ups (F's seconds over T's, each on the rows' clock: CPU time for one thread,
+ * wall time for more): the scaling of threads on a machine whose speed drifts, where rows
+ * measured minutes apart can differ by more than the scaling (thread_pairs_row). With AVX-512
+ * BF16 the line also gives the same median for the vdpbf16ps peak, measured just before each
+ * run: the machine's own scaling at those moments, with no memory traffic and no barriers, the
+ * ceiling of the scoring's. The budget at the end then counts the second session's KV cache and
+ * logits.
+ *
  * The kernels' agreement with their references on a model's own matrices is a test
  * (tests/test_model_kernels.c), not part of this command, which only measures.
  * --json prints one JSON object per line instead of the table.
@@ -233,11 +244,51 @@ static ps_status kv_pairs_row(ps_session *s, ps_session *base, const int32_t *to
     return st;
 }
 
+/* --thread-pairs, one length: n pairs of runs of a prompt of len ids on session a (threads
+ * ta, pool pa) and session b (tb, pb), alternating a / b, each on the rows' clock (CPU time for
+ * one thread, wall time for more); *a_med / *b_med = their median seconds, *speedup the median
+ * of the pairs' a / b ratios (a pair's two runs are close in time, so a drifting machine moves
+ * both). *peak_speedup: the same for the vdpbf16ps peak (no memory traffic, no barriers),
+ * measured for 0.1 s on each pool just before its run: what the machine itself gave the second
+ * count at those moments; 0 without AVX-512 BF16. */
+static ps_status thread_pairs_row(ps_session *a, ps_pool *pa, int32_t ta, ps_session *b,
+                                  ps_pool *pb, int32_t tb, const int32_t *tokens, int32_t len,
+                                  int32_t k, int32_t n, double *a_med, double *b_med,
+                                  double *speedup, double *peak_speedup, ps_error *err) {
+    double *t = ps_malloc(sizeof(double) * 4 * (size_t)n);
+    if (!t) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
+    double *u = t + n, *r = u + n, *pr = r + n;
+    int64_t bytes = 0;
+    ps_status st = PS_OK;
+    for (int32_t i = 0; i < n && st == PS_OK; i++) {
+        const double peak_a = ps_bf16_peak_gflops(pa, 0.1, ta == 1);
+        if ((t[i] = timed_score(a, tokens, len, k, NULL, ta == 1, &bytes, err)) < 0) {
+            st = err->code;
+            break;
+        }
+        const double peak_b = ps_bf16_peak_gflops(pb, 0.1, tb == 1);
+        if ((u[i] = timed_score(b, tokens, len, k, NULL, tb == 1, &bytes, err)) < 0) {
+            st = err->code;
+            break;
+        }
+        r[i] = t[i] / u[i];
+        pr[i] = peak_a > 0 ? peak_b / peak_a : 0;
+    }
+    if (st == PS_OK) {
+        *a_med = median(t, n);
+        *b_med = median(u, n);
+        *speedup = median(r, n);
+        *peak_speedup = median(pr, n);
+    }
+    ps_free(t);
+    return st;
+}
+
 /* The options of one run. */
 typedef struct {
     ps_cli_model_opts o;
     int_list tl, ll;
-    int32_t k, runs, cache_pairs, kv_pairs;
+    int32_t k, runs, cache_pairs, kv_pairs, thread_pairs;
     ps_kv_type kv_base;
     bool json;
 } bench_opts;
@@ -250,6 +301,7 @@ typedef struct {
     int32_t max_len;
     int32_t *tokens; /* max_len pseudo-random ids */
     double kv_bytes, kv_base_bytes, logit_bytes, budget;
+    double pair_bytes; /* --thread-pairs: the second session's KV cache and logits */
     double cache_peak; /* the largest cache the --cache-pairs runs held (bytes) */
 } bench_ctx;
 
@@ -289,6 +341,10 @@ static int bench_parse(int argc, char **argv, bench_opts *b) {
          PS_CLI_I32, &b->kv_pairs, 0, 1000},
         {"--kv-base", "TYPE", "the other cache type of --kv-pairs (default f32)", PS_CLI_FN,
          &b->kv_base, 0, 0, ps_cli_opt_kv_type},
+        {"--thread-pairs", "N", "after the rows, N alternating pairs of the first -t count and\n"
+         "each later one on the same prompt, per length: median seconds\n"
+         "and the median of the pairs' speed-ups (default 0)",
+         PS_CLI_I32, &b->thread_pairs, 0, 1000},
         {0}};
     const ps_cli_opt *const tables[] = {model_opts, bench_opts_, NULL};
     const ps_cli_cmd c = {"bench", "-m MODEL.gguf [options]", BENCH_ABOUT, tables};
@@ -340,10 +396,12 @@ static int bench_load(bench_opts *b, bench_ctx *x) {
     /* --kv-pairs: the second session's cache */
     x->kv_base_bytes = b->kv_pairs > 0 ? kv_elems * (double)ps_kv_elt(b->kv_base) : 0.0;
     x->logit_bytes = 2.0 * PS_CHUNK * (double)mi->n_vocab * 4;
+    /* --thread-pairs: two sessions at once, each with its cache and logits */
+    x->pair_bytes = b->thread_pairs > 0 && b->tl.n > 1 ? x->kv_bytes + x->logit_bytes : 0.0;
     /* what a tile copy of BF16 weights adds to the file's pages counts as weights: all of an
      * AMX copy, the padding of a vdpbf16ps copy (it replaces the matrices' pages) */
     x->budget = (double)mi->file_bytes + (double)x->costs.tile_extra + x->kv_bytes +
-                x->kv_base_bytes + x->logit_bytes + 64.0 * 1048576;
+                x->kv_base_bytes + x->logit_bytes + x->pair_bytes + 64.0 * 1048576;
     x->tokens = ps_malloc(sizeof(int32_t) * (size_t)x->max_len);
     if (!x->tokens) return 1;
     uint64_t r = 0x2545F4914F6CDD1Dull;
@@ -579,6 +637,80 @@ static int bench_row(const bench_opts *b, bench_ctx *x, ps_pool *pool, int32_t t
     return rc;
 }
 
+/* A session of len positions for --thread-pairs, warmed by one pass; NULL after a message. */
+static ps_session *pair_session(const bench_opts *b, const bench_ctx *x, ps_pool *pool,
+                                int32_t len) {
+    ps_error err;
+    ps_session_params sp = ps_session_default_params();
+    sp.n_ctx = len;
+    sp.pool = pool;
+    sp.act = b->o.act;
+    sp.kv_type = b->o.kv_type;
+    ps_session *s = NULL;
+    ps_score_params p = ps_score_default_params();
+    p.k = b->k;
+    ps_score_result *res = NULL;
+    if (ps_session_create(x->model, &sp, &s, &err) != PS_OK ||
+        ps_score_tokens(s, x->tokens, len, &p, &res, &err) != PS_OK) {
+        fprintf(stderr, "promptscore bench: --thread-pairs: %s\n", err.message);
+        ps_session_free(s);
+        return NULL;
+    }
+    ps_score_result_free(res);
+    return s;
+}
+
+/* --thread-pairs after the rows: the first thread count against each later one, per length.
+ * 0 or 1 (the message printed). */
+static int bench_thread_pairs(const bench_opts *b, const bench_ctx *x) {
+    const int32_t ta = b->tl.v[0];
+    ps_pool *pa = NULL, *pb = NULL;
+    int rc = ta > 1 && ps_pool_create(ta, &pa) != PS_OK;
+    for (int ti = 1; ti < b->tl.n && !rc; ti++) {
+        const int32_t tb = b->tl.v[ti];
+        if (tb > 1 && ps_pool_create(tb, &pb) != PS_OK) {
+            rc = 1;
+            break;
+        }
+        for (int li = 0; li < b->ll.n && !rc; li++) {
+            const int32_t len = b->ll.v[li];
+            ps_session *sa = pair_session(b, x, pa, len), *sb = sa ? pair_session(b, x, pb, len)
+                                                                    : NULL;
+            ps_error err;
+            double ma = 0, mb = 0, sp = 0, pk = 0;
+            char peak[96] = "";
+            if (!sb) rc = 1;
+            else if (thread_pairs_row(sa, pa, ta, sb, pb, tb, x->tokens, len, b->k,
+                                      b->thread_pairs, &ma, &mb, &sp, &pk, &err) != PS_OK) {
+                fprintf(stderr, "promptscore bench: --thread-pairs: %s\n", err.message);
+                rc = 1;
+            } else if (b->json)
+                printf("{\"thread_pairs\": %d, \"tokens\": %d, \"threads_a\": %d, "
+                       "\"threads_b\": %d, \"a_seconds\": %.9f, \"b_seconds\": %.9f, "
+                       "\"a_over_b\": %.4f, \"peak_a_over_b\": %.4f, \"a_clock\": \"%s\", "
+                       "\"b_clock\": \"%s\"}\n",
+                       b->thread_pairs, len, ta, tb, ma, mb, sp, pk, ta == 1 ? "cpu" : "wall",
+                       tb == 1 ? "cpu" : "wall");
+            else {
+                if (pk > 0)
+                    snprintf(peak, sizeof peak, "; the vdpbf16ps peak's own in the same pairs "
+                             "%.2fx", pk);
+                printf("%7d %7d  %d over %d thread%s: %.2fx (%.6f s / %.6f s, %s / %s; the "
+                       "median of %d alternating pairs' ratios%s)\n", tb, len, tb, ta,
+                       ta > 1 ? "s" : "", sp, ma, mb, ta == 1 ? "CPU time" : "wall time",
+                       tb == 1 ? "CPU time" : "wall time", b->thread_pairs, peak);
+            }
+            fflush(stdout);
+            ps_session_free(sb);
+            ps_session_free(sa);
+        }
+        ps_pool_free(pb);
+        pb = NULL;
+    }
+    ps_pool_free(pa);
+    return rc;
+}
+
 /* The closing line: peak RSS against the budget. */
 static void bench_print_rss(const bench_opts *b, const bench_ctx *x) {
     struct rusage ru;
@@ -589,23 +721,26 @@ static void bench_print_rss(const bench_opts *b, const bench_ctx *x) {
     if (b->json) {
         printf("{\"peak_rss_mb\": %.1f, \"budget_mb\": %.1f, \"weights_mb\": %.1f, "
                "\"tile_copy_mb\": %.1f, \"kv_cache_mb\": %.1f, \"kv_base_cache_mb\": %.1f, "
-               "\"logits_mb\": %.1f, \"cache_mb\": %.1f, \"within_budget\": %s}\n",
+               "\"logits_mb\": %.1f, \"cache_mb\": %.1f, \"thread_pairs_session_mb\": %.1f, "
+               "\"within_budget\": %s}\n",
                rss / mib, budget / mib, mi->file_bytes / mib, x->costs.tile_extra / mib,
                x->kv_bytes / mib, x->kv_base_bytes / mib, x->logit_bytes / mib,
-               x->cache_peak / mib, rss <= budget ? "true" : "false");
+               x->cache_peak / mib, x->pair_bytes / mib, rss <= budget ? "true" : "false");
         return;
     }
-    char tiles[64] = "", pc[64] = "", kb[64] = "";
+    char tiles[64] = "", pc[64] = "", kb[64] = "", tp[80] = "";
     if (x->costs.tile_extra)
         snprintf(tiles, sizeof tiles, " + tile copy %.1f", x->costs.tile_extra / mib);
     if (b->cache_pairs > 0)
         snprintf(pc, sizeof pc, " + prefix cache %.1f", x->cache_peak / mib);
     if (x->kv_base_bytes > 0)
         snprintf(kb, sizeof kb, " + --kv-base's KV cache %.1f", x->kv_base_bytes / mib);
+    if (x->pair_bytes > 0)
+        snprintf(tp, sizeof tp, " + --thread-pairs' second session %.1f", x->pair_bytes / mib);
     printf("peak RSS %.1f MB; budget %.1f MB = weights %.1f%s + KV cache %.1f%s + 2 chunks of "
-           "logits %.1f%s + 64 (%s)\n",
+           "logits %.1f%s%s + 64 (%s)\n",
            rss / mib, budget / mib, mi->file_bytes / mib, tiles, x->kv_bytes / mib, kb,
-           x->logit_bytes / mib, pc, rss <= budget ? "within" : "OVER");
+           x->logit_bytes / mib, pc, tp, rss <= budget ? "within" : "OVER");
 }
 
 int ps_cli_bench(int argc, char **argv) {
@@ -616,6 +751,11 @@ int ps_cli_bench(int argc, char **argv) {
                     .kv_base = PS_KV_F32};
     int prc = bench_parse(argc, argv, &b);
     if (prc >= 0) return prc;
+    if (b.thread_pairs > 0 && b.tl.n < 2) {
+        fprintf(stderr, "promptscore bench: --thread-pairs needs two or more thread counts in "
+                        "-t (-t 1,2)\n");
+        return 2;
+    }
     /* a pipe gets every line when it is measured, not at exit */
     setvbuf(stdout, NULL, _IOLBF, 0);
     bench_ctx x = {0};
@@ -638,6 +778,7 @@ int ps_cli_bench(int argc, char **argv) {
         }
         ps_pool_free(pool);
     }
+    if (!rc && b.thread_pairs > 0 && b.tl.n > 1) rc = bench_thread_pairs(&b, &x);
     if (!rc) bench_print_rss(&b, &x);
     ps_free(x.tokens);
     ps_model_free(x.model);
