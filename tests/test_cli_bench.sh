@@ -120,8 +120,9 @@ pairs = [r for r in rows if 'thread_pairs' in r]
 assert [(r['tokens'], r['threads_a'], r['threads_b']) for r in pairs] == [(24, 1, 2), (40, 1, 2)], rows
 for r in pairs:
     assert r['thread_pairs'] == 3 and (r['a_clock'], r['b_clock']) == ('cpu', 'wall'), r
-    assert r['a_seconds'] > 0 and r['b_seconds'] > 0, r
-    assert 0.25 < r['a_over_b'] / (r['a_seconds'] / r['b_seconds']) < 4, r
+    # (the median of ratios is checked exactly on one pair below; with two threads on a busy
+    # machine a pair's second run can take 60x its first, so no bound ties it to the medians)
+    assert r['a_seconds'] > 0 and r['b_seconds'] > 0 and 0 < r['a_over_b'] < float('inf'), r
     # the vdpbf16ps peak's own speed-up in the same pairs: measured where the CPU has it
     bf16 = ' avx512_bf16' in open('/proc/cpuinfo').read()
     assert (r['peak_a_over_b'] > 0) == bf16, (bf16, r)

@@ -584,15 +584,21 @@ static int bench_pairs(ps_session *s, ps_session *sb, const bench_opts *b, bench
     return 0;
 }
 
-/* One (threads, length) row on fresh sessions: 0 or 1. */
-static int bench_row(const bench_opts *b, bench_ctx *x, ps_pool *pool, int32_t threads,
-                     int32_t len, bool header) {
-    ps_error err;
+/* The parameters of a row's session: len positions on pool, the run's --act and --kv-type. */
+static ps_session_params row_session_params(const bench_opts *b, ps_pool *pool, int32_t len) {
     ps_session_params sp = ps_session_default_params();
     sp.n_ctx = len;
     sp.pool = pool;
     sp.act = b->o.act;
     sp.kv_type = b->o.kv_type;
+    return sp;
+}
+
+/* One (threads, length) row on fresh sessions: 0 or 1. */
+static int bench_row(const bench_opts *b, bench_ctx *x, ps_pool *pool, int32_t threads,
+                     int32_t len, bool header) {
+    ps_error err;
+    ps_session_params sp = row_session_params(b, pool, len);
     ps_session *s = NULL, *sb = NULL; /* sb, --kv-pairs: the same but for its cache type */
     if (ps_session_create(x->model, &sp, &s, &err) != PS_OK ||
         (b->kv_pairs > 0 &&
@@ -641,11 +647,7 @@ static int bench_row(const bench_opts *b, bench_ctx *x, ps_pool *pool, int32_t t
 static ps_session *pair_session(const bench_opts *b, const bench_ctx *x, ps_pool *pool,
                                 int32_t len) {
     ps_error err;
-    ps_session_params sp = ps_session_default_params();
-    sp.n_ctx = len;
-    sp.pool = pool;
-    sp.act = b->o.act;
-    sp.kv_type = b->o.kv_type;
+    const ps_session_params sp = row_session_params(b, pool, len);
     ps_session *s = NULL;
     ps_score_params p = ps_score_default_params();
     p.k = b->k;
@@ -687,7 +689,7 @@ static int bench_thread_pairs(const bench_opts *b, const bench_ctx *x) {
             } else if (b->json)
                 printf("{\"thread_pairs\": %d, \"tokens\": %d, \"threads_a\": %d, "
                        "\"threads_b\": %d, \"a_seconds\": %.9f, \"b_seconds\": %.9f, "
-                       "\"a_over_b\": %.4f, \"peak_a_over_b\": %.4f, \"a_clock\": \"%s\", "
+                       "\"a_over_b\": %.6g, \"peak_a_over_b\": %.6g, \"a_clock\": \"%s\", "
                        "\"b_clock\": \"%s\"}\n",
                        b->thread_pairs, len, ta, tb, ma, mb, sp, pk, ta == 1 ? "cpu" : "wall",
                        tb == 1 ? "cpu" : "wall");
