@@ -260,7 +260,7 @@ static ps_status thread_pairs_row(ps_session *a, ps_pool *pa, int32_t ta, ps_ses
     double *u = t + n, *r = u + n, *pr = r + n;
     int64_t bytes = 0;
     ps_status st = PS_OK;
-    for (int32_t i = 0; i < n && st == PS_OK; i++) {
+    for (int32_t i = 0; i < n; i++) {
         const double peak_a = ps_bf16_peak_gflops(pa, 0.1, ta == 1);
         if ((t[i] = timed_score(a, tokens, len, k, NULL, ta == 1, &bytes, err)) < 0) {
             st = err->code;
@@ -668,9 +668,11 @@ static int bench_thread_pairs(const bench_opts *b, const bench_ctx *x) {
     const int32_t ta = b->tl.v[0];
     ps_pool *pa = NULL, *pb = NULL;
     int rc = ta > 1 && ps_pool_create(ta, &pa) != PS_OK;
+    if (rc) fprintf(stderr, "promptscore bench: --thread-pairs: cannot start %d threads\n", ta);
     for (int ti = 1; ti < b->tl.n && !rc; ti++) {
         const int32_t tb = b->tl.v[ti];
         if (tb > 1 && ps_pool_create(tb, &pb) != PS_OK) {
+            fprintf(stderr, "promptscore bench: --thread-pairs: cannot start %d threads\n", tb);
             rc = 1;
             break;
         }

@@ -275,10 +275,16 @@ static void row_task(void *ctx, int64_t task, int32_t thread) {
     }
 }
 
+/* Every row step of the pass: the rows in contiguous runs per thread. The K cache keeps 16
+ * positions in each 64-byte line (attention.c), so rows handed out one at a time had two
+ * threads writing the same lines (docs/kernels.md, "Threads"). */
+static void run_rows(ps_session *s, int32_t n, row_job job) {
+    ps_pool_for_runs(s->pool, n, row_task, &job);
+}
+
 static void rows(ps_session *s, int32_t n, row_op op, int32_t layer, const int32_t *tokens,
                  const float *next_norm) {
-    row_job job = {s, op, layer, tokens, next_norm, NULL};
-    ps_pool_for_runs(s->pool, n, row_task, &job);
+    run_rows(s, n, (row_job){s, op, layer, tokens, next_norm, NULL});
 }
 
 /* The attention piece (PS_L_ATTN): q, k, v; biases, head norms, RoPE and the cache (rows);
@@ -403,13 +409,8 @@ void ps_forward_run(ps_session *s, const ps_seg *segs, int32_t n_segs, float *lo
         rows(s, n, ROW_FFN_OUT, l, NULL, next);
     }
     if (logits) ps_matmul(&env, &w->output, s->xb, hp->n_embd, n, logits, hp->n_vocab);
-    if (logits && w->output_b) {
-        row_job bj = {s, ROW_LOGIT_BIAS, 0, NULL, NULL, logits};
-        ps_pool_for(s->pool, n, row_task, &bj);
-    }
-    if (logits && hp->final_softcap > 0.0f) { /* before any score sees them */
-        row_job cj = {s, ROW_LOGIT_CAP, 0, NULL, NULL, logits};
-        ps_pool_for(s->pool, n, row_task, &cj);
-    }
+    if (logits && w->output_b) run_rows(s, n, (row_job){s, ROW_LOGIT_BIAS, 0, NULL, NULL, logits});
+    if (logits && hp->final_softcap > 0.0f) /* before any score sees them */
+        run_rows(s, n, (row_job){s, ROW_LOGIT_CAP, 0, NULL, NULL, logits});
     ps_prof_add(PS_PROF_FORWARD, t_fwd);
 }
