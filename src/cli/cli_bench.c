@@ -397,7 +397,7 @@ static int bench_load(bench_opts *b, bench_ctx *x) {
     x->kv_base_bytes = b->kv_pairs > 0 ? kv_elems * (double)ps_kv_elt(b->kv_base) : 0.0;
     x->logit_bytes = 2.0 * PS_CHUNK * (double)mi->n_vocab * 4;
     /* --thread-pairs: two sessions at once, each with its cache and logits */
-    x->pair_bytes = b->thread_pairs > 0 && b->tl.n > 1 ? x->kv_bytes + x->logit_bytes : 0.0;
+    x->pair_bytes = b->thread_pairs > 0 ? x->kv_bytes + x->logit_bytes : 0.0;
     /* what a tile copy of BF16 weights adds to the file's pages counts as weights: all of an
      * AMX copy, the padding of a vdpbf16ps copy (it replaces the matrices' pages) */
     x->budget = (double)mi->file_bytes + (double)x->costs.tile_extra + x->kv_bytes +
@@ -649,16 +649,13 @@ static ps_session *pair_session(const bench_opts *b, const bench_ctx *x, ps_pool
     ps_error err;
     const ps_session_params sp = row_session_params(b, pool, len);
     ps_session *s = NULL;
-    ps_score_params p = ps_score_default_params();
-    p.k = b->k;
-    ps_score_result *res = NULL;
+    int64_t bytes = 0;
     if (ps_session_create(x->model, &sp, &s, &err) != PS_OK ||
-        ps_score_tokens(s, x->tokens, len, &p, &res, &err) != PS_OK) {
+        timed_score(s, x->tokens, len, b->k, NULL, false, &bytes, &err) < 0) {
         fprintf(stderr, "promptscore bench: --thread-pairs: %s\n", err.message);
         ps_session_free(s);
         return NULL;
     }
-    ps_score_result_free(res);
     return s;
 }
 
@@ -782,7 +779,7 @@ int ps_cli_bench(int argc, char **argv) {
         }
         ps_pool_free(pool);
     }
-    if (!rc && b.thread_pairs > 0 && b.tl.n > 1) rc = bench_thread_pairs(&b, &x);
+    if (!rc && b.thread_pairs > 0) rc = bench_thread_pairs(&b, &x); /* -t has two or more */
     if (!rc) bench_print_rss(&b, &x);
     ps_free(x.tokens);
     ps_model_free(x.model);
