@@ -7,6 +7,7 @@ to show how much of a difference between the two engines that storage explains
 
 usage: python3 bench/kld_llama16.py BASE.jsonl OTHER.jsonl N_CTX [LLAMA_BASE LLAMA_OTHER]
        python3 bench/kld_llama16.py --diff A.jsonl B.jsonl N_CTX
+       python3 bench/kld_llama16.py --rows A B N_CTX
 
 BASE.jsonl / OTHER.jsonl: `promptscore score -k V` output (V = the vocabulary size, so that
 top_ids holds every token's log-probability) of the same lines, each line one llama-perplexity
@@ -27,6 +28,12 @@ log-probs (ids with log p > -3, per row, averaged over the rows), and Mean KLD /
 --diff: how far two runs of one model are apart (say --kv-type f32 against f16, or --act
 native against f32): the mean |log p_A - log p_B| over the ids with log p_A > -3, and the rows
 whose top-1 differs.
+
+--rows: in how many scored rows two runs of one model disagree on the top-1, where A and B are
+each a llama-perplexity --kl-divergence-base file (its top-1: the first largest 16-bit value)
+or a `promptscore score -k K` output (K >= 1; its top-1: the first of top_ids) of the chunks
+above. So llama.cpp can be compared with itself (two builds, two batch sizes) and with
+promptscore on any vocabulary, without -k V.
 
 Here the log-probs stand in for the logits (a constant shift: the steps are the same
 up to float32 rounding of the shift, far below a step of (max - min) / 65535).
@@ -86,8 +93,12 @@ def llama_rows(path):
         n_ctx, n_vocab, n_chunk = struct.unpack("<3i", f.read(12))
         f.read(4 * n_chunk * n_ctx)  # the tokens
         nv = 2 * ((n_vocab + 1) // 2) + 4
-        for _ in range(n_chunk * (n_ctx - 1 - n_ctx // 2)):
-            r = np.frombuffer(f.read(2 * nv), dtype=np.uint16)
+        n_rows = n_chunk * (n_ctx - 1 - n_ctx // 2)
+        for i in range(n_rows):
+            b = f.read(2 * nv)
+            if len(b) != 2 * nv:
+                sys.exit(f"{path}: ends at row {i} of {n_rows}")
+            r = np.frombuffer(b, dtype=np.uint16)
             scale, mn = np.frombuffer(r[:4].tobytes(), dtype=np.float32)[:2]
             yield (scale * r[4:4 + n_vocab].astype(np.float32) + mn).astype(np.float32)
 
@@ -105,7 +116,7 @@ def versus_llama(argv, n_ctx):
         qb, qo = llama16(b), llama16(o)
         diff_b += int(np.argmax(qb)) != int(np.argmax(lb))
         diff_o += int(np.argmax(qo)) != int(np.argmax(lo))
-        kb, ko = lb > np.float32(-16), lo > np.float32(-16)
+        kb = lb > np.float32(-16)
         tb, to = lb > np.float32(-3), lo > np.float32(-3)
         mad_b += float(np.mean(np.abs(qb[tb] - lb[tb])))
         mad_o += float(np.mean(np.abs(qo[to] - lo[to])))
@@ -133,9 +144,35 @@ def diff(argv):
           f"differs in {top} rows")
 
 
+def top1s(path, n_ctx):
+    """The top-1 of each scored row: of a llama-perplexity base file or a score output."""
+    with open(path, "rb") as f:
+        magic = f.read(8)
+    if magic == b"_logits_":
+        for r in llama_rows(path):
+            yield int(np.argmax(r))  # the first largest, as llama.cpp's scan
+        return
+    first = n_ctx // 2
+    with open(path) as f:
+        for line in f:
+            top = json.loads(line)["logprobs"]["top_ids"]
+            for p in range(first, n_ctx - 1):
+                yield top[p + 1][0][0]
+
+
+def rows_differ(argv):
+    n_ctx = int(argv[4])
+    a, b = list(top1s(argv[2], n_ctx)), list(top1s(argv[3], n_ctx))
+    assert len(a) == len(b), f"{len(a)} rows against {len(b)}"
+    d = sum(x != y for x, y in zip(a, b))
+    print(f"rows {len(a)}: top-1 differs in {d} rows ({100.0 * d / len(a):.2f} %)")
+
+
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == "--diff":
         return diff(sys.argv)
+    if len(sys.argv) == 5 and sys.argv[1] == "--rows":
+        return rows_differ(sys.argv)
     if len(sys.argv) not in (4, 6):
         sys.exit(__doc__)
     n_ctx = int(sys.argv[3])
