@@ -45,30 +45,28 @@ import sys
 import numpy as np
 
 
-def rows(path, n_ctx):
-    first = n_ctx // 2
+def scored(path, n_ctx, key):
+    """logprobs[key] of each scored row of a score output, in order: positions N_CTX/2 ..
+    N_CTX-2 of each line, the row of position p being entry p + 1."""
     with open(path) as f:
         for line in f:
-            d = json.loads(line)
-            lp = d["logprobs"]
-            top = lp["top_ids"]
-            for p in range(first, n_ctx - 1):
-                e = top[p + 1]
-                ids = np.fromiter((t[0] for t in e), dtype=np.int64)
-                vals = np.fromiter((t[1] for t in e), dtype=np.float64).astype(np.float32)
-                v = np.full(int(ids.max()) + 1, -np.inf, dtype=np.float32)
-                v[ids] = vals
-                yield v
+            arr = json.loads(line)["logprobs"][key]
+            for p in range(n_ctx // 2, n_ctx - 1):
+                yield arr[p + 1]
+
+
+def rows(path, n_ctx):
+    for e in scored(path, n_ctx, "top_ids"):
+        ids = np.fromiter((t[0] for t in e), dtype=np.int64)
+        vals = np.fromiter((t[1] for t in e), dtype=np.float64).astype(np.float32)
+        v = np.full(int(ids.max()) + 1, -np.inf, dtype=np.float32)
+        v[ids] = vals
+        yield v
 
 
 def targets(path, n_ctx):
     """The scored token of each row (the id after the row's position)."""
-    first = n_ctx // 2
-    with open(path) as f:
-        for line in f:
-            ids = json.loads(line)["logprobs"]["token_ids"]
-            for p in range(first, n_ctx - 1):
-                yield ids[p + 1]
+    return scored(path, n_ctx, "token_ids")
 
 
 def llama16(lb):
@@ -152,18 +150,15 @@ def top1s(path, n_ctx):
         for r in llama_rows(path):
             yield int(np.argmax(r))  # the first largest, as llama.cpp's scan
         return
-    first = n_ctx // 2
-    with open(path) as f:
-        for line in f:
-            top = json.loads(line)["logprobs"]["top_ids"]
-            for p in range(first, n_ctx - 1):
-                yield top[p + 1][0][0]
+    for e in scored(path, n_ctx, "top_ids"):
+        yield e[0][0]
 
 
 def rows_differ(argv):
     n_ctx = int(argv[4])
     a, b = list(top1s(argv[2], n_ctx)), list(top1s(argv[3], n_ctx))
-    assert len(a) == len(b), f"{len(a)} rows against {len(b)}"
+    if len(a) != len(b):
+        sys.exit(f"{argv[2]}: {len(a)} rows, {argv[3]}: {len(b)}")
     d = sum(x != y for x, y in zip(a, b))
     print(f"rows {len(a)}: top-1 differs in {d} rows ({100.0 * d / len(a):.2f} %)")
 

@@ -74,23 +74,21 @@ for c in range(len(ids) // n):
         ch[0] = bos[0]
     print(json.dumps({'id': c, 'prompt': ch}))
 EOF
+# each model scored once per --kv-type: every token's log-probability (-k V) when the
+# vocabulary is small enough, else the top-1 only; the first of top_ids is the top-1 either way
+K=1; [ "$V" -le 4096 ] && K=$V
 for kv in f16-dot f32; do
     for m in base other; do
         f=$BASE; [ $m = other ] && f=$OTHER
-        "$PS" score -m "$f" -k 1 -t 2 -c "$NCTX" --kv-type "$kv" -i "$W/chunks.jsonl" \
-            -o "$W/top1_${m}_$kv.jsonl" 2>/dev/null
+        "$PS" score -m "$f" -k "$K" -t 2 -c "$NCTX" --kv-type "$kv" -i "$W/chunks.jsonl" \
+            -o "$W/${m}_$kv.jsonl" 2>/dev/null
         echo "top-1, $m model, llama-perplexity against promptscore --kv-type $kv:" \
-            "$("$PY" "$HERE/kld_llama16.py" --rows "$W/$m.kld" "$W/top1_${m}_$kv.jsonl" "$NCTX")"
+            "$("$PY" "$HERE/kld_llama16.py" --rows "$W/$m.kld" "$W/${m}_$kv.jsonl" "$NCTX")"
     done
 done
-[ "$V" -le 4096 ] || exit 0
+[ "$K" = "$V" ] || exit 0
 for kv in f16-dot f32; do
-    for m in base other; do
-        f=$BASE; [ $m = other ] && f=$OTHER
-        "$PS" score -m "$f" -k "$V" -t 2 -c "$NCTX" --kv-type "$kv" -i "$W/chunks.jsonl" \
-            -o "$W/full_${m}_$kv.jsonl" 2>/dev/null
-    done
     echo "kld_llama16.py, promptscore's log-probabilities with --kv-type $kv:"
-    "$PY" "$HERE/kld_llama16.py" "$W/full_base_$kv.jsonl" "$W/full_other_$kv.jsonl" "$NCTX" \
+    "$PY" "$HERE/kld_llama16.py" "$W/base_$kv.jsonl" "$W/other_$kv.jsonl" "$NCTX" \
         "$W/base.kld" "$W/other.kld"
 done
