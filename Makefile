@@ -49,12 +49,12 @@ LDFLAGS += -fsanitize=thread
 endif
 
 # The layering (docs/layout.md; tests/test_layers.sh enforces it): src/ holds one folder per
-# layer, lowest first: base gguf kernels model run score | serve gen | cli. The core library
-# (libpromptscore: what make install ships) is the first six folders; serve/ and gen/ are the
+# layer, lowest first: base gguf kernels model run score | front | serve gen | cli. The core library
+# (libpromptscore: what make install ships) is the first six folders; front/, serve/ and gen/ are the
 # front ends (libmicrohttpd, jansson, libcurl, the model generator), which only the CLI and the
 # tests link; cli/ is the promptscore binary. A new file joins the layer of the folder it is in.
 CORE_DIRS  := base gguf kernels model run score
-FRONT_DIRS := serve gen
+FRONT_DIRS := front serve gen
 CORE_SRC  := $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
 FRONT_SRC := $(foreach d,$(FRONT_DIRS),$(wildcard src/$(d)/*.c))
 CLI_SRC   := $(wildcard src/cli/*.c)

@@ -8,7 +8,7 @@
  * network.
  */
 #include "check.h"
-#include "serve/download.h"
+#include "front/download.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>

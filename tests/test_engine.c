@@ -13,8 +13,8 @@
  * passed over for the job behind it. On ../shared/models/stories260K.gguf.
  */
 #include "check.h"
-#include "serve/engine.h"
-#include "serve/request.h"
+#include "front/engine.h"
+#include "front/request.h"
 #include "score/prefix_cache.h"
 #include "base/util.h"
 

@@ -18,7 +18,7 @@
 #include "check.h"
 #include "base/testhooks.h"
 #include "gen/genmodel.h"
-#include "serve/jsonl.h"
+#include "front/jsonl.h"
 #include "run/session.h"
 #include "serve/server.h"
 

@@ -9,7 +9,7 @@
  * is refused at the first id over the limit, having read only that far.
  */
 #include "check.h"
-#include "serve/jscan.h"
+#include "front/jscan.h"
 #include "base/testhooks.h"
 
 #include <jansson.h>

@@ -7,7 +7,7 @@
  */
 #include "check.h"
 #include "base/testhooks.h"
-#include "serve/json.h"
+#include "front/json.h"
 #include "base/util.h"
 
 #include <jansson.h>

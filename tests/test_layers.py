@@ -3,9 +3,10 @@
 
 src/ holds one folder per layer. The order, lowest first (docs/layout.md says what each holds):
 
-    base < gguf < kernels < model < run < score < {serve, gen} < cli
+    base < gguf < kernels < model < run < score < front < {serve, gen} < cli
 
-serve and gen share a rank and never include each other. The checks:
+front is the request path that `score` and `serve` share (requests, JSON Lines, the engine,
+downloads); serve (HTTP) and gen share a rank above it and never include each other. The checks:
   1. every source file sits in one of these folders;
   2. every `#include "..."` of src/ names a file that exists, as folder/file.h;
   3. an include goes to the same folder or to a lower one, never up or sideways;
@@ -21,14 +22,15 @@ import re
 import subprocess
 import sys
 
-ORDER = ["base", "gguf", "kernels", "model", "run", "score", ("serve", "gen"), "cli"]
+ORDER = ["base", "gguf", "kernels", "model", "run", "score", "front", ("serve", "gen"), "cli"]
 RANK = {}
 for i, d in enumerate(ORDER):
     for name in (d if isinstance(d, tuple) else (d,)):
         RANK[name] = i
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-src = os.path.join(root, "src")
+# PS_LAYERS_SRC: another tree to check (tests/test_layers.sh plants breaks in a copy)
+src = os.environ.get("PS_LAYERS_SRC") or os.path.join(root, "src")
 passed = 0
 failed = 0
 
@@ -146,7 +148,9 @@ find_cycles(edges, "include")
 # 5. calls between objects: which module defines each global symbol, which module uses it
 build = os.environ.get("BUILD", "build")
 objdir = os.path.join(root, build, "obj")
-if os.path.isdir(objdir):
+if os.environ.get("PS_LAYERS_SRC"):
+    pass  # a planted copy has no objects of its own
+elif os.path.isdir(objdir):
     defined = {}
     used = {}
     for dp, _, fs in os.walk(objdir):

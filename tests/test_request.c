@@ -8,8 +8,8 @@
  * text prompts use ../shared/models/stories260K.gguf (vocab only) and are skipped without it.
  */
 #include "check.h"
-#include "serve/jsonl.h"
-#include "serve/request.h"
+#include "front/jsonl.h"
+#include "front/request.h"
 
 #include <stdio.h>
 #include <string.h>

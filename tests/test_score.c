@@ -19,7 +19,7 @@
 #include "check.h"
 #include "base/testhooks.h"
 #include "gen/genmodel.h"
-#include "serve/json.h"
+#include "front/json.h"
 #include "run/session.h"
 
 #include <math.h>

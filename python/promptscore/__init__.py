@@ -186,7 +186,7 @@ _BAD_UTF8 = re.compile("[\udc80-\udcff]+")
 
 def _clean_text(b):
     """A token's bytes as the CLI writes them: valid UTF-8 kept, each run of invalid bytes one
-    U+FFFD (src/serve/json.c, append_utf8_clean)."""
+    U+FFFD (src/front/json.c, append_utf8_clean)."""
     return _BAD_UTF8.sub("\ufffd", b.decode("utf-8", "surrogateescape"))
 
 

@@ -20,7 +20,7 @@ int ps_cli_merge(int argc, char **argv);      /* cli_merge.c */
 #include <stdio.h>
 
 #include "base/impl.h"
-#include "serve/jsonl.h"
+#include "front/jsonl.h"
 #include "promptscore.h"
 #include "base/util.h"
 

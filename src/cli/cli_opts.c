@@ -17,7 +17,7 @@
  * download.c); ps_cli_load adds the pool and the session that score and perplexity use.
  */
 #include "cli/cli.h"
-#include "serve/download.h"
+#include "front/download.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -33,8 +33,8 @@
 #include "cli/cli.h"
 #include "model/model.h"
 #include "cli/cli_shard.h"
-#include "serve/engine.h"
-#include "serve/jsonl.h"
+#include "front/engine.h"
+#include "front/jsonl.h"
 #include "model/vocab.h"
 
 #include <errno.h>

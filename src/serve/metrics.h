@@ -7,7 +7,7 @@
 #define PS_METRICS_H
 
 #include "base/buf.h"
-#include "serve/engine.h"
+#include "front/engine.h"
 
 #include <pthread.h>
 

@@ -15,11 +15,11 @@
  * A request owns all of its memory, so a bad or cancelled one cannot change the next.
  */
 #include "serve/server.h"
-#include "serve/engine.h"
-#include "serve/request.h"
-#include "serve/jscan.h"
+#include "front/engine.h"
+#include "front/request.h"
+#include "front/jscan.h"
 #include "serve/metrics.h"
-#include "serve/json.h"
+#include "front/json.h"
 #include "serve/server_conns.h"
 #include "serve/server_guard.h"
 #include "base/testhooks.h"

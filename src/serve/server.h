@@ -10,7 +10,7 @@
 #define PS_SERVER_H
 
 #include "base/impl.h"
-#include "serve/request.h"
+#include "front/request.h"
 
 /* What a request's body costs to parse and tokenize, per byte, at most: measured, jansson's
  * tree of a list of small integers ~22 bytes per byte of text, SentencePiece on a 2.5 MB text

@@ -8,7 +8,7 @@
  * fault-injection walks (src/testhooks.h) also fail jansson's allocations, and ps_alloc_failed()
  * tells a parse that failed for want of memory from one that failed on bad JSON.
  */
-#include "serve/json.h"
+#include "front/json.h"
 
 #include <jansson.h>
 #include <pthread.h>

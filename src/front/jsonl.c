@@ -13,8 +13,8 @@
  * model's tokenizer, special-token text recognised as its token unless no_parse_special (the
  * server's policy too); id lists are taken verbatim.
  */
-#include "serve/jsonl.h"
-#include "serve/request.h"
+#include "front/jsonl.h"
+#include "front/request.h"
 #include "model/vocab.h"
 
 #include <jansson.h>

@@ -9,7 +9,7 @@
  * token's bytes with every maximal run of invalid UTF-8 replaced by U+FFFD, so that every
  * string written is valid UTF-8 and text offsets can be counted in code points.
  */
-#include "serve/json.h"
+#include "front/json.h"
 #include "base/util.h"
 
 #include <math.h>

@@ -10,8 +10,8 @@
  * Q8_0, then BF16, then F16, then the first; with REPO:TAG (no .gguf suffix, llama.cpp's
  * -hf repo:quant) the first .gguf whose name holds TAG. Nothing here prints; callbacks report progress.
  */
-#include "serve/download.h"
-#include "serve/json.h"
+#include "front/download.h"
+#include "front/json.h"
 
 #include <ctype.h>
 #include <curl/curl.h>

@@ -8,8 +8,8 @@
  * and range-checked. Every prompt must fit the context together with max_tokens. The job owns
  * all of its memory. Pure: no server or CLI state, so the fuzzers drive it directly.
  */
-#include "serve/request.h"
-#include "serve/json.h"
+#include "front/request.h"
+#include "front/json.h"
 #include "base/util.h"
 #include "model/vocab.h"
 

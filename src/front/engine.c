@@ -19,7 +19,7 @@
  * deadline passed (abort). The waiter sleeps on the job's condition variable, waking every 50
  * ms to ask whether its client is gone. A job owns its results; the engine never frees a job.
  */
-#include "serve/engine.h"
+#include "front/engine.h"
 #include "score/score.h"
 #include "run/session.h"
 #include "base/util.h"

@@ -15,9 +15,9 @@
 #ifndef PS_JSONL_H
 #define PS_JSONL_H
 
-#include "serve/jscan.h"
-#include "serve/json.h"
-#include "serve/request.h"
+#include "front/jscan.h"
+#include "front/json.h"
+#include "front/request.h"
 
 /* The longest input line kept (ps_jsonl_limits.max_line_bytes when 0). */
 #define PS_JSONL_MAX_LINE_BYTES ((int64_t)16 << 20)

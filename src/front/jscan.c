@@ -11,7 +11,7 @@
  * prompts; depth 3: the ids of one prompt of a list) and keep the span of the top-level "id".
  * Offsets count from the first byte fed.
  */
-#include "serve/jscan.h"
+#include "front/jscan.h"
 
 #include <stdio.h>
 
