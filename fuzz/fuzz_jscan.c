@@ -9,7 +9,7 @@
  *     limits (taken from the input's first byte, so small limits are reached).
  * Corpus: fuzz/corpus/fuzz_jscan/.
  */
-#include "serve/jscan.h"
+#include "front/jscan.h"
 
 #include <jansson.h>
 #include <stdlib.h>

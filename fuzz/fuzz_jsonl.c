@@ -8,7 +8,7 @@
  * When ../shared (or $PS_SHARED) has stories260K its tokenizer is used for text prompts.
  * Corpus: fuzz/corpus/fuzz_jsonl/.
  */
-#include "serve/jsonl.h"
+#include "front/jsonl.h"
 
 #include <jansson.h>
 #include <stdio.h>
