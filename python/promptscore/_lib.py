@@ -173,3 +173,7 @@ def load():
     except AttributeError as e:
         raise ImportError("promptscore: %s lacks a function this package needs (%s): it is "
                           "older than the package; rebuild and reinstall" % (path, e)) from e
+
+
+# The library, loaded once when the package is imported (every module of the package uses it).
+LIB, LIB_PATH = load()

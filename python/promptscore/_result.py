@@ -1,0 +1,158 @@
+"""The results of scoring: Result (one prompt's per-token arrays, copied out of C memory) and
+PerplexityResult (the numbers `promptscore perplexity --json` prints)."""
+import math
+import re
+
+import numpy as np
+
+_BAD_UTF8 = re.compile("[\udc80-\udcff]+")
+
+
+def _clean_text(b):
+    """A token's bytes as the CLI writes them: valid UTF-8 kept, each run of invalid bytes one
+    U+FFFD (src/front/json.c, append_utf8_clean)."""
+    return _BAD_UTF8.sub("\ufffd", b.decode("utf-8", "surrogateescape"))
+
+
+class Result:
+    """The score of one prompt. Entry i describes token i given tokens [0, i); entry 0 has no
+    distribution.
+
+    Attributes (numpy arrays are owned by the result; nothing refers to C memory):
+      token_ids     int32 (n,): the prompt's ids (BOS included when it was added)
+      logprobs      float32 (n,): logprob of each token; NaN at 0 and before logprobs_from
+      top_ids       int32 (n, K): top-K ids by logprob descending (ties by ascending id); -1 at
+                    0, before logprobs_from, and past the vocabulary
+      top_logprobs  float32 (n, K): their logprobs (NaN where top_ids is masked at 0 or before
+                    logprobs_from; -inf past the vocabulary)
+      tokens        list of str: each token's text (invalid UTF-8 as U+FFFD), as the CLI's
+                    "tokens"; "".join(tokens) is the text the ids stand for
+      text_offsets  int64 (n,): where each token's text starts in "".join(tokens), in code
+                    points (the CLI's "text_offset")
+      sum_logprob, mean_logprob, perplexity: over the prompt's tokens 1..n-1 (every position,
+                    logprobs_from or not; the CLI's fields); mean NaN for a 1-token prompt
+      n_tokens      n
+      logprobs_from the first position with values
+      entropy       float32 (n,) with stats=True, else None: entropy in nats of the whole
+                    distribution that scored token i; NaN at 0
+      rank          int32 (n,) with stats=True, else None: 1-based rank of token i in that
+                    distribution (equal logits by ascending id, as top_ids); 0 at position 0
+      kld           float32 (n,) with compare=, else None: KL(this model || compared) in nats
+                    over the whole vocabulary; NaN at 0; exactly 0 for a model against itself
+      same_top1     int8 (n,) with compare=, else None: 1 when both top-1 ids agree, else 0;
+                    -1 at position 0
+      dp            float32 (n,) with compare=, else None: p_compared - p_this of token i;
+                    NaN at 0
+      kld_mean, same_top1_pct: with compare=, else None: mean kld and percent of same_top1
+                    over positions 1..n-1 (the CLI's fields; NaN for a 1-token prompt)
+      entropy/rank/kld/same_top1/dp are not masked by logprobs_from.
+    """
+
+    __slots__ = ("token_ids", "logprobs", "top_ids", "top_logprobs", "sum_logprob",
+                 "mean_logprob", "perplexity", "n_tokens", "logprobs_from", "_tokens",
+                 "_offsets", "entropy", "rank", "kld", "same_top1", "dp", "kld_mean",
+                 "same_top1_pct")
+
+    def __init__(self, res, model, logprobs_from):
+        n, k = res.n_prompt, res.k
+        self.n_tokens = n
+        self.logprobs_from = logprobs_from
+        self.token_ids = np.ctypeslib.as_array(res.tokens, (n,)).copy()
+        self.logprobs = np.ctypeslib.as_array(res.logprobs, (n,)).copy()
+        if k > 0:
+            self.top_ids = np.ctypeslib.as_array(res.top_ids, (n * k,)).reshape(n, k).copy()
+            self.top_logprobs = np.ctypeslib.as_array(res.top_logprobs,
+                                                      (n * k,)).reshape(n, k).copy()
+        else:
+            self.top_ids = np.empty((n, 0), np.int32)
+            self.top_logprobs = np.empty((n, 0), np.float32)
+        if logprobs_from > 0:
+            m = min(logprobs_from, n)
+            self.logprobs[:m] = np.nan
+            self.top_ids[:m] = -1
+            self.top_logprobs[:m] = np.nan
+        self.sum_logprob = res.sum_logprob
+        self.mean_logprob = res.sum_logprob / (n - 1) if n > 1 else math.nan
+        try:
+            self.perplexity = math.exp(-self.mean_logprob)
+        except OverflowError:
+            self.perplexity = math.inf
+        self._tokens = model._token_texts(self.token_ids.tolist())
+        self._offsets = None
+        def arr(ptr, dtype=None):
+            if not ptr:
+                return None
+            a = np.ctypeslib.as_array(ptr, (n,)).copy()
+            return a.astype(dtype) if dtype is not None else a
+        self.entropy = arr(res.entropy)
+        self.rank = arr(res.rank)
+        self.kld = arr(res.kld)
+        self.same_top1 = arr(res.same_top1, np.int8)
+        self.dp = arr(res.dp)
+        self.kld_mean = self.same_top1_pct = None
+        if res.kld:
+            kl = 0.0
+            same = 0
+            for i in range(1, n):
+                kl += float(self.kld[i])
+                same += int(self.same_top1[i] == 1)
+            m = n - 1
+            self.kld_mean = kl / m if m > 0 else math.nan
+            self.same_top1_pct = 100.0 * same / m if m > 0 else math.nan
+
+    @property
+    def tokens(self):
+        """Each token's text (list of str), the CLI's "tokens"."""
+        return self._tokens
+
+    @property
+    def text_offsets(self):
+        """int64 (n,): where each token's text starts in "".join(tokens), in code points."""
+        if self._offsets is None:
+            lens = np.fromiter((len(s) for s in self.tokens), np.int64, self.n_tokens)
+            off = np.zeros(self.n_tokens, np.int64)
+            if self.n_tokens > 1:
+                np.cumsum(lens[:-1], out=off[1:])
+            self._offsets = off
+        return self._offsets
+
+    def __len__(self):
+        return self.n_tokens
+
+    def __repr__(self):
+        return "<promptscore.Result n_tokens=%d sum_logprob=%.6g>" % (self.n_tokens,
+                                                                     self.sum_logprob)
+
+
+class PerplexityResult:
+    """The summary of Model.perplexity: the numbers ``promptscore perplexity --json`` prints.
+
+    Attributes: mode ("sliding" | "llama"), perplexity, perplexity_stderr (llama; NaN for
+    sliding), mean_nll, tokens_scored, n_tokens (tokens of the text), windows (sliding: windows
+    run; llama: chunks), ctx, stride (sliding), running (llama: float64 array of the running
+    estimate after each chunk; empty for sliding).
+    """
+
+    __slots__ = ("mode", "perplexity", "perplexity_stderr", "mean_nll", "tokens_scored",
+                 "n_tokens", "windows", "ctx", "stride", "running")
+
+    def __init__(self, r):
+        self.mode = "llama" if r.mode == 1 else "sliding"
+        self.perplexity = r.perplexity
+        self.perplexity_stderr = r.perplexity_stderr
+        self.mean_nll = r.mean_nll
+        self.tokens_scored = r.tokens_scored
+        self.n_tokens = r.n_tokens
+        self.windows = r.n_windows
+        self.ctx = r.ctx
+        self.stride = r.stride
+        if r.running:
+            self.running = np.ctypeslib.as_array(r.running, (r.n_windows,)).copy()
+        else:
+            self.running = np.empty(0, np.float64)
+
+    def __repr__(self):
+        return "<promptscore.PerplexityResult %s perplexity=%.6g tokens=%d>" % (
+            self.mode, self.perplexity, self.tokens_scored)
+
+
