@@ -35,11 +35,11 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def version():
+def version() -> str:
     """The C library's version string ("0.1.0")."""
-    return _C.ps_version().decode()
+    return str(_C.ps_version().decode())
 
 
-def lib_path():
+def lib_path() -> str:
     """The path of the libpromptscore this package loaded."""
     return _lib.LIB_PATH

@@ -2,6 +2,7 @@
 code, the library's message and, for parse errors, the byte offset; and the checks that turn a
 status into a raise."""
 import operator
+from typing import Any, Optional
 
 from . import _lib as L
 from ._lib import LIB as _C
@@ -16,7 +17,7 @@ class Error(Exception):
 
     code = L.PS_ERR_INTERNAL
 
-    def __init__(self, message, code=None, offset=-1):
+    def __init__(self, message: str, code: Optional[int] = None, offset: int = -1) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -24,9 +25,9 @@ class Error(Exception):
         self.offset = offset
 
     @property
-    def status(self):
+    def status(self) -> str:
         """The library's name of the code ("invalid argument", "I/O error", ...)."""
-        return _C.ps_status_str(self.code).decode()
+        return str(_C.ps_status_str(self.code).decode())
 
 
 class InvalidArgumentError(Error, ValueError):
@@ -104,7 +105,7 @@ _BY_CODE = {c.code: c for c in (InvalidArgumentError, OutOfMemoryError, FileIOEr
                                  LimitError)}
 
 
-def _error(status, err=None, prefix=None):
+def _error(status: int, err: Optional[Any] = None, prefix: Optional[str] = None) -> Error:
     msg = err.message.decode("utf-8", "replace") if err is not None else ""
     if not msg:
         msg = _C.ps_status_str(status).decode()
@@ -114,12 +115,12 @@ def _error(status, err=None, prefix=None):
     return cls(msg, code=status, offset=err.offset if err is not None else -1)
 
 
-def _check(status, err=None, prefix=None):
+def _check(status: int, err: Optional[Any] = None, prefix: Optional[str] = None) -> None:
     if status != L.PS_OK:
         raise _error(status, err, prefix)
 
 
-def _int(value, name, lo=None, hi=None):
+def _int(value: Any, name: str, lo: Optional[int] = None, hi: Optional[int] = None) -> int:
     if isinstance(value, bool):
         raise ArgumentTypeError("%s must be an integer, not bool" % name)
     try:

@@ -9,6 +9,7 @@ at install time (setup.py), then libpromptscore.so.0 on the loader's path (`make
 """
 import ctypes
 import os
+from typing import Any, Tuple
 from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_double, c_float, c_int,
                     c_int32, c_int64, c_size_t, c_uint64, c_void_p)
 
@@ -100,7 +101,7 @@ class ps_ppl_result(Structure):
                 ("running", POINTER(c_double))]
 
 
-def _find():
+def _find() -> str:
     env = os.environ.get("PROMPTSCORE_LIB")
     if env and env != "system":
         return env
@@ -110,7 +111,7 @@ def _find():
     return SONAME
 
 
-def _declare(lib):
+def _declare(lib: ctypes.CDLL) -> Any:
     P = POINTER
     err = P(ps_error)
     sigs = {
@@ -159,7 +160,7 @@ def _declare(lib):
     return lib
 
 
-def load():
+def load() -> Tuple[Any, str]:
     path = _find()
     try:
         lib = ctypes.CDLL(path)
@@ -176,4 +177,6 @@ def load():
 
 
 # The library, loaded once when the package is imported (every module of the package uses it).
+LIB: Any
+LIB_PATH: str
 LIB, LIB_PATH = load()

@@ -1,11 +1,15 @@
 """Model: a GGUF model loaded for scoring through the C library (ctypes), with its session,
 thread pool and prefix cache; scoring, batches, tokens and perplexity."""
+import functools
 import os
 import threading
 from contextlib import contextmanager
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar,
+                    Union, cast as _tcast)
 from ctypes import POINTER, byref, c_int32, c_size_t, c_void_p, cast, create_string_buffer, string_at
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _lib as L
 from ._lib import LIB as _C
@@ -21,15 +25,16 @@ _CHUNK = 256  # positions per forward pass: the CLI's default, part of a score's
 
 
 
-def _guarded(fn):
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _guarded(fn: _F) -> _F:
     """Runs a method as a call in flight (Model._using): close() waits for it."""
-    def wrapper(self, *args, **kwargs):
+    @functools.wraps(fn)
+    def wrapper(self: "Model", *args: Any, **kwargs: Any) -> Any:
         with self._using():
             return fn(self, *args, **kwargs)
-    wrapper.__name__ = fn.__name__
-    wrapper.__qualname__ = fn.__qualname__
-    wrapper.__doc__ = fn.__doc__
-    return wrapper
+    return _tcast(_F, wrapper)
 
 
 # ---- the model ---------------------------------------------------------------------------------
@@ -51,13 +56,15 @@ class Model:
     by threads: its calls are serialised by a lock, and while one runs in C the GIL is free.
     """
 
-    def __init__(self, path, threads=None, ctx=None, act="native", kv_type="f32", cache_mb=None):
+    def __init__(self, path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"],
+                 threads: Optional[int] = None, ctx: Optional[int] = None, act: str = "native",
+                 kv_type: str = "f32", cache_mb: Optional[int] = None) -> None:
         self._model = self._pool = self._session = self._cache = None
         self._lock = threading.Lock()  # the session: one scoring call at a time
         self._cv = threading.Condition()  # calls in flight (_users); close() waits for them
         self._users = 0
         self._closing = False
-        self._texts = {}
+        self._texts: Dict[int, str] = {}
         if not isinstance(path, (str, bytes, os.PathLike)):
             raise ArgumentTypeError("path must be a str or os.PathLike, not %s" %
                                     type(path).__name__)
@@ -107,7 +114,7 @@ class Model:
             raise
 
     # -- lifetime
-    def _new_session(self, n_ctx):
+    def _new_session(self, n_ctx: int) -> c_void_p:
         sp = _C.ps_session_default_params()
         sp.n_ctx = n_ctx
         sp.n_batch = _CHUNK
@@ -120,7 +127,7 @@ class Model:
                "cannot create a session of %d positions" % (n_ctx or self._info.n_ctx))
         return s
 
-    def close(self):
+    def close(self) -> None:
         """Frees the model, its session, pool and prefix cache. Idempotent; later calls on the
         model raise InvalidArgumentError."""
         cv = getattr(self, "_cv", None)
@@ -142,31 +149,30 @@ class Model:
                 _C.ps_model_free(self._model)
             self._session = self._cache = self._pool = self._model = None
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
-    def __enter__(self):
+    def __enter__(self) -> "Model":
         self._open()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-        return False
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         """True once close() was called."""
         return self._model is None
 
-    def _open(self):
+    def _open(self) -> None:
         if self._model is None:
             raise InvalidArgumentError("the model is closed")
 
     @contextmanager
-    def _using(self):
+    def _using(self) -> Iterator[None]:
         """Marks a call that touches C memory of the model: close() waits for it to end."""
         with self._cv:
             if self._closing:
@@ -182,49 +188,49 @@ class Model:
 
     # -- facts
     @property
-    def n_vocab(self):
+    def n_vocab(self) -> int:
         """Number of tokens in the vocabulary."""
         self._open()
-        return self._info.n_vocab
+        return int(self._info.n_vocab)
 
     @property
-    def n_ctx(self):
+    def n_ctx(self) -> int:
         """The context length the model was loaded with."""
         self._open()
-        return self._info.n_ctx
+        return int(self._info.n_ctx)
 
     @property
-    def name(self):
+    def name(self) -> str:
         """general.name, or the file's base name."""
         self._open()
-        return self._info.name.decode("utf-8", "replace")
+        return str(self._info.name.decode("utf-8", "replace"))
 
     @property
-    def arch(self):
+    def arch(self) -> str:
         """general.architecture ("llama", "qwen3", ...)."""
         self._open()
-        return self._info.arch.decode("utf-8", "replace")
+        return str(self._info.arch.decode("utf-8", "replace"))
 
     @property
-    def bos(self):
+    def bos(self) -> int:
         """The BOS id, or -1."""
         self._open()
-        return _C.ps_vocab_bos(self._vocab)
+        return int(_C.ps_vocab_bos(self._vocab))
 
     @property
-    def eos(self):
+    def eos(self) -> int:
         """The EOS id, or -1."""
         self._open()
-        return _C.ps_vocab_eos(self._vocab)
+        return int(_C.ps_vocab_eos(self._vocab))
 
     @property
-    def add_bos(self):
+    def add_bos(self) -> bool:
         """Whether the model asks for BOS at the start of a text prompt."""
         self._open()
         return bool(_C.ps_vocab_add_bos(self._vocab))
 
     @_guarded
-    def cache_stats(self):
+    def cache_stats(self) -> Dict[str, int]:
         """The prefix cache's counters as a dict (hits, misses, inserts, evictions, bytes,
         budget_bytes, blocks, block, idle_bytes); all zero without a cache."""
         self._open()
@@ -234,7 +240,8 @@ class Model:
 
     # -- tokens
     @_guarded
-    def tokenize(self, text, add_special=True, parse_special=True):
+    def tokenize(self, text: str, add_special: bool = True,
+                 parse_special: bool = True) -> List[int]:
         """Text -> list of token ids. add_special: BOS in front when the model adds one (the
         CLI's default for text prompts); parse_special: the text of special tokens ("<s>",
         "<|endoftext|>") becomes those tokens (the CLI's default) instead of plain text."""
@@ -245,9 +252,9 @@ class Model:
             b = text.encode("utf-8")
         except UnicodeEncodeError as e:
             raise InvalidArgumentError("text is not valid Unicode (%s)" % e) from None
-        return self._tokenize(b, bool(add_special), bool(parse_special)).tolist()
+        return [int(i) for i in self._tokenize(b, bool(add_special), bool(parse_special))]
 
-    def _tokenize(self, b, add_bos, parse_special):
+    def _tokenize(self, b: bytes, add_bos: bool, parse_special: bool) -> npt.NDArray[np.int32]:
         if len(b) > _INT32_MAX // 2:
             raise LimitError("the text is %d bytes; at most %d can be tokenized at once" %
                              (len(b), _INT32_MAX // 2))
@@ -265,7 +272,7 @@ class Model:
             cap = n.value
 
     @_guarded
-    def detokenize(self, ids):
+    def detokenize(self, ids: Sequence[int]) -> str:
         """Token ids -> text: the concatenation of the tokens' bytes (the leading space a
         SentencePiece vocab adds is dropped, so detokenize(tokenize(s, add_special=False)) == s
         for plain text); invalid UTF-8 becomes U+FFFD."""
@@ -280,7 +287,7 @@ class Model:
                                       byref(need)), None, "cannot detokenize")
         return buf.raw[:need.value].decode("utf-8", "replace")
 
-    def _token_texts(self, ids):
+    def _token_texts(self, ids: List[int]) -> List[str]:
         """The CLI's text of each id (a per-model cache, filled as ids are met: a 150k-token
         vocabulary is never walked whole)."""
         cache = self._texts
@@ -291,10 +298,11 @@ class Model:
                 if _C.ps_vocab_token_bytes(self._vocab, i, byref(ptr), byref(ln)) != L.PS_OK:
                     cache[i] = ""
                 else:
-                    cache[i] = _clean_text(string_at(ptr.value, ln.value) if ln.value else b"")
+                    cache[i] = _clean_text(string_at(ptr.value or 0, ln.value)
+                                           if ln.value else b"")
         return [cache[i] for i in ids]
 
-    def _ids(self, ids, name, allow_empty=False):
+    def _ids(self, ids: Any, name: str, allow_empty: bool = False) -> npt.NDArray[np.int32]:
         """A sequence of ints -> contiguous int32 array; wrong types and ids outside int32
         raise (ids outside the vocabulary are the library's to refuse)."""
         if isinstance(ids, (str, bytes, bytearray)):
@@ -324,7 +332,8 @@ class Model:
                                   (bad, idx, self._info.n_vocab - 1))
         return np.ascontiguousarray(a, dtype=np.int32)
 
-    def _prompt_ids(self, prompt, add_special, parse_special):
+    def _prompt_ids(self, prompt: Any, add_special: bool,
+                    parse_special: bool) -> npt.NDArray[np.int32]:
         if isinstance(prompt, str):
             try:
                 b = prompt.encode("utf-8")
@@ -339,7 +348,7 @@ class Model:
                                     type(prompt).__name__)
         return self._ids(prompt, "prompt")
 
-    def _score_params(self, top_k, stats=False):
+    def _score_params(self, top_k: int, stats: bool = False) -> Any:
         p = _C.ps_score_default_params()
         p.k = top_k
         p.chunk = _CHUNK
@@ -347,15 +356,16 @@ class Model:
         p.stats = bool(stats)
         return p
 
-    def _check_k(self, top_k, logprobs_from):
+    def _check_k(self, top_k: int, logprobs_from: int) -> "tuple[int, int]":
         top_k = _int(top_k, "top_k", 0, self._info.n_vocab)
         logprobs_from = _int(logprobs_from, "logprobs_from", 0, _INT32_MAX)
         return top_k, logprobs_from
 
     # -- scoring
     @_guarded
-    def score(self, prompt, top_k=0, logprobs_from=0, add_special=True, parse_special=True,
-              stats=False, compare=None):
+    def score(self, prompt: Union[str, Sequence[int]], top_k: int = 0, logprobs_from: int = 0,
+              add_special: bool = True, parse_special: bool = True, stats: bool = False,
+              compare: Optional["Model"] = None) -> Result:
         """Scores one prompt; returns a Result.
 
         stats: also fill Result.entropy and .rank. compare: another open Model with the same
@@ -376,7 +386,7 @@ class Model:
         params = self._score_params(top_k, stats)
         return self._score_ids(ids, params, logprobs_from, compare)
 
-    def _check_compare(self, compare):
+    def _check_compare(self, compare: Optional["Model"]) -> None:
         if compare is None:
             return
         if not isinstance(compare, Model):
@@ -387,8 +397,10 @@ class Model:
         _check(_C.ps_vocab_same(self._vocab, compare._vocab, byref(err)), err,
                "compare: the models' vocabularies differ")
 
-    def score_many(self, prompts, top_k=0, logprobs_from=0, max_seqs=16, add_special=True,
-                   parse_special=True, stats=False, compare=None):
+    def score_many(self, prompts: Iterable[Union[str, Sequence[int]]], top_k: int = 0,
+                   logprobs_from: Union[int, Iterable[int]] = 0, max_seqs: int = 16,
+                   add_special: bool = True, parse_special: bool = True, stats: bool = False,
+                   compare: Optional["Model"] = None) -> Iterator[Result]:
         """Scores an iterable of prompts; yields one Result per prompt, in input order.
 
         Takes max_seqs prompts at a time (1..256) and packs their positions into shared
@@ -425,8 +437,9 @@ class Model:
         return self._score_many(it, top_k, logprobs_from, lf_iter, max_seqs, add_special,
                                 parse_special, stats, compare)
 
-    def _score_many(self, it, top_k, lf0, lf_iter, max_seqs, add_special, parse_special,
-                    stats=False, compare=None):
+    def _score_many(self, it: Iterator[Any], top_k: int, lf0: Any, lf_iter: Optional[Iterator[Any]],
+                    max_seqs: int, add_special: bool, parse_special: bool, stats: bool = False,
+                    compare: Optional["Model"] = None) -> Iterator[Result]:
         params = self._score_params(top_k, stats)
         base = 0
         while True:
@@ -455,22 +468,24 @@ class Model:
             base += len(group)
 
     @_guarded
-    def _score_group(self, group, froms, params, base, add_special, parse_special,
-                     compare=None):
+    def _score_group(self, group: List[Any], froms: List[int], params: Any, base: int,
+                     add_special: bool, parse_special: bool,
+                     compare: Optional["Model"] = None) -> List[Union[Result, Error]]:
         """Scores one group of score_many: ps_score_batch over all of it, or, with one prompt
         or a failure, each prompt alone in order up to the first that fails (its Error ends
         the list)."""
-        ids = []
+        ids: List[Union[npt.NDArray[np.int32], Error]] = []
         for i, p in enumerate(group):
             try:
                 ids.append(self._prompt_ids(p, add_special, parse_special))
             except Error as e:
                 ids.append(e)
         m = len(group)
-        results = None
+        results: Optional[List[Union[Result, Error]]] = None
         if m > 1 and compare is None and not any(isinstance(a, Error) for a in ids):
             arr = (L.ps_score_prompt * m)()
             for i, a in enumerate(ids):
+                assert not isinstance(a, Error)
                 arr[i].tokens = a.ctypes.data_as(POINTER(c_int32))
                 arr[i].n_tokens = len(a)
                 arr[i].params = cast(byref(params), POINTER(L.ps_score_params))
@@ -503,7 +518,8 @@ class Model:
                     break
         return results
 
-    def _score_ids(self, ids, params, logprobs_from, compare=None):
+    def _score_ids(self, ids: npt.NDArray[np.int32], params: Any, logprobs_from: int,
+                   compare: Optional["Model"] = None) -> Result:
         res = POINTER(L.ps_score_result)()
         err = L.ps_error()
         if compare is None:
@@ -534,7 +550,9 @@ class Model:
             _C.ps_score_result_free(res)
 
     @_guarded
-    def perplexity(self, text, ctx=None, stride=None, mode="sliding", max_chunks=None):
+    def perplexity(self, text: Union[str, Sequence[int]], ctx: Optional[int] = None,
+                   stride: Optional[int] = None, mode: str = "sliding",
+                   max_chunks: Optional[int] = None) -> PerplexityResult:
         """The perplexity of a text, by the `promptscore perplexity` command's procedures;
         returns a PerplexityResult with the numbers its --json prints.
 
@@ -590,7 +608,7 @@ class Model:
         finally:
             _C.ps_ppl_result_free(res)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._model is None:
             return "<promptscore.Model closed>"
         return "<promptscore.Model %s (%s, %d tokens)>" % (self.name, self.arch, self.n_vocab)

@@ -2,13 +2,18 @@
 PerplexityResult (the numbers `promptscore perplexity --json` prints)."""
 import math
 import re
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from ._model import Model
 
 _BAD_UTF8 = re.compile("[\udc80-\udcff]+")
 
 
-def _clean_text(b):
+def _clean_text(b: bytes) -> str:
     """A token's bytes as the CLI writes them: valid UTF-8 kept, each run of invalid bytes one
     U+FFFD (src/front/json.c, append_utf8_clean)."""
     return _BAD_UTF8.sub("\ufffd", b.decode("utf-8", "surrogateescape"))
@@ -53,7 +58,26 @@ class Result:
                  "_offsets", "entropy", "rank", "kld", "same_top1", "dp", "kld_mean",
                  "same_top1_pct")
 
-    def __init__(self, res, model, logprobs_from):
+    token_ids: npt.NDArray[np.int32]
+    logprobs: npt.NDArray[np.float32]
+    top_ids: npt.NDArray[np.int32]
+    top_logprobs: npt.NDArray[np.float32]
+    sum_logprob: float
+    mean_logprob: float
+    perplexity: float
+    n_tokens: int
+    logprobs_from: int
+    _tokens: List[str]
+    _offsets: Optional[npt.NDArray[np.int64]]
+    entropy: Optional[npt.NDArray[np.float32]]
+    rank: Optional[npt.NDArray[np.int32]]
+    kld: Optional[npt.NDArray[np.float32]]
+    same_top1: Optional[npt.NDArray[np.int8]]
+    dp: Optional[npt.NDArray[np.float32]]
+    kld_mean: Optional[float]
+    same_top1_pct: Optional[float]
+
+    def __init__(self, res: Any, model: "Model", logprobs_from: int) -> None:
         n, k = res.n_prompt, res.k
         self.n_tokens = n
         self.logprobs_from = logprobs_from
@@ -79,7 +103,7 @@ class Result:
             self.perplexity = math.inf
         self._tokens = model._token_texts(self.token_ids.tolist())
         self._offsets = None
-        def arr(ptr, dtype=None):
+        def arr(ptr: Any, dtype: Any = None) -> Any:
             if not ptr:
                 return None
             a = np.ctypeslib.as_array(ptr, (n,)).copy()
@@ -90,7 +114,7 @@ class Result:
         self.same_top1 = arr(res.same_top1, np.int8)
         self.dp = arr(res.dp)
         self.kld_mean = self.same_top1_pct = None
-        if res.kld:
+        if self.kld is not None and self.same_top1 is not None:
             kl = 0.0
             same = 0
             for i in range(1, n):
@@ -101,12 +125,12 @@ class Result:
             self.same_top1_pct = 100.0 * same / m if m > 0 else math.nan
 
     @property
-    def tokens(self):
+    def tokens(self) -> List[str]:
         """Each token's text (list of str), the CLI's "tokens"."""
         return self._tokens
 
     @property
-    def text_offsets(self):
+    def text_offsets(self) -> npt.NDArray[np.int64]:
         """int64 (n,): where each token's text starts in "".join(tokens), in code points."""
         if self._offsets is None:
             lens = np.fromiter((len(s) for s in self.tokens), np.int64, self.n_tokens)
@@ -116,10 +140,10 @@ class Result:
             self._offsets = off
         return self._offsets
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.n_tokens
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<promptscore.Result n_tokens=%d sum_logprob=%.6g>" % (self.n_tokens,
                                                                      self.sum_logprob)
 
@@ -136,7 +160,18 @@ class PerplexityResult:
     __slots__ = ("mode", "perplexity", "perplexity_stderr", "mean_nll", "tokens_scored",
                  "n_tokens", "windows", "ctx", "stride", "running")
 
-    def __init__(self, r):
+    mode: str
+    perplexity: float
+    perplexity_stderr: float
+    mean_nll: float
+    tokens_scored: int
+    n_tokens: int
+    windows: int
+    ctx: int
+    stride: int
+    running: npt.NDArray[np.float64]
+
+    def __init__(self, r: Any) -> None:
         self.mode = "llama" if r.mode == 1 else "sliding"
         self.perplexity = r.perplexity
         self.perplexity_stderr = r.perplexity_stderr
@@ -151,7 +186,7 @@ class PerplexityResult:
         else:
             self.running = np.empty(0, np.float64)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<promptscore.PerplexityResult %s perplexity=%.6g tokens=%d>" % (
             self.mode, self.perplexity, self.tokens_scored)
 
