@@ -27,7 +27,7 @@
  * variable (or with a malformed one) the hook does nothing.
  *
  * ps_test_moe_plain(true) (moe.c) switches the expert products to their plain reference path.
- * ps_test_mmq_pack_plain(true) (matmul_quant.c) packs the k-quant tiles by the plain packer.
+ * ps_test_mmq_pack_plain(true) (matmul_quant_avx512.c) packs the k-quant tiles by the plain packer.
  *
  * ps_test_pcache_hash_bits(n) (prefix_cache.c; test builds only, PS_TESTING) forces collisions
  * of the prefix cache's chain hash. ps_test_pool_poll(mode) (pool.c) sets how new pools wait.
@@ -53,8 +53,8 @@ int64_t ps_alloc_count(void);
  * compare the two bit for bit. Process-wide; off by default. */
 void ps_test_moe_plain(bool on);
 
-/* on: the VNNI kernels of matmul_quant.c pack Q4_K / Q6_K weight tiles by the plain
- * row-by-row packer (pack_tile_vnni) instead of their in-register packers, so that a test can
+/* on: the VNNI kernels of matmul_quant_avx512.c pack Q4_K / Q6_K weight tiles by the plain
+ * row-by-row packer (ps_mmq_pack_tile_vnni) instead of their in-register packers, so that a test can
  * compare the two bit for bit. Process-wide; off by default. */
 void ps_test_mmq_pack_plain(bool on);
 

@@ -1,5 +1,5 @@
 /*
- * i8pack.h — the in-register transpose of the int8 weight packers (matmul_quant.c's 32-input
+ * i8pack.h — the in-register transpose of the int8 weight packers (matmul_quant_avx512.c's 32-input
  * block types, Q8_0 among them, and its 256-input tiles): 16 weight rows of 32 bytes (8 dwords each)
  * become the 8 "groups" of the VNNI / AMX B layout, group g = dword g of the 16 rows (lane i
  * from row i). Input zmm k holds rows k (low 256 bits) and k + 8 (high 256 bits); a 4 x 4

@@ -14,7 +14,7 @@
  * BF16 weights, also as llama.cpp: each activation row is rounded to bf16 (ps_quant_act_bf16)
  * and the exact bf16 x bf16 products are summed in float32 (AVX-512 BF16 vdpbf16ps where the CPU
  * has it). With env->f32_act both take float32 activations like F32/F16 (weights widened
- * exactly): the closest to the float64 reference, at half (BF16) to a third (Q8_0) the speed.
+ * exactly): the closest to the float64 reference, and slower (docs/figures.md).
  */
 #ifndef PS_MATMUL_H
 #define PS_MATMUL_H

@@ -85,9 +85,9 @@ PS_TARGET_AMX static void cfg_q8(void) {
 
 /* One output row piece of 16 lanes (mask m). stream: a whole aligned 64-byte line goes around
  * the cache (non-temporal): used for outputs too big to stay in cache (the logits, 155 MB for
- * 256 positions x 151,936), where each ordinary store first read its line from memory. That
- * read-for-ownership doubled the time of the Q8_0 output matrix (measured: 282 -> ~600 GOP/s
- * with the stores sent to a small buffer instead). The values stored are the same. */
+ * 256 positions x 151,936), where each ordinary store first read its line from memory, a
+ * read-for-ownership that cost as much as the product itself (docs/kernels.md, "Measured
+ * choices of the integer kernels"). The values stored are the same. */
 PS_TARGET_AMX static inline __attribute__((always_inline)) void store_row(float *p, __mmask16 m,
                                                                    __m512 v, bool stream) {
     if (stream && m == 0xffff && ((uintptr_t)p & 63) == 0) _mm512_stream_ps(p, v);

@@ -70,7 +70,7 @@ void ps_amx_q_act_group(const ps_amx_qgeom *g, int8_t *q, int64_t ldq, float *d,
  * and the transposed groups: xt (group k at xt + 16 k ldq), dt / st (group k at + 16 k ldd),
  * bst (mink == 1 or bias > 0: group k at + 16 k ldb).
  * round16(n_rows) rows readable. park: 16 KiB, 64-byte aligned. stream: as ps_amx_stream_y.
- * Bitwise equal to the VNNI kernels of matmul_quant.c. */
+ * Bitwise equal to the VNNI kernels of matmul_quant_avx512.c. */
 void ps_amx_q_rows(const ps_amx_qgeom *g, const uint8_t *wp, int nw, int64_t nb,
                    const int8_t *xt, int64_t ldq, const float *dt, const float *st, int64_t ldd,
                    const int16_t *bst, int64_t ldb, int64_t n_rows, float *y, int64_t ldy,

@@ -11,8 +11,9 @@
  * is walked in blocks of MM_KB (1024) and the activation rows in blocks of MM_ROWS (96, a
  * multiple of the 6-row form), so a tile's slice (16 rows x 4 KiB) stays in L1/L2 while the
  * block's rows pass over it; between k blocks the accumulator vectors wait in scratch (stored
- * and reloaded exactly, so blocking does not change any result). Sizes picked by bench_matmul
- * on Qwen3-0.6B shapes (k = 1024..3072; KB 512 -> 1024 and ROWS 64 -> 96: +3-5%).
+ * and reloaded exactly, so blocking does not change any result). Sizes picked by timing
+ * bench_matmul on Qwen3-0.6B shapes (k = 1024..3072; docs/kernels.md, "Measured choices of the
+ * float kernels").
  *
  * Determinism: every output element is one accumulator vector that receives
  * fma(x[k..k+V), w[k..k+V)) for k = 0, V, 2V, ... in order (the last chunk masked with zeros),
@@ -22,8 +23,8 @@
  *
  * BF16 weights take another road (see "vdpbf16ps" below): the activation rows are rounded to
  * bf16 once per call (as llama.cpp does) and AVX-512 BF16 vdpbf16ps multiplies them with the
- * weights in packed tiles (no conversion), 32 products per instruction: ~300-380 GFLOP/s on
- * Qwen3-0.6B shapes, 68-84% of the measured vdpbf16ps peak (ps_bf16_peak_gflops). A model's
+ * weights in packed tiles (no conversion), 32 products per instruction (bench_matmul prints
+ * each shape's share of the vdpbf16ps peak, ps_bf16_peak_gflops; docs/figures.md). A model's
  * matrices are packed once at load (ps_bf16_dp_pack_to, model.c); others per task. With
  * env->f32_act, BF16 goes through the float32 tiles above instead (matmul.c decides).
  *
@@ -53,7 +54,7 @@
 #define MM_ACC (MM_ROWS * MM_TILE * 16) /* accumulator vectors parked between k blocks */
 #define BF16_TW PS_BF16_DP_ROWS  /* BF16 (vdpbf16ps): weight rows per task (64) */
 #define BF16_ROWS 48 /* BF16: activation rows per pass over a k block (96 parked 393 KB of
-                      * accumulators, crowding L2: k = 2048/3072 shapes ~5-8% slower) */
+                      * accumulators, crowding L2: slower on the k = 2048/3072 shapes) */
 #define BF16_ACC (BF16_ROWS * BF16_TW * 16) /* its parked accumulators */
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
@@ -388,7 +389,7 @@ float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
  *     (pack_bf16) and every output is one
  *     accumulator vector fed by vdpbf16ps over k = 0, 32, 64, ... in order (the tail masked to
  *     zeros): lane i takes (acc + x[2i+1] w[2i+1]) + x[2i] w[2i], each step rounded to nearest
- *     even (Intel's definition; measured the same on this AMD core, 32M random cases), input
+ *     even (Intel's definition; an AMD core checked on random cases gives the same), input
  *     subnormals read as zero. Then hsum512, as every other AVX-512 path.
  *   - other ISAs: the rounded activations are widened back to float32 and go through the
  *     float32 kernels above (weights widened exactly, one fma per product).
@@ -411,8 +412,8 @@ float ps_dot_f32(ps_isa isa, const float *a, const float *b, int64_t n) {
  * alignment of the mapped tensor (a GGUF tensor is only 32-byte aligned: in place, every
  * 64-byte load of a row at 32 mod 64 split over two lines), and the task's first pass over the
  * rows is one streaming copy instead of 64 rows' demand misses. The copy at load saves that
- * copy per call too, whose reads of the file's mapping (4 KiB pages, demand misses) cost up to
- * half of a matmul's time on a busy machine. */
+ * copy per call too, whose reads of the file's mapping (4 KiB pages, demand misses) were a large
+ * part of a matmul's time on a busy machine. */
 PS_TARGET_AVX512_BF16 static void pack_bf16(const uint8_t *w, size_t row_bytes, int nw,
                                             int64_t n, uint16_t *tile) {
     const int64_t nc = (n + 31) / 32, full = n / 32;

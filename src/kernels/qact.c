@@ -130,7 +130,8 @@ act_q8_block_avx512(__m512 v0, __m512 v1, float id, uint8_t *q, bool offset) {
  * (dd = amax / 127, id = 1 / dd) and the f16 rounding of dd (vcvtps2ph, round to nearest even,
  * as ps_f32_to_f16) run once per 16 blocks as vector operations; each lane computes exactly
  * the scalar IEEE operations of the reference. The scalar form serialised on those divisions
- * (measured: 12-15% of an AMX matmul at m = 256). Leftover blocks take the scalar form. */
+ * (its share of an AMX matmul: docs/kernels.md, "Measured choices of the integer kernels").
+ * Leftover blocks take the scalar form. */
 PS_TARGET_AVX512_F16C
 static void act_q8_avx512(const float *x, int64_t n, uint8_t *q, float *d, bool offset) {
     const __m512 big = _mm512_set1_ps(FLT_MAX);
@@ -440,8 +441,8 @@ static void q8k_avx512(const float *x, int64_t n, int8_t *q, int16_t *bsums, flo
         const float *xb = x + b * PS_QK_K;
         int8_t *qb = q + b * PS_QK_K;
         /* the block two ahead (2 KiB): the rows come from memory in a matmul call (its
-         * activations, megabytes), and the first load of each block was half this
-         * function's time; with it, q8k's share of a Q4_K AMX call fell 15% -> 10% (perf) */
+         * activations, megabytes), and without it the first load of each block stalled
+         * (docs/kernels.md, "Measured choices of the integer kernels") */
         if (b + 2 < n / PS_QK_K)
             for (int i = 0; i < 16; i++)
                 _mm_prefetch((const char *)(xb + 2 * PS_QK_K + 16 * i), _MM_HINT_T0);

@@ -392,10 +392,10 @@ PS_TARGET_AVX512 static inline __attribute__((always_inline)) void scores_avx512
 /* Keys in steps of 64 (4 blocks of 16); the last step takes only the blocks that hold a key.
  * A block wholly past n_keys lies hd x 64 bytes further on, often on a page the cache never
  * touched (a sequence sized for the whole context, a short prompt), where even a load with
- * every lane masked off costs the CPU a fault-suppression assist per instruction. Loading no
- * such block took 8% off the CPU time of 32 prompts of 40-90 tokens scored one at a time
- * (Qwen3-0.6B shape, Q8_0, 1 thread). Each score is the same chain of products either way
- * (the same bits; tests/test_matmul.c test_attn_scores_tails). */
+ * every lane masked off costs the CPU a fault-suppression assist per instruction, so no such
+ * block is loaded (docs/kernels.md, "Measured choices of the float kernels"). Each score is the
+ * same chain of products either way (the same bits; tests/test_matmul.c
+ * test_attn_scores_tails). */
 #define SCORES_AVX512_T(name, T)                                                               \
     PS_TARGET_AVX512 static void name(const float *q, int64_t ldq, int32_t nq, const void *kt,        \
                               int32_t n_keys, int32_t hd, float *s, int64_t lds) {            \

@@ -35,8 +35,8 @@ ps_status ps_session_forward_segs(ps_session *s, const ps_seg *segs, int32_t n_s
                                   float *logits, ps_error *err);
 
 /* The session's output buffer of at least rows x n_vocab floats, grown when needed and kept
- * between calls (allocating it per call made the kernel zero every touched page again, ~3% of
- * a short prompt's time); NULL on allocation failure. */
+ * between calls (allocating it per call made the kernel zero every touched page again, a
+ * visible share of a short prompt's time); NULL on allocation failure. */
 float *ps_session_logits(ps_session *s, size_t rows);
 
 /* Makes s run in lender's workspace (the forward pass's scratch: activations, matmul and
