@@ -29,7 +29,8 @@ secs() {
 : > "$T/rounds"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-    b=$("$BIN" bench -m "$MODEL" -t "$THREADS" -l "$LEN" -k 20 --json | sed -n 's/.*"pass": "steady".*"tokens_per_s": \([0-9.]*\),.*/\1/p')
+    ct=""; [ "$THREADS" = 1 ] && ct=--cpu-time  # one thread: CPU time on both sides
+    b=$("$BIN" bench -m "$MODEL" -t "$THREADS" -l "$LEN" -k 20 --json $ct | sed -n 's/.*"pass": "steady".*"tokens_per_s": \([0-9.]*\),.*/\1/p')
     s9=$(secs "$BIN" score -m "$MODEL" -t "$THREADS" --cache-mb 0 -k 20 ${SCORE_ARGS:-} -i "$T/p9.jsonl")
     s1=$(secs "$BIN" score -m "$MODEL" -t "$THREADS" --cache-mb 0 -k 20 ${SCORE_ARGS:-} -i "$T/p1.jsonl")
     s=$(awk -v a="$s9" -v b="$s1" -v len="$LEN" 'BEGIN { printf "%.1f", 8 * len / (a - b) }')

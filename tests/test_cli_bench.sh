@@ -40,7 +40,7 @@ assert [(r['threads'], r['tokens']) for r in runs] == [(1, 40), (1, 300), (2, 40
 assert [(r['threads'], r['tokens']) for r in cold] == [(1, 40), (1, 300), (2, 40), (2, 300)]
 for c in cold:  # the cold pass of a fresh session, on its own line before its row
     assert c['pass'] == 'cold' and c['k'] == 7 and c['seconds'] > 0 and c['tokens_per_s'] > 0, c
-    assert c['clock'] == ('cpu' if c['threads'] == 1 else 'wall'), c
+    assert c['clock'] == 'wall', c  # one clock for every row: the wall clock by default
 for r in runs:
     assert r['pass'] == 'steady' and r['runs'] == 3, r
     assert r['k'] == 7 and r['tokens_per_s'] > 0 and r['seconds'] > 0, r
@@ -49,14 +49,23 @@ for r in runs:
     assert all(0 <= s <= 1.0001 for s in shares), r
     assert 0.9 <= sum(shares) <= 1.05, (sum(shares), r)
     assert r['matmul_gflops'] > 0, r
-    assert r['clock'] == ('cpu' if r['threads'] == 1 else 'wall'), r
+    assert r['clock'] == 'wall', r
 assert rss['within_budget'] is True and 0 < rss['peak_rss_mb'] <= rss['budget_mb'], rss
 PY"
 
 "$BIN" bench -m "$MODEL" -t 1 --lengths 64 > "$T/table" 2>&1; rc=$?
 check "bench table exits 0" '[ $rc -eq 0 ]'
 check "the table runs no kernel check (tests/test_model_kernels.c does)" '! grep -q "^check:" "$T/table"'
-check "table shows one cold line, one row and the RSS line" '[ $(grep -c "^ *1 *64 *cold: " "$T/table") -eq 1 ] && [ $(grep -c "^ *1 *64 *[0-9.]* *[0-9.]* .*(median of 3, CPU time" "$T/table") -eq 1 ] && grep -q "^peak RSS .*(within)" "$T/table"'
+check "table shows one cold line, one row and the RSS line" '[ $(grep -c "^ *1 *64 *cold: " "$T/table") -eq 1 ] && [ $(grep -c "^ *1 *64 *[0-9.]* *[0-9.]* .*(median of 3, wall time" "$T/table") -eq 1 ] && grep -q "^peak RSS .*(within)" "$T/table"'
+check "the header names the one clock of the rows" 'grep -q "^each row: .*; seconds and tok/s on the wall clock" "$T/table"'
+"$BIN" bench -m "$MODEL" --json -t 1,2 --lengths 24 --runs 1 --cpu-time > "$T/cpu.json" 2> "$T/err"; rc=$?
+check "--cpu-time: every row and cold line on the process's CPU time ($(cat "$T/err"))" "[ \$rc -eq 0 ] && python3 - '$T/cpu.json' <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '\"pass\"' in l]
+assert len(rows) == 4 and all(r['clock'] == 'cpu' for r in rows), rows
+PY"
+"$BIN" bench -m "$MODEL" -t 1 --lengths 24 --runs 1 --cpu-time > "$T/cpu.txt" 2>&1
+check "--cpu-time: the header says so" 'grep -q "^each row: .*CPU time, all threads (--cpu-time)" "$T/cpu.txt"'
 "$BIN" bench -m "$MODEL" -t 1 --lengths 64 --runs 5 --json > "$T/r5.json" 2>&1; rc=$?
 check "--runs 5: the row says 5 runs" '[ $rc -eq 0 ] && grep -q "\"pass\": \"steady\", \"runs\": 5," "$T/r5.json"'
 "$BIN" bench -m "$MODEL" --runs 0 > /dev/null 2> "$T/e"; rc=$?
@@ -119,7 +128,7 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 pairs = [r for r in rows if 'thread_pairs' in r]
 assert [(r['tokens'], r['threads_a'], r['threads_b']) for r in pairs] == [(24, 1, 2), (40, 1, 2)], rows
 for r in pairs:
-    assert r['thread_pairs'] == 3 and (r['a_clock'], r['b_clock']) == ('cpu', 'wall'), r
+    assert r['thread_pairs'] == 3 and (r['a_clock'], r['b_clock']) == ('wall', 'wall'), r
     # (the median of ratios is checked exactly on one pair below; with two threads on a busy
     # machine a pair's second run can take 60x its first, so no bound ties it to the medians)
     assert r['a_seconds'] > 0 and r['b_seconds'] > 0 and 0 < r['a_over_b'] < float('inf'), r

@@ -14,12 +14,11 @@
  * with experts the weights of the router and of n_expert_used experts per layer). Models with
  * experts also get the share of the routing (router matmul, softmax, top-k, grouping, gather,
  * weighted sum) and of the expert matmuls with their SwiGLU (also counted in matmul).
- * With one thread the seconds, tokens/s and shares come from the process's CPU time (so a
- * shared, busy machine disturbs them less; the wall time is printed too), with more threads
- * from the wall clock; the shares are those of the median run. --json also gives the median
- * run's cpu_seconds, the CPU time of all its threads: on a machine shared with other jobs, where
- * a second thread's wall time says little, one thread's CPU seconds over two threads' shows
- * how much work the split adds. At the end: the process's peak
+ * Every row is on one clock, named in the header: the wall clock by default, so -t 1,2 reads
+ * as a user's runs do (two threads, fewer seconds); with --cpu-time the process's CPU time
+ * (all its threads), which a shared, busy machine disturbs less, so two threads' seconds
+ * over one thread's show how much work the split adds. The shares are those of the median
+ * run; --json also gives the median run's wall_seconds and cpu_seconds whatever the clock. At the end: the process's peak
  * RSS next to the budget
  *     mapped weights + KV cache + 2 x one chunk of logits + 64 MiB.
  *
@@ -41,8 +40,8 @@
  * --thread-pairs N: after the rows, for every length and every thread count T after the first
  * (F) of -t, the same prompt is scored N times on a session of F threads and N times on one of
  * T, alternating F / T, and one line gives the median seconds of each and the median of the
- * pairs' speed-ups (F's seconds over T's, each on the rows' clock: CPU time for one thread,
- * wall time for more): the scaling of threads on a machine whose speed drifts, where rows
+ * pairs' speed-ups (F's seconds over T's, each on the wall clock: a speed-up on CPU time
+ * means nothing): the scaling of threads on a machine whose speed drifts, where rows
  * measured minutes apart can differ by more than the scaling (thread_pairs_row). With AVX-512
  * BF16 the line also gives the same median for the vdpbf16ps peak, measured just before each
  * run: the machine's own scaling at those moments, with no memory traffic and no barriers, the
@@ -261,13 +260,13 @@ static ps_status thread_pairs_row(ps_session *a, ps_pool *pa, int32_t ta, ps_ses
     int64_t bytes = 0;
     ps_status st = PS_OK;
     for (int32_t i = 0; i < n; i++) {
-        const double peak_a = ps_bf16_peak_gflops(pa, 0.1, ta == 1);
-        if ((t[i] = timed_score(a, tokens, len, k, NULL, ta == 1, &bytes, err)) < 0) {
+        const double peak_a = ps_bf16_peak_gflops(pa, 0.1, false);
+        if ((t[i] = timed_score(a, tokens, len, k, NULL, false, &bytes, err)) < 0) {
             st = err->code;
             break;
         }
-        const double peak_b = ps_bf16_peak_gflops(pb, 0.1, tb == 1);
-        if ((u[i] = timed_score(b, tokens, len, k, NULL, tb == 1, &bytes, err)) < 0) {
+        const double peak_b = ps_bf16_peak_gflops(pb, 0.1, false);
+        if ((u[i] = timed_score(b, tokens, len, k, NULL, false, &bytes, err)) < 0) {
             st = err->code;
             break;
         }
@@ -291,6 +290,7 @@ typedef struct {
     int32_t k, runs, cache_pairs, kv_pairs, thread_pairs;
     ps_kv_type kv_base;
     bool json;
+    bool cpu_time; /* --cpu-time: every row on the process's CPU time instead of the wall clock */
 } bench_opts;
 
 /* The loaded model and what every row shares. */
@@ -331,6 +331,8 @@ static int bench_parse(int argc, char **argv, bench_opts *b) {
         {"-r, --runs", "N", "timed runs after the cold pass; a row is their median (default 3)",
          PS_CLI_I32, &b->runs, 1, 1000},
         {"--json", NULL, "one JSON object per line", PS_CLI_FLAG, &b->json},
+        {"--cpu-time", NULL, "time every row by the process's CPU time (all threads) instead\n"
+         "of the wall clock (the default)", PS_CLI_FLAG, &b->cpu_time},
         {"--cache-pairs", "N", "after each row, N alternating pairs of the same prompt without\n"
          "and with a fresh prefix cache, then with a warm full one: median\n"
          "seconds and their ratio (default 0)",
@@ -436,7 +438,8 @@ static void bench_banner(const bench_opts *b, const bench_ctx *x) {
                "(--no-repack: none)\n", x->costs.tile_amx ? "amx" : "vdpbf16ps",
                (double)mi->tile_bytes / 1048576.0, mi->tile_seconds);
     printf("each row: the median of --runs %d after the cold pass of a fresh session, which is "
-           "on the line above it\n", b->runs);
+           "on the line above it; seconds and tok/s on %s\n", b->runs,
+           b->cpu_time ? "the process's CPU time, all threads (--cpu-time)" : "the wall clock");
 }
 
 /* One profiled ps_score_tokens of the first len ids. */
@@ -607,9 +610,8 @@ static int bench_row(const bench_opts *b, bench_ctx *x, ps_pool *pool, int32_t t
         ps_session_free(s);
         return 1;
     }
-    /* one thread: seconds from the process's CPU time (the machine may be shared); several:
-     * wall time */
-    const bool cpu_clock = threads == 1;
+    /* the one clock of every row (the header names it) */
+    const bool cpu_clock = b->cpu_time;
     if (header && !b->json)
         printf("%7s %7s %9s %9s %7s %7s %7s %7s %7s %9s%s\n", "threads", "tokens", "seconds",
                "tok/s", "matmul", "attn", "dnet", "topk", "rest", "mm GF/s",
@@ -690,16 +692,15 @@ static int bench_thread_pairs(const bench_opts *b, const bench_ctx *x) {
                        "\"threads_b\": %d, \"a_seconds\": %.9f, \"b_seconds\": %.9f, "
                        "\"a_over_b\": %.6g, \"peak_a_over_b\": %.6g, \"a_clock\": \"%s\", "
                        "\"b_clock\": \"%s\"}\n",
-                       b->thread_pairs, len, ta, tb, ma, mb, sp, pk, ta == 1 ? "cpu" : "wall",
-                       tb == 1 ? "cpu" : "wall");
+                       b->thread_pairs, len, ta, tb, ma, mb, sp, pk, "wall", "wall");
             else {
                 if (pk > 0)
                     snprintf(peak, sizeof peak, "; the vdpbf16ps peak's own in the same pairs "
                              "%.2fx", pk);
                 printf("%7d %7d  %d over %d thread%s: %.2fx (%.6f s / %.6f s, %s / %s; the "
                        "median of %d alternating pairs' ratios%s)\n", tb, len, tb, ta,
-                       ta > 1 ? "s" : "", sp, ma, mb, ta == 1 ? "CPU time" : "wall time",
-                       tb == 1 ? "CPU time" : "wall time", b->thread_pairs, peak);
+                       ta > 1 ? "s" : "", sp, ma, mb, "wall time", "wall time", b->thread_pairs,
+                       peak);
             }
             fflush(stdout);
             ps_session_free(sb);
