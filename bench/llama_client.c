@@ -15,7 +15,10 @@
  * are not counted on this side.
  *
  * Not part of the build or of CI: bench/vs_llamacpp.sh compiles it against an existing
- * llama.cpp build (docs/figures.md says how to make one).
+ * llama.cpp build (docs/figures.md says how to make one). bench/vs_ikllama.sh compiles the same
+ * file with -DPS_IK_LLAMA against an ik_llama.cpp build, whose llama.h predates llama.cpp's
+ * memory API (llama_kv_cache_clear, llama_free_model) and has the run-time repack
+ * (model parameter repack_tensors, its -rtr): the environment variable IK_RTR=1 turns it on.
  */
 #include "llama.h"
 
@@ -61,6 +64,10 @@ int main(int argc, char **argv) {
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
+#ifdef PS_IK_LLAMA
+    const char *rtr = getenv("IK_RTR");
+    mp.repack_tensors = rtr && rtr[0] == '1';
+#endif
     struct llama_model *model = llama_model_load_from_file(argv[1], mp);
     if (!model) {
         fprintf(stderr, "llama_client: cannot load %s\n", argv[1]);
@@ -73,7 +80,9 @@ int main(int argc, char **argv) {
     cp.n_seq_max = 1;
     cp.n_threads = threads;
     cp.n_threads_batch = threads;
+#ifndef PS_IK_LLAMA
     cp.no_perf = true;
+#endif
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx) {
         fprintf(stderr, "llama_client: cannot create a context of %d positions\n", len);
@@ -94,7 +103,11 @@ int main(int argc, char **argv) {
     double *secs = malloc(sizeof *secs * (size_t)runs);
     if (!secs) return 1;
     for (int i = -1; i < runs; i++) { /* i = -1: the warm-up */
+#ifdef PS_IK_LLAMA
+        llama_kv_cache_clear(ctx);
+#else
         llama_memory_clear(llama_get_memory(ctx), true);
+#endif
         const double t0 = now_s(clock);
         if (llama_decode(ctx, batch) != 0) {
             fprintf(stderr, "llama_client: llama_decode failed\n");
@@ -113,7 +126,11 @@ int main(int argc, char **argv) {
     free(secs);
     llama_batch_free(batch);
     llama_free(ctx);
+#ifdef PS_IK_LLAMA
+    llama_free_model(model);
+#else
     llama_model_free(model);
+#endif
     llama_backend_free();
     return 0;
 }
