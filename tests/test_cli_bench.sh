@@ -211,6 +211,20 @@ assert 0 < r['route_share'] <= 1 and 0 < r['experts_share'] <= r['matmul_share']
 PY"
     "$BIN" bench -m "$T/moe.gguf" -t 1 --lengths 16 > "$T/moe.table" 2>&1
     check "experts: the table has the route and experts columns" 'grep -q "route experts" "$T/moe.table" && grep -q "^experts: 8 per layer, 2 per token, FFN 32" "$T/moe.table"'
+    # Q8_0 on the integer kernels: the vpdpbusd int8 peak measured beside the row where the CPU
+    # has AVX-512 VNNI (its share > 0), else none; no BF16 peak on such a model
+    check "Q8_0: the int8 peak and its share where the CPU has VNNI" "python3 - '$T/moe.json' <<'PY'
+import json, sys
+r = [r for r in map(json.loads, open(sys.argv[1])) if r.get('pass') == 'steady'][0]
+vnni = ' avx512_vnni' in open('/proc/cpuinfo').read()
+assert (r['i8_peak_gops'] > 0 and r['i8_peak_share'] > 0) == vnni, (vnni, r)
+assert r['bf16_peak_gflops'] == 0, r
+PY"
+    if grep -q ' avx512_vnni' /proc/cpuinfo; then
+        check "Q8_0: the table's int8 peak line" 'grep -q "q8_0 matmuls .* GOP/s = .*% of the vpdpbusd int8 peak" "$T/moe.table"'
+    else
+        cpu_lacks "AVX-512 VNNI: no int8 peak line"
+    fi
 else
     bad "gen-model --preset qwen3moe-tiny failed"
 fi

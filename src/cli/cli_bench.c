@@ -58,6 +58,7 @@
 #include "model/model.h"
 #include "run/session.h"
 #include "kernels/matmul_float.h"
+#include "kernels/matmul_quant.h"
 #include "base/prof.h"
 
 #include <errno.h>
@@ -490,7 +491,7 @@ static ps_status bench_measure(ps_session *s, const bench_opts *b, const bench_c
 /* The cold pass's line and the row (the median run) with its time split. */
 static void bench_print_row(const bench_opts *b, const bench_ctx *x, const ps_session *s,
                             int32_t threads, int32_t len, bool cpu_clock, const bench_pass *cold,
-                            const bench_pass *r, double peak) {
+                            const bench_pass *r, double peak, double i8_peak) {
     const char *clock = cpu_clock ? "cpu" : "wall";
     const char *clock_words = cpu_clock ? "CPU time" : "wall time";
     if (b->json)
@@ -521,11 +522,12 @@ static void bench_print_row(const bench_opts *b, const bench_ctx *x, const ps_se
                "%.6f, \"tokens_per_s\": %.1f, \"matmul_share\": %.3f, \"attention_share\": %.3f, \"deltanet_share\": "
                "%.3f, \"topk_share\": %.3f, \"rest_share\": %.3f, \"matmul_gflops\": %.1f, "
                "\"isa\": \"%s\", \"act\": \"%s\", \"kv_type\": \"%s\"%s, "
-               "\"bf16_peak_gflops\": %.1f, \"bf16_peak_share\": %.3f}\n",
+               "\"bf16_peak_gflops\": %.1f, \"bf16_peak_share\": %.3f, \"i8_peak_gops\": %.1f, "
+               "\"i8_peak_share\": %.3f}\n",
                threads, len, b->k, b->runs, secs, clock, r->wall, r->cpu, len / secs, mm / secs,
                att / secs, dn / secs, topk / secs, rest / secs, gf, ps_isa_name(s->isa),
                ps_act_name(b->o.act), ps_kv_type_name(b->o.kv_type), moe_cols, peak,
-               peak > 0 ? gf / peak : 0.0);
+               peak > 0 ? gf / peak : 0.0, i8_peak, i8_peak > 0 ? gf / i8_peak : 0.0);
     else
         printf("%7d %7d %9.3f %9.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %9.1f%s  (median of "
                "%d, %s; wall %.3f s)\n",
@@ -536,6 +538,11 @@ static void bench_print_row(const bench_opts *b, const bench_ctx *x, const ps_se
         printf("%7d %7d  BF16 matmuls %.1f GFLOP/s = %.0f%% of the vdpbf16ps peak %.1f GFLOP/s "
                "(%d thread%s, measured after the row, %s)\n", threads, len, gf,
                100 * gf / peak, peak, threads, threads > 1 ? "s" : "", clock_words);
+    if (!b->json && i8_peak > 0)
+        printf("%7d %7d  %s matmuls %.1f GOP/s = %.0f%% of the vpdpbusd int8 peak %.1f GOP/s "
+               "(%d thread%s, measured after the row, %s)\n", threads, len,
+               ps_ggml_type_name(x->costs.wq_type), gf, 100 * gf / i8_peak, i8_peak, threads,
+               threads > 1 ? "s" : "", clock_words);
     fflush(stdout);
 }
 
@@ -631,7 +638,12 @@ static int bench_row(const bench_opts *b, bench_ctx *x, ps_pool *pool, int32_t t
                                     b->o.act == PS_ACT_NATIVE && !amx
                                 ? ps_bf16_peak_gflops(pool, 0.3, cpu_clock)
                                 : 0;
-        bench_print_row(b, x, s, threads, len, cpu_clock, &cold, &med, peak);
+        /* block types on the integer kernels (vpdpbusd): the int8 peak beside them */
+        const uint32_t wt = x->costs.wq_type;
+        const bool int_kernel = wt != PS_GGML_F32 && wt != PS_GGML_F16 && wt != PS_GGML_BF16 &&
+                                b->o.act == PS_ACT_NATIVE && !amx;
+        const double i8_peak = int_kernel ? ps_i8_peak_gops(pool, 0.3, cpu_clock) : 0;
+        bench_print_row(b, x, s, threads, len, cpu_clock, &cold, &med, peak, i8_peak);
         /* the base session's first pass is its warm-up */
         ps_score_result *warm = NULL;
         ps_score_params wp = ps_score_default_params();

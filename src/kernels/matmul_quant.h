@@ -60,4 +60,11 @@ ps_status ps_mmq_scalar(const ps_mat *w, const float *x, int64_t ldx, int64_t n_
 int ps_mmq_decode(uint32_t type, const void *blk, uint8_t *u, int32_t *sc, int16_t *mn,
                   float *dw, float *dm, int *off, int *sb);
 
+/* The machine's int8 vpdpbusd peak in GOP/s (128 ops per 512-bit vpdpbusd: 64 u8 x s8
+ * products, each a multiply and an add), measured now on the pool's threads as
+ * ps_bf16_peak_gflops measures its own (24 independent accumulator chains on registers, about
+ * `seconds`, the process's CPU time when cpu_clock, else wall time). 0 when the CPU lacks
+ * AVX-512 VNNI. What `promptscore bench` sets the integer kernels' matmul figure against. */
+double ps_i8_peak_gops(ps_pool *pool, double seconds, bool cpu_clock);
+
 #endif

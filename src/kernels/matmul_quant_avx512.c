@@ -18,8 +18,10 @@
  * order, so the bits are the scalar kernel's.
  */
 #include "kernels/matmul_quant_isa.h"
+#include "kernels/matmul_quant.h"
 #include "kernels/i8pack.h"
 #include "base/testhooks.h"
+#include "base/util.h"
 
 #include <stdatomic.h>
 
@@ -557,4 +559,77 @@ vnni_tile_fn ps_mmq_vnni_fn(const qdesc *qd, bool xact) {
     return qd->min == MIN_INT ? vnni_k16_min : vnni_k16_off;
 }
 
+/* ---- the vpdpbusd peak (ps_i8_peak_gops) ---- */
+
+#define I8_PEAK_ACC 16 /* independent chains: 2 per cycle x ~5 cycles latency, with room */
+
+/* iters x I8_PEAK_ACC vpdpbusd on registers (sixteen named accumulators); returns a sum so
+ * that nothing is optimised away */
+PS_TARGET_AVX512_VNNI static int32_t i8_peak_chain(int64_t iters) {
+    /* sixteen different start values: equal chains would be folded into one */
+#define I8_START(i) _mm512_set1_epi32(i)
+    __m512i a0 = I8_START(0), a1 = I8_START(1), a2 = I8_START(2), a3 = I8_START(3),
+            a4 = I8_START(4), a5 = I8_START(5), a6 = I8_START(6), a7 = I8_START(7),
+            a8 = I8_START(8), a9 = I8_START(9), a10 = I8_START(10), a11 = I8_START(11),
+            a12 = I8_START(12), a13 = I8_START(13), a14 = I8_START(14), a15 = I8_START(15);
+#undef I8_START
+    __m512i x = _mm512_set1_epi8(1), w = _mm512_set1_epi8(1);
+    /* asm blocks of eight: written in C, GCC 12 moves the sixteen chains between registers
+     * and the stack on every pass (an asm takes at most 30 operands, "+v" counts twice) */
+#define I8_DP8(a, b, c, d, e, f, g, h)                                                         \
+    __asm__ volatile("vpdpbusd %[w], %[x], %[p0]\n\tvpdpbusd %[w], %[x], %[p1]\n\t"            \
+                     "vpdpbusd %[w], %[x], %[p2]\n\tvpdpbusd %[w], %[x], %[p3]\n\t"            \
+                     "vpdpbusd %[w], %[x], %[p4]\n\tvpdpbusd %[w], %[x], %[p5]\n\t"            \
+                     "vpdpbusd %[w], %[x], %[p6]\n\tvpdpbusd %[w], %[x], %[p7]"                 \
+                     : [p0] "+v"(a), [p1] "+v"(b), [p2] "+v"(c), [p3] "+v"(d), [p4] "+v"(e),    \
+                       [p5] "+v"(f), [p6] "+v"(g), [p7] "+v"(h)                                 \
+                     : [x] "v"(x), [w] "v"(w))
+    for (int64_t i = 0; i < iters; i++) {
+        I8_DP8(a0, a1, a2, a3, a4, a5, a6, a7);
+        I8_DP8(a8, a9, a10, a11, a12, a13, a14, a15);
+    }
+#undef I8_DP8
+    a0 = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+                          _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
+    a8 = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)),
+                          _mm512_add_epi32(_mm512_add_epi32(a12, a13), _mm512_add_epi32(a14, a15)));
+    return _mm512_reduce_add_epi32(_mm512_add_epi32(a0, a8));
+}
+
+typedef struct {
+    int64_t iters;
+    int32_t sink[64];
+} i8_peak_job;
+
+static void i8_peak_task(void *ctx, int64_t task, int32_t thread) {
+    i8_peak_job *job = ctx;
+    job->sink[thread & 63] += i8_peak_chain(job->iters);
+    (void)task;
+}
+
+static double i8_peak_clock(bool cpu) { return cpu ? ps_cpu_s() : ps_now_s(); }
+
+double ps_i8_peak_gops(ps_pool *pool, double seconds, bool cpu_clock) {
+    if (!ps_cpu_has_avx512vnni()) return 0;
+    const int32_t threads = ps_pool_size(pool);
+    /* as ps_bf16_peak_gflops: many ~1 ms tasks per thread, the first pass sizes them */
+    i8_peak_job job = {.iters = 4096};
+    double t0 = i8_peak_clock(cpu_clock);
+    ps_pool_for(pool, threads, i8_peak_task, &job);
+    double dt = PS_MAX(i8_peak_clock(cpu_clock) - t0, 1e-6);
+    const double per_s = (double)job.iters * threads / dt;
+    job.iters = PS_MAX((int64_t)(per_s / threads * 1e-3), (int64_t)256);
+    const int64_t tasks = PS_MAX((int64_t)(seconds * per_s / (double)job.iters), (int64_t)threads);
+    t0 = i8_peak_clock(cpu_clock);
+    ps_pool_for(pool, tasks, i8_peak_task, &job);
+    dt = PS_MAX(i8_peak_clock(cpu_clock) - t0, 1e-9);
+    /* 64 u8 x s8 products per instruction, each a multiply and an add */
+    return (double)tasks * (double)job.iters * I8_PEAK_ACC * 128.0 / dt * 1e-9;
+}
+
+#else
+double ps_i8_peak_gops(ps_pool *pool, double seconds, bool cpu_clock) {
+    (void)pool, (void)seconds, (void)cpu_clock;
+    return 0;
+}
 #endif /* __x86_64__ */
