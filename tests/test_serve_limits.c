@@ -4,6 +4,8 @@
  * serve --port 0 (stories260K) and talks raw HTTP/1.1 over sockets, so it can send what curl
  * would not (a NUL in a header, two Content-Lengths).
  *
+ *   - the meter alone (base/impl.h): blocks charged at their size while it is attached, the
+ *     one the pool cannot cover refused, frees credited, trim, release, a closed meter inert;
  *   - the guard functions alone: the Host syntax (name or IP literal, optional numeric port,
  *     nothing else) and the API key compared over the value's every byte;
  *   - headers: two Content-Lengths (equal or not), Content-Length with Transfer-Encoding, two
@@ -13,8 +15,8 @@
  *     keys and deep-but-legal nesting, each ~0.9 MB in a field the server ignores. Each is
  *     answered 200, or refused 413 / 503 with a JSON error; the peak RSS (VmHWM) grows by at
  *     most the budget plus RSS_MARGIN_KB (what the allocator and libmicrohttpd keep beside
- *     what is counted), and `{}` repeated (about 80 bytes of parse per byte of body) is
- *     refused; afterwards /metrics shows none of the budget held;
+ *     what is counted), and `{}` repeated (whose tree costs more than the admission
+ *     estimate per byte) is refused; afterwards /metrics shows none of the budget held;
  *   - 200 sequential requests, each holding more than half the budget while it is answered,
  *     each on a fresh connection sent as soon as the answer before it was read: all 200 (none
  *     refused by the share of the one before).
@@ -201,6 +203,52 @@ static void test_guard_functions(void) {
     CHECK(!ps_guard_key_ok("KEY", 3, "Bearer KEY\0", 11));
     CHECK(!ps_guard_key_ok("KEY", 3, "Bearer KE", 9));
     CHECK(!ps_guard_key_ok("KEY", 3, "Bearer", 6));
+}
+
+/* ---- the meter on the allocation hook ---------------------------------------------------- */
+
+static void test_meter(void) {
+    ps_mem_pool pool;
+    ps_mem_pool_init(&pool, 4 << 20);
+    ps_mem_meter m;
+    ps_mem_meter_init(&m, &pool);
+    ps_mem_meter *prev = ps_mem_meter_attach(&m);
+    void *a = ps_malloc(1 << 20);
+    int64_t after_a = m.live;
+    void *b = ps_malloc(2 << 20);
+    void *c = ps_malloc(2 << 20); /* 5 MiB in all: over the 4 MiB pool */
+    ps_mem_meter_attach(prev);
+    CHECKF(a && b && !c && m.refused, "the third block passes the pool: refused (%p %p %p)", a, b,
+           c);
+    CHECKF(after_a >= (1 << 20) && m.live >= (3 << 20) && m.granted <= (4 << 20) &&
+               ps_mem_pool_used(&pool) == m.granted,
+           "charged at their size: live %lld, granted %lld, pool %lld", (long long)m.live,
+           (long long)m.granted, (long long)ps_mem_pool_used(&pool));
+    CHECKF(m.wanted > (4 << 20), "the refusal says what it would have needed: %lld",
+           (long long)m.wanted);
+    prev = ps_mem_meter_attach(&m);
+    ps_free(b);
+    void *r = ps_realloc(a, 2 << 20); /* grows into the room b left */
+    ps_mem_meter_attach(prev);
+    CHECKF(r && m.live >= (2 << 20) && m.live < (3 << 20), "freed and grown: live %lld",
+           (long long)m.live);
+    ps_mem_meter_trim(&m);
+    CHECKF(m.granted == m.live + m.fixed && ps_mem_pool_used(&pool) == m.granted,
+           "trimmed to what is live: granted %lld live %lld", (long long)m.granted,
+           (long long)m.live);
+    CHECK(ps_mem_meter_charge(&m, 1 << 20) && m.fixed == (1 << 20));
+    CHECK(!ps_mem_meter_grant(&m, 8 << 20) && m.refused);
+    int64_t kept = ps_mem_meter_release(&m, 4096);
+    CHECKF(kept == 4096 && ps_mem_pool_used(&pool) == 4096, "released but 4096: kept %lld, pool "
+           "%lld", (long long)kept, (long long)ps_mem_pool_used(&pool));
+    ps_mem_pool_give(&pool, kept);
+    prev = ps_mem_meter_attach(&m); /* closed: charges nothing */
+    void *d = ps_malloc(8 << 20);
+    ps_free(r);
+    ps_mem_meter_attach(prev);
+    CHECKF(d && ps_mem_pool_used(&pool) == 0, "a closed meter charges nothing: %p, pool %lld", d,
+           (long long)ps_mem_pool_used(&pool));
+    ps_free(d);
 }
 
 /* ---- headers read two ways ------------------------------------------------------------ */
@@ -417,6 +465,7 @@ static void test_sequential(void) {
 }
 
 int main(void) {
+    test_meter();
     test_guard_functions();
     const char *shared = getenv("PS_SHARED") && *getenv("PS_SHARED") ? getenv("PS_SHARED")
                                                                        : "../shared";
