@@ -11,8 +11,9 @@
  *   - headers: two Content-Lengths (equal or not), Content-Length with Transfer-Encoding, two
  *     Hosts, two Authorizations, a malformed Host, a NUL in a value (the key's or another's)
  *     get a 400 in OpenAI's shape; a well-formed request with a port of 65535 passes;
- *   - body shapes (--mem-budget 48 MiB): `{}` repeated, `[]` repeated, a long string, many
- *     keys and deep-but-legal nesting, each ~0.9 MB in a field the server ignores. Each is
+ *   - body shapes (--mem-budget 48 MiB): `{}` repeated (to /v1/completions and /tokenize),
+ *     `[]` repeated, a long string, many keys and deep-but-legal nesting, each ~0.9 MB in a
+ *     field the server ignores. Each is
  *     answered 200, or refused 413 / 503 with a JSON error; the peak RSS (VmHWM) grows by at
  *     most the budget plus RSS_MARGIN_KB (what the allocator and libmicrohttpd keep beside
  *     what is counted), and `{}` repeated (whose tree costs more than the admission
@@ -142,17 +143,22 @@ static bool exchange(int port, const char *raw, size_t n, answer *a) {
     return ok;
 }
 
-/* A POST of body to /v1/completions with the header lines `headers` (the Host among them). */
-static bool post(int port, const char *headers, const char *body, answer *a) {
+/* A POST of body to path with the header lines `headers` (the Host among them). */
+static bool post_to(int port, const char *path, const char *headers, const char *body,
+                    answer *a) {
     size_t blen = strlen(body), cap = strlen(headers) + blen + 256;
     char *raw = malloc(cap);
     int n = snprintf(raw, cap,
-                     "POST /v1/completions HTTP/1.1\r\n%sContent-Type: application/json\r\n"
+                     "POST %s HTTP/1.1\r\n%sContent-Type: application/json\r\n"
                      "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
-                     headers, blen, body);
+                     path, headers, blen, body);
     bool ok = exchange(port, raw, (size_t)n, a);
     free(raw);
     return ok;
+}
+
+static bool post(int port, const char *headers, const char *body, answer *a) {
+    return post_to(port, "/v1/completions", headers, body, a);
 }
 
 static bool is_json_error(const answer *a) {
@@ -380,18 +386,21 @@ static void test_shapes(void) {
     for (int i = 0; i < 30; i++) strcat(deep, "[");
     for (int i = 0; i < 30; i++) strcat(deep, "]");
     struct {
-        const char *what;
+        const char *what, *path;
         char *body;
         bool must_refuse;
     } shapes[] = {
-        {"{} repeated", shape_body("[", "{}", "]", 900000), true},
-        {"[] repeated", shape_body("[", "[]", "]", 900000), false},
-        {"a long string", shape_body("\"", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "\"", 900000), false},
-        {"many keys", keys_body(900000), false},
-        {"deep nesting (30 levels)", shape_body("[", deep, "]", 900000), false},
+        {"{} repeated", "/v1/completions", shape_body("[", "{}", "]", 900000), true},
+        {"{} repeated, /tokenize", "/tokenize", shape_body("[", "{}", "]", 900000), true},
+        {"[] repeated", "/v1/completions", shape_body("[", "[]", "]", 900000), false},
+        {"a long string", "/v1/completions",
+         shape_body("\"", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "\"", 900000), false},
+        {"many keys", "/v1/completions", keys_body(900000), false},
+        {"deep nesting (30 levels)", "/v1/completions", shape_body("[", deep, "]", 900000),
+         false},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        post(s.port, H, shapes[i].body, &a);
+        post_to(s.port, shapes[i].path, H, shapes[i].body, &a);
         bool refused = (a.status == 413 || a.status == 503) && is_json_error(&a) &&
                        strstr(a.body, "memory budget");
         CHECKF(a.status == 200 || refused, "%s: want 200 or a 413 / 503 naming the memory "

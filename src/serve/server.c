@@ -278,6 +278,7 @@ static enum MHD_Result respond_buf(ps_server *s, struct MHD_Connection *mc, conn
  * meter was never refused (a real allocation failure, answered 500). */
 static bool budget_refusal(ps_server *s, conn *c, const char *what, ps_req_error *e) {
     if (!c->meter.refused) return false;
+    c->meter.refused = false; /* told once: a failure while answering it is a plain 500 */
     memset(e, 0, sizeof *e);
     int64_t budget = s->cfg.mem_budget;
     if (c->meter.wanted > budget)
@@ -312,7 +313,11 @@ static enum MHD_Result respond_error(ps_server *s, struct MHD_Connection *mc, co
                                      const char *allow) {
     ps_buf b;
     ps_buf_init(&b);
+    /* small and bounded: written outside the request's meter, so a request refused for want
+     * of budget still gets its answer */
+    ps_mem_meter *m = ps_mem_meter_attach(NULL);
     write_error(&b, e);
+    ps_mem_meter_attach(m);
     if (b.oom) return respond_buf(s, mc, c, method, url, e->status, &b, "application/json");
     char *data = b.data;
     return respond(s, mc, c, method, url, e->status, "application/json", data, b.len, allow);
@@ -1159,6 +1164,9 @@ static enum MHD_Result on_body(ps_server *s, struct MHD_Connection *mc, conn *c,
     }
     ps_conns_set_busy(s->conns, mc, true); /* the whole request is here: no read deadline */
     if (c->refused) return respond_error(s, mc, c, method, url, &c->refusal, NULL);
+    ps_req_error e;
+    if (c->body.oom && budget_refusal(s, c, "reading the body", &e))
+        return respond_error(s, mc, c, method, url, &e, NULL);
     if (c->body.oom) return respond_buf(s, mc, c, method, url, 500, &c->body, NULL);
     return dispatch(s, mc, c, method, url);
 }
