@@ -37,11 +37,14 @@
 #include <sys/stat.h>
 
 /* Beside the budget: the allocator's free lists and rounding, libmicrohttpd's connection
- * buffers, thread stacks; under AddressSanitizer, redzones too. */
-#if defined(__SANITIZE_ADDRESS__)
-enum { RSS_MARGIN_KB = 8192 + 32768 };
-#else
+ * buffers, thread stacks. Under AddressSanitizer every block carries redzones the accounting
+ * does not see (it counts what the program asked for) and freed memory is not given back, so
+ * the RSS bound is not checked there (RSS_CHECKED 0); the answers are. */
 enum { RSS_MARGIN_KB = 8192 };
+#if defined(__SANITIZE_ADDRESS__)
+enum { RSS_CHECKED = 0 };
+#else
+enum { RSS_CHECKED = 1 };
 #endif
 
 static char g_bin[1024];
@@ -409,7 +412,7 @@ static void test_shapes(void) {
             CHECKF(refused, "%s (%zu bytes) is refused: %d %.200s", shapes[i].what,
                    strlen(shapes[i].body), a.status, a.body);
         long grew = proc_status_kb(s.pid, "VmHWM:") - base_kb;
-        CHECKF(grew <= budget_kb + RSS_MARGIN_KB,
+        CHECKF(!RSS_CHECKED || grew <= budget_kb + RSS_MARGIN_KB,
                "%s: the peak RSS grew by %ld KB, over the budget (%ld KB) + %d KB",
                shapes[i].what, grew, budget_kb, RSS_MARGIN_KB);
         fprintf(stderr, "NOTE: %-26s %zu bytes: %d, peak RSS +%ld KB (budget %ld KB)\n",
