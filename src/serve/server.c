@@ -8,10 +8,14 @@
  * engine (engine.c: a round-robin line of admitted requests, workers with a ps_session each);
  * the results are written here with json.h. A request is admitted on its headers, before its
  * body is read: against the engine's slots (--queue) and a memory budget (--mem-budget), a
- * body of undeclared length (chunked) charged for what has arrived as it comes; more get 503. libmicrohttpd runs one thread per connection; the connection thread
- * validates, submits, then waits for its job while watching its socket: a client that hangs up
- * cancels the job, which ps_score_tokens polls between chunks and workers check before
- * starting a prompt. Counters and latencies go to metrics.c.
+ * body of undeclared length (chunked) charged for what has arrived as it comes; more get 503.
+ * While it is handled, every allocation made for it is charged to its meter (base/impl.h) and
+ * the one that passes the budget is refused (413 / 503); the charge is let go as the answer is
+ * handed over, so a client never waits on its own previous request. Headers that two readers
+ * could take two ways are a 400. libmicrohttpd runs one thread per connection; the connection
+ * thread validates, submits, then waits for its job while watching its socket: a client that
+ * hangs up cancels the job, which ps_score_tokens polls between chunks and workers check
+ * before starting a prompt. Counters and latencies go to metrics.c.
  * A request owns all of its memory, so a bad or cancelled one cannot change the next.
  */
 #include "serve/server.h"

@@ -1,6 +1,7 @@
 /*
- * server_guard.c — who may ask the HTTP server: the API key (compared in constant time), the
- * Host header (DNS rebinding), the JSON media type (no cross-site "simple" requests) and the
+ * server_guard.c — who may ask the HTTP server: the API key (compared in constant time, over
+ * the header's every byte), the Host header (its exact syntax; DNS rebinding), the JSON media
+ * type (no cross-site "simple" requests) and the
  * loopback test behind the warning for a server reachable from elsewhere without a key.
  * Pure functions of strings; server.c calls them before a route runs (server_guard.h).
  */
