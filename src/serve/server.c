@@ -148,6 +148,19 @@ static void record(ps_server *s, conn *c, const char *method, const char *url, i
     }
 }
 
+/* A static 500 "out of memory" answer: needs no allocation of ours. */
+static enum MHD_Result respond_oom(struct MHD_Connection *mc) {
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory serving the request\","
+                              "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(mc, 500, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 /* An answer on its way out: its bytes and the share of the memory budget they hold. The
  * reader copies them into libmicrohttpd's send buffer a piece at a time; as it copies the
  * last piece it frees them and gives their share back, before that piece is written to the
@@ -213,9 +226,12 @@ static enum MHD_Result respond(ps_server *s, struct MHD_Connection *mc, conn *c,
             *a = (answer_out){&s->pool, held, data, len};
             resp = MHD_create_response_from_callback(len, 32768, answer_read, a, answer_free);
             if (!resp) answer_free(a);
-        } else {
+        } else { /* out of memory: the static 500 instead */
             ps_free(data);
             ps_mem_pool_give(&s->pool, held);
+            c->responded = true;
+            record(s, c, method, url, 500);
+            return respond_oom(mc);
         }
     } else {
         resp = MHD_create_response_from_buffer(len, NULL, MHD_RESPMEM_PERSISTENT);
@@ -233,19 +249,6 @@ static enum MHD_Result respond(ps_server *s, struct MHD_Connection *mc, conn *c,
         if (c->cors) MHD_add_response_header(resp, "Access-Control-Allow-Origin", s->cors_origin);
     }
     enum MHD_Result ret = MHD_queue_response(mc, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-/* A static 500 "out of memory" answer: needs no allocation of ours. */
-static enum MHD_Result respond_oom(struct MHD_Connection *mc) {
-    static const char oom[] = "{\"error\":{\"message\":\"out of memory serving the request\","
-                              "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
-    if (!resp) return MHD_NO;
-    MHD_add_response_header(resp, "Content-Type", "application/json");
-    enum MHD_Result ret = MHD_queue_response(mc, 500, resp);
     MHD_destroy_response(resp);
     return ret;
 }
