@@ -256,14 +256,14 @@ static int post_async(int port, const char *body) {
 }
 
 static void test_guard_functions(void) {
-    CHECK(ps_guard_key_ok("k3y", 3, "Bearer k3y"));
-    CHECK(ps_guard_key_ok("k3y", 3, "bearer  k3y "));
-    CHECK(!ps_guard_key_ok("k3y", 3, "Bearer k3z"));
-    CHECK(!ps_guard_key_ok("k3y", 3, "Bearer k3"));
-    CHECK(!ps_guard_key_ok("k3y", 3, "Bearer k3yy"));
-    CHECK(!ps_guard_key_ok("k3y", 3, "Basic k3y"));
-    CHECK(!ps_guard_key_ok("k3y", 3, "k3y"));
-    CHECK(!ps_guard_key_ok("k3y", 3, NULL));
+    CHECK(ps_guard_key_ok("k3y", 3, "Bearer k3y", strlen("Bearer k3y")));
+    CHECK(ps_guard_key_ok("k3y", 3, "bearer  k3y ", strlen("bearer  k3y ")));
+    CHECK(!ps_guard_key_ok("k3y", 3, "Bearer k3z", strlen("Bearer k3z")));
+    CHECK(!ps_guard_key_ok("k3y", 3, "Bearer k3", strlen("Bearer k3")));
+    CHECK(!ps_guard_key_ok("k3y", 3, "Bearer k3yy", strlen("Bearer k3yy")));
+    CHECK(!ps_guard_key_ok("k3y", 3, "Basic k3y", strlen("Basic k3y")));
+    CHECK(!ps_guard_key_ok("k3y", 3, "k3y", strlen("k3y")));
+    CHECK(!ps_guard_key_ok("k3y", 3, NULL, 0));
     CHECK(ps_guard_host_ok("127.0.0.1:8080", NULL));
     CHECK(ps_guard_host_ok("[::1]:8080", NULL));
     CHECK(ps_guard_host_ok("10.1.2.3", NULL));

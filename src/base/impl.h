@@ -78,6 +78,57 @@ char *ps_strndup(const char *s, size_t n);
 void ps_alloc_failed_clear(void);
 bool ps_alloc_failed(void);
 
+/* Memory accounting through the hook (status.c): a pool is a budget of bytes that many
+ * requests share; a meter is one request's share of it. While a meter is attached to a thread
+ * (ps_mem_meter_attach), every allocation through the hook on that thread is charged to it at
+ * what it really takes (the block's usable size plus the allocator's header) and every
+ * ps_free on that thread credits it back; an allocation the pool cannot cover fails as out of
+ * memory (the block is not allocated) and sets `refused`. So what a parser builds from a
+ * hostile body is counted block by block, whatever the body's shape. A block must be freed
+ * on the thread that allocated it with the same meter attached, or with none (then it stays
+ * charged until the meter is released): memory allocated elsewhere (another thread's) is
+ * freed with no meter attached. */
+typedef struct {
+    _Atomic int64_t used; /* bytes granted to meters and held by their owners */
+    int64_t budget;
+} ps_mem_pool;
+
+typedef struct {
+    ps_mem_pool *pool; /* NULL: closed (released), charges nothing */
+    int64_t granted;   /* bytes taken from the pool */
+    int64_t live;      /* bytes of blocks allocated under the meter and not yet freed */
+    int64_t fixed;     /* bytes charged for memory allocated elsewhere (ps_mem_meter_charge) */
+    int64_t peak;      /* the most live + fixed has been */
+    int64_t wanted;    /* on a refusal: what the request would have held in all */
+    bool refused;      /* an allocation or a grant was refused for want of budget */
+} ps_mem_meter;
+
+void ps_mem_pool_init(ps_mem_pool *p, int64_t budget);
+int64_t ps_mem_pool_used(ps_mem_pool *p);
+/* Takes n bytes when used + n stays within the budget; false (nothing taken) otherwise. */
+bool ps_mem_pool_take(ps_mem_pool *p, int64_t n);
+void ps_mem_pool_give(ps_mem_pool *p, int64_t n);
+
+void ps_mem_meter_init(ps_mem_meter *m, ps_mem_pool *pool);
+/* Grants n more bytes of room from the pool (an estimate taken before the memory is
+ * allocated); false, with `refused` and `wanted` set, when the pool cannot. */
+bool ps_mem_meter_grant(ps_mem_meter *m, int64_t n);
+/* Charges n bytes allocated outside the meter's sight (by other threads) against its room,
+ * drawing more from the pool when needed; false, with `refused` and `wanted` set, when the
+ * pool cannot. */
+bool ps_mem_meter_charge(ps_mem_meter *m, int64_t n);
+/* Gives the pool back the room granted beyond live + fixed. */
+void ps_mem_meter_trim(ps_mem_meter *m);
+/* Closes the meter: gives the pool back all it was granted but `keep` bytes (at most what it
+ * was granted), which the caller now holds and gives back with ps_mem_pool_give. Returns the
+ * bytes kept. A closed meter charges and credits nothing. */
+int64_t ps_mem_meter_release(ps_mem_meter *m, int64_t keep);
+/* Attaches m (NULL: none) to the calling thread; returns the meter attached before. */
+ps_mem_meter *ps_mem_meter_attach(ps_mem_meter *m);
+/* What the block p takes for the accounting (its usable size plus the allocator's header);
+ * 0 for NULL. */
+int64_t ps_mem_block_bytes(const void *p);
+
 /* a * b with overflow check: returns false on overflow. */
 static inline bool ps_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
     return !__builtin_mul_overflow(a, b, out);

@@ -5,8 +5,10 @@
  * ps_json_alloc_init() switches jansson to ps_malloc / ps_free once per process, unless the
  * host application set its own functions (then those are kept). Both pairs free with free(), so
  * a value allocated before the switch is still freed correctly after it. With it, the
- * fault-injection walks (src/testhooks.h) also fail jansson's allocations, and ps_alloc_failed()
- * tells a parse that failed for want of memory from one that failed on bad JSON.
+ * fault-injection walks (base/testhooks.h) also fail jansson's allocations, ps_alloc_failed()
+ * tells a parse that failed for want of memory from one that failed on bad JSON, and a memory
+ * meter attached to the parsing thread (base/impl.h; the server's per-request budget) counts
+ * every block of the tree as it is built and refuses the one that passes the budget.
  */
 #include "front/json.h"
 

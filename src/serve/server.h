@@ -12,27 +12,35 @@
 #include "base/impl.h"
 #include "front/request.h"
 
-/* What a request's body costs to parse and tokenize, per byte, at most: measured, jansson's
- * tree of a list of small integers ~22 bytes per byte of text, SentencePiece on a 2.5 MB text
- * that is one word ~38; counted against the memory budget from the declared length, before the
- * body is read. */
+/* What a request's body is expected to cost to parse and tokenize, per byte: the room a
+ * request is granted from the memory budget on its declared length, before the body is read
+ * (jansson's tree of a list of small integers and SentencePiece on a long one-word text stay
+ * within it). An estimate for admission only: what the parse really allocates is counted as
+ * it is allocated (impl.h's meters), so a body that costs more is refused as it goes. */
 #define PS_PARSE_BYTES_PER_BYTE 48
+
+/* The address bound when none is given, and the logprobs cap when none is given (at most
+ * n_vocab): the defaults ps_server_default_config() and `serve --help` both show. */
+#define PS_SERVER_HOST "127.0.0.1"
+#define PS_SERVER_MAX_LOGPROBS 128
 
 typedef struct ps_server ps_server;
 
 typedef struct {
-    const char *host;        /* IPv4 address to bind; default "127.0.0.1" */
+    const char *host;        /* address to bind; default PS_SERVER_HOST */
     int32_t port;            /* 0 = any free port (see ps_server_port) */
     int32_t n_threads;       /* threads for the forward passes, all workers together; 0 = CPUs */
     int32_t n_workers;       /* engine workers (one session + pool each); default 1 */
     int32_t max_seqs;        /* prompts of one request a worker runs per forward pass
                               * (ps_score_batch); default 1 = one prompt at a time */
-    int32_t max_logprobs;    /* K cap, at most n_vocab; -1 (default) = min(128, n_vocab) */
+    int32_t max_logprobs;    /* K cap, at most n_vocab; -1 (default) =
+                              * min(PS_SERVER_MAX_LOGPROBS, n_vocab) */
     int64_t max_body;        /* request body cap in bytes; default 16 MiB */
     int32_t queue;           /* requests admitted and not finished; more get 503; default 64 */
     /* bounded work (docs/api.md "Bounded work"): a request is admitted on its headers,
      * against queue and the memory budget, before a byte of its body is read */
-    int64_t mem_budget;      /* bytes all requests in flight may hold; default 1 GiB */
+    int64_t mem_budget;      /* bytes all requests in flight may hold, counted per
+                              * allocation (docs/api.md "Bounded work"); default 1 GiB */
     int32_t max_prompts;     /* prompts per request; default 2048 */
     int64_t max_response;    /* largest estimated answer in bytes; default 256 MiB */
     const char *name;        /* served model name; NULL = the model's name */

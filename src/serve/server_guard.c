@@ -1,6 +1,7 @@
 /*
- * server_guard.c — who may ask the HTTP server: the API key (compared in constant time), the
- * Host header (DNS rebinding), the JSON media type (no cross-site "simple" requests) and the
+ * server_guard.c — who may ask the HTTP server: the API key (compared in constant time, over
+ * the header's every byte), the Host header (its exact syntax; DNS rebinding), the JSON media
+ * type (no cross-site "simple" requests) and the
  * loopback test behind the warning for a server reachable from elsewhere without a key.
  * Pure functions of strings; server.c calls them before a route runs (server_guard.h).
  */
@@ -12,13 +13,17 @@
 #include <stdlib.h>
 #include <strings.h>
 
-bool ps_guard_key_ok(const char *key, size_t key_len, const char *header) {
+bool ps_guard_key_ok(const char *key, size_t key_len, const char *header, size_t header_len) {
     if (!key || !header) return false;
-    /* "Bearer" (any case) then one or more spaces */
-    if (strncasecmp(header, "Bearer ", 7) != 0) return false;
+    /* "Bearer" (any case) then one or more spaces; every byte of the value counts, a NUL
+     * included (a C string would end at it and hide what follows) */
+    if (header_len < 7 || strncasecmp(header, "Bearer ", 7) != 0) return false;
     const char *given = header + 7;
-    while (*given == ' ') given++;
-    size_t given_len = strlen(given);
+    size_t given_len = header_len - 7;
+    while (given_len && *given == ' ') {
+        given++;
+        given_len--;
+    }
     while (given_len && (given[given_len - 1] == ' ' || given[given_len - 1] == '\t')) given_len--;
     /* every byte of the key is compared whatever the others were: the loop's length is the
      * key's, and the result is one accumulated difference */
@@ -31,13 +36,36 @@ bool ps_guard_key_ok(const char *key, size_t key_len, const char *header) {
 }
 
 /* The name part of a Host value: [v6]:port -> "[v6]", name:port -> "name". */
-static size_t host_name_len(const char *h) {
-    if (h[0] == '[') {
-        const char *e = strchr(h, ']');
-        return e ? (size_t)(e - h) + 1 : strlen(h);
+static size_t host_name_len(const char *h, size_t n) {
+    if (n && h[0] == '[') {
+        const char *e = memchr(h, ']', n);
+        return e ? (size_t)(e - h) + 1 : n;
     }
-    const char *c = strchr(h, ':');
-    return c ? (size_t)(c - h) : strlen(h);
+    const char *c = memchr(h, ':', n);
+    return c ? (size_t)(c - h) : n;
+}
+
+static bool is_alnum(char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+/* A DNS name: dot-separated labels of letters, digits, '-' and '_' (1..63 bytes each, no '-'
+ * at either end), at most 253 bytes, a final dot allowed. */
+static bool is_host_name(const char *h, size_t n) {
+    if (n && h[n - 1] == '.') n--;
+    if (n == 0 || n > 253) return false;
+    size_t label = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || h[i] == '.') {
+            if (label == 0 || label > 63 || h[i - 1] == '-') return false;
+            label = 0;
+            continue;
+        }
+        if (!is_alnum(h[i]) && h[i] != '-' && h[i] != '_') return false;
+        if (label == 0 && h[i] == '-') return false;
+        label++;
+    }
+    return true;
 }
 
 static bool is_ip_literal(const char *name, size_t n) {
@@ -54,10 +82,37 @@ static bool is_ip_literal(const char *name, size_t n) {
     return inet_pton(AF_INET, buf, addr) == 1;
 }
 
+bool ps_guard_host_syntax(const char *host, size_t len) {
+    if (!host) return true;
+    while (len && (*host == ' ' || *host == '\t')) { /* the header's optional white space */
+        host++;
+        len--;
+    }
+    while (len && (host[len - 1] == ' ' || host[len - 1] == '\t')) len--;
+    size_t n = host_name_len(host, len);
+    if (n < len) { /* a port: ':' then 1..5 digits, at most 65535 */
+        const char *p = host + n + 1;
+        size_t m = len - n - 1;
+        if (host[n] != ':' || m == 0 || m > 5) return false;
+        long port = 0;
+        for (size_t i = 0; i < m; i++) {
+            if (p[i] < '0' || p[i] > '9') return false;
+            port = port * 10 + (p[i] - '0');
+        }
+        if (port > 65535) return false;
+    }
+    if (n == 0) return len == 0; /* an empty Host is well formed (and refused as no name) */
+    if (host[0] == '[') return is_ip_literal(host, n);
+    return is_host_name(host, n);
+}
+
 bool ps_guard_host_ok(const char *host, const char *allowed) {
     if (!host) return true; /* no browser omits Host: its absence is no way in for a page */
-    while (*host == ' ') host++;
-    size_t n = host_name_len(host);
+    while (*host == ' ' || *host == '\t') host++;
+    size_t len = strlen(host);
+    while (len && (host[len - 1] == ' ' || host[len - 1] == '\t')) len--;
+    if (!ps_guard_host_syntax(host, len)) return false;
+    size_t n = host_name_len(host, len);
     while (n && host[n - 1] == '.') n--; /* "localhost." is "localhost" */
     if (n == 0) return false;
     if (is_ip_literal(host, n)) return true;

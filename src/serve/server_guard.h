@@ -5,8 +5,9 @@
  *
  *   - the API key: `Authorization: Bearer KEY` compared in constant time (its timing does not
  *     depend on how much of a wrong key was right);
- *   - the Host header: an IP literal, `localhost`, or a name of --allowed-hosts (a DNS
- *     rebinding attack always arrives with a DNS name of its own, never an IP literal);
+ *   - the Host header: exactly a name or an IP literal with an optional numeric port, and
+ *     an IP literal, `localhost`, or a name of --allowed-hosts (a DNS rebinding attack always
+ *     arrives with a DNS name of its own, never an IP literal);
  *   - the media type of a JSON body (application/json, so no web page can make a browser post
  *     a "simple" text/plain or form request);
  *   - CORS: off unless one origin is configured; then the preflight's and the response's
@@ -17,13 +18,21 @@
 
 #include "base/impl.h"
 
-/* True when `header` (the Authorization value, NULL when absent) is "Bearer <key>" with
- * exactly `key` (key_len bytes). The comparison's time depends on key_len only. */
-bool ps_guard_key_ok(const char *key, size_t key_len, const char *header);
+/* True when `header` (the Authorization value, header_len bytes, NULL when absent) is
+ * "Bearer <key>" with exactly `key` (key_len bytes): every byte of the value counts, so a NUL
+ * and what follows it make the key wrong. The comparison's time depends on key_len only. */
+bool ps_guard_key_ok(const char *key, size_t key_len, const char *header, size_t header_len);
+
+/* True when `host` (a Host value of len bytes; NULL: absent) is exactly a DNS name, an IPv4
+ * literal or a bracketed IPv6 literal, then optionally ':' and a port of 1 to 5 digits up to
+ * 65535; nothing else (no "[::1].evil.example", "[::1]evil", "127.0.0.1:evil.example", empty
+ * port). An empty value is well formed (ps_guard_host_ok refuses it). */
+bool ps_guard_host_syntax(const char *host, size_t len);
 
 /* True when `host` (the Host header value, NULL when absent) names this server: an IPv4 or
  * bracketed IPv6 literal, "localhost", or one of the comma-separated names of `allowed`
- * (NULL: none; "*" allows every name), each compared without case and without the port.
+ * (NULL: none; "*" allows every name), each compared without case and without the port; and
+ * well formed (ps_guard_host_syntax).
  * An empty Host is refused; an absent one passes (no browser sends a request without Host, so
  * a page cannot use its absence). */
 bool ps_guard_host_ok(const char *host, const char *allowed);
