@@ -445,11 +445,23 @@ static char *ids_body(int n_prompts, int len) {
 /* Each request's answer and results (4 x 1000 positions at K 5: an estimate of about 1.6 MB,
  * charged 1.5 times) hold more than half of the 4 MiB budget while it is answered, so two
  * cannot hold it at once: a request sent as soon as the answer before it was read is refused
- * 503 if that answer's share is still held. */
+ * 503 if that answer's share is still held. The server is the test build's with
+ * PS_TEST_LINGER_MS (base/testhooks.h): each request's end on the server waits 25 ms after
+ * the client has its answer, so a share given back only at the end of a request (or when the
+ * answer is destroyed) is still held when the next request arrives, every time, not only when
+ * the threads happen to race that way. */
 static void test_sequential(void) {
     server s;
     const char *opts[] = {"--mem-budget", "4194304", NULL};
-    if (!server_start(&s, opts)) {
+    char tbin[1100];
+    snprintf(tbin, sizeof tbin, "%.1000s/tests/promptscore-t", g_build);
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%.1000s/tests", g_build);
+    serve_opts o = {tbin, g_model, dir, "limits-seq", NULL, {-1, -1}};
+    setenv("PS_TEST_LINGER_MS", "25", 1);
+    const bool started = serve_start(&s, &o, opts);
+    unsetenv("PS_TEST_LINGER_MS");
+    if (!started) {
         CHECKF(0, "the server did not start (log %s)", s.log);
         return;
     }

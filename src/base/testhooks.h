@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <stdbool.h>
@@ -96,6 +97,19 @@ static inline void ps_test_hold_wait(const ps_test_hold *h) {
     while (write(h->w, &c, 1) < 0 && errno == EINTR) {
     }
     while (read(h->r, &c, 1) < 0 && errno == EINTR) {
+    }
+}
+
+/* PS_TEST_LINGER_MS=N (the server of a test build): each request's end (on_completed, on its
+ * connection's own thread) waits N ms first, as a connection whose last bytes are slow to
+ * leave would. A share of the memory budget still held until then refuses the next request of
+ * a client that sends it as soon as it has read the answer (tests/test_serve_limits.c). */
+static inline void ps_test_linger(void) {
+    const char *e = getenv("PS_TEST_LINGER_MS");
+    const long ms = e ? strtol(e, NULL, 10) : 0;
+    if (ms <= 0 || ms > 10000) return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
 

@@ -1233,6 +1233,9 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
         *con_cls = NULL;
         return;
     }
+#ifdef PS_TESTING
+    ps_test_linger();
+#endif
     ps_buf_free(&c->body);
     pthread_mutex_lock(&s->mu);
     s->connections--;
