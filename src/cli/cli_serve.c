@@ -60,7 +60,8 @@ int ps_cli_serve(int argc, char **argv) {
     int32_t max_logprobs = cfg.max_logprobs;
     int64_t max_body = cfg.max_body;
     bool quiet = false;
-    const char *key_file = NULL, *compare_path = NULL;
+    const char *key_file = NULL;
+    static ps_cli_compares cmp; /* --compare: the paths, then the models (freed at the end) */
     int32_t max_conns = cfg.max_connections, per_ip = cfg.per_ip, idle = cfg.idle_timeout_s;
     int32_t read_timeout = (int32_t)cfg.read_timeout_s, drain = (int32_t)cfg.drain_s;
     int64_t mem_budget = cfg.mem_budget, max_response = cfg.max_response;
@@ -94,8 +95,11 @@ int ps_cli_serve(int argc, char **argv) {
         {"-q, --quiet", NULL, "no access log", PS_CLI_FLAG, &quiet},
         {"--compare", "FILE", "a second GGUF with the same vocabulary: every prompt also runs\n"
          "through it and the logprobs object gets kld, same_top1 and dp (requests\n"
-         "need max_tokens 0; no prefix cache); the page can colour by KLD",
-         PS_CLI_STR, &compare_path},
+         "need max_tokens 0; no prefix cache); the page can colour by KLD.\n"
+         "Repeat it (or give a comma list) to compare several models in one pass:\n"
+         "the logprobs object then gets \"compare\", an array of {model, kld,\n"
+         "same_top1, dp, kld_mean, same_top1_pct} in the order given",
+         PS_CLI_FN, &cmp, 0, 0, ps_cli_opt_compare},
         {0}};
     const ps_cli_opt safety_opts[] = {
         {"--api-key", "KEY", "every route but /health and / needs \"Authorization: Bearer KEY\"\n"
@@ -175,19 +179,24 @@ int ps_cli_serve(int argc, char **argv) {
     /* Loading (and a -hf download) runs with the stop signals at their default action, so
      * SIGINT / SIGTERM end a load that takes long or waits on the network. No thread of ours
      * outlives the load (o.no_session: no pool). */
-    if (compare_path) o.cache_mb = 0; /* compared scores run without a prefix cache */
+    if (cmp.n) o.cache_mb = 0; /* compared scores run without a prefix cache */
     int lrc = ps_cli_load("serve", &o, false, &l);
     if (lrc) {
         ps_free(file_key);
         return lrc;
     }
-    ps_model *cmp_model = NULL;
-    if (compare_path && (lrc = ps_cli_load_compare("serve", compare_path, &o, &l, &cmp_model))) {
+    if (cmp.n && (lrc = ps_cli_load_compares("serve", &o, &l, &cmp))) {
+        ps_cli_compares_free(&cmp);
         ps_cli_unload(&l);
         ps_free(file_key);
         return lrc;
     }
-    cfg.compare = cmp_model;
+    if (cmp.n == 1) { /* one: as it always was */
+        cfg.compare = cmp.models[0];
+    } else if (cmp.n > 1) {
+        cfg.compares = (const ps_model *const *)cmp.models;
+        cfg.n_compares = cmp.n;
+    }
     /* Then block them before any server thread exists, so every thread inherits the mask. */
     sigset_t stop_sigs;
     sigemptyset(&stop_sigs);
@@ -204,7 +213,7 @@ int ps_cli_serve(int argc, char **argv) {
     st = ps_server_start(model, &cfg, &server, &err);
     if (st != PS_OK) {
         fprintf(stderr, "promptscore serve: %s\n", err.message[0] ? err.message : ps_status_str(st));
-        ps_model_free(cmp_model);
+        ps_cli_compares_free(&cmp);
         ps_cli_unload(&l);
         ps_free(file_key);
         return 1;
@@ -235,7 +244,7 @@ int ps_cli_serve(int argc, char **argv) {
     pthread_t second;
     if (pthread_create(&second, NULL, second_signal, &stop_sigs) == 0) pthread_detach(second);
     ps_server_stop(server);
-    ps_model_free(cmp_model);
+    ps_cli_compares_free(&cmp);
     ps_cli_unload(&l);
     ps_free(file_key);
     fprintf(stderr, "promptscore serve: stopped\n");

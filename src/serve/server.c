@@ -82,6 +82,8 @@ struct ps_server {
     const ps_vocab *vocab;
     ps_model_info info;
     char compare_file[128]; /* the compared model's file name, "" when none */
+    const ps_model *const *compares; /* ps_server_config.compares (n_compares of them) */
+    int32_t n_compares;
     ps_req_limits limits;
     ps_engine *engine;          /* admission slots (--queue), the line, the workers */
     pthread_mutex_t mu;         /* guards the three below */
@@ -569,6 +571,13 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
         if (s->compare_file[0]) { /* served with a compared model: the page offers KLD */
             ps_buf_puts(&b, ",\"compare\":");
             ps_json_str(&b, s->compare_file, strlen(s->compare_file));
+        }
+        for (int32_t i = 0; i < s->n_compares; i++) { /* several: their file names */
+            ps_model_info ci;
+            ps_model_get_info(s->compares[i], &ci);
+            ps_buf_puts(&b, i ? "," : ",\"compares\":[");
+            ps_json_str(&b, ci.file, strlen(ci.file));
+            if (i == s->n_compares - 1) ps_buf_putc(&b, ']');
         }
         ps_buf_puts(&b, "}}]}");
         return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
@@ -1085,6 +1094,10 @@ ps_status ps_server_start(const ps_model *model, const ps_server_config *cfg_in,
     ep.warm_pos = PS_SERVER_WARM_POS;
     ep.cache = cfg.cache;
     ep.compare = cfg.compare;
+    ep.compares = cfg.compares;
+    ep.n_compares = cfg.n_compares;
+    s->compares = cfg.compares;
+    s->n_compares = cfg.n_compares;
     ep.act = cfg.act;
     ep.kv_type = cfg.kv_type;
 #ifdef PS_TESTING
