@@ -21,7 +21,7 @@ import operator
 import os
 import re
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from ctypes import POINTER, byref, c_int32, c_size_t, c_void_p, cast, create_string_buffer, string_at
 
 import numpy as np
@@ -308,11 +308,16 @@ class PerplexityResult:
     Attributes: mode ("sliding" | "llama"), perplexity, perplexity_stderr (llama; NaN for
     sliding), mean_nll, tokens_scored, n_tokens (tokens of the text), windows (sliding: windows
     run; llama: chunks), ctx, stride (sliding), running (llama: float64 array of the running
-    estimate after each chunk; empty for sliding).
+    estimate after each chunk; empty for sliding), compare (with compare=: one dict per
+    compared model, in the order given, with llama-perplexity --kl-divergence's statistics,
+    the C struct ps_ppl_compare's fields: model, count, ppl_q, ppl_q_stderr, ppl_base, ...,
+    kld_mean, kld_max, kld_median, kld_min, kld_pct (99.9, 99, 95, 90, 10, 5, 1, 0.1 %),
+    dp_mean, dp_pct (99.9, 99, 95, 90, 75, 25, 10, 5, 1, 0.1 %), rms_dp, same_top; Δp values
+    as fractions, not percent; else an empty list).
     """
 
     __slots__ = ("mode", "perplexity", "perplexity_stderr", "mean_nll", "tokens_scored",
-                 "n_tokens", "windows", "ctx", "stride", "running")
+                 "n_tokens", "windows", "ctx", "stride", "running", "compare")
 
     def __init__(self, r):
         self.mode = "llama" if r.mode == 1 else "sliding"
@@ -328,6 +333,18 @@ class PerplexityResult:
             self.running = np.ctypeslib.as_array(r.running, (r.n_windows,)).copy()
         else:
             self.running = np.empty(0, np.float64)
+        self.compare = []
+        for i in range(r.n_compares):
+            c = r.compares[i]
+            d = {}
+            for f, _ in L.ps_ppl_compare._fields_:
+                v = getattr(c, f)
+                if f == "model":
+                    v = v.decode("utf-8", "replace") if v else ""
+                elif f in ("kld_pct", "dp_pct"):
+                    v = list(v)
+                d[f] = v
+            self.compare.append(d)
 
     def __repr__(self):
         return "<promptscore.PerplexityResult %s perplexity=%.6g tokens=%d>" % (
@@ -847,7 +864,8 @@ class Model:
             _C.ps_score_result_free(res)
 
     @_guarded
-    def perplexity(self, text, ctx=None, stride=None, mode="sliding", max_chunks=None):
+    def perplexity(self, text, ctx=None, stride=None, mode="sliding", max_chunks=None,
+                   compare=None):
         """The perplexity of a text, by the `promptscore perplexity` command's procedures;
         returns a PerplexityResult with the numbers its --json prints.
 
@@ -859,8 +877,20 @@ class Model:
         token text left as text; llama mode drops one trailing newline first) or a sequence
         of ids (verbatim). The same numbers as `perplexity -c CTX` when the Model was loaded
         with ctx=CTX (the model's context can choose its RoPE table).
+        compare (mode "llama"): a list of open Models with the same vocabulary (or one Model),
+        compared with this one in the same pass as `perplexity --compare A --compare B`
+        does (this model runs once); PerplexityResult.compare gets their statistics.
         """
         self._open()
+        if compare is not None and not isinstance(compare, (list, tuple)):
+            compare = [compare]
+        compare = list(compare or [])
+        if compare and mode != "llama":
+            raise InvalidArgumentError("compare is for mode 'llama'")
+        for c in compare:
+            self._check_compare(c)
+        if len(set(map(id, compare))) != len(compare):
+            raise InvalidArgumentError("compare: the same Model given twice")
         if mode not in _PPL_MODES:
             raise InvalidArgumentError("mode must be 'sliding' or 'llama', not %r" % (mode,))
         ctx = 0 if ctx is None else _int(ctx, "ctx", 1, _INT32_MAX)
@@ -889,14 +919,27 @@ class Model:
         need = ctx if ctx else (512 if mode == "llama" else self._info.n_ctx)
         res = POINTER(L.ps_ppl_result)()
         err = L.ps_error()
-        with self._lock:
-            self._open()
-            s = self._new_session(need)
+        with ExitStack() as stack:
+            for c in compare:
+                stack.enter_context(c._using())
+            others = []
             try:
-                st = _C.ps_perplexity(s, ids.ctypes.data_as(POINTER(c_int32)), len(ids),
-                                      byref(pp), byref(res), byref(err))
+                for c in compare:
+                    others.append(c._new_session(need))
+                arr = (c_void_p * max(len(others), 1))(*others)
+                pp.compares = cast(arr, POINTER(c_void_p)) if others else None
+                pp.n_compares = len(others)
+                with self._lock:
+                    self._open()
+                    s = self._new_session(need)
+                    try:
+                        st = _C.ps_perplexity(s, ids.ctypes.data_as(POINTER(c_int32)), len(ids),
+                                              byref(pp), byref(res), byref(err))
+                    finally:
+                        _C.ps_session_free(s)
             finally:
-                _C.ps_session_free(s)
+                for o in others:
+                    _C.ps_session_free(o)
         _check(st, err)
         try:
             return PerplexityResult(res.contents)
