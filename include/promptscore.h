@@ -670,11 +670,12 @@ PS_API ps_ppl_params ps_ppl_default_params(void);
  * bitwise those `promptscore perplexity --json` prints for the same ids (the CLI tokenizes the
  * file with BOS as the vocab says and special-token text left as text, and in llama mode drops
  * one trailing newline first: callers wanting its numbers do the same). See
- * src/cli/cli_perplexity.c for the two procedures in full. The session must hold ctx
- * positions. Returns PS_OK, PS_ERR_INVALID_ARG (NULL arguments, stride > ctx, ctx < 3 in llama
- * mode, a chunk outside 1..n_batch, fewer than 2 tokens (sliding) or than 2 * ctx (llama), a
- * variance that is not positive, compares in sliding mode, a compared session that is the
- * base's or listed twice, another vocabulary size), PS_ERR_TOKEN_RANGE, PS_ERR_CONTEXT (ctx beyond the session),
+ * src/score/perplexity.c (and src/score/ppl_compare.c for compares) for the procedures in
+ * full. The session must hold ctx positions. Returns PS_OK, PS_ERR_INVALID_ARG (NULL
+ * arguments, stride > ctx, ctx < 3 in llama mode, a chunk outside 1..n_batch, fewer than 2
+ * tokens (sliding) or than 2 * ctx (llama), a variance that is not positive, compares in
+ * sliding mode, a compared session that is the base's or listed twice, another vocabulary
+ * size), PS_ERR_TOKEN_RANGE, PS_ERR_CONTEXT (ctx beyond the session or a compared one),
  * PS_ERR_NAN, PS_ERR_NOMEM, PS_ERR_CANCELLED (on_window returned false). *out is set only on
  * success; free it with ps_ppl_result_free. */
 PS_API ps_status ps_perplexity(ps_session *session, const int32_t *ids, int32_t n,
