@@ -7,7 +7,9 @@
 #     n_vocab x 4 bytes) + the four K/V caches (layers x N x kv_heads x head_dim x 2 x 4 bytes,
 #     the default f32 cache) + 64 MiB;
 #   - wall time of the one pass <= 1.1 x (the base scored alone + each compared model scored
-#     alone), every run on the same prompt, threads and machine.
+#     alone), every run on the same prompt, threads and machine. The CPU time (user + system)
+#     of each run is printed too, with its ratio: on a shared machine the wall clock measures
+#     the neighbours as much as the work.
 # A benchmark, not a test: run it by hand on a quiet machine.
 #
 # usage: bench/compare_many.sh [N_TOKENS (default 4096)] [THREADS (default 2)]
@@ -75,6 +77,7 @@ run() {
     awk -F': ' '/Maximum resident set size/ {print $2}' "$W/$name.time" > "$W/$name.kb"
     awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, p, ":"); s = 0;
         for (i = 1; i <= n; i++) s = s * 60 + p[i]; print s}' "$W/$name.time" > "$W/$name.s"
+    awk -F': ' '/User time|System time/ {s += $2} END {print s}' "$W/$name.time" > "$W/$name.cpu"
 }
 run multi -m "$BASE" --compare "${CMP[0]}" --compare "${CMP[1]}" --compare "${CMP[2]}"
 run base -m "$BASE"
@@ -104,6 +107,10 @@ print('%-46s %10.2f s' % ('one pass, 3 compared', t_multi))
 for k, name in zip(('base', 'c0', 'c1', 'c2'), [os.path.basename(f) for f in files]):
     print('%-46s %10.2f s' % ('alone: ' + name, apart[k]))
 print('%-46s %10.2f s  (ratio %.3f, bound 1.1)' % ('base + 3 apart', t_apart, t_multi / t_apart))
+c_multi = rd('multi', 'cpu')
+c_apart = sum(rd(k, 'cpu') for k in ('base', 'c0', 'c1', 'c2'))
+print('%-46s %10.2f s / %.2f s  (ratio %.3f)' % ('CPU time (user + sys): one pass / apart',
+                                                 c_multi, c_apart, c_multi / c_apart))
 m = json.loads(open(W + '/multi.jsonl').readline())
 print('kld_mean per model: ' + ', '.join('%s %.6f' % (c['model'], c['kld_mean']) for c in m['compare']))
 ok = rss <= budget and t_multi <= 1.1 * t_apart
