@@ -14,7 +14,9 @@
  *     each model's running statistics, whose last equal the result's means;
  *   - bad input: the same session twice, the base's own session, compare with compares, a
  *     compared model with another vocabulary size (named), generation, a prefix cache,
- *     ps_score_batch, compares in sliding perplexity: each a clear PS_ERR_INVALID_ARG.
+ *     ps_score_batch, compares in sliding perplexity: each a clear PS_ERR_INVALID_ARG;
+ *   - every allocation of a compared score and perplexity failing in turn (fault injection):
+ *     PS_ERR_NOMEM and no result, never a crash or a leak (valgrind / ASan builds).
  */
 #include "check.h"
 #include "gen/genmodel.h"
@@ -356,6 +358,57 @@ out:
     ps_pool_free(pool2);
 }
 
+/* Allocation n failing, for n = 0, 1, ... until the call succeeds. */
+static void test_faults(ps_model *base, ps_model *const *cm) {
+    ps_pool *pool = NULL;
+    CHECK(ps_pool_create(1, &pool) == PS_OK);
+    ps_session *s = sess(base, pool), *cs[NCMP];
+    for (int i = 0; i < NCMP; i++) cs[i] = sess(cm[i], pool);
+    int32_t ids[70];
+    for (int32_t i = 0; i < 70; i++) ids[i] = i == 0 ? 1 : (i * 37) % 600;
+    int bad = 0, walked = 0;
+    for (int which = 0; which < 2; which++) {
+        bool done = false;
+        for (int64_t n = 0; !done && n < 100000; n++) {
+            ps_error e;
+            ps_status st;
+            bool got;
+            ps_alloc_fail_after(n);
+            if (which == 0) {
+                ps_score_params p = ps_score_default_params();
+                p.compares = cs;
+                p.n_compares = NCMP;
+                p.chunk = 16;
+                ps_score_result *r = NULL;
+                st = ps_score_tokens(s, ids, 40, &p, &r, &e);
+                got = r != NULL;
+                ps_score_result_free(r);
+            } else {
+                ps_ppl_params p = ps_ppl_default_params();
+                p.mode = PS_PPL_LLAMA;
+                p.ctx = 16;
+                p.chunk = 8;
+                p.compares = cs;
+                p.n_compares = NCMP;
+                ps_ppl_result *r = NULL;
+                st = ps_perplexity(s, ids, 70, &p, &r, &e);
+                got = r != NULL;
+                ps_ppl_result_free(r);
+            }
+            ps_alloc_fail_after(-1);
+            walked++;
+            if (st == PS_OK) done = true;
+            else if (st != PS_ERR_NOMEM || got) bad++;
+        }
+        CHECKF(done, "%s never succeeded under fault injection", which ? "perplexity" : "score");
+    }
+    CHECKF(bad == 0 && walked > 2, "%d of %d injected failures were not a clean PS_ERR_NOMEM",
+           bad, walked);
+    for (int i = 0; i < NCMP; i++) ps_session_free(cs[i]);
+    ps_session_free(s);
+    ps_pool_free(pool);
+}
+
 int main(void) {
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/ps-test-compare-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -371,6 +424,7 @@ int main(void) {
     if (base && cm[0] && cm[1] && cm[2]) {
         test_score(base, cm, ov);
         test_perplexity(base, cm);
+        test_faults(base, cm);
     }
     ps_model_free(base);
     for (int i = 0; i < NCMP; i++) ps_model_free(cm[i]);
