@@ -329,6 +329,8 @@ static enum MHD_Result handle_completions(ps_server *s, struct MHD_Connection *m
     /* the answer's size, before any scoring: over --max-response is a 413; the answer and the
      * results it is written from join the request's share of the memory budget */
     int64_t est = ps_completion_estimate(&req);
+    if (req.logprobs >= 0) /* several compared models: each entry's kld, same_top1, dp per model */
+        est += (int64_t)s->n_compares * 48 * req.prompt_tokens;
     if (est > s->cfg.max_response) {
         ps_completion_req_free(&req);
         ps_req_fail(&e, 413, NULL, "response_too_large",
