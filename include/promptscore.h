@@ -460,6 +460,16 @@ typedef struct {
      * session's n_batch must hold the chunk and its n_ctx the prompt. The base's own
      * answers are bitwise those of a score without compare. */
     ps_session *compare;
+    /* (added with many compared models) several models compared with this one in one pass:
+     * compares[0 .. n_compares), each as `compare` above (same vocabulary size, n_batch and
+     * n_ctx conditions, no generation, no prefix cache), all distinct and none `session`.
+     * The base forwards each chunk ONCE; each compared session then forwards the same chunk
+     * into its own logits buffer (memory: one chunk of logits per model and every model's
+     * K/V). The result's `compares` gets one entry per session, in this order, each bitwise
+     * the kld / same_top1 / dp that `compare` alone with that session gives. Excludes
+     * `compare`. NULL / 0 (the default): none. */
+    ps_session *const *compares;
+    int32_t n_compares;
 } ps_score_params;
 
 /* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos, no cache,
@@ -467,6 +477,16 @@ typedef struct {
 PS_API ps_score_params ps_score_default_params(void);
 
 typedef enum { PS_FINISH_LENGTH = 0, PS_FINISH_STOP = 1 } ps_finish_reason;
+
+/* One compared model's per-position values in a result (ps_score_params.compares): arrays of
+ * n_total entries, as ps_score_result's kld, same_top1 and dp. */
+typedef struct {
+    const char *model;  /* the compared model's file base name (ps_model_info.file; owned by
+                           the model, valid while it is loaded) */
+    float *kld;         /* KL(base || this model) in nats over the whole vocabulary; NaN at 0 */
+    int32_t *same_top1; /* 1 when both top-1 tokens agree, else 0; -1 at i = 0 */
+    float *dp;          /* p_this(tokens[i]) - p_base(tokens[i]); NaN at i = 0 */
+} ps_score_compare;
 
 /* The result of scoring n_prompt tokens and generating n_gen more. Entry i (0 <= i < n_total)
  * describes token i given tokens [0, i). Entry 0 has no distribution: logprob NaN, top ids -1.
@@ -500,6 +520,10 @@ typedef struct {
                                 is the same, else 0; -1 at i = 0 */
     float *dp;               /* n_total: p_compared(tokens[i]) - p_base(tokens[i]), the exp of
                                 each float32 logprob in double, rounded to float; NaN at i = 0 */
+    /* (added with many compared models) with params.compares (else 0 / NULL): one entry per
+     * compared session, in the order given; owned by the result */
+    int32_t n_compares;
+    ps_score_compare *compares;
 } ps_score_result;
 
 /* Scores tokens (verbatim: no BOS is added here) through the session: forward in chunks of
@@ -555,6 +579,32 @@ typedef enum {
                          * each scored with its float/double negative log-likelihood */
 } ps_ppl_mode;
 
+/* One compared model's statistics in llama mode (ps_ppl_params.compares): llama-perplexity
+ * --kl-divergence's, from the exact float32 logprobs of both models (logit - the canonical
+ * lse) over every scored token: nll_Q and nll_base, KLD = KL(base || Q) over the whole
+ * vocabulary (ps_kld_compute), Δp = p_Q - p_base of the token, whether the two top-1 tokens
+ * agree. Means and errors are llama.cpp's (for a mean of x: sqrt((Σx²/n - mean²) / (n - 1)),
+ * 0 when n <= 10 or the variance is not positive); Δp values are fractions (the CLI prints
+ * percent). The distribution (max, min, median, percentiles, interpolated linearly at
+ * fraction (n - 1) of the sorted values) is filled in the result only; in an on_window report
+ * those fields are NaN. */
+typedef struct {
+    const char *model;        /* the compared model's file base name (owned by the model) */
+    int64_t count;            /* tokens compared */
+    double ppl_q, ppl_q_stderr, ppl_base, ppl_base_stderr;
+    double cor_ln_ppl;        /* correlation of ln PPL(Q) and ln PPL(base) */
+    double ln_ppl_ratio, ln_ppl_ratio_stderr, ppl_ratio, ppl_ratio_stderr;
+    double ppl_diff, ppl_diff_stderr;
+    double kld_mean, kld_mean_stderr;
+    double dp_mean, dp_mean_stderr;
+    double rms_dp, rms_dp_stderr;
+    double same_top, same_top_stderr; /* the share of tokens whose top-1 agree, 0..1 */
+    float kld_max, kld_median, kld_min;
+    float kld_pct[8];         /* KLD at 99.9, 99, 95, 90, 10, 5, 1, 0.1 % */
+    float dp_max, dp_median, dp_min;
+    float dp_pct[10];         /* Δp at 99.9, 99, 95, 90, 75, 25, 10, 5, 1, 0.1 % */
+} ps_ppl_compare;
+
 /* What ps_perplexity reports after each window (sliding) or chunk (llama) when
  * ps_ppl_params.on_window is set: the running figures, and in sliding mode the tokens the
  * window scored, so a caller can print as it goes (the CLI's --per-token lines and llama
@@ -567,6 +617,10 @@ typedef struct {
     int32_t first, n;      /* sliding: this window scored ids[first .. first + n); llama: 0 */
     const float *logprobs; /* sliding: their n float32 logprobs, valid during the call only;
                               llama: NULL */
+    /* (added with many compared models) llama mode with compares: each compared model's
+     * running statistics so far (the distribution fields NaN), valid during the call only */
+    int32_t n_compares;
+    const ps_ppl_compare *compares;
 } ps_ppl_window;
 
 typedef struct {
@@ -580,6 +634,14 @@ typedef struct {
        PS_ERR_CANCELLED. NULL (default): not called */
     bool (*on_window)(void *user, const ps_ppl_window *w);
     void *user; /* passed to on_window */
+    /* (added with many compared models) llama mode only: models compared with the session's
+     * in one pass, llama-perplexity --kl-divergence for each (ps_ppl_compare): sessions of
+     * models with the same vocabulary size, all distinct and none `session`, each holding
+     * ctx positions and chunk rows. Each chunk runs through the base ONCE, then through each
+     * compared session batch by batch (one batch of logits per model, no file); the base's own
+     * figures are bitwise those without compares. NULL / 0 (the default): none. */
+    ps_session *const *compares;
+    int32_t n_compares;
 } ps_ppl_params;
 
 /* The summary the `perplexity` command prints with --json. */
@@ -594,6 +656,10 @@ typedef struct {
     int32_t ctx, stride;      /* as used (stride 0 in llama mode) */
     double *running;          /* llama: n_windows running estimates exp(sum nll / count) after
                                  each chunk (owned by the result); sliding: NULL */
+    /* (added with many compared models) with params.compares: one entry per compared session,
+     * in the order given (owned by the result); else 0 / NULL */
+    int32_t n_compares;
+    ps_ppl_compare *compares;
 } ps_ppl_result;
 
 /* sliding, ctx 0, stride 0, max_chunks 0, chunk 256, no on_window. */
@@ -604,10 +670,12 @@ PS_API ps_ppl_params ps_ppl_default_params(void);
  * bitwise those `promptscore perplexity --json` prints for the same ids (the CLI tokenizes the
  * file with BOS as the vocab says and special-token text left as text, and in llama mode drops
  * one trailing newline first: callers wanting its numbers do the same). See
- * src/cli/cli_perplexity.c for the two procedures in full. The session must hold ctx
- * positions. Returns PS_OK, PS_ERR_INVALID_ARG (NULL arguments, stride > ctx, ctx < 3 in llama
- * mode, a chunk outside 1..n_batch, fewer than 2 tokens (sliding) or than 2 * ctx (llama), a
- * variance that is not positive), PS_ERR_TOKEN_RANGE, PS_ERR_CONTEXT (ctx beyond the session),
+ * src/score/perplexity.c (and src/score/ppl_compare.c for compares) for the procedures in
+ * full. The session must hold ctx positions. Returns PS_OK, PS_ERR_INVALID_ARG (NULL
+ * arguments, stride > ctx, ctx < 3 in llama mode, a chunk outside 1..n_batch, fewer than 2
+ * tokens (sliding) or than 2 * ctx (llama), a variance that is not positive, compares in
+ * sliding mode, a compared session that is the base's or listed twice, another vocabulary
+ * size), PS_ERR_TOKEN_RANGE, PS_ERR_CONTEXT (ctx beyond the session or a compared one),
  * PS_ERR_NAN, PS_ERR_NOMEM, PS_ERR_CANCELLED (on_window returned false). *out is set only on
  * success; free it with ps_ppl_result_free. */
 PS_API ps_status ps_perplexity(ps_session *session, const int32_t *ids, int32_t n,

@@ -61,7 +61,9 @@ class ps_score_params(Structure):
                 ("temperature", c_float), ("top_p", c_float), ("seed", c_uint64),
                 ("stop", c_void_p), ("n_stop", c_int32), ("stop_at_eos", c_bool),
                 ("cancel", c_void_p), ("cancel_ctx", c_void_p), ("cache", c_void_p),
-                ("stats", c_bool), ("compare", c_void_p)]
+                ("stats", c_bool), ("compare", c_void_p),
+                # added with many compared models
+                ("compares", c_void_p), ("n_compares", c_int32)]
 
 
 class ps_score_result(Structure):
@@ -71,7 +73,9 @@ class ps_score_result(Structure):
                 ("sum_logprob", c_double), ("finish", c_int), ("stop_text_len", c_int32),
                 ("entropy", POINTER(c_float)), ("rank", POINTER(c_int32)),
                 ("kld", POINTER(c_float)), ("same_top1", POINTER(c_int32)),
-                ("dp", POINTER(c_float))]
+                ("dp", POINTER(c_float)),
+                # added with many compared models
+                ("n_compares", c_int32), ("compares", c_void_p)]
 
 
 class ps_score_prompt(Structure):
@@ -89,16 +93,37 @@ class ps_prefix_cache_stats(Structure):
                 ("blocks", c_int64), ("block", c_int32), ("idle_bytes", c_int64)]
 
 
+class ps_ppl_compare(Structure):
+    _fields_ = [("model", c_char_p), ("count", c_int64),
+                ("ppl_q", c_double), ("ppl_q_stderr", c_double), ("ppl_base", c_double),
+                ("ppl_base_stderr", c_double), ("cor_ln_ppl", c_double),
+                ("ln_ppl_ratio", c_double), ("ln_ppl_ratio_stderr", c_double),
+                ("ppl_ratio", c_double), ("ppl_ratio_stderr", c_double),
+                ("ppl_diff", c_double), ("ppl_diff_stderr", c_double),
+                ("kld_mean", c_double), ("kld_mean_stderr", c_double),
+                ("dp_mean", c_double), ("dp_mean_stderr", c_double),
+                ("rms_dp", c_double), ("rms_dp_stderr", c_double),
+                ("same_top", c_double), ("same_top_stderr", c_double),
+                ("kld_max", c_float), ("kld_median", c_float), ("kld_min", c_float),
+                ("kld_pct", c_float * 8),
+                ("dp_max", c_float), ("dp_median", c_float), ("dp_min", c_float),
+                ("dp_pct", c_float * 10)]
+
+
 class ps_ppl_params(Structure):
     _fields_ = [("mode", c_int), ("ctx", c_int32), ("stride", c_int32), ("max_chunks", c_int32),
-                ("chunk", c_int32), ("on_window", c_void_p), ("user", c_void_p)]
+                ("chunk", c_int32), ("on_window", c_void_p), ("user", c_void_p),
+                # added with many compared models
+                ("compares", POINTER(c_void_p)), ("n_compares", c_int32)]
 
 
 class ps_ppl_result(Structure):
     _fields_ = [("mode", c_int), ("perplexity", c_double), ("perplexity_stderr", c_double),
                 ("mean_nll", c_double), ("tokens_scored", c_int64), ("n_tokens", c_int32),
                 ("n_windows", c_int32), ("ctx", c_int32), ("stride", c_int32),
-                ("running", POINTER(c_double))]
+                ("running", POINTER(c_double)),
+                # added with many compared models
+                ("n_compares", c_int32), ("compares", POINTER(ps_ppl_compare))]
 
 
 def _find() -> str:

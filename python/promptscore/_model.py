@@ -3,7 +3,7 @@ thread pool and prefix cache; scoring, batches, tokens and perplexity."""
 import functools
 import os
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar,
                     Union, cast as _tcast)
 from ctypes import POINTER, byref, c_int32, c_size_t, c_void_p, cast, create_string_buffer, string_at
@@ -552,7 +552,8 @@ class Model:
     @_guarded
     def perplexity(self, text: Union[str, Sequence[int]], ctx: Optional[int] = None,
                    stride: Optional[int] = None, mode: str = "sliding",
-                   max_chunks: Optional[int] = None) -> PerplexityResult:
+                   max_chunks: Optional[int] = None,
+                   compare: Union["Model", Sequence["Model"], None] = None) -> PerplexityResult:
         """The perplexity of a text, by the `promptscore perplexity` command's procedures;
         returns a PerplexityResult with the numbers its --json prints.
 
@@ -564,8 +565,20 @@ class Model:
         token text left as text; llama mode drops one trailing newline first) or a sequence
         of ids (verbatim). The same numbers as `perplexity -c CTX` when the Model was loaded
         with ctx=CTX (the model's context can choose its RoPE table).
+        compare (mode "llama"): a list of open Models with the same vocabulary (or one Model),
+        compared with this one in the same pass as `perplexity --compare A --compare B`
+        does (this model runs once); PerplexityResult.compare gets their statistics.
         """
         self._open()
+        if isinstance(compare, Model):
+            compare = [compare]
+        models: List[Model] = list(compare or [])
+        if models and mode != "llama":
+            raise InvalidArgumentError("compare is for mode 'llama'")
+        for c in models:
+            self._check_compare(c)
+        if len(set(map(id, models))) != len(models):
+            raise InvalidArgumentError("compare: the same Model given twice")
         if mode not in _PPL_MODES:
             raise InvalidArgumentError("mode must be 'sliding' or 'llama', not %r" % (mode,))
         ctx = 0 if ctx is None else _int(ctx, "ctx", 1, _INT32_MAX)
@@ -594,14 +607,27 @@ class Model:
         need = ctx if ctx else (512 if mode == "llama" else self._info.n_ctx)
         res = POINTER(L.ps_ppl_result)()
         err = L.ps_error()
-        with self._lock:
-            self._open()
-            s = self._new_session(need)
+        with ExitStack() as stack:
+            for c in models:
+                stack.enter_context(c._using())
+            others: List[c_void_p] = []
             try:
-                st = _C.ps_perplexity(s, ids.ctypes.data_as(POINTER(c_int32)), len(ids),
-                                      byref(pp), byref(res), byref(err))
+                for c in models:
+                    others.append(c._new_session(need))
+                arr = (c_void_p * max(len(others), 1))(*others)
+                pp.compares = cast(arr, POINTER(c_void_p)) if others else None
+                pp.n_compares = len(others)
+                with self._lock:
+                    self._open()
+                    s = self._new_session(need)
+                    try:
+                        st = _C.ps_perplexity(s, ids.ctypes.data_as(POINTER(c_int32)), len(ids),
+                                              byref(pp), byref(res), byref(err))
+                    finally:
+                        _C.ps_session_free(s)
             finally:
-                _C.ps_session_free(s)
+                for o in others:
+                    _C.ps_session_free(o)
         _check(st, err)
         try:
             return PerplexityResult(res.contents)

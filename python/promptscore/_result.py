@@ -2,10 +2,12 @@
 PerplexityResult (the numbers `promptscore perplexity --json` prints)."""
 import math
 import re
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import numpy as np
 import numpy.typing as npt
+
+from . import _lib as L
 
 if TYPE_CHECKING:
     from ._model import Model
@@ -154,11 +156,16 @@ class PerplexityResult:
     Attributes: mode ("sliding" | "llama"), perplexity, perplexity_stderr (llama; NaN for
     sliding), mean_nll, tokens_scored, n_tokens (tokens of the text), windows (sliding: windows
     run; llama: chunks), ctx, stride (sliding), running (llama: float64 array of the running
-    estimate after each chunk; empty for sliding).
+    estimate after each chunk; empty for sliding), compare (with compare=: one dict per
+    compared model, in the order given, with llama-perplexity --kl-divergence's statistics,
+    the C struct ps_ppl_compare's fields: model, count, ppl_q, ppl_q_stderr, ppl_base, ...,
+    kld_mean, kld_max, kld_median, kld_min, kld_pct (99.9, 99, 95, 90, 10, 5, 1, 0.1 %),
+    dp_mean, dp_pct (99.9, 99, 95, 90, 75, 25, 10, 5, 1, 0.1 %), rms_dp, same_top; Δp values
+    as fractions, not percent; else an empty list).
     """
 
     __slots__ = ("mode", "perplexity", "perplexity_stderr", "mean_nll", "tokens_scored",
-                 "n_tokens", "windows", "ctx", "stride", "running")
+                 "n_tokens", "windows", "ctx", "stride", "running", "compare")
 
     mode: str
     perplexity: float
@@ -170,6 +177,7 @@ class PerplexityResult:
     ctx: int
     stride: int
     running: npt.NDArray[np.float64]
+    compare: List[Dict[str, Any]]
 
     def __init__(self, r: Any) -> None:
         self.mode = "llama" if r.mode == 1 else "sliding"
@@ -185,6 +193,18 @@ class PerplexityResult:
             self.running = np.ctypeslib.as_array(r.running, (r.n_windows,)).copy()
         else:
             self.running = np.empty(0, np.float64)
+        self.compare = []
+        for i in range(r.n_compares):
+            c = r.compares[i]
+            d: Dict[str, Any] = {}
+            for f, _ in L.ps_ppl_compare._fields_:
+                v = getattr(c, f)
+                if f == "model":
+                    v = v.decode("utf-8", "replace") if v else ""
+                elif f in ("kld_pct", "dp_pct"):
+                    v = list(v)
+                d[f] = v
+            self.compare.append(d)
 
     def __repr__(self) -> str:
         return "<promptscore.PerplexityResult %s perplexity=%.6g tokens=%d>" % (

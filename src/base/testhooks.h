@@ -31,6 +31,7 @@
  *
  * ps_test_pcache_hash_bits(n) (prefix_cache.c; test builds only, PS_TESTING) forces collisions
  * of the prefix cache's chain hash. ps_test_pool_poll(mode) (pool.c) sets how new pools wait.
+ * ps_test_forward_rows(model) (session.c) counts the rows each model forwarded.
  */
 #ifndef PS_TESTHOOKS_H
 #define PS_TESTHOOKS_H
@@ -66,6 +67,13 @@ void ps_test_mmq_pack_plain(bool on);
  * apart: a test then proves that a hit is decided by the ids, never by the hash. bits < 0 (the
  * default) or >= 64: the full hash. Process-wide; set it while no score runs. */
 void ps_test_pcache_hash_bits(int bits);
+
+/* Forward-pass counting (session.c): every successful ps_session_forward(_segs) adds its rows
+ * to its model's count; ps_test_forward_rows(model) reads it (0 for a model not run), so that
+ * a test proves the base model of a comparison runs each position once, however many models
+ * are compared. Process-wide (up to 32 models); ps_test_forward_count_reset() zeroes it. */
+void ps_test_forward_count_reset(void);
+int64_t ps_test_forward_rows(const void *model);
 
 /* How the pools created after this call wait (pool.c): 1 poll before sleeping, 0 sleep at
  * once, -1 (the default) poll when the pool has no more threads than online CPUs. So that a

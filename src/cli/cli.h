@@ -191,6 +191,22 @@ int ps_cli_load_compare(const char *cmd, const char *path, const ps_cli_model_op
                         const ps_cli_loaded *base, ps_model **out);
 void ps_cli_unload(ps_cli_loaded *l);
 
+/* --compare given several times or as a comma list (score, perplexity, serve; cli_compare.c):
+ * the paths in order and, once loaded, their models. */
+#define PS_CLI_MAX_COMPARE 16
+typedef struct {
+    char *paths[PS_CLI_MAX_COMPARE];
+    ps_model *models[PS_CLI_MAX_COMPARE];
+    int n;
+} ps_cli_compares;
+/* The PS_CLI_FN handler of --compare (dst ps_cli_compares *): appends the value's paths. */
+bool ps_cli_opt_compare(const char *cmd, const char *opt, const char *value, void *dst);
+/* Loads every path with ps_cli_load_compare; 0, or its exit status after the error (2 for a
+ * file given twice, before anything is loaded). ps_cli_compares_free frees what was loaded. */
+int ps_cli_load_compares(const char *cmd, const ps_cli_model_opts *o, const ps_cli_loaded *base,
+                         ps_cli_compares *c);
+void ps_cli_compares_free(ps_cli_compares *c);
+
 /* Progress on stderr: a \r-rewritten line on a terminal, a line every 5 s otherwise; off
  * unless `on`. (cli_opts.c) */
 typedef struct {

@@ -25,20 +25,16 @@
  * float32 sums only. --json prints one summary object instead (either mode).
  *
  * --ppl-mode llama --compare OTHER.gguf: llama-perplexity's --kl-divergence, in one pass. The
- * -m model is the base, OTHER the one compared with it ("Q"); both run over the same chunks,
- * batch by batch (one batch of logits each; no file). For every scored token, from the exact
- * float32 logprobs (logit - the canonical lse; llama.cpp rounds its base to 16 bits): nll_Q,
- * nll_base, KLD = KL(base || Q) over the whole vocabulary (ps_kld_compute), Δp = p_Q - p_base
- * of the token and whether the two top-1 tokens agree. They are summed as llama.cpp sums them,
- * and printed with its labels and layout: after each chunk a row of running PPL(Q), ln(PPL(Q)/
- * PPL(base)), KLD, RMS Δp and same top p, each "± error"; then the three statistics blocks.
- * The errors are llama.cpp's: for a mean of values x, sqrt((Σx²/n - mean²) / (n - 1)) (0 when
- * n <= 10 or the variance is not positive); PPL's is PPL times that of the mean nll; the ln
- * ratio's combines both with their covariance (Σab/n - Σa/n Σb/n) / (n - 1); RMS Δp's is
- * 0.5 / RMS times that of the mean of Δp²; same top p's is sqrt(p (1 - p) / (n - 1)).
- * Percentiles interpolate linearly between the sorted values at fraction (n - 1), medians
- * average the two middle values; KLD and Δp values are kept per scored token (8 bytes each)
- * for them. Unlike llama.cpp the statistics are printed for fewer than 100 tokens too.
+ * -m model is the base, OTHER the one compared with it ("Q"); the library runs both over the
+ * same chunks, batch by batch (ps_perplexity with ps_ppl_params.compares; the statistics and
+ * their formulas are src/score/ppl_compare.c's), and this file prints them with llama.cpp's
+ * labels and layout: after each chunk a row of running PPL(Q), ln(PPL(Q)/PPL(base)), KLD, RMS
+ * Δp and same top p, each "± error"; then the three statistics blocks (--json: one object).
+ * Unlike llama.cpp the statistics are printed for fewer than 100 tokens too. --compare given
+ * several times (or a comma list) compares every model in the same pass, the base running
+ * once: each chunk prints one row per model (its name after it), the end one block per model
+ * (headed "====== Compared model: NAME ======"), --json an array of the objects, each with
+ * "model". With one --compare the output is as it always was.
  */
 #include "cli/cli.h"
 #include "model/vocab.h"
@@ -71,146 +67,27 @@ static bool opt_mode(const char *cmd, const char *opt, const char *v, void *dst)
     return true;
 }
 
-/* ---- --compare: llama-perplexity's --kl-divergence statistics ---------------------------- */
+/* ---- --compare: llama-perplexity's --kl-divergence statistics (ps_ppl_compare) ---------- */
 
-/* The running sums (llama.cpp's kl_divergence_result) and the per-token values. */
-typedef struct {
-    double sum_nll, sum_nll2, sum_nll_base, sum_nll_base2, sum_nll_nll_base;
-    double sum_kld, sum_kld2, sum_p_diff, sum_p_diff2, sum_p_diff4;
-    double max_p_diff;
-    int64_t n_same_top, count;
-    float *kld_values, *p_diff_values; /* count each (capacity: every scored token) */
-} kld_sums;
-
-typedef struct {
-    double val, unc;
-} mean_unc;
-
-static mean_unc mean_and_uncertainty(double sum, double sum2, int64_t count) {
-    mean_unc m = {0, 0};
-    if (count < 1) return m;
-    m.val = sum / (double)count;
-    double df = sum2 / (double)count - m.val * m.val;
-    m.unc = df > 0 && count > 10 ? sqrt(df / (double)(count - 1)) : 0.0;
-    return m;
-}
-
-static double covariance(double suma, double sumb, double sumab, int64_t count) {
-    if (count < 10) return 0.0;
-    double var = sumab / (double)count - (suma / (double)count) * (sumb / (double)count);
-    return var / (double)(count - 1);
-}
-
-/* values sorted ascending; fraction in float as llama.cpp writes it */
-static float percentile(const float *v, int64_t n, float fraction) {
-    if (fraction <= 0) return v[0];
-    if (fraction >= 1) return v[n - 1];
-    float p = fraction * (float)(n - 1);
-    int64_t ip = (int64_t)p;
-    p -= (float)ip;
-    return (1 - p) * v[ip] + p * v[PS_MIN(ip + 1, n - 1)];
-}
-
-static float median(const float *v, int64_t n) {
-    return n % 2 == 0 ? 0.5f * (v[n / 2] + v[n / 2 - 1]) : v[n / 2];
-}
-
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* Rows [0, m) of both batches of logits, row j predicting targets[j]: the sums. */
-static ps_status kld_rows(ps_pool *pool, const float *base, const float *other, int32_t m,
-                          int32_t n_vocab, const int32_t *targets, kld_sums *ks, ps_error *err) {
-    float lp_b[PS_CHUNK], lp_o[PS_CHUNK], tl[PS_CHUNK], kl[PS_CHUNK];
-    int32_t top_b[PS_CHUNK], top_o[PS_CHUNK];
-    ps_topk_params tp = ps_topk_default_params();
-    tp.k = 1;
-    tp.pool = pool;
-    ps_logits lb = {base, PS_DTYPE_F32, m, n_vocab, n_vocab, targets};
-    ps_logits lo = {other, PS_DTYPE_F32, m, n_vocab, n_vocab, targets};
-    ps_topk_out ob = {.target_logprob = lp_b, .top_ids = top_b, .top_logprobs = tl};
-    ps_topk_out oo = {.target_logprob = lp_o, .top_ids = top_o, .top_logprobs = tl};
-    ps_status st = ps_topk_compute(&tp, &lb, &ob, err);
-    if (st == PS_OK) st = ps_topk_compute(&tp, &lo, &oo, err);
-    if (st == PS_OK) st = ps_kld_compute(&tp, &lb, &lo, kl, err);
-    if (st != PS_OK) return st;
-    for (int32_t j = 0; j < m; j++) {
-        const double nll = -(double)lp_o[j], nll_base = -(double)lp_b[j];
-        ks->sum_nll += nll;
-        ks->sum_nll2 += nll * nll;
-        ks->sum_nll_base += nll_base;
-        ks->sum_nll_base2 += nll_base * nll_base;
-        ks->sum_nll_nll_base += nll * nll_base;
-        ks->sum_kld += (double)kl[j];
-        ks->sum_kld2 += (double)kl[j] * (double)kl[j];
-        ks->n_same_top += top_b[j] == top_o[j];
-        const double p_diff = exp(-nll) - exp(-nll_base), p_diff2 = p_diff * p_diff;
-        ks->sum_p_diff += p_diff;
-        ks->sum_p_diff2 += p_diff2;
-        ks->sum_p_diff4 += p_diff2 * p_diff2;
-        ks->max_p_diff = PS_MAX(ks->max_p_diff, fabs(p_diff));
-        ks->kld_values[ks->count] = kl[j];
-        ks->p_diff_values[ks->count] = (float)p_diff;
-        ks->count++;
-    }
-    return PS_OK;
-}
-
-/* The row printed after each chunk, as llama-perplexity prints it. */
-static void kld_chunk_row(const kld_sums *ks, int32_t chunk) {
-    if (chunk == 1) /* the header once, before the first row */
-        printf("\nchunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence"
-               "              Δp RMS            Same top p\n");
+/* The row printed after each chunk, as llama-perplexity prints it; with several compared
+ * models one row each, the model's name after it. */
+static void kld_chunk_row(const ps_ppl_compare *k, int32_t chunk, const char *name) {
     printf("%4d", chunk);
-    mean_unc lp = mean_and_uncertainty(ks->sum_nll, ks->sum_nll2, ks->count);
-    const double ppl = exp(lp.val);
-    printf("    %9.4f ± %9.4f", ppl, ppl * lp.unc);
-    mean_unc lb = mean_and_uncertainty(ks->sum_nll_base, ks->sum_nll_base2, ks->count);
-    const double cov = covariance(ks->sum_nll, ks->sum_nll_base, ks->sum_nll_nll_base, ks->count);
-    printf("    %10.5f ± %10.5f", lp.val - lb.val,
-           sqrt(lp.unc * lp.unc + lb.unc * lb.unc - 2.0 * cov));
-    mean_unc kl = mean_and_uncertainty(ks->sum_kld, ks->sum_kld2, ks->count);
-    printf("    %10.5f ± %10.5f", kl.val, kl.unc);
-    mean_unc mse = mean_and_uncertainty(ks->sum_p_diff2, ks->sum_p_diff4, ks->count);
-    const double rms = sqrt(mse.val);
-    printf("    %6.3f ± %6.3f %%", 100.0 * rms, 100.0 * (rms > 0 ? 0.5 / rms * mse.unc : 0.0));
-    const double top = (double)ks->n_same_top / (double)ks->count;
-    printf("    %6.3f ± %6.3f %%", 100.0 * top,
-           100.0 * (ks->count > 1 ? sqrt(top * (1 - top) / (double)(ks->count - 1)) : 0.0));
+    printf("    %9.4f ± %9.4f", k->ppl_q, k->ppl_q_stderr);
+    printf("    %10.5f ± %10.5f", k->ln_ppl_ratio, k->ln_ppl_ratio_stderr);
+    printf("    %10.5f ± %10.5f", k->kld_mean, k->kld_mean_stderr);
+    printf("    %6.3f ± %6.3f %%", 100.0 * k->rms_dp, 100.0 * k->rms_dp_stderr);
+    printf("    %6.3f ± %6.3f %%", 100.0 * k->same_top, 100.0 * k->same_top_stderr);
+    if (name) printf("    %s", name);
     printf("\n");
 }
 
-/* The closing statistics: llama-perplexity's three blocks, or one JSON object. */
-static void kld_report(kld_sums *ks, bool json, int32_t n, int32_t n_chunk, int32_t n_ctx) {
-    const int64_t c = ks->count;
-    qsort(ks->kld_values, (size_t)c, sizeof(float), cmp_float);
-    qsort(ks->p_diff_values, (size_t)c, sizeof(float), cmp_float);
-    mean_unc lp = mean_and_uncertainty(ks->sum_nll, ks->sum_nll2, c);
-    const double ppl = exp(lp.val), ppl_unc = ppl * lp.unc;
-    mean_unc lb = mean_and_uncertainty(ks->sum_nll_base, ks->sum_nll_base2, c);
-    const double ppl_base = exp(lb.val), ppl_base_unc = ppl_base * lb.unc;
-    const double cov = covariance(ks->sum_nll, ks->sum_nll_base, ks->sum_nll_nll_base, c);
-    const double cor = cov / (lp.unc * lb.unc);
-    const double ratio_val = lp.val - lb.val;
-    const double ratio_unc = sqrt(lp.unc * lp.unc + lb.unc * lb.unc - 2.0 * cov);
-    const double pratio = exp(ratio_val), pratio_unc = pratio * ratio_unc;
-    const double pcov = ppl * ppl_base * cov;
-    const double pdiff = ppl - ppl_base;
-    const double pdiff_unc = sqrt(ppl_unc * ppl_unc + ppl_base_unc * ppl_base_unc - 2.0 * pcov);
-    mean_unc kl = mean_and_uncertainty(ks->sum_kld, ks->sum_kld2, c);
-    mean_unc dp = mean_and_uncertainty(ks->sum_p_diff, ks->sum_p_diff2, c);
-    mean_unc mse = mean_and_uncertainty(ks->sum_p_diff2, ks->sum_p_diff4, c);
-    const double rms = sqrt(mse.val), rms_unc = rms > 0 ? 0.5 / rms * mse.unc : 0.0;
-    const double top = (double)ks->n_same_top / (double)c;
-    const double top_unc = c > 1 ? sqrt(top * (1.0 - top) / (double)(c - 1)) : 0.0;
-    const float *kv = ks->kld_values, *pv = ks->p_diff_values;
-    static const float kf[] = {0.999f, 0.990f, 0.950f, 0.900f, 0.100f, 0.050f, 0.010f, 0.001f};
+/* The closing statistics of one compared model: llama-perplexity's three blocks, or one JSON
+ * object (with "model" when named: several compared models). */
+static void kld_report(const ps_ppl_compare *k, bool json, int32_t n, int32_t n_chunk,
+                       int32_t n_ctx, const char *name) {
     static const char *kl_lab[] = {"99.9%", "99.0%", "95.0%", "90.0%", "10.0%", " 5.0%",
                                    " 1.0%", " 0.1%"};
-    static const float pf[] = {0.999f, 0.990f, 0.950f, 0.900f, 0.750f,
-                               0.250f, 0.100f, 0.050f, 0.010f, 0.001f};
     static const char *p_lab[] = {"99.9%", "99.0%", "95.0%", "90.0%", "75.0%",
                                   "25.0%", "10.0%", " 5.0%", " 1.0%", " 0.1%"};
     static const char *kl_key[] = {"kld_p99_9", "kld_p99", "kld_p95", "kld_p90",
@@ -219,129 +96,73 @@ static void kld_report(kld_sums *ks, bool json, int32_t n, int32_t n_chunk, int3
                                   "dp_p75_pct", "dp_p25_pct", "dp_p10_pct", "dp_p5_pct",
                                   "dp_p1_pct", "dp_p0_1_pct"};
     if (json) {
-        printf("{\"mode\":\"llama\",\"compare\":true,\"tokens_scored\":%lld,\"tokens\":%d,"
+        printf("{\"mode\":\"llama\",\"compare\":true,");
+        if (name) {
+            ps_buf nb;
+            ps_buf_init(&nb);
+            ps_buf_puts(&nb, "\"model\":");
+            ps_json_str(&nb, name, strlen(name));
+            printf("%.*s,", nb.data ? (int)nb.len : 0, nb.data ? nb.data : "");
+            ps_buf_free(&nb);
+        }
+        printf("\"tokens_scored\":%lld,\"tokens\":%d,"
                "\"chunks\":%d,\"ctx\":%d,\"ppl_q\":%.17g,\"ppl_q_stderr\":%.17g,"
                "\"ppl_base\":%.17g,\"ppl_base_stderr\":%.17g,\"cor_ln_ppl\":%.17g,"
                "\"ln_ppl_ratio\":%.17g,\"ln_ppl_ratio_stderr\":%.17g,\"ppl_ratio\":%.17g,"
                "\"ppl_ratio_stderr\":%.17g,\"ppl_diff\":%.17g,\"ppl_diff_stderr\":%.17g,"
                "\"kld_mean\":%.17g,\"kld_mean_stderr\":%.17g,\"kld_max\":%.9g",
-               (long long)c, (int)n, (int)n_chunk, (int)n_ctx, ppl, ppl_unc, ppl_base,
-               ppl_base_unc, cor, ratio_val, ratio_unc, pratio, pratio_unc, pdiff, pdiff_unc,
-               kl.val, kl.unc, (double)kv[c - 1]);
+               (long long)k->count, (int)n, (int)n_chunk, (int)n_ctx, k->ppl_q, k->ppl_q_stderr,
+               k->ppl_base, k->ppl_base_stderr, k->cor_ln_ppl, k->ln_ppl_ratio,
+               k->ln_ppl_ratio_stderr, k->ppl_ratio, k->ppl_ratio_stderr, k->ppl_diff,
+               k->ppl_diff_stderr, k->kld_mean, k->kld_mean_stderr, (double)k->kld_max);
         for (int i = 0; i < 8; i++) {
-            printf(",\"%s\":%.9g", kl_key[i], (double)percentile(kv, c, kf[i]));
-            if (i == 3) printf(",\"kld_median\":%.9g", (double)median(kv, c));
+            printf(",\"%s\":%.9g", kl_key[i], (double)k->kld_pct[i]);
+            if (i == 3) printf(",\"kld_median\":%.9g", (double)k->kld_median);
         }
         printf(",\"kld_min\":%.9g,\"dp_mean_pct\":%.17g,\"dp_mean_pct_stderr\":%.17g,"
-               "\"dp_max_pct\":%.9g", (double)kv[0], 100.0 * dp.val, 100.0 * dp.unc,
-               100.0 * pv[c - 1]);
+               "\"dp_max_pct\":%.9g", (double)k->kld_min, 100.0 * k->dp_mean,
+               100.0 * k->dp_mean_stderr, 100.0 * k->dp_max);
         for (int i = 0; i < 10; i++) {
-            printf(",\"%s\":%.9g", p_key[i], 100.0 * percentile(pv, c, pf[i]));
-            if (i == 4) printf(",\"dp_median_pct\":%.9g", 100.0 * median(pv, c));
+            printf(",\"%s\":%.9g", p_key[i], 100.0 * k->dp_pct[i]);
+            if (i == 4) printf(",\"dp_median_pct\":%.9g", 100.0 * k->dp_median);
         }
         printf(",\"dp_min_pct\":%.9g,\"rms_dp_pct\":%.17g,\"rms_dp_pct_stderr\":%.17g,"
-               "\"same_top_p_pct\":%.17g,\"same_top_p_pct_stderr\":%.17g}\n",
-               100.0 * pv[0], 100.0 * rms, 100.0 * rms_unc, 100.0 * top, 100.0 * top_unc);
+               "\"same_top_p_pct\":%.17g,\"same_top_p_pct_stderr\":%.17g}",
+               100.0 * k->dp_min, 100.0 * k->rms_dp, 100.0 * k->rms_dp_stderr,
+               100.0 * k->same_top, 100.0 * k->same_top_stderr);
         return;
     }
     printf("\n");
+    if (name) printf("====== Compared model: %s ======\n\n", name);
     printf("====== Perplexity statistics ======\n");
-    printf("Mean PPL(Q)                   : %10.6f ± %10.6f\n", ppl, ppl_unc);
-    printf("Mean PPL(base)                : %10.6f ± %10.6f\n", ppl_base, ppl_base_unc);
-    printf("Cor(ln(PPL(Q)), ln(PPL(base))): %6.2f%%\n", 100.0 * cor);
-    printf("Mean ln(PPL(Q)/PPL(base))     : %10.6f ± %10.6f\n", ratio_val, ratio_unc);
-    printf("Mean PPL(Q)/PPL(base)         : %10.6f ± %10.6f\n", pratio, pratio_unc);
-    printf("Mean PPL(Q)-PPL(base)         : %10.6f ± %10.6f\n", pdiff, pdiff_unc);
+    printf("Mean PPL(Q)                   : %10.6f ± %10.6f\n", k->ppl_q, k->ppl_q_stderr);
+    printf("Mean PPL(base)                : %10.6f ± %10.6f\n", k->ppl_base, k->ppl_base_stderr);
+    printf("Cor(ln(PPL(Q)), ln(PPL(base))): %6.2f%%\n", 100.0 * k->cor_ln_ppl);
+    printf("Mean ln(PPL(Q)/PPL(base))     : %10.6f ± %10.6f\n", k->ln_ppl_ratio,
+           k->ln_ppl_ratio_stderr);
+    printf("Mean PPL(Q)/PPL(base)         : %10.6f ± %10.6f\n", k->ppl_ratio,
+           k->ppl_ratio_stderr);
+    printf("Mean PPL(Q)-PPL(base)         : %10.6f ± %10.6f\n", k->ppl_diff, k->ppl_diff_stderr);
     printf("\n");
     printf("====== KL divergence statistics ======\n");
-    printf("Mean    KLD: %10.6f ± %10.6f\n", kl.val, kl.unc);
-    printf("Maximum KLD: %10.6f\n", (double)kv[c - 1]);
+    printf("Mean    KLD: %10.6f ± %10.6f\n", k->kld_mean, k->kld_mean_stderr);
+    printf("Maximum KLD: %10.6f\n", (double)k->kld_max);
     for (int i = 0; i < 8; i++) {
-        printf("%s   KLD: %10.6f\n", kl_lab[i], (double)percentile(kv, c, kf[i]));
-        if (i == 3) printf("Median  KLD: %10.6f\n", (double)median(kv, c));
+        printf("%s   KLD: %10.6f\n", kl_lab[i], (double)k->kld_pct[i]);
+        if (i == 3) printf("Median  KLD: %10.6f\n", (double)k->kld_median);
     }
-    printf("Minimum KLD: %10.6f\n", (double)kv[0]);
+    printf("Minimum KLD: %10.6f\n", (double)k->kld_min);
     printf("\n");
     printf("====== Token probability statistics ======\n");
-    printf("Mean    Δp: %6.3f ± %5.3f %%\n", 100.0 * dp.val, 100.0 * dp.unc);
-    printf("Maximum Δp: %6.3f%%\n", 100.0 * pv[c - 1]);
+    printf("Mean    Δp: %6.3f ± %5.3f %%\n", 100.0 * k->dp_mean, 100.0 * k->dp_mean_stderr);
+    printf("Maximum Δp: %6.3f%%\n", 100.0 * k->dp_max);
     for (int i = 0; i < 10; i++) {
-        printf("%s   Δp: %6.3f%%\n", p_lab[i], 100.0 * percentile(pv, c, pf[i]));
-        if (i == 4) printf("Median  Δp: %6.3f%%\n", 100.0 * median(pv, c));
+        printf("%s   Δp: %6.3f%%\n", p_lab[i], 100.0 * k->dp_pct[i]);
+        if (i == 4) printf("Median  Δp: %6.3f%%\n", 100.0 * k->dp_median);
     }
-    printf("Minimum Δp: %6.3f%%\n", 100.0 * pv[0]);
-    printf("RMS Δp    : %6.3f ± %5.3f %%\n", 100.0 * rms, 100.0 * rms_unc);
-    printf("Same top p: %6.3f ± %5.3f %%\n", 100.0 * top, 100.0 * top_unc);
-}
-
-/* llama mode with --compare: both models over the same chunks, batch by batch, and the
- * comparison's sums (kld_rows); the one loop of its own, as ps_perplexity runs one model. */
-static int ppl_compare(const char *cmd, ps_cli_loaded *l, ps_session *cmp, const int32_t *ids,
-                       int32_t n_ctx, int32_t n_chunk, int32_t batch, bool json, int32_t n) {
-    const int32_t n_vocab = l->info.n_vocab;
-    const int32_t first = n_ctx / 2;
-    const bool add_bos = ps_vocab_add_bos(l->vocab);
-    const size_t scored = (size_t)n_chunk * (size_t)(n_ctx - first - 1);
-    int32_t *chunk = ps_malloc(sizeof(int32_t) * (size_t)n_ctx);
-    float *logits = ps_malloc(sizeof(float) * (size_t)batch * (size_t)n_vocab);
-    float *cmp_logits = ps_malloc(sizeof(float) * (size_t)batch * (size_t)n_vocab);
-    kld_sums ks;
-    memset(&ks, 0, sizeof ks);
-    ks.kld_values = ps_malloc(sizeof(float) * scored);
-    ks.p_diff_values = ps_malloc(sizeof(float) * scored);
-    int32_t targets[PS_CHUNK];
-    int rc = 1;
-    if (!chunk || !logits || !cmp_logits || !ks.kld_values || !ks.p_diff_values) {
-        fprintf(stderr, "promptscore %s: out of memory\n", cmd);
-        goto out;
-    }
-    ps_cli_progress pr;
-    ps_cli_progress_start(&pr, false);
-    pr.on = pr.on && json; /* the running rows are the progress otherwise */
-    for (int32_t c = 0; c < n_chunk; c++) {
-        const int32_t start = c * n_ctx;
-        memcpy(chunk, ids + start, sizeof(int32_t) * (size_t)n_ctx);
-        if (add_bos) chunk[0] = ps_vocab_bos(l->vocab);
-        ps_session_reset(l->session);
-        ps_session_reset(cmp);
-        for (int32_t p0 = 0; p0 < n_ctx; p0 += batch) {
-            const int32_t nb = PS_MIN(batch, n_ctx - p0);
-            ps_error err;
-            ps_error_clear(&err);
-            if (ps_session_forward(l->session, chunk + p0, nb, logits, &err) != PS_OK) {
-                fprintf(stderr, "promptscore %s: chunk %d: %s\n", cmd, c + 1, err.message);
-                goto out;
-            }
-            if (ps_session_forward(cmp, chunk + p0, nb, cmp_logits, &err) != PS_OK) {
-                fprintf(stderr, "promptscore %s: chunk %d, the compared model: %s\n", cmd, c + 1,
-                        err.message);
-                goto out;
-            }
-            /* logits at positions first .. n_ctx - 2 predict the token after them */
-            const int32_t r0 = PS_MAX(p0, first), r1 = PS_MIN(p0 + nb, n_ctx - 1);
-            for (int32_t p = r0; p < r1; p++) targets[p - r0] = ids[start + p + 1];
-            if (r1 > r0 &&
-                kld_rows(l->pool, logits + (size_t)(r0 - p0) * (size_t)n_vocab,
-                         cmp_logits + (size_t)(r0 - p0) * (size_t)n_vocab, r1 - r0, n_vocab,
-                         targets, &ks, &err) != PS_OK) {
-                fprintf(stderr, "promptscore %s: chunk %d: %s\n", cmd, c + 1, err.message);
-                goto out;
-            }
-        }
-        if (!json) kld_chunk_row(&ks, c + 1);
-        fflush(stdout);
-        ps_cli_progress_show(&pr, "chunks", c + 1, n_chunk, (int64_t)(c + 1) * n_ctx, false);
-    }
-    ps_cli_progress_end(&pr);
-    kld_report(&ks, json, n, n_chunk, n_ctx);
-    rc = fflush(stdout) == 0 ? 0 : 1;
-out:
-    ps_free(chunk);
-    ps_free(logits);
-    ps_free(cmp_logits);
-    ps_free(ks.kld_values);
-    ps_free(ks.p_diff_values);
-    return rc;
+    printf("Minimum Δp: %6.3f%%\n", 100.0 * k->dp_min);
+    printf("RMS Δp    : %6.3f ± %5.3f %%\n", 100.0 * k->rms_dp, 100.0 * k->rms_dp_stderr);
+    printf("Same top p: %6.3f ± %5.3f %%\n", 100.0 * k->same_top, 100.0 * k->same_top_stderr);
 }
 
 /* What the on_window callbacks print with: the command's state between ps_perplexity's
@@ -355,10 +176,19 @@ typedef struct {
     ps_buf b;
 } ppl_print;
 
-/* llama mode: the running estimate after each chunk, "[i]x.xxxx," as llama-perplexity prints */
+/* llama mode: the running estimate after each chunk, "[i]x.xxxx," as llama-perplexity prints;
+ * with --compare its --kl-divergence row instead (one per compared model) */
 static bool llama_window(void *user, const ps_ppl_window *w) {
     ppl_print *pp = user;
-    if (!pp->json) {
+    if (!pp->json && w->n_compares > 0) {
+        if (w->index == 1) /* the header once, before the first row */
+            printf("\nchunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence"
+                   "              Δp RMS            Same top p\n");
+        for (int32_t i = 0; i < w->n_compares; i++)
+            kld_chunk_row(&w->compares[i], w->index,
+                          w->n_compares > 1 ? w->compares[i].model : NULL);
+        fflush(stdout);
+    } else if (!pp->json) {
         printf("[%d]%.4f,", w->index, w->running);
         fflush(stdout);
     }
@@ -410,16 +240,14 @@ static ps_ppl_result *ppl_run(const char *cmd, ps_cli_loaded *l, const ps_ppl_pa
     return NULL;
 }
 
-static int ppl_llama(const char *cmd, ps_cli_loaded *l, ps_session *cmp, const int32_t *ids,
-                     int32_t n, int32_t n_ctx, int32_t max_chunks, int32_t batch, bool json) {
+static int ppl_llama(const char *cmd, ps_cli_loaded *l, ps_session *const *cmps, int32_t n_cmp,
+                     const int32_t *ids, int32_t n, int32_t n_ctx, int32_t max_chunks,
+                     int32_t batch, bool json) {
     if (n < 2 * n_ctx) {
         fprintf(stderr, "promptscore %s: --ppl-mode llama needs at least %d tokens (2 x -c %d); "
                         "the text has %d\n", cmd, 2 * n_ctx, n_ctx, n);
         return 1;
     }
-    int32_t n_chunk = n / n_ctx;
-    if (max_chunks > 0 && max_chunks < n_chunk) n_chunk = max_chunks;
-    if (cmp) return ppl_compare(cmd, l, cmp, ids, n_ctx, n_chunk, batch, json, n);
     ppl_print pp = {.json = json, .n = n, .ctx = n_ctx, .ids = ids, .vocab = l->vocab};
     ps_cli_progress_start(&pp.pr, false);
     pp.pr.on = pp.pr.on && json; /* the running estimate is the progress otherwise */
@@ -428,9 +256,19 @@ static int ppl_llama(const char *cmd, ps_cli_loaded *l, ps_session *cmp, const i
     p.ctx = n_ctx;
     p.max_chunks = max_chunks;
     p.chunk = batch;
+    p.compares = cmps;
+    p.n_compares = n_cmp;
     ps_ppl_result *r = ppl_run(cmd, l, &p, &pp);
     if (!r) return 1;
-    if (json) {
+    if (n_cmp > 0) { /* llama-perplexity --kl-divergence's blocks, one per compared model */
+        if (json && n_cmp > 1) printf("[");
+        for (int32_t i = 0; i < r->n_compares; i++) {
+            if (json && i) printf(",");
+            kld_report(&r->compares[i], json, n, r->n_windows, n_ctx,
+                       n_cmp > 1 ? r->compares[i].model : NULL);
+        }
+        if (json) printf(n_cmp > 1 ? "]\n" : "\n");
+    } else if (json) {
         printf("{\"mode\":\"llama\",\"perplexity\":%.17g,\"perplexity_stderr\":%.17g,"
                "\"mean_nll\":%.17g,\"tokens_scored\":%lld,\"tokens\":%d,\"chunks\":%d,\"ctx\":%d,"
                "\"running\":[",
@@ -490,11 +328,17 @@ static int ppl_sliding(const char *cmd, ps_cli_loaded *l, const int32_t *ids, in
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
+static int ppl_main(const char *cmd, ps_cli_model_opts *op, const char *text_path,
+                    int32_t stride, int32_t max_chunks, int mode, bool per_token, bool json,
+                    ps_cli_compares *cmp);
+
 int ps_cli_perplexity(int argc, char **argv) {
     const char *cmd = argv[0];
     /* kv_type: unset (-1) until an option sets it; each mode then has its default */
     ps_cli_model_opts o = {.chunk = PS_CHUNK, .kv_type = (ps_kv_type)-1};
-    const char *text_path = NULL, *compare_path = NULL;
+    const char *text_path = NULL;
+    ps_cli_compares cmp;
+    memset(&cmp, 0, sizeof cmp);
     int32_t stride = 0, max_chunks = 0;
     int mode = MODE_SLIDING;
     bool per_token = false, json = false;
@@ -522,12 +366,28 @@ int ps_cli_perplexity(int argc, char **argv) {
         {"--compare", "FILE", "llama: compare with this GGUF (same vocabulary) as\n"
          "llama-perplexity --kl-divergence does, in one pass: KLD, Δp and same\n"
          "top p blocks (its labels and layout; --json: one object); the -m\n"
-         "model is the base", PS_CLI_STR, &compare_path},
+         "model is the base. Repeat it (or give a comma list) to compare\n"
+         "several models in the same pass (the base runs once): a row per model\n"
+         "and chunk, one block per model (--json: an array of the objects,\n"
+         "each with \"model\")", PS_CLI_FN, &cmp, 0, 0, ps_cli_opt_compare},
         {0}};
     const ps_cli_opt *const tables[] = {model_opts, ppl_opts, NULL};
     const ps_cli_cmd c = {"perplexity", "-m MODEL.gguf -f text.txt [options]", PPL_ABOUT, tables};
     int prc = ps_cli_parse(&c, argc, argv);
-    if (prc >= 0) return prc;
+    if (prc >= 0) {
+        ps_cli_compares_free(&cmp);
+        return prc;
+    }
+    int rc = ppl_main(cmd, &o, text_path, stride, max_chunks, mode, per_token, json, &cmp);
+    ps_cli_compares_free(&cmp);
+    return rc;
+}
+
+/* The command after its options are parsed (cmp: the --compare paths, freed by the caller). */
+static int ppl_main(const char *cmd, ps_cli_model_opts *op, const char *text_path,
+                    int32_t stride, int32_t max_chunks, int mode, bool per_token, bool json,
+                    ps_cli_compares *cmp) {
+    ps_cli_model_opts o = *op;
     if (!text_path) {
         fprintf(stderr, "promptscore %s: no text: give -f FILE (promptscore %s --help)\n", cmd, cmd);
         return 2;
@@ -537,7 +397,7 @@ int ps_cli_perplexity(int argc, char **argv) {
                 per_token ? "--per-token" : "--stride");
         return 2;
     }
-    if (mode == MODE_SLIDING && compare_path) {
+    if (mode == MODE_SLIDING && cmp->n) {
         fprintf(stderr, "promptscore %s: --compare is for --ppl-mode llama\n", cmd);
         return 2;
     }
@@ -576,11 +436,10 @@ int ps_cli_perplexity(int argc, char **argv) {
         free(text);
         return rc;
     }
-    ps_model *cmp_model = NULL;
-    ps_session *cmp = NULL;
-    if (compare_path) {
-        rc = ps_cli_load_compare(cmd, compare_path, &o, &l, &cmp_model);
-        if (rc == 0) {
+    ps_session *cs[PS_CLI_MAX_COMPARE] = {0};
+    if (cmp->n) {
+        rc = ps_cli_load_compares(cmd, &o, &l, cmp);
+        for (int i = 0; rc == 0 && i < cmp->n; i++) {
             ps_session_params sp = ps_session_default_params();
             sp.n_ctx = l.info.n_ctx;
             sp.n_batch = o.chunk > 0 ? o.chunk : PS_CHUNK;
@@ -589,16 +448,16 @@ int ps_cli_perplexity(int argc, char **argv) {
             sp.kv_type = o.kv_type;
             ps_error cerr;
             ps_error_clear(&cerr);
-            if (ps_session_create(cmp_model, &sp, &cmp, &cerr) != PS_OK) {
-                fprintf(stderr, "promptscore %s: --compare: cannot create a session: %s\n", cmd,
-                        cerr.message);
+            if (ps_session_create(cmp->models[i], &sp, &cs[i], &cerr) != PS_OK) {
+                fprintf(stderr, "promptscore %s: --compare: cannot create a session of %s: %s\n",
+                        cmd, cmp->paths[i], cerr.message);
                 rc = 1;
-            } else { /* run one after the other by this thread: one workspace for both */
-                (void)ps_session_share_workspace(cmp, l.session);
+            } else { /* all run one after the other by this thread: one workspace for all */
+                (void)ps_session_share_workspace(cs[i], l.session);
             }
         }
         if (rc) {
-            ps_model_free(cmp_model);
+            for (int i = 0; i < cmp->n; i++) ps_session_free(cs[i]);
             free(text);
             ps_cli_unload(&l);
             return rc;
@@ -614,14 +473,13 @@ int ps_cli_perplexity(int argc, char **argv) {
         fprintf(stderr, "promptscore %s: cannot tokenise %s: %s\n", cmd, text_path, err.message);
         rc = 1;
     } else if (mode == MODE_LLAMA) {
-        rc = ppl_llama(cmd, &l, cmp, ids, n, o.n_ctx, max_chunks, o.chunk, json);
+        rc = ppl_llama(cmd, &l, cs, cmp->n, ids, n, o.n_ctx, max_chunks, o.chunk, json);
     } else {
         rc = ppl_sliding(cmd, &l, ids, n, stride, o.chunk, per_token, json, text_path);
     }
     ps_free(ids);
     free(text);
-    ps_session_free(cmp);
-    ps_model_free(cmp_model);
+    for (int i = 0; i < cmp->n; i++) ps_session_free(cs[i]);
     ps_cli_unload(&l);
     return rc;
 }

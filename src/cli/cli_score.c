@@ -26,6 +26,9 @@
  * --stats asks every line's job for entropy and rank; --compare FILE loads a second model
  * (ps_cli_load_compare: same n_ctx, vocabulary checked token for token) that the engine's
  * worker runs over the same tokens (kld, same_top1, dp; lines one at a time, no prefix cache).
+ * --compare given several times (or a comma list; cli_compare.c) compares every model in the
+ * same pass (ps_score_params.compares: the base forwards each chunk once): each line then gets
+ * a "compare" array instead (ps_json_compares); one --compare writes what it always wrote.
  * ps_cli_score runs in phases: score_parse (the command line), score_setup (input, models,
  * engine), score_open_output (a shard file or -o), score_lines (rounds of lines, score_emit
  * writing each) and score_end (end record, footer, summary); score_close frees the rest.
@@ -391,13 +394,14 @@ int ps_cli_load_compare(const char *cmd, const char *path, const ps_cli_model_op
 /* The command line. */
 typedef struct {
     ps_cli_model_opts o;
-    const char *in_path, *out_path, *compare_path;
+    const char *in_path, *out_path;
     int32_t k, max_seqs;
     int format;
     bool no_bos, strict, resume, no_special, stats;
     int64_t max_line;
     shard_spec shard;
     bool sharded;
+    ps_cli_compares cmp; /* --compare: the paths (handed to score_run by score_setup) */
 } score_args;
 
 /* What a run holds; score_close frees whatever is set. */
@@ -406,7 +410,7 @@ typedef struct {
     FILE *in, *out;
     ps_cli_loaded l;
     bool loaded;
-    ps_model *compare;
+    ps_cli_compares cmp; /* the --compare paths and, once loaded, their models */
     ps_engine *engine;
     ps_shard_out so;
     int64_t total; /* lines to score (progress), or -1 */
@@ -414,11 +418,10 @@ typedef struct {
 
 static void score_close(score_run *r) {
     ps_engine_free(r->engine);
-    ps_model_free(r->compare);
+    ps_cli_compares_free(&r->cmp);
     if (r->loaded) ps_cli_unload(&r->l);
     if (r->in && r->in != stdin) fclose(r->in);
     r->engine = NULL;
-    r->compare = NULL;
     r->loaded = false;
     r->in = NULL;
 }
@@ -461,8 +464,12 @@ static int score_parse(int argc, char **argv, score_args *a) {
          "chunk by chunk: adds \"kld\" (KL(model || FILE), nats, whole\n"
          "vocabulary), \"same_top1\" (0/1) and \"dp\" (p_FILE - p_model of the\n"
          "scored token) to the logprobs object, and kld_mean and\n"
-         "same_top1_pct to each line (one line at a time, no prefix cache)",
-         PS_CLI_STR, &a->compare_path},
+         "same_top1_pct to each line (one line at a time, no prefix cache).\n"
+         "Repeat it (or give a comma list) to compare several models in one\n"
+         "pass (the -m model runs once): each line then gets \"compare\", an\n"
+         "array in the order given of {model, kld, same_top1, dp, kld_mean,\n"
+         "same_top1_pct}; --format jsonl only",
+         PS_CLI_FN, &a->cmp, 0, 0, ps_cli_opt_compare},
         {"--no-bos", NULL, "do not add BOS to text prompts (id prompts are always verbatim)",
          PS_CLI_FLAG, &a->no_bos},
         {"--no-parse-special", NULL, "special-token text in text prompts (</s>, <|endoftext|>)\n"
@@ -505,7 +512,12 @@ static int score_parse(int argc, char **argv, score_args *a) {
                 cmd);
         return 2;
     }
-    if (a->compare_path) {
+    if (a->cmp.n > 1 && a->format != PS_CLI_FORMAT_JSONL) {
+        fprintf(stderr, "promptscore %s: several --compare models write JSON Lines (no "
+                        "--format)\n", cmd);
+        return 2;
+    }
+    if (a->cmp.n) {
         a->o.cache_mb = 0; /* compared scores run without a prefix cache, one line at a time */
         a->max_seqs = 1;
     }
@@ -516,6 +528,7 @@ static int score_parse(int argc, char **argv, score_args *a) {
  * or the exit status. */
 static int score_setup(const score_args *a, score_run *r) {
     const char *cmd = r->cmd;
+    r->cmp = a->cmp; /* score_close frees the paths and the models */
     r->in = stdin;
     if (a->in_path && strcmp(a->in_path, "-") && !(r->in = fopen(a->in_path, "rb"))) {
         fprintf(stderr, "promptscore %s: cannot open %s: %s\n", cmd, a->in_path, strerror(errno));
@@ -527,8 +540,8 @@ static int score_setup(const score_args *a, score_run *r) {
     int lrc = ps_cli_load(cmd, &o, false, &r->l);
     if (lrc) return lrc;
     r->loaded = true;
-    if (a->compare_path) {
-        lrc = ps_cli_load_compare(cmd, a->compare_path, &a->o, &r->l, &r->compare);
+    if (r->cmp.n) {
+        lrc = ps_cli_load_compares(cmd, &a->o, &r->l, &r->cmp);
         if (lrc) return lrc;
     }
     ps_engine_params ep = ps_engine_default_params();
@@ -539,7 +552,12 @@ static int score_setup(const score_args *a, score_run *r) {
     ep.act = a->o.act;
     ep.kv_type = a->o.kv_type;
     ep.cache = r->l.cache;
-    ep.compare = r->compare;
+    if (r->cmp.n == 1) { /* one: as it always was */
+        ep.compare = r->cmp.models[0];
+    } else if (r->cmp.n > 1) {
+        ep.compares = (const ps_model *const *)r->cmp.models;
+        ep.n_compares = r->cmp.n;
+    }
     ps_error err;
     ps_error_clear(&err);
     if (ps_engine_create(r->l.model, &ep, &r->engine, &err) != PS_OK) {
@@ -763,7 +781,10 @@ static int score_end(const score_args *a, score_run *r, score_loop *lp, ps_cli_p
 int ps_cli_score(int argc, char **argv) {
     score_args a;
     int rc = score_parse(argc, argv, &a);
-    if (rc >= 0) return rc;
+    if (rc >= 0) {
+        ps_cli_compares_free(&a.cmp);
+        return rc;
+    }
     score_run r;
     memset(&r, 0, sizeof r);
     r.cmd = argv[0];

@@ -56,7 +56,8 @@ static void *second_signal(void *arg) {
  * types). */
 typedef struct {
     ps_cli_model_opts o;
-    const char *alias, *key_file, *compare_path;
+    const char *alias, *key_file;
+    ps_cli_compares cmp; /* --compare: the paths, then the models (freed at the end) */
     bool quiet;
     int32_t port, workers, queue, max_seqs, max_logprobs, max_conns, per_ip, idle, read_timeout,
         drain, max_prompts;
@@ -140,8 +141,11 @@ static int serve_parse(int argc, char **argv, ps_server_config *cfg, serve_args 
         {"-q, --quiet", NULL, "no access log", PS_CLI_FLAG, &a->quiet},
         {"--compare", "FILE", "a second GGUF with the same vocabulary: every prompt also runs\n"
          "through it and the logprobs object gets kld, same_top1 and dp (requests\n"
-         "need max_tokens 0; no prefix cache); the page can colour by KLD",
-         PS_CLI_STR, &a->compare_path},
+         "need max_tokens 0; no prefix cache); the page can colour by KLD.\n"
+         "Repeat it (or give a comma list) to compare several models in one pass:\n"
+         "the logprobs object then gets \"compare\", an array of {model, kld,\n"
+         "same_top1, dp, kld_mean, same_top1_pct} in the order given",
+         PS_CLI_FN, &a->cmp, 0, 0, ps_cli_opt_compare},
         {0}};
     const ps_cli_opt safety_opts[] = {
         {"--api-key", "KEY", "every route but /health and / needs \"Authorization: Bearer KEY\"\n"
@@ -272,20 +276,25 @@ int ps_cli_serve(int argc, char **argv) {
      * SIGINT / SIGTERM end a load that takes long or waits on the network. No thread of ours
      * outlives the load (o.no_session: no pool). */
     ps_cli_loaded l;
-    if (a.compare_path) a.o.cache_mb = 0; /* compared scores run without a prefix cache */
+    if (a.cmp.n) a.o.cache_mb = 0; /* compared scores run without a prefix cache */
     int lrc = ps_cli_load("serve", &a.o, false, &l);
     if (lrc) {
+        ps_cli_compares_free(&a.cmp);
         ps_free(file_key);
         return lrc;
     }
-    ps_model *cmp_model = NULL;
-    if (a.compare_path &&
-        (lrc = ps_cli_load_compare("serve", a.compare_path, &a.o, &l, &cmp_model))) {
+    if (a.cmp.n && (lrc = ps_cli_load_compares("serve", &a.o, &l, &a.cmp))) {
+        ps_cli_compares_free(&a.cmp);
         ps_cli_unload(&l);
         ps_free(file_key);
         return lrc;
     }
-    cfg.compare = cmp_model;
+    if (a.cmp.n == 1) { /* one: as it always was */
+        cfg.compare = a.cmp.models[0];
+    } else if (a.cmp.n > 1) {
+        cfg.compares = (const ps_model *const *)a.cmp.models;
+        cfg.n_compares = a.cmp.n;
+    }
     cfg.cache = l.cache;
     /* Then block them before any server thread exists, so every thread inherits the mask. */
     sigset_t stop_sigs;
@@ -305,7 +314,7 @@ int ps_cli_serve(int argc, char **argv) {
         serve_announce(&cfg, l.model, server);
         serve_until_signal(server, &stop_sigs, a.drain);
     }
-    ps_model_free(cmp_model);
+    ps_cli_compares_free(&a.cmp);
     ps_cli_unload(&l);
     ps_free(file_key);
     if (rc == 0) fprintf(stderr, "promptscore serve: stopped\n");

@@ -57,6 +57,7 @@ typedef struct {
     ps_pool *pool;
     ps_session *session;
     ps_session *compare;  /* a session of ps_engine_params.compare, or NULL */
+    ps_session **compares; /* one session per ps_engine_params.compares model, or NULL */
     bool started;
 } worker;
 
@@ -153,6 +154,8 @@ static ps_score_params job_params(const worker *w, ps_engine_job *j) {
     p.cancel_ctx = j;
     p.cache = e->p.cache;
     p.compare = w->compare;
+    p.compares = w->compares;
+    p.n_compares = w->compares ? e->p.n_compares : 0;
     return p;
 }
 
@@ -214,7 +217,8 @@ static void score_group(worker *w, const group_item *g, int32_t n) {
     ps_error err;
     ps_error_clear(&err);
     for (int32_t k = 0; k < n; k++) {
-        if (n == 1 || m == PS_CHUNK || job_cancelled(g[k].job) || w->compare) {
+        if (n == 1 || m == PS_CHUNK || job_cancelled(g[k].job) || w->compare ||
+            w->compares) {
             ps_score_result *one;
             ps_status st = score_one(w, g[k].job, g[k].prompt, true, &one, &err);
             record(e, &g[k], st, one, &err);
@@ -275,6 +279,9 @@ static void stop_workers(ps_engine *e) {
         worker *w = &e->workers[i];
         if (w->started) pthread_join(w->thread, NULL);
         ps_session_free(w->compare); /* first: it may run in the session's workspace */
+        for (int32_t c = 0; w->compares && c < e->p.n_compares; c++)
+            ps_session_free(w->compares[c]);
+        ps_free(w->compares);
         ps_session_free(w->session);
         ps_pool_free(w->pool);
     }
@@ -368,6 +375,15 @@ static ps_status start_workers(ps_engine *e, const ps_model *model, const ps_eng
             if (st != PS_OK) return st;
             /* the worker runs the two one after the other: one workspace for both */
             (void)ps_session_share_workspace(w->compare, w->session);
+        }
+        if (p.n_compares > 0) { /* the same for each of several compared models */
+            w->compares = ps_calloc((size_t)p.n_compares, sizeof *w->compares);
+            if (!w->compares) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
+            for (int32_t c = 0; c < p.n_compares; c++) {
+                st = ps_session_create(p.compares[c], &sp, &w->compares[c], err);
+                if (st != PS_OK) return st;
+                (void)ps_session_share_workspace(w->compares[c], w->session);
+            }
         }
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             return ps_fail(err, PS_ERR_NOMEM, -1, "cannot start engine worker %d", (int)i);

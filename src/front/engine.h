@@ -50,6 +50,11 @@ typedef struct {
                               * every prompt is compared with it (ps_score_params.compare),
                               * one prompt at a time; NULL = none (the default). Needs no
                               * cache and no generation */
+    /* (added with many compared models) several models compared in one pass: each worker
+     * holds a session of each, and every prompt is compared with all of them
+     * (ps_score_params.compares), one prompt at a time. Excludes compare; NULL / 0 = none */
+    const ps_model *const *compares;
+    int32_t n_compares;
 #ifdef PS_TESTING
     ps_test_hold hold;  /* test builds only (testhooks.h): each worker announces and waits
                          * before a prompt; {-1, -1} (the default) = off */

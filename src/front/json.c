@@ -368,7 +368,8 @@ void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r
 
 /* The statistics of entries [first, end) that the result holds, each as ,"key":[...] (null
  * where token_logprobs is null): entropy and rank (params.stats), kld, same_top1 and dp
- * (params.compare). Nothing when the result has none: the object stays as before. */
+ * (params.compare). Nothing when the result has none: the object stays as before. With
+ * params.compares, the "compare" array follows them (ps_json_compares). */
 static void stat_arrays(ps_buf *b, const ps_score_result *r, int32_t first, int32_t end,
                         int32_t values_from) {
     const char *keys[5] = {"entropy", "rank", "kld", "same_top1", "dp"};
@@ -502,6 +503,7 @@ void ps_json_logprobs_from(ps_buf *b, const ps_vocab *vocab, const ps_score_resu
     }
     ps_buf_putc(b, ']');
     stat_arrays(b, r, first, end, values_from);
+    ps_json_compares(b, r, first, end, values_from);
     ps_buf_putc(b, '}');
     if (tok.oom || (text && text->oom)) b->oom = true;
 

@@ -50,4 +50,11 @@ void ps_json_logprobs_from(ps_buf *b, const ps_vocab *vocab, const ps_score_resu
                            int32_t first, int32_t values_from, int64_t text_offset0,
                            const int32_t *prompt_offset, ps_buf *text);
 
+/* With several compared models (ps_score_params.compares; json_compare.c): ,"compare":[...],
+ * one object per model {model, kld, same_top1, dp, kld_mean, same_top1_pct}, the arrays over
+ * entries [first, end) aligned with token_logprobs (null before values_from, where the
+ * logprob is NaN and on generated entries). Nothing when the result has none. */
+void ps_json_compares(ps_buf *b, const ps_score_result *r, int32_t first, int32_t end,
+                      int32_t values_from);
+
 #endif

@@ -240,6 +240,7 @@ void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req 
     ps_score_result prompt = *r; /* prompt entries only */
     prompt.n_gen = 0;
     prompt.n_total = r->n_prompt;
+    prompt.n_compares = 0; /* several compared models: "compare" goes on the line, below */
     ps_json_logprobs_from(b, vocab, &prompt, 0, req->logprobs_from, 0, req->prompt_offset, NULL);
     ps_buf_puts(b, ",\"sum_logprob\":");
     ps_json_f64(b, r->sum_logprob);
@@ -261,5 +262,6 @@ void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req 
         ps_buf_puts(b, ",\"same_top1_pct\":");
         ps_json_f64(b, m > 0 ? 100.0 * (double)same / m : NAN);
     }
+    ps_json_compares(b, r, 0, r->n_prompt, req->logprobs_from);
     ps_buf_printf(b, ",\"n_tokens\":%d}\n", (int)r->n_prompt);
 }

@@ -77,7 +77,8 @@ void ps_jsonl_write_error(ps_buf *b, const ps_jsonl_req *req);
  * mean_logprob = sum_logprob / (n_tokens - 1) and perplexity = exp(-mean_logprob) (both null
  * for a one-token prompt, which has nothing scored). A compared score (ps_score_params.compare)
  * adds kld_mean (the mean of kld over the scored positions) and same_top1_pct (the share of
- * them with the same top-1, in percent) before n_tokens. */
+ * them with the same top-1, in percent) before n_tokens. Several compared models
+ * (ps_score_params.compares) add the "compare" array there instead (ps_json_compares). */
 void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req *req,
                            const ps_score_result *r);
 

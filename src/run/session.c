@@ -15,6 +15,44 @@
 #include "run/attention.h"
 #include "run/forward.h"
 #include "kernels/matmul_amx.h"
+#include "base/testhooks.h"
+
+#ifdef PS_TESTING
+#include <pthread.h>
+
+/* ps_test_forward_rows (testhooks.h): rows forwarded per model since the last reset */
+static pthread_mutex_t fwd_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    const void *model;
+    int64_t rows;
+} fwd_rows[32];
+
+void ps_test_forward_count_reset(void) {
+    pthread_mutex_lock(&fwd_mu);
+    memset(fwd_rows, 0, sizeof fwd_rows);
+    pthread_mutex_unlock(&fwd_mu);
+}
+
+int64_t ps_test_forward_rows(const void *model) {
+    int64_t r = 0;
+    pthread_mutex_lock(&fwd_mu);
+    for (int i = 0; i < 32; i++)
+        if (fwd_rows[i].model == model) r = fwd_rows[i].rows;
+    pthread_mutex_unlock(&fwd_mu);
+    return r;
+}
+
+static void fwd_count(const void *model, int64_t rows) {
+    pthread_mutex_lock(&fwd_mu);
+    for (int i = 0; i < 32; i++)
+        if (fwd_rows[i].model == model || !fwd_rows[i].model) {
+            fwd_rows[i].model = model;
+            fwd_rows[i].rows += rows;
+            break;
+        }
+    pthread_mutex_unlock(&fwd_mu);
+}
+#endif
 
 ps_session_params ps_session_default_params(void) {
     ps_session_params p;
@@ -470,6 +508,9 @@ ps_status ps_session_forward_segs(ps_session *s, const ps_seg *segs, int32_t n_s
         rows += g->n;
     }
     ps_forward_run(s, segs, n_segs, logits);
+#ifdef PS_TESTING
+    fwd_count(s->model, rows);
+#endif
     for (int32_t si = 0; si < n_segs; si++) segs[si].seq->n_past += segs[si].n;
     return PS_OK;
 }

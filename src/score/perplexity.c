@@ -15,12 +15,16 @@
  * double in vocabulary order, nll = -((float)(logit_tok - m) - log(sum)). nll and nll² are
  * summed in double; stderr = sqrt((Σnll²/count - mean²) / (count - 1)) * ppl.
  *
+ * With params.compares (llama mode), each batch of a chunk runs through the base once and
+ * then through every compared session, and ppl_compare.c keeps llama-perplexity's
+ * --kl-divergence statistics per compared model; the base's own figures are unchanged.
+ *
  * The `perplexity` command runs both through here (src/cli/cli_perplexity.c prints from the
- * on_window callback and the result), so the doubles are the ones `perplexity --json` prints;
- * only its --compare loop, which runs two models side by side, is its own.
+ * on_window callback and the result), so the doubles are the ones `perplexity --json` prints.
  */
 #include "base/impl.h"
 #include "run/session.h"
+#include "score/compare.h"
 
 #include <math.h>
 
@@ -35,6 +39,7 @@ ps_ppl_params ps_ppl_default_params(void) {
 void ps_ppl_result_free(ps_ppl_result *r) {
     if (!r) return;
     ps_free(r->running);
+    ps_pplc_result_free(r);
     ps_free(r);
 }
 
@@ -62,6 +67,8 @@ static ps_status ppl_llama(ps_session *s, const int32_t *ids, int32_t n, const p
     if (ctx > s->n_ctx)
         return ps_fail(err, PS_ERR_CONTEXT, -1, "ctx %d is longer than the session's %d positions",
                        (int)ctx, (int)s->n_ctx);
+    ps_status cst = ps_pplc_check(s, p, ctx, err);
+    if (cst != PS_OK) return cst;
     ps_model_info info;
     ps_model_get_info(s->model, &info);
     const int32_t n_vocab = info.n_vocab;
@@ -73,8 +80,12 @@ static ps_status ppl_llama(ps_session *s, const int32_t *ids, int32_t n, const p
     int32_t *chunk = ps_malloc(sizeof(int32_t) * (size_t)ctx);
     float *logits = ps_malloc(sizeof(float) * (size_t)batch * (size_t)n_vocab);
     r->running = ps_malloc(sizeof(double) * (size_t)n_chunk);
+    ps_pplc *cmp = p->n_compares > 0
+                       ? ps_pplc_new(s, p, (int64_t)n_chunk * (int64_t)(ctx - first - 1))
+                       : NULL;
+    int32_t targets[PS_CHUNK];
     ps_status st = PS_OK;
-    if (!chunk || !logits || !r->running) {
+    if (!chunk || !logits || !r->running || (p->n_compares > 0 && !cmp)) {
         st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
         goto out;
     }
@@ -85,6 +96,7 @@ static ps_status ppl_llama(ps_session *s, const int32_t *ids, int32_t n, const p
         memcpy(chunk, ids + start, sizeof(int32_t) * (size_t)ctx);
         if (add_bos) chunk[0] = ps_vocab_bos(vocab);
         ps_session_reset(s);
+        if (cmp) ps_pplc_chunk_begin(cmp);
         for (int32_t p0 = 0; p0 < ctx; p0 += batch) {
             const int32_t nb = PS_MIN(batch, ctx - p0);
             if ((st = ps_session_forward(s, chunk + p0, nb, logits, err)) != PS_OK) goto out;
@@ -100,11 +112,18 @@ static ps_status ppl_llama(ps_session *s, const int32_t *ids, int32_t n, const p
                 nll += v;
                 nll2 += v * v;
             }
+            if (cmp) { /* the compared models over the same batch: rows first .. ctx - 2 */
+                const int32_t r0 = PS_MAX(p0, first), r1 = PS_MIN(p0 + nb, ctx - 1);
+                for (int32_t q = r0; q < r1; q++) targets[q - r0] = ids[start + q + 1];
+                st = ps_pplc_batch(cmp, chunk + p0, nb, logits, r0 - p0, r1 - p0, targets, err);
+                if (st != PS_OK) goto out;
+            }
         }
         count += ctx - first - 1;
         r->running[c] = exp(nll / (double)count);
         if (p->on_window) {
-            const ps_ppl_window w = {c + 1, n_chunk, count, r->running[c], 0, 0, NULL};
+            const ps_ppl_window w = {c + 1, n_chunk, count, r->running[c], 0, 0, NULL,
+                                     cmp ? p->n_compares : 0, cmp ? ps_pplc_running(cmp) : NULL};
             if (!p->on_window(p->user, &w)) {
                 st = ps_fail(err, PS_ERR_CANCELLED, -1, "stopped by on_window after chunk %d",
                              (int)(c + 1));
@@ -127,7 +146,9 @@ static ps_status ppl_llama(ps_session *s, const int32_t *ids, int32_t n, const p
     r->n_windows = n_chunk;
     r->ctx = ctx;
     r->stride = 0;
+    if (cmp) st = ps_pplc_finish(cmp, r, err);
 out:
+    ps_pplc_free(cmp);
     ps_free(chunk);
     ps_free(logits);
     return st;
@@ -163,7 +184,7 @@ static ps_status ppl_sliding(ps_session *s, const int32_t *ids, int32_t n,
         }
         if (p->on_window) {
             const ps_ppl_window w = {(int32_t)windows, 0, scored, exp(nll / (double)scored),
-                                     next, end - next, sr->logprobs + (next - start)};
+                                     next, end - next, sr->logprobs + (next - start), 0, NULL};
             if (!p->on_window(p->user, &w)) {
                 ps_score_result_free(sr);
                 return ps_fail(err, PS_ERR_CANCELLED, -1,
@@ -190,6 +211,8 @@ ps_status ps_perplexity(ps_session *session, const int32_t *ids, int32_t n,
     ps_ppl_params p = params ? *params : ps_ppl_default_params();
     if (p.mode != PS_PPL_SLIDING && p.mode != PS_PPL_LLAMA)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "unknown perplexity mode %d", (int)p.mode);
+    if (p.n_compares != 0 && p.mode != PS_PPL_LLAMA)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "compares are for llama mode");
     if (n < 0 || p.ctx < 0 || p.max_chunks < 0)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "negative n, ctx or max_chunks");
     if (p.chunk < 1 || p.chunk > session->n_batch)

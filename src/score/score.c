@@ -28,13 +28,15 @@
  * score with a prefix cache computes them always, so that every cached block holds them.
  * params.compare forwards a second session over the same chunk into its own logits buffer
  * right after the base's; compare_rows then takes the other model's logprobs and top-1 (the
- * kernel with k = 1) and ps_kld_compute over the chunk's rows.
+ * kernel with k = 1) and ps_kld_compute over the chunk's rows. params.compares (several
+ * models) does the same for each of them after the base's one forward (compare.c).
  */
 #include "score/score.h"
 #include "base/impl.h"
 #include "base/buf.h"
 #include "base/util.h"
 #include "score/prefix_cache.h"
+#include "score/compare.h"
 #include "run/session.h"
 
 #include <math.h>
@@ -88,6 +90,7 @@ void ps_score_result_free(ps_score_result *r) {
     ps_free(r->kld);
     ps_free(r->same_top1);
     ps_free(r->dp);
+    ps_compares_free(r);
     ps_free(r);
 }
 
@@ -222,6 +225,8 @@ static ps_status check_params(const ps_session *s, const int32_t *tokens, int32_
         return ps_fail(err, PS_ERR_INVALID_ARG, -1,
                        "chunk must be in 1..%d (the session's n_batch), got %d", s->n_batch,
                        p->chunk);
+    ps_status cst = ps_compares_check(s, n_tokens, p, err);
+    if (cst != PS_OK) return cst;
     if (p->max_tokens < 0)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "max_tokens must be >= 0, got %d",
                        p->max_tokens);
@@ -698,7 +703,8 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
     float *logits = ps_session_logits(s, (size_t)chunk);
     float *cmp_logits = p->compare ? ps_session_logits(p->compare, (size_t)chunk) : NULL;
     int32_t *targets = ps_malloc((size_t)chunk * sizeof *targets);
-    if (!r || !logits || !targets || (p->compare && !cmp_logits)) {
+    if (!r || !logits || !targets || (p->compare && !cmp_logits) ||
+        !ps_compares_alloc(r, p, n_tokens + p->max_tokens)) {
         st = ps_fail(err, PS_ERR_NOMEM, -1,
                      "out of memory for the results of %d positions (k %d) and a %d x %d "
                      "logits buffer", n_tokens + p->max_tokens, k, chunk, n_vocab);
@@ -708,6 +714,7 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
 
     ps_session_reset(s);
     if (p->compare) ps_session_reset(p->compare);
+    ps_compares_reset(p);
     /* with a cache: positions [0, start) come from it (restored into the sequence, their
      * entries copied), the rest is computed, calls ending where the cache must capture */
     int32_t start = 0;
@@ -746,6 +753,10 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
                 st = compare_rows(s, p, logits, cmp_logits, m, targets, r, p0 + 1, p0, err);
                 if (st != PS_OK) goto fail;
             }
+        }
+        if (p->n_compares > 0) { /* each compared model on the same positions, then its rows */
+            st = ps_compares_chunk(s, p, tokens, p0, n, PS_MAX(m, 0), logits, targets, r, err);
+            if (st != PS_OK) goto fail;
         }
         st = cache_after_forward(&cr, s->seq, k, err);
         if (st != PS_OK) goto fail;
@@ -838,7 +849,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
             snprintf(msg, sizeof msg, "%s", err ? err->message : "");
             return ps_fail(err, st, -1, "prompt %d: %s", (int)i, msg);
         }
-        if (p->compare)
+        if (p->compare || p->n_compares > 0)
             return ps_fail(err, PS_ERR_INVALID_ARG, -1,
                            "prompt %d: compare is done by ps_score_tokens, one prompt at a time",
                            (int)i);

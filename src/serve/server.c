@@ -91,6 +91,8 @@ struct ps_server {
     const ps_vocab *vocab;
     ps_model_info info;
     char compare_file[128]; /* the compared model's file name, "" when none */
+    const ps_model *const *compares; /* ps_server_config.compares (n_compares of them) */
+    int32_t n_compares;
     ps_req_limits limits;
     ps_engine *engine;          /* admission slots (--queue), the line, the workers */
     ps_mem_pool pool;           /* the memory budget (--mem-budget): each request's meter
@@ -445,6 +447,8 @@ static bool peer_gone(void *ctx) {
 static bool reserve_answer(ps_server *s, conn *c, const ps_completion_req *req,
                            ps_req_error *e) {
     int64_t est = ps_completion_estimate(req);
+    if (req->logprobs >= 0) /* several compared models: each entry's kld, same_top1, dp per model */
+        est += (int64_t)s->n_compares * 48 * req->prompt_tokens;
     if (est > s->cfg.max_response)
         return ps_req_fail(e, 413, NULL, "response_too_large",
                             "the answer to this request would be about %lld bytes, over this "
@@ -702,6 +706,13 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
         if (s->compare_file[0]) { /* served with a compared model: the page offers KLD */
             ps_buf_puts(&b, ",\"compare\":");
             ps_json_str(&b, s->compare_file, strlen(s->compare_file));
+        }
+        for (int32_t i = 0; i < s->n_compares; i++) { /* several: their file names */
+            ps_model_info ci;
+            ps_model_get_info(s->compares[i], &ci);
+            ps_buf_puts(&b, i ? "," : ",\"compares\":[");
+            ps_json_str(&b, ci.file, strlen(ci.file));
+            if (i == s->n_compares - 1) ps_buf_putc(&b, ']');
         }
         ps_buf_puts(&b, "}}]}");
         return respond_buf(s, mc, c, method, url, 200, &b, "application/json");
@@ -1386,6 +1397,10 @@ static ps_status start_engine(ps_server *s, const ps_model *model, ps_error *err
     ep.warm_pos = PS_SERVER_WARM_POS;
     ep.cache = cfg->cache;
     ep.compare = cfg->compare;
+    ep.compares = cfg->compares;
+    ep.n_compares = cfg->n_compares;
+    s->compares = cfg->compares;
+    s->n_compares = cfg->n_compares;
     ep.act = cfg->act;
     ep.kv_type = cfg->kv_type;
 #ifdef PS_TESTING

@@ -68,6 +68,12 @@ typedef struct {
     /* one line per request (no newline); NULL = no log. Called from connection threads. */
     void (*log)(void *ctx, const char *line);
     void *log_ctx;
+    /* (added with many compared models) several compared models (they and the array outlive
+     * the server): every prompt runs through each, the base once (ps_score_params.compares),
+     * and the logprobs object gets "compare", one object per model (ps_json_compares);
+     * /v1/models names them in meta.compares. Excludes compare. NULL / 0 = none */
+    const ps_model *const *compares;
+    int32_t n_compares;
 } ps_server_config;
 
 ps_server_config ps_server_default_config(void);
