@@ -153,6 +153,16 @@ typedef struct {
     int32_t *rank;          /* n_rows: the 1-based rank of the target in the whole row, equal
                                logits ordered by ascending id as the top-K lists them (rank 1 is
                                the top-1); 0 where the row has no target (or targets is NULL) */
+    /* Appended after the fields above (a zero-initialised struct still means "not computed"): */
+    float *varentropy;      /* n_rows: the variance of log p under p, sum_i p_i (log p_i)^2 -
+                               (sum_i p_i log p_i)^2 in nats^2, over the whole row in the same
+                               read as the entropy (computed with it; the entropy keeps its
+                               bits). From the same float32 log p_i and canonical p_i: S0 =
+                               sum p_i, S1 = sum p_i log p_i (each product exact) and S2 = sum
+                               p_i (log p_i)^2, all in double (64 lanes in element order, the
+                               fixed pairwise tree); then S2/S0 - (S1/S0)^2 in double, raised
+                               to 0 where rounding leaves it below, rounded once: the same
+                               bits on every ISA and thread count. NaN for a row of only -inf */
 } ps_topk_out;
 
 typedef struct {
@@ -446,9 +456,9 @@ typedef struct {
     /* an exact prefix cache shared by the sessions of one model (see ps_prefix_cache_create);
      * NULL (the default) = none. It never changes a result's bits. */
     struct ps_prefix_cache *cache;
-    /* per-position statistics (off by default; when off, nothing else changes): the entropy
-     * and rank arrays of the result (ps_topk_out.entropy / .rank of each position's full
-     * distribution). Like every other value they are bitwise invariant across chunk, threads,
+    /* per-position statistics (off by default; when off, nothing else changes): the entropy,
+     * rank and varentropy arrays of the result (ps_topk_out.entropy / .rank / .varentropy of
+     * each position's full distribution). Like every other value they are bitwise invariant across chunk, threads,
      * ps_score_batch's packing and the prefix cache. */
     bool stats;
     /* a second model compared with this one (NULL, the default: none): a session of a model
@@ -500,6 +510,13 @@ typedef struct {
                                 is the same, else 0; -1 at i = 0 */
     float *dp;               /* n_total: p_compared(tokens[i]) - p_base(tokens[i]), the exp of
                                 each float32 logprob in double, rounded to float; NaN at i = 0 */
+    /* Appended after the fields above: */
+    float *varentropy;       /* with params.stats (else NULL), n_total: the varentropy in
+                                nats^2 of the distribution that scored tokens[i]
+                                (ps_topk_out.varentropy); NaN at i = 0 */
+    float *compare_logprob;  /* with params.compare (else NULL), n_total: the compared model's
+                                float32 logprob of tokens[i] (its own top-K kernel); NaN at
+                                i = 0 */
 } ps_score_result;
 
 /* Scores tokens (verbatim: no BOS is added here) through the session: forward in chunks of
