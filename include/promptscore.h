@@ -560,6 +560,43 @@ PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prom
 PS_API ps_status ps_vocab_same(const ps_vocab *a, const ps_vocab *b, ps_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Contamination (membership) scores of one scored prompt (docs/api.md, "Detect")             */
+/* ------------------------------------------------------------------------------------------ */
+
+#define PS_DETECT_MAX_K 16 /* percentages of one ps_detect_compute call */
+
+/* Over the n = n_prompt - 1 scored tokens of a result (entries 1 .. n_prompt - 1), as the
+ * cited reference code defines each (mink-plus-plus run.py, mimir's attacks):
+ *   count[j] = int(n * (k[j] / 100)) in double, as Python computes int(len * ratio);
+ *   min_k[j]: the mean of the count[j] lowest logprobs (sorted ascending, equal values by
+ *     position), summed in that order in double; NaN when count[j] is 0;
+ *   min_k_pp[j]: the same over z_t = (logprob_t - mu_t) / sigma_t with mu_t = -entropy_t and
+ *     sigma_t = sqrt(varentropy_t) of the distribution that scored token t (double, IEEE:
+ *     sigma_t = 0 gives +-inf or NaN as the reference's division does; NaN sorts last);
+ *   mean_nll = -sum_logprob / n;
+ *   ref_mean_nll = -(sum of compare_logprob) / n, ref_ratio = mean_nll - ref_mean_nll (NaN
+ *     both when the result has no compare_logprob). */
+typedef struct {
+    int32_t n_k;
+    int32_t k[PS_DETECT_MAX_K];      /* the percentages asked, in order */
+    int32_t count[PS_DETECT_MAX_K];  /* tokens each mean is over */
+    double min_k[PS_DETECT_MAX_K];
+    double min_k_pp[PS_DETECT_MAX_K];
+    int32_t n_scored;                /* n */
+    double mean_nll;
+    double ref_mean_nll;
+    double ref_ratio;
+} ps_detect_scores;
+
+/* Fills *out from a result scored with params.stats (its entropy and varentropy) and, for
+ * ref_ratio, params.compare. k: n_k percentages (1 <= n_k <= PS_DETECT_MAX_K), each in
+ * [1, 100]. Returns PS_OK, or PS_ERR_INVALID_ARG: NULL pointers, a k out of range (the
+ * message names it), a result without statistics, nothing scored (a one-token prompt).
+ * Deterministic: the same result gives the same bits. Reentrant. */
+PS_API ps_status ps_detect_compute(const ps_score_result *r, const int32_t *k, int32_t n_k,
+                                   ps_detect_scores *out, ps_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Perplexity of a token sequence (the `perplexity` command's two procedures)                 */
 /* ------------------------------------------------------------------------------------------ */
 
