@@ -21,6 +21,7 @@ import operator
 import os
 import re
 import threading
+import zlib
 from contextlib import contextmanager
 from ctypes import POINTER, byref, c_int32, c_size_t, c_void_p, cast, create_string_buffer, string_at
 
@@ -223,15 +224,21 @@ class Result:
                     NaN at 0
       kld_mean, same_top1_pct: with compare=, else None: mean kld and percent of same_top1
                     over positions 1..n-1 (the CLI's fields; NaN for a 1-token prompt)
-      entropy/rank/kld/same_top1/dp are not masked by logprobs_from.
+      varentropy    float32 (n,) with stats=True, else None: the variance of log p under p
+                    of that distribution (nats^2); NaN at 0
+      detect        dict with detect=True, else None: the CLI's "detect" object, keys as
+                    there but the percentages as ints: {"min_k": {20: x}, "min_k_pp": {20: y},
+                    "zlib_ratio": z} (+ "ref_ratio" with compare=); an empty selection is NaN
+                    (the CLI writes null), a zero sigma gives what IEEE division gives
+      entropy/rank/kld/same_top1/dp/varentropy are not masked by logprobs_from.
     """
 
     __slots__ = ("token_ids", "logprobs", "top_ids", "top_logprobs", "sum_logprob",
                  "mean_logprob", "perplexity", "n_tokens", "logprobs_from", "_tokens",
                  "_offsets", "entropy", "rank", "kld", "same_top1", "dp", "kld_mean",
-                 "same_top1_pct")
+                 "same_top1_pct", "varentropy", "detect")
 
-    def __init__(self, res, model, logprobs_from):
+    def __init__(self, res, model, logprobs_from, show_stats=True, detect=None):
         n, k = res.n_prompt, res.k
         self.n_tokens = n
         self.logprobs_from = logprobs_from
@@ -262,8 +269,10 @@ class Result:
                 return None
             a = np.ctypeslib.as_array(ptr, (n,)).copy()
             return a.astype(dtype) if dtype is not None else a
-        self.entropy = arr(res.entropy)
-        self.rank = arr(res.rank)
+        self.detect = _detect_dict(res, detect) if detect is not None else None
+        self.entropy = arr(res.entropy) if show_stats else None
+        self.rank = arr(res.rank) if show_stats else None
+        self.varentropy = arr(res.varentropy) if show_stats else None
         self.kld = arr(res.kld)
         self.same_top1 = arr(res.same_top1, np.int8)
         self.dp = arr(res.dp)
@@ -300,6 +309,43 @@ class Result:
     def __repr__(self):
         return "<promptscore.Result n_tokens=%d sum_logprob=%.6g>" % (self.n_tokens,
                                                                      self.sum_logprob)
+
+
+def _detect_dict(res, detect):
+    """The "detect" object of a result (ps_detect_compute plus the zlib ratio of the bytes the
+    CLI compresses: Python's zlib is the same zlib at the same default level)."""
+    ks, text = detect
+    karr = (c_int32 * len(ks))(*ks)
+    out = L.ps_detect_scores()
+    err = L.ps_error()
+    _check(_C.ps_detect_compute(byref(res), karr, len(ks), byref(out), byref(err)), err)
+    d = {"min_k": {k: out.min_k[j] for j, k in enumerate(ks)},
+         "min_k_pp": {k: out.min_k_pp[j] for j, k in enumerate(ks)},
+         "zlib_ratio": out.mean_nll / len(zlib.compress(text))}
+    if res.compare_logprob:
+        d["ref_ratio"] = out.ref_ratio
+    return d
+
+
+def _min_k(detect, min_k):
+    """detect / min_k arguments -> a tuple of percentages, or None without detect."""
+    if not detect:
+        if min_k is not None:
+            raise InvalidArgumentError("min_k needs detect=True")
+        return None
+    if min_k is None:
+        return (20,)
+    if isinstance(min_k, (int, np.integer)):
+        min_k = (min_k,)
+    try:
+        ks = tuple(min_k)
+    except TypeError:
+        raise ArgumentTypeError("min_k must be an int or a sequence of ints, not %s" %
+                                type(min_k).__name__) from None
+    if not 1 <= len(ks) <= L.PS_DETECT_MAX_K:
+        raise InvalidArgumentError("min_k: 1 to %d percentages, got %d" %
+                                   (L.PS_DETECT_MAX_K, len(ks)))
+    return tuple(_int(k, "min_k", 1, 100) for k in ks)
 
 
 class PerplexityResult:
@@ -660,6 +706,20 @@ class Model:
         p.stats = bool(stats)
         return p
 
+    def _detect_text(self, prompt, ids):
+        """The bytes the zlib ratio is over: a str prompt's UTF-8, else the text of its ids
+        that are not control tokens (the CLI's choice for an id line)."""
+        if isinstance(prompt, str):
+            return prompt.encode("utf-8")
+        ptr, ln = c_void_p(), c_size_t()
+        parts = []
+        for i in ids.tolist():
+            if _C.ps_vocab_is_control(self._vocab, i):
+                continue
+            if _C.ps_vocab_token_bytes(self._vocab, i, byref(ptr), byref(ln)) == L.PS_OK and ln.value:
+                parts.append(string_at(ptr.value, ln.value))
+        return b"".join(parts)
+
     def _check_k(self, top_k, logprobs_from):
         top_k = _int(top_k, "top_k", 0, self._info.n_vocab)
         logprobs_from = _int(logprobs_from, "logprobs_from", 0, _INT32_MAX)
@@ -668,10 +728,13 @@ class Model:
     # -- scoring
     @_guarded
     def score(self, prompt, top_k=0, logprobs_from=0, add_special=True, parse_special=True,
-              stats=False, compare=None):
+              stats=False, compare=None, detect=False, min_k=None):
         """Scores one prompt; returns a Result.
 
-        stats: also fill Result.entropy and .rank. compare: another open Model with the same
+        stats: also fill Result.entropy, .rank and .varentropy. detect: fill Result.detect,
+        the contamination scores of `score --detect` (min_k: the percentages, an int or a
+        sequence of ints in 1..100, default 20; ref_ratio with compare=); a prompt of one
+        token raises InvalidArgumentError. compare: another open Model with the same
         vocabulary (it may be this very model): the prompt also runs through it and
         Result.kld, .same_top1, .dp, .kld_mean and .same_top1_pct are filled (no prefix
         cache is used then); a closed model, a non-Model or another vocabulary raises
@@ -684,10 +747,12 @@ class Model:
         """
         self._open()
         top_k, logprobs_from = self._check_k(top_k, logprobs_from)
+        ks = _min_k(detect, min_k)
         ids = self._prompt_ids(prompt, add_special, parse_special)
         self._check_compare(compare)
-        params = self._score_params(top_k, stats)
-        return self._score_ids(ids, params, logprobs_from, compare)
+        params = self._score_params(top_k, stats or ks is not None)
+        det = (ks, self._detect_text(prompt, ids)) if ks is not None else None
+        return self._score_ids(ids, params, logprobs_from, compare, bool(stats), det)
 
     def _check_compare(self, compare):
         if compare is None:
@@ -701,7 +766,7 @@ class Model:
                "compare: the models' vocabularies differ")
 
     def score_many(self, prompts, top_k=0, logprobs_from=0, max_seqs=16, add_special=True,
-                   parse_special=True, stats=False, compare=None):
+                   parse_special=True, stats=False, compare=None, detect=False, min_k=None):
         """Scores an iterable of prompts; yields one Result per prompt, in input order.
 
         Takes max_seqs prompts at a time (1..256) and packs their positions into shared
@@ -712,9 +777,10 @@ class Model:
         released while a group is scored. Prompts are read from the iterable
         one group ahead of what is yielded, so memory is bounded by max_seqs prompts. A prompt
         that fails raises its error (the message names its index) when its turn comes; the
-        results before it are yielded first.
+        results before it are yielded first. stats, compare, detect and min_k: as score().
         """
         self._open()
+        ks = _min_k(detect, min_k)
         if isinstance(logprobs_from, (int, np.integer)):
             top_k, logprobs_from = self._check_k(top_k, logprobs_from)
             lf_iter = None
@@ -736,11 +802,12 @@ class Model:
                                     type(prompts).__name__) from None
         self._check_compare(compare)
         return self._score_many(it, top_k, logprobs_from, lf_iter, max_seqs, add_special,
-                                parse_special, stats, compare)
+                                parse_special, stats, compare, ks)
 
     def _score_many(self, it, top_k, lf0, lf_iter, max_seqs, add_special, parse_special,
-                    stats=False, compare=None):
-        params = self._score_params(top_k, stats)
+                    stats=False, compare=None, ks=None):
+        params = self._score_params(top_k, stats or ks is not None)
+        shown = bool(stats)
         base = 0
         while True:
             group, froms = [], []
@@ -760,7 +827,7 @@ class Model:
             if not group:
                 return
             results = self._score_group(group, froms, params, base, add_special, parse_special,
-                                        compare)
+                                        compare, shown, ks)
             for r in results:
                 if isinstance(r, Error):
                     raise r
@@ -769,7 +836,7 @@ class Model:
 
     @_guarded
     def _score_group(self, group, froms, params, base, add_special, parse_special,
-                     compare=None):
+                     compare=None, shown=True, ks=None):
         """Scores one group of score_many: ps_score_batch over all of it, or, with one prompt
         or a failure, each prompt alone in order up to the first that fails (its Error ends
         the list)."""
@@ -780,8 +847,11 @@ class Model:
             except Error as e:
                 ids.append(e)
         m = len(group)
+        dets = [(ks, self._detect_text(p, a)) if ks is not None and not isinstance(a, Error)
+                else None for p, a in zip(group, ids)]
         results = None
-        if m > 1 and compare is None and not any(isinstance(a, Error) for a in ids):
+        short = ks is not None and any(not isinstance(a, Error) and len(a) < 2 for a in ids)
+        if m > 1 and compare is None and not short and not any(isinstance(a, Error) for a in ids):
             arr = (L.ps_score_prompt * m)()
             for i, a in enumerate(ids):
                 arr[i].tokens = a.ctypes.data_as(POINTER(c_int32))
@@ -794,7 +864,7 @@ class Model:
                 st = _C.ps_score_batch(self._session, arr, m, m, out, byref(err))
             if st == L.PS_OK:
                 try:
-                    results = [Result(out[i].contents, self, froms[i])
+                    results = [Result(out[i].contents, self, froms[i], shown, dets[i])
                                for i in range(m)]
                 finally:
                     for i in range(m):
@@ -808,7 +878,8 @@ class Model:
                     results.append(a)
                     break
                 try:
-                    results.append(self._score_ids(a, params, froms[i], compare))
+                    results.append(self._score_ids(a, params, froms[i], compare, shown,
+                                                   dets[i]))
                 except Error as e:
                     e.message = "prompt %d: %s" % (base + i, e.message)
                     e.args = (e.message,)
@@ -816,7 +887,7 @@ class Model:
                     break
         return results
 
-    def _score_ids(self, ids, params, logprobs_from, compare=None):
+    def _score_ids(self, ids, params, logprobs_from, compare=None, shown=True, detect=None):
         res = POINTER(L.ps_score_result)()
         err = L.ps_error()
         if compare is None:
@@ -842,7 +913,7 @@ class Model:
                     _C.ps_session_free(other)
         _check(st, err)
         try:
-            return Result(res.contents, self, logprobs_from)
+            return Result(res.contents, self, logprobs_from, shown, detect)
         finally:
             _C.ps_score_result_free(res)
 
