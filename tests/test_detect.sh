@@ -16,6 +16,8 @@
 #   - every new field is bitwise the same across --chunk 1 / 7, -t 2, --max-seqs 3 and the
 #     prefix cache (with hits), and with --compare across --chunk and -t;
 #   - --detect alone adds "detect" and no statistics arrays; without it no "detect";
+#   - serve with --compare: "detect": true and "min_k" give the CLI's objects (text and id
+#     prompts, several prompts in one request); bad "detect" / "min_k" / a one-token prompt: 400;
 #   - bad input: --min-k 0 and 101 (exit 2, named), --min-k without --detect, a one-token line
 #     (an error line naming it; the run goes on and scores the next line).
 # Prints "detect_cli: N passed, N failed, N skipped".
@@ -199,6 +201,63 @@ import json, sys
 for l in open(\"$T/nod.jsonl\"):
     lp = json.loads(l)[\"logprobs\"]
     if lp[\"varentropy\"][0] is not None or len(lp[\"varentropy\"]) != len(lp[\"token_logprobs\"]): sys.exit(1)"'
+
+# ---- the server: "detect": true, "min_k" ----------------------------------------------------
+"$BIN" serve -m "$T/m0.gguf" --compare "$T/m1.gguf" --port 0 -t 1 2>"$T/serve.log" &
+spid=$!
+port=""
+i=0
+while [ $i -lt 200 ]; do
+    port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$T/serve.log" | head -n 1)
+    [ -n "$port" ] && break
+    kill -0 $spid 2>/dev/null || break
+    sleep 0.05; i=$((i + 1))
+done
+if [ -z "$port" ]; then
+    bad "the server did not start: $(cat "$T/serve.log")"
+else
+    "$BIN" score -m "$T/m0.gguf" --detect --min-k 10,50 --compare "$T/m1.gguf" -i "$T/in20.jsonl" \
+        -o "$T/sc.jsonl" 2>/dev/null
+    "$PY" - "$port" "$T/in20.jsonl" "$T/sc.jsonl" > "$T/srv" <<'PYEOF'
+import json, sys, urllib.request, urllib.error
+port, inp, cli = sys.argv[1], sys.argv[2], sys.argv[3]
+def post(body):
+    req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % port, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+lines = [json.loads(l) for l in open(inp)][:6]
+want = [json.loads(l)["detect"] for l in open(cli)][:6]
+ok = True
+for l, w in zip(lines, want):  # one request each: a text or a list of ids
+    st, got = post({"prompt": l["prompt"], "max_tokens": 0, "logprobs": 0, "detect": True,
+                    "min_k": [10, 50]})
+    ok = ok and st == 200 and got["choices"][0]["detect"] == w
+    ok = ok and "entropy" not in got["choices"][0]["logprobs"]
+    if not ok: print("differs: %s %s" % (st, str(got)[:300])); break
+texts = [l["prompt"] for l in lines if isinstance(l["prompt"], str)]
+st, got = post({"prompt": texts, "max_tokens": 0, "logprobs": 0, "detect": True, "min_k": [10, 50]})
+ok = ok and st == 200 and [c["detect"] for c in got["choices"]] == [w for l, w in zip(lines, want) if isinstance(l["prompt"], str)]
+print("server detect equals the CLI's: %s" % ok)
+st, _ = post({"prompt": "a b", "max_tokens": 0})
+print("without detect: %s" % (st == 200 and "detect" not in _["choices"][0]))
+for body, what in (({"prompt": [1], "max_tokens": 0, "detect": True}, "one token"),
+                   ({"prompt": "a b", "max_tokens": 0, "detect": True, "min_k": [0]}, "min_k 0"),
+                   ({"prompt": "a b", "max_tokens": 0, "detect": True, "min_k": [101]}, "min_k 101"),
+                   ({"prompt": "a b", "max_tokens": 0, "detect": "yes"}, "detect not a bool")):
+    st, e = post(body)
+    print("%s: %d %s" % (what, st, e.get("error", {}).get("message", "")))
+PYEOF
+    cat "$T/srv"
+    check "serve \"detect\": true equals score --detect (with --compare: ref_ratio)" \
+        'grep -q "equals the CLI.s: True" "$T/srv" && grep -q "without detect: True" "$T/srv"'
+    check "serve: a one-token prompt with detect, min_k 0 / 101, a non-bool detect: 400, named" \
+        '[ "$(grep -c ": 400 " "$T/srv")" -eq 4 ] && grep -q "one token: 400 detect needs prompts of at least 2" "$T/srv" && grep -q "min_k 101: 400 min_k\[0\]" "$T/srv"'
+    kill -TERM $spid; wait $spid
+fi
 
 # ---- bad input ------------------------------------------------------------------------------
 for kk in 0 101 "10,,20" "x"; do
