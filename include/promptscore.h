@@ -560,7 +560,7 @@ PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prom
 PS_API ps_status ps_vocab_same(const ps_vocab *a, const ps_vocab *b, ps_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Contamination (membership) scores of one scored prompt (docs/api.md, "Detect")             */
+/* Contamination (membership) scores of one scored prompt (docs/api.md)                       */
 /* ------------------------------------------------------------------------------------------ */
 
 #define PS_DETECT_MAX_K 16 /* percentages of one ps_detect_compute call */

@@ -177,7 +177,7 @@ typedef struct {
     int32_t chunk;
     int64_t tokens;
     ps_cli_view *view; /* --format table | summary; NULL for JSON Lines */
-    bool stats;        /* --stats: every line's job asks for entropy and rank */
+    bool stats;        /* --stats: every line's job asks for entropy, rank and varentropy */
     const ps_detect_opts *detect; /* --detect (and --min-k), or NULL */
 } score_ctx;
 
@@ -505,14 +505,15 @@ static int score_parse(int argc, char **argv, score_args *a) {
          "(logprob, rank, top 3; coloured on a terminal); summary: one\n"
          "line per prompt (tokens, NLL, perplexity, most surprising)",
          PS_CLI_FN, &a->format, 0, 0, opt_format},
-        {"--stats", NULL, "add \"entropy\" (nats, of each position's whole distribution) and\n"
-         "\"rank\" (1-based rank of the scored token, ties by ascending id)\n"
-         "arrays to the logprobs object, aligned with token_logprobs",
+        {"--stats", NULL, "add \"entropy\" (nats, of each position's whole distribution),\n"
+         "\"varentropy\" (the variance of log p under p, nats^2) and \"rank\"\n"
+         "(1-based rank of the scored token, ties by ascending id) arrays to\n"
+         "the logprobs object, aligned with token_logprobs",
          PS_CLI_FLAG, &a->stats},
         {"--detect", NULL, "add a \"detect\" object to each line: contamination scores\n"
          "min_k and min_k_pp (Min-K% Prob, Min-K%++) per --min-k percentage,\n"
-         "zlib_ratio, and with --compare ref_ratio (docs/api.md, \"Detect\");\n"
-         "a line of one token is an error line", PS_CLI_FLAG, &a->detect},
+         "zlib_ratio, and with --compare ref_ratio (docs/api.md, \"Contamination\n"
+         "scores\"); a line of one token is an error line", PS_CLI_FLAG, &a->detect},
         {"--min-k", "LIST", "with --detect: the percentages of min_k / min_k_pp, e.g.\n"
          "10,20,30 (integers 1 to 100; default 20)", PS_CLI_FN, &a->min_k, 0, 0, opt_min_k},
         {"--compare", "FILE", "a second GGUF with the same vocabulary, run over the same tokens\n"

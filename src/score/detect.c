@@ -4,8 +4,8 @@
  * NLL, and the reference-model difference with a compared model (ps_detect_compute; the
  * zlib ratio needs zlib and lives in the front end, src/front/detect.c).
  *
- * Each score follows its reference code (docs/api.md, "Detect"): the count is Python's
- * int(len * ratio) with ratio = k / 100 as a double (so 90 tokens at k = 70 keep 62, not 63),
+ * Each score follows its reference code (docs/api.md, "Contamination scores"): the count is
+ * Python's int(len * ratio) with ratio = k / 100 as a double (90 tokens at k = 70 keep 62),
  * the lowest values are taken after an ascending sort (equal values by position, NaN last as
  * numpy sorts it), their mean is summed in that order in double, and an empty selection is
  * NaN (numpy's mean of nothing). Nothing here depends on chunking, threads or the cache: the
