@@ -18,10 +18,11 @@
 
 CC      ?= cc
 BUILD   ?= build
-# The core needs PCRE2 only (plus libm and pthreads); the front ends add microhttpd, jansson
-# and curl; OpenBLAS is the baseline of one benchmark (bench_matmul) and nothing else.
+# The core needs PCRE2 only (plus libm and pthreads); the front ends add microhttpd, jansson,
+# curl and zlib (the zlib ratio of --detect); OpenBLAS is the baseline of one benchmark
+# (bench_matmul) and nothing else.
 CORE_PKGS  := libpcre2-8
-FRONT_PKGS := libmicrohttpd jansson libcurl
+FRONT_PKGS := libmicrohttpd jansson libcurl zlib
 BENCH_PKGS := openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(CORE_PKGS) $(FRONT_PKGS))
 CORE_LIBS  := $(shell pkg-config --libs $(CORE_PKGS)) -lm -pthread

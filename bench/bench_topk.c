@@ -9,7 +9,8 @@
  * the ratios, and the minima. --json prints one JSON object per case.
  * --check (what `make test` runs): no timing; on small chunks (1, 7 and 33 rows of 5,003 and
  * 40,000 logits) every dtype, K in {1, 20, 128} and 1 / 2 threads: the fast path equals the
- * reference bit for bit. Prints the test closing line "bench_topk: N passed, N failed, ...".
+ * reference bit for bit (with K = 20 also the entropy and varentropy of the statistics pass).
+ * Prints the test closing line "bench_topk: N passed, N failed, ...".
  * Usage: bench_topk [--json] [--rows N] [--runs N] | --check
  */
 #include "base/impl.h"
@@ -138,9 +139,12 @@ static int run_check(void) {
                 const int64_t rows = rows_v[ri], n = n_v[ni];
                 void *data = malloc((size_t)(rows * n) * 4);
                 int32_t *targets = malloc((size_t)rows * sizeof *targets);
-                float *lse[2], *tlp[2], *lps[2];
+                float *lse[2], *tlp[2], *lps[2], *ent[2], *var[2];
                 int32_t *ids[2];
                 for (int i = 0; i < 2; i++) {
+                    ent[i] = malloc((size_t)rows * 4);
+                    var[i] = malloc((size_t)rows * 4);
+                    if (!ent[i] || !var[i]) return 1;
                     lse[i] = malloc((size_t)rows * 4);
                     tlp[i] = malloc((size_t)rows * 4);
                     lps[i] = malloc((size_t)rows * 128 * 4);
@@ -157,8 +161,11 @@ static int run_check(void) {
                         p.k = ks[ki];
                         p.pool = t ? pool2 : NULL;
                         ps_topk_out out[2];
+                        /* with k = 20: entropy and varentropy too (the statistics pass) */
                         for (int i = 0; i < 2; i++)
-                            out[i] = (ps_topk_out){lse[i], tlp[i], ids[i], lps[i], NULL, NULL};
+                            out[i] = (ps_topk_out){lse[i], tlp[i], ids[i], lps[i],
+                                                   ki == 1 ? ent[i] : NULL, NULL,
+                                                   ki == 1 ? var[i] : NULL};
                         ps_error err;
                         CHECK(ps_topk_reference(&p, &lg, &out[0], &err) == PS_OK);
                         CHECK(ps_topk_compute(&p, &lg, &out[1], &err) == PS_OK);
@@ -168,9 +175,16 @@ static int run_check(void) {
                                    !memcmp(ids[0], ids[1], rk) && !memcmp(lps[0], lps[1], rk),
                                "%s rows %lld n %lld k %d threads %d: fast path differs from the "
                                "reference", dn[d], (long long)rows, (long long)n, ks[ki], t + 1);
+                        if (ki == 1)
+                            CHECKF(!memcmp(ent[0], ent[1], (size_t)rows * 4) &&
+                                       !memcmp(var[0], var[1], (size_t)rows * 4),
+                                   "%s rows %lld n %lld threads %d: entropy / varentropy differ "
+                                   "from the reference", dn[d], (long long)rows, (long long)n,
+                                   t + 1);
                     }
                 for (int i = 0; i < 2; i++) {
                     free(lse[i]); free(tlp[i]); free(lps[i]); free(ids[i]);
+                    free(ent[i]); free(var[i]);
                 }
                 free(data);
                 free(targets);
@@ -227,7 +241,7 @@ int main(int argc, char **argv) {
                 p.k = ks[ki];
                 p.pool = t ? pool2 : NULL;
                 ps_topk_out out[2];
-                for (int i = 0; i < 2; i++) out[i] = (ps_topk_out){lse[i], tlp[i], ids[i], lps[i], NULL, NULL};
+                for (int i = 0; i < 2; i++) out[i] = (ps_topk_out){lse[i], tlp[i], ids[i], lps[i], NULL, NULL, NULL};
                 ps_error err;
                 double tr[8], tf[64], ts[64];
                 int nr = ref_runs < 8 ? ref_runs : 8, nf = runs < 64 ? runs : 64;

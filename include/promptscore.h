@@ -153,6 +153,16 @@ typedef struct {
     int32_t *rank;          /* n_rows: the 1-based rank of the target in the whole row, equal
                                logits ordered by ascending id as the top-K lists them (rank 1 is
                                the top-1); 0 where the row has no target (or targets is NULL) */
+    /* Appended after the fields above (a zero-initialised struct still means "not computed"): */
+    float *varentropy;      /* n_rows: the variance of log p under p, sum_i p_i (log p_i)^2 -
+                               (sum_i p_i log p_i)^2 in nats^2, over the whole row in the same
+                               read as the entropy (computed with it; the entropy keeps its
+                               bits). From the same float32 log p_i and canonical p_i: S0 =
+                               sum p_i, S1 = sum p_i log p_i (each product exact) and S2 = sum
+                               p_i (log p_i)^2, all in double (64 lanes in element order, the
+                               fixed pairwise tree); then S2/S0 - (S1/S0)^2 in double, raised
+                               to 0 where rounding leaves it below, rounded once: the same
+                               bits on every ISA and thread count. NaN for a row of only -inf */
 } ps_topk_out;
 
 typedef struct {
@@ -446,9 +456,9 @@ typedef struct {
     /* an exact prefix cache shared by the sessions of one model (see ps_prefix_cache_create);
      * NULL (the default) = none. It never changes a result's bits. */
     struct ps_prefix_cache *cache;
-    /* per-position statistics (off by default; when off, nothing else changes): the entropy
-     * and rank arrays of the result (ps_topk_out.entropy / .rank of each position's full
-     * distribution). Like every other value they are bitwise invariant across chunk, threads,
+    /* per-position statistics (off by default; when off, nothing else changes): the entropy,
+     * rank and varentropy arrays of the result (ps_topk_out.entropy / .rank / .varentropy of
+     * each position's full distribution). Like every other value they are bitwise invariant across chunk, threads,
      * ps_score_batch's packing and the prefix cache. */
     bool stats;
     /* a second model compared with this one (NULL, the default: none): a session of a model
@@ -524,6 +534,13 @@ typedef struct {
      * compared session, in the order given; owned by the result */
     int32_t n_compares;
     ps_score_compare *compares;
+    /* Appended after the fields above: */
+    float *varentropy;       /* with params.stats (else NULL), n_total: the varentropy in
+                                nats^2 of the distribution that scored tokens[i]
+                                (ps_topk_out.varentropy); NaN at i = 0 */
+    float *compare_logprob;  /* with params.compare (else NULL), n_total: the compared model's
+                                float32 logprob of tokens[i] (its own top-K kernel); NaN at
+                                i = 0 */
 } ps_score_result;
 
 /* Scores tokens (verbatim: no BOS is added here) through the session: forward in chunks of
@@ -565,6 +582,43 @@ PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prom
  * naming both sizes or the first id whose text differs (both texts, escaped). For
  * ps_score_params.compare. */
 PS_API ps_status ps_vocab_same(const ps_vocab *a, const ps_vocab *b, ps_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Contamination (membership) scores of one scored prompt (docs/api.md)                       */
+/* ------------------------------------------------------------------------------------------ */
+
+#define PS_DETECT_MAX_K 16 /* percentages of one ps_detect_compute call */
+
+/* Over the n = n_prompt - 1 scored tokens of a result (entries 1 .. n_prompt - 1), as the
+ * cited reference code defines each (mink-plus-plus run.py, mimir's attacks):
+ *   count[j] = int(n * (k[j] / 100)) in double, as Python computes int(len * ratio);
+ *   min_k[j]: the mean of the count[j] lowest logprobs (sorted ascending, equal values by
+ *     position), summed in that order in double; NaN when count[j] is 0;
+ *   min_k_pp[j]: the same over z_t = (logprob_t - mu_t) / sigma_t with mu_t = -entropy_t and
+ *     sigma_t = sqrt(varentropy_t) of the distribution that scored token t (double, IEEE:
+ *     sigma_t = 0 gives +-inf or NaN as the reference's division does; NaN sorts last);
+ *   mean_nll = -sum_logprob / n;
+ *   ref_mean_nll = -(sum of compare_logprob) / n, ref_ratio = mean_nll - ref_mean_nll (NaN
+ *     both when the result has no compare_logprob). */
+typedef struct {
+    int32_t n_k;
+    int32_t k[PS_DETECT_MAX_K];      /* the percentages asked, in order */
+    int32_t count[PS_DETECT_MAX_K];  /* tokens each mean is over */
+    double min_k[PS_DETECT_MAX_K];
+    double min_k_pp[PS_DETECT_MAX_K];
+    int32_t n_scored;                /* n */
+    double mean_nll;
+    double ref_mean_nll;
+    double ref_ratio;
+} ps_detect_scores;
+
+/* Fills *out from a result scored with params.stats (its entropy and varentropy) and, for
+ * ref_ratio, params.compare. k: n_k percentages (1 <= n_k <= PS_DETECT_MAX_K), each in
+ * [1, 100]. Returns PS_OK, or PS_ERR_INVALID_ARG: NULL pointers, a k out of range (the
+ * message names it), a result without statistics, nothing scored (a one-token prompt).
+ * Deterministic: the same result gives the same bits. Reentrant. */
+PS_API ps_status ps_detect_compute(const ps_score_result *r, const int32_t *k, int32_t n_k,
+                                   ps_detect_scores *out, ps_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Perplexity of a token sequence (the `perplexity` command's two procedures)                 */

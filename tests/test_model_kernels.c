@@ -72,7 +72,7 @@ static bool check_topk(ps_pool *pool, const float *logits, int32_t n, int32_t n_
     float *tl[2] = {ps_malloc(sizeof(float) * nk), ps_malloc(sizeof(float) * nk)};
     bool ok = lp[0] && lp[1] && ids[0] && ids[1] && tl[0] && tl[1];
     if (ok) {
-        ps_topk_out o0 = {NULL, lp[0], ids[0], tl[0], NULL, NULL}, o1 = {NULL, lp[1], ids[1], tl[1], NULL, NULL};
+        ps_topk_out o0 = {NULL, lp[0], ids[0], tl[0], NULL, NULL, NULL}, o1 = {NULL, lp[1], ids[1], tl[1], NULL, NULL, NULL};
         ok = ps_topk_compute(&tp, &lg, &o0, NULL) == PS_OK &&
              ps_topk_reference(&tp, &lg, &o1, NULL) == PS_OK &&
              !memcmp(lp[0], lp[1], sizeof(float) * (size_t)n) &&

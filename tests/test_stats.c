@@ -4,7 +4,9 @@
  *   - entropy and rank from the fast path equal the reference path's bit for bit, on every
  *     ISA the CPU has and on 1 or 3 threads; asking for them changes no other output bit;
  *   - entropy is within 1e-5 (relative to max(1, H)) of a float64 -sum p log p of the same
- *     logits, and rank equals a plain count (ties by ascending id), with -inf logits, ties,
+ *     logits, varentropy (sum p (log p)^2 - H^2) within 1e-5 relative to max(1, V) of a
+ *     float64 two-pass sum p (log p + H)^2 (also on near-uniform rows, where the one-pass
+ *     form cancels most), and asking for varentropy leaves every entropy bit as it was, and rank equals a plain count (ties by ascending id), with -inf logits, ties,
  *     ragged tails and f16 / bf16 rows;
  *   - KLD: a batch against itself is exactly 0; against another within 1e-5 of float64;
  *     invariant across ISAs and threads; shapes that differ are refused;
@@ -105,6 +107,20 @@ static double naive_entropy(const float *x, int64_t n) {
     return t;
 }
 
+/* Two passes in float64: H first, then sum p (log p + H)^2 (no cancellation). */
+static double naive_varentropy(const float *x, int64_t n) {
+    double m = -INFINITY, s = 0, h = naive_entropy(x, n), v = 0;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int64_t i = 0; i < n; i++) s += exp((double)x[i] - m);
+    double lse = m + log(s);
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] == -INFINITY) continue;
+        double lp = (double)x[i] - lse;
+        v += exp(lp) * (lp + h) * (lp + h);
+    }
+    return v;
+}
+
 static int32_t naive_rank(const float *x, int64_t n, int32_t t) {
     int32_t r = 1;
     for (int64_t i = 0; i < n; i++) r += x[i] > x[t] || (x[i] == x[t] && i < t);
@@ -132,6 +148,7 @@ static double naive_kld(const float *a, const float *b, int64_t n) {
 typedef struct {
     float *lse, *tlp, *lps, *ent;
     int32_t *ids, *rank;
+    float *var;
 } outs;
 
 static ps_status run(bool ref, ps_isa isa, ps_pool *pool, int32_t k, const batch *b, outs *o,
@@ -142,18 +159,20 @@ static ps_status run(bool ref, ps_isa isa, ps_pool *pool, int32_t k, const batch
     p.pool = pool;
     ps_logits lg = {b->data, b->dt, b->rows, b->n, b->n, b->targets};
     ps_topk_out out = {o->lse, o->tlp, o->ids, o->lps, stats ? o->ent : NULL,
-                       stats ? o->rank : NULL};
+                       stats ? o->rank : NULL, stats ? o->var : NULL};
     return ref ? ps_topk_reference(&p, &lg, &out, NULL) : ps_topk_compute(&p, &lg, &out, NULL);
 }
 
 static outs outs_new(int64_t rows, int32_t k) {
     outs o = {calloc((size_t)rows, 4), calloc((size_t)rows, 4),
               calloc((size_t)(rows * (k ? k : 1)), 4), calloc((size_t)rows, 4),
-              calloc((size_t)(rows * (k ? k : 1)), 4), calloc((size_t)rows, 4)};
+              calloc((size_t)(rows * (k ? k : 1)), 4), calloc((size_t)rows, 4),
+              calloc((size_t)rows, 4)};
     return o;
 }
 static void outs_free(outs *o) {
     free(o->lse); free(o->tlp); free(o->lps); free(o->ent); free(o->ids); free(o->rank);
+    free(o->var);
 }
 
 static void test_entropy_rank(ps_pool *pool3) {
@@ -169,9 +188,12 @@ static void test_entropy_rank(ps_pool *pool3) {
             CHECK(run(true, PS_ISA_SCALAR, NULL, k, &b, &ref, true) == PS_OK);
             CHECK(run(false, PS_ISA_AUTO, NULL, k, &b, &plain, false) == PS_OK);
             /* the reference against float64 and a plain count */
-            int bad_h = 0, bad_r = 0;
+            int bad_h = 0, bad_r = 0, bad_v = 0;
             for (int64_t r = 0; r < rows; r++) {
-                double h = naive_entropy(b.x + r * n, n);
+                double h = naive_entropy(b.x + r * n, n), v = naive_varentropy(b.x + r * n, n);
+                if (!(fabs((double)ref.var[r] - v) <= 1e-5 * fmax(1.0, v)) && !bad_v++)
+                    fprintf(stderr, "n %lld dt %d row %lld: varentropy %.9g, float64 %.9g\n",
+                            (long long)n, (int)dts[di], (long long)r, (double)ref.var[r], v);
                 if (!(fabs((double)ref.ent[r] - h) <= 1e-5 * fmax(1.0, h))) {
                     if (!bad_h++)
                         fprintf(stderr, "n %lld dt %d row %lld: entropy %.9g, float64 %.9g\n",
@@ -184,6 +206,20 @@ static void test_entropy_rank(ps_pool *pool3) {
             }
             CHECKF(bad_h == 0, "n %lld dtype %d: %d rows off", (long long)n, (int)dts[di], bad_h);
             CHECKF(bad_r == 0, "n %lld dtype %d: %d ranks off", (long long)n, (int)dts[di], bad_r);
+            CHECKF(bad_v == 0, "n %lld dtype %d: %d varentropies off", (long long)n, (int)dts[di],
+                   bad_v);
+            { /* entropy alone (no varentropy asked): the same bits */
+                outs e1 = outs_new(rows, k);
+                ps_topk_params p1 = ps_topk_default_params();
+                p1.k = k;
+                ps_logits lg1 = {b.data, b.dt, b.rows, b.n, b.n, b.targets};
+                ps_topk_out o1 = {e1.lse, e1.tlp, e1.ids, e1.lps, e1.ent, NULL, NULL};
+                CHECK(ps_topk_compute(&p1, &lg1, &o1, NULL) == PS_OK);
+                CHECKF(!memcmp(e1.ent, ref.ent, (size_t)rows * 4),
+                       "n %lld dtype %d: entropy alone differs from entropy with varentropy",
+                       (long long)n, (int)dts[di]);
+                outs_free(&e1);
+            }
             /* fast path on each ISA and thread count: same bits as the reference; the other
              * outputs are those of a call without statistics */
             for (size_t ii = 0; ii < 3; ii++) {
@@ -192,7 +228,8 @@ static void test_entropy_rank(ps_pool *pool3) {
                     outs o = outs_new(rows, k);
                     CHECK(run(false, isas[ii], th ? pool3 : NULL, k, &b, &o, true) == PS_OK);
                     CHECKF(!memcmp(o.ent, ref.ent, (size_t)rows * 4) &&
-                               !memcmp(o.rank, ref.rank, (size_t)rows * 4),
+                               !memcmp(o.rank, ref.rank, (size_t)rows * 4) &&
+                               !memcmp(o.var, ref.var, (size_t)rows * 4),
                            "n %lld dtype %d isa %s threads %d: statistics differ from the "
                            "reference", (long long)n, (int)dts[di], ps_isa_name(isas[ii]),
                            th ? 3 : 1);
@@ -207,7 +244,8 @@ static void test_entropy_rank(ps_pool *pool3) {
             outs z = outs_new(rows, 0);
             CHECK(run(false, PS_ISA_AUTO, NULL, 0, &b, &z, true) == PS_OK);
             CHECK(!memcmp(z.ent, ref.ent, (size_t)rows * 4) &&
-                  !memcmp(z.rank, ref.rank, (size_t)rows * 4));
+                  !memcmp(z.rank, ref.rank, (size_t)rows * 4) &&
+                  !memcmp(z.var, ref.var, (size_t)rows * 4));
             outs_free(&z);
             for (int64_t r = 0; r < rows; r++)
                 if (b.targets[r] == ref.ids[r * k]) CHECK(ref.rank[r] == 1);
@@ -216,6 +254,41 @@ static void test_entropy_rank(ps_pool *pool3) {
             batch_free(&b);
         }
     }
+}
+
+/* Rows where the one-pass form cancels: near-uniform over a 32000 vocabulary (V ~ 1e-4 against
+ * sum p (log p)^2 ~ 108), a one-hot row (V exactly 0), and a row of only -inf (NaN). */
+static void test_varentropy_edges(ps_pool *pool3) {
+    const int64_t n = 32000, rows = 4;
+    batch b = make_batch(rows, n, PS_DTYPE_F32, 1.0);
+    for (int64_t i = 0; i < rows * n; i++) {
+        float f = (float)(0.01 * (urand() - 0.5));
+        if (i / n == 2) f = i % n == 77 ? 0.0f : -INFINITY; /* one-hot */
+        if (i / n == 3) f = -INFINITY;
+        b.x[i] = f;
+        ((float *)b.data)[i] = f;
+    }
+    outs ref = outs_new(rows, 2);
+    CHECK(run(true, PS_ISA_SCALAR, NULL, 2, &b, &ref, true) == PS_OK);
+    for (int64_t r = 0; r < 2; r++) {
+        double v = naive_varentropy(b.x + r * n, n);
+        CHECKF(fabs((double)ref.var[r] - v) <= 1e-6, "near-uniform row %lld: varentropy %.9g, "
+               "float64 %.9g", (long long)r, (double)ref.var[r], v);
+    }
+    CHECKF(ref.var[2] == 0.0f && ref.ent[2] == 0.0f, "one-hot: varentropy %g entropy %g",
+           (double)ref.var[2], (double)ref.ent[2]);
+    CHECK(isnan(ref.var[3]) && isnan(ref.ent[3]));
+    const ps_isa isas[] = {PS_ISA_SCALAR, PS_ISA_AVX2, PS_ISA_AVX512};
+    for (size_t ii = 0; ii < 3; ii++) {
+        if (!ps_isa_supported(isas[ii])) continue;
+        outs o = outs_new(rows, 2);
+        CHECK(run(false, isas[ii], pool3, 2, &b, &o, true) == PS_OK);
+        CHECKF(!memcmp(o.var, ref.var, (size_t)rows * 4), "isa %s: edge varentropy differs",
+               ps_isa_name(isas[ii]));
+        outs_free(&o);
+    }
+    outs_free(&ref);
+    batch_free(&b);
 }
 
 static void test_kld(ps_pool *pool3) {
@@ -416,6 +489,7 @@ int main(void) {
     ps_pool *pool3 = NULL;
     if (ps_pool_create(3, &pool3) != PS_OK) return 1;
     test_entropy_rank(pool3);
+    test_varentropy_edges(pool3);
     test_kld(pool3);
     test_scorer(pool3);
     ps_pool_free(pool3);

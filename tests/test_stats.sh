@@ -3,7 +3,7 @@
 # two families (llama and qwen3) with the same 5000-token vocabulary (a 4096-logit chunk plus
 # full blocks plus a ragged tail), against the independent float64 reference
 # (tests/reference/forward.py --stats --compare, run with /usr/bin/python3 for numpy):
-#   - with --act f32: entropy, kld and dp within 1e-4 absolute at every position, rank and
+#   - with --act f32: entropy, varentropy, kld and dp within 1e-4 absolute at every position, rank and
 #     same_top1 exact;
 #   - a model compared with itself: kld exactly 0 and same_top1 1 everywhere;
 #   - the new arrays are bitwise the same across --chunk 1/7/256, -t 1/2, --max-seqs 1/3 and
@@ -49,7 +49,7 @@ import json, sys
 got = json.loads(open(sys.argv[1]).readline())
 lp = got["logprobs"]
 ref = [json.loads(l) for l in open(sys.argv[2])]
-worst = {"entropy": 0.0, "kld": 0.0, "dp": 0.0}
+worst = {"entropy": 0.0, "kld": 0.0, "dp": 0.0, "varentropy": 0.0}
 bad = []
 for d in ref:
     i = d["pos"]
@@ -61,7 +61,7 @@ for d in ref:
     for key in ("rank", "same_top1"):
         if lp[key][i] != d[key]:
             bad.append("%s at %d: %r vs %r" % (key, i, lp[key][i], d[key]))
-for key in ("entropy", "rank", "kld", "same_top1", "dp"):
+for key in ("entropy", "rank", "kld", "same_top1", "dp", "varentropy"):
     if lp[key][0] is not None or len(lp[key]) != len(lp["token_logprobs"]):
         bad.append("%s: not aligned with token_logprobs (first entry null)" % key)
 n = len(ref)
@@ -69,8 +69,8 @@ if abs(got["kld_mean"] - sum(d["kld"] for d in ref) / n) > 1e-4:
     bad.append("kld_mean %r" % got["kld_mean"])
 if abs(got["same_top1_pct"] - 100.0 * sum(d["same_top1"] for d in ref) / n) > 1e-9:
     bad.append("same_top1_pct %r" % got["same_top1_pct"])
-print("positions %d, worst |diff|: entropy %.2e kld %.2e dp %.2e, same top1 %.1f%%" %
-      (n, worst["entropy"], worst["kld"], worst["dp"], got["same_top1_pct"]))
+print("positions %d, worst |diff|: entropy %.2e varentropy %.2e kld %.2e dp %.2e, same top1 %.1f%%" %
+      (n, worst["entropy"], worst["varentropy"], worst["kld"], worst["dp"], got["same_top1_pct"]))
 for b in bad[:10]:
     print("BAD " + b)
 PYEOF
@@ -92,7 +92,7 @@ arrays() { # the new arrays of every line of $1, one line each
 import json, sys
 for l in open(sys.argv[1]):
     lp = json.loads(l)['logprobs']
-    print(json.dumps([lp.get(k) for k in ('entropy', 'rank', 'kld', 'same_top1', 'dp', 'token_logprobs')]))" "$1"
+    print(json.dumps([lp.get(k) for k in ('entropy', 'rank', 'kld', 'same_top1', 'dp', 'varentropy', 'token_logprobs')]))" "$1"
 }
 "$BIN" score -m "$T/a.gguf" --stats --compare "$T/b.gguf" -i "$T/in.jsonl" -o "$T/base.jsonl" 2>/dev/null
 arrays "$T/base.jsonl" > "$T/base.txt"
@@ -120,14 +120,14 @@ check "--stats with the prefix cache (hits) equals without" 'cmp -s "$T/s0.txt" 
 # off by default: none of the new keys, the rest as with them
 "$BIN" score -m "$T/a.gguf" -i "$T/in3.jsonl" -o "$T/plain.jsonl" 2>/dev/null
 check "without --stats the lines hold no new key" \
-    '! grep -q "\"entropy\"\|\"rank\"\|\"kld\"\|kld_mean" "$T/plain.jsonl"'
+    '! grep -q "\"entropy\"\|\"varentropy\"\|\"rank\"\|\"kld\"\|kld_mean" "$T/plain.jsonl"'
 check "without --stats the other values are those with it" \
     '"$PY" -c "
 import json, sys
 a = [json.loads(l) for l in open(\"$T/plain.jsonl\")]
 b = [json.loads(l) for l in open(\"$T/s0.jsonl\")]
 for x in b:
-    for k in (\"entropy\", \"rank\"): del x[\"logprobs\"][k]
+    for k in (\"entropy\", \"rank\", \"varentropy\"): del x[\"logprobs\"][k]
 sys.exit(0 if a == b else 1)"'
 
 # ---- perplexity --ppl-mode llama --compare --------------------------------------------------

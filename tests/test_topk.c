@@ -3,6 +3,9 @@
  * reference path (full log-softmax + sort) bit for bit, for every dtype, vocabulary size, K,
  * ISA and thread count; pinned tie / -inf / tail / stride / error cases; the reference itself
  * is checked against an independent qsort ordering and the lse against a float64 logsumexp.
+ * Every call also asks for the varentropy (with the entropy it is computed with), so its
+ * fast kernels (scalar, AVX2, AVX-512, any thread count) are held to the reference's bits on
+ * every shape here too (its accuracy is tests/test_stats.c's).
  */
 #include "promptscore.h"
 #include "check.h"
@@ -137,11 +140,14 @@ typedef struct {
     int64_t rows, k;
     float *lse, *tlp, *lps;
     int32_t *ids;
+    float *var;
 } outs;
 
 static outs outs_new(int64_t rows, int64_t k) {
     outs o = {rows, k, malloc((size_t)rows * 4), malloc((size_t)rows * 4),
-              malloc((size_t)(rows * k + 1) * 4), malloc((size_t)(rows * k + 1) * 4)};
+              malloc((size_t)(rows * k + 1) * 4), malloc((size_t)(rows * k + 1) * 4),
+              malloc((size_t)rows * 4 + 4)};
+    memset(o.var, 0xab, (size_t)rows * 4);
     memset(o.lse, 0xab, (size_t)rows * 4);
     memset(o.tlp, 0xab, (size_t)rows * 4);
     memset(o.lps, 0xab, (size_t)(rows * k + 1) * 4);
@@ -149,13 +155,13 @@ static outs outs_new(int64_t rows, int64_t k) {
     return o;
 }
 static void outs_free(outs *o) {
-    free(o->lse); free(o->tlp); free(o->lps); free(o->ids);
+    free(o->lse); free(o->tlp); free(o->lps); free(o->ids); free(o->var);
 }
 static bool outs_equal(const outs *a, const outs *b) {
     size_t rk = (size_t)(a->rows * a->k) * 4;
     return !memcmp(a->lse, b->lse, (size_t)a->rows * 4) &&
            !memcmp(a->tlp, b->tlp, (size_t)a->rows * 4) && !memcmp(a->lps, b->lps, rk) &&
-           !memcmp(a->ids, b->ids, rk);
+           !memcmp(a->ids, b->ids, rk) && !memcmp(a->var, b->var, (size_t)a->rows * 4);
 }
 
 static ps_pool *pool2, *pool7;
@@ -167,7 +173,7 @@ static ps_status call(bool ref, ps_isa isa, ps_pool *pool, int32_t k, const batc
     p.isa = isa;
     p.pool = pool;
     ps_logits lg = {b->data, b->dt, b->rows, b->n, b->stride, b->targets};
-    ps_topk_out out = {o->lse, o->tlp, o->ids, o->lps, NULL, NULL};
+    ps_topk_out out = {o->lse, o->tlp, o->ids, o->lps, NULL, NULL, o->var};
     return ref ? ps_topk_reference(&p, &lg, &out, err) : ps_topk_compute(&p, &lg, &out, err);
 }
 
@@ -400,10 +406,10 @@ static void check_padding_and_k0(void) {
     p.k = 0;
     float lse[3], tlp[3];
     ps_logits lg = {b.data, b.dt, 3, 10, 12, b.targets};
-    ps_topk_out out = {lse, tlp, NULL, NULL, NULL, NULL};
+    ps_topk_out out = {lse, tlp, NULL, NULL, NULL, NULL, NULL};
     CHECK(ps_topk_compute(&p, &lg, &out, &err) == PS_OK);
     float lse_ref[3], tlp_ref[3];
-    ps_topk_out out2 = {lse_ref, tlp_ref, NULL, NULL, NULL, NULL};
+    ps_topk_out out2 = {lse_ref, tlp_ref, NULL, NULL, NULL, NULL, NULL};
     CHECK(ps_topk_reference(&p, &lg, &out2, &err) == PS_OK);
     CHECK(!memcmp(lse, lse_ref, sizeof lse) && !memcmp(tlp, tlp_ref, sizeof tlp));
     batch_free(&b);
@@ -501,7 +507,7 @@ static void check_lse(void) {
                 p.isa = isas[i];
                 float l;
                 ps_logits lg = {x, PS_DTYPE_F32, 1, n, n, NULL};
-                ps_topk_out out = {&l, NULL, NULL, NULL, NULL, NULL};
+                ps_topk_out out = {&l, NULL, NULL, NULL, NULL, NULL, NULL};
                 ps_error err;
                 CHECKF(ps_topk_compute(&p, &lg, &out, &err) == PS_OK && !memcmp(&l, &got, 4),
                        "lse n=%lld isa %s: %a vs %a", (long long)n, ps_isa_name(isas[i]), l, got);

@@ -20,10 +20,10 @@ for a in "$@"; do
         *) echo "setup: unknown option '$a' (use --test, --list or --help)" >&2; exit 2 ;;
     esac
 done
-# tier 1, build + score: gcc and make; PCRE2 (the core library); microhttpd, jansson, curl
-# (the server, the JSON Lines reader, -hf downloads)
+# tier 1, build + score: gcc and make; PCRE2 (the core library); microhttpd, jansson, curl,
+# zlib (the server, the JSON Lines reader, -hf downloads, the zlib ratio of --detect)
 BASE_PKGS="build-essential pkg-config libpcre2-dev libmicrohttpd-dev libjansson-dev
-    libcurl4-openssl-dev"
+    libcurl4-openssl-dev zlib1g-dev"
 # tier 2, tests: numpy reference, clang fuzzing + sanitizer runtime, valgrind, the browser
 # test, OpenBLAS (the sgemm baseline of bench/bench_matmul.c), the Python package's tools, and
 # the command-line tools the script tests call (git clone in test_readme.sh, /usr/bin/time in

@@ -75,7 +75,18 @@ class ps_score_result(Structure):
                 ("kld", POINTER(c_float)), ("same_top1", POINTER(c_int32)),
                 ("dp", POINTER(c_float)),
                 # added with many compared models
-                ("n_compares", c_int32), ("compares", c_void_p)]
+                ("n_compares", c_int32), ("compares", c_void_p),
+                ("varentropy", POINTER(c_float)), ("compare_logprob", POINTER(c_float))]
+
+
+PS_DETECT_MAX_K = 16
+
+
+class ps_detect_scores(Structure):
+    _fields_ = [("n_k", c_int32), ("k", c_int32 * PS_DETECT_MAX_K),
+                ("count", c_int32 * PS_DETECT_MAX_K), ("min_k", c_double * PS_DETECT_MAX_K),
+                ("min_k_pp", c_double * PS_DETECT_MAX_K), ("n_scored", c_int32),
+                ("mean_nll", c_double), ("ref_mean_nll", c_double), ("ref_ratio", c_double)]
 
 
 class ps_score_prompt(Structure):
@@ -153,6 +164,9 @@ def _declare(lib: ctypes.CDLL) -> Any:
         "ps_vocab_bos": ([c_void_p], c_int32),
         "ps_vocab_eos": ([c_void_p], c_int32),
         "ps_vocab_add_bos": ([c_void_p], c_bool),
+        "ps_vocab_is_control": ([c_void_p, c_int32], c_bool),
+        "ps_detect_compute": ([P(ps_score_result), P(c_int32), c_int32, P(ps_detect_scores), err],
+                              c_int32),
         "ps_vocab_tokenize": ([c_void_p, c_char_p, c_size_t, c_bool, c_bool, P(c_int32), c_int32,
                                P(c_int32), err], c_int32),
         "ps_vocab_token_bytes": ([c_void_p, c_int32, P(c_void_p), P(c_size_t)], c_int32),

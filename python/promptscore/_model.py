@@ -4,7 +4,8 @@ import functools
 import os
 import threading
 from contextlib import ExitStack, contextmanager
-from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar,
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple,
+                    TypeVar,
                     Union, cast as _tcast)
 from ctypes import POINTER, byref, c_int32, c_size_t, c_void_p, cast, create_string_buffer, string_at
 
@@ -15,7 +16,7 @@ from . import _lib as L
 from ._lib import LIB as _C
 from ._errors import (ArgumentTypeError, Error, InvalidArgumentError, LimitError,
                       TokenRangeError, UnsupportedError, _check, _int)
-from ._result import PerplexityResult, Result, _clean_text
+from ._result import PerplexityResult, Result, _clean_text, _min_k
 
 _INT32_MAX = 2**31 - 1
 _ACTS = {"native": 0, "f32": 1}
@@ -356,6 +357,21 @@ class Model:
         p.stats = bool(stats)
         return p
 
+    def _detect_text(self, prompt: Any, ids: npt.NDArray[np.int32]) -> bytes:
+        """The bytes the zlib ratio is over: a str prompt's UTF-8, else the text of its ids
+        that are not control tokens (the CLI's choice for an id line)."""
+        if isinstance(prompt, str):
+            return prompt.encode("utf-8")
+        ptr, ln = c_void_p(), c_size_t()
+        parts = []
+        for i in ids.tolist():
+            if _C.ps_vocab_is_control(self._vocab, i):
+                continue
+            if (_C.ps_vocab_token_bytes(self._vocab, i, byref(ptr), byref(ln)) == L.PS_OK
+                    and ln.value):
+                parts.append(string_at(ptr.value or 0, ln.value))
+        return b"".join(parts)
+
     def _check_k(self, top_k: int, logprobs_from: int) -> "tuple[int, int]":
         top_k = _int(top_k, "top_k", 0, self._info.n_vocab)
         logprobs_from = _int(logprobs_from, "logprobs_from", 0, _INT32_MAX)
@@ -365,10 +381,14 @@ class Model:
     @_guarded
     def score(self, prompt: Union[str, Sequence[int]], top_k: int = 0, logprobs_from: int = 0,
               add_special: bool = True, parse_special: bool = True, stats: bool = False,
-              compare: Optional["Model"] = None) -> Result:
+              compare: Optional["Model"] = None, detect: bool = False,
+              min_k: Union[int, Iterable[int], None] = None) -> Result:
         """Scores one prompt; returns a Result.
 
-        stats: also fill Result.entropy and .rank. compare: another open Model with the same
+        stats: also fill Result.entropy, .rank and .varentropy. detect: fill Result.detect,
+        the contamination scores of `score --detect` (min_k: the percentages, an int or a
+        sequence of ints in 1..100, default 20; ref_ratio with compare=); a prompt of one
+        token raises InvalidArgumentError. compare: another open Model with the same
         vocabulary (it may be this very model): the prompt also runs through it and
         Result.kld, .same_top1, .dp, .kld_mean and .same_top1_pct are filled (no prefix
         cache is used then); a closed model, a non-Model or another vocabulary raises
@@ -381,10 +401,12 @@ class Model:
         """
         self._open()
         top_k, logprobs_from = self._check_k(top_k, logprobs_from)
+        ks = _min_k(detect, min_k)
         ids = self._prompt_ids(prompt, add_special, parse_special)
         self._check_compare(compare)
-        params = self._score_params(top_k, stats)
-        return self._score_ids(ids, params, logprobs_from, compare)
+        params = self._score_params(top_k, stats or ks is not None)
+        det = (ks, self._detect_text(prompt, ids)) if ks is not None else None
+        return self._score_ids(ids, params, logprobs_from, compare, bool(stats), det)
 
     def _check_compare(self, compare: Optional["Model"]) -> None:
         if compare is None:
@@ -400,7 +422,8 @@ class Model:
     def score_many(self, prompts: Iterable[Union[str, Sequence[int]]], top_k: int = 0,
                    logprobs_from: Union[int, Iterable[int]] = 0, max_seqs: int = 16,
                    add_special: bool = True, parse_special: bool = True, stats: bool = False,
-                   compare: Optional["Model"] = None) -> Iterator[Result]:
+                   compare: Optional["Model"] = None, detect: bool = False,
+                   min_k: Union[int, Iterable[int], None] = None) -> Iterator[Result]:
         """Scores an iterable of prompts; yields one Result per prompt, in input order.
 
         Takes max_seqs prompts at a time (1..256) and packs their positions into shared
@@ -411,9 +434,10 @@ class Model:
         released while a group is scored. Prompts are read from the iterable
         one group ahead of what is yielded, so memory is bounded by max_seqs prompts. A prompt
         that fails raises its error (the message names its index) when its turn comes; the
-        results before it are yielded first.
+        results before it are yielded first. stats, compare, detect and min_k: as score().
         """
         self._open()
+        ks = _min_k(detect, min_k)
         if isinstance(logprobs_from, (int, np.integer)):
             top_k, logprobs_from = self._check_k(top_k, logprobs_from)
             lf_iter = None
@@ -435,12 +459,14 @@ class Model:
                                     type(prompts).__name__) from None
         self._check_compare(compare)
         return self._score_many(it, top_k, logprobs_from, lf_iter, max_seqs, add_special,
-                                parse_special, stats, compare)
+                                parse_special, stats, compare, ks)
 
     def _score_many(self, it: Iterator[Any], top_k: int, lf0: Any, lf_iter: Optional[Iterator[Any]],
                     max_seqs: int, add_special: bool, parse_special: bool, stats: bool = False,
-                    compare: Optional["Model"] = None) -> Iterator[Result]:
-        params = self._score_params(top_k, stats)
+                    compare: Optional["Model"] = None,
+                    ks: Optional[Tuple[int, ...]] = None) -> Iterator[Result]:
+        params = self._score_params(top_k, stats or ks is not None)
+        shown = bool(stats)
         base = 0
         while True:
             group, froms = [], []
@@ -460,7 +486,7 @@ class Model:
             if not group:
                 return
             results = self._score_group(group, froms, params, base, add_special, parse_special,
-                                        compare)
+                                        compare, shown, ks)
             for r in results:
                 if isinstance(r, Error):
                     raise r
@@ -470,7 +496,8 @@ class Model:
     @_guarded
     def _score_group(self, group: List[Any], froms: List[int], params: Any, base: int,
                      add_special: bool, parse_special: bool,
-                     compare: Optional["Model"] = None) -> List[Union[Result, Error]]:
+                     compare: Optional["Model"] = None, shown: bool = True,
+                     ks: Optional[Tuple[int, ...]] = None) -> List[Union[Result, Error]]:
         """Scores one group of score_many: ps_score_batch over all of it, or, with one prompt
         or a failure, each prompt alone in order up to the first that fails (its Error ends
         the list)."""
@@ -481,8 +508,12 @@ class Model:
             except Error as e:
                 ids.append(e)
         m = len(group)
+        dets = [(ks, self._detect_text(p, a)) if ks is not None and not isinstance(a, Error)
+                else None for p, a in zip(group, ids)]
         results: Optional[List[Union[Result, Error]]] = None
-        if m > 1 and compare is None and not any(isinstance(a, Error) for a in ids):
+        short = ks is not None and any(not isinstance(a, Error) and len(a) < 2 for a in ids)
+        if (m > 1 and compare is None and not short
+                and not any(isinstance(a, Error) for a in ids)):
             arr = (L.ps_score_prompt * m)()
             for i, a in enumerate(ids):
                 assert not isinstance(a, Error)
@@ -496,7 +527,7 @@ class Model:
                 st = _C.ps_score_batch(self._session, arr, m, m, out, byref(err))
             if st == L.PS_OK:
                 try:
-                    results = [Result(out[i].contents, self, froms[i])
+                    results = [Result(out[i].contents, self, froms[i], shown, dets[i])
                                for i in range(m)]
                 finally:
                     for i in range(m):
@@ -510,7 +541,8 @@ class Model:
                     results.append(a)
                     break
                 try:
-                    results.append(self._score_ids(a, params, froms[i], compare))
+                    results.append(self._score_ids(a, params, froms[i], compare, shown,
+                                                   dets[i]))
                 except Error as e:
                     e.message = "prompt %d: %s" % (base + i, e.message)
                     e.args = (e.message,)
@@ -519,7 +551,8 @@ class Model:
         return results
 
     def _score_ids(self, ids: npt.NDArray[np.int32], params: Any, logprobs_from: int,
-                   compare: Optional["Model"] = None) -> Result:
+                   compare: Optional["Model"] = None, shown: bool = True,
+                   detect: Optional[Tuple[Tuple[int, ...], bytes]] = None) -> Result:
         res = POINTER(L.ps_score_result)()
         err = L.ps_error()
         if compare is None:
@@ -545,7 +578,7 @@ class Model:
                     _C.ps_session_free(other)
         _check(st, err)
         try:
-            return Result(res.contents, self, logprobs_from)
+            return Result(res.contents, self, logprobs_from, shown, detect)
         finally:
             _C.ps_score_result_free(res)
 

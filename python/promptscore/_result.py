@@ -2,12 +2,16 @@
 PerplexityResult (the numbers `promptscore perplexity --json` prints)."""
 import math
 import re
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+import zlib
+from ctypes import byref, c_int32
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _lib as L
+from ._errors import ArgumentTypeError, InvalidArgumentError, _check, _int
+from ._lib import LIB as _C
 
 if TYPE_CHECKING:
     from ._model import Model
@@ -52,13 +56,19 @@ class Result:
                     NaN at 0
       kld_mean, same_top1_pct: with compare=, else None: mean kld and percent of same_top1
                     over positions 1..n-1 (the CLI's fields; NaN for a 1-token prompt)
-      entropy/rank/kld/same_top1/dp are not masked by logprobs_from.
+      varentropy    float32 (n,) with stats=True, else None: the variance of log p under p
+                    of that distribution (nats^2); NaN at 0
+      detect        dict with detect=True, else None: the CLI's "detect" object, keys as
+                    there but the percentages as ints: {"min_k": {20: x}, "min_k_pp": {20: y},
+                    "zlib_ratio": z} (+ "ref_ratio" with compare=); an empty selection is NaN
+                    (the CLI writes null), a zero sigma gives what IEEE division gives
+      entropy/rank/kld/same_top1/dp/varentropy are not masked by logprobs_from.
     """
 
     __slots__ = ("token_ids", "logprobs", "top_ids", "top_logprobs", "sum_logprob",
                  "mean_logprob", "perplexity", "n_tokens", "logprobs_from", "_tokens",
                  "_offsets", "entropy", "rank", "kld", "same_top1", "dp", "kld_mean",
-                 "same_top1_pct")
+                 "same_top1_pct", "varentropy", "detect")
 
     token_ids: npt.NDArray[np.int32]
     logprobs: npt.NDArray[np.float32]
@@ -78,8 +88,11 @@ class Result:
     dp: Optional[npt.NDArray[np.float32]]
     kld_mean: Optional[float]
     same_top1_pct: Optional[float]
+    varentropy: Optional[npt.NDArray[np.float32]]
+    detect: Optional[Dict[str, Any]]
 
-    def __init__(self, res: Any, model: "Model", logprobs_from: int) -> None:
+    def __init__(self, res: Any, model: "Model", logprobs_from: int, show_stats: bool = True,
+                 detect: Optional[Tuple[Tuple[int, ...], bytes]] = None) -> None:
         n, k = res.n_prompt, res.k
         self.n_tokens = n
         self.logprobs_from = logprobs_from
@@ -110,8 +123,10 @@ class Result:
                 return None
             a = np.ctypeslib.as_array(ptr, (n,)).copy()
             return a.astype(dtype) if dtype is not None else a
-        self.entropy = arr(res.entropy)
-        self.rank = arr(res.rank)
+        self.detect = _detect_dict(res, detect) if detect is not None else None
+        self.entropy = arr(res.entropy) if show_stats else None
+        self.rank = arr(res.rank) if show_stats else None
+        self.varentropy = arr(res.varentropy) if show_stats else None
         self.kld = arr(res.kld)
         self.same_top1 = arr(res.same_top1, np.int8)
         self.dp = arr(res.dp)
@@ -148,6 +163,43 @@ class Result:
     def __repr__(self) -> str:
         return "<promptscore.Result n_tokens=%d sum_logprob=%.6g>" % (self.n_tokens,
                                                                      self.sum_logprob)
+
+
+def _detect_dict(res: Any, detect: Tuple[Tuple[int, ...], bytes]) -> Dict[str, Any]:
+    """The "detect" object of a result (ps_detect_compute plus the zlib ratio of the bytes the
+    CLI compresses: Python's zlib is the same zlib at the same default level)."""
+    ks, text = detect
+    karr = (c_int32 * len(ks))(*ks)
+    out = L.ps_detect_scores()
+    err = L.ps_error()
+    _check(_C.ps_detect_compute(byref(res), karr, len(ks), byref(out), byref(err)), err)
+    d: Dict[str, Any] = {"min_k": {k: out.min_k[j] for j, k in enumerate(ks)},
+                         "min_k_pp": {k: out.min_k_pp[j] for j, k in enumerate(ks)},
+                         "zlib_ratio": out.mean_nll / len(zlib.compress(text))}
+    if res.compare_logprob:
+        d["ref_ratio"] = out.ref_ratio
+    return d
+
+
+def _min_k(detect: bool, min_k: Union[int, Iterable[int], None]) -> Optional[Tuple[int, ...]]:
+    """detect / min_k arguments -> a tuple of percentages, or None without detect."""
+    if not detect:
+        if min_k is not None:
+            raise InvalidArgumentError("min_k needs detect=True")
+        return None
+    if min_k is None:
+        return (20,)
+    if isinstance(min_k, (int, np.integer)):
+        min_k = (int(min_k),)
+    try:
+        ks = tuple(min_k)
+    except TypeError:
+        raise ArgumentTypeError("min_k must be an int or a sequence of ints, not %s" %
+                                type(min_k).__name__) from None
+    if not 1 <= len(ks) <= L.PS_DETECT_MAX_K:
+        raise InvalidArgumentError("min_k: 1 to %d percentages, got %d" %
+                                   (L.PS_DETECT_MAX_K, len(ks)))
+    return tuple(_int(k, "min_k", 1, 100) for k in ks)
 
 
 class PerplexityResult:

@@ -23,7 +23,10 @@
  * (stdin works), and a corpus sorted by length or source spreads evenly over the tasks.
  * `promptscore merge` (cli_merge.c) puts the shards back in input order as plain lines.
  *
- * --stats asks every line's job for entropy and rank; --compare FILE loads a second model
+ * --stats asks every line's job for entropy, rank and varentropy; --detect adds each line's
+ * "detect" object (front/detect.h: its job computes the statistics, shown only with --stats;
+ * a text line keeps its text for the zlib ratio; a one-token line is an error line);
+ * --compare FILE loads a second model
  * (ps_cli_load_compare: same n_ctx, vocabulary checked token for token) that the engine's
  * worker runs over the same tokens (kld, same_top1, dp; lines one at a time, no prefix cache).
  * --compare given several times (or a comma list; cli_compare.c) compares every model in the
@@ -36,6 +39,7 @@
 #include "cli/cli.h"
 #include "model/model.h"
 #include "cli/cli_shard.h"
+#include "front/detect.h"
 #include "front/engine.h"
 #include "front/jsonl.h"
 #include "model/vocab.h"
@@ -176,7 +180,8 @@ typedef struct {
     int32_t chunk;
     int64_t tokens;
     ps_cli_view *view; /* --format table | summary; NULL for JSON Lines */
-    bool stats;        /* --stats: every line's job asks for entropy and rank */
+    bool stats;        /* --stats: every line's job asks for entropy, rank and varentropy */
+    const ps_detect_opts *detect; /* --detect (and --min-k), or NULL */
 } score_ctx;
 
 static bool blank(const char *s, size_t n) {
@@ -218,6 +223,14 @@ static void line_start(score_ctx *c, const line_in *li, int64_t lineno, line_slo
                         ? ps_jsonl_refused(li->buf, li->len, lineno, &c->lim, &li->scan, &q->req)
                         : ps_jsonl_parse(li->buf, li->len, lineno, &c->lim, &q->req);
     if (pst != PS_OK) return; /* an error line */
+    if (c->detect && q->req.n < 2) {
+        q->req.ok = false;
+        ps_req_fail(&q->req.err, 400, "prompt", NULL,
+                    "line %lld: --detect needs a prompt of at least 2 tokens (one scored), this "
+                    "one has %d", (long long)lineno, (int)q->req.n);
+        q->req.err.st = PS_ERR_INVALID_ARG;
+        return;
+    }
     /* the one request path: the line's job to the engine, which scores it (the ids stay the
      * line's: the job borrows them until it is freed); no generation, seed 0 */
     ps_score_params sp = ps_score_default_params();
@@ -226,7 +239,7 @@ static void line_start(score_ctx *c, const line_in *li, int64_t lineno, line_slo
     sp.temperature = 1;
     sp.top_p = 1;
     sp.seed = 0;
-    sp.stats = c->stats;
+    sp.stats = c->stats || c->detect; /* detect reads the entropy and varentropy */
     q->job = ps_engine_job_new(1, &sp);
     if (q->job) ps_engine_job_set_prompt(q->job, 0, q->req.ids, q->req.n);
     if (!q->job) {
@@ -297,16 +310,36 @@ static int line_finish(score_ctx *c, line_slot *q, ps_buf *b) {
             r = ps_engine_job_result(q->job, 0);
         }
     }
+    ps_buf det;
+    ps_buf_init(&det);
+    ps_score_result shown;
+    if (req->ok) {
+        shown = *r; /* statistics that only --detect asked for are not shown */
+        if (!c->stats) shown.entropy = shown.varentropy = NULL, shown.rank = NULL;
+        ps_error err;
+        if (c->detect && ps_detect_write(&det, c->detect, r, c->l->vocab, req->text,
+                                         req->text_len, &err) != PS_OK) {
+            req->ok = false;
+            ps_req_fail(&req->err, err.code == PS_ERR_NOMEM ? 500 : 400, NULL, NULL,
+                        "line %lld: %s", (long long)q->lineno, err.message);
+            req->err.st = err.code;
+        } else if (c->detect) {
+            req->detect_json = det.data;
+            req->detect_len = det.len;
+        }
+    }
     bool ok = req->ok;
     if (ok) {
-        if (c->view) ps_cli_view_result(c->view, b, c->l->vocab, req, r);
-        else ps_jsonl_write_result(b, c->l->vocab, req, r);
+        if (c->view) ps_cli_view_result(c->view, b, c->l->vocab, req, &shown);
+        else ps_jsonl_write_result(b, c->l->vocab, req, &shown);
         c->tokens += req->n;
     } else {
         if (c->view) ps_cli_view_error(c->view, b, req);
         else ps_jsonl_write_error(b, req);
     }
     line_free(c, q, false);
+    if (det.oom) b->oom = true;
+    ps_buf_free(&det);
     return ok ? 1 : 0;
 }
 
@@ -336,6 +369,23 @@ static bool opt_format(const char *cmd, const char *opt, const char *v, void *ds
         fprintf(stderr, "promptscore %s: %s wants jsonl, table or summary, got '%s'\n", cmd, opt, v);
         return false;
     }
+    return true;
+}
+
+typedef struct {
+    ps_detect_opts o;
+    bool given;
+} min_k_spec;
+
+/* --min-k LIST (dst min_k_spec *). */
+static bool opt_min_k(const char *cmd, const char *opt, const char *v, void *dst) {
+    min_k_spec *m = dst;
+    char why[200];
+    if (!ps_detect_parse_k(v, &m->o, why, sizeof why)) {
+        fprintf(stderr, "promptscore %s: %s\n", cmd, why);
+        return false;
+    }
+    m->given = true;
     return true;
 }
 
@@ -397,7 +447,8 @@ typedef struct {
     const char *in_path, *out_path;
     int32_t k, max_seqs;
     int format;
-    bool no_bos, strict, resume, no_special, stats;
+    bool no_bos, strict, resume, no_special, stats, detect;
+    min_k_spec min_k;
     int64_t max_line;
     shard_spec shard;
     bool sharded;
@@ -436,6 +487,7 @@ static int score_parse(int argc, char **argv, score_args *a) {
     a->format = PS_CLI_FORMAT_JSONL;
     a->max_line = PS_JSONL_MAX_LINE_BYTES;
     a->shard = (shard_spec){0, 1, false};
+    a->min_k.o = ps_detect_default_opts();
     ps_cli_model_opts *o = &a->o;
     const ps_cli_opt model_opts[] = {
         PS_CLI_OPTS_MODEL(o),
@@ -456,10 +508,17 @@ static int score_parse(int argc, char **argv, score_args *a) {
          "(logprob, rank, top 3; coloured on a terminal); summary: one\n"
          "line per prompt (tokens, NLL, perplexity, most surprising)",
          PS_CLI_FN, &a->format, 0, 0, opt_format},
-        {"--stats", NULL, "add \"entropy\" (nats, of each position's whole distribution) and\n"
-         "\"rank\" (1-based rank of the scored token, ties by ascending id)\n"
-         "arrays to the logprobs object, aligned with token_logprobs",
+        {"--stats", NULL, "add \"entropy\" (nats, of each position's whole distribution),\n"
+         "\"varentropy\" (the variance of log p under p, nats^2) and \"rank\"\n"
+         "(1-based rank of the scored token, ties by ascending id) arrays to\n"
+         "the logprobs object, aligned with token_logprobs",
          PS_CLI_FLAG, &a->stats},
+        {"--detect", NULL, "add a \"detect\" object to each line: contamination scores\n"
+         "min_k and min_k_pp (Min-K% Prob, Min-K%++) per --min-k percentage,\n"
+         "zlib_ratio, and with --compare ref_ratio (docs/api.md, \"Contamination\n"
+         "scores\"); a line of one token is an error line", PS_CLI_FLAG, &a->detect},
+        {"--min-k", "LIST", "with --detect: the percentages of min_k / min_k_pp, e.g.\n"
+         "10,20,30 (integers 1 to 100; default 20)", PS_CLI_FN, &a->min_k, 0, 0, opt_min_k},
         {"--compare", "FILE", "a second GGUF with the same vocabulary, run over the same tokens\n"
          "chunk by chunk: adds \"kld\" (KL(model || FILE), nats, whole\n"
          "vocabulary), \"same_top1\" (0/1) and \"dp\" (p_FILE - p_model of the\n"
@@ -503,6 +562,10 @@ static int score_parse(int argc, char **argv, score_args *a) {
     int pr_rc = ps_cli_parse(&c, argc, argv);
     if (pr_rc >= 0) return pr_rc;
     a->sharded = a->shard.given || a->resume;
+    if (a->min_k.given && !a->detect) {
+        fprintf(stderr, "promptscore %s: --min-k needs --detect\n", cmd);
+        return 2;
+    }
     if (a->resume && (!a->out_path || !strcmp(a->out_path, "-"))) {
         fprintf(stderr, "promptscore %s: --resume needs the output file (-o FILE)\n", cmd);
         return 2;
@@ -821,7 +884,8 @@ int ps_cli_score(int argc, char **argv) {
     lp.flush_each = fstat(lp.out_fd, &osb) != 0 || !S_ISREG(osb.st_mode);
     ps_cli_view view;
     int32_t k = a.k;
-    lp.sc = (score_ctx){.l = &r.l, .engine = r.engine, .chunk = a.o.chunk, .stats = a.stats};
+    lp.sc = (score_ctx){.l = &r.l, .engine = r.engine, .chunk = a.o.chunk, .stats = a.stats,
+                        .detect = a.detect ? &a.min_k.o : NULL};
     if (a.format != PS_CLI_FORMAT_JSONL) {
         ps_cli_view_init(&view, a.format, isatty(lp.out_fd) && !getenv("NO_COLOR"));
         lp.sc.view = &view;
@@ -829,7 +893,8 @@ int ps_cli_score(int argc, char **argv) {
     }
     lp.sc.lim = (ps_jsonl_limits){.vocab = r.l.vocab, .n_vocab = r.l.info.n_vocab,
                                   .n_ctx = r.l.info.n_ctx, .default_k = k, .add_bos = !a.no_bos,
-                                  .max_line_bytes = a.max_line, .no_parse_special = a.no_special};
+                                  .max_line_bytes = a.max_line, .no_parse_special = a.no_special,
+                                  .keep_text = a.detect};
     lp.lineno = r.so.lineno;
     ps_buf_init(&lp.b);
     ps_buf_init(&lp.pending);

@@ -367,20 +367,20 @@ void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r
 }
 
 /* The statistics of entries [first, end) that the result holds, each as ,"key":[...] (null
- * where token_logprobs is null): entropy and rank (params.stats), kld, same_top1 and dp
- * (params.compare). Nothing when the result has none: the object stays as before. With
+ * where token_logprobs is null): entropy, rank and varentropy (params.stats), kld, same_top1
+ * and dp (params.compare). Nothing when the result has none: the object stays as before. With
  * params.compares, the "compare" array follows them (ps_json_compares). */
 static void stat_arrays(ps_buf *b, const ps_score_result *r, int32_t first, int32_t end,
                         int32_t values_from) {
-    const char *keys[5] = {"entropy", "rank", "kld", "same_top1", "dp"};
-    const float *f[5] = {r->entropy, NULL, r->kld, NULL, r->dp};
-    const int32_t *n[5] = {NULL, r->rank, NULL, r->same_top1, NULL};
-    for (int a = 0; a < 5; a++) {
+    const char *keys[6] = {"entropy", "rank", "kld", "same_top1", "dp", "varentropy"};
+    const float *f[6] = {r->entropy, NULL, r->kld, NULL, r->dp, r->varentropy};
+    const int32_t *n[6] = {NULL, r->rank, NULL, r->same_top1, NULL, NULL};
+    for (int a = 0; a < 6; a++) {
         if (!f[a] && !n[a]) continue;
         ps_buf_printf(b, ",\"%s\":[", keys[a]);
         for (int32_t i = first; i < end; i++) {
             if (i > first) ps_buf_putc(b, ',');
-            if (i < values_from || isnan(r->logprobs[i]) || (r->kld && a >= 2 && i >= r->n_prompt))
+            if (i < values_from || isnan(r->logprobs[i]) || (r->kld && a >= 2 && a <= 4 && i >= r->n_prompt))
                 ps_buf_append(b, "null", 4);
             else if (f[a])
                 ps_json_f32(b, f[a][i]);

@@ -35,8 +35,8 @@ void ps_token_text(ps_buf *b, const ps_vocab *vocab, int32_t id);
  * order), text_offset (code points into the concatenated token texts, starting at
  * text_offset0), prompt_offset (prompt_offset[i] = byte offset of entry i in the prompt as
  * sent, -1 or a NULL array = null; generated entries are null), token_ids, top_ids.
- * When the result holds them: entropy and rank (ps_score_params.stats), kld, same_top1 and
- * dp (ps_score_params.compare), arrays aligned with token_logprobs (null where it is null).
+ * When the result holds them: entropy, rank and varentropy (ps_score_params.stats), kld,
+ * same_top1 and dp (ps_score_params.compare), arrays aligned with token_logprobs (null where it is null).
  * When text is not NULL the concatenation of the entries' token texts is appended to it.
  * Writes nothing else (the caller writes the key "logprobs": before it). */
 void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,

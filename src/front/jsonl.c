@@ -27,6 +27,8 @@ void ps_jsonl_req_free(ps_jsonl_req *req) {
     ps_free(req->id_json);
     ps_free(req->ids);
     ps_free(req->prompt_offset);
+    ps_free(req->text);
+    req->text = NULL;
     req->id_json = NULL;
     req->ids = NULL;
     req->prompt_offset = NULL;
@@ -78,7 +80,7 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
     ps_req_limits rl = {.vocab = lim->vocab, .n_vocab = lim->n_vocab, .n_ctx = lim->n_ctx,
                         .max_logprobs = lim->n_vocab, .no_add_special = !lim->add_bos,
                         .no_parse_special = lim->no_parse_special, .line = true,
-                        .default_logprobs = lim->default_k};
+                        .default_logprobs = lim->default_k, .keep_text = lim->keep_text};
     ps_completion_req r;
     ps_req_error e;
     if (!ps_request_from_json(root, &rl, &r, &e)) {
@@ -92,8 +94,11 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
     req->ids = r.prompts[0].ids;
     req->n = r.prompts[0].n;
     req->prompt_offset = r.prompts[0].prompt_offset;
+    req->text = r.prompts[0].text;
+    req->text_len = r.prompts[0].text_len;
     r.prompts[0].ids = NULL;
     r.prompts[0].prompt_offset = NULL;
+    r.prompts[0].text = NULL;
     req->k = r.logprobs;
     req->logprobs_from = r.logprobs_from;
     ps_completion_req_free(&r);
@@ -263,5 +268,9 @@ void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req 
         ps_json_f64(b, m > 0 ? 100.0 * (double)same / m : NAN);
     }
     ps_json_compares(b, r, 0, r->n_prompt, req->logprobs_from);
+    if (req->detect_json) { /* --detect: the object the caller rendered (front/detect.h) */
+        ps_buf_puts(b, ",\"detect\":");
+        ps_buf_append(b, req->detect_json, req->detect_len);
+    }
     ps_buf_printf(b, ",\"n_tokens\":%d}\n", (int)r->n_prompt);
 }

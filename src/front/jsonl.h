@@ -34,6 +34,7 @@ typedef struct {
     int64_t max_line_bytes; /* a longer line is refused (0: PS_JSONL_MAX_LINE_BYTES) */
     bool no_parse_special;  /* text prompts: special-token text stays plain text (the default,
                              * false, recognises it, as the server does: docs/api.md) */
+    bool keep_text;         /* text prompts: keep a copy of the text (req->text; --detect) */
 } ps_jsonl_limits;
 
 typedef struct {
@@ -47,6 +48,13 @@ typedef struct {
     /* when !ok: the error line's fields (request.h); message names the line number and what
      * is wrong; code is also "line_too_long" or "too_deep" (the pre-scan's limits) */
     ps_req_error err;
+    /* appended: */
+    char *text;             /* with ps_jsonl_limits.keep_text, a text prompt's bytes (owned,
+                             * text_len of them), else NULL */
+    size_t text_len;
+    const char *detect_json;/* set by the caller before ps_jsonl_write_result: the "detect"
+                             * object (detect_len bytes, front/detect.h), or NULL; not owned */
+    size_t detect_len;
 } ps_jsonl_req;
 
 /* What the pre-scanner (jscan.h) checks a line against before jansson reads it: the line's
@@ -78,7 +86,8 @@ void ps_jsonl_write_error(ps_buf *b, const ps_jsonl_req *req);
  * for a one-token prompt, which has nothing scored). A compared score (ps_score_params.compare)
  * adds kld_mean (the mean of kld over the scored positions) and same_top1_pct (the share of
  * them with the same top-1, in percent) before n_tokens. Several compared models
- * (ps_score_params.compares) add the "compare" array there instead (ps_json_compares). */
+ * (ps_score_params.compares) add the "compare" array there instead (ps_json_compares).
+ * req->detect_json, when set, is written as "detect" after them. */
 void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req *req,
                            const ps_score_result *r);
 

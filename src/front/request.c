@@ -381,6 +381,15 @@ static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_speci
                                         add_special && ps_vocab_add_bos(lim->vocab),
                                         pr->prompt_offset);
             }
+            if (ok && (lim->keep_text || r->detect)) { /* the zlib ratio's bytes */
+                pr->text_len = json_string_length(item);
+                pr->text = ps_malloc(pr->text_len ? pr->text_len : 1);
+                if (!pr->text) {
+                    r->n_prompts = (int32_t)i + 1;
+                    return ps_req_fail(e, 500, NULL, NULL, "out of memory reading prompts");
+                }
+                memcpy(pr->text, json_string_value(item), pr->text_len);
+            }
         } else {
             if (!json_is_array(item)) {
                 ps_req_describe(item, d, sizeof d);
@@ -417,15 +426,16 @@ ps_score_params ps_completion_score_params(const ps_completion_req *req, uint64_
     p.seed = seed;
     p.stop = (const char *const *)req->stop;
     p.n_stop = req->n_stop;
-    p.stats = req->stats;
+    p.stats = req->stats || req->detect; /* detect reads the entropy and varentropy */
     return p;
 }
 
 int64_t ps_completion_estimate(const ps_completion_req *r) {
     int64_t per_lp = r->logprobs >= 0 ? 48 + 56 * ((int64_t)r->logprobs + 1) : 0;
-    /* "stats": entropy (up to 16 bytes) and rank (up to 11); a compared server adds kld, dp
-     * and same_top1 (about 40 more), which the 16 per entry below leaves room for */
-    if (r->logprobs >= 0 && r->stats) per_lp += 28;
+    /* "stats": entropy and varentropy (up to 16 bytes each) and rank (up to 11); a compared
+     * server adds kld, dp and same_top1 (about 40 more), which the 16 per entry below leaves
+     * room for */
+    if (r->logprobs >= 0 && r->stats) per_lp += 44;
     int64_t entries = r->prompt_tokens + (int64_t)r->n_prompts * r->max_tokens;
     int64_t with_values = entries; /* entries before logprobs_from carry no values */
     if (r->logprobs_from > 0 && r->prompts) {
@@ -433,7 +443,9 @@ int64_t ps_completion_estimate(const ps_completion_req *r) {
         for (int32_t i = 0; i < r->n_prompts; i++)
             with_values += PS_MAX(0, (int64_t)r->prompts[i].n + r->max_tokens - r->logprobs_from);
     }
-    return 1024 + 256 * (int64_t)r->n_prompts + entries * 16 + with_values * per_lp;
+    /* "detect": per prompt two objects of up to 30 bytes per percentage, two ratios */
+    int64_t detect = r->detect ? (int64_t)r->n_prompts * (120 + 60 * (int64_t)r->n_min_k) : 0;
+    return 1024 + 256 * (int64_t)r->n_prompts + entries * 16 + with_values * per_lp + detect;
 }
 
 void ps_completion_req_free(ps_completion_req *r) {
@@ -442,6 +454,7 @@ void ps_completion_req_free(ps_completion_req *r) {
         for (int32_t i = 0; i < r->n_prompts; i++) {
             ps_free(r->prompts[i].ids);
             ps_free(r->prompts[i].prompt_offset);
+            ps_free(r->prompts[i].text);
         }
     ps_free(r->prompts);
     if (r->stop)
@@ -450,12 +463,38 @@ void ps_completion_req_free(ps_completion_req *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* "min_k": a list of 1 to PS_DETECT_MAX_K integers in [1, 100] (default {20}). */
+static bool get_min_k(json_t *root, ps_completion_req *r, ps_req_error *e) {
+    json_t *v = field(root, "min_k");
+    r->n_min_k = 1;
+    r->min_k[0] = 20;
+    if (!v) return true;
+    char d[64];
+    ps_req_describe(v, d, sizeof d);
+    if (!json_is_array(v) || json_array_size(v) < 1 || json_array_size(v) > PS_DETECT_MAX_K)
+        return ps_req_fail(e, 400, "min_k", NULL,
+                           "min_k must be a list of 1 to %d percentages like [10, 20], got %s",
+                           PS_DETECT_MAX_K, d);
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        json_t *x = json_array_get(v, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 100) {
+            ps_req_describe(x, d, sizeof d);
+            return ps_req_fail(e, 400, "min_k", NULL,
+                               "min_k[%zu] must be an integer from 1 to 100, got %s", i, d);
+        }
+        r->min_k[i] = (int32_t)json_integer_value(x);
+    }
+    r->n_min_k = (int32_t)json_array_size(v);
+    return true;
+}
+
 /* The fields a line does not read: checked and read for the server only. */
 static bool server_fields(json_t *root, const ps_req_limits *lim, ps_completion_req *r,
                           ps_req_error *e) {
     return check_model(root, lim, e) && check_unsupported(root, e) &&
            get_bool(root, "echo", false, &r->echo, e) &&
-           get_bool(root, "stats", false, &r->stats, e);
+           get_bool(root, "stats", false, &r->stats, e) &&
+           get_bool(root, "detect", false, &r->detect, e) && get_min_k(root, r, e);
 }
 
 bool ps_request_from_json(json_t *root, const ps_req_limits *lim, ps_completion_req *out,
@@ -552,6 +591,13 @@ bool ps_request_from_json(json_t *root, const ps_req_limits *lim, ps_completion_
         if (!parse_stop(root, &r, e)) goto done;
     }
     if (!parse_prompts(root, lim, add_special, parse_special, &r, e)) goto done;
+    for (int32_t i = 0; r.detect && i < r.n_prompts; i++)
+        if (r.prompts[i].n < 2) {
+            ps_req_fail(e, 400, "prompt", NULL,
+                        "detect needs prompts of at least 2 tokens (one scored); prompt %d has %d",
+                        (int)i, (int)r.prompts[i].n);
+            goto done;
+        }
     ok = true;
 done:
     if (ok) *out = r;

@@ -68,12 +68,17 @@ typedef struct {
      * is 0 and logprobs is never null. */
     bool line;
     int32_t default_logprobs;
+    bool keep_text;          /* appended: keep a copy of each text prompt (ps_req_prompt.text) */
 } ps_req_limits;
 
 typedef struct {
     int32_t *ids;  /* owned */
     int32_t n;
     int32_t *prompt_offset; /* owned: n byte offsets into a text prompt (-1 = null); NULL for ids */
+    /* appended: with ps_req_limits.keep_text or "detect": true, a copy of a text prompt's
+     * bytes (owned, text_len of them); NULL for ids */
+    char *text;
+    size_t text_len;
 } ps_req_prompt;
 
 /* A validated job: the prompts' token ids and how to score them. */
@@ -91,8 +96,13 @@ typedef struct {
     char **stop;             /* n_stop non-empty strings, owned */
     int32_t n_stop;
     int64_t prompt_tokens;   /* sum of the prompts' lengths */
-    bool stats;              /* "stats": true adds entropy and rank to the logprobs object
-                                (default false) */
+    bool stats;              /* "stats": true adds entropy, rank and varentropy to the
+                                logprobs object (default false) */
+    /* appended: */
+    bool detect;             /* "detect": true adds each choice's "detect" object (default
+                                false; the server's requests) */
+    int32_t n_min_k;         /* "min_k": the percentages of min_k / min_k_pp (default {20}) */
+    int32_t min_k[PS_DETECT_MAX_K];
 } ps_completion_req;
 
 /* Validates the object root against lim into *out (free with ps_completion_req_free). Returns

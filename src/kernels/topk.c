@@ -97,6 +97,19 @@ static void plogp_scalar(const void *a, const void *b, ps_dtype dt, int64_t b0, 
     }
 }
 
+static void plogpv_scalar(const void *a, ps_dtype dt, int64_t b0, int64_t nb, float lse_a,
+                          float *E, double *V) {
+    for (int64_t blk = 0; blk < nb; blk++) {
+        float x[PS_TOPK_BLOCK];
+        logits_f32(a, dt, (b0 + blk) * PS_TOPK_BLOCK, PS_TOPK_BLOCK, x);
+        for (int j = 0; j < PS_TOPK_BLOCK; j++) {
+            float l = x[j] - lse_a;
+            E[j] += ps_plogp_term(l, 0.0f);
+            ps_plogpv_term(l, V, j);
+        }
+    }
+}
+
 static void count_scalar(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
                          int64_t *gt, int64_t *eq) {
     for (int64_t blk = 0; blk < nb; blk++) {
@@ -115,16 +128,18 @@ typedef struct {
     ps_gemask_fn gemask;
     ps_plogp_fn plogp;
     ps_count_fn count;
+    ps_plogpv_fn plogpv;
 } kernels;
 
 static kernels kernels_for(ps_isa isa) {
-    kernels k = {fused_scalar, expsum_scalar, gemask_scalar, plogp_scalar, count_scalar};
+    kernels k = {fused_scalar, expsum_scalar, gemask_scalar, plogp_scalar, count_scalar,
+                 plogpv_scalar};
     if (isa == PS_ISA_AVX2)
         k = (kernels){ps_topk_fused_avx2, ps_topk_expsum_avx2, ps_topk_gemask_avx2,
-                      ps_topk_plogp_avx2, ps_topk_count_avx2};
+                      ps_topk_plogp_avx2, ps_topk_count_avx2, ps_topk_plogpv_avx2};
     if (isa == PS_ISA_AVX512)
         k = (kernels){ps_topk_fused_avx512, ps_topk_expsum_avx512, ps_topk_gemask_avx512,
-                      ps_topk_plogp_avx512, ps_topk_count_avx512};
+                      ps_topk_plogp_avx512, ps_topk_count_avx512, ps_topk_plogpv_avx512};
     return k;
 }
 
@@ -257,6 +272,53 @@ static double plogp_row(kernels k, const void *a, const void *b, ps_dtype dt, in
 static float row_entropy(kernels k, const void *row, ps_dtype dt, int64_t n, float lse) {
     if (lse == -INFINITY) return NAN;
     return (float)-plogp_row(k, row, NULL, dt, n, lse, 0.0f);
+}
+
+/* Varentropy from the three lane sums of topk.h ps_plogpv_fn (each lane summed over the row):
+ * the fixed pairwise tree over each, then with m = S1 / S0 the variance S2 / S0 - m^2 in
+ * double (p normalised by its own sum S0 >= 1 - 1e-6: the float32 lse's rounding shifts every
+ * l alike, which a variance does not see), raised to 0 when rounding leaves it below, rounded
+ * once to float. */
+static float varentropy_of(double *V) {
+    for (int s = 0; s < 3; s++) {
+        double *D = V + s * PS_TOPK_BLOCK;
+        for (int h = PS_TOPK_BLOCK / 2; h >= 1; h /= 2)
+            for (int j = 0; j < h; j++) D[j] += D[j + h];
+    }
+    double m = V[PS_TOPK_BLOCK] / V[0];
+    double v = V[2 * PS_TOPK_BLOCK] / V[0] - m * m;
+    return (float)(v < 0.0 ? 0.0 : v);
+}
+
+/* Entropy (as row_entropy, the same bits) and varentropy of a row in one read of its logits:
+ * plogp_row's order for the entropy, and the double lane sums of ps_plogpv_fn, the ragged
+ * tail in scalar code into lanes 0 .. tail - 1 after the full blocks. NaN for a row of only
+ * -inf. */
+static void row_entropy_var(kernels k, const void *row, ps_dtype dt, int64_t n, float lse,
+                            float *ent, float *var) {
+    if (lse == -INFINITY) {
+        *ent = *var = NAN;
+        return;
+    }
+    double D[PS_TOPK_BLOCK] = {0}, V[3 * PS_TOPK_BLOCK] = {0};
+    int64_t nfull = n / PS_TOPK_BLOCK, tail = n % PS_TOPK_BLOCK;
+    for (int64_t b0 = 0; b0 < nfull; b0 += PS_TOPK_CHUNK_BLOCKS) {
+        float E[PS_TOPK_BLOCK] = {0};
+        k.plogpv(row, dt, b0, PS_MIN(PS_TOPK_CHUNK_BLOCKS, nfull - b0), lse, E, V);
+        for (int j = 0; j < PS_TOPK_BLOCK; j++) D[j] += (double)E[j];
+    }
+    if (tail) {
+        float x[PS_TOPK_BLOCK];
+        logits_f32(row, dt, nfull * PS_TOPK_BLOCK, tail, x);
+        for (int64_t j = 0; j < tail; j++) {
+            D[j] += (double)ps_plogp_term(x[j] - lse, 0.0f);
+            ps_plogpv_term(x[j] - lse, V, j);
+        }
+    }
+    for (int h = PS_TOPK_BLOCK / 2; h >= 1; h /= 2)
+        for (int j = 0; j < h; j++) D[j] += D[j + h];
+    *ent = (float)-D[0];
+    *var = varentropy_of(V);
 }
 
 /* The 1-based rank of token t in the row: 1 + #(logits above its own) + #(equal logits with
@@ -446,7 +508,13 @@ static void write_row(const job *jb, int64_t r, float lse, const uint64_t *sel, 
         int32_t t = lg->targets[r];
         out->target_logprob[r] = t < 0 ? NAN : logprob(logit_at(row, lg->dtype, t), lse);
     }
-    if (out->entropy) out->entropy[r] = row_entropy(jb->kern, row, lg->dtype, lg->n_vocab, lse);
+    if (out->varentropy) { /* entropy in the same read */
+        float ent;
+        row_entropy_var(jb->kern, row, lg->dtype, lg->n_vocab, lse, &ent, &out->varentropy[r]);
+        if (out->entropy) out->entropy[r] = ent;
+    } else if (out->entropy) {
+        out->entropy[r] = row_entropy(jb->kern, row, lg->dtype, lg->n_vocab, lse);
+    }
     if (out->rank) {
         int32_t t = lg->targets ? lg->targets[r] : -1;
         out->rank[r] = t < 0 ? 0 : row_rank(jb->kern, row, lg->dtype, lg->n_vocab, t);
@@ -601,19 +669,27 @@ static void ref_row(void *ctx, int64_t r, int32_t thread_index) {
     float lse = ps_lse_f32(x, n);
     for (int64_t i = 0; i < n; i++) lp[i] = logprob(x[i], lse); /* the full log-softmax */
     const ps_topk_out *out = jb->out;
-    if (out->entropy) { /* -sum p log p over the log-softmax row, in the canonical order */
-        double D[PS_TOPK_BLOCK] = {0};
+    if (out->entropy || out->varentropy) {
+        /* -sum p log p over the log-softmax row, in the canonical order; varentropy's double
+         * lane sums over the same elements, each lane in ascending order */
+        double D[PS_TOPK_BLOCK] = {0}, V[3 * PS_TOPK_BLOCK] = {0};
         int64_t full = n / PS_TOPK_BLOCK * PS_TOPK_BLOCK;
         for (int64_t c0 = 0; c0 < full; c0 += PS_TOPK_BLOCK * PS_TOPK_CHUNK_BLOCKS) {
             float E[PS_TOPK_BLOCK] = {0};
-            for (int64_t i = c0; i < PS_MIN(full, c0 + PS_TOPK_BLOCK * PS_TOPK_CHUNK_BLOCKS); i++)
+            for (int64_t i = c0; i < PS_MIN(full, c0 + PS_TOPK_BLOCK * PS_TOPK_CHUNK_BLOCKS); i++) {
                 E[i % PS_TOPK_BLOCK] += ps_plogp_term(lp[i], 0.0f);
+                ps_plogpv_term(lp[i], V, i % PS_TOPK_BLOCK);
+            }
             for (int j = 0; j < PS_TOPK_BLOCK; j++) D[j] += (double)E[j];
         }
-        for (int64_t i = full; i < n; i++) D[i - full] += (double)ps_plogp_term(lp[i], 0.0f);
+        for (int64_t i = full; i < n; i++) {
+            D[i - full] += (double)ps_plogp_term(lp[i], 0.0f);
+            ps_plogpv_term(lp[i], V, i - full);
+        }
         for (int h = PS_TOPK_BLOCK / 2; h >= 1; h /= 2)
             for (int j = 0; j < h; j++) D[j] += D[j + h];
-        out->entropy[r] = lse == -INFINITY ? NAN : (float)-D[0];
+        if (out->entropy) out->entropy[r] = lse == -INFINITY ? NAN : (float)-D[0];
+        if (out->varentropy) out->varentropy[r] = lse == -INFINITY ? NAN : varentropy_of(V);
     }
     if (out->lse) out->lse[r] = lse;
     if (lg->targets && out->target_logprob) {

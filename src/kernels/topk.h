@@ -90,6 +90,16 @@ typedef void (*ps_expsum_fn)(const void *row, ps_dtype dt, int64_t b0, int64_t n
  * driver (topk.c) starts E at 0 per chunk of 64 blocks and adds it into double lane totals. */
 typedef void (*ps_plogp_fn)(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
                             float lse_a, float lse_b, float *E);
+/* The statistics pass with varentropy (one row, no second model): E exactly as ps_plogp_fn's
+ * with b == NULL (entropy), and in the same read, for the same kept elements, three double
+ * lane sums, V = 3 x 64 doubles: V[j] += p, V[64 + j] += a and V[128 + j] += a * (double)l
+ * with a = (double)p * (double)l (exact: a product of two floats fits a double); an element
+ * with l < PS_EXP_LO adds +0 to all three. Varentropy is then the variance of l under p
+ * normalised by its own sum (topk.c): S2 / S0 - (S1 / S0)^2, which a rounding of the float32
+ * lse (the same shift of every l) does not move. V is never reset by the driver: each lane
+ * sees its elements in ascending order over the row. */
+typedef void (*ps_plogpv_fn)(const void *a, ps_dtype dt, int64_t b0, int64_t nb, float lse_a,
+                             float *E, double *V);
 /* Counts over the nb full blocks from b0: *gt += #(x > v), *eq += #(x == v). */
 typedef void (*ps_count_fn)(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
                             int64_t *gt, int64_t *eq);
@@ -100,6 +110,23 @@ static inline float ps_plogp_term(float l, float lb) {
     return l < PS_EXP_LO ? 0.0f : p * (l - lb);
 }
 
+/* One element of the varentropy sums, in scalar code (the SIMD kernels compute the same). */
+static inline void ps_plogpv_term(float l, double *V, int64_t j) {
+    double p = 0.0, a = 0.0, b = 0.0;
+    if (!(l < PS_EXP_LO)) {
+        p = (double)ps_exp_canon(l);
+        a = p * (double)l;
+        b = a * (double)l;
+    }
+    V[j] += p;
+    V[PS_TOPK_BLOCK + j] += a;
+    V[2 * PS_TOPK_BLOCK + j] += b;
+}
+
+void ps_topk_plogpv_avx2(const void *a, ps_dtype dt, int64_t b0, int64_t nb, float lse_a,
+                         float *E, double *V);
+void ps_topk_plogpv_avx512(const void *a, ps_dtype dt, int64_t b0, int64_t nb, float lse_a,
+                           float *E, double *V);
 void ps_topk_plogp_avx2(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
                         float lse_a, float lse_b, float *E);
 void ps_topk_count_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,

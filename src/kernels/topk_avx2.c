@@ -159,6 +159,50 @@ PS_TARGET_AVX2 void ps_topk_plogp_avx2(const void *a, const void *b, ps_dtype dt
     }
 }
 
+/* The statistics pass with varentropy (topk.h ps_plogpv_fn): E as plogp_dt's with b == NULL;
+ * the float vector of lanes 8q..8q+7 is widened in two halves, lanes 8q..8q+3 and 8q+4..8q+7
+ * in the double accumulators at V + 8q and + 8q + 4 of each of the three sums (kept in
+ * memory). Dropped elements have p and l cleared to 0 first, so they add +0 like the scalar
+ * term. */
+PS_T2_INLINE void plogpv_dt(const void *a, ps_dtype dt, int64_t b0, int64_t nb, float lse_a,
+                            float *E, double *V) {
+    const __m256 la = _mm256_set1_ps(lse_a);
+    const __m256 lo = _mm256_set1_ps(PS_EXP_LO);
+    __m256 s[8];
+    for (int q = 0; q < 8; q++) s[q] = _mm256_loadu_ps(E + 8 * q);
+    for (int64_t blk = 0; blk < nb; blk++) {
+        int64_t i = (b0 + blk) * PS_TOPK_BLOCK;
+        for (int q = 0; q < 8; q++) {
+            __m256 l = _mm256_sub_ps(load8(a, dt, i + 8 * q), la);
+            __m256 drop = _mm256_cmp_ps(l, lo, _CMP_LT_OQ);
+            __m256 p = exp8(l);
+            __m256 t = _mm256_andnot_ps(drop, _mm256_mul_ps(p, l));
+            s[q] = _mm256_add_ps(s[q], t);
+            __m256 pk = _mm256_andnot_ps(drop, p), lk = _mm256_andnot_ps(drop, l);
+            for (int h = 0; h < 2; h++) {
+                __m128 ph = h ? _mm256_extractf128_ps(pk, 1) : _mm256_castps256_ps128(pk);
+                __m128 lh = h ? _mm256_extractf128_ps(lk, 1) : _mm256_castps256_ps128(lk);
+                __m256d ld = _mm256_cvtps_pd(lh), pd = _mm256_cvtps_pd(ph);
+                __m256d ad = _mm256_mul_pd(pd, ld);
+                double *v0 = V + 8 * q + 4 * h, *v1 = v0 + PS_TOPK_BLOCK, *v2 = v1 + PS_TOPK_BLOCK;
+                _mm256_storeu_pd(v0, _mm256_add_pd(_mm256_loadu_pd(v0), pd));
+                _mm256_storeu_pd(v1, _mm256_add_pd(_mm256_loadu_pd(v1), ad));
+                _mm256_storeu_pd(v2, _mm256_add_pd(_mm256_loadu_pd(v2), _mm256_mul_pd(ad, ld)));
+            }
+        }
+    }
+    for (int q = 0; q < 8; q++) _mm256_storeu_ps(E + 8 * q, s[q]);
+}
+
+PS_TARGET_AVX2 void ps_topk_plogpv_avx2(const void *a, ps_dtype dt, int64_t b0, int64_t nb,
+                                        float lse_a, float *E, double *V) {
+    switch (dt) {
+    case PS_DTYPE_F32: plogpv_dt(a, PS_DTYPE_F32, b0, nb, lse_a, E, V); break;
+    case PS_DTYPE_F16: plogpv_dt(a, PS_DTYPE_F16, b0, nb, lse_a, E, V); break;
+    default: plogpv_dt(a, PS_DTYPE_BF16, b0, nb, lse_a, E, V); break;
+    }
+}
+
 PS_T2_INLINE void count_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
                            int64_t *gt, int64_t *eq) {
     const __m256 vv = _mm256_set1_ps(v);
@@ -193,6 +237,10 @@ PS_TARGET_AVX2 void ps_topk_count_avx2(const void *row, ps_dtype dt, int64_t b0,
 void ps_topk_plogp_avx2(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
                         float lse_a, float lse_b, float *E) {
     (void)a; (void)b; (void)dt; (void)b0; (void)nb; (void)lse_a; (void)lse_b; (void)E;
+}
+void ps_topk_plogpv_avx2(const void *a, ps_dtype dt, int64_t b0, int64_t nb, float lse_a,
+                         float *E, double *V) {
+    (void)a; (void)dt; (void)b0; (void)nb; (void)lse_a; (void)E; (void)V;
 }
 void ps_topk_count_avx2(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
                         int64_t *gt, int64_t *eq) {

@@ -234,6 +234,60 @@ PS_TARGET_AVX512 void ps_topk_plogp_avx512(const void *a, const void *b, ps_dtyp
     }
 }
 
+/* The statistics pass with varentropy (topk.h ps_plogpv_fn): E as plogp_dt's with b == NULL;
+ * the float vector of lanes 16q..16q+15 is widened in two halves, lanes 16q..16q+7 and
+ * 16q+8..16q+15 in the double accumulators at V + 16q and + 16q + 8 of each of the three sums
+ * (8 vectors each, in registers). Dropped elements give +0 (zero-masked), like the scalar
+ * term. */
+PS_T512_INLINE void plogpv_dt(const void *a, ps_dtype dt, int64_t b0, int64_t nb, float lse_a,
+                              float *E, double *V) {
+    const __m512 la = _mm512_set1_ps(lse_a);
+    const __m512 lo = _mm512_set1_ps(PS_EXP_LO);
+    __m512 s[4];
+    __m512d v0[8], v1[8], v2[8];
+    for (int q = 0; q < 4; q++) s[q] = _mm512_loadu_ps(E + 16 * q);
+    for (int q = 0; q < 8; q++) {
+        v0[q] = _mm512_loadu_pd(V + 8 * q);
+        v1[q] = _mm512_loadu_pd(V + PS_TOPK_BLOCK + 8 * q);
+        v2[q] = _mm512_loadu_pd(V + 2 * PS_TOPK_BLOCK + 8 * q);
+    }
+    for (int64_t blk = 0; blk < nb; blk++) {
+        int64_t i = (b0 + blk) * PS_TOPK_BLOCK;
+        for (int q = 0; q < 4; q++) {
+            __m512 l = _mm512_sub_ps(load16(a, dt, i + 16 * q), la);
+            __mmask16 keep = _mm512_cmp_ps_mask(l, lo, _CMP_NLT_UQ);
+            __m512 p = exp16(l);
+            s[q] = _mm512_add_ps(s[q], _mm512_maskz_mul_ps(keep, p, l));
+            for (int h = 0; h < 2; h++) {
+                __m256 ph = h ? _mm512_extractf32x8_ps(p, 1) : _mm512_castps512_ps256(p);
+                __m256 lh = h ? _mm512_extractf32x8_ps(l, 1) : _mm512_castps512_ps256(l);
+                __mmask8 kh = (__mmask8)(h ? keep >> 8 : keep);
+                __m512d ld = _mm512_cvtps_pd(lh);
+                __m512d pd = _mm512_maskz_mov_pd(kh, _mm512_cvtps_pd(ph));
+                __m512d ad = _mm512_maskz_mul_pd(kh, pd, ld);
+                v0[2 * q + h] = _mm512_add_pd(v0[2 * q + h], pd);
+                v1[2 * q + h] = _mm512_add_pd(v1[2 * q + h], ad);
+                v2[2 * q + h] = _mm512_add_pd(v2[2 * q + h], _mm512_maskz_mul_pd(kh, ad, ld));
+            }
+        }
+    }
+    for (int q = 0; q < 4; q++) _mm512_storeu_ps(E + 16 * q, s[q]);
+    for (int q = 0; q < 8; q++) {
+        _mm512_storeu_pd(V + 8 * q, v0[q]);
+        _mm512_storeu_pd(V + PS_TOPK_BLOCK + 8 * q, v1[q]);
+        _mm512_storeu_pd(V + 2 * PS_TOPK_BLOCK + 8 * q, v2[q]);
+    }
+}
+
+PS_TARGET_AVX512 void ps_topk_plogpv_avx512(const void *a, ps_dtype dt, int64_t b0, int64_t nb,
+                                            float lse_a, float *E, double *V) {
+    switch (dt) {
+    case PS_DTYPE_F32: plogpv_dt(a, PS_DTYPE_F32, b0, nb, lse_a, E, V); break;
+    case PS_DTYPE_F16: plogpv_dt(a, PS_DTYPE_F16, b0, nb, lse_a, E, V); break;
+    default: plogpv_dt(a, PS_DTYPE_BF16, b0, nb, lse_a, E, V); break;
+    }
+}
+
 PS_T512_INLINE void count_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
                              int64_t *gt, int64_t *eq) {
     const __m512 vv = _mm512_set1_ps(v);
@@ -263,6 +317,10 @@ PS_TARGET_AVX512 void ps_topk_count_avx512(const void *row, ps_dtype dt, int64_t
 void ps_topk_plogp_avx512(const void *a, const void *b, ps_dtype dt, int64_t b0, int64_t nb,
                           float lse_a, float lse_b, float *E) {
     (void)a; (void)b; (void)dt; (void)b0; (void)nb; (void)lse_a; (void)lse_b; (void)E;
+}
+void ps_topk_plogpv_avx512(const void *a, ps_dtype dt, int64_t b0, int64_t nb, float lse_a,
+                           float *E, double *V) {
+    (void)a; (void)dt; (void)b0; (void)nb; (void)lse_a; (void)E; (void)V;
 }
 void ps_topk_count_avx512(const void *row, ps_dtype dt, int64_t b0, int64_t nb, float v,
                           int64_t *gt, int64_t *eq) {

@@ -128,7 +128,7 @@ ps_status ps_prefix_cache_create(const ps_model *model, const ps_prefix_cache_pa
 
 static void block_free(ps_pc_block *b) {
     if (!b) return;
-    ps_free(b->lp); /* lp, ent and rank are one allocation */
+    ps_free(b->lp); /* lp, ent, rank and var are one allocation */
     ps_free(b->top_ids);
     ps_free(b->top_lp);
     ps_free(b->ids); /* ids, kv and state are one allocation */
@@ -358,12 +358,13 @@ void ps_pcache_release(ps_prefix_cache *c, ps_pc_block **blocks, int32_t m) {
 
 void ps_pcache_read_entries(ps_prefix_cache *c, const ps_pc_block *b, int32_t from,
                             int32_t count, int32_t k, float *lp, int32_t *top_ids,
-                            float *top_lp, float *ent, int32_t *rank) {
+                            float *top_lp, float *ent, int32_t *rank, float *var) {
     assert(from >= 0 && from + count <= c->B && k <= b->k);
     pthread_mutex_lock(&c->mu);
     memcpy(lp, b->lp + from, (size_t)count * sizeof *lp);
     if (ent) memcpy(ent, b->ent + from, (size_t)count * sizeof *ent);
     if (rank) memcpy(rank, b->rank + from, (size_t)count * sizeof *rank);
+    if (var) memcpy(var, b->var + from, (size_t)count * sizeof *var);
     if (k > 0)
         for (int32_t i = 0; i < count; i++) {
             memcpy(top_ids + (size_t)i * (size_t)k, b->top_ids + (size_t)(from + i) * (size_t)b->k,
@@ -383,7 +384,7 @@ ps_status ps_pcache_block_new(ps_prefix_cache *c, int32_t k, int32_t kv_elt, ps_
      * floats after them stay aligned */
     const size_t kv_bytes = c->kv_elems * (size_t)kv_elt;
     const size_t payload = head + kv_bytes + c->state_floats * sizeof(float);
-    const size_t bytes = sizeof(ps_pc_block) + payload + B * (2 * sizeof(float) + sizeof(int32_t)) +
+    const size_t bytes = sizeof(ps_pc_block) + payload + B * (3 * sizeof(float) + sizeof(int32_t)) +
                          B * kk * (sizeof(int32_t) + sizeof(float));
     pthread_mutex_lock(&c->mu);
     uint8_t *mem = idle_take(c, payload); /* memory touched before: no page faults */
@@ -404,11 +405,12 @@ ps_status ps_pcache_block_new(ps_prefix_cache *c, int32_t k, int32_t kv_elt, ps_
     if (b) {
         /* one allocation: the ids, then (64-byte aligned) kv, then state */
         b->ids = (int32_t *)(void *)mem;
-        /* one allocation: logprobs, entropies, ranks */
-        b->lp = ps_malloc(B * (2 * sizeof(float) + sizeof(int32_t)));
+        /* one allocation: logprobs, entropies, ranks, varentropies */
+        b->lp = ps_malloc(B * (3 * sizeof(float) + sizeof(int32_t)));
         if (b->lp) {
             b->ent = b->lp + B;
             b->rank = (int32_t *)(void *)(b->lp + 2 * B);
+            b->var = b->lp + 3 * B;
         }
         b->top_ids = ps_malloc(kk ? B * kk * sizeof *b->top_ids : 1);
         b->top_lp = ps_malloc(kk ? B * kk * sizeof *b->top_lp : 1);
@@ -453,12 +455,13 @@ void ps_pcache_insert(ps_prefix_cache *c, uint64_t cfg, ps_pc_block *parent, ps_
         ps_pc_block *old = find(c, h, cfg, parent, b->ids);
         if (old) {
             if (old->k < b->k) { /* the larger K's answers replace the smaller */
-                float *lp = old->lp, *tl = old->top_lp, *en = old->ent;
+                float *lp = old->lp, *tl = old->top_lp, *en = old->ent, *va = old->var;
                 int32_t *ti = old->top_ids, *rk = old->rank;
                 size_t ob = old->bytes;
-                old->lp = b->lp; /* with ent and rank: one allocation */
+                old->lp = b->lp; /* with ent, rank and var: one allocation */
                 old->ent = b->ent;
                 old->rank = b->rank;
+                old->var = b->var;
                 old->top_ids = b->top_ids;
                 old->top_lp = b->top_lp;
                 old->k = b->k;
@@ -467,6 +470,7 @@ void ps_pcache_insert(ps_prefix_cache *c, uint64_t cfg, ps_pc_block *parent, ps_
                 b->lp = lp;
                 b->ent = en;
                 b->rank = rk;
+                b->var = va;
                 b->top_ids = ti;
                 b->top_lp = tl;
             }

@@ -39,6 +39,8 @@ struct ps_pc_block {
     float *lp;                /* B */
     float *ent;               /* B: entropy of each position's distribution */
     int32_t *rank;            /* B: rank of each position's token */
+    float *var;               /* B: varentropy of each position's distribution (with lp, ent
+                                 and rank: one allocation) */
     int32_t *top_ids;         /* B * k */
     float *top_lp;            /* B * k */
     size_t bytes;             /* what this block holds, counted against the budget */
@@ -66,10 +68,10 @@ void ps_pcache_release(ps_prefix_cache *c, ps_pc_block **blocks, int32_t m);
 
 /* Copies positions [from, from + count) of block b (0 <= from, from + count <= B) answers at
  * top-K k (<= b->k): logprob, then k ids and logprobs per position, into lp, top_ids, top_lp,
- * and entropy and rank into ent and rank (each may be NULL: not copied). */
+ * and entropy, rank and varentropy into ent, rank and var (each may be NULL: not copied). */
 void ps_pcache_read_entries(ps_prefix_cache *c, const ps_pc_block *b, int32_t from,
                             int32_t count, int32_t k, float *lp, int32_t *top_ids, float *top_lp,
-                            float *ent, int32_t *rank);
+                            float *ent, int32_t *rank, float *var);
 
 /* A new block for answers of top-K k and K/V elements of kv_elt (4 or 2) bytes, outside the
  * index, its bytes reserved against the budget (giving back idle payloads of other sizes, then

@@ -24,7 +24,8 @@
  * forward kernels compute each row alone.
  * The chunk stays part of a score's definition so that a future batched kernel may differ.
  *
- * params.stats adds each row's entropy and rank (the kernel's ps_topk_out.entropy / .rank); a
+ * params.stats adds each row's entropy, rank and varentropy (the kernel's ps_topk_out.entropy /
+ * .rank / .varentropy); a
  * score with a prefix cache computes them always, so that every cached block holds them.
  * params.compare forwards a second session over the same chunk into its own logits buffer
  * right after the base's; compare_rows then takes the other model's logprobs and top-1 (the
@@ -91,6 +92,8 @@ void ps_score_result_free(ps_score_result *r) {
     ps_free(r->same_top1);
     ps_free(r->dp);
     ps_compares_free(r);
+    ps_free(r->varentropy);
+    ps_free(r->compare_logprob);
     ps_free(r);
 }
 
@@ -276,14 +279,17 @@ static ps_score_result *result_new(int32_t cap, int32_t k, bool stats, bool comp
     if (stats) {
         r->entropy = ps_malloc((size_t)cap * sizeof *r->entropy);
         r->rank = ps_malloc((size_t)cap * sizeof *r->rank);
+        r->varentropy = ps_malloc((size_t)cap * sizeof *r->varentropy);
     }
     if (compare) {
         r->kld = ps_malloc((size_t)cap * sizeof *r->kld);
         r->same_top1 = ps_malloc((size_t)cap * sizeof *r->same_top1);
         r->dp = ps_malloc((size_t)cap * sizeof *r->dp);
+        r->compare_logprob = ps_malloc((size_t)cap * sizeof *r->compare_logprob);
     }
     if (!r->tokens || !r->logprobs || !r->top_ids || !r->top_logprobs ||
-        (stats && (!r->entropy || !r->rank)) || (compare && (!r->kld || !r->same_top1 || !r->dp))) {
+        (stats && (!r->entropy || !r->rank || !r->varentropy)) ||
+        (compare && (!r->kld || !r->same_top1 || !r->dp || !r->compare_logprob))) {
         ps_score_result_free(r);
         return NULL;
     }
@@ -309,7 +315,8 @@ static ps_status topk_rows(const ps_session *s, const ps_score_params *p, const 
                        .top_ids = p->k ? r->top_ids + (size_t)entry0 * (size_t)p->k : NULL,
                        .top_logprobs = p->k ? r->top_logprobs + (size_t)entry0 * (size_t)p->k : NULL,
                        .entropy = r->entropy ? r->entropy + entry0 : NULL,
-                       .rank = r->rank ? r->rank + entry0 : NULL};
+                       .rank = r->rank ? r->rank + entry0 : NULL,
+                       .varentropy = r->varentropy ? r->varentropy + entry0 : NULL};
     ps_error e;
     ps_error_clear(&e);
     ps_status st = ps_topk_compute(&tp, &lg, &out, &e);
@@ -368,6 +375,7 @@ static ps_status compare_rows(const ps_session *s, const ps_score_params *p, con
         const int32_t tb = p->k ? r->top_ids[(size_t)i * (size_t)p->k] : top_b[j];
         r->same_top1[i] = tb == top_o[j];
         r->dp[i] = (float)(exp((double)lp_o[j]) - exp((double)r->logprobs[i]));
+        r->compare_logprob[i] = lp_o[j];
     }
     return PS_OK;
 }
@@ -406,11 +414,13 @@ static void result_start(ps_score_result *r, const int32_t *tokens, int32_t n_to
     memcpy(r->tokens, tokens, (size_t)n_tokens * sizeof *tokens);
     r->logprobs[0] = NAN;
     if (r->entropy) r->entropy[0] = NAN;
+    if (r->varentropy) r->varentropy[0] = NAN;
     if (r->rank) r->rank[0] = 0;
     if (r->kld) {
         r->kld[0] = NAN;
         r->same_top1[0] = -1;
         r->dp[0] = NAN;
+        r->compare_logprob[0] = NAN;
     }
     for (int32_t j = 0; j < k; j++) {
         r->top_ids[j] = -1;
@@ -423,8 +433,10 @@ static void result_finish(ps_score_result *r, const ps_score_params *p) {
     if (p->stats) return;
     ps_free(r->entropy);
     ps_free(r->rank);
+    ps_free(r->varentropy);
     r->entropy = NULL;
     r->rank = NULL;
+    r->varentropy = NULL;
 }
 
 /* Generation after the prompt (p->max_tokens > 0) on sequence q, whose n_past is the prompt's
@@ -617,6 +629,7 @@ static void cache_insert(cache_run *cr, const int32_t *tokens, const ps_score_re
         memcpy(blk->ids, tokens + p0, (size_t)B * sizeof *blk->ids);
         memcpy(blk->lp, r->logprobs + p0, (size_t)B * sizeof *blk->lp);
         memcpy(blk->ent, r->entropy + p0, (size_t)B * sizeof *blk->ent);
+        memcpy(blk->var, r->varentropy + p0, (size_t)B * sizeof *blk->var);
         memcpy(blk->rank, r->rank + p0, (size_t)B * sizeof *blk->rank);
         memcpy(blk->top_ids, r->top_ids + p0 * (size_t)k, (size_t)B * (size_t)k * sizeof(int32_t));
         memcpy(blk->top_lp, r->top_logprobs + p0 * (size_t)k, (size_t)B * (size_t)k * sizeof(float));
@@ -678,7 +691,7 @@ static ps_status cache_begin(cache_run *cr, ps_prefix_cache *c, const ps_session
         const size_t e = (size_t)i * (size_t)cr->B + (size_t)from;
         ps_pcache_read_entries(c, cr->held[i], from, cr->B - from, k, r->logprobs + e,
                                r->top_ids + e * (size_t)k, r->top_logprobs + e * (size_t)k,
-                               r->entropy + e, r->rank + e);
+                               r->entropy + e, r->rank + e, r->varentropy + e);
     }
     *start = cr->m * cr->B - 1;
     return PS_OK;

@@ -24,6 +24,7 @@
 #include "front/jscan.h"
 #include "serve/metrics.h"
 #include "front/json.h"
+#include "front/detect.h"
 #include "serve/server_conns.h"
 #include "serve/server_guard.h"
 #include "base/testhooks.h"
@@ -386,6 +387,20 @@ static void choice_text(ps_server *s, const ps_completion_req *r, const ps_score
     ps_buf_free(&gen);
 }
 
+/* The "detect" object of choice i (front/detect.h): its prompt's text as sent, or its ids. */
+static void write_detect(ps_server *s, const ps_completion_req *r, int32_t i,
+                         const ps_score_result *x, ps_buf *b) {
+    ps_detect_opts o;
+    memset(&o, 0, sizeof o);
+    o.n_k = r->n_min_k;
+    memcpy(o.k, r->min_k, sizeof o.k);
+    ps_buf_puts(b, ",\"detect\":");
+    ps_error err;
+    if (ps_detect_write(b, &o, x, s->vocab, r->prompts[i].text, r->prompts[i].text_len, &err) !=
+        PS_OK)
+        ps_buf_puts(b, "null"); /* the request was checked (2 tokens or more): out of memory */
+}
+
 static void write_completion(ps_server *s, const ps_completion_req *r, const ps_engine_job *j,
                              ps_buf *b) {
     uint64_t id = atomic_fetch_add(&s->next_id, 1);
@@ -406,9 +421,12 @@ static void write_completion(ps_server *s, const ps_completion_req *r, const ps_
         ps_buf_printf(b, "%s{\"index\":%d,\"text\":", i ? "," : "", (int)i);
         ps_json_str(b, text.data ? text.data : "", text.len);
         ps_buf_puts(b, ",\"logprobs\":");
+        ps_score_result shown = *x; /* "detect" alone computes the statistics: not shown */
+        if (!r->stats) shown.entropy = shown.varentropy = NULL, shown.rank = NULL;
         if (r->logprobs < 0) ps_buf_puts(b, "null");
-        else ps_json_logprobs_from(b, s->vocab, x, r->echo ? 0 : x->n_prompt, r->logprobs_from,
-                                   0, r->prompts[i].prompt_offset, NULL);
+        else ps_json_logprobs_from(b, s->vocab, &shown, r->echo ? 0 : x->n_prompt,
+                                   r->logprobs_from, 0, r->prompts[i].prompt_offset, NULL);
+        if (r->detect) write_detect(s, r, i, x, b);
         ps_buf_printf(b, ",\"finish_reason\":\"%s\"}",
                       x->finish == PS_FINISH_STOP ? "stop" : "length");
     }

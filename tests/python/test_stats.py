@@ -1,4 +1,5 @@
-"""Per-position statistics (stats=True: entropy, rank) and two-model comparison (compare=: kld,
+"""Per-position statistics (stats=True: entropy, rank, varentropy), the contamination scores
+(detect=True, min_k=) and two-model comparison (compare=: kld,
 same_top1, dp, kld_mean, same_top1_pct) against `promptscore score --stats --compare`: the same
 float32 bits; a model against itself gives kld 0 and same_top1 1; bad compare models raise."""
 import os
@@ -93,3 +94,57 @@ def test_compare_bad(stories):
         stories.score("Once upon", compare=t)  # closed
     with pytest.raises(promptscore.Error):
         stories.score("Once upon", compare="not a model")
+
+
+def detect_equal(d, o):
+    """Result.detect against the CLI's object: the same doubles (null = NaN)."""
+    j = o["detect"]
+    for key in ("min_k", "min_k_pp"):
+        assert sorted(d[key]) == sorted(int(k) for k in j[key])
+        for k, v in d[key].items():
+            w = j[key][str(k)]
+            assert (np.isnan(v) and w is None) or v == w, (key, k, v, w)
+    assert d["zlib_ratio"] == j["zlib_ratio"]
+    assert ("ref_ratio" in d) == ("ref_ratio" in j)
+    if "ref_ratio" in d:
+        assert d["ref_ratio"] == j["ref_ratio"]
+
+
+def test_varentropy_bitwise(stories):
+    outs = cli_score(STORIES, [{"prompt": p} for p in PROMPTS], "--stats")
+    for p, o in zip(PROMPTS, outs):
+        r = stories.score(p, top_k=5, stats=True)
+        assert r.varentropy.dtype == np.float32 and np.isnan(r.varentropy[0])
+        assert_same_f32(r.varentropy, o["logprobs"]["varentropy"], "varentropy")
+    assert stories.score(PROMPTS[0]).varentropy is None
+
+
+@pytest.mark.parametrize("cmp", [False, True])
+def test_detect_bitwise(stories, other_path, cmp):
+    lines = [{"prompt": p} for p in PROMPTS if p != "x"] + [{"prompt": [1, 400, 300, 200, 17]}]
+    extra = ["--detect", "--min-k", "10,20,100"] + (["--compare", other_path] if cmp else [])
+    outs = cli_score(STORIES, lines, *extra)
+    prompts = [l["prompt"] for l in lines]
+    with promptscore.Model(other_path, threads=2) as other:
+        c = other if cmp else None
+        for p, o in zip(prompts, outs):
+            r = stories.score(p, detect=True, min_k=[10, 20, 100], compare=c)
+            detect_equal(r.detect, o)
+            assert r.entropy is None and r.varentropy is None  # detect alone shows no arrays
+        for r, o in zip(stories.score_many(prompts, detect=True, min_k=(10, 20, 100),
+                                           compare=c), outs):
+            detect_equal(r.detect, o)
+    assert stories.score(PROMPTS[0]).detect is None
+    assert list(stories.score(PROMPTS[0], detect=True).detect["min_k"]) == [20]
+
+
+def test_detect_bad(stories):
+    with pytest.raises(promptscore.InvalidArgumentError):
+        stories.score([1], detect=True)  # one token: nothing scored
+    for bad in (0, 101, [20, 0], []):
+        with pytest.raises(promptscore.InvalidArgumentError):
+            stories.score(PROMPTS[0], detect=True, min_k=bad)
+    with pytest.raises(promptscore.InvalidArgumentError):
+        stories.score(PROMPTS[0], min_k=20)  # without detect
+    with pytest.raises(promptscore.Error):
+        list(stories.score_many([PROMPTS[0], [1], PROMPTS[1]], detect=True))

@@ -76,9 +76,10 @@ usage:
   forward.py stories260K.gguf --check-stories GOLDEN.txt    checks the NLLs and greedy ids
   forward.py MODEL.gguf --tokens 1,2,3 --stats [--compare OTHER.gguf]
       one JSON line per scored position i >= 1: entropy (nats, -sum p log p of the whole
-      distribution after tokens[0..i-1]), rank (1-based, of tokens[i], equal logits by
-      ascending id), and with --compare: kld = KL(MODEL || OTHER) over the whole vocabulary,
-      same_top1 (argmax, ties by the lowest id) and dp = p_OTHER(tokens[i]) - p_MODEL(tokens[i])
+      distribution after tokens[0..i-1]), varentropy (sum p (log p + entropy)^2, two passes),
+      logprob (of tokens[i]), rank (1-based, of tokens[i], equal logits by ascending id), and
+      with --compare: kld = KL(MODEL || OTHER) over the whole vocabulary, same_top1 (argmax,
+      ties by the lowest id), dp = p_OTHER(tokens[i]) - p_MODEL(tokens[i]) and logprob_other
 Needs numpy (run with /usr/bin/python3).
 """
 import argparse
@@ -876,12 +877,16 @@ def stats_lines(model, tokens, other=None):
         row, t = lp[i - 1], tokens[i]
         p = np.exp(row)
         fin = p > 0
-        d = {"pos": i, "entropy": float(-(p[fin] * row[fin]).sum()),
+        h = float(-(p[fin] * row[fin]).sum())
+        d = {"pos": i, "entropy": h,
+             "varentropy": float((p[fin] * (row[fin] + h) ** 2).sum()),
+             "logprob": float(row[t]),
              "rank": int(1 + (z[i - 1] > z[i - 1][t]).sum() + (z[i - 1][:t] == z[i - 1][t]).sum())}
         if other is not None:
             d["kld"] = float((p[fin] * (row[fin] - lpo[i - 1][fin])).sum())
             d["same_top1"] = int(np.argmax(z[i - 1]) == np.argmax(zo[i - 1]))
             d["dp"] = float(np.exp(lpo[i - 1][t]) - p[t])
+            d["logprob_other"] = float(lpo[i - 1][t])
         out.append(d)
     return out
 
