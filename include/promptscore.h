@@ -326,6 +326,30 @@ PS_API ps_status ps_vocab_detokenize(const ps_vocab *vocab, const int32_t *ids, 
                               bool remove_leading_space, char *text, size_t capacity,
                               size_t *len);
 
+/* lm-evaluation-harness's tokenization of a (context, continuation) pair (its TemplateLM
+ * loglikelihood and _encode_pair), so that scoring the result and summing the continuation
+ * gives the number lm-eval computes:
+ *   - the context's trailing whitespace (the code points Python's str.isspace accepts) moves
+ *     to the front of the continuation;
+ *   - whole = encode(context + continuation), context_enc = encode(context), and the
+ *     continuation's tokens are whole[len(context_enc):] (whatever whole's first tokens are:
+ *     a merge across the boundary is lm-eval's answer too);
+ *   - an empty context (before the move) gives context_enc = [BOS], or [EOS] where the
+ *     vocabulary has no BOS, and continuation tokens encode(continuation) without BOS.
+ * encode is ps_vocab_tokenize with add_bos (lm-eval's add_bos_token) and parse_special.
+ * Writes whole (or [prefix] + continuation tokens) to ids as ps_vocab_tokenize does (up to
+ * capacity; *n_ids the count needed) and the index of the first continuation token to
+ * *continuation_start (>= 1 on success). Returns PS_OK, PS_ERR_INVALID_ARG (NULL arguments;
+ * a context of only whitespace without BOS, which leaves nothing to condition on; a
+ * continuation that gives no token of its own, e.g. ""), PS_ERR_UNSUPPORTED (an empty
+ * context in a vocabulary with neither BOS nor EOS), PS_ERR_NOMEM. Thread safe. */
+PS_API ps_status ps_vocab_tokenize_pair(const ps_vocab *vocab, const char *context,
+                                        size_t context_len, const char *continuation,
+                                        size_t continuation_len, bool add_bos,
+                                        bool parse_special, int32_t *ids, int32_t capacity,
+                                        int32_t *n_ids, int32_t *continuation_start,
+                                        ps_error *err);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Sessions: the per-sequence state (KV cache) and the forward pass                           */
 /* ------------------------------------------------------------------------------------------ */
@@ -460,6 +484,19 @@ typedef struct {
      * session's n_batch must hold the chunk and its n_ctx the prompt. The base's own
      * answers are bitwise those of a score without compare. */
     ps_session *compare;
+    /* Fields below were added after compare (appended so that earlier layouts stay). */
+    /* named tokens (NULL / 0, the default: none): n_token_ids ids, each in [0, n_vocab),
+     * repeats allowed, at most n_vocab of them. Every scored position's result then holds the
+     * log-probability of each of them, in this order, whatever its rank: bitwise
+     * float32(logit[id]) - lse, the value the full log-softmax gives and top_logprobs lists.
+     * A score with named tokens reads no block of a prefix cache (its named values are not
+     * stored there; it still adds its blocks), so its bits do not depend on the cache. */
+    const int32_t *token_ids;
+    int32_t n_token_ids;
+    /* a continuation (0, the default: none): the index of the first continuation token in
+     * the scored tokens (1..n_tokens - 1, as ps_vocab_tokenize_pair gives it). The result then
+     * holds continuation_logprob and is_greedy of tokens[continuation_start ..]. */
+    int32_t continuation_start;
 } ps_score_params;
 
 /* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos, no cache,
@@ -500,6 +537,18 @@ typedef struct {
                                 is the same, else 0; -1 at i = 0 */
     float *dp;               /* n_total: p_compared(tokens[i]) - p_base(tokens[i]), the exp of
                                 each float32 logprob in double, rounded to float; NaN at i = 0 */
+    /* Fields below were added after dp (appended so that earlier layouts stay). */
+    /* with params.token_ids (else NULL and 0): */
+    int32_t n_token_ids;
+    float *token_id_logprobs;   /* n_total * n_token_ids; row i at token_id_logprobs + i *
+                                   n_token_ids: the named ids' logprobs in the distribution
+                                   that scored tokens[i], in the order asked; NaN at i = 0 */
+    /* with params.continuation_start (else 0, 0, false): */
+    int32_t continuation_start;  /* as asked */
+    double continuation_logprob; /* logprobs[continuation_start .. n_prompt - 1] (float32
+                                    terms) added in this order in double */
+    bool is_greedy;              /* every continuation token is the top-1 of its distribution
+                                    (the largest logit, ties by ascending id: rank 1) */
 } ps_score_result;
 
 /* Scores tokens (verbatim: no BOS is added here) through the session: forward in chunks of

@@ -224,12 +224,21 @@ class Result:
       kld_mean, same_top1_pct: with compare=, else None: mean kld and percent of same_top1
                     over positions 1..n-1 (the CLI's fields; NaN for a 1-token prompt)
       entropy/rank/kld/same_top1/dp are not masked by logprobs_from.
+      token_id_logprobs float32 (n, m) with token_ids= (m ids), else None: row i holds the
+                    logprobs of the named ids in the distribution that scored token i, in the
+                    order asked, whatever their rank (the CLI's "token_id_logprobs"); NaN at 0
+                    and before logprobs_from
+      continuation_start, continuation_logprob, is_greedy: for a (context, continuation)
+                    pair (Model.loglikelihood*), else None: where the continuation starts in
+                    token_ids, the sum of its float32 logprobs in double, and whether each of
+                    its tokens is the top-1 (the CLI's fields)
     """
 
     __slots__ = ("token_ids", "logprobs", "top_ids", "top_logprobs", "sum_logprob",
                  "mean_logprob", "perplexity", "n_tokens", "logprobs_from", "_tokens",
                  "_offsets", "entropy", "rank", "kld", "same_top1", "dp", "kld_mean",
-                 "same_top1_pct")
+                 "same_top1_pct", "token_id_logprobs", "continuation_start",
+                 "continuation_logprob", "is_greedy")
 
     def __init__(self, res, model, logprobs_from):
         n, k = res.n_prompt, res.k
@@ -277,6 +286,18 @@ class Result:
             m = n - 1
             self.kld_mean = kl / m if m > 0 else math.nan
             self.same_top1_pct = 100.0 * same / m if m > 0 else math.nan
+        self.token_id_logprobs = None
+        if res.token_id_logprobs and res.n_token_ids > 0:
+            t = res.n_token_ids
+            self.token_id_logprobs = np.ctypeslib.as_array(
+                res.token_id_logprobs, (n * t,)).reshape(n, t).copy()
+            if logprobs_from > 0:
+                self.token_id_logprobs[:min(logprobs_from, n)] = np.nan
+        self.continuation_start = self.continuation_logprob = self.is_greedy = None
+        if res.continuation_start > 0:
+            self.continuation_start = res.continuation_start
+            self.continuation_logprob = res.continuation_logprob
+            self.is_greedy = bool(res.is_greedy)
 
     @property
     def tokens(self):
@@ -652,12 +673,21 @@ class Model:
                                     type(prompt).__name__)
         return self._ids(prompt, "prompt")
 
-    def _score_params(self, top_k, stats=False):
+    def _score_params(self, top_k, stats=False, token_ids=None):
         p = _C.ps_score_default_params()
         p.k = top_k
         p.chunk = _CHUNK
         p.cache = self._cache
         p.stats = bool(stats)
+        if token_ids is not None:
+            a = self._ids(token_ids, "token_ids", allow_empty=True)
+            if len(a) > self._info.n_vocab:
+                raise InvalidArgumentError("token_ids names %d ids; at most the vocabulary "
+                                           "size %d" % (len(a), self._info.n_vocab))
+            if len(a):
+                p._token_ids = a  # kept alive with the params
+                p.token_ids = a.ctypes.data_as(POINTER(c_int32))
+                p.n_token_ids = len(a)
         return p
 
     def _check_k(self, top_k, logprobs_from):
@@ -668,8 +698,12 @@ class Model:
     # -- scoring
     @_guarded
     def score(self, prompt, top_k=0, logprobs_from=0, add_special=True, parse_special=True,
-              stats=False, compare=None):
+              stats=False, compare=None, token_ids=None):
         """Scores one prompt; returns a Result.
+
+        token_ids: a sequence of token ids whose logprobs every position reports, whatever
+        their rank (Result.token_id_logprobs; the CLI's --token-ids); ids outside the
+        vocabulary raise TokenRangeError.
 
         stats: also fill Result.entropy and .rank. compare: another open Model with the same
         vocabulary (it may be this very model): the prompt also runs through it and
@@ -686,7 +720,7 @@ class Model:
         top_k, logprobs_from = self._check_k(top_k, logprobs_from)
         ids = self._prompt_ids(prompt, add_special, parse_special)
         self._check_compare(compare)
-        params = self._score_params(top_k, stats)
+        params = self._score_params(top_k, stats, token_ids)
         return self._score_ids(ids, params, logprobs_from, compare)
 
     def _check_compare(self, compare):
@@ -701,7 +735,7 @@ class Model:
                "compare: the models' vocabularies differ")
 
     def score_many(self, prompts, top_k=0, logprobs_from=0, max_seqs=16, add_special=True,
-                   parse_special=True, stats=False, compare=None):
+                   parse_special=True, stats=False, compare=None, token_ids=None):
         """Scores an iterable of prompts; yields one Result per prompt, in input order.
 
         Takes max_seqs prompts at a time (1..256) and packs their positions into shared
@@ -735,12 +769,12 @@ class Model:
             raise ArgumentTypeError("prompts must be an iterable, not %s" %
                                     type(prompts).__name__) from None
         self._check_compare(compare)
-        return self._score_many(it, top_k, logprobs_from, lf_iter, max_seqs, add_special,
-                                parse_special, stats, compare)
+        params = self._score_params(top_k, stats, token_ids)
+        return self._score_many(it, params, logprobs_from, lf_iter, max_seqs, add_special,
+                                parse_special, compare)
 
-    def _score_many(self, it, top_k, lf0, lf_iter, max_seqs, add_special, parse_special,
-                    stats=False, compare=None):
-        params = self._score_params(top_k, stats)
+    def _score_many(self, it, params, lf0, lf_iter, max_seqs, add_special, parse_special,
+                    compare=None):
         base = 0
         while True:
             group, froms = [], []
@@ -845,6 +879,103 @@ class Model:
             return Result(res.contents, self, logprobs_from)
         finally:
             _C.ps_score_result_free(res)
+
+    # -- (context, continuation) pairs: lm-evaluation-harness's loglikelihood
+    @_guarded
+    def tokenize_pair(self, context, continuation, add_special=True, parse_special=True):
+        """lm-evaluation-harness's tokenization of a (context, continuation) pair
+        (ps_vocab_tokenize_pair): returns (ids, continuation_start), the pair's tokens and the
+        index of the first continuation token. The context's trailing whitespace moves to the
+        continuation; the continuation's tokens are those of context + continuation past the
+        context's own; an empty context is BOS (EOS where there is none). add_special: BOS in
+        front when the model adds one; parse_special: special-token text is its token."""
+        self._open()
+        return self._pair(context, continuation, add_special, parse_special)
+
+    def _pair(self, context, continuation, add_special, parse_special):
+        texts = []
+        for name, t in (("context", context), ("continuation", continuation)):
+            if not isinstance(t, str):
+                raise ArgumentTypeError("%s must be a str, not %s" % (name, type(t).__name__))
+            try:
+                texts.append(t.encode("utf-8"))
+            except UnicodeEncodeError as e:
+                raise InvalidArgumentError("%s is not valid Unicode (%s)" % (name, e)) from None
+        c, t = texts
+        cap = len(c) + len(t) + 8
+        n, start = c_int32(), c_int32()
+        err = L.ps_error()
+        while True:
+            out = np.empty(cap, np.int32)
+            st = _C.ps_vocab_tokenize_pair(self._vocab, c, len(c), t, len(t), bool(add_special),
+                                           bool(parse_special),
+                                           out.ctypes.data_as(POINTER(c_int32)), cap, byref(n),
+                                           byref(start), byref(err))
+            _check(st, err, "cannot tokenize the pair")
+            if n.value <= cap:
+                return out[:n.value], start.value
+            cap = n.value
+
+    def loglikelihood(self, context, continuation, add_special=True, parse_special=True):
+        """lm-evaluation-harness's loglikelihood of one request: (log P(continuation |
+        context), is_greedy), the sum of the continuation tokens' float32 logprobs in double
+        and whether each is its position's top-1 (ties by ascending id), with the tokens of
+        tokenize_pair. Bitwise the CLI's continuation_logprob and is_greedy."""
+        return self.loglikelihood_many([(context, continuation)], 1, add_special,
+                                       parse_special)[0]
+
+    def loglikelihood_many(self, pairs, max_seqs=16, add_special=True, parse_special=True):
+        """lm-eval's loglikelihood over an iterable of (context, continuation) pairs: a list of
+        (float, bool), in order. max_seqs pairs at a time share forward passes, and contexts
+        they share (the choices of one question) are computed once through the prefix cache.
+        A pair that fails raises its error, naming its index."""
+        self._open()
+        max_seqs = _int(max_seqs, "max_seqs", 1, _CHUNK)
+        if isinstance(pairs, (str, bytes)):
+            raise ArgumentTypeError("pairs must be an iterable of (context, continuation)")
+        out, group = [], []
+        for i, pair in enumerate(pairs):
+            try:
+                context, continuation = pair
+            except (TypeError, ValueError):
+                raise ArgumentTypeError("pair %d must be a (context, continuation) pair, not %r"
+                                        % (i, pair)) from None
+            try:
+                group.append(self._pair(context, continuation, add_special, parse_special))
+            except Error as e:
+                e.message = "pair %d: %s" % (i, e.message)
+                e.args = (e.message,)
+                raise
+            if len(group) == max_seqs:
+                out.extend(self._pairs_group(group, len(out)))
+                group = []
+        if group:
+            out.extend(self._pairs_group(group, len(out)))
+        return out
+
+    @_guarded
+    def _pairs_group(self, group, base):
+        m = len(group)
+        params = (L.ps_score_params * m)()
+        arr = (L.ps_score_prompt * m)()
+        for i, (ids, start) in enumerate(group):
+            params[i] = self._score_params(0)
+            params[i].continuation_start = start
+            arr[i].tokens = ids.ctypes.data_as(POINTER(c_int32))
+            arr[i].n_tokens = len(ids)
+            arr[i].params = cast(byref(params[i]), POINTER(L.ps_score_params))
+        res = (POINTER(L.ps_score_result) * m)()
+        err = L.ps_error()
+        with self._lock:
+            self._open()
+            st = _C.ps_score_batch(self._session, arr, m, m, res, byref(err))
+        _check(st, err, "pairs %d..%d" % (base, base + m - 1))
+        try:
+            return [(res[i].contents.continuation_logprob, bool(res[i].contents.is_greedy))
+                    for i in range(m)]
+        finally:
+            for i in range(m):
+                _C.ps_score_result_free(res[i])
 
     @_guarded
     def perplexity(self, text, ctx=None, stride=None, mode="sliding", max_chunks=None):

@@ -60,7 +60,10 @@ class ps_score_params(Structure):
                 ("temperature", c_float), ("top_p", c_float), ("seed", c_uint64),
                 ("stop", c_void_p), ("n_stop", c_int32), ("stop_at_eos", c_bool),
                 ("cancel", c_void_p), ("cancel_ctx", c_void_p), ("cache", c_void_p),
-                ("stats", c_bool), ("compare", c_void_p)]
+                ("stats", c_bool), ("compare", c_void_p),
+                # appended: named tokens, a continuation
+                ("token_ids", POINTER(c_int32)), ("n_token_ids", c_int32),
+                ("continuation_start", c_int32)]
 
 
 class ps_score_result(Structure):
@@ -70,7 +73,11 @@ class ps_score_result(Structure):
                 ("sum_logprob", c_double), ("finish", c_int), ("stop_text_len", c_int32),
                 ("entropy", POINTER(c_float)), ("rank", POINTER(c_int32)),
                 ("kld", POINTER(c_float)), ("same_top1", POINTER(c_int32)),
-                ("dp", POINTER(c_float))]
+                ("dp", POINTER(c_float)),
+                # appended: named tokens, a continuation
+                ("n_token_ids", c_int32), ("token_id_logprobs", POINTER(c_float)),
+                ("continuation_start", c_int32), ("continuation_logprob", c_double),
+                ("is_greedy", c_bool)]
 
 
 class ps_score_prompt(Structure):
@@ -129,6 +136,9 @@ def _declare(lib):
         "ps_vocab_add_bos": ([c_void_p], c_bool),
         "ps_vocab_tokenize": ([c_void_p, c_char_p, c_size_t, c_bool, c_bool, P(c_int32), c_int32,
                                P(c_int32), err], c_int32),
+        "ps_vocab_tokenize_pair": ([c_void_p, c_char_p, c_size_t, c_char_p, c_size_t, c_bool,
+                                    c_bool, P(c_int32), c_int32, P(c_int32), P(c_int32), err],
+                                   c_int32),
         "ps_vocab_token_bytes": ([c_void_p, c_int32, P(c_void_p), P(c_size_t)], c_int32),
         "ps_vocab_detokenize": ([c_void_p, P(c_int32), c_int32, c_bool, c_void_p, c_size_t,
                                  P(c_size_t)], c_int32),

@@ -68,12 +68,21 @@ typedef struct {
      * is 0 and logprobs is never null. */
     bool line;
     int32_t default_logprobs;
+    /* Added after default_logprobs: */
+    const char *model_alias;  /* a second name a request's "model" may give (the GGUF file's
+                               * base name without .gguf, as llama.cpp's server accepts);
+                               * NULL: none */
+    const int32_t *token_ids; /* the named tokens of a request that names none (score
+                               * --token-ids); NULL: none */
+    int32_t n_token_ids;
 } ps_req_limits;
 
 typedef struct {
     int32_t *ids;  /* owned */
     int32_t n;
     int32_t *prompt_offset; /* owned: n byte offsets into a text prompt (-1 = null); NULL for ids */
+    int32_t continuation_start; /* added: a (context, continuation) pair's first continuation
+                                   token (ps_score_params.continuation_start); 0: a prompt */
 } ps_req_prompt;
 
 /* A validated job: the prompts' token ids and how to score them. */
@@ -93,7 +102,28 @@ typedef struct {
     int64_t prompt_tokens;   /* sum of the prompts' lengths */
     bool stats;              /* "stats": true adds entropy and rank to the logprobs object
                                 (default false) */
+    /* Added after stats: */
+    int32_t *token_ids;      /* "logprob_token_ids" (or SGLang's "token_ids_logprob"): the named
+                                tokens, owned (or the limits' default, copied); NULL: none */
+    int32_t n_token_ids;
+    bool pairs;              /* the prompts are (context, continuation) pairs */
 } ps_completion_req;
+
+/* request_pairs.c: the fields of what scorers compute. Whether root gives "context" or
+ * "continuation" (then ps_req_parse_pairs reads the prompts, not "prompt"). */
+bool ps_req_has_pairs(json_t *root);
+/* The (context, continuation) pairs of root into r->prompts (docs/api.md, "Continuations"):
+ * "context" a string or a list of strings, "continuation" a string or a list of strings; a
+ * string against a list is that string for every entry of the list, two lists must have the
+ * same length. Each pair is tokenized by lm-eval's rule (ps_vocab_tokenize_pair) and must fit
+ * the context with r->max_tokens. Errors: a context without a continuation (or the reverse),
+ * "prompt" too, a list on a line, and the tokenizer's. */
+bool ps_req_parse_pairs(json_t *root, const ps_req_limits *lim, bool add_special,
+                        bool parse_special, ps_completion_req *r, ps_req_error *e);
+/* "logprob_token_ids" or "token_ids_logprob" (not both): a list of token ids in range, at
+ * most n_vocab of them, into r->token_ids; absent or null: lim's default. */
+bool ps_req_parse_token_ids(json_t *root, const ps_req_limits *lim, ps_completion_req *r,
+                            ps_req_error *e);
 
 /* Validates the object root against lim into *out (free with ps_completion_req_free). Returns
  * true, or false with *e filled and nothing in *out to free. Never crashes on any value. */
