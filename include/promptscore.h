@@ -331,13 +331,14 @@ PS_API ps_status ps_vocab_detokenize(const ps_vocab *vocab, const int32_t *ids, 
  * gives the number lm-eval computes:
  *   - the context's trailing whitespace (the code points Python's str.isspace accepts) moves
  *     to the front of the continuation;
- *   - whole = encode(context + continuation), context_enc = encode(context), and the
- *     continuation's tokens are whole[len(context_enc):] (whatever whole's first tokens are:
- *     a merge across the boundary is lm-eval's answer too);
+ *   - whole = encode(context + continuation), context_enc = encode(context), the
+ *     continuation's tokens are whole[len(context_enc):], and the sequence is context_enc
+ *     followed by them (where a token of whole spans the boundary the sequence is not whole:
+ *     lm-eval scores this one too);
  *   - an empty context (before the move) gives context_enc = [BOS], or [EOS] where the
  *     vocabulary has no BOS, and continuation tokens encode(continuation) without BOS.
  * encode is ps_vocab_tokenize with add_bos (lm-eval's add_bos_token) and parse_special.
- * Writes whole (or [prefix] + continuation tokens) to ids as ps_vocab_tokenize does (up to
+ * Writes the sequence to ids as ps_vocab_tokenize does (up to
  * capacity; *n_ids the count needed) and the index of the first continuation token to
  * *continuation_start (>= 1 on success). Returns PS_OK, PS_ERR_INVALID_ARG (NULL arguments;
  * a context of only whitespace without BOS, which leaves nothing to condition on; a

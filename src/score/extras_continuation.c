@@ -2,8 +2,8 @@
  * extras_continuation.c — a (context, continuation) pair scored as lm-evaluation-harness scores it:
  * the pair's tokens by its rule (ps_vocab_tokenize_pair, whose contract in promptscore.h says
  * it in full: trailing whitespace moves to the continuation, the continuation's tokens are
- * those of encode(context + continuation) past encode(context)'s length, an empty context
- * becomes the BOS or EOS token), and the answer read off a score of those tokens: the sum of
+ * those of encode(context + continuation) past encode(context)'s length and follow
+ * encode(context) itself, an empty context becomes the BOS or EOS token), and the answer read off a score of those tokens: the sum of
  * the continuation's float32 logprobs in double, in order, and whether every continuation
  * token is its distribution's top-1 (rank 1: largest logit, ties by ascending id, which is
  * torch's argmax on a float32 row). The rank comes from the kernel like every other value
@@ -93,24 +93,24 @@ ps_status ps_tokenize_pair_alloc(const ps_vocab *v, const char *context, size_t 
         st = ps_vocab_tokenize_alloc_max(v, context, keep, add_bos, parse_special, max_tokens,
                                          max_piece, &ctx, &n_ctx, err);
     ps_free(joined);
-    ps_free(ctx);
+    if (st == PS_OK && n_ctx == 0)
+        st = ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                     "the context is only whitespace and no BOS is added: nothing conditions "
+                     "the first continuation token (give a context, or an empty one to score "
+                     "from BOS)");
+    else if (st == PS_OK && n_whole <= n_ctx)
+        st = ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                     "the continuation has no tokens of its own: the pair has %d tokens and "
+                     "the context alone %d", n_whole, n_ctx);
     if (st != PS_OK) {
         ps_free(whole);
+        ps_free(ctx);
         return st;
     }
-    if (n_ctx == 0) {
-        ps_free(whole);
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                       "the context is only whitespace and no BOS is added: nothing conditions "
-                       "the first continuation token (give a context, or an empty one to score "
-                       "from BOS)");
-    }
-    if (n_whole <= n_ctx) {
-        ps_free(whole);
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                       "the continuation has no tokens of its own: the pair has %d tokens and "
-                       "the context alone %d", n_whole, n_ctx);
-    }
+    /* the sequence scored is context_enc + continuation_enc, which differs from whole where a
+     * token of whole spans the boundary (lm-eval scores this sequence too) */
+    memcpy(whole, ctx, (size_t)n_ctx * sizeof *ctx);
+    ps_free(ctx);
     *ids_out = whole;
     *n_out = n_whole;
     *continuation_start = n_ctx;
