@@ -501,7 +501,7 @@ typedef struct {
 } ps_score_params;
 
 /* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos, no cache,
- * no stats, no compare. */
+ * no stats, no compare, no named tokens, no continuation. */
 PS_API ps_score_params ps_score_default_params(void);
 
 typedef enum { PS_FINISH_LENGTH = 0, PS_FINISH_STOP = 1 } ps_finish_reason;
@@ -556,8 +556,9 @@ typedef struct {
  * params->chunk positions (1..the session's n_batch) into one reused (chunk, n_vocab) logits
  * buffer, the top-K kernel on each chunk's logits (on the session's pool), then optional
  * generation. The session is reset first. Memory does not grow with the prompt beyond the KV cache.
- * Returns PS_OK, PS_ERR_INVALID_ARG (n_tokens < 1, bad params), PS_ERR_TOKEN_RANGE (names the
- * index), PS_ERR_CONTEXT (n_tokens + max_tokens > n_ctx, both numbers in the message),
+ * Returns PS_OK, PS_ERR_INVALID_ARG (n_tokens < 1, bad params: also more named token_ids than
+ * n_vocab, a continuation_start outside 1..n_tokens - 1), PS_ERR_TOKEN_RANGE (a token or a
+ * named id outside the vocabulary; names the index), PS_ERR_CONTEXT (n_tokens + max_tokens > n_ctx, both numbers in the message),
  * PS_ERR_NAN, PS_ERR_CANCELLED, PS_ERR_NOMEM. *out is set only on success. */
 PS_API ps_status ps_score_tokens(ps_session *session, const int32_t *tokens, int32_t n_tokens,
                           const ps_score_params *params, ps_score_result **out, ps_error *err);

@@ -4,7 +4,8 @@
 # (llama-spm's) and a byte-level BPE one (gpt-2's) and on ../shared/models/stories260K.gguf:
 #   - against the independent float64 reference (tests/reference/forward.py, with numpy, as a
 #     module: one load per model), `score --act f32`: continuation_logprob within 1e-5
-#     relative (1e-6 absolute near 0) of the float64 sum over the continuation, is_greedy
+#     relative of the float64 sum over the continuation (near 0: 2e-6 per token, about an ulp
+#     of the logsumexp, to which a float32 logprob is resolved), is_greedy
 #     exactly the float64 argmax's answer; token_id_logprobs bitwise equal to top_logprobs
 #     where the id is in the top-K, and within 1e-5 of the float64 log-softmax otherwise (the
 #     float32 logits of a forward pass are that close to it, not closer);
@@ -83,8 +84,11 @@ for line in open(sys.argv[2]):
     want = sum(ls[i - 1][toks[i]] for i in range(start, len(toks)))
     greedy = all(int(np.argmax(z[i - 1])) == toks[i] for i in range(start, len(toks)))
     d = abs(o["continuation_logprob"] - want)
-    worst_sum = max(worst_sum, d / max(abs(want), 0.1))
-    if not d <= max(1e-5 * abs(want), 1e-6):
+    # 1e-5 relative; near 0 the float32 logprob itself (logit - lse, lse of a few units) is
+    # only resolved to an ulp of the lse (~1e-6), so each term may be that far off
+    bound = max(1e-5 * abs(want), 2e-6 * (len(toks) - start))
+    worst_sum = max(worst_sum, d / bound)
+    if not d <= bound:
         bad.append("line %s: continuation_logprob %r vs float64 %r" % (o["id"], o["continuation_logprob"], want))
     if o["is_greedy"] != greedy:
         bad.append("line %s: is_greedy %r vs float64 %r" % (o["id"], o["is_greedy"], greedy))
@@ -105,7 +109,7 @@ for line in open(sys.argv[2]):
             worst_named = max(worst_named, e)
             if not e <= 1e-5:
                 bad.append("line %s pos %d id %d: %r vs float64 %r" % (o["id"], i, t, got, ls[i - 1][t]))
-print("pairs %d (greedy %d), worst continuation rel diff %.2e, worst named diff %.2e, "
+print("pairs %d (greedy %d), worst continuation diff / its bound %.2f, worst named diff %.2e, "
       "named ids in the top-K %d" % (n_pairs, n_greedy, worst_sum, worst_named, n_top))
 for b in bad[:10]:
     print("BAD " + b)

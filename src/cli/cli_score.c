@@ -26,6 +26,8 @@
  * --stats asks every line's job for entropy and rank; --compare FILE loads a second model
  * (ps_cli_load_compare: same n_ctx, vocabulary checked token for token) that the engine's
  * worker runs over the same tokens (kld, same_top1, dp; lines one at a time, no prefix cache).
+ * --token-ids 1,2,3 (read_token_ids, checked against the vocabulary) names tokens for every
+ * line that names none; a line's continuation_start goes to its job with its ids.
  * ps_cli_score runs in phases: score_parse (the command line), score_setup (input, models,
  * engine), score_open_output (a shard file or -o), score_lines (rounds of lines, score_emit
  * writing each) and score_end (end record, footer, summary); score_close frees the rest.
@@ -165,7 +167,10 @@ static const char *SCORE_ABOUT =
     "line per input, in order: {\"id\", \"logprobs\": {tokens, token_logprobs, top_logprobs,\n"
     "text_offset, prompt_offset, token_ids, top_ids}, \"sum_logprob\", \"mean_logprob\",\n"
     "\"perplexity\", \"n_tokens\"}, or {\"id\", \"error\"} (docs/api.md). Blank lines are skipped.\n"
-    "Text prompts get BOS as the model says; id lists are verbatim.\n";
+    "Text prompts get BOS as the model says; id lists are verbatim. A line may give\n"
+    "{\"context\", \"continuation\"} instead of a prompt (lm-evaluation-harness's\n"
+    "loglikelihood: continuation_logprob, is_greedy, continuation_start) and\n"
+    "\"logprob_token_ids\": [ids] (token_id_logprobs).\n";
 
 typedef struct {
     ps_cli_loaded *l;

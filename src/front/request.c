@@ -427,7 +427,8 @@ ps_score_params ps_completion_score_params(const ps_completion_req *req, uint64_
 
 int64_t ps_completion_estimate(const ps_completion_req *r) {
     int64_t per_lp = r->logprobs >= 0 ? 48 + 56 * ((int64_t)r->logprobs + 1) : 0;
-    if (r->logprobs >= 0) per_lp += 16 * (int64_t)r->n_token_ids; /* token_id_logprobs */
+    if (r->logprobs >= 0 && r->n_token_ids > 0) /* token_id_logprobs: a float each, brackets */
+        per_lp += 4 + 16 * (int64_t)r->n_token_ids;
     /* "stats": entropy (up to 16 bytes) and rank (up to 11); a compared server adds kld, dp
      * and same_top1 (about 40 more), which the 16 per entry below leaves room for */
     if (r->logprobs >= 0 && r->stats) per_lp += 28;

@@ -62,9 +62,10 @@ typedef struct {
                               * PS_REQ_MAX_PIECE. Longer: 413 (the tokenizer's memory bound) */
     bool no_add_special;     /* add_special_tokens' default false (BOS is not added) */
     bool no_parse_special;   /* parse_special's default false (special-token text is plain) */
-    /* A JSON Lines line (docs/api.md, "JSON Lines"): one prompt (text or ids), and only the
-     * fields prompt, logprobs (default_logprobs when absent or null), logprobs_from,
-     * add_special_tokens and parse_special are read; every other key is ignored, max_tokens
+    /* A JSON Lines line (docs/api.md, "JSON Lines"): one prompt (text or ids, or one
+     * context + continuation pair), and only the fields prompt, context, continuation,
+     * logprobs (default_logprobs when absent or null), logprobs_from, add_special_tokens,
+     * parse_special and logprob_token_ids (token_ids_logprob) are read; every other key is ignored, max_tokens
      * is 0 and logprobs is never null. */
     bool line;
     int32_t default_logprobs;
@@ -147,7 +148,8 @@ bool ps_completion_req_parse(const char *body, size_t len, const ps_req_limits *
 ps_score_params ps_completion_score_params(const ps_completion_req *req, uint64_t seed);
 
 /* An upper estimate of the answer's size in bytes, from the validated request (docs/api.md:
- * per prompt 256 + per entry 16, plus 48 + 56 x (K + 1) per entry with logprobs). */
+ * per prompt 256 + per entry 16, plus 48 + 56 x (K + 1) per entry with logprobs, and
+ * 4 + 16 per named token id with logprob_token_ids). */
 int64_t ps_completion_estimate(const ps_completion_req *req);
 
 /* POST /tokenize {"prompt": str, "add_special_tokens": bool, "parse_special": bool} -> the ids
