@@ -7,8 +7,10 @@
 #     relative of the float64 sum over the continuation (near 0: 2e-6 per token, about an ulp
 #     of the logsumexp, to which a float32 logprob is resolved), is_greedy
 #     exactly the float64 argmax's answer; token_id_logprobs bitwise equal to top_logprobs
-#     where the id is in the top-K, and within 1e-5 of the float64 log-softmax otherwise (the
-#     float32 logits of a forward pass are that close to it, not closer);
+#     where the id is in the top-K, and within 1e-5 relative to max(1, |value|) of the float64
+#     log-softmax otherwise (the line printed shows the worst; an absolute 1e-6 is not
+#     reachable: the float32 logprob of -20 alone is resolved to 2e-6, and the bound leaves
+#     room for other ISAs' summation orders);
 #   - every new field (token_id_logprobs, continuation_logprob, is_greedy, continuation_start)
 #     and token_logprobs bitwise the same across --chunk 1/7/256, -t 1/2, --max-seqs 1/4 and
 #     the prefix cache on or off (pairs sharing their context);
@@ -105,11 +107,11 @@ for line in open(sys.argv[2]):
                 n_top += 1
                 if np.float32(got).tobytes() != np.float32(tops[t]).tobytes():
                     bad.append("line %s pos %d id %d: %r vs top_logprobs %r" % (o["id"], i, t, got, tops[t]))
-            e = abs(got - ls[i - 1][t])
+            e = abs(got - ls[i - 1][t]) / max(1.0, abs(ls[i - 1][t]))
             worst_named = max(worst_named, e)
             if not e <= 1e-5:
                 bad.append("line %s pos %d id %d: %r vs float64 %r" % (o["id"], i, t, got, ls[i - 1][t]))
-print("pairs %d (greedy %d), worst continuation diff / its bound %.2f, worst named diff %.2e, "
+print("pairs %d (greedy %d), worst continuation diff / its bound %.2f, worst named rel diff %.2e, "
       "named ids in the top-K %d" % (n_pairs, n_greedy, worst_sum, worst_named, n_top))
 for b in bad[:10]:
     print("BAD " + b)
