@@ -336,6 +336,31 @@ PS_API ps_status ps_vocab_detokenize(const ps_vocab *vocab, const int32_t *ids, 
                               bool remove_leading_space, char *text, size_t capacity,
                               size_t *len);
 
+/* lm-evaluation-harness's tokenization of a (context, continuation) pair (its TemplateLM
+ * loglikelihood and _encode_pair), so that scoring the result and summing the continuation
+ * gives the number lm-eval computes:
+ *   - the context's trailing whitespace (the code points Python's str.isspace accepts) moves
+ *     to the front of the continuation;
+ *   - whole = encode(context + continuation), context_enc = encode(context), the
+ *     continuation's tokens are whole[len(context_enc):], and the sequence is context_enc
+ *     followed by them (where a token of whole spans the boundary the sequence is not whole:
+ *     lm-eval scores this one too);
+ *   - an empty context (before the move) gives context_enc = [BOS], or [EOS] where the
+ *     vocabulary has no BOS, and continuation tokens encode(continuation) without BOS.
+ * encode is ps_vocab_tokenize with add_bos (lm-eval's add_bos_token) and parse_special.
+ * Writes the sequence to ids as ps_vocab_tokenize does (up to
+ * capacity; *n_ids the count needed) and the index of the first continuation token to
+ * *continuation_start (>= 1 on success). Returns PS_OK, PS_ERR_INVALID_ARG (NULL arguments;
+ * a context of only whitespace without BOS, which leaves nothing to condition on; a
+ * continuation that gives no token of its own, e.g. ""), PS_ERR_UNSUPPORTED (an empty
+ * context in a vocabulary with neither BOS nor EOS), PS_ERR_NOMEM. Thread safe. */
+PS_API ps_status ps_vocab_tokenize_pair(const ps_vocab *vocab, const char *context,
+                                        size_t context_len, const char *continuation,
+                                        size_t continuation_len, bool add_bos,
+                                        bool parse_special, int32_t *ids, int32_t capacity,
+                                        int32_t *n_ids, int32_t *continuation_start,
+                                        ps_error *err);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Sessions: the per-sequence state (KV cache) and the forward pass                           */
 /* ------------------------------------------------------------------------------------------ */
@@ -480,10 +505,23 @@ typedef struct {
      * `compare`. NULL / 0 (the default): none. */
     ps_session *const *compares;
     int32_t n_compares;
+    /* Fields below were added after compare (appended so that earlier layouts stay). */
+    /* named tokens (NULL / 0, the default: none): n_token_ids ids, each in [0, n_vocab),
+     * repeats allowed, at most n_vocab of them. Every scored position's result then holds the
+     * log-probability of each of them, in this order, whatever its rank: bitwise
+     * float32(logit[id]) - lse, the value the full log-softmax gives and top_logprobs lists.
+     * A score with named tokens reads no block of a prefix cache (its named values are not
+     * stored there; it still adds its blocks), so its bits do not depend on the cache. */
+    const int32_t *token_ids;
+    int32_t n_token_ids;
+    /* a continuation (0, the default: none): the index of the first continuation token in
+     * the scored tokens (1..n_tokens - 1, as ps_vocab_tokenize_pair gives it). The result then
+     * holds continuation_logprob and is_greedy of tokens[continuation_start ..]. */
+    int32_t continuation_start;
 } ps_score_params;
 
 /* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos, no cache,
- * no stats, no compare. */
+ * no stats, no compare, no named tokens, no continuation. */
 PS_API ps_score_params ps_score_default_params(void);
 
 typedef enum { PS_FINISH_LENGTH = 0, PS_FINISH_STOP = 1 } ps_finish_reason;
@@ -541,14 +579,27 @@ typedef struct {
     float *compare_logprob;  /* with params.compare (else NULL), n_total: the compared model's
                                 float32 logprob of tokens[i] (its own top-K kernel); NaN at
                                 i = 0 */
+    /* Fields below were added after dp (appended so that earlier layouts stay). */
+    /* with params.token_ids (else NULL and 0): */
+    int32_t n_token_ids;
+    float *token_id_logprobs;   /* n_total * n_token_ids; row i at token_id_logprobs + i *
+                                   n_token_ids: the named ids' logprobs in the distribution
+                                   that scored tokens[i], in the order asked; NaN at i = 0 */
+    /* with params.continuation_start (else 0, 0, false): */
+    int32_t continuation_start;  /* as asked */
+    double continuation_logprob; /* logprobs[continuation_start .. n_prompt - 1] (float32
+                                    terms) added in this order in double */
+    bool is_greedy;              /* every continuation token is the top-1 of its distribution
+                                    (the largest logit, ties by ascending id: rank 1) */
 } ps_score_result;
 
 /* Scores tokens (verbatim: no BOS is added here) through the session: forward in chunks of
  * params->chunk positions (1..the session's n_batch) into one reused (chunk, n_vocab) logits
  * buffer, the top-K kernel on each chunk's logits (on the session's pool), then optional
  * generation. The session is reset first. Memory does not grow with the prompt beyond the KV cache.
- * Returns PS_OK, PS_ERR_INVALID_ARG (n_tokens < 1, bad params), PS_ERR_TOKEN_RANGE (names the
- * index), PS_ERR_CONTEXT (n_tokens + max_tokens > n_ctx, both numbers in the message),
+ * Returns PS_OK, PS_ERR_INVALID_ARG (n_tokens < 1, bad params: also more named token_ids than
+ * n_vocab, a continuation_start outside 1..n_tokens - 1), PS_ERR_TOKEN_RANGE (a token or a
+ * named id outside the vocabulary; names the index), PS_ERR_CONTEXT (n_tokens + max_tokens > n_ctx, both numbers in the message),
  * PS_ERR_NAN, PS_ERR_CANCELLED, PS_ERR_NOMEM. *out is set only on success. */
 PS_API ps_status ps_score_tokens(ps_session *session, const int32_t *tokens, int32_t n_tokens,
                           const ps_score_params *params, ps_score_result **out, ps_error *err);

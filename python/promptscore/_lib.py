@@ -63,7 +63,10 @@ class ps_score_params(Structure):
                 ("cancel", c_void_p), ("cancel_ctx", c_void_p), ("cache", c_void_p),
                 ("stats", c_bool), ("compare", c_void_p),
                 # added with many compared models
-                ("compares", c_void_p), ("n_compares", c_int32)]
+                ("compares", c_void_p), ("n_compares", c_int32),
+                # appended: named tokens, a continuation
+                ("token_ids", POINTER(c_int32)), ("n_token_ids", c_int32),
+                ("continuation_start", c_int32)]
 
 
 class ps_score_result(Structure):
@@ -76,7 +79,11 @@ class ps_score_result(Structure):
                 ("dp", POINTER(c_float)),
                 # added with many compared models
                 ("n_compares", c_int32), ("compares", c_void_p),
-                ("varentropy", POINTER(c_float)), ("compare_logprob", POINTER(c_float))]
+                ("varentropy", POINTER(c_float)), ("compare_logprob", POINTER(c_float)),
+                # appended: named tokens, a continuation
+                ("n_token_ids", c_int32), ("token_id_logprobs", POINTER(c_float)),
+                ("continuation_start", c_int32), ("continuation_logprob", c_double),
+                ("is_greedy", c_bool)]
 
 
 PS_DETECT_MAX_K = 16
@@ -169,6 +176,9 @@ def _declare(lib: ctypes.CDLL) -> Any:
                               c_int32),
         "ps_vocab_tokenize": ([c_void_p, c_char_p, c_size_t, c_bool, c_bool, P(c_int32), c_int32,
                                P(c_int32), err], c_int32),
+        "ps_vocab_tokenize_pair": ([c_void_p, c_char_p, c_size_t, c_char_p, c_size_t, c_bool,
+                                    c_bool, P(c_int32), c_int32, P(c_int32), P(c_int32), err],
+                                   c_int32),
         "ps_vocab_token_bytes": ([c_void_p, c_int32, P(c_void_p), P(c_size_t)], c_int32),
         "ps_vocab_detokenize": ([c_void_p, P(c_int32), c_int32, c_bool, c_void_p, c_size_t,
                                  P(c_size_t)], c_int32),

@@ -349,12 +349,22 @@ class Model:
                                     type(prompt).__name__)
         return self._ids(prompt, "prompt")
 
-    def _score_params(self, top_k: int, stats: bool = False) -> Any:
+    def _score_params(self, top_k: int, stats: bool = False,
+                      token_ids: Optional[Sequence[int]] = None) -> Any:
         p = _C.ps_score_default_params()
         p.k = top_k
         p.chunk = _CHUNK
         p.cache = self._cache
         p.stats = bool(stats)
+        if token_ids is not None:
+            a = self._ids(token_ids, "token_ids", allow_empty=True)
+            if len(a) > self._info.n_vocab:
+                raise InvalidArgumentError("token_ids names %d ids; at most the vocabulary "
+                                           "size %d" % (len(a), self._info.n_vocab))
+            if len(a):
+                p._token_ids = a  # kept alive with the params
+                p.token_ids = a.ctypes.data_as(POINTER(c_int32))
+                p.n_token_ids = len(a)
         return p
 
     def _detect_text(self, prompt: Any, ids: npt.NDArray[np.int32]) -> bytes:
@@ -382,8 +392,13 @@ class Model:
     def score(self, prompt: Union[str, Sequence[int]], top_k: int = 0, logprobs_from: int = 0,
               add_special: bool = True, parse_special: bool = True, stats: bool = False,
               compare: Optional["Model"] = None, detect: bool = False,
-              min_k: Union[int, Iterable[int], None] = None) -> Result:
+              min_k: Union[int, Iterable[int], None] = None,
+              token_ids: Optional[Sequence[int]] = None) -> Result:
         """Scores one prompt; returns a Result.
+
+        token_ids: a sequence of token ids whose logprobs every position reports, whatever
+        their rank (Result.token_id_logprobs; the CLI's --token-ids); ids outside the
+        vocabulary raise TokenRangeError.
 
         stats: also fill Result.entropy, .rank and .varentropy. detect: fill Result.detect,
         the contamination scores of `score --detect` (min_k: the percentages, an int or a
@@ -404,7 +419,7 @@ class Model:
         ks = _min_k(detect, min_k)
         ids = self._prompt_ids(prompt, add_special, parse_special)
         self._check_compare(compare)
-        params = self._score_params(top_k, stats or ks is not None)
+        params = self._score_params(top_k, stats or ks is not None, token_ids)
         det = (ks, self._detect_text(prompt, ids)) if ks is not None else None
         return self._score_ids(ids, params, logprobs_from, compare, bool(stats), det)
 
@@ -423,7 +438,8 @@ class Model:
                    logprobs_from: Union[int, Iterable[int]] = 0, max_seqs: int = 16,
                    add_special: bool = True, parse_special: bool = True, stats: bool = False,
                    compare: Optional["Model"] = None, detect: bool = False,
-                   min_k: Union[int, Iterable[int], None] = None) -> Iterator[Result]:
+                   min_k: Union[int, Iterable[int], None] = None,
+                   token_ids: Optional[Sequence[int]] = None) -> Iterator[Result]:
         """Scores an iterable of prompts; yields one Result per prompt, in input order.
 
         Takes max_seqs prompts at a time (1..256) and packs their positions into shared
@@ -434,7 +450,8 @@ class Model:
         released while a group is scored. Prompts are read from the iterable
         one group ahead of what is yielded, so memory is bounded by max_seqs prompts. A prompt
         that fails raises its error (the message names its index) when its turn comes; the
-        results before it are yielded first. stats, compare, detect and min_k: as score().
+        results before it are yielded first. stats, compare, detect, min_k and token_ids: as
+        score().
         """
         self._open()
         ks = _min_k(detect, min_k)
@@ -458,15 +475,15 @@ class Model:
             raise ArgumentTypeError("prompts must be an iterable, not %s" %
                                     type(prompts).__name__) from None
         self._check_compare(compare)
-        return self._score_many(it, top_k, logprobs_from, lf_iter, max_seqs, add_special,
-                                parse_special, stats, compare, ks)
+        params = self._score_params(top_k, stats or ks is not None, token_ids)
+        return self._score_many(it, params, logprobs_from, lf_iter, max_seqs, add_special,
+                                parse_special, bool(stats), compare, ks)
 
-    def _score_many(self, it: Iterator[Any], top_k: int, lf0: Any, lf_iter: Optional[Iterator[Any]],
-                    max_seqs: int, add_special: bool, parse_special: bool, stats: bool = False,
+    def _score_many(self, it: Iterator[Any], params: Any, lf0: Any,
+                    lf_iter: Optional[Iterator[Any]], max_seqs: int, add_special: bool,
+                    parse_special: bool, shown: bool = False,
                     compare: Optional["Model"] = None,
                     ks: Optional[Tuple[int, ...]] = None) -> Iterator[Result]:
-        params = self._score_params(top_k, stats or ks is not None)
-        shown = bool(stats)
         base = 0
         while True:
             group, froms = [], []
@@ -581,6 +598,110 @@ class Model:
             return Result(res.contents, self, logprobs_from, shown, detect)
         finally:
             _C.ps_score_result_free(res)
+
+    # -- (context, continuation) pairs: lm-evaluation-harness's loglikelihood
+    @_guarded
+    def tokenize_pair(self, context: str, continuation: str, add_special: bool = True,
+                      parse_special: bool = True) -> "tuple[npt.NDArray[np.int32], int]":
+        """lm-evaluation-harness's tokenization of a (context, continuation) pair
+        (ps_vocab_tokenize_pair): returns (ids, continuation_start), the pair's tokens and the
+        index of the first continuation token. The context's trailing whitespace moves to the
+        continuation; the continuation's tokens are those of context + continuation past the
+        context's own; an empty context is BOS (EOS where there is none). add_special: BOS in
+        front when the model adds one; parse_special: special-token text is its token."""
+        self._open()
+        return self._pair(context, continuation, add_special, parse_special)
+
+    def _pair(self, context: str, continuation: str, add_special: bool,
+              parse_special: bool) -> "tuple[npt.NDArray[np.int32], int]":
+        texts: List[bytes] = []
+        for name, v in (("context", context), ("continuation", continuation)):
+            if not isinstance(v, str):
+                raise ArgumentTypeError("%s must be a str, not %s" % (name, type(v).__name__))
+            try:
+                texts.append(v.encode("utf-8"))
+            except UnicodeEncodeError as e:
+                raise InvalidArgumentError("%s is not valid Unicode (%s)" % (name, e)) from None
+        c, t = texts
+        cap = len(c) + len(t) + 8
+        n, start = c_int32(), c_int32()
+        err = L.ps_error()
+        while True:
+            out = np.empty(cap, np.int32)
+            st = _C.ps_vocab_tokenize_pair(self._vocab, c, len(c), t, len(t), bool(add_special),
+                                           bool(parse_special),
+                                           out.ctypes.data_as(POINTER(c_int32)), cap, byref(n),
+                                           byref(start), byref(err))
+            _check(st, err, "cannot tokenize the pair")
+            if n.value <= cap:
+                return out[:n.value], int(start.value)
+            cap = n.value
+
+    def loglikelihood(self, context: str, continuation: str, add_special: bool = True,
+                      parse_special: bool = True) -> "tuple[float, bool]":
+        """lm-evaluation-harness's loglikelihood of one request: (log P(continuation |
+        context), is_greedy), the sum of the continuation tokens' float32 logprobs in double
+        and whether each is its position's top-1 (ties by ascending id), with the tokens of
+        tokenize_pair. Bitwise the CLI's continuation_logprob and is_greedy."""
+        return self.loglikelihood_many([(context, continuation)], 1, add_special,
+                                       parse_special)[0]
+
+    def loglikelihood_many(self, pairs: Iterable[Tuple[str, str]], max_seqs: int = 16,
+                           add_special: bool = True,
+                           parse_special: bool = True) -> "List[tuple[float, bool]]":
+        """lm-eval's loglikelihood over an iterable of (context, continuation) pairs: a list of
+        (float, bool), in order. max_seqs pairs at a time share forward passes, and contexts
+        they share (the choices of one question) are computed once through the prefix cache.
+        A pair that fails raises its error, naming its index."""
+        self._open()
+        max_seqs = _int(max_seqs, "max_seqs", 1, _CHUNK)
+        if isinstance(pairs, (str, bytes)):
+            raise ArgumentTypeError("pairs must be an iterable of (context, continuation)")
+        out: "List[tuple[float, bool]]" = []
+        group: "List[tuple[npt.NDArray[np.int32], int]]" = []
+        for i, pair in enumerate(pairs):
+            try:
+                context, continuation = pair
+            except (TypeError, ValueError):
+                raise ArgumentTypeError("pair %d must be a (context, continuation) pair, not %r"
+                                        % (i, pair)) from None
+            try:
+                group.append(self._pair(context, continuation, add_special, parse_special))
+            except Error as e:
+                e.message = "pair %d: %s" % (i, e.message)
+                e.args = (e.message,)
+                raise
+            if len(group) == max_seqs:
+                out.extend(self._pairs_group(group, len(out)))
+                group = []
+        if group:
+            out.extend(self._pairs_group(group, len(out)))
+        return out
+
+    @_guarded
+    def _pairs_group(self, group: "List[tuple[npt.NDArray[np.int32], int]]",
+                     base: int) -> "List[tuple[float, bool]]":
+        m = len(group)
+        params = (L.ps_score_params * m)()
+        arr = (L.ps_score_prompt * m)()
+        for i, (ids, start) in enumerate(group):
+            params[i] = self._score_params(0)
+            params[i].continuation_start = start
+            arr[i].tokens = ids.ctypes.data_as(POINTER(c_int32))
+            arr[i].n_tokens = len(ids)
+            arr[i].params = cast(byref(params[i]), POINTER(L.ps_score_params))
+        res = (POINTER(L.ps_score_result) * m)()
+        err = L.ps_error()
+        with self._lock:
+            self._open()
+            st = _C.ps_score_batch(self._session, arr, m, m, res, byref(err))
+        _check(st, err, "pairs %d..%d" % (base, base + m - 1))
+        try:
+            return [(float(res[i].contents.continuation_logprob),
+                     bool(res[i].contents.is_greedy)) for i in range(m)]
+        finally:
+            for i in range(m):
+                _C.ps_score_result_free(res[i])
 
     @_guarded
     def perplexity(self, text: Union[str, Sequence[int]], ctx: Optional[int] = None,

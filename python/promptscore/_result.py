@@ -63,12 +63,21 @@ class Result:
                     "zlib_ratio": z} (+ "ref_ratio" with compare=); an empty selection is NaN
                     (the CLI writes null), a zero sigma gives what IEEE division gives
       entropy/rank/kld/same_top1/dp/varentropy are not masked by logprobs_from.
+      token_id_logprobs float32 (n, m) with token_ids= (m ids), else None: row i holds the
+                    logprobs of the named ids in the distribution that scored token i, in the
+                    order asked, whatever their rank (the CLI's "token_id_logprobs"); NaN at 0
+                    and before logprobs_from
+      continuation_start, continuation_logprob, is_greedy: for a (context, continuation)
+                    pair (Model.loglikelihood*), else None: where the continuation starts in
+                    token_ids, the sum of its float32 logprobs in double, and whether each of
+                    its tokens is the top-1 (the CLI's fields)
     """
 
     __slots__ = ("token_ids", "logprobs", "top_ids", "top_logprobs", "sum_logprob",
                  "mean_logprob", "perplexity", "n_tokens", "logprobs_from", "_tokens",
                  "_offsets", "entropy", "rank", "kld", "same_top1", "dp", "kld_mean",
-                 "same_top1_pct", "varentropy", "detect")
+                 "same_top1_pct", "varentropy", "detect", "token_id_logprobs",
+                 "continuation_start", "continuation_logprob", "is_greedy")
 
     token_ids: npt.NDArray[np.int32]
     logprobs: npt.NDArray[np.float32]
@@ -90,6 +99,10 @@ class Result:
     same_top1_pct: Optional[float]
     varentropy: Optional[npt.NDArray[np.float32]]
     detect: Optional[Dict[str, Any]]
+    token_id_logprobs: Optional[npt.NDArray[np.float32]]
+    continuation_start: Optional[int]
+    continuation_logprob: Optional[float]
+    is_greedy: Optional[bool]
 
     def __init__(self, res: Any, model: "Model", logprobs_from: int, show_stats: bool = True,
                  detect: Optional[Tuple[Tuple[int, ...], bytes]] = None) -> None:
@@ -140,6 +153,18 @@ class Result:
             m = n - 1
             self.kld_mean = kl / m if m > 0 else math.nan
             self.same_top1_pct = 100.0 * same / m if m > 0 else math.nan
+        self.token_id_logprobs = None
+        if res.token_id_logprobs and res.n_token_ids > 0:
+            t = res.n_token_ids
+            tl = np.ctypeslib.as_array(res.token_id_logprobs, (n * t,)).reshape(n, t).copy()
+            if logprobs_from > 0:
+                tl[:min(logprobs_from, n)] = np.nan
+            self.token_id_logprobs = tl
+        self.continuation_start = self.continuation_logprob = self.is_greedy = None
+        if res.continuation_start > 0:
+            self.continuation_start = int(res.continuation_start)
+            self.continuation_logprob = float(res.continuation_logprob)
+            self.is_greedy = bool(res.is_greedy)
 
     @property
     def tokens(self) -> List[str]:

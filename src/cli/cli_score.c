@@ -32,6 +32,8 @@
  * --compare given several times (or a comma list; cli_compare.c) compares every model in the
  * same pass (ps_score_params.compares: the base forwards each chunk once): each line then gets
  * a "compare" array instead (ps_json_compares); one --compare writes what it always wrote.
+ * --token-ids 1,2,3 (read_token_ids, checked against the vocabulary) names tokens for every
+ * line that names none; a line's continuation_start goes to its job with its ids.
  * ps_cli_score runs in phases: score_parse (the command line), score_setup (input, models,
  * engine), score_open_output (a shard file or -o), score_lines (rounds of lines, score_emit
  * writing each) and score_end (end record, footer, summary); score_close frees the rest.
@@ -43,6 +45,7 @@
 #include "front/engine.h"
 #include "front/jsonl.h"
 #include "model/vocab.h"
+#include "base/util.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -171,7 +174,10 @@ static const char *SCORE_ABOUT =
     "line per input, in order: {\"id\", \"logprobs\": {tokens, token_logprobs, top_logprobs,\n"
     "text_offset, prompt_offset, token_ids, top_ids}, \"sum_logprob\", \"mean_logprob\",\n"
     "\"perplexity\", \"n_tokens\"}, or {\"id\", \"error\"} (docs/api.md). Blank lines are skipped.\n"
-    "Text prompts get BOS as the model says; id lists are verbatim.\n";
+    "Text prompts get BOS as the model says; id lists are verbatim. A line may give\n"
+    "{\"context\", \"continuation\"} instead of a prompt (lm-evaluation-harness's\n"
+    "loglikelihood: continuation_logprob, is_greedy, continuation_start) and\n"
+    "\"logprob_token_ids\": [ids] (token_id_logprobs).\n";
 
 typedef struct {
     ps_cli_loaded *l;
@@ -240,8 +246,13 @@ static void line_start(score_ctx *c, const line_in *li, int64_t lineno, line_slo
     sp.top_p = 1;
     sp.seed = 0;
     sp.stats = c->stats || c->detect; /* detect reads the entropy and varentropy */
+    sp.token_ids = q->req.token_ids;
+    sp.n_token_ids = q->req.n_token_ids;
     q->job = ps_engine_job_new(1, &sp);
-    if (q->job) ps_engine_job_set_prompt(q->job, 0, q->req.ids, q->req.n);
+    if (q->job) {
+        ps_engine_job_set_prompt(q->job, 0, q->req.ids, q->req.n);
+        ps_engine_job_set_continuation(q->job, 0, q->req.continuation_start);
+    }
     if (!q->job) {
         q->st = ps_fail(&q->err, PS_ERR_NOMEM, -1, "out of memory");
     } else if (ps_engine_admit(c->engine) != PS_ENGINE_OK) {
@@ -445,6 +456,7 @@ int ps_cli_load_compare(const char *cmd, const char *path, const ps_cli_model_op
 typedef struct {
     ps_cli_model_opts o;
     const char *in_path, *out_path;
+    const char *token_ids;  /* --token-ids 1,2,3 (read in score_setup, against the vocabulary) */
     int32_t k, max_seqs;
     int format;
     bool no_bos, strict, resume, no_special, stats, detect;
@@ -465,6 +477,8 @@ typedef struct {
     ps_engine *engine;
     ps_shard_out so;
     int64_t total; /* lines to score (progress), or -1 */
+    int32_t *token_ids; /* --token-ids, read */
+    int32_t n_token_ids;
 } score_run;
 
 static void score_close(score_run *r) {
@@ -472,6 +486,9 @@ static void score_close(score_run *r) {
     ps_cli_compares_free(&r->cmp);
     if (r->loaded) ps_cli_unload(&r->l);
     if (r->in && r->in != stdin) fclose(r->in);
+    ps_free(r->token_ids);
+    r->token_ids = NULL;
+    r->n_token_ids = 0;
     r->engine = NULL;
     r->loaded = false;
     r->in = NULL;
@@ -529,6 +546,11 @@ static int score_parse(int argc, char **argv, score_args *a) {
          "array in the order given of {model, kld, same_top1, dp, kld_mean,\n"
          "same_top1_pct}; --format jsonl only",
          PS_CLI_FN, &a->cmp, 0, 0, ps_cli_opt_compare},
+        {"--token-ids", "IDS", "named tokens for every line that names none (its own\n"
+         "\"logprob_token_ids\" wins): comma-separated ids; adds\n"
+         "\"token_id_logprobs\" (each position's logprobs of these ids, in\n"
+         "this order, whatever their rank) to the logprobs object",
+         PS_CLI_STR, &a->token_ids},
         {"--no-bos", NULL, "do not add BOS to text prompts (id prompts are always verbatim)",
          PS_CLI_FLAG, &a->no_bos},
         {"--no-parse-special", NULL, "special-token text in text prompts (</s>, <|endoftext|>)\n"
@@ -587,6 +609,43 @@ static int score_parse(int argc, char **argv, score_args *a) {
     return -1;
 }
 
+/* --token-ids "1,2,3" into r->token_ids: each an id in [0, n_vocab), at most n_vocab of them.
+ * Returns 0 or 2 (a usage error, said on stderr). */
+static int read_token_ids(const char *cmd, const char *arg, int32_t n_vocab, score_run *r) {
+    size_t n = 1;
+    for (const char *p = arg; *p; p++) n += *p == ',';
+    if (n > (size_t)n_vocab) {
+        fprintf(stderr, "promptscore %s: --token-ids names %zu ids; at most the vocabulary size "
+                "%d\n", cmd, n, n_vocab);
+        return 2;
+    }
+    r->token_ids = ps_malloc(n * sizeof *r->token_ids);
+    if (!r->token_ids) {
+        fprintf(stderr, "promptscore %s: out of memory\n", cmd);
+        return 1;
+    }
+    const char *p = arg;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || (*end && *end != ',')) {
+            fprintf(stderr, "promptscore %s: --token-ids: entry %zu of \"%s\" is not an integer "
+                    "(give ids like 1,2,3)\n", cmd, i, arg);
+            return 2;
+        }
+        if (v < 0 || v >= n_vocab) {
+            fprintf(stderr, "promptscore %s: --token-ids: %lld (entry %zu) is not a token id: the "
+                    "vocabulary has %d tokens (ids 0..%d)\n", cmd, v, i, n_vocab, n_vocab - 1);
+            return 2;
+        }
+        r->token_ids[i] = (int32_t)v;
+        r->n_token_ids = (int32_t)i + 1;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 /* Opens the input, loads the model (and the compared one) and starts the engine. Returns 0
  * or the exit status. */
 static int score_setup(const score_args *a, score_run *r) {
@@ -634,6 +693,7 @@ static int score_setup(const score_args *a, score_run *r) {
                 a->k, r->l.info.n_vocab);
         return 2;
     }
+    if (a->token_ids) return read_token_ids(cmd, a->token_ids, r->l.info.n_vocab, r);
     return 0;
 }
 
@@ -655,18 +715,22 @@ static int score_open_output(const score_args *a, score_run *r) {
         return -1;
     }
     /* everything the plain lines depend on, so --resume and merge refuse a mix */
-    char config[256], arch[32];
+    char config[256], arch[32], tids[40] = ""; /* --token-ids: their hash */
+    if (r->n_token_ids > 0)
+        snprintf(tids, sizeof tids, " tids=%016llx",
+                 (unsigned long long)ps_fnv1a64(PS_FNV1A64_INIT, r->token_ids,
+                                                (size_t)r->n_token_ids * sizeof *r->token_ids));
     snprintf(arch, sizeof arch, "%s", l->info.arch);
     for (char *p = arch; *p; p++)
         if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) *p = '_';
     snprintf(config, sizeof config,
              "v1 k=%d chunk=%d act=%s bos=%d special=%d ctx=%d arch=%s bytes=%lld vocab=%d "
-             "layers=%d embd=%d%s%s%s",
+             "layers=%d embd=%d%s%s%s%s",
              a->k, a->o.chunk, a->o.act == PS_ACT_F32 ? "f32" : "native", !a->no_bos,
              !a->no_special, l->info.n_ctx, arch, (long long)l->info.file_bytes, l->info.n_vocab,
              l->info.n_layer, l->info.n_embd, a->o.kv_type != PS_KV_F32 ? " kv=" : "",
              a->o.kv_type != PS_KV_F32 ? ps_kv_type_name(a->o.kv_type) : "",
-             a->stats ? " stats=1" : "");
+             a->stats ? " stats=1" : "", tids);
     char why[1024];
     int src = ps_shard_open(a->out_path, shard_i, shard_n, config, a->resume, r->in, &r->so, why,
                             sizeof why);
@@ -894,7 +958,8 @@ int ps_cli_score(int argc, char **argv) {
     lp.sc.lim = (ps_jsonl_limits){.vocab = r.l.vocab, .n_vocab = r.l.info.n_vocab,
                                   .n_ctx = r.l.info.n_ctx, .default_k = k, .add_bos = !a.no_bos,
                                   .max_line_bytes = a.max_line, .no_parse_special = a.no_special,
-                                  .keep_text = a.detect};
+                                  .keep_text = a.detect,
+                                  .token_ids = r.token_ids, .n_token_ids = r.n_token_ids};
     lp.lineno = r.so.lineno;
     ps_buf_init(&lp.b);
     ps_buf_init(&lp.pending);

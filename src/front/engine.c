@@ -29,10 +29,12 @@
 #include <stdatomic.h>
 #include <time.h>
 
-/* One prompt of a job: its tokens (borrowed). */
+/* One prompt of a job: its tokens (borrowed), and where a continuation starts in them (0:
+ * none; ps_score_params.continuation_start, the one parameter that differs per prompt). */
 typedef struct {
     const int32_t *ids;
     int32_t n;
+    int32_t continuation_start;
 } job_prompt;
 
 struct ps_engine_job {
@@ -170,6 +172,7 @@ static ps_status score_one(worker *w, ps_engine_job *j, int32_t i, bool hold,
     if (hold) ps_test_hold_wait(&w->engine->p.hold);
 #endif
     ps_score_params p = job_params(w, j);
+    p.continuation_start = j->prompts[i].continuation_start;
     return ps_score_tokens(w->session, j->prompts[i].ids, j->prompts[i].n, &p, res, err);
 }
 
@@ -230,6 +233,7 @@ static void score_group(worker *w, const group_item *g, int32_t n) {
         run[m] = g[k];
         params[m] = job_params(w, g[k].job);
         const job_prompt *pr = &g[k].job->prompts[g[k].prompt];
+        params[m].continuation_start = pr->continuation_start;
         prompts[m] = (ps_score_prompt){pr->ids, pr->n, NULL};
         m++;
     }
@@ -434,7 +438,12 @@ ps_engine_job *ps_engine_job_new(int32_t n_prompts, const ps_score_params *param
 
 void ps_engine_job_set_prompt(ps_engine_job *j, int32_t i, const int32_t *ids, int32_t n) {
     if (i < 0 || i >= j->n_prompts) return;
-    j->prompts[i] = (job_prompt){ids, n};
+    j->prompts[i] = (job_prompt){ids, n, 0};
+}
+
+void ps_engine_job_set_continuation(ps_engine_job *j, int32_t i, int32_t start) {
+    if (i < 0 || i >= j->n_prompts) return;
+    j->prompts[i].continuation_start = start;
 }
 
 void ps_engine_job_free(ps_engine_job *j) {

@@ -82,6 +82,9 @@ ps_engine_job *ps_engine_job_new(int32_t n_prompts, const ps_score_params *param
 /* Prompt i (0 <= i < n_prompts) of job j: n (>= 1) token ids, borrowed until the job is
  * freed. */
 void ps_engine_job_set_prompt(ps_engine_job *j, int32_t i, const int32_t *ids, int32_t n);
+/* Prompt i's continuation start (ps_score_params.continuation_start; 0, the default: none),
+ * after ps_engine_job_set_prompt. */
+void ps_engine_job_set_continuation(ps_engine_job *j, int32_t i, int32_t start);
 /* Frees the job and its results. */
 void ps_engine_job_free(ps_engine_job *j);
 /* Prompt i's result, when the job succeeded (owned by the job). */

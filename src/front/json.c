@@ -391,6 +391,38 @@ static void stat_arrays(ps_buf *b, const ps_score_result *r, int32_t first, int3
     }
 }
 
+/* token_id_logprobs of entries [first, end): each a list of the named ids' logprobs in the
+ * order asked (ps_score_params.token_ids), null where token_logprobs is null. Nothing when
+ * the result has none. */
+static void named_arrays(ps_buf *b, const ps_score_result *r, int32_t first, int32_t end,
+                         int32_t values_from) {
+    if (!r->token_id_logprobs || r->n_token_ids <= 0) return;
+    const size_t n = (size_t)r->n_token_ids;
+    ps_buf_puts(b, ",\"token_id_logprobs\":[");
+    for (int32_t i = first; i < end; i++) {
+        if (i > first) ps_buf_putc(b, ',');
+        if (i < values_from || isnan(r->logprobs[i])) {
+            ps_buf_append(b, "null", 4);
+            continue;
+        }
+        ps_buf_putc(b, '[');
+        for (size_t t = 0; t < n; t++) {
+            if (t) ps_buf_putc(b, ',');
+            ps_json_f32(b, r->token_id_logprobs[(size_t)i * n + t]);
+        }
+        ps_buf_putc(b, ']');
+    }
+    ps_buf_putc(b, ']');
+}
+
+void ps_json_continuation(ps_buf *b, const ps_score_result *r) {
+    if (r->continuation_start <= 0) return;
+    ps_buf_puts(b, ",\"continuation_logprob\":");
+    ps_json_f64(b, r->continuation_logprob);
+    ps_buf_printf(b, ",\"is_greedy\":%s,\"continuation_start\":%d",
+                  r->is_greedy ? "true" : "false", (int)r->continuation_start);
+}
+
 void ps_json_logprobs_from(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
                            int32_t first, int32_t values_from, int64_t text_offset0,
                            const int32_t *prompt_offset, ps_buf *text) {
@@ -504,6 +536,7 @@ void ps_json_logprobs_from(ps_buf *b, const ps_vocab *vocab, const ps_score_resu
     ps_buf_putc(b, ']');
     stat_arrays(b, r, first, end, values_from);
     ps_json_compares(b, r, first, end, values_from);
+    named_arrays(b, r, first, end, values_from);
     ps_buf_putc(b, '}');
     if (tok.oom || (text && text->oom)) b->oom = true;
 

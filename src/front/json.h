@@ -36,12 +36,18 @@ void ps_token_text(ps_buf *b, const ps_vocab *vocab, int32_t id);
  * text_offset0), prompt_offset (prompt_offset[i] = byte offset of entry i in the prompt as
  * sent, -1 or a NULL array = null; generated entries are null), token_ids, top_ids.
  * When the result holds them: entropy, rank and varentropy (ps_score_params.stats), kld,
- * same_top1 and dp (ps_score_params.compare), arrays aligned with token_logprobs (null where it is null).
+ * same_top1 and dp (ps_score_params.compare), arrays aligned with token_logprobs (null where
+ * it is null); token_id_logprobs (ps_score_params.token_ids): per entry the list of the named
+ * ids' logprobs in the order asked, null where token_logprobs is null.
  * When text is not NULL the concatenation of the entries' token texts is appended to it.
  * Writes nothing else (the caller writes the key "logprobs": before it). */
 void ps_json_logprobs(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
                       int32_t first, int64_t text_offset0, const int32_t *prompt_offset,
                       ps_buf *text);
+/* A continuation's answer (ps_score_params.continuation_start), as ,"key":value pairs to
+ * put in an object: continuation_logprob (a double), is_greedy, continuation_start (an
+ * index into token_ids). Nothing when r has no continuation. */
+void ps_json_continuation(ps_buf *b, const ps_score_result *r);
 /* The same with the values of entries before values_from (an entry index: the prompt's
  * position) written as null in token_logprobs, top_logprobs and top_ids (the request field
  * "logprobs_from" of docs/api.md); tokens, token_ids and the offsets stay whole, and every

@@ -29,6 +29,9 @@ void ps_jsonl_req_free(ps_jsonl_req *req) {
     ps_free(req->prompt_offset);
     ps_free(req->text);
     req->text = NULL;
+    ps_free(req->token_ids);
+    req->token_ids = NULL;
+    req->n_token_ids = 0;
     req->id_json = NULL;
     req->ids = NULL;
     req->prompt_offset = NULL;
@@ -80,7 +83,8 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
     ps_req_limits rl = {.vocab = lim->vocab, .n_vocab = lim->n_vocab, .n_ctx = lim->n_ctx,
                         .max_logprobs = lim->n_vocab, .no_add_special = !lim->add_bos,
                         .no_parse_special = lim->no_parse_special, .line = true,
-                        .default_logprobs = lim->default_k, .keep_text = lim->keep_text};
+                        .default_logprobs = lim->default_k, .keep_text = lim->keep_text,
+                        .token_ids = lim->token_ids, .n_token_ids = lim->n_token_ids};
     ps_completion_req r;
     ps_req_error e;
     if (!ps_request_from_json(root, &rl, &r, &e)) {
@@ -99,6 +103,10 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
     r.prompts[0].ids = NULL;
     r.prompts[0].prompt_offset = NULL;
     r.prompts[0].text = NULL;
+    req->continuation_start = r.prompts[0].continuation_start;
+    req->token_ids = r.token_ids;
+    req->n_token_ids = r.n_token_ids;
+    r.token_ids = NULL;
     req->k = r.logprobs;
     req->logprobs_from = r.logprobs_from;
     ps_completion_req_free(&r);
@@ -272,5 +280,6 @@ void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req 
         ps_buf_puts(b, ",\"detect\":");
         ps_buf_append(b, req->detect_json, req->detect_len);
     }
+    ps_json_continuation(b, r);
     ps_buf_printf(b, ",\"n_tokens\":%d}\n", (int)r->n_prompt);
 }

@@ -6,10 +6,12 @@
  * Kept in the library, apart from the CLI, so that fuzz/fuzz_jsonl.c can drive it.
  *
  *   in:   {"prompt": "text" | [ids], "id": any, "logprobs": K, "logprobs_from": P,
- *          "add_special_tokens": bool, "parse_special": bool}
+ *          "add_special_tokens": bool, "parse_special": bool, "logprob_token_ids": [ids]}
+ *         or "context" and "continuation" (strings) in place of "prompt"
  *         (other keys are ignored)
  *   out:  {"id": <id>, "logprobs": {...}, "sum_logprob": x, "mean_logprob": x,
- *          "perplexity": x, "n_tokens": n}
+ *          "perplexity": x, "n_tokens": n}; a pair adds continuation_logprob, is_greedy
+ *          and continuation_start before n_tokens
  *   err:  {"id": <id>, "error": {"message", "type": "invalid_request_error", "param", "code"}}
  */
 #ifndef PS_JSONL_H
@@ -35,6 +37,9 @@ typedef struct {
     bool no_parse_special;  /* text prompts: special-token text stays plain text (the default,
                              * false, recognises it, as the server does: docs/api.md) */
     bool keep_text;         /* text prompts: keep a copy of the text (req->text; --detect) */
+    const int32_t *token_ids; /* added: the named tokens of every line that names none (score
+                               * --token-ids); NULL: none */
+    int32_t n_token_ids;
 } ps_jsonl_limits;
 
 typedef struct {
@@ -55,6 +60,11 @@ typedef struct {
     const char *detect_json;/* set by the caller before ps_jsonl_write_result: the "detect"
                              * object (detect_len bytes, front/detect.h), or NULL; not owned */
     size_t detect_len;
+    /* added: */
+    int32_t continuation_start; /* a (context, continuation) line: its first continuation
+                                   token; 0: a prompt */
+    int32_t *token_ids;         /* the line's named tokens (owned), or NULL */
+    int32_t n_token_ids;
 } ps_jsonl_req;
 
 /* What the pre-scanner (jscan.h) checks a line against before jansson reads it: the line's

@@ -170,7 +170,9 @@ static bool check_model(json_t *root, const ps_req_limits *lim, ps_req_error *e)
         return ps_req_fail(e, 400, "model", NULL, "model must be a string, got %s", d);
     }
     const char *name = lim->model_name ? lim->model_name : "";
-    if (json_string_length(v) != strlen(name) || strcmp(json_string_value(v), name) != 0)
+    const char *alias = lim->model_alias && *lim->model_alias ? lim->model_alias : name;
+    if ((json_string_length(v) != strlen(name) || strcmp(json_string_value(v), name) != 0) &&
+        (json_string_length(v) != strlen(alias) || strcmp(json_string_value(v), alias) != 0))
         return ps_req_fail(e, 404, "model", "model_not_found",
                             "The model '%.120s' does not exist: this server serves '%.120s'",
                             json_string_value(v), name);
@@ -427,11 +429,15 @@ ps_score_params ps_completion_score_params(const ps_completion_req *req, uint64_
     p.stop = (const char *const *)req->stop;
     p.n_stop = req->n_stop;
     p.stats = req->stats || req->detect; /* detect reads the entropy and varentropy */
+    p.token_ids = req->token_ids;
+    p.n_token_ids = req->n_token_ids;
     return p;
 }
 
 int64_t ps_completion_estimate(const ps_completion_req *r) {
     int64_t per_lp = r->logprobs >= 0 ? 48 + 56 * ((int64_t)r->logprobs + 1) : 0;
+    if (r->logprobs >= 0 && r->n_token_ids > 0) /* token_id_logprobs: a float each, brackets */
+        per_lp += 4 + 16 * (int64_t)r->n_token_ids;
     /* "stats": entropy and varentropy (up to 16 bytes each) and rank (up to 11); a compared
      * server adds kld, dp and same_top1 (about 40 more), which the 16 per entry below leaves
      * room for */
@@ -460,6 +466,7 @@ void ps_completion_req_free(ps_completion_req *r) {
     if (r->stop)
         for (int32_t i = 0; i < r->n_stop; i++) ps_free(r->stop[i]);
     ps_free(r->stop);
+    ps_free(r->token_ids);
     memset(r, 0, sizeof *r);
 }
 
@@ -503,7 +510,7 @@ bool ps_request_from_json(json_t *root, const ps_req_limits *lim, ps_completion_
     ps_completion_req r;
     memset(&r, 0, sizeof r);
     r.logprobs = lim->line ? lim->default_logprobs : -1;
-    r.max_tokens = lim->line ? 0 : 16;
+    r.max_tokens = lim->line || ps_req_has_pairs(root) ? 0 : 16; /* pairs score, by default */
     r.temperature = 1.0f;
     r.top_p = 1.0f;
     bool ok = false, add_special = true, parse_special = true;
@@ -590,7 +597,10 @@ bool ps_request_from_json(json_t *root, const ps_req_limits *lim, ps_completion_
         }
         if (!parse_stop(root, &r, e)) goto done;
     }
-    if (!parse_prompts(root, lim, add_special, parse_special, &r, e)) goto done;
+    if (!ps_req_parse_token_ids(root, lim, &r, e)) goto done;
+    if (ps_req_has_pairs(root) ? !ps_req_parse_pairs(root, lim, add_special, parse_special, &r, e)
+                               : !parse_prompts(root, lim, add_special, parse_special, &r, e))
+        goto done;
     for (int32_t i = 0; r.detect && i < r.n_prompts; i++)
         if (r.prompts[i].n < 2) {
             ps_req_fail(e, 400, "prompt", NULL,

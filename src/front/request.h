@@ -62,13 +62,21 @@ typedef struct {
                               * PS_REQ_MAX_PIECE. Longer: 413 (the tokenizer's memory bound) */
     bool no_add_special;     /* add_special_tokens' default false (BOS is not added) */
     bool no_parse_special;   /* parse_special's default false (special-token text is plain) */
-    /* A JSON Lines line (docs/api.md, "JSON Lines"): one prompt (text or ids), and only the
-     * fields prompt, logprobs (default_logprobs when absent or null), logprobs_from,
-     * add_special_tokens and parse_special are read; every other key is ignored, max_tokens
+    /* A JSON Lines line (docs/api.md, "JSON Lines"): one prompt (text or ids, or one
+     * context + continuation pair), and only the fields prompt, context, continuation,
+     * logprobs (default_logprobs when absent or null), logprobs_from, add_special_tokens,
+     * parse_special and logprob_token_ids (token_ids_logprob) are read; every other key is ignored, max_tokens
      * is 0 and logprobs is never null. */
     bool line;
     int32_t default_logprobs;
     bool keep_text;          /* appended: keep a copy of each text prompt (ps_req_prompt.text) */
+    /* Added after default_logprobs: */
+    const char *model_alias;  /* a second name a request's "model" may give (the GGUF file's
+                               * base name without .gguf, as llama.cpp's server accepts);
+                               * NULL: none */
+    const int32_t *token_ids; /* the named tokens of a request that names none (score
+                               * --token-ids); NULL: none */
+    int32_t n_token_ids;
 } ps_req_limits;
 
 typedef struct {
@@ -79,6 +87,8 @@ typedef struct {
      * bytes (owned, text_len of them); NULL for ids */
     char *text;
     size_t text_len;
+    int32_t continuation_start; /* added: a (context, continuation) pair's first continuation
+                                   token (ps_score_params.continuation_start); 0: a prompt */
 } ps_req_prompt;
 
 /* A validated job: the prompts' token ids and how to score them. */
@@ -103,7 +113,27 @@ typedef struct {
                                 false; the server's requests) */
     int32_t n_min_k;         /* "min_k": the percentages of min_k / min_k_pp (default {20}) */
     int32_t min_k[PS_DETECT_MAX_K];
+    int32_t *token_ids;      /* "logprob_token_ids" (or SGLang's "token_ids_logprob"): the named
+                                tokens, owned (or the limits' default, copied); NULL: none */
+    int32_t n_token_ids;
+    bool pairs;              /* the prompts are (context, continuation) pairs */
 } ps_completion_req;
+
+/* request_pairs.c: the fields of what scorers compute. Whether root gives "context" or
+ * "continuation" (then ps_req_parse_pairs reads the prompts, not "prompt"). */
+bool ps_req_has_pairs(json_t *root);
+/* The (context, continuation) pairs of root into r->prompts (docs/api.md, "Continuations"):
+ * "context" a string or a list of strings, "continuation" a string or a list of strings; a
+ * string against a list is that string for every entry of the list, two lists must have the
+ * same length. Each pair is tokenized by lm-eval's rule (ps_vocab_tokenize_pair) and must fit
+ * the context with r->max_tokens. Errors: a context without a continuation (or the reverse),
+ * "prompt" too, a list on a line, and the tokenizer's. */
+bool ps_req_parse_pairs(json_t *root, const ps_req_limits *lim, bool add_special,
+                        bool parse_special, ps_completion_req *r, ps_req_error *e);
+/* "logprob_token_ids" or "token_ids_logprob" (not both): a list of token ids in range, at
+ * most n_vocab of them, into r->token_ids; absent or null: lim's default. */
+bool ps_req_parse_token_ids(json_t *root, const ps_req_limits *lim, ps_completion_req *r,
+                            ps_req_error *e);
 
 /* Validates the object root against lim into *out (free with ps_completion_req_free). Returns
  * true, or false with *e filled and nothing in *out to free. Never crashes on any value. */
@@ -127,7 +157,8 @@ bool ps_completion_req_parse(const char *body, size_t len, const ps_req_limits *
 ps_score_params ps_completion_score_params(const ps_completion_req *req, uint64_t seed);
 
 /* An upper estimate of the answer's size in bytes, from the validated request (docs/api.md:
- * per prompt 256 + per entry 16, plus 48 + 56 x (K + 1) per entry with logprobs). */
+ * per prompt 256 + per entry 16, plus 48 + 56 x (K + 1) per entry with logprobs, and
+ * 4 + 16 per named token id with logprob_token_ids). */
 int64_t ps_completion_estimate(const ps_completion_req *req);
 
 /* POST /tokenize {"prompt": str, "add_special_tokens": bool, "parse_special": bool} -> the ids

@@ -38,6 +38,7 @@
 #include "base/util.h"
 #include "score/prefix_cache.h"
 #include "score/compare.h"
+#include "score/extras.h"
 #include "run/session.h"
 
 #include <math.h>
@@ -94,6 +95,7 @@ void ps_score_result_free(ps_score_result *r) {
     ps_compares_free(r);
     ps_free(r->varentropy);
     ps_free(r->compare_logprob);
+    ps_free(r->token_id_logprobs);
     ps_free(r);
 }
 
@@ -258,7 +260,7 @@ static ps_status check_params(const ps_session *s, const int32_t *tokens, int32_
         return ps_fail(err, PS_ERR_CONTEXT, -1,
                        "%d prompt tokens exceed the context length %d", n_tokens, s->n_ctx);
     }
-    return PS_OK;
+    return ps_extras_check(p, n_tokens, n_vocab, err);
 }
 
 /* Allocates a result for up to cap entries of k alternatives, with the entropy and rank
@@ -310,7 +312,9 @@ static ps_status topk_rows(const ps_session *s, const ps_score_params *p, const 
     tp.pool = s->pool;
     ps_logits lg = {.data = logits, .dtype = PS_DTYPE_F32, .n_rows = n_rows, .n_vocab = n_vocab,
                     .row_stride = n_vocab, .targets = targets};
-    ps_topk_out out = {.lse = NULL,
+    float lse[PS_CHUNK]; /* the rows' lse, for the named tokens */
+    assert(n_rows <= PS_CHUNK);
+    ps_topk_out out = {.lse = p->n_token_ids > 0 ? lse : NULL,
                        .target_logprob = r->logprobs + entry0,
                        .top_ids = p->k ? r->top_ids + (size_t)entry0 * (size_t)p->k : NULL,
                        .top_logprobs = p->k ? r->top_logprobs + (size_t)entry0 * (size_t)p->k : NULL,
@@ -335,6 +339,9 @@ static ps_status topk_rows(const ps_session *s, const ps_score_params *p, const 
     if (st != PS_OK)
         return ps_fail(err, st, -1, "scoring positions %d..%d: %s", pos0, pos0 + n_rows - 1,
                        e.message);
+    if (p->n_token_ids > 0)
+        ps_named_rows(logits, n_rows, n_vocab, lse, p->token_ids, p->n_token_ids,
+                      r->token_id_logprobs + (size_t)entry0 * (size_t)p->n_token_ids);
     return PS_OK;
 }
 
@@ -651,14 +658,14 @@ static void cache_end(cache_run *cr) {
     memset(cr, 0, sizeof *cr);
 }
 
-/* Looks the prompt up; on a hit restores the blocks into sequence q (at n_past 0) and copies their
+/* Looks the prompt up (unless !lookup: then nothing is found); on a hit restores the blocks into sequence q (at n_past 0) and copies their
  * answers (entries 1 .. m B - 1) into r; *start = the first position to compute (m B - 1, the
  * last cached position, whose row scores the first new token, or 0). Claims the first block it
  * will compute (prefix_cache.h: a scheduler can then run other work before a prompt that
  * shares it; the claim ends when the blocks are inserted, or will not be). */
 static ps_status cache_begin(cache_run *cr, ps_prefix_cache *c, const ps_session *s, ps_seq *q,
                              const int32_t *tokens, int32_t n_tokens, ps_score_result *r,
-                             int32_t *start, ps_error *err) {
+                             bool lookup, int32_t *start, ps_error *err) {
     memset(cr, 0, sizeof *cr);
     *start = 0;
     const ps_hparams *hp = &s->model->hp;
@@ -679,7 +686,9 @@ static ps_status cache_begin(cache_run *cr, ps_prefix_cache *c, const ps_session
         if (q->kv_len[l] < q->n_ctx)
             cr->ring = cr->ring ? PS_MIN(cr->ring, (int32_t)q->kv_len[l]) : (int32_t)q->kv_len[l];
     cr->stop = cr->ring > 0 && cr->ring < cr->B; /* no ring holds a whole block: no inserts */
-    cr->m = ps_pcache_acquire(c, cr->cfg, tokens, n_tokens, r->k, cr->held, cr->whole);
+    /* without lookup (named tokens, which blocks do not hold) every block is computed */
+    cr->m = lookup ? ps_pcache_acquire(c, cr->cfg, tokens, n_tokens, r->k, cr->held, cr->whole)
+                   : 0;
     if (cr->m < cr->whole && !cr->stop)
         cr->claim = ps_pcache_claim(c, cr->cfg, cr->m ? cr->held[cr->m - 1] : NULL,
                                     tokens + (size_t)cr->m * (size_t)cr->B, r->k);
@@ -716,8 +725,8 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
     float *logits = ps_session_logits(s, (size_t)chunk);
     float *cmp_logits = p->compare ? ps_session_logits(p->compare, (size_t)chunk) : NULL;
     int32_t *targets = ps_malloc((size_t)chunk * sizeof *targets);
-    if (!r || !logits || !targets || (p->compare && !cmp_logits) ||
-        !ps_compares_alloc(r, p, n_tokens + p->max_tokens)) {
+    if (!r || !ps_extras_alloc(r, p, n_tokens + p->max_tokens) || !logits || !targets ||
+        (p->compare && !cmp_logits) || !ps_compares_alloc(r, p, n_tokens + p->max_tokens)) {
         st = ps_fail(err, PS_ERR_NOMEM, -1,
                      "out of memory for the results of %d positions (k %d) and a %d x %d "
                      "logits buffer", n_tokens + p->max_tokens, k, chunk, n_vocab);
@@ -732,7 +741,8 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
      * entries copied), the rest is computed, calls ending where the cache must capture */
     int32_t start = 0;
     if (p->cache) {
-        st = cache_begin(&cr, p->cache, s, s->seq, tokens, n_tokens, r, &start, err);
+        st = cache_begin(&cr, p->cache, s, s->seq, tokens, n_tokens, r, p->n_token_ids == 0,
+                         &start, err);
         if (st != PS_OK) goto fail;
     }
     int32_t last_rows = 0; /* rows of the last forward call still in `logits` */
@@ -790,6 +800,7 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
                       logits, r, err);
         if (st != PS_OK) goto fail;
     }
+    ps_continuation_finish(r, p);
     result_finish(r, p);
     *out = r;
     r = NULL;
@@ -824,7 +835,7 @@ typedef struct {
 static bool batch_follows(const batch_item *it, const ps_score_prompt *prompts, int32_t lo,
                           int32_t i) {
     const ps_score_params *pi = it[i].p;
-    if (!pi->cache) return false;
+    if (!pi->cache || pi->n_token_ids > 0) return false; /* it would not read the blocks */
     const int32_t B = ps_pcache_block_len(pi->cache);
     const int32_t *ti = prompts[i].tokens, ni = prompts[i].n_tokens;
     for (int32_t j = lo; j < i; j++) {
@@ -893,6 +904,12 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
                          prompts[i].n_tokens + it[i].p->max_tokens, it[i].p->k);
             goto fail;
         }
+        if (!ps_extras_alloc(results[i], it[i].p, prompts[i].n_tokens + it[i].p->max_tokens)) {
+            st = ps_fail(err, PS_ERR_NOMEM, -1,
+                         "out of memory for the named tokens of prompt %d (%d positions)", i,
+                         prompts[i].n_tokens + it[i].p->max_tokens);
+            goto fail;
+        }
         result_start(results[i], prompts[i].tokens, prompts[i].n_tokens, it[i].p->k);
     }
     /* Passes: prompts are packed in order from the first unfinished one (lo), each taking what
@@ -927,7 +944,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
                 b->started = true;
                 if (b->p->cache) {
                     st = cache_begin(&b->cr, b->p->cache, s, b->seq, prompts[i].tokens, nt,
-                                     results[i], &b->fed, err);
+                                     results[i], b->p->n_token_ids == 0, &b->fed, err);
                     if (st != PS_OK) goto fail;
                 }
             }
@@ -981,6 +998,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
                               logits + (size_t)(row0 - 1) * (size_t)n_vocab, gen_logits, r, err);
                 if (st != PS_OK) goto fail;
             }
+            ps_continuation_finish(r, it[i].p);
             result_finish(r, it[i].p);
             it[i].done = true;
         }

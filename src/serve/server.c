@@ -88,6 +88,7 @@ struct ps_server {
     /* configuration */
     ps_server_config cfg;
     char name[160];
+    char alias[160];         /* the GGUF file's base name without .gguf: a second model name */
     const ps_model *model;
     const ps_vocab *vocab;
     ps_model_info info;
@@ -427,6 +428,7 @@ static void write_completion(ps_server *s, const ps_completion_req *r, const ps_
         else ps_json_logprobs_from(b, s->vocab, &shown, r->echo ? 0 : x->n_prompt,
                                    r->logprobs_from, 0, r->prompts[i].prompt_offset, NULL);
         if (r->detect) write_detect(s, r, i, x, b);
+        ps_json_continuation(b, x);
         ps_buf_printf(b, ",\"finish_reason\":\"%s\"}",
                       x->finish == PS_FINISH_STOP ? "stop" : "length");
     }
@@ -502,8 +504,10 @@ static void run_completion(ps_server *s, struct MHD_Connection *mc, const ps_com
     }
     const ps_score_params sp = ps_completion_score_params(req, seed);
     ps_engine_job *j = ps_engine_job_new(req->n_prompts, &sp);
-    for (int32_t i = 0; j && i < req->n_prompts; i++)
+    for (int32_t i = 0; j && i < req->n_prompts; i++) {
         ps_engine_job_set_prompt(j, i, req->prompts[i].ids, req->prompts[i].n);
+        ps_engine_job_set_continuation(j, i, req->prompts[i].continuation_start);
+    }
     if (!j) {
         ps_req_fail(e, 500, NULL, NULL, "out of memory admitting the request");
         return;
@@ -1394,6 +1398,11 @@ static ps_status server_new(const ps_model *model, const ps_server_config *cfg,
     }
     snprintf(s->name, sizeof s->name, "%s", cfg->name && *cfg->name ? cfg->name : info->name);
     s->limits.model_name = s->name;
+    /* the file's base name without .gguf is a name too (as llama.cpp's server takes it) */
+    snprintf(s->alias, sizeof s->alias, "%s", info->file);
+    size_t al = strlen(s->alias);
+    if (al > 5 && !strcmp(s->alias + al - 5, ".gguf")) s->alias[al - 5] = 0;
+    s->limits.model_alias = s->alias;
     s->limits.vocab = s->vocab;
     s->limits.n_vocab = info->n_vocab;
     s->limits.n_ctx = info->n_ctx;

@@ -64,15 +64,22 @@ def test_loglikelihood(tmp_path, path):
     got = [json.loads(l) for l in out.splitlines()]
     assert len(got) == len(reqs)
     with promptscore.Model(path) as m:
-        pairs = [ll_mod.encode_pair(m, q["context"], q["continuation"]) for q in reqs]
+        pairs = []
+        for q in reqs:
+            ids, start = m.tokenize_pair(q["context"], q["continuation"])
+            pairs.append((ids[:start].tolist(), ids[start:].tolist()))
     ref = cli_score(path, [{"prompt": c + x, "logprobs": 1, "logprobs_from": len(c)}
                            for c, x in pairs])
+    pair_lines = cli_score(path, [dict(q, logprobs=1) for q in reqs])
     greedy_seen = set()
-    for (c, x), o, g in zip(pairs, ref, got):
+    for (c, x), o, g, pl in zip(pairs, ref, got, pair_lines):
         lp = o["logprobs"]
         assert all(v is None for v in lp["token_logprobs"][:len(c)])
-        vals = np.array(lp["token_logprobs"][len(c):], dtype=np.float64).astype(np.float32)
-        assert g["loglikelihood"] == float(np.sum(vals, dtype=np.float64))
+        total = 0.0
+        for v in np.array(lp["token_logprobs"][len(c):], dtype=np.float64).astype(np.float32):
+            total += float(v)
+        assert g["loglikelihood"] == total == pl["continuation_logprob"]
+        assert g["is_greedy"] == pl["is_greedy"]
         greedy = all(row[0][0] == t for row, t in zip(lp["top_ids"][len(c):], x))
         assert g["is_greedy"] == greedy
         assert (g["n_context"], g["n_continuation"]) == (len(c), len(x))
