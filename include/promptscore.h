@@ -103,11 +103,19 @@ PS_API const char *ps_isa_name(ps_isa isa);
 /* A fixed set of worker threads that runs the library's parallel loops (pass it in
  * ps_session_params / ps_topk_params). Output of every promptscore kernel is independent of the
  * number of threads. A pool serves one parallel loop at a time (concurrent users of one pool
- * are serialised by an internal lock). */
+ * are serialised by an internal lock).
+ * fork(): a child may go on using every pool, session, model and prefix cache the parent made
+ * (e.g. Python's multiprocessing with the fork start method). The library's pthread_atfork
+ * handlers make fork() wait until no parallel loop and no prefix-cache operation is running,
+ * and in the child a pool starts its workers again before its next loop; the results are the
+ * parent's, bit for bit. A session or result another parent thread was using at that moment
+ * is not the child's to use. */
 typedef struct ps_pool ps_pool;
 
 /* n_threads >= 1 (the calling thread counts as one; n_threads - 1 workers are started).
- * n_threads == 0 means the number of online CPUs. Returns PS_ERR_INVALID_ARG, PS_ERR_NOMEM. */
+ * n_threads == 0 means the number of online CPUs. Returns PS_ERR_INVALID_ARG, PS_ERR_NOMEM.
+ * In a child of fork() the workers are started again by the pool's next loop; one that cannot
+ * be started leaves its share to the others (same results, fewer threads). */
 PS_API ps_status ps_pool_create(int32_t n_threads, ps_pool **out);
 /* Stops and joins the workers. NULL is a no-op. */
 PS_API void ps_pool_free(ps_pool *pool);
