@@ -544,9 +544,12 @@ PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prom
                                 int32_t n_prompts, int32_t max_seqs, ps_score_result **results,
                                 ps_error *err);
 
-/* Whether two vocabularies are the same, token for token (the same number of tokens and the
- * same bytes for every id, ps_vocab_token_bytes): PS_OK, or PS_ERR_INVALID_ARG with a message
- * naming both sizes or the first id whose text differs (both texts, escaped). For
+/* Whether two vocabularies are the same, token for token: the same number of tokens; for every
+ * id the same bytes (ps_vocab_token_bytes) and the same type (normal, control, byte, ...); the
+ * same special ids (every tokenizer.ggml.*_token_id the loader reads: bos, eos, unknown,
+ * padding, seperator, cls, mask, eot, eom, the FIM ids) and the same add_bos_token /
+ * add_eos_token. PS_OK, or PS_ERR_INVALID_ARG with a message naming the first difference
+ * (both sizes; the id and both texts, escaped, or both types; the key and both values). For
  * ps_score_params.compare. */
 PS_API ps_status ps_vocab_same(const ps_vocab *a, const ps_vocab *b, ps_error *err);
 
