@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "model/vocab.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -741,6 +742,12 @@ static void test_built(void) {
     ps_gguf_set_arr(w, "tokenizer.ggml.scores", PS_GGUF_FLOAT32, scores, 4);
     CHECK(load_built(w, &v, &err) == PS_ERR_FORMAT);
     CHECKF(strstr(err.message, "tokenizer.ggml.scores") != NULL, "message: %s", err.message);
+    scores[3] = NAN;
+    ps_gguf_set_arr(w, "tokenizer.ggml.scores", PS_GGUF_FLOAT32, scores, 5);
+    CHECK(load_built(w, &v, &err) == PS_ERR_FORMAT);
+    CHECKF(strstr(err.message, "tokenizer.ggml.scores[3] is NaN") != NULL, "message: %s",
+           err.message);
+    scores[3] = -1;
     ps_gguf_set_arr(w, "tokenizer.ggml.scores", PS_GGUF_FLOAT32, scores, 5);
     ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types, 5);
     ps_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 7);

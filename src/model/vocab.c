@@ -900,6 +900,8 @@ static ps_status fill_tokens(ps_vocab *v, const ps_gguf *g, const token_arrays *
         if (a->scores) {
             float f;
             memcpy(&f, a->scores + i, 4);
+            if (f != f) /* NaN orders no merge: the SentencePiece merges would depend on it */
+                return ps_fail(err, PS_ERR_FORMAT, -1, "%s[%d] is NaN", SCORES_KEY, i);
             t->score = f;
         }
         t->type = TT_NORMAL;
