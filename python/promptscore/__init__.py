@@ -176,6 +176,14 @@ def _int(value, name, lo=None, hi=None):
     return v
 
 
+def _bool(value, name):
+    """A boolean option: True or False (numpy's bool too), nothing merely truthy: the server
+    answers 400 to "stats": "yes" and to 1, and so does this."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ArgumentTypeError("%s must be True or False, not %r" % (name, value))
+
+
 _INT32_MAX = 2**31 - 1
 _ACTS = {"native": 0, "f32": 1}
 _KV_TYPES = {"f32": 0, "f16": 1, "bf16": 2, "bf16-dot": 3, "f16-dot": 4}
@@ -558,7 +566,8 @@ class Model:
             b = text.encode("utf-8")
         except UnicodeEncodeError as e:
             raise InvalidArgumentError("text is not valid Unicode (%s)" % e) from None
-        return self._tokenize(b, bool(add_special), bool(parse_special)).tolist()
+        return self._tokenize(b, _bool(add_special, "add_special"),
+                              _bool(parse_special, "parse_special")).tolist()
 
     def _tokenize(self, b, add_bos, parse_special):
         if len(b) > _INT32_MAX // 2:
@@ -639,11 +648,13 @@ class Model:
 
     def _prompt_ids(self, prompt, add_special, parse_special):
         if isinstance(prompt, str):
+            if not prompt:  # the words of the CLI and the server
+                raise InvalidArgumentError("prompt is empty")
             try:
                 b = prompt.encode("utf-8")
             except UnicodeEncodeError as e:
                 raise InvalidArgumentError("prompt is not valid Unicode (%s)" % e) from None
-            a = self._tokenize(b, bool(add_special), bool(parse_special))
+            a = self._tokenize(b, add_special, parse_special)
             if not len(a):
                 raise InvalidArgumentError("the prompt has no tokens")
             return a
@@ -657,8 +668,13 @@ class Model:
         p.k = top_k
         p.chunk = _CHUNK
         p.cache = self._cache
-        p.stats = bool(stats)
+        p.stats = stats
         return p
+
+    @staticmethod
+    def _check_flags(add_special, parse_special, stats):
+        return (_bool(add_special, "add_special"), _bool(parse_special, "parse_special"),
+                _bool(stats, "stats"))
 
     def _check_k(self, top_k, logprobs_from):
         top_k = _int(top_k, "top_k", 0, self._info.n_vocab)
@@ -684,6 +700,7 @@ class Model:
         """
         self._open()
         top_k, logprobs_from = self._check_k(top_k, logprobs_from)
+        add_special, parse_special, stats = self._check_flags(add_special, parse_special, stats)
         ids = self._prompt_ids(prompt, add_special, parse_special)
         self._check_compare(compare)
         params = self._score_params(top_k, stats)
@@ -726,6 +743,7 @@ class Model:
                 raise ArgumentTypeError("logprobs_from must be an int or an iterable of ints, "
                                         "not %s" % type(logprobs_from).__name__) from None
         max_seqs = _int(max_seqs, "max_seqs", 1, _CHUNK)
+        add_special, parse_special, stats = self._check_flags(add_special, parse_special, stats)
         if isinstance(prompts, (str, bytes)):
             raise ArgumentTypeError("prompts must be an iterable of prompts, not a single %s" %
                                     type(prompts).__name__)
