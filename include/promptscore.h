@@ -103,11 +103,19 @@ PS_API const char *ps_isa_name(ps_isa isa);
 /* A fixed set of worker threads that runs the library's parallel loops (pass it in
  * ps_session_params / ps_topk_params). Output of every promptscore kernel is independent of the
  * number of threads. A pool serves one parallel loop at a time (concurrent users of one pool
- * are serialised by an internal lock). */
+ * are serialised by an internal lock).
+ * fork(): a child may go on using every pool, session, model and prefix cache the parent made
+ * (e.g. Python's multiprocessing with the fork start method). The library's pthread_atfork
+ * handlers make fork() wait until no parallel loop and no prefix-cache operation is running,
+ * and in the child a pool starts its workers again before its next loop; the results are the
+ * parent's, bit for bit. A session or result another parent thread was using at that moment
+ * is not the child's to use. */
 typedef struct ps_pool ps_pool;
 
 /* n_threads >= 1 (the calling thread counts as one; n_threads - 1 workers are started).
- * n_threads == 0 means the number of online CPUs. Returns PS_ERR_INVALID_ARG, PS_ERR_NOMEM. */
+ * n_threads == 0 means the number of online CPUs. Returns PS_ERR_INVALID_ARG, PS_ERR_NOMEM.
+ * In a child of fork() the workers are started again by the pool's next loop; one that cannot
+ * be started leaves its share to the others (same results, fewer threads). */
 PS_API ps_status ps_pool_create(int32_t n_threads, ps_pool **out);
 /* Stops and joins the workers. NULL is a no-op. */
 PS_API void ps_pool_free(ps_pool *pool);
@@ -628,9 +636,12 @@ PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prom
                                 int32_t n_prompts, int32_t max_seqs, ps_score_result **results,
                                 ps_error *err);
 
-/* Whether two vocabularies are the same, token for token (the same number of tokens and the
- * same bytes for every id, ps_vocab_token_bytes): PS_OK, or PS_ERR_INVALID_ARG with a message
- * naming both sizes or the first id whose text differs (both texts, escaped). For
+/* Whether two vocabularies are the same, token for token: the same number of tokens; for every
+ * id the same bytes (ps_vocab_token_bytes) and the same type (normal, control, byte, ...); the
+ * same special ids (every tokenizer.ggml.*_token_id the loader reads: bos, eos, unknown,
+ * padding, seperator, cls, mask, eot, eom, the FIM ids) and the same add_bos_token /
+ * add_eos_token. PS_OK, or PS_ERR_INVALID_ARG with a message naming the first difference
+ * (both sizes; the id and both texts, escaped, or both types; the key and both values). For
  * ps_score_params.compare. */
 PS_API ps_status ps_vocab_same(const ps_vocab *a, const ps_vocab *b, ps_error *err);
 

@@ -10,6 +10,10 @@
  * act (--act): default params carry PS_ACT_NATIVE, PS_ACT_F32 is accepted, any other value
  * (7, -1, 2) is PS_ERR_INVALID_ARG with a message naming act and no session; ps_act_name gives
  * "native", "f32" and "?" for the rest.
+ * Degraded models (one key of stories260K rewritten): an RMS eps outside (0, 1e-2], special
+ * ids outside the vocabulary or "none" where the file adds them, a RoPE base that is not a
+ * positive finite number, head counts that do not divide, zero sizes: each refused naming
+ * the key (docs/models.md, "What a model must satisfy").
  * Skips (never passes) when ../shared is absent.
  */
 #include "check.h"
@@ -398,6 +402,100 @@ static void test_errors(const char *shared) {
     ps_gguf_close(g);
 }
 
+/* ---- degraded models: one key set to a value that makes the model meaningless ---- */
+
+typedef enum { K_F32, K_U32, K_BOOL } key_kind;
+
+/* stories260K with one key set (or added); the path of the new file or NULL. */
+static const char *write_keyed(const ps_gguf *g, const char *key, key_kind kind, double value) {
+    ps_gguf_writer *w = ps_gguf_writer_new();
+    if (!w) return NULL;
+    ps_gguf_copy_kv(w, g, NULL);
+    if (kind == K_F32) ps_gguf_set_f32(w, key, (float)value);
+    else if (kind == K_U32) ps_gguf_set_u32(w, key, (uint32_t)value);
+    else ps_gguf_set_bool(w, key, value != 0);
+    for (int64_t i = 0; i < ps_gguf_n_tensors(g); i++) {
+        const ps_gguf_tensor *t = ps_gguf_tensor_at(g, i);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        const int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        ps_gguf_add_tensor(w, name, t->type, t->n_dims, ne, t->data, t->nbytes);
+    }
+    const char *path = tmp_file();
+    ps_error err;
+    ps_status st = path ? ps_gguf_write_file(w, path, &err) : PS_ERR_IO;
+    ps_gguf_writer_free(w);
+    if (st != PS_OK) {
+        if (path) unlink(path);
+        return NULL;
+    }
+    return path;
+}
+
+/* Each value is refused with PS_ERR_FORMAT and a message naming the key (and, where given, the
+ * value as the message prints it); the "fine" rows load. docs/models.md lists the checks. */
+static void test_degraded(const char *shared) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
+    ps_gguf *g = NULL;
+    ps_error err;
+    CHECK(ps_gguf_open(path, &g, &err) == PS_OK);
+    if (!g) return;
+    static const struct {
+        const char *key;
+        key_kind kind;
+        double value;
+        bool fine;           /* loads */
+        const char *needle;  /* besides the key, NULL: the key alone */
+    } cases[] = {
+        /* the two: every logprob -6.2383 (uniform), and BOS silently dropped */
+        {"llama.attention.layer_norm_rms_epsilon", K_F32, 1e30, false, "1e+30"},
+        {"tokenizer.ggml.bos_token_id", K_U32, 4294967295.0, false, "add_bos_token"},
+        {"llama.attention.layer_norm_rms_epsilon", K_F32, 0.0, false, "(0, 0.01]"},
+        {"llama.attention.layer_norm_rms_epsilon", K_F32, -1e-5, false, "(0, 0.01]"},
+        {"llama.attention.layer_norm_rms_epsilon", K_F32, 0.02, false, "0.02"},
+        {"llama.attention.layer_norm_rms_epsilon", K_F32, INFINITY, false, "finite"},
+        {"llama.attention.layer_norm_rms_epsilon", K_F32, NAN, false, "finite"},
+        {"llama.attention.layer_norm_rms_epsilon", K_F32, 1e-2, true, NULL},
+        {"llama.attention.layer_norm_rms_epsilon", K_F32, 1e-12, true, NULL},
+        {"tokenizer.ggml.bos_token_id", K_U32, 512, false, "outside the vocabulary"},
+        {"tokenizer.ggml.eos_token_id", K_U32, 100000, false, "outside the vocabulary"},
+        {"tokenizer.ggml.unknown_token_id", K_U32, 512, false, "outside the vocabulary"},
+        {"tokenizer.ggml.padding_token_id", K_U32, 513, false, "outside the vocabulary"},
+        {"tokenizer.ggml.eot_token_id", K_U32, 600, false, "outside the vocabulary"},
+        {"tokenizer.ggml.seperator_token_id", K_U32, 512, false, "outside the vocabulary"},
+        {"tokenizer.ggml.add_eos_token", K_BOOL, 1, true, NULL},
+        {"llama.rope.freq_base", K_F32, 0.0, false, "must be > 0"},
+        {"llama.rope.freq_base", K_F32, -10000.0, false, "must be > 0"},
+        {"llama.rope.freq_base", K_F32, INFINITY, false, "finite"},
+        {"llama.attention.head_count_kv", K_U32, 3, false, "multiple"},
+        {"llama.attention.head_count", K_U32, 0, false, "out of range"},
+        {"llama.context_length", K_U32, 0, false, "out of range"},
+        {"llama.rope.dimension_count", K_U32, 7, false, "even"},
+        {"llama.rope.scaling.factor", K_F32, -2.0, false, "must be > 0"},
+        {"llama.embedding_length", K_U32, 0, false, "out of range"},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(cases); i++) {
+        const char *vp = write_keyed(g, cases[i].key, cases[i].kind, cases[i].value);
+        CHECKF(vp != NULL, "could not write %s", cases[i].key);
+        if (!vp) continue;
+        ps_model *m = NULL;
+        ps_status st = load(vp, false, &m, &err);
+        if (cases[i].fine) {
+            CHECKF(st == PS_OK && m, "%s = %g loads: %s", cases[i].key, cases[i].value,
+                   err.message);
+        } else {
+            CHECKF(st == PS_ERR_FORMAT && !m && strstr(err.message, cases[i].key) &&
+                       (!cases[i].needle || strstr(err.message, cases[i].needle)),
+                   "%s = %g: status %s, '%s'", cases[i].key, cases[i].value, ps_status_str(st),
+                   st ? err.message : "loaded");
+        }
+        ps_model_free(m);
+        unlink(vp);
+    }
+    ps_gguf_close(g);
+}
+
 int main(void) {
     const char *shared = ps_test_shared();
     if (!shared) {
@@ -408,5 +506,6 @@ int main(void) {
     test_tiny_random(shared);
     test_vocab_files(shared);
     test_errors(shared);
+    test_degraded(shared);
     return ps_test_done("model");
 }

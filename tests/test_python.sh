@@ -7,8 +7,12 @@
 # equality with `promptscore score` and `perplexity`, every API call, the bad inputs, the GIL
 # released by score_many, memory over 1,000 calls, and both examples. pytest's counts become
 # this script's closing line "python: N passed, N failed, N skipped" (plus the checks made here).
-# Without python3's venv, pip, numpy or pytest the suite is skipped with the reason (a failure
-# under CI=true). $PYTHON picks the interpreter (default /usr/bin/python3, which has numpy).
+# Without python3's venv, pip, numpy, pytest or tqdm the suite cannot run. That is a FAILURE
+# (naming the module and `sh tools/setup.sh --test`) wherever the build tier is installed
+# (tools/setup.sh --list: every package dpkg knows as installed) or CI=true, and so is any
+# pytest skip; elsewhere (no dpkg, or a machine without the build tier) a skip with the reason.
+# PS_BUILD_TIER=1 / 0 overrides the dpkg check (tests/test_python_skip.sh). Missing ../shared
+# stays a skip, as in every test. $PYTHON picks the interpreter (default /usr/bin/python3).
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 REPO=$(pwd)
@@ -16,17 +20,36 @@ SHARED=${PS_SHARED:-../shared}
 NAME=python; FILE=test_python.sh
 . tests/check.sh
 
+# The build tier installed (or said to be): then the suite must run, and cannot() fails.
+build_tier() {
+    case "${PS_BUILD_TIER:-}" in 1) return 0 ;; 0) return 1 ;; esac
+    command -v dpkg-query >/dev/null 2>&1 || return 1
+    for p in $(sh tools/setup.sh --list); do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || return 1
+    done
+}
+must_run=0
+if ps_ci || build_tier; then must_run=1; fi
+cannot() {
+    if [ "$must_run" = 1 ]; then
+        bad "the Python tests cannot run: $1; the build tier is installed, so they must (sh tools/setup.sh --test installs what they need)"
+    else
+        skip "$1"
+    fi
+    done_
+}
+
 PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=$(command -v python3)
-[ -n "$PY" ] || { skip "python3 missing"; done_; }
+[ -n "$PY" ] || cannot "python3 missing (apt-get install python3)"
 for mod in venv pip numpy pytest; do
     "$PY" -c "import $mod" >/dev/null 2>&1 ||
-        { skip "$PY lacks the $mod module (apt-get install python3-venv python3-pip python3-numpy python3-pytest)"; done_; }
+        cannot "$PY lacks the $mod module (apt-get install python3-venv python3-pip python3-numpy python3-pytest)"
 done
 "$PY" -c "import tqdm" >/dev/null 2>&1 ||
-    { skip "$PY lacks tqdm, which examples/filter_corpus.py shows its bar with (apt-get install python3-tqdm)"; done_; }
+    cannot "$PY lacks tqdm, which examples/filter_corpus.py shows its bar with (apt-get install python3-tqdm)"
 for f in "$BUILD/libpromptscore.so.0" "$BUILD/promptscore"; do
-    [ -e "$f" ] || { skip "$f is not built (make)"; done_; }
+    [ -e "$f" ] || cannot "$f is not built (make)"
 done
 [ -e "$SHARED/models/stories260K.gguf" ] || { skip "$SHARED/models/stories260K.gguf missing"; done_; }
 
@@ -99,7 +122,10 @@ if [ "$2" -ne 0 ] || [ "$prc" -ne 0 ]; then
 fi
 if [ "$3" -ne 0 ]; then
     grep -E "^SKIPPED" "$T/pytest.log" | sed "s/^/SKIP $FILE: /"
-    if ps_ci; then fail=$((fail + $3)); echo "FAIL $FILE: $3 pytest skips under CI=true"; fi
+    if [ "$must_run" = 1 ]; then
+        fail=$((fail + $3))
+        echo "FAIL $FILE: $3 pytest skips (a failure where the build tier is installed or CI=true)"
+    fi
 fi
 tail -n 1 "$T/pytest.log"
 done_

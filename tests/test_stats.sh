@@ -9,8 +9,8 @@
 #   - the new arrays are bitwise the same across --chunk 1/7/256, -t 1/2, --max-seqs 1/3 and
 #     the prefix cache (a prompt scored again, finding its blocks cached); without --stats
 #     and --compare the output has none of the new keys;
-#   - bad input: vocabularies that differ (exit 2, both sizes named), --compare a FIFO and a
-#     missing file (exit 1, named), never a crash.
+#   - bad input: vocabularies that differ (exit 2, both sizes named; of one size, the token
+#     named), --compare a FIFO and a missing file (exit 1, named), never a crash.
 # Prints "stats_cli: N passed, N failed, N skipped".
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -186,6 +186,18 @@ check "perplexity --compare with itself: Mean KLD 0, Same top p 100%" \
 "$BIN" score -m "$T/a.gguf" --compare "$T/c.gguf" -i "$T/in.jsonl" >/dev/null 2>"$T/err"; rc=$?
 check "vocabularies that differ: exit 2, both sizes named ($(cat "$T/err"))" \
     '[ $rc -eq 2 ] && grep -q "5000" "$T/err" && grep -q "600" "$T/err"'
+# the same size (512 tokens each), other tokens: refused, naming the first token that differs
+# (the vocabulary check compares every token, not sizes; test_vocab.c: types and special ids)
+STORIES=${PS_SHARED:-../shared}/models/stories260K.gguf
+if [ -e "$STORIES" ] && "$BIN" gen-model -o "$T/v512.gguf" --preset tiny --n-vocab 512 \
+        >/dev/null 2>&1; then
+    "$BIN" score -m "$STORIES" --compare "$T/v512.gguf" -i "$T/in.jsonl" >"$T/out" 2>"$T/err"
+    rc=$?
+    check "vocabularies of one size that differ: exit 2, the token named ($(cat "$T/err"))" \
+        '[ $rc -eq 2 ] && grep -q "differ at token 259" "$T/err" && ! grep -q kld "$T/out"'
+else
+    skip "stories260K or gen-model --n-vocab 512 missing: the same-size vocabulary case"
+fi
 mkfifo "$T/fifo"
 timeout 20 "$BIN" score -m "$T/a.gguf" --compare "$T/fifo" -i "$T/in.jsonl" >/dev/null 2>"$T/err"; rc=$?
 check "--compare a FIFO: exit 1, named ($(cat "$T/err"))" '[ $rc -eq 1 ] && grep -qi "fifo" "$T/err"'

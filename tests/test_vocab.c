@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "model/vocab.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -419,6 +420,145 @@ static ps_gguf_writer *tiny_bpe(const char *pre) {
     return w;
 }
 
+/* ---- ps_vocab_same: every token's text and type, the special ids and flags ---- */
+
+typedef enum { D_NONE, D_TEXT, D_TYPE, D_EOS, D_BOS, D_PAD, D_EOT, D_ADD_BOS, D_SIZE } vocab_diff;
+
+/* tiny_bpe("gpt-2") with BOS 0 and BOS added, changed in one thing. */
+static ps_vocab *tiny_variant(vocab_diff d) {
+    ps_gguf_writer *w = ps_gguf_writer_new();
+    const char *toks[] = {"a", "b", "ab", "<|endoftext|>", "\xc4\xa0", "!", "?"};
+    int32_t types[] = {1, 1, 1, 3, 1, 4, 1};
+    const char *merges[] = {"a b"};
+    if (d == D_TEXT) toks[5] = "#";
+    if (d == D_TYPE) types[1] = 3; /* "b" a control token */
+    ps_gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    ps_gguf_set_str(w, "tokenizer.ggml.pre", "gpt-2");
+    ps_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, d == D_SIZE ? 6 : 7);
+    ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types, d == D_SIZE ? 6 : 7);
+    ps_gguf_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, 1);
+    ps_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", d == D_EOS ? 6 : 3);
+    ps_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", d == D_BOS ? 6 : 0);
+    if (d == D_PAD) ps_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", 6);
+    ps_gguf_set_u32(w, "tokenizer.ggml.eot_token_id", d == D_EOT ? 5 : 3);
+    ps_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", d != D_ADD_BOS);
+    ps_vocab *v = NULL;
+    ps_error err;
+    ps_status st = load_built(w, &v, &err);
+    CHECKF(st == PS_OK, "variant %d loads: %s", (int)d, err.message);
+    ps_gguf_writer_free(w);
+    return v;
+}
+
+static void test_vocab_same(void) {
+    static const struct {
+        vocab_diff d;
+        const char *needle[3]; /* what the message must name */
+    } cases[] = {
+        {D_TEXT, {"token 5", "\"!\"", "\"#\""}},
+        {D_TYPE, {"token 1", "type", "control"}},
+        {D_EOS, {"eos_token_id", "3", "6"}},
+        {D_BOS, {"bos_token_id", "0", "6"}},
+        {D_PAD, {"padding_token_id", "none", "6"}},
+        {D_EOT, {"eot_token_id", "3", "5"}},
+        {D_ADD_BOS, {"add_bos_token", "true", "false"}},
+        {D_SIZE, {"size", "7", "6"}},
+    };
+    ps_vocab *base = tiny_variant(D_NONE), *again = tiny_variant(D_NONE);
+    ps_error err;
+    CHECK(base && again && ps_vocab_same(base, again, &err) == PS_OK);
+    for (size_t i = 0; i < PS_ARRAY_LEN(cases) && base; i++) {
+        ps_vocab *o = tiny_variant(cases[i].d);
+        if (!o) continue;
+        CHECK(ps_vocab_n_tokens(o) == ps_vocab_n_tokens(base) || cases[i].d == D_SIZE);
+        ps_status st = ps_vocab_same(base, o, &err);
+        bool named = st == PS_ERR_INVALID_ARG;
+        for (int k = 0; k < 3 && named; k++) named = strstr(err.message, cases[i].needle[k]) != NULL;
+        CHECKF(named, "vocabularies differing in one thing (case %d): status %d, '%s'",
+               (int)cases[i].d, st, st ? err.message : "(the same)");
+        CHECK(ps_vocab_same(o, o, NULL) == PS_OK);
+        ps_vocab_free(o);
+    }
+    CHECK(ps_vocab_same(base, NULL, &err) == PS_ERR_INVALID_ARG);
+    ps_vocab_free(base);
+    ps_vocab_free(again);
+}
+
+/* Every special-id key the loader reads, set outside the vocabulary (one past the end, far
+ * past it, and 2^31): refused, the message naming the key; inside it: loads. 0xFFFFFFFF and
+ * -1 mean "none" (stories260K's padding id is 0xFFFFFFFF): they load, except for a BOS that
+ * the vocabulary adds (explicitly or by default, as SentencePiece does) and an EOS it adds. */
+static void test_special_id_range(void) {
+    static const char *const keys[] = {
+        "bos", "eos", "unknown", "padding", "seperator", "cls", "mask", "eot", "eom",
+        "fim_pre", "fim_suf", "fim_mid", "fim_pad", "fim_rep", "fim_sep", "prefix", "suffix",
+        "middle"};
+    const uint32_t bad[] = {6, 1000, 0x80000000u};
+    for (size_t i = 0; i < PS_ARRAY_LEN(keys); i++) {
+        char key[96];
+        snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", keys[i]);
+        for (size_t b = 0; b < PS_ARRAY_LEN(bad); b++) {
+            ps_gguf_writer *w = tiny_bpe("gpt-2");
+            ps_gguf_set_u32(w, key, bad[b]);
+            ps_vocab *v = NULL;
+            ps_error err;
+            ps_status st = load_built(w, &v, &err);
+            CHECKF(st == PS_ERR_FORMAT && !v && strstr(err.message, key) &&
+                       strstr(err.message, "outside the vocabulary"),
+                   "%s = %u: status %d, '%s'", key, bad[b], st, st ? err.message : "loaded");
+            ps_vocab_free(v);
+            ps_gguf_set_u32(w, key, 5);
+            st = load_built(w, &v, &err);
+            CHECKF(st == PS_OK, "%s = 5 loads: %s", key, err.message);
+            ps_vocab_free(v);
+            ps_gguf_set_u32(w, key, 0xFFFFFFFFu); /* none */
+            st = load_built(w, &v, &err);
+            CHECKF(st == PS_OK, "%s = 0xFFFFFFFF (none) loads: %s", key, err.message);
+            ps_vocab_free(v);
+            ps_gguf_writer_free(w);
+        }
+    }
+    /* none where it is needed: a BOS or EOS the vocabulary adds */
+    static const struct {
+        const char *flag, *key; /* flag NULL: SentencePiece, whose default adds BOS */
+        bool none_by_absence;
+    } need[] = {
+        {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", false},
+        {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", true},
+        {"tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id", false},
+        {NULL, "tokenizer.ggml.bos_token_id", false},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(need); i++) {
+        ps_gguf_writer *w = ps_gguf_writer_new();
+        const char *toks[] = {"<unk>", "<s>", "</s>", "a"};
+        ps_gguf_set_str(w, "tokenizer.ggml.model", need[i].flag ? "gpt2" : "llama");
+        ps_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, 4);
+        if (need[i].flag) {
+            const char *merges[] = {"a a"};
+            ps_gguf_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, 1);
+            ps_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+            ps_gguf_set_bool(w, need[i].flag, true);
+        }
+        if (!need[i].none_by_absence) ps_gguf_set_u32(w, need[i].key, 0xFFFFFFFFu);
+        ps_vocab *v = NULL;
+        ps_error err;
+        ps_status st = load_built(w, &v, &err);
+        CHECKF(st == PS_ERR_FORMAT && !v && strstr(err.message, need[i].key) &&
+                   strstr(err.message, need[i].flag ? need[i].flag : "add_bos_token"),
+               "%s none while %s: status %d, '%s'", need[i].key,
+               need[i].flag ? need[i].flag : "SentencePiece adds BOS", st,
+               st ? err.message : "loaded");
+        ps_vocab_free(v);
+        if (need[i].flag) { /* the same without the flag loads */
+            ps_gguf_set_bool(w, need[i].flag, false);
+            st = load_built(w, &v, &err);
+            CHECKF(st == PS_OK, "%s none without %s: %s", need[i].key, need[i].flag, err.message);
+            ps_vocab_free(v);
+        }
+        ps_gguf_writer_free(w);
+    }
+}
+
 /* ---- pre-tokenizer splits, checked by hand against each regex list ---- */
 
 #define MAX_PIECES 32
@@ -602,6 +742,12 @@ static void test_built(void) {
     ps_gguf_set_arr(w, "tokenizer.ggml.scores", PS_GGUF_FLOAT32, scores, 4);
     CHECK(load_built(w, &v, &err) == PS_ERR_FORMAT);
     CHECKF(strstr(err.message, "tokenizer.ggml.scores") != NULL, "message: %s", err.message);
+    scores[3] = NAN;
+    ps_gguf_set_arr(w, "tokenizer.ggml.scores", PS_GGUF_FLOAT32, scores, 5);
+    CHECK(load_built(w, &v, &err) == PS_ERR_FORMAT);
+    CHECKF(strstr(err.message, "tokenizer.ggml.scores[3] is NaN") != NULL, "message: %s",
+           err.message);
+    scores[3] = -1;
     ps_gguf_set_arr(w, "tokenizer.ggml.scores", PS_GGUF_FLOAT32, scores, 5);
     ps_gguf_set_arr(w, "tokenizer.ggml.token_type", PS_GGUF_INT32, types, 5);
     ps_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 7);
@@ -903,6 +1049,8 @@ int main(void) {
     const char *shared = ps_test_shared();
     test_built();
     test_splits();
+    test_vocab_same();
+    test_special_id_range();
     if (!shared) {
         SKIP("../shared absent: no vocabulary files");
         return ps_test_done("vocab");

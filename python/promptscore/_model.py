@@ -18,6 +18,14 @@ from ._errors import (ArgumentTypeError, Error, InvalidArgumentError, LimitError
                       TokenRangeError, UnsupportedError, _check, _int)
 from ._result import PerplexityResult, Result, _clean_text, _min_k
 
+def _bool(value: Any, name: str) -> bool:
+    """A boolean option: True or False (numpy's bool too), nothing merely truthy: the server
+    answers 400 to "stats": "yes" and to 1, and so does this."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ArgumentTypeError("%s must be True or False, not %r" % (name, value))
+
+
 _INT32_MAX = 2**31 - 1
 _ACTS = {"native": 0, "f32": 1}
 _KV_TYPES = {"f32": 0, "f16": 1, "bf16": 2, "bf16-dot": 3, "f16-dot": 4}
@@ -253,7 +261,8 @@ class Model:
             b = text.encode("utf-8")
         except UnicodeEncodeError as e:
             raise InvalidArgumentError("text is not valid Unicode (%s)" % e) from None
-        return [int(i) for i in self._tokenize(b, bool(add_special), bool(parse_special))]
+        return [int(i) for i in self._tokenize(b, _bool(add_special, "add_special"),
+                                               _bool(parse_special, "parse_special"))]
 
     def _tokenize(self, b: bytes, add_bos: bool, parse_special: bool) -> npt.NDArray[np.int32]:
         if len(b) > _INT32_MAX // 2:
@@ -336,11 +345,13 @@ class Model:
     def _prompt_ids(self, prompt: Any, add_special: bool,
                     parse_special: bool) -> npt.NDArray[np.int32]:
         if isinstance(prompt, str):
+            if not prompt:  # the words of the CLI and the server
+                raise InvalidArgumentError("prompt is empty")
             try:
                 b = prompt.encode("utf-8")
             except UnicodeEncodeError as e:
                 raise InvalidArgumentError("prompt is not valid Unicode (%s)" % e) from None
-            a = self._tokenize(b, bool(add_special), bool(parse_special))
+            a = self._tokenize(b, add_special, parse_special)
             if not len(a):
                 raise InvalidArgumentError("the prompt has no tokens")
             return a
@@ -382,6 +393,12 @@ class Model:
                 parts.append(string_at(ptr.value or 0, ln.value))
         return b"".join(parts)
 
+    @staticmethod
+    def _check_flags(add_special: Any, parse_special: Any, stats: Any,
+                     detect: Any = False) -> "tuple[bool, bool, bool, bool]":
+        return (_bool(add_special, "add_special"), _bool(parse_special, "parse_special"),
+                _bool(stats, "stats"), _bool(detect, "detect"))
+
     def _check_k(self, top_k: int, logprobs_from: int) -> "tuple[int, int]":
         top_k = _int(top_k, "top_k", 0, self._info.n_vocab)
         logprobs_from = _int(logprobs_from, "logprobs_from", 0, _INT32_MAX)
@@ -416,6 +433,8 @@ class Model:
         """
         self._open()
         top_k, logprobs_from = self._check_k(top_k, logprobs_from)
+        add_special, parse_special, stats, detect = self._check_flags(add_special, parse_special,
+                                                                      stats, detect)
         ks = _min_k(detect, min_k)
         ids = self._prompt_ids(prompt, add_special, parse_special)
         self._check_compare(compare)
@@ -454,6 +473,8 @@ class Model:
         score().
         """
         self._open()
+        add_special, parse_special, stats, detect = self._check_flags(add_special, parse_special,
+                                                                      stats, detect)
         ks = _min_k(detect, min_k)
         if isinstance(logprobs_from, (int, np.integer)):
             top_k, logprobs_from = self._check_k(top_k, logprobs_from)

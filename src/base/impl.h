@@ -9,6 +9,7 @@
 #include "promptscore.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,6 +52,18 @@ void ps_pool_for(ps_pool *pool, int64_t n_tasks, ps_pool_fn fn, void *ctx);
  * and goes up; a thread that runs out takes the back half of the fullest remaining range. For
  * tasks whose neighbours share memory (the tiles of one weight matrix). The same contract. */
 void ps_pool_for_runs(ps_pool *pool, int64_t n_tasks, ps_pool_fn fn, void *ctx);
+
+/* A library mutex that fork() must not leave locked in the child (pool.c): between
+ * ps_fork_lock_add and ps_fork_lock_remove the fork handlers take it before fork(), give it
+ * back after it in the parent and initialise it afresh in the child, so a child never
+ * inherits it held by a thread that does not exist there. The entry (in the owner's struct)
+ * and mu stay valid until removed. */
+typedef struct ps_fork_lock {
+    pthread_mutex_t *mu;
+    struct ps_fork_lock *prev, *next;
+} ps_fork_lock;
+void ps_fork_lock_add(ps_fork_lock *l, pthread_mutex_t *mu);
+void ps_fork_lock_remove(ps_fork_lock *l);
 
 /* Positions per forward pass and per top-K call: part of the definition of a score. */
 #define PS_CHUNK 256

@@ -24,6 +24,16 @@
  * A pool with more threads than online CPUs never polls: the thread it waits for may need the
  * core it would hold. A sleeper is woken under `mu`, so no wake-up is lost: it checks the
  * counter under `mu` before it waits, and the publisher takes `mu` to broadcast after the bump.
+ *
+ * fork(): the child has only the thread that forked, so a pool's workers do not exist there
+ * and a job would wait for them forever. pthread_atfork handlers (registered with the first
+ * pool) take, before the fork, the lock of every live pool (its run lock, so no job is half
+ * done, then `mu`) and every lock registered with ps_fork_lock_add (the prefix cache's), in
+ * that order, and give them back after it in the parent. In the child they initialise those
+ * locks and condition variables afresh and mark each pool as having no workers; the pool's
+ * next job starts them again (a worker that cannot be started leaves its tasks to the others:
+ * results do not depend on the thread count). So a child may go on using what the parent
+ * made, and forking waits until no job is running.
  */
 #include "base/impl.h"
 #include "base/testhooks.h"
@@ -37,7 +47,10 @@
 
 struct ps_pool {
     int32_t n_threads;
+    int32_t n_workers;         /* workers running now (n_threads - 1; 0 in a child of fork()) */
+    bool respawn;              /* a child of fork(): start the workers before the next job */
     bool spin;                 /* poll before sleeping (threads <= online CPUs) */
+    ps_pool *fork_prev, *fork_next; /* the live pools (the fork handlers walk them) */
     pthread_t *threads;
     pthread_mutex_t run_lock;  /* one ps_pool_for at a time */
     pthread_mutex_t mu;        /* the sleeps on cv_work and cv_done */
@@ -58,7 +71,88 @@ struct ps_pool {
 typedef struct {
     ps_pool *pool;
     int32_t index;
+    uint64_t seen; /* the generation of the last job before this worker started */
 } worker_arg;
+
+/* ---- fork(): the live pools and registered locks, and the handlers ---------------------- */
+
+static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER; /* the two lists below */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static ps_pool *fork_pools;
+static ps_fork_lock *fork_locks;
+
+static void fork_prepare(void) {
+    pthread_mutex_lock(&fork_mu);
+    for (ps_pool *p = fork_pools; p; p = p->fork_next) {
+        pthread_mutex_lock(&p->run_lock);
+        pthread_mutex_lock(&p->mu);
+    }
+    for (ps_fork_lock *l = fork_locks; l; l = l->next) pthread_mutex_lock(l->mu);
+}
+
+static void fork_parent(void) {
+    for (ps_fork_lock *l = fork_locks; l; l = l->next) pthread_mutex_unlock(l->mu);
+    for (ps_pool *p = fork_pools; p; p = p->fork_next) {
+        pthread_mutex_unlock(&p->mu);
+        pthread_mutex_unlock(&p->run_lock);
+    }
+    pthread_mutex_unlock(&fork_mu);
+}
+
+/* Only the forking thread exists here, and it holds every lock: each is made anew (a condition
+ * variable may still count waiters that are gone). */
+static void fork_child(void) {
+    for (ps_fork_lock *l = fork_locks; l; l = l->next) pthread_mutex_init(l->mu, NULL);
+    for (ps_pool *p = fork_pools; p; p = p->fork_next) {
+        pthread_mutex_init(&p->run_lock, NULL);
+        pthread_mutex_init(&p->mu, NULL);
+        pthread_cond_init(&p->cv_work, NULL);
+        pthread_cond_init(&p->cv_done, NULL);
+        atomic_store(&p->n_active, 0);
+        p->respawn = p->n_workers > 0 || p->respawn;
+        p->n_workers = 0;
+    }
+    pthread_mutex_init(&fork_mu, NULL);
+}
+
+static void fork_register(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+void ps_fork_lock_add(ps_fork_lock *l, pthread_mutex_t *mu) {
+    pthread_once(&fork_once, fork_register);
+    l->mu = mu;
+    l->prev = NULL;
+    pthread_mutex_lock(&fork_mu);
+    l->next = fork_locks;
+    if (fork_locks) fork_locks->prev = l;
+    fork_locks = l;
+    pthread_mutex_unlock(&fork_mu);
+}
+
+void ps_fork_lock_remove(ps_fork_lock *l) {
+    pthread_mutex_lock(&fork_mu);
+    if (l->prev) l->prev->next = l->next;
+    else if (fork_locks == l) fork_locks = l->next;
+    if (l->next) l->next->prev = l->prev;
+    l->prev = l->next = NULL;
+    pthread_mutex_unlock(&fork_mu);
+}
+
+static void fork_pool_add(ps_pool *p) {
+    pthread_once(&fork_once, fork_register);
+    pthread_mutex_lock(&fork_mu);
+    p->fork_next = fork_pools;
+    if (fork_pools) fork_pools->fork_prev = p;
+    fork_pools = p;
+    pthread_mutex_unlock(&fork_mu);
+}
+
+static void fork_pool_remove(ps_pool *p) {
+    pthread_mutex_lock(&fork_mu);
+    if (p->fork_prev) p->fork_prev->fork_next = p->fork_next;
+    else if (fork_pools == p) fork_pools = p->fork_next;
+    if (p->fork_next) p->fork_next->fork_prev = p->fork_prev;
+    pthread_mutex_unlock(&fork_mu);
+}
 
 #ifdef PS_TESTING
 static _Atomic int test_poll = -1;
@@ -157,8 +251,8 @@ static void *worker_main(void *arg) {
     worker_arg *wa = arg;
     ps_pool *p = wa->pool;
     int32_t index = wa->index;
+    uint64_t seen = wa->seen;
     ps_free(wa);
-    uint64_t seen = 0;
     for (;;) {
         if (!poll_for(p, seen, false)) {
             pthread_mutex_lock(&p->mu);
@@ -176,6 +270,26 @@ static void *worker_main(void *arg) {
         }
     }
     return NULL;
+}
+
+/* Starts the workers 1 .. n_threads - 1 (p->n_workers counts those running, in order). False
+ * when one could not be started (the ones before it run). */
+static bool start_workers(ps_pool *p) {
+    const uint64_t gen = atomic_load(&p->generation);
+    for (int32_t i = p->n_workers; i < p->n_threads - 1; i++) {
+        worker_arg *wa = ps_malloc(sizeof *wa);
+        if (wa) {
+            wa->pool = p;
+            wa->index = i + 1;
+            wa->seen = gen;
+        }
+        if (!wa || pthread_create(&p->threads[i], NULL, worker_main, wa) != 0) {
+            ps_free(wa);
+            return false;
+        }
+        p->n_workers = i + 1;
+    }
+    return true;
 }
 
 ps_status ps_pool_create(int32_t n_threads, ps_pool **out) {
@@ -205,31 +319,24 @@ ps_status ps_pool_create(int32_t n_threads, ps_pool **out) {
             ps_pool_free(p);
             return PS_ERR_NOMEM;
         }
-        for (int32_t i = 0; i < n_threads - 1; i++) {
-            worker_arg *wa = ps_malloc(sizeof *wa);
-            if (wa) {
-                wa->pool = p;
-                wa->index = i + 1;
-            }
-            if (!wa || pthread_create(&p->threads[i], NULL, worker_main, wa) != 0) {
-                ps_free(wa);
-                p->n_threads = i + 1; /* join the ones started */
-                ps_pool_free(p);
-                return PS_ERR_NOMEM;
-            }
+        if (!start_workers(p)) {
+            ps_pool_free(p); /* joins the ones started */
+            return PS_ERR_NOMEM;
         }
     }
+    fork_pool_add(p);
     *out = p;
     return PS_OK;
 }
 
 void ps_pool_free(ps_pool *p) {
     if (!p) return;
+    fork_pool_remove(p);
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->stop, true);
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
-    for (int32_t i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
+    for (int32_t i = 0; i < p->n_workers; i++) pthread_join(p->threads[i], NULL);
     ps_free(p->threads);
     ps_free((void *)p->range);
     pthread_cond_destroy(&p->cv_work);
@@ -248,6 +355,10 @@ static void pool_run(ps_pool *p, int64_t n_tasks, ps_pool_fn fn, void *ctx, bool
         return;
     }
     pthread_mutex_lock(&p->run_lock);
+    if (p->respawn) { /* the first job in a child of fork() */
+        p->respawn = false;
+        start_workers(p); /* a worker missing leaves its tasks (and ranges) to the others */
+    }
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
@@ -257,7 +368,7 @@ static void pool_run(ps_pool *p, int64_t n_tasks, ps_pool_fn fn, void *ctx, bool
         for (int32_t t = 0; t < p->n_threads; t++)
             atomic_store(&p->range[t], range_of((uint32_t)(n_tasks * t / p->n_threads),
                                                 (uint32_t)(n_tasks * (t + 1) / p->n_threads)));
-    atomic_store(&p->n_active, p->n_threads - 1);
+    atomic_store(&p->n_active, p->n_workers);
     const uint64_t gen = atomic_load(&p->generation);
     atomic_store_explicit(&p->generation, gen + 1, memory_order_release);
     pthread_mutex_lock(&p->mu); /* a worker asleep, or about to sleep, on the old generation */

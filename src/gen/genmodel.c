@@ -16,6 +16,7 @@
  */
 #include "gen/genmodel.h"
 #include "model/arch.h"
+#include "model/model.h"
 #include "kernels/quant.h"
 #include "gen/qmix.h"
 #include "kernels/types.h"
@@ -304,9 +305,9 @@ static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
     if (!(p->rope_base > 0.0f) || !isfinite(p->rope_base))
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "rope base must be > 0 (got %g)",
                        (double)p->rope_base);
-    if (!(p->rms_eps > 0.0f) || !isfinite(p->rms_eps))
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "rms eps must be > 0 (got %g)",
-                       (double)p->rms_eps);
+    if (!(p->rms_eps > 0.0f && p->rms_eps <= PS_MAX_NORM_EPS)) /* what the loader takes */
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "rms eps must be in (0, %g] (got %g)",
+                       PS_MAX_NORM_EPS, (double)p->rms_eps);
     if (!p->vocab_path && p->n_vocab < 259)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1,
                        "a synthetic vocab needs n_vocab >= 259 (<unk>, <s>, </s> and 256 byte "

@@ -416,8 +416,9 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
         return st;
     if (hp->n_head % hp->n_head_kv != 0)
         return ps_fail(err, PS_ERR_FORMAT, -1,
-                       "%s.attention.head_count = %d is not a multiple of head_count_kv = %d",
-                       arch, hp->n_head, hp->n_head_kv);
+                       "%s.attention.head_count = %d is not a multiple of "
+                       "%s.attention.head_count_kv = %d",
+                       arch, hp->n_head, arch, hp->n_head_kv);
     int32_t def_hd = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : 0;
     if ((st = key_dim(g, arch, "attention.key_length", def_hd == 0, def_hd, false,
                       &hp->head_dim, err)))
@@ -444,10 +445,12 @@ static ps_status read_hparams(ps_model *m, const char *arch, ps_error *err) {
     if (!(hp->rope_base > 0.0f))
         return ps_fail(err, PS_ERR_FORMAT, -1, "%s.rope.freq_base = %g must be > 0", arch,
                        (double)hp->rope_base);
-    if (!(hp->rms_eps >= 0.0f))
+    /* an eps of 1e30 makes every normalised row ~0 and every distribution uniform: a model
+     * that loads and scores nonsense. Real models use 1e-12 .. 1e-5. */
+    if (!(hp->rms_eps > 0.0f && hp->rms_eps <= PS_MAX_NORM_EPS))
         return ps_fail(err, PS_ERR_FORMAT, -1,
-                       "%s.attention.layer_norm_rms_epsilon = %g must be >= 0", arch,
-                       (double)hp->rms_eps);
+                       "%s.attention.layer_norm_rms_epsilon = %g is outside (0, %g]", arch,
+                       (double)hp->rms_eps, PS_MAX_NORM_EPS);
 
     if ((st = read_rope_scaling(m, arch, err))) return st;
     hp->rope_mode = hp->info->rope_mode;
@@ -982,95 +985,87 @@ ps_status ps_model_load(const char *path, const ps_model_params *params, ps_mode
     return st;
 }
 
-ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params *params,
-                             ps_model **out, ps_error *err) {
-    ps_error_clear(err);
-    if (!g || !out) {
-        ps_gguf_close(g);
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "gguf and out must be set");
-    }
-    *out = NULL;
-    ps_model_params defaults = ps_model_default_params();
-    if (!params) params = &defaults;
-    ps_status st;
-    if (params->n_ctx < 0 || params->n_ctx > PS_MAX_CTX) {
-        ps_gguf_close(g);
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d is out of range (0..%d)",
-                       (int)params->n_ctx, PS_MAX_CTX);
-    }
-    ps_model *m = ps_calloc(1, sizeof *m);
-    if (!m) {
-        ps_gguf_close(g);
-        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (model)");
-    }
-    m->gguf = g;
+/* general.name (else `name`) and general.architecture into m->info; the architecture's table
+ * row into m->hp unless vocab_only (which may lack the key). */
+static ps_status read_identity(ps_model *m, const char *name, bool vocab_only, ps_error *err) {
     ps_model_info *info = &m->info;
-    info->vocab_only = params->vocab_only;
-    info->file_bytes = (int64_t)ps_gguf_file_size(m->gguf);
     snprintf(info->name, sizeof info->name, "%s", name ? name : "");
     ps_gguf_str s;
     if (ps_gguf_get_str(m->gguf, "general.name", &s, NULL) == PS_OK && s.len > 0)
         copy_str(info->name, sizeof info->name, s);
-
-    st = ps_gguf_get_str(m->gguf, "general.architecture", &s, err);
+    ps_status st = ps_gguf_get_str(m->gguf, "general.architecture", &s, err);
     if (st == PS_OK) {
         copy_str(info->arch, sizeof info->arch, s);
-    } else if (st == PS_ERR_NOT_FOUND && params->vocab_only) {
+    } else if (st == PS_ERR_NOT_FOUND && vocab_only) {
         info->arch[0] = '\0';
     } else {
-        if (st == PS_ERR_NOT_FOUND)
-            st = ps_fail(err, st, -1, "missing key 'general.architecture'");
-        goto fail;
+        return st == PS_ERR_NOT_FOUND
+                   ? ps_fail(err, st, -1, "missing key 'general.architecture'")
+                   : st;
     }
-    if (!params->vocab_only) {
-        m->hp.info = ps_arch_find(info->arch);
-        if (!m->hp.info && ps_arch_missing(info->arch)) {
-            st = ps_fail(err, PS_ERR_UNSUPPORTED, -1,
-                         "general.architecture = '%s' is not supported: %s (supported: %s)",
-                         info->arch, ps_arch_missing(info->arch), ps_arch_names());
-            goto fail;
-        }
-        if (!m->hp.info) {
-            st = ps_fail(err, PS_ERR_UNSUPPORTED, -1,
-                         "general.architecture = '%s' is not supported (%s)", info->arch,
-                         ps_arch_names());
-            goto fail;
-        }
-        m->hp.arch = m->hp.info->id;
+    if (vocab_only) return PS_OK;
+    m->hp.info = ps_arch_find(info->arch);
+    if (!m->hp.info && ps_arch_missing(info->arch))
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                       "general.architecture = '%s' is not supported: %s (supported: %s)",
+                       info->arch, ps_arch_missing(info->arch), ps_arch_names());
+    if (!m->hp.info)
+        return ps_fail(err, PS_ERR_UNSUPPORTED, -1,
+                       "general.architecture = '%s' is not supported (%s)", info->arch,
+                       ps_arch_names());
+    m->hp.arch = m->hp.info->id;
+    return PS_OK;
+}
+
+/* A vocab-only model's context lengths: the file's context_length is informative only. */
+static void finish_vocab_only(ps_model *m, const ps_model_params *params) {
+    ps_model_info *info = &m->info;
+    int32_t n_ctx_train = 0;
+    if (info->arch[0]) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.context_length", info->arch);
+        uint32_t v;
+        if (ps_gguf_get_u32(m->gguf, key, &v, NULL) == PS_OK && v <= PS_MAX_CTX)
+            n_ctx_train = (int32_t)v;
     }
+    info->n_ctx_train = n_ctx_train;
+    info->n_ctx = params->n_ctx > 0 ? params->n_ctx : n_ctx_train;
+}
 
-    st = ps_vocab_load(m->gguf, &m->vocab, err);
-    if (st != PS_OK) goto fail;
-    int32_t n_vocab = ps_vocab_n_tokens(m->vocab);
-    info->n_vocab = n_vocab;
-
-    if (params->vocab_only) {
-        /* the context length is informative only here */
-        int32_t n_ctx_train = 0;
-        if (info->arch[0]) {
-            char key[96];
-            snprintf(key, sizeof key, "%s.context_length", info->arch);
-            uint32_t v;
-            if (ps_gguf_get_u32(m->gguf, key, &v, NULL) == PS_OK && v <= PS_MAX_CTX)
-                n_ctx_train = (int32_t)v;
+/* The weight type named in info: the one holding most elements of the 2-D (matrix) tensors,
+ * upper-cased. */
+static void find_weight_type(ps_model *m) {
+    uint32_t types[64];
+    int64_t count[64];
+    int n_types = 0;
+    for (int64_t i = 0; i < ps_gguf_n_tensors(m->gguf); i++) {
+        const ps_gguf_tensor *t = ps_gguf_tensor_at(m->gguf, i);
+        if (t->n_dims < 2) continue;
+        int k = 0;
+        while (k < n_types && types[k] != t->type) k++;
+        if (k == n_types) {
+            if (n_types == 64) continue;
+            types[n_types] = t->type;
+            count[n_types++] = 0;
         }
-        info->n_ctx_train = n_ctx_train;
-        info->n_ctx = params->n_ctx > 0 ? params->n_ctx : n_ctx_train;
-        *out = m;
-        ps_error_clear(err);
-        return PS_OK;
+        count[k] += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     }
+    int best = -1;
+    for (int k = 0; k < n_types; k++)
+        if (best < 0 || count[k] > count[best]) best = k;
+    if (best >= 0) {
+        ps_model_info *info = &m->info;
+        snprintf(info->weight_type, sizeof info->weight_type, "%s",
+                 ps_ggml_type_name(types[best]));
+        for (char *c = info->weight_type; *c; c++)
+            if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 'a' + 'A');
+    }
+}
 
-    m->hp.n_vocab = n_vocab;
-    if ((st = read_hparams(m, info->arch, err))) goto fail;
-    if ((st = load_weights(m, err))) goto fail;
-    if (!params->no_repack && ps_isa_env_amx() != 0 && ps_cpu_has_amx() &&
-        (st = repack_tiles(m, err)))
-        goto fail;
-    if (!params->no_repack && !m->tiles && ps_isa_best() == PS_ISA_AVX512 &&
-        ps_cpu_has_avx512bf16() && (st = repack_dp(m, err)))
-        goto fail;
-
+/* A full model's info fields (sizes, context, parameter count, weight type) and its RoPE
+ * frequency factors, after the weights loaded. */
+static void finish_info(ps_model *m, const ps_model_params *params) {
+    ps_model_info *info = &m->info;
     const ps_hparams *hp = &m->hp;
     info->n_ctx_train = hp->n_ctx_train;
     info->n_ctx = params->n_ctx > 0 ? params->n_ctx : hp->n_ctx_train;
@@ -1095,32 +1090,56 @@ ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params
         n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     }
     info->n_params = n_params;
-    /* the weight type: the one holding most elements of the 2-D (matrix) tensors */
-    {
-        uint32_t types[64];
-        int64_t count[64];
-        int n_types = 0;
-        for (int64_t i = 0; i < ps_gguf_n_tensors(m->gguf); i++) {
-            const ps_gguf_tensor *t = ps_gguf_tensor_at(m->gguf, i);
-            if (t->n_dims < 2) continue;
-            int k = 0;
-            while (k < n_types && types[k] != t->type) k++;
-            if (k == n_types) {
-                if (n_types == 64) continue;
-                types[n_types] = t->type;
-                count[n_types++] = 0;
-            }
-            count[k] += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-        }
-        int best = -1;
-        for (int k = 0; k < n_types; k++)
-            if (best < 0 || count[k] > count[best]) best = k;
-        if (best >= 0) {
-            snprintf(info->weight_type, sizeof info->weight_type, "%s", ps_ggml_type_name(types[best]));
-            for (char *c = info->weight_type; *c; c++)
-                if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 'a' + 'A');
-        }
+    find_weight_type(m);
+}
+
+/* The hyperparameters, the weights and the repacked copies the CPU's kernels want. */
+static ps_status load_full(ps_model *m, const ps_model_params *params, ps_error *err) {
+    ps_status st;
+    m->hp.n_vocab = m->info.n_vocab;
+    if ((st = read_hparams(m, m->info.arch, err)) || (st = load_weights(m, err))) return st;
+    if (!params->no_repack && ps_isa_env_amx() != 0 && ps_cpu_has_amx() &&
+        (st = repack_tiles(m, err)))
+        return st;
+    if (!params->no_repack && !m->tiles && ps_isa_best() == PS_ISA_AVX512 &&
+        ps_cpu_has_avx512bf16() && (st = repack_dp(m, err)))
+        return st;
+    return PS_OK;
+}
+
+/* Phase by phase: the arguments, the identity (name, architecture), the vocabulary (all a
+ * vocab-only load reads), then the hyperparameters and weights, then the info fields. */
+ps_status ps_model_load_gguf(ps_gguf *g, const char *name, const ps_model_params *params,
+                             ps_model **out, ps_error *err) {
+    ps_error_clear(err);
+    if (!g || !out) {
+        ps_gguf_close(g);
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "gguf and out must be set");
     }
+    *out = NULL;
+    ps_model_params defaults = ps_model_default_params();
+    if (!params) params = &defaults;
+    if (params->n_ctx < 0 || params->n_ctx > PS_MAX_CTX) {
+        ps_gguf_close(g);
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1, "n_ctx = %d is out of range (0..%d)",
+                       (int)params->n_ctx, PS_MAX_CTX);
+    }
+    ps_model *m = ps_calloc(1, sizeof *m);
+    if (!m) {
+        ps_gguf_close(g);
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory (model)");
+    }
+    m->gguf = g;
+    m->info.vocab_only = params->vocab_only;
+    m->info.file_bytes = (int64_t)ps_gguf_file_size(m->gguf);
+    ps_status st;
+    if ((st = read_identity(m, name, params->vocab_only, err)) ||
+        (st = ps_vocab_load(m->gguf, &m->vocab, err)))
+        goto fail;
+    m->info.n_vocab = ps_vocab_n_tokens(m->vocab);
+    if (params->vocab_only) finish_vocab_only(m, params);
+    else if ((st = load_full(m, params, err))) goto fail;
+    else finish_info(m, params);
     *out = m;
     ps_error_clear(err);
     return PS_OK;

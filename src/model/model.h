@@ -240,6 +240,9 @@ void ps_model_drop_vocab(ps_model *model);
 
 /* The largest context length a model or a sequence takes. */
 #define PS_MAX_CTX (1 << 26)
+/* The largest normalisation epsilon a model may have (<arch>.attention.layer_norm_rms_epsilon
+ * in (0, PS_MAX_NORM_EPS]); docs/models.md lists every load-time check. */
+#define PS_MAX_NORM_EPS 1e-2
 
 /* ps_model_load on an opened GGUF (a file or ps_gguf_open_memory): takes ownership of g
  * (closed on failure too, and by ps_model_free); name is the default info.name (may be NULL).

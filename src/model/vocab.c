@@ -201,6 +201,21 @@ static const char *const FORCED_CONTROL[] = {
 /* The vocabulary                                                                             */
 /* ------------------------------------------------------------------------------------------ */
 
+/* The special-id keys llama.cpp reads (tokenizer.ggml.<name>_token_id; "seperator" as it spells
+ * it; prefix / suffix / middle the older FIM keys). The first four are used here (bos, eos,
+ * unk, pad); the others are only checked to lie in the vocabulary and compared by
+ * ps_vocab_same. */
+static const char *const SPECIAL_KEYS[] = {
+    "bos", "eos", "unknown", "padding", "seperator", "cls", "mask", "eot", "eom", "fim_pre",
+    "fim_suf", "fim_mid", "fim_pad", "fim_rep", "fim_sep", "prefix", "suffix", "middle"};
+#define N_SPECIAL_KEYS 18
+_Static_assert(PS_ARRAY_LEN(SPECIAL_KEYS) == N_SPECIAL_KEYS, "one id per special key");
+enum { SK_BOS, SK_EOS, SK_UNK, SK_PAD };
+
+/* tokenizer.ggml.token_type's names, for messages. */
+static const char *const TYPE_NAMES[] = {"undefined", "normal", "unknown", "control",
+                                         "user-defined", "unused", "byte"};
+
 typedef struct {
     uint32_t piece_off, piece_len; /* text as stored in the file, in blob */
     uint32_t bytes_off, bytes_len; /* detokenised bytes, in blob */
@@ -225,6 +240,8 @@ struct ps_vocab {
     int kind;              /* VOCAB_SPM / VOCAB_BPE */
     int32_t n_tokens;
     int32_t bos, eos, unk, pad;
+    int32_t ids[N_SPECIAL_KEYS]; /* every special id of SPECIAL_KEYS (-1: none); bos .. pad
+                                    repeat the fields above */
     bool add_bos, add_eos, add_space_prefix, ignore_merges;
     bool spm_split; /* no token has U+2581 after a character that is not U+2581: SentencePiece
                        may then work on each "▁word" separately (same result, far less work) */
@@ -501,10 +518,11 @@ void ps_vocab_free(ps_vocab *v) {
     ps_free(v);
 }
 
-/* Reads an optional token id key: absent or UINT32_MAX/-1 -> def; out of range -> FORMAT unless
- * lenient (then -1). */
+/* Reads an optional token id key: absent -> def; UINT32_MAX or -1 -> -1 ("none", as some
+ * converters write it: read_ids_and_flags refuses it where the id is needed); any other value
+ * outside [0, n_tokens) -> FORMAT naming the key. */
 static ps_status get_id(const ps_gguf *g, const char *key, int32_t n_tokens, int32_t def,
-                        bool lenient, int32_t *out, ps_error *err) {
+                        int32_t *out, ps_error *err) {
     int64_t x;
     ps_status st = ps_gguf_get_i64(g, key, &x, err);
     if (st == PS_ERR_NOT_FOUND) {
@@ -516,14 +534,11 @@ static ps_status get_id(const ps_gguf *g, const char *key, int32_t n_tokens, int
         *out = -1;
         return PS_OK;
     }
-    if (x < 0 || x >= n_tokens) {
-        if (lenient) {
-            *out = -1;
-            return PS_OK;
-        }
-        return ps_fail(err, PS_ERR_FORMAT, -1, "%s = %lld is outside the vocabulary [0, %d)", key,
-                       (long long)x, n_tokens);
-    }
+    if (x < 0 || x >= n_tokens)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "%s = %lld is outside the vocabulary [0, %d): the model's special tokens "
+                       "are wrong",
+                       key, (long long)x, n_tokens);
     *out = (int32_t)x;
     return PS_OK;
 }
@@ -885,6 +900,8 @@ static ps_status fill_tokens(ps_vocab *v, const ps_gguf *g, const token_arrays *
         if (a->scores) {
             float f;
             memcpy(&f, a->scores + i, 4);
+            if (f != f) /* NaN orders no merge: the SentencePiece merges would depend on it */
+                return ps_fail(err, PS_ERR_FORMAT, -1, "%s[%d] is NaN", SCORES_KEY, i);
             t->score = f;
         }
         t->type = TT_NORMAL;
@@ -927,25 +944,47 @@ static bool spm_split_ok(const ps_vocab *v) {
 #endif
 }
 
-/* The special ids (bos, eos, unk, pad) and the add_* flags, with the kind's defaults. */
+/* The special ids (SPECIAL_KEYS; bos, eos, unk with the kind's defaults) and the add_* flags. */
 static ps_status read_ids_and_flags(ps_vocab *v, const ps_gguf *g, ps_error *err) {
     const int32_t n = v->n_tokens;
     const bool spm = v->kind == VOCAB_SPM;
     const pre_tokenizer *pre = v->pre;
     ps_status st;
-    if ((st = get_id(g, "tokenizer.ggml.bos_token_id", n, spm && n > 1 ? 1 : -1, false, &v->bos,
-                     err)) ||
-        (st = get_id(g, "tokenizer.ggml.eos_token_id", n, spm && n > 2 ? 2 : -1, false, &v->eos,
-                     err)) ||
-        (st = get_id(g, "tokenizer.ggml.unknown_token_id", n, spm ? 0 : -1, false, &v->unk,
-                     err)) ||
-        (st = get_id(g, "tokenizer.ggml.padding_token_id", n, -1, true, &v->pad, err)))
-        return st;
+    for (int k = 0; k < N_SPECIAL_KEYS; k++) {
+        int32_t def = -1;
+        if (spm && k == SK_BOS && n > 1) def = 1;
+        if (spm && k == SK_EOS && n > 2) def = 2;
+        if (spm && k == SK_UNK) def = 0;
+        char key[64];
+        snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", SPECIAL_KEYS[k]);
+        if ((st = get_id(g, key, n, def, &v->ids[k], err))) return st;
+    }
+    v->bos = v->ids[SK_BOS];
+    v->eos = v->ids[SK_EOS];
+    v->unk = v->ids[SK_UNK];
+    v->pad = v->ids[SK_PAD];
     if ((st = get_flag(g, "tokenizer.ggml.add_bos_token", spm || (pre && pre->add_bos),
                        &v->add_bos, err)) ||
         (st = get_flag(g, "tokenizer.ggml.add_eos_token", false, &v->add_eos, err)) ||
         (st = get_flag(g, "tokenizer.ggml.add_space_prefix", spm, &v->add_space_prefix, err)))
         return st;
+    /* A BOS (EOS) the file says to add that is "none" would be dropped from every prompt
+     * without a word. (A vocabulary that names no BOS at all, whose tokenizer kind adds one
+     * by default, simply has none: ps_vocab_add_bos is false.) */
+    const bool bos_named = ps_gguf_find_key(g, "tokenizer.ggml.bos_token_id") >= 0,
+               add_named = ps_gguf_find_key(g, "tokenizer.ggml.add_bos_token") >= 0;
+    if (v->add_bos && v->bos < 0 && (bos_named || add_named))
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "tokenizer.ggml.bos_token_id is none (%s) but "
+                       "tokenizer.ggml.add_bos_token is true%s: the model's special tokens are "
+                       "wrong",
+                       bos_named ? "-1 or 4294967295" : "absent",
+                       add_named ? "" : " (the default of this tokenizer)");
+    if (v->add_eos && v->eos < 0)
+        return ps_fail(err, PS_ERR_FORMAT, -1,
+                       "tokenizer.ggml.eos_token_id is none (absent, -1 or 4294967295) but "
+                       "tokenizer.ggml.add_eos_token is true: the model's special tokens are "
+                       "wrong");
     return PS_OK;
 }
 
@@ -1055,6 +1094,70 @@ int32_t ps_vocab_n_tokens(const ps_vocab *v) { return v ? v->n_tokens : 0; }
 int32_t ps_vocab_bos(const ps_vocab *v) { return v ? v->bos : -1; }
 int32_t ps_vocab_eos(const ps_vocab *v) { return v ? v->eos : -1; }
 bool ps_vocab_add_bos(const ps_vocab *v) { return v && v->add_bos && v->bos >= 0; }
+
+/* ---- comparing two vocabularies (ps_vocab_same) ---- */
+
+/* The first 40 bytes of a token's text, printable ASCII kept, the rest as \xNN. */
+static void escape_token(const char *b, size_t len, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < len && i < 40 && o + 5 < cap; i++) {
+        unsigned char c = (unsigned char)b[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') out[o++] = (char)c;
+        else o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+    }
+    out[o] = 0;
+}
+
+static const char *type_name(uint8_t t) { return t < PS_ARRAY_LEN(TYPE_NAMES) ? TYPE_NAMES[t] : "?"; }
+
+/* A special id for a message: the number, or "none". */
+static const char *id_str(int32_t id, char *buf, size_t cap) {
+    if (id < 0) return "none";
+    snprintf(buf, cap, "%d", id);
+    return buf;
+}
+
+/* The first difference, in this order: the size, each token's detokenised bytes, its type,
+ * each special id (SPECIAL_KEYS), add_bos_token, add_eos_token. */
+ps_status ps_vocab_same(const ps_vocab *a, const ps_vocab *b, ps_error *err) {
+    ps_error_clear(err);
+    if (!a || !b) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "vocab_same: NULL vocabulary");
+    const int32_t n = a->n_tokens;
+    if (n != b->n_tokens)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "the vocabularies differ in size: %d tokens against %d", n, b->n_tokens);
+    char ea[200], eb[200];
+    for (int32_t i = 0; i < n; i++) {
+        const token_info *ta = &a->tok[i], *tb = &b->tok[i];
+        const char *ba = a->blob + ta->bytes_off, *bb = b->blob + tb->bytes_off;
+        if (ta->bytes_len != tb->bytes_len || (ta->bytes_len && memcmp(ba, bb, ta->bytes_len))) {
+            escape_token(ba, ta->bytes_len, ea, sizeof ea);
+            escape_token(bb, tb->bytes_len, eb, sizeof eb);
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "the vocabularies differ at token %d: \"%s\" against \"%s\" (%d "
+                           "tokens each)", i, ea, eb, n);
+        }
+        if (ta->type != tb->type) {
+            escape_token(ba, ta->bytes_len, ea, sizeof ea);
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "the vocabularies differ in the type of token %d \"%s\": %s against "
+                           "%s", i, ea, type_name(ta->type), type_name(tb->type));
+        }
+    }
+    for (int k = 0; k < N_SPECIAL_KEYS; k++)
+        if (a->ids[k] != b->ids[k])
+            return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                           "the vocabularies differ in tokenizer.ggml.%s_token_id: %s against %s",
+                           SPECIAL_KEYS[k], id_str(a->ids[k], ea, sizeof ea),
+                           id_str(b->ids[k], eb, sizeof eb));
+    if (a->add_bos != b->add_bos || a->add_eos != b->add_eos)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "the vocabularies differ in tokenizer.ggml.%s: %s against %s",
+                       a->add_bos != b->add_bos ? "add_bos_token" : "add_eos_token",
+                       (a->add_bos != b->add_bos ? a->add_bos : a->add_eos) ? "true" : "false",
+                       (a->add_bos != b->add_bos ? b->add_bos : b->add_eos) ? "true" : "false");
+    return PS_OK;
+}
 
 bool ps_vocab_is_control(const ps_vocab *v, int32_t id) {
     return v && id >= 0 && id < v->n_tokens && v->tok[id].type == TT_CONTROL;

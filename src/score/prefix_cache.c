@@ -52,6 +52,7 @@ struct ps_prefix_cache {
     int64_t budget;
     size_t kv_elems, state_floats;
     pthread_mutex_t mu;
+    ps_fork_lock fork_entry;  /* mu, taken around fork() (base/impl.h) */
     ps_pc_claim *claims;      /* in flight */
     ps_pc_block **buckets;
     size_t n_buckets;  /* a power of two */
@@ -122,6 +123,7 @@ ps_status ps_prefix_cache_create(const ps_model *model, const ps_prefix_cache_pa
         ps_free(c);
         return ps_fail(err, PS_ERR_NOMEM, -1, "prefix cache: pthread_mutex_init failed");
     }
+    ps_fork_lock_add(&c->fork_entry, &c->mu);
     *out = c;
     return PS_OK;
 }
@@ -193,6 +195,7 @@ static bool idle_drop_one(ps_prefix_cache *c) {
 
 void ps_prefix_cache_free(ps_prefix_cache *c) {
     if (!c) return;
+    ps_fork_lock_remove(&c->fork_entry);
     for (size_t i = 0; i < c->n_buckets; i++)
         for (ps_pc_block *b = c->buckets[i], *nx; b; b = nx) {
             nx = b->hnext;

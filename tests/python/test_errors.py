@@ -82,7 +82,7 @@ CASES = [
     ("prompt None", lambda m, c, d: m.score(None), E.ArgumentTypeError, "prompt"),
     ("empty id list", lambda m, c, d: m.score([]), E.InvalidArgumentError, "empty"),
     ("empty text, no BOS", lambda m, c, d: m.score("", add_special=False),
-     E.InvalidArgumentError, "no tokens"),
+     E.InvalidArgumentError, "prompt is empty"),
     ("id = n_vocab", lambda m, c, d: m.score([1, 512]), E.TokenRangeError, "512"),
     ("negative id", lambda m, c, d: m.score([1, -1, 3]), E.TokenRangeError, "-1"),
     ("id beyond int32", lambda m, c, d: m.score([1, 2**40]), E.TokenRangeError, "outside"),
