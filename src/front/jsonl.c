@@ -96,6 +96,7 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
     r.prompts[0].prompt_offset = NULL;
     req->k = r.logprobs;
     req->logprobs_from = r.logprobs_from;
+    req->words = r.words;
     ps_completion_req_free(&r);
     req->ok = true;
     return PS_OK;
@@ -261,5 +262,6 @@ void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req 
         ps_buf_puts(b, ",\"same_top1_pct\":");
         ps_json_f64(b, m > 0 ? 100.0 * (double)same / m : NAN);
     }
+    ps_json_words(b, vocab, r, req->prompt_offset);
     ps_buf_printf(b, ",\"n_tokens\":%d}\n", (int)r->n_prompt);
 }

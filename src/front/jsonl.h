@@ -47,6 +47,7 @@ typedef struct {
     /* when !ok: the error line's fields (request.h); message names the line number and what
      * is wrong; code is also "line_too_long" or "too_deep" (the pre-scan's limits) */
     ps_req_error err;
+    bool words;             /* "words": true (the line asks for its words' surprisal) */
 } ps_jsonl_req;
 
 /* What the pre-scanner (jscan.h) checks a line against before jansson reads it: the line's

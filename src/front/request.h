@@ -93,6 +93,8 @@ typedef struct {
     int64_t prompt_tokens;   /* sum of the prompts' lengths */
     bool stats;              /* "stats": true adds entropy and rank to the logprobs object
                                 (default false) */
+    bool words;              /* "words": true adds each prompt's words and their surprisal
+                                (issue 50; default false; server and JSON Lines) */
 } ps_completion_req;
 
 /* Validates the object root against lim into *out (free with ps_completion_req_free). Returns

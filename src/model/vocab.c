@@ -1056,6 +1056,10 @@ int32_t ps_vocab_bos(const ps_vocab *v) { return v ? v->bos : -1; }
 int32_t ps_vocab_eos(const ps_vocab *v) { return v ? v->eos : -1; }
 bool ps_vocab_add_bos(const ps_vocab *v) { return v && v->add_bos && v->bos >= 0; }
 
+bool ps_vocab_space_prefix(const ps_vocab *v) {
+    return v && v->kind == VOCAB_SPM && v->add_space_prefix;
+}
+
 bool ps_vocab_is_control(const ps_vocab *v, int32_t id) {
     return v && id >= 0 && id < v->n_tokens && v->tok[id].type == TT_CONTROL;
 }

@@ -284,6 +284,7 @@ static void write_completion(ps_server *s, const ps_completion_req *r, const ps_
         if (r->logprobs < 0) ps_buf_puts(b, "null");
         else ps_json_logprobs_from(b, s->vocab, x, r->echo ? 0 : x->n_prompt, r->logprobs_from,
                                    0, r->prompts[i].prompt_offset, NULL);
+        ps_json_words(b, s->vocab, x, r->prompts[i].prompt_offset);
         ps_buf_printf(b, ",\"finish_reason\":\"%s\"}",
                       x->finish == PS_FINISH_STOP ? "stop" : "length");
     }
