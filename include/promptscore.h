@@ -586,8 +586,9 @@ typedef struct {
  *     for the text's first word after BOS when its first token does not, else 0
  *     (Pimentel & Meister, "How to Compute the Probability of a Word", EMNLP 2024).
  * offsets: the result's n_prompt byte offsets into the user's text (-1 where a token spells
- * none; what the front ends give as prompt_offset), or NULL: offsets into the concatenated
- * token texts (ps_vocab_token_bytes, without the SentencePiece space prefix). Returns PS_OK,
+ * none; what the front ends give as prompt_offset), or NULL: offsets into the text the
+ * non-control tokens spell (ps_vocab_token_bytes, the SentencePiece space prefix left out),
+ * the same for a text without <unk> or special-token text. Returns PS_OK,
  * PS_ERR_INVALID_ARG (NULL arguments, a result scored without params.words), PS_ERR_NOMEM.
  * *out is set only on success; free it with ps_words_free.
  */

@@ -172,4 +172,43 @@ else
     bad "gen-model with a vocabulary without word marks failed: $(cat "$T/err")"
 fi
 
+# ---- Python: Result.words() equal to the CLI's words, bit for bit ----
+if [ -f "$BUILD/libpromptscore.so.0" ]; then
+    for m in spm bpe; do
+        "$BIN" score -m "$T/$m.gguf" --words -i "$T/in.jsonl" -o "$T/cli.jsonl" 2>/dev/null
+        PROMPTSCORE_LIB="$BUILD/libpromptscore.so.0" PYTHONPATH=python "$PY" - "$T/$m.gguf" \
+            "$T/in.jsonl" "$T/cli.jsonl" "$T/nomarks.gguf" > "$T/py" 2>&1 <<'EOF'
+import json, sys
+import promptscore as ps
+path, inp, cli, nomarks = sys.argv[1:]
+m = ps.Model(path)
+texts = [json.loads(l)["prompt"] for l in open(inp)]
+want = [json.loads(l)["words"] for l in open(cli)]
+for t, w in zip(texts, want):
+    if m.score(t, words=True).words() != w:
+        print("BAD score(%r).words() differs" % t)
+for r, w in zip(m.score_many(texts, words=True, max_seqs=3), want):
+    if r.words() != w:
+        print("BAD score_many words differ")
+try:
+    m.score(texts[0]).words()
+    print("BAD words() without words=True")
+except ps.InvalidArgumentError:
+    pass
+try:
+    ps.Model(nomarks).score("abc", words=True)
+    print("BAD no error without word marks")
+except ps.UnsupportedError as e:
+    if "not available for this tokenizer" not in str(e):
+        print("BAD message %s" % e)
+print("done")
+EOF
+        tail -3 "$T/py"
+        check "$m: Python's Result.words() equals the CLI's words; errors without words / marks" \
+            '! grep -q BAD "$T/py" && grep -q done "$T/py"'
+    done
+else
+    skip "no $BUILD/libpromptscore.so.0"
+fi
+
 done_

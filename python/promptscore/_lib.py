@@ -61,7 +61,8 @@ class ps_score_params(Structure):
                 ("temperature", c_float), ("top_p", c_float), ("seed", c_uint64),
                 ("stop", c_void_p), ("n_stop", c_int32), ("stop_at_eos", c_bool),
                 ("cancel", c_void_p), ("cancel_ctx", c_void_p), ("cache", c_void_p),
-                ("stats", c_bool), ("compare", c_void_p)]
+                ("stats", c_bool), ("compare", c_void_p),
+                ("words", c_bool)]  # issue 50
 
 
 class ps_score_result(Structure):
@@ -71,7 +72,19 @@ class ps_score_result(Structure):
                 ("sum_logprob", c_double), ("finish", c_int), ("stop_text_len", c_int32),
                 ("entropy", POINTER(c_float)), ("rank", POINTER(c_int32)),
                 ("kld", POINTER(c_float)), ("same_top1", POINTER(c_int32)),
-                ("dp", POINTER(c_float))]
+                ("dp", POINTER(c_float)),
+                # issue 50: words
+                ("word_start", POINTER(c_float)), ("word_start_nonbow", c_float)]
+
+
+class ps_word(Structure):
+    _fields_ = [("text", c_void_p), ("len", c_int32), ("offset", c_int64),
+                ("first_token", c_int32), ("n_tokens", c_int32), ("surprisal", c_double),
+                ("surprisal_naive", c_double)]
+
+
+class ps_words(Structure):
+    _fields_ = [("n_words", c_int32), ("words", POINTER(ps_word)), ("text_", c_void_p)]
 
 
 class ps_score_prompt(Structure):
@@ -152,6 +165,9 @@ def _declare(lib: ctypes.CDLL) -> Any:
         "ps_perplexity": ([c_void_p, P(c_int32), c_int32, P(ps_ppl_params),
                            P(P(ps_ppl_result)), err], c_int32),
         "ps_ppl_result_free": ([P(ps_ppl_result)], None),
+        "ps_score_words": ([c_void_p, P(ps_score_result), P(c_int32), P(P(ps_words)), err],
+                           c_int32),
+        "ps_words_free": ([P(ps_words)], None),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)

@@ -348,12 +348,13 @@ class Model:
                                     type(prompt).__name__)
         return self._ids(prompt, "prompt")
 
-    def _score_params(self, top_k: int, stats: bool = False) -> Any:
+    def _score_params(self, top_k: int, stats: bool = False, words: bool = False) -> Any:
         p = _C.ps_score_default_params()
         p.k = top_k
         p.chunk = _CHUNK
         p.cache = self._cache
         p.stats = bool(stats)
+        p.words = bool(words)
         return p
 
     def _check_k(self, top_k: int, logprobs_from: int) -> "tuple[int, int]":
@@ -365,7 +366,7 @@ class Model:
     @_guarded
     def score(self, prompt: Union[str, Sequence[int]], top_k: int = 0, logprobs_from: int = 0,
               add_special: bool = True, parse_special: bool = True, stats: bool = False,
-              compare: Optional["Model"] = None) -> Result:
+              compare: Optional["Model"] = None, words: bool = False) -> Result:
         """Scores one prompt; returns a Result.
 
         stats: also fill Result.entropy and .rank. compare: another open Model with the same
@@ -378,12 +379,15 @@ class Model:
         or a sequence of token ids (verbatim). top_k: alternatives per position (0..n_vocab).
         logprobs_from: positions before it get no values (NaN / -1), e.g. len(context_ids) for
         a continuation; the values written are bitwise those without it.
+        words: also make Result.words() (each word's surprisal with the beginning-of-word
+        correction, as `score --words`; docs/api.md, "Words"); a tokenizer that marks no word
+        start raises UnsupportedError.
         """
         self._open()
         top_k, logprobs_from = self._check_k(top_k, logprobs_from)
         ids = self._prompt_ids(prompt, add_special, parse_special)
         self._check_compare(compare)
-        params = self._score_params(top_k, stats)
+        params = self._score_params(top_k, stats, words)
         return self._score_ids(ids, params, logprobs_from, compare)
 
     def _check_compare(self, compare: Optional["Model"]) -> None:
@@ -400,7 +404,7 @@ class Model:
     def score_many(self, prompts: Iterable[Union[str, Sequence[int]]], top_k: int = 0,
                    logprobs_from: Union[int, Iterable[int]] = 0, max_seqs: int = 16,
                    add_special: bool = True, parse_special: bool = True, stats: bool = False,
-                   compare: Optional["Model"] = None) -> Iterator[Result]:
+                   compare: Optional["Model"] = None, words: bool = False) -> Iterator[Result]:
         """Scores an iterable of prompts; yields one Result per prompt, in input order.
 
         Takes max_seqs prompts at a time (1..256) and packs their positions into shared
@@ -435,12 +439,12 @@ class Model:
                                     type(prompts).__name__) from None
         self._check_compare(compare)
         return self._score_many(it, top_k, logprobs_from, lf_iter, max_seqs, add_special,
-                                parse_special, stats, compare)
+                                parse_special, stats, compare, words)
 
     def _score_many(self, it: Iterator[Any], top_k: int, lf0: Any, lf_iter: Optional[Iterator[Any]],
                     max_seqs: int, add_special: bool, parse_special: bool, stats: bool = False,
-                    compare: Optional["Model"] = None) -> Iterator[Result]:
-        params = self._score_params(top_k, stats)
+                    compare: Optional["Model"] = None, words: bool = False) -> Iterator[Result]:
+        params = self._score_params(top_k, stats, words)
         base = 0
         while True:
             group, froms = [], []

@@ -2,7 +2,8 @@
 PerplexityResult (the numbers `promptscore perplexity --json` prints)."""
 import math
 import re
-from typing import TYPE_CHECKING, Any, List, Optional
+from ctypes import POINTER, byref, string_at
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -56,7 +57,7 @@ class Result:
     __slots__ = ("token_ids", "logprobs", "top_ids", "top_logprobs", "sum_logprob",
                  "mean_logprob", "perplexity", "n_tokens", "logprobs_from", "_tokens",
                  "_offsets", "entropy", "rank", "kld", "same_top1", "dp", "kld_mean",
-                 "same_top1_pct")
+                 "same_top1_pct", "_words")
 
     token_ids: npt.NDArray[np.int32]
     logprobs: npt.NDArray[np.float32]
@@ -76,6 +77,7 @@ class Result:
     dp: Optional[npt.NDArray[np.float32]]
     kld_mean: Optional[float]
     same_top1_pct: Optional[float]
+    _words: Optional[List[Dict[str, Any]]]
 
     def __init__(self, res: Any, model: "Model", logprobs_from: int) -> None:
         n, k = res.n_prompt, res.k
@@ -123,6 +125,19 @@ class Result:
             m = n - 1
             self.kld_mean = kl / m if m > 0 else math.nan
             self.same_top1_pct = 100.0 * same / m if m > 0 else math.nan
+        self._words = _words_of(res, model) if res.word_start else None
+
+    def words(self) -> List[Dict[str, Any]]:
+        """With score(..., words=True): one dict per word of the text, as `score --words`
+        writes them: {"word", "offset", "n_tokens", "surprisal", "surprisal_bits",
+        "surprisal_naive"} (nats, bits = nats / ln 2; None where the CLI writes null). offset
+        counts bytes of the token texts (the SentencePiece space prefix left out), which is the
+        text's own offset unless it holds <unk> or special-token text. Raises
+        InvalidArgumentError when the prompt was scored without words=True."""
+        if self._words is None:
+            from ._errors import InvalidArgumentError
+            raise InvalidArgumentError("no words: score with words=True")
+        return [dict(w) for w in self._words]
 
     @property
     def tokens(self) -> List[str]:
@@ -146,6 +161,34 @@ class Result:
     def __repr__(self) -> str:
         return "<promptscore.Result n_tokens=%d sum_logprob=%.6g>" % (self.n_tokens,
                                                                      self.sum_logprob)
+
+
+def _num(x: float) -> Optional[float]:
+    """A double as the CLI's JSON reads back: NaN -> None, -inf -> -9999.0."""
+    if math.isnan(x):
+        return None
+    return -9999.0 if x == -math.inf else x
+
+
+def _words_of(res: Any, model: "Model") -> List[Dict[str, Any]]:
+    """ps_score_words over a result scored with words (the library's one definition)."""
+    from . import _lib as L
+    from ._errors import _check
+    w = POINTER(L.ps_words)()
+    err = L.ps_error()
+    _check(L.LIB.ps_score_words(model._vocab, byref(res), None, byref(w), byref(err)), err)
+    try:
+        out = []
+        for k in range(w.contents.n_words):
+            o = w.contents.words[k]
+            b = string_at(o.text, o.len) if o.len else b""
+            out.append({"word": _clean_text(b), "offset": int(o.offset),
+                        "n_tokens": int(o.n_tokens), "surprisal": _num(o.surprisal),
+                        "surprisal_bits": _num(o.surprisal / math.log(2)),
+                        "surprisal_naive": _num(o.surprisal_naive)})
+        return out
+    finally:
+        L.LIB.ps_words_free(w)
 
 
 class PerplexityResult:

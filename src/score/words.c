@@ -151,7 +151,7 @@ ps_status ps_score_words(const ps_vocab *v, const ps_score_result *r, const int3
             cur = -1;
             pending = -1;
             prefix = spm_prefix;
-            if (!offsets || offsets[i] >= 0) pos += (int64_t)bl;
+            if (offsets && offsets[i] >= 0) pos += (int64_t)bl; /* its text was the user's */
             continue;
         }
         if (prefix && bl > 0 && b[0] == ' ') { /* the space the tokenizer added */
