@@ -526,6 +526,13 @@ typedef struct {
      * the scored tokens (1..n_tokens - 1, as ps_vocab_tokenize_pair gives it). The result then
      * holds continuation_logprob and is_greedy of tokens[continuation_start ..]. */
     int32_t continuation_start;
+    /* word scores (issue 50; off by default, and then nothing else changes): the result gets
+     * word_start and word_start_nonbow, from which ps_score_words gives each word's surprisal
+     * with the beginning-of-word correction (docs/api.md, "Words"). Needs a vocabulary that
+     * marks word starts (PS_ERR_UNSUPPORTED otherwise) and max_tokens 0; a score with words
+     * does not use params.cache (its blocks do not hold these masses), so its bits are those
+     * of a score without a cache. */
+    bool words;
 } ps_score_params;
 
 /* k = 5, chunk = 256, no generation, temperature 0, top_p 1, seed 0, stop_at_eos, no cache,
@@ -599,6 +606,16 @@ typedef struct {
                                     terms) added in this order in double */
     bool is_greedy;              /* every continuation token is the top-1 of its distribution
                                     (the largest logit, ties by ascending id: rank 1) */
+    /* with params.words (else NULL / NaN), issue 50: */
+    float *word_start;       /* n_prompt + 1: log sum_{s in BOW or s = EOS} p(s | tokens[0..i)),
+                                BOW the ids whose text begins with whitespace (control tokens
+                                never): the log-probability that a word begins, or the text
+                                ends, after tokens [0, i). NaN at i = 0; entry n_prompt is from
+                                the row after the last prompt token. Bitwise invariant like
+                                logprobs */
+    float word_start_nonbow; /* when tokens[0] is a control token (BOS): log sum over the ids
+                                neither in BOW nor EOS after it (the text begins inside a word);
+                                else NaN */
 } ps_score_result;
 
 /* Scores tokens (verbatim: no BOS is added here) through the session: forward in chunks of
@@ -635,6 +652,50 @@ typedef struct {
 PS_API ps_status ps_score_batch(ps_session *session, const ps_score_prompt *prompts,
                                 int32_t n_prompts, int32_t max_seqs, ps_score_result **results,
                                 ps_error *err);
+
+/* One word of a scored text (ps_score_words). */
+typedef struct {
+    const char *text;        /* the word's bytes, len of them and a NUL (owned by ps_words) */
+    int32_t len;
+    int64_t offset;          /* byte offset of the word in the text (see ps_score_words) */
+    int32_t first_token;     /* its tokens: [first_token, first_token + n_tokens) of the result */
+    int32_t n_tokens;
+    double surprisal;        /* -log p(word | the words before it), nats, with the
+                                beginning-of-word correction; NaN when the first token has no
+                                distribution (a text without BOS: its first word) */
+    double surprisal_naive;  /* -sum of the word's float32 token logprobs, in order, in double;
+                                NaN likewise */
+} ps_word;
+
+typedef struct {
+    int32_t n_words;
+    ps_word *words;
+    char *text_;             /* the words' bytes (internal) */
+} ps_words;
+
+/*
+ * The words of a text scored with params.words, and their surprisal (docs/api.md, "Words"):
+ *   - words are the maximal runs of text between Unicode whitespace (punctuation stays with
+ *     the word it touches); a control token ends a word and belongs to none;
+ *   - a token belongs to the word holding its first non-whitespace byte; a token of only
+ *     whitespace belongs to the word after it (none when no word follows before the end or a
+ *     control token); a token holding text of two runs joins them into one word;
+ *   - surprisal = surprisal_naive + D - N with N = word_start[last + 1] (the row after the
+ *     word's last token; 0 when that token ends in whitespace: the boundary is inside it) and
+ *     D = word_start[first] when the first token begins with whitespace, word_start_nonbow
+ *     for the text's first word after BOS when its first token does not, else 0
+ *     (Pimentel & Meister, "How to Compute the Probability of a Word", EMNLP 2024).
+ * offsets: the result's n_prompt byte offsets into the user's text (-1 where a token spells
+ * none; what the front ends give as prompt_offset), or NULL: offsets into the text the
+ * non-control tokens spell (ps_vocab_token_bytes, the SentencePiece space prefix left out),
+ * the same for a text without <unk> or special-token text. Returns PS_OK,
+ * PS_ERR_INVALID_ARG (NULL arguments, a result scored without params.words), PS_ERR_NOMEM.
+ * *out is set only on success; free it with ps_words_free.
+ */
+PS_API ps_status ps_score_words(const ps_vocab *vocab, const ps_score_result *result,
+                                const int32_t *offsets, ps_words **out, ps_error *err);
+/* NULL is a no-op. */
+PS_API void ps_words_free(ps_words *words);
 
 /* Whether two vocabularies are the same, token for token: the same number of tokens; for every
  * id the same bytes (ps_vocab_token_bytes) and the same type (normal, control, byte, ...); the

@@ -66,7 +66,8 @@ class ps_score_params(Structure):
                 ("compares", c_void_p), ("n_compares", c_int32),
                 # appended: named tokens, a continuation
                 ("token_ids", POINTER(c_int32)), ("n_token_ids", c_int32),
-                ("continuation_start", c_int32)]
+                ("continuation_start", c_int32),
+                ("words", c_bool)]  # issue 50
 
 
 class ps_score_result(Structure):
@@ -83,7 +84,9 @@ class ps_score_result(Structure):
                 # appended: named tokens, a continuation
                 ("n_token_ids", c_int32), ("token_id_logprobs", POINTER(c_float)),
                 ("continuation_start", c_int32), ("continuation_logprob", c_double),
-                ("is_greedy", c_bool)]
+                ("is_greedy", c_bool),
+                # appended: words
+                ("word_start", POINTER(c_float)), ("word_start_nonbow", c_float)]
 
 
 PS_DETECT_MAX_K = 16
@@ -94,6 +97,16 @@ class ps_detect_scores(Structure):
                 ("count", c_int32 * PS_DETECT_MAX_K), ("min_k", c_double * PS_DETECT_MAX_K),
                 ("min_k_pp", c_double * PS_DETECT_MAX_K), ("n_scored", c_int32),
                 ("mean_nll", c_double), ("ref_mean_nll", c_double), ("ref_ratio", c_double)]
+
+
+class ps_word(Structure):
+    _fields_ = [("text", c_void_p), ("len", c_int32), ("offset", c_int64),
+                ("first_token", c_int32), ("n_tokens", c_int32), ("surprisal", c_double),
+                ("surprisal_naive", c_double)]
+
+
+class ps_words(Structure):
+    _fields_ = [("n_words", c_int32), ("words", POINTER(ps_word)), ("text_", c_void_p)]
 
 
 class ps_score_prompt(Structure):
@@ -201,6 +214,9 @@ def _declare(lib: ctypes.CDLL) -> Any:
         "ps_perplexity": ([c_void_p, P(c_int32), c_int32, P(ps_ppl_params),
                            P(P(ps_ppl_result)), err], c_int32),
         "ps_ppl_result_free": ([P(ps_ppl_result)], None),
+        "ps_score_words": ([c_void_p, P(ps_score_result), P(c_int32), P(P(ps_words)), err],
+                           c_int32),
+        "ps_words_free": ([P(ps_words)], None),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)

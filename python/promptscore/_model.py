@@ -361,12 +361,13 @@ class Model:
         return self._ids(prompt, "prompt")
 
     def _score_params(self, top_k: int, stats: bool = False,
-                      token_ids: Optional[Sequence[int]] = None) -> Any:
+                      token_ids: Optional[Sequence[int]] = None, words: bool = False) -> Any:
         p = _C.ps_score_default_params()
         p.k = top_k
         p.chunk = _CHUNK
         p.cache = self._cache
         p.stats = bool(stats)
+        p.words = bool(words)
         if token_ids is not None:
             a = self._ids(token_ids, "token_ids", allow_empty=True)
             if len(a) > self._info.n_vocab:
@@ -410,7 +411,7 @@ class Model:
               add_special: bool = True, parse_special: bool = True, stats: bool = False,
               compare: Optional["Model"] = None, detect: bool = False,
               min_k: Union[int, Iterable[int], None] = None,
-              token_ids: Optional[Sequence[int]] = None) -> Result:
+              token_ids: Optional[Sequence[int]] = None, words: bool = False) -> Result:
         """Scores one prompt; returns a Result.
 
         token_ids: a sequence of token ids whose logprobs every position reports, whatever
@@ -430,15 +431,19 @@ class Model:
         or a sequence of token ids (verbatim). top_k: alternatives per position (0..n_vocab).
         logprobs_from: positions before it get no values (NaN / -1), e.g. len(context_ids) for
         a continuation; the values written are bitwise those without it.
+        words: also make Result.words() (each word's surprisal with the beginning-of-word
+        correction, as `score --words`; docs/api.md, "Words"); a tokenizer that marks no word
+        start raises UnsupportedError.
         """
         self._open()
         top_k, logprobs_from = self._check_k(top_k, logprobs_from)
         add_special, parse_special, stats, detect = self._check_flags(add_special, parse_special,
                                                                       stats, detect)
+        words = _bool(words, "words")
         ks = _min_k(detect, min_k)
         ids = self._prompt_ids(prompt, add_special, parse_special)
         self._check_compare(compare)
-        params = self._score_params(top_k, stats or ks is not None, token_ids)
+        params = self._score_params(top_k, stats or ks is not None, token_ids, words)
         det = (ks, self._detect_text(prompt, ids)) if ks is not None else None
         return self._score_ids(ids, params, logprobs_from, compare, bool(stats), det)
 
@@ -458,7 +463,8 @@ class Model:
                    add_special: bool = True, parse_special: bool = True, stats: bool = False,
                    compare: Optional["Model"] = None, detect: bool = False,
                    min_k: Union[int, Iterable[int], None] = None,
-                   token_ids: Optional[Sequence[int]] = None) -> Iterator[Result]:
+                   token_ids: Optional[Sequence[int]] = None,
+                   words: bool = False) -> Iterator[Result]:
         """Scores an iterable of prompts; yields one Result per prompt, in input order.
 
         Takes max_seqs prompts at a time (1..256) and packs their positions into shared
@@ -475,6 +481,7 @@ class Model:
         self._open()
         add_special, parse_special, stats, detect = self._check_flags(add_special, parse_special,
                                                                       stats, detect)
+        words = _bool(words, "words")
         ks = _min_k(detect, min_k)
         if isinstance(logprobs_from, (int, np.integer)):
             top_k, logprobs_from = self._check_k(top_k, logprobs_from)
@@ -496,7 +503,7 @@ class Model:
             raise ArgumentTypeError("prompts must be an iterable, not %s" %
                                     type(prompts).__name__) from None
         self._check_compare(compare)
-        params = self._score_params(top_k, stats or ks is not None, token_ids)
+        params = self._score_params(top_k, stats or ks is not None, token_ids, words)
         return self._score_many(it, params, logprobs_from, lf_iter, max_seqs, add_special,
                                 parse_special, bool(stats), compare, ks)
 

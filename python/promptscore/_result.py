@@ -3,7 +3,7 @@ PerplexityResult (the numbers `promptscore perplexity --json` prints)."""
 import math
 import re
 import zlib
-from ctypes import byref, c_int32
+from ctypes import POINTER, byref, c_int32, string_at
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
@@ -77,7 +77,7 @@ class Result:
                  "mean_logprob", "perplexity", "n_tokens", "logprobs_from", "_tokens",
                  "_offsets", "entropy", "rank", "kld", "same_top1", "dp", "kld_mean",
                  "same_top1_pct", "varentropy", "detect", "token_id_logprobs",
-                 "continuation_start", "continuation_logprob", "is_greedy")
+                 "continuation_start", "continuation_logprob", "is_greedy", "_words")
 
     token_ids: npt.NDArray[np.int32]
     logprobs: npt.NDArray[np.float32]
@@ -103,6 +103,7 @@ class Result:
     continuation_start: Optional[int]
     continuation_logprob: Optional[float]
     is_greedy: Optional[bool]
+    _words: Optional[List[Dict[str, Any]]]
 
     def __init__(self, res: Any, model: "Model", logprobs_from: int, show_stats: bool = True,
                  detect: Optional[Tuple[Tuple[int, ...], bytes]] = None) -> None:
@@ -165,6 +166,19 @@ class Result:
             self.continuation_start = int(res.continuation_start)
             self.continuation_logprob = float(res.continuation_logprob)
             self.is_greedy = bool(res.is_greedy)
+        self._words = _words_of(res, model) if res.word_start else None
+
+    def words(self) -> List[Dict[str, Any]]:
+        """With score(..., words=True): one dict per word of the text, as `score --words`
+        writes them: {"word", "offset", "n_tokens", "surprisal", "surprisal_bits",
+        "surprisal_naive"} (nats, bits = nats / ln 2; None where the CLI writes null). offset
+        counts bytes of the token texts (the SentencePiece space prefix left out), which is the
+        text's own offset unless it holds <unk> or special-token text. Raises
+        InvalidArgumentError when the prompt was scored without words=True."""
+        if self._words is None:
+            from ._errors import InvalidArgumentError
+            raise InvalidArgumentError("no words: score with words=True")
+        return [dict(w) for w in self._words]
 
     @property
     def tokens(self) -> List[str]:
@@ -225,6 +239,32 @@ def _min_k(detect: bool, min_k: Union[int, Iterable[int], None]) -> Optional[Tup
         raise InvalidArgumentError("min_k: 1 to %d percentages, got %d" %
                                    (L.PS_DETECT_MAX_K, len(ks)))
     return tuple(_int(k, "min_k", 1, 100) for k in ks)
+def _num(x: float) -> Optional[float]:
+    """A double as the CLI's JSON reads back: NaN -> None, -inf -> -9999.0."""
+    if math.isnan(x):
+        return None
+    return -9999.0 if x == -math.inf else x
+
+
+def _words_of(res: Any, model: "Model") -> List[Dict[str, Any]]:
+    """ps_score_words over a result scored with words (the library's one definition)."""
+    from . import _lib as L
+    from ._errors import _check
+    w = POINTER(L.ps_words)()
+    err = L.ps_error()
+    _check(L.LIB.ps_score_words(model._vocab, byref(res), None, byref(w), byref(err)), err)
+    try:
+        out = []
+        for k in range(w.contents.n_words):
+            o = w.contents.words[k]
+            b = string_at(o.text, o.len) if o.len else b""
+            out.append({"word": _clean_text(b), "offset": int(o.offset),
+                        "n_tokens": int(o.n_tokens), "surprisal": _num(o.surprisal),
+                        "surprisal_bits": _num(o.surprisal / math.log(2)),
+                        "surprisal_naive": _num(o.surprisal_naive)})
+        return out
+    finally:
+        L.LIB.ps_words_free(w)
 
 
 class PerplexityResult:

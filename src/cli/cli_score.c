@@ -46,6 +46,7 @@
 #include "front/jsonl.h"
 #include "model/vocab.h"
 #include "base/util.h"
+#include "score/words.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -188,6 +189,7 @@ typedef struct {
     ps_cli_view *view; /* --format table | summary; NULL for JSON Lines */
     bool stats;        /* --stats: every line's job asks for entropy, rank and varentropy */
     const ps_detect_opts *detect; /* --detect (and --min-k), or NULL */
+    bool words;        /* --words: every line's job asks for its words (issue 50) */
 } score_ctx;
 
 static bool blank(const char *s, size_t n) {
@@ -248,6 +250,7 @@ static void line_start(score_ctx *c, const line_in *li, int64_t lineno, line_slo
     sp.stats = c->stats || c->detect; /* detect reads the entropy and varentropy */
     sp.token_ids = q->req.token_ids;
     sp.n_token_ids = q->req.n_token_ids;
+    sp.words = c->words || q->req.words;
     q->job = ps_engine_job_new(1, &sp);
     if (q->job) {
         ps_engine_job_set_prompt(q->job, 0, q->req.ids, q->req.n);
@@ -461,6 +464,7 @@ typedef struct {
     int format;
     bool no_bos, strict, resume, no_special, stats, detect;
     min_k_spec min_k;
+    bool words; /* --words */
     int64_t max_line;
     shard_spec shard;
     bool sharded;
@@ -536,6 +540,13 @@ static int score_parse(int argc, char **argv, score_args *a) {
          "scores\"); a line of one token is an error line", PS_CLI_FLAG, &a->detect},
         {"--min-k", "LIST", "with --detect: the percentages of min_k / min_k_pp, e.g.\n"
          "10,20,30 (integers 1 to 100; default 20)", PS_CLI_FN, &a->min_k, 0, 0, opt_min_k},
+        {"--words", NULL, "add a \"words\" array to every line: each word of the text (split\n"
+         "at whitespace) with its offset, n_tokens and surprisal in nats\n"
+         "and bits, corrected for word-start tokens (Pimentel & Meister,\n"
+         "EMNLP 2024), and the naive sum; a line may ask with \"words\": true.\n"
+         "Needs a tokenizer that marks word starts (\u2581 or \u0120); no\n"
+         "prefix cache for these lines (docs/api.md, \"Words\")",
+         PS_CLI_FLAG, &a->words},
         {"--compare", "FILE", "a second GGUF with the same vocabulary, run over the same tokens\n"
          "chunk by chunk: adds \"kld\" (KL(model || FILE), nats, whole\n"
          "vocabulary), \"same_top1\" (0/1) and \"dp\" (p_FILE - p_model of the\n"
@@ -666,6 +677,15 @@ static int score_setup(const score_args *a, score_run *r) {
         lrc = ps_cli_load_compares(cmd, &a->o, &r->l, &r->cmp);
         if (lrc) return lrc;
     }
+    if (a->words) { /* a tokenizer without word marks: refused before any line */
+        uint8_t *mask = NULL;
+        ps_error werr;
+        if (ps_words_mask(r->l.vocab, &mask, &werr) != PS_OK) {
+            fprintf(stderr, "promptscore %s: --words: %s\n", cmd, werr.message);
+            return 2;
+        }
+        ps_free(mask);
+    }
     ps_engine_params ep = ps_engine_default_params();
     ep.n_threads = a->o.threads;
     ep.queue = a->max_seqs;
@@ -725,12 +745,12 @@ static int score_open_output(const score_args *a, score_run *r) {
         if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) *p = '_';
     snprintf(config, sizeof config,
              "v1 k=%d chunk=%d act=%s bos=%d special=%d ctx=%d arch=%s bytes=%lld vocab=%d "
-             "layers=%d embd=%d%s%s%s%s",
+             "layers=%d embd=%d%s%s%s%s%s",
              a->k, a->o.chunk, a->o.act == PS_ACT_F32 ? "f32" : "native", !a->no_bos,
              !a->no_special, l->info.n_ctx, arch, (long long)l->info.file_bytes, l->info.n_vocab,
              l->info.n_layer, l->info.n_embd, a->o.kv_type != PS_KV_F32 ? " kv=" : "",
              a->o.kv_type != PS_KV_F32 ? ps_kv_type_name(a->o.kv_type) : "",
-             a->stats ? " stats=1" : "", tids);
+             a->stats ? " stats=1" : "", tids, a->words ? " words=1" : "");
     char why[1024];
     int src = ps_shard_open(a->out_path, shard_i, shard_n, config, a->resume, r->in, &r->so, why,
                             sizeof why);
@@ -949,7 +969,7 @@ int ps_cli_score(int argc, char **argv) {
     ps_cli_view view;
     int32_t k = a.k;
     lp.sc = (score_ctx){.l = &r.l, .engine = r.engine, .chunk = a.o.chunk, .stats = a.stats,
-                        .detect = a.detect ? &a.min_k.o : NULL};
+                        .detect = a.detect ? &a.min_k.o : NULL, .words = a.words};
     if (a.format != PS_CLI_FORMAT_JSONL) {
         ps_cli_view_init(&view, a.format, isatty(lp.out_fd) && !getenv("NO_COLOR"));
         lp.sc.view = &view;

@@ -62,5 +62,11 @@ void ps_json_logprobs_from(ps_buf *b, const ps_vocab *vocab, const ps_score_resu
  * logprob is NaN and on generated entries). Nothing when the result has none. */
 void ps_json_compares(ps_buf *b, const ps_score_result *r, int32_t first, int32_t end,
                       int32_t values_from);
+/* json_words.c: appends ,"words":[...] for a result scored with ps_score_params.words (nothing
+ * when r has no word masses): ps_score_words over r and prompt_offset (the prompt's byte
+ * offsets, or NULL for an id prompt). Returns false (b marked out of memory) when the words
+ * cannot be made. */
+bool ps_json_words(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
+                   const int32_t *prompt_offset);
 
 #endif

@@ -109,6 +109,7 @@ static ps_status parse_root(json_t *root, int64_t ln, const ps_jsonl_limits *lim
     r.token_ids = NULL;
     req->k = r.logprobs;
     req->logprobs_from = r.logprobs_from;
+    req->words = r.words;
     ps_completion_req_free(&r);
     req->ok = true;
     return PS_OK;
@@ -281,5 +282,6 @@ void ps_jsonl_write_result(ps_buf *b, const ps_vocab *vocab, const ps_jsonl_req 
         ps_buf_append(b, req->detect_json, req->detect_len);
     }
     ps_json_continuation(b, r);
+    ps_json_words(b, vocab, r, req->prompt_offset);
     ps_buf_printf(b, ",\"n_tokens\":%d}\n", (int)r->n_prompt);
 }

@@ -65,6 +65,7 @@ typedef struct {
                                    token; 0: a prompt */
     int32_t *token_ids;         /* the line's named tokens (owned), or NULL */
     int32_t n_token_ids;
+    bool words;             /* "words": true (the line asks for its words' surprisal) */
 } ps_jsonl_req;
 
 /* What the pre-scanner (jscan.h) checks a line against before jansson reads it: the line's

@@ -431,6 +431,7 @@ ps_score_params ps_completion_score_params(const ps_completion_req *req, uint64_
     p.stats = req->stats || req->detect; /* detect reads the entropy and varentropy */
     p.token_ids = req->token_ids;
     p.n_token_ids = req->n_token_ids;
+    p.words = req->words;
     return p;
 }
 
@@ -451,7 +452,10 @@ int64_t ps_completion_estimate(const ps_completion_req *r) {
     }
     /* "detect": per prompt two objects of up to 30 bytes per percentage, two ratios */
     int64_t detect = r->detect ? (int64_t)r->n_prompts * (120 + 60 * (int64_t)r->n_min_k) : 0;
-    return 1024 + 256 * (int64_t)r->n_prompts + entries * 16 + with_values * per_lp + detect;
+    /* "words": at most one word per prompt token, each object up to 200 bytes */
+    const int64_t words = r->words ? r->prompt_tokens * 200 : 0;
+    return 1024 + 256 * (int64_t)r->n_prompts + entries * 16 + with_values * per_lp + detect +
+           words;
 }
 
 void ps_completion_req_free(ps_completion_req *r) {
@@ -524,6 +528,7 @@ bool ps_request_from_json(json_t *root, const ps_req_limits *lim, ps_completion_
     if (!lim->line && !server_fields(root, lim, &r, e)) goto done;
     if (!get_bool(root, "add_special_tokens", !lim->no_add_special, &add_special, e)) goto done;
     if (!get_bool(root, "parse_special", !lim->no_parse_special, &parse_special, e)) goto done;
+    if (!get_bool(root, "words", false, &r.words, e)) goto done;
     if ((v = field(root, "logprobs"))) {
         if (!json_is_integer(v) || json_integer_value(v) < 0) {
             ps_req_describe(v, d, sizeof d);
@@ -596,6 +601,15 @@ bool ps_request_from_json(json_t *root, const ps_req_limits *lim, ps_completion_
             r.seed = (uint64_t)json_integer_value(v);
         }
         if (!parse_stop(root, &r, e)) goto done;
+    }
+    if (r.words && r.max_tokens > 0) { /* words score the prompt: max_tokens defaults to 0 */
+        if (field(root, "max_tokens")) {
+            ps_req_fail(e, 400, "words", NULL,
+                        "words scores the prompt only: max_tokens must be 0, got %d",
+                        (int)r.max_tokens);
+            goto done;
+        }
+        r.max_tokens = 0;
     }
     if (!ps_req_parse_token_ids(root, lim, &r, e)) goto done;
     if (ps_req_has_pairs(root) ? !ps_req_parse_pairs(root, lim, add_special, parse_special, &r, e)

@@ -117,6 +117,8 @@ typedef struct {
                                 tokens, owned (or the limits' default, copied); NULL: none */
     int32_t n_token_ids;
     bool pairs;              /* the prompts are (context, continuation) pairs */
+    bool words;              /* "words": true adds each prompt's words and their surprisal
+                                (default false; server and JSON Lines) */
 } ps_completion_req;
 
 /* request_pairs.c: the fields of what scorers compute. Whether root gives "context" or

@@ -1159,6 +1159,10 @@ ps_status ps_vocab_same(const ps_vocab *a, const ps_vocab *b, ps_error *err) {
     return PS_OK;
 }
 
+bool ps_vocab_space_prefix(const ps_vocab *v) {
+    return v && v->kind == VOCAB_SPM && v->add_space_prefix;
+}
+
 bool ps_vocab_is_control(const ps_vocab *v, int32_t id) {
     return v && id >= 0 && id < v->n_tokens && v->tok[id].type == TT_CONTROL;
 }

@@ -56,4 +56,8 @@ void ps_vocab_prompt_offsets(const ps_vocab *v, const char *text, size_t len, co
  * SentencePiece vocab), PS_ERR_NOMEM. */
 ps_status ps_vocab_pre_split(const ps_vocab *v, const char *text, size_t len, size_t *starts,
                              size_t capacity, size_t *n_pieces, ps_error *err);
+/* Whether tokenizing adds a space in front of the text (a SentencePiece vocab with
+ * add_space_prefix): the first token's leading space, and the one after each special token,
+ * is then not in the text (as ps_vocab_prompt_offsets counts it). */
+bool ps_vocab_space_prefix(const ps_vocab *v);
 #endif /* PS_VOCAB_H */

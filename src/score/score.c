@@ -39,6 +39,8 @@
 #include "score/prefix_cache.h"
 #include "score/compare.h"
 #include "score/extras.h"
+#include "score/words.h"
+#include "kernels/masked_lse.h"
 #include "run/session.h"
 
 #include <math.h>
@@ -96,6 +98,7 @@ void ps_score_result_free(ps_score_result *r) {
     ps_free(r->varentropy);
     ps_free(r->compare_logprob);
     ps_free(r->token_id_logprobs);
+    ps_free(r->word_start);
     ps_free(r);
 }
 
@@ -235,6 +238,10 @@ static ps_status check_params(const ps_session *s, const int32_t *tokens, int32_
     if (p->max_tokens < 0)
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "max_tokens must be >= 0, got %d",
                        p->max_tokens);
+    if (p->words && p->max_tokens > 0)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "words scores the prompt only: max_tokens must be 0, got %d",
+                       p->max_tokens);
     if (!(p->temperature >= 0.0f) || isinf(p->temperature))
         return ps_fail(err, PS_ERR_INVALID_ARG, -1, "temperature must be finite and >= 0, got %g",
                        (double)p->temperature);
@@ -312,9 +319,9 @@ static ps_status topk_rows(const ps_session *s, const ps_score_params *p, const 
     tp.pool = s->pool;
     ps_logits lg = {.data = logits, .dtype = PS_DTYPE_F32, .n_rows = n_rows, .n_vocab = n_vocab,
                     .row_stride = n_vocab, .targets = targets};
-    float lse[PS_CHUNK]; /* the rows' lse, for the named tokens */
+    float lse[PS_CHUNK]; /* the rows' lse, for the named tokens and the words */
     assert(n_rows <= PS_CHUNK);
-    ps_topk_out out = {.lse = p->n_token_ids > 0 ? lse : NULL,
+    ps_topk_out out = {.lse = p->n_token_ids > 0 || r->word_start ? lse : NULL,
                        .target_logprob = r->logprobs + entry0,
                        .top_ids = p->k ? r->top_ids + (size_t)entry0 * (size_t)p->k : NULL,
                        .top_logprobs = p->k ? r->top_logprobs + (size_t)entry0 * (size_t)p->k : NULL,
@@ -342,6 +349,8 @@ static ps_status topk_rows(const ps_session *s, const ps_score_params *p, const 
     if (p->n_token_ids > 0)
         ps_named_rows(logits, n_rows, n_vocab, lse, p->token_ids, p->n_token_ids,
                       r->token_id_logprobs + (size_t)entry0 * (size_t)p->n_token_ids);
+    if (r->word_start) /* the rows' lse, which words_rows turns into word-start masses */
+        memcpy(r->word_start + entry0, lse, (size_t)n_rows * sizeof *lse);
     return PS_OK;
 }
 
@@ -706,6 +715,37 @@ static ps_status cache_begin(cache_run *cr, ps_prefix_cache *c, const ps_session
     return PS_OK;
 }
 
+/* ---- word masses (params.words; words.c) ------------------------------------------------ */
+
+/* Gives r its word_start array (n_tokens + 1 entries, entry 0 NaN) when p->words. */
+static bool words_alloc(ps_score_result *r, const ps_score_params *p, int32_t n_tokens) {
+    r->word_start_nonbow = NAN;
+    if (!p->words) return true;
+    r->word_start = ps_malloc(((size_t)n_tokens + 1) * sizeof *r->word_start);
+    if (!r->word_start) return false;
+    r->word_start[0] = NAN;
+    return true;
+}
+
+/* After topk_rows wrote the lse of rows [0, m) of logits into word_start + entry0 (the rows
+ * of positions pos0 .. pos0 + m - 1): their word masses; with last, also the row m (the row
+ * after the last prompt token, entry entry0 + m). mask: ps_words_mask's two masks. */
+static void words_rows(const ps_session *s, const float *logits, int32_t m, bool last,
+                       const int32_t *tokens, int32_t pos0, ps_score_result *r, int32_t entry0,
+                       const uint8_t *mask) {
+    if (!r->word_start) return;
+    const int32_t n_vocab = s->model->hp.n_vocab;
+    if (last) {
+        const float *row = logits + (size_t)m * (size_t)n_vocab;
+        r->word_start[entry0 + m] = ps_lse_f32(row, n_vocab);
+        m++;
+    }
+    if (pos0 == 0 && m > 0 && ps_vocab_is_control(s->model->vocab, tokens[0]))
+        r->word_start_nonbow = ps_masked_logmass(PS_ISA_AUTO, logits, mask + n_vocab, n_vocab,
+                                                 ps_lse_f32(logits, n_vocab));
+    ps_words_rows(s->pool, logits, m, n_vocab, mask, r->word_start + entry0);
+}
+
 ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens,
                           const ps_score_params *params, ps_score_result **out, ps_error *err) {
     if (!out) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "out is required");
@@ -725,8 +765,14 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
     float *logits = ps_session_logits(s, (size_t)chunk);
     float *cmp_logits = p->compare ? ps_session_logits(p->compare, (size_t)chunk) : NULL;
     int32_t *targets = ps_malloc((size_t)chunk * sizeof *targets);
+    uint8_t *wmask = NULL;
+    if (p->words) {
+        st = ps_words_mask(s->model->vocab, &wmask, err);
+        if (st != PS_OK) goto fail;
+    }
     if (!r || !ps_extras_alloc(r, p, n_tokens + p->max_tokens) || !logits || !targets ||
-        (p->compare && !cmp_logits) || !ps_compares_alloc(r, p, n_tokens + p->max_tokens)) {
+        (p->compare && !cmp_logits) || !ps_compares_alloc(r, p, n_tokens + p->max_tokens) ||
+        !words_alloc(r, p, n_tokens)) {
         st = ps_fail(err, PS_ERR_NOMEM, -1,
                      "out of memory for the results of %d positions (k %d) and a %d x %d "
                      "logits buffer", n_tokens + p->max_tokens, k, chunk, n_vocab);
@@ -740,7 +786,7 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
     /* with a cache: positions [0, start) come from it (restored into the sequence, their
      * entries copied), the rest is computed, calls ending where the cache must capture */
     int32_t start = 0;
-    if (p->cache) {
+    if (p->cache && !p->words) {
         st = cache_begin(&cr, p->cache, s, s->seq, tokens, n_tokens, r, p->n_token_ids == 0,
                          &start, err);
         if (st != PS_OK) goto fail;
@@ -781,6 +827,7 @@ ps_status ps_score_tokens(ps_session *s, const int32_t *tokens, int32_t n_tokens
             st = ps_compares_chunk(s, p, tokens, p0, n, PS_MAX(m, 0), logits, targets, r, err);
             if (st != PS_OK) goto fail;
         }
+        words_rows(s, logits, m, m < n, tokens, p0, r, p0 + 1, wmask);
         st = cache_after_forward(&cr, s->seq, k, err);
         if (st != PS_OK) goto fail;
         p0 += n;
@@ -810,6 +857,7 @@ fail: /* also the way out on success, with r handed over */
     cache_end(&cr);
     ps_score_result_free(r);
     ps_free(targets);
+    ps_free(wmask);
     return st;
 }
 
@@ -835,7 +883,7 @@ typedef struct {
 static bool batch_follows(const batch_item *it, const ps_score_prompt *prompts, int32_t lo,
                           int32_t i) {
     const ps_score_params *pi = it[i].p;
-    if (!pi->cache || pi->n_token_ids > 0) return false; /* it would not read the blocks */
+    if (!pi->cache || pi->n_token_ids > 0 || pi->words) return false; /* it would not read the blocks */
     const int32_t B = ps_pcache_block_len(pi->cache);
     const int32_t *ti = prompts[i].tokens, ni = prompts[i].n_tokens;
     for (int32_t j = lo; j < i; j++) {
@@ -886,6 +934,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
     float *gen_logits = logits ? logits + (size_t)rows * (size_t)n_vocab : NULL;
     int32_t *targets = ps_malloc((size_t)rows * sizeof *targets);
     batch_item *it = ps_calloc((size_t)n_prompts, sizeof *it);
+    uint8_t *wmask = NULL;
     ps_seg segs[PS_CHUNK];
     int32_t seg_item[PS_CHUNK];
     ps_status st = PS_OK;
@@ -896,8 +945,16 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
     }
     for (int32_t i = 0; i < n_prompts; i++) {
         it[i].p = prompts[i].params ? prompts[i].params : &defaults;
+        if (it[i].p->words && !wmask) {
+            st = ps_words_mask(s->model->vocab, &wmask, err);
+            if (st != PS_OK) goto fail;
+        }
         results[i] = result_new(prompts[i].n_tokens + it[i].p->max_tokens, it[i].p->k,
                                 it[i].p->stats || it[i].p->cache, false);
+        if (results[i] && !words_alloc(results[i], it[i].p, prompts[i].n_tokens)) {
+            ps_score_result_free(results[i]);
+            results[i] = NULL;
+        }
         if (!results[i]) {
             st = ps_fail(err, PS_ERR_NOMEM, -1,
                          "out of memory for the results of prompt %d (%d positions, k %d)", i,
@@ -942,7 +999,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
                     goto fail;
                 }
                 b->started = true;
-                if (b->p->cache) {
+                if (b->p->cache && !b->p->words) {
                     st = cache_begin(&b->cr, b->p->cache, s, b->seq, prompts[i].tokens, nt,
                                      results[i], b->p->n_token_ids == 0, &b->fed, err);
                     if (st != PS_OK) goto fail;
@@ -970,6 +1027,8 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
                                results[i], p0 + 1, p0, err);
                 if (st != PS_OK) goto fail;
             }
+            words_rows(s, logits + (size_t)row0 * (size_t)n_vocab, m, m < n, prompts[i].tokens,
+                       p0, results[i], p0 + 1, wmask);
             b->fed += n;
             row0 += n;
             st = cache_after_forward(&b->cr, b->seq, b->p->k, err);
@@ -1005,6 +1064,7 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
     }
     ps_free(targets);
     ps_free(it);
+    ps_free(wmask);
     return PS_OK;
 
 fail:
@@ -1015,5 +1075,6 @@ fail:
     }
     ps_free(targets);
     ps_free(it);
+    ps_free(wmask);
     return st;
 }

@@ -429,6 +429,7 @@ static void write_completion(ps_server *s, const ps_completion_req *r, const ps_
                                    r->logprobs_from, 0, r->prompts[i].prompt_offset, NULL);
         if (r->detect) write_detect(s, r, i, x, b);
         ps_json_continuation(b, x);
+        ps_json_words(b, s->vocab, x, r->prompts[i].prompt_offset);
         ps_buf_printf(b, ",\"finish_reason\":\"%s\"}",
                       x->finish == PS_FINISH_STOP ? "stop" : "length");
     }
