@@ -368,6 +368,17 @@ PS_API ps_status ps_vocab_tokenize_pair(const ps_vocab *vocab, const char *conte
                                         bool parse_special, int32_t *ids, int32_t capacity,
                                         int32_t *n_ids, int32_t *continuation_start,
                                         ps_error *err);
+/* Where each token of a text prompt starts in that text, in bytes: the CLI's and the server's
+ * `prompt_offset` (docs/api.md, "The logprobs object"). ids: the n_ids ids ps_vocab_tokenize made
+ * of text (len bytes) with the same parse_special; bos_added: ids[0] is the BOS it added.
+ * offsets[i] = the byte offset of token i in text, or -1 for a token that stands for no byte
+ * of it (the added BOS, a lone SentencePiece space prefix, a token the text does not spell at
+ * that point such as <unk>, an id outside the vocabulary). Returns PS_OK, or
+ * PS_ERR_INVALID_ARG (NULL vocab, NULL text with len > 0, NULL ids or offsets with
+ * n_ids > 0, n_ids < 0). Thread safe (const vocab). */
+PS_API ps_status ps_vocab_byte_offsets(const ps_vocab *vocab, const char *text, size_t len,
+                                       const int32_t *ids, int32_t n_ids, bool bos_added,
+                                       int32_t *offsets);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Sessions: the per-sequence state (KV cache) and the forward pass                           */

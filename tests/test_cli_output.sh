@@ -4,7 +4,8 @@
 #     exp(-mean_logprob) (null for a one-token prompt);
 #   - prompt_offset maps each token back onto the prompt as sent (bytes): null for BOS and
 #     id prompts, prompt[off:next] spells the token (SentencePiece stories260K, and a byte-level
-#     BPE model generated with the GPT-2 vocabulary, with multi-byte UTF-8 and an emoji);
+#     BPE model generated with the GPT-2 vocabulary, with multi-byte UTF-8 and an emoji), also
+#     after special-token text ("<s>", "<|endoftext|>") parsed as its token;
 #   - --format summary: one line per prompt whose numbers equal the JSONL ones, a total line;
 #     --format table: one row per token with rank and top 3, no colour into a file;
 #     with --stats / --compare (against a random model on the same vocabulary) the table's
@@ -77,7 +78,11 @@ for inp, o in zip(ins, outs):
     if bos_first:
         expect(po[0] is None and lp['token_ids'][0] == 1, 'BOS null')
     offs = [(i, x) for i, x in enumerate(po) if x is not None]
-    expect(len(offs) >= n - 2, 'nearly every token has an offset: %r' % po)
+    # special-token text is that token; the SentencePiece prefix after it may be a token alone
+    special = [t in ('<s>', '</s>', '<|endoftext|>') and
+               ('<s>' in lp['tokens'] if t != '<|endoftext|>' else '<s>' not in lp['tokens'])
+               for t in lp['tokens']]
+    expect(len(offs) >= n - 2 - sum(special[1:]), 'nearly every token has an offset: %r' % po)
     expect([x for _, x in offs] == sorted(x for _, x in offs), 'offsets ascend')
     # the spans between offsets, put together, are the prompt (from the first offset on)
     expect(offs and offs[0][1] == 0, 'the first token starts at 0: %r' % po)
@@ -87,7 +92,8 @@ for inp, o in zip(ins, outs):
         span = p[x:end]
         # a token's text is its span, or the span with the SentencePiece prefix space, or (a
         # byte token of a multi-byte character) U+FFFD standing for its bytes
-        expect(span == tok or (x == 0 and b' ' + span == tok) or tok == '\ufffd'.encode(),
+        after = x == 0 or special[i - 1] or (i > 1 and po[i - 1] is None and special[i - 2])
+        expect(span == tok or (after and b' ' + span == tok) or tok == '\ufffd'.encode(),
                'token %d %r at %d: span %r' % (i, tok, x, span))
 print('\n'.join(fails)); sys.exit(1 if fails else 0)
 EOF
@@ -97,6 +103,15 @@ check "SentencePiece: mean/perplexity fields and prompt_offset ($(head -c 600 "$
 python3 "$T/check.py" "$T/in.jsonl" "$T/bpe.jsonl" nobos >"$T/py" 2>&1
 rc=$?
 check "byte-level BPE: mean/perplexity fields and prompt_offset ($(head -c 600 "$T/py"))" '[ $rc -eq 0 ]'
+# special-token text parsed as its token ("<s>" for SentencePiece, "<|endoftext|>" for GPT-2)
+echo '{"id": "special", "prompt": "Once<s> upon </s>a <|endoftext|>b\u00e9</s> end"}' >"$T/sp.jsonl"
+for m in spm bpe; do
+    if [ $m = spm ]; then f=$MODEL b=bos; else f=$T/bpe.gguf b=nobos; fi
+    "$BIN" score -m "$f" -i "$T/sp.jsonl" -o "$T/sp.$m.jsonl" 2>/dev/null
+    python3 "$T/check.py" "$T/sp.jsonl" "$T/sp.$m.jsonl" $b >"$T/py" 2>&1
+    rc=$?
+    check "$m: prompt_offset after special-token text ($(head -c 600 "$T/py"))" '[ $rc -eq 0 ]'
+done
 
 # ---- --format summary / table ------------------------------------------------------------------
 "$BIN" score -m "$MODEL" -i "$T/in.jsonl" --format summary >"$T/sum" 2>/dev/null; rc=$?

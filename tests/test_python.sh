@@ -1,9 +1,10 @@
 #!/bin/sh
 # tests/test_python.sh — the Python package (python/), checked as a user installs it: a fresh
 # virtual environment (python3 -m venv --system-site-packages, for Debian's numpy, pytest and
-# tqdm), then `pip install --no-build-isolation ./python` (the README's command; offline: the
-# build uses Debian's setuptools), then the pytest suite of tests/python from outside the source
-# tree, so `import promptscore` is the installed package with its bundled library: bitwise
+# tqdm), then `pip install ./python` (the README's command; offline: the package's own build
+# backend needs nothing but the standard library, no setuptools or wheel package, as a venv
+# without the system's packages shows), then the pytest suite of tests/python from outside the
+# source tree, so `import promptscore` is the installed package with its bundled library: bitwise
 # equality with `promptscore score` and `perplexity`, every API call, the bad inputs, the GIL
 # released by score_many, memory over 1,000 calls, and both examples. pytest's counts become
 # this script's closing line "python: N passed, N failed, N skipped" (plus the checks made here).
@@ -42,9 +43,9 @@ cannot() {
 PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=$(command -v python3)
 [ -n "$PY" ] || cannot "python3 missing (apt-get install python3)"
-for mod in venv pip numpy pytest; do
+for mod in venv ensurepip numpy pytest; do
     "$PY" -c "import $mod" >/dev/null 2>&1 ||
-        cannot "$PY lacks the $mod module (apt-get install python3-venv python3-pip python3-numpy python3-pytest)"
+        cannot "$PY lacks the $mod module (apt-get install python3-venv python3-numpy python3-pytest)"
 done
 "$PY" -c "import tqdm" >/dev/null 2>&1 ||
     cannot "$PY lacks tqdm, which examples/filter_corpus.py shows its bar with (apt-get install python3-tqdm)"
@@ -61,24 +62,34 @@ if ! "$PY" -m venv --system-site-packages "$T/V" >"$T/venv.log" 2>&1; then
     bad "python3 -m venv failed: $(tail -n 5 "$T/venv.log")"; done_
 fi
 ok
-# The library of this build is bundled (setup.py reads ../build unless PROMPTSCORE_LIB says
-# otherwise: BUILD may be another folder). --no-index: nothing may come from the network.
+# The library of this build is bundled (build_backend.py reads ../build unless
+# PROMPTSCORE_LIB says otherwise: BUILD may be another folder). --no-index: nothing may come
+# from the network.
 if ! PROMPTSCORE_LIB="$REPO/$BUILD/libpromptscore.so.0" PIP_NO_INDEX=1 \
-        "$T/V/bin/pip" install --no-build-isolation ./python >"$T/pip.log" 2>&1; then
-    bad "pip install --no-build-isolation ./python failed: $(tail -n 15 "$T/pip.log")"; done_
+        "$T/V/bin/pip" install ./python >"$T/pip.log" 2>&1; then
+    bad "pip install ./python failed: $(tail -n 15 "$T/pip.log")"; done_
 fi
 ok
+# the build needs nothing from the system's Python packages (python3-venv's pip alone): a
+# venv without them installs it too (--no-deps: numpy is the system's)
+if "$PY" -m venv "$T/V0" >/dev/null 2>&1 && PROMPTSCORE_LIB="$REPO/$BUILD/libpromptscore.so.0" \
+        PIP_NO_INDEX=1 "$T/V0/bin/pip" install --no-deps ./python >"$T/pip0.log" 2>&1; then
+    check "a venv without the system's packages installs it, the library bundled" \
+        '[ -e "$T/V0/lib/python3"*/site-packages/promptscore/libpromptscore.so.0 ]'
+else
+    bad "pip install ./python in a venv without the system's packages failed: $(tail -n 15 "$T/pip0.log")"
+fi
+rm -rf "$T/V0"
 check "the package bundles the library" \
     '[ -e "$T/V/lib/python3"*/site-packages/promptscore/libpromptscore.so.0 ]'
 # without a built library the install stops with a message that says to build first
 if PROMPTSCORE_LIB="$T/none/libpromptscore.so.0" PIP_NO_INDEX=1 \
-        "$T/V/bin/pip" install --no-build-isolation --force-reinstall --no-deps ./python \
+        "$T/V/bin/pip" install --force-reinstall --no-deps ./python \
         >"$T/pip2.log" 2>&1; then
     bad "pip install without a built library succeeded"
 else
     check "pip install without a library says to run make" 'grep -q "make -j2" "$T/pip2.log"'
 fi
-rm -rf python/build python/promptscore.egg-info
 
 # The README's check: the venv's python scores stories260K bitwise as `promptscore score`.
 MODEL="$SHARED/models/stories260K.gguf"

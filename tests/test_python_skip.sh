@@ -43,8 +43,7 @@ done
 pkgs=$(sh tools/setup.sh --test --list)
 named=$(sed -n '/^## Tests/,/^## /p' docs/python.md | grep -o 'python3-[a-z0-9-]*' | sort -u)
 check "docs/python.md's Tests section names the packages" '[ -n "$named" ]'
-for p in $named python3-numpy python3-pytest python3-tqdm python3-venv python3-pip \
-        python3-setuptools; do
+for p in $named python3-numpy python3-pytest python3-tqdm python3-venv; do
     check "tools/setup.sh --test installs $p (docs/python.md needs it)" \
         'printf "%s\n" $pkgs | grep -qx "$p"'
 done

@@ -250,6 +250,26 @@ static void test_spm(const char *shared) {
     free(a);
     free(b);
 
+    /* byte offsets (the CLI's prompt_offset): null for the BOS added; the word after "<s>"
+     * carries the space prefix again, so it starts at its first letter */
+    a = tokenize(v, "<s>Hello world", 14, true, true, &n1);
+    int32_t off[4] = {7, 7, 7, 7};
+    CHECKF(a && n1 == 4 && a[0] == 1 && a[1] == 1 && a[2] == 15043 && a[3] == 3186,
+           "<s>Hello world with BOS: %d ids", n1);
+    if (a && n1 == 4) {
+        CHECK(ps_vocab_byte_offsets(v, "<s>Hello world", 14, a, 4, true, off) == PS_OK);
+        CHECKF(off[0] == -1 && off[1] == 0 && off[2] == 3 && off[3] == 8,
+               "offsets %d %d %d %d", off[0], off[1], off[2], off[3]);
+        CHECK(ps_vocab_byte_offsets(v, "<s>Hello world", 14, a, 4, false, off) == PS_OK &&
+              off[0] == 0 && off[1] == -1);
+        CHECK(ps_vocab_byte_offsets(NULL, "x", 1, a, 4, true, off) == PS_ERR_INVALID_ARG);
+        CHECK(ps_vocab_byte_offsets(v, NULL, 1, a, 4, true, off) == PS_ERR_INVALID_ARG);
+        CHECK(ps_vocab_byte_offsets(v, "x", 1, a, -1, true, off) == PS_ERR_INVALID_ARG);
+        CHECK(ps_vocab_byte_offsets(v, "x", 1, a, 4, true, NULL) == PS_ERR_INVALID_ARG);
+        CHECK(ps_vocab_byte_offsets(v, NULL, 0, NULL, 0, false, NULL) == PS_OK);
+    }
+    free(a);
+
     /* bytes of byte tokens, pieces, control text */
     const char *bytes;
     size_t len;

@@ -29,7 +29,7 @@ BASE_PKGS="build-essential pkg-config libpcre2-dev libmicrohttpd-dev libjansson-
 # the command-line tools the script tests call (git clone in test_readme.sh, /usr/bin/time in
 # test_cli_safe.sh, curl in test_special.sh)
 TEST_PKGS="python3-numpy clang-14 libclang-rt-14-dev valgrind chromium libopenblas-dev
-    python3-pytest python3-venv python3-pip python3-setuptools python3-tqdm mypy git time curl"
+    python3-pytest python3-venv python3-tqdm mypy git time curl"
 # the cluster tests: a one-node Slurm (tests/test_slurm.sh) and nginx in front of two servers
 # (tests/test_nginx.sh); the tests start their own daemons (own key, sockets, ports, temp dirs)
 CLUSTER_PKGS="slurm-wlm munge nginx"

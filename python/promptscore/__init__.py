@@ -18,9 +18,9 @@ this layer checks what ctypes cannot (types, ranges, a closed model) before any 
 """
 from . import _lib
 from ._errors import (ArgumentTypeError, CancelledError, ContextError, Error, FileIOError,
-                      FormatError, InternalError, InvalidArgumentError, LimitError, NaNError,
-                      NetworkError, NotFoundError, OutOfMemoryError, TokenRangeError,
-                      UnsupportedError)
+                      FileMissingError, FilePermissionError, FormatError, InternalError,
+                      InvalidArgumentError, LimitError, NaNError, NetworkError, NotFoundError,
+                      OutOfMemoryError, TokenRangeError, UnsupportedError)
 from ._lib import LIB as _C
 from ._model import Model
 from ._result import PerplexityResult, Result
@@ -28,6 +28,7 @@ from ._result import PerplexityResult, Result
 __all__ = [
     "Model", "Result", "PerplexityResult", "version", "lib_path",
     "Error", "InvalidArgumentError", "ArgumentTypeError", "OutOfMemoryError", "FileIOError",
+    "FileMissingError", "FilePermissionError",
     "FormatError", "UnsupportedError", "NaNError", "TokenRangeError", "ContextError",
     "NotFoundError", "CancelledError", "NetworkError", "InternalError", "LimitError",
 ]

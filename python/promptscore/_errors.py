@@ -1,7 +1,9 @@
 """promptscore's exceptions: one class per library status code (ps_status), each carrying the
 code, the library's message and, for parse errors, the byte offset; and the checks that turn a
 status into a raise."""
+import errno
 import operator
+import os
 from typing import Any, Optional
 
 from . import _lib as L
@@ -44,9 +46,22 @@ class OutOfMemoryError(Error):
     code = L.PS_ERR_NOMEM
 
 
-class FileIOError(Error):
-    """PS_ERR_IO: open/read/mmap failed; the message names the file."""
+class FileIOError(Error, OSError):
+    """PS_ERR_IO: open/read/mmap failed; the message names the file. Also an OSError: ``errno``
+    (when known), ``strerror`` and ``filename`` (the path) are set for a model that does not
+    load; a missing file raises FileMissingError, an unreadable one FilePermissionError."""
     code = L.PS_ERR_IO
+
+    def __str__(self) -> str:  # the message, not OSError's "[Errno N] ..." form
+        return str(self.args[0]) if self.args else self.message
+
+
+class FileMissingError(FileIOError, FileNotFoundError):
+    """A file that does not exist (ENOENT): a FileIOError and a FileNotFoundError."""
+
+
+class FilePermissionError(FileIOError, PermissionError):
+    """A file this process may not read (EACCES, EPERM): a FileIOError and a PermissionError."""
 
 
 class FormatError(Error, ValueError):
@@ -113,6 +128,34 @@ def _error(status: int, err: Optional[Any] = None, prefix: Optional[str] = None)
         msg = "%s: %s" % (prefix, msg)
     cls = _BY_CODE.get(status, Error)
     return cls(msg, code=status, offset=err.offset if err is not None else -1)
+
+
+def _file_error(status: int, err: Any, prefix: str, path: str) -> Error:
+    """The error of a file the library could not load: for PS_ERR_IO (and PS_ERR_NOT_FOUND when
+    the path itself is missing) an OSError too, its errno found by opening the path here the
+    way the library does (read-only, non-blocking: a FIFO is not waited on)."""
+    e = _error(status, err, prefix)
+    if status not in (L.PS_ERR_IO, L.PS_ERR_NOT_FOUND):
+        return e
+    no: Optional[int] = None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as oe:
+        no = oe.errno
+    else:
+        os.close(fd)
+        if os.path.isdir(path):
+            no = errno.EISDIR
+    if status == L.PS_ERR_NOT_FOUND and no != errno.ENOENT:
+        return e  # a missing key or tensor of a file that is there
+    cls = (FileMissingError if no == errno.ENOENT else
+           FilePermissionError if no in (errno.EACCES, errno.EPERM) else FileIOError)
+    f = cls(e.message, code=status, offset=e.offset)
+    if no is not None:
+        f.errno = no
+    f.strerror = os.strerror(no) if no is not None else e.message
+    f.filename = path
+    return f
 
 
 def _check(status: int, err: Optional[Any] = None, prefix: Optional[str] = None) -> None:

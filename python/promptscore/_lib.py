@@ -5,7 +5,7 @@ that ctypes converts and checks arguments. ctypes.CDLL releases the GIL for the 
 foreign call, so scoring runs while other Python threads do.
 
 The library is looked for, in order: $PROMPTSCORE_LIB (a path), the copy bundled in this package
-at install time (setup.py), then libpromptscore.so.0 on the loader's path (`make install`).
+at install time (build_backend.py), then libpromptscore.so.0 on the loader's path (`make install`).
 """
 import ctypes
 import os
@@ -195,6 +195,8 @@ def _declare(lib: ctypes.CDLL) -> Any:
         "ps_vocab_token_bytes": ([c_void_p, c_int32, P(c_void_p), P(c_size_t)], c_int32),
         "ps_vocab_detokenize": ([c_void_p, P(c_int32), c_int32, c_bool, c_void_p, c_size_t,
                                  P(c_size_t)], c_int32),
+        "ps_vocab_byte_offsets": ([c_void_p, c_char_p, c_size_t, P(c_int32), c_int32, c_bool,
+                                   P(c_int32)], c_int32),
         "ps_session_default_params": ([], ps_session_params),
         "ps_session_create": ([c_void_p, P(ps_session_params), P(c_void_p), err], c_int32),
         "ps_session_free": ([c_void_p], None),

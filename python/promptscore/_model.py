@@ -15,7 +15,7 @@ import numpy.typing as npt
 from . import _lib as L
 from ._lib import LIB as _C
 from ._errors import (ArgumentTypeError, Error, InvalidArgumentError, LimitError,
-                      TokenRangeError, UnsupportedError, _check, _int)
+                      TokenRangeError, UnsupportedError, _check, _file_error, _int)
 from ._result import PerplexityResult, Result, _clean_text, _min_k
 
 def _bool(value: Any, name: str) -> bool:
@@ -74,6 +74,7 @@ class Model:
         self._users = 0
         self._closing = False
         self._texts: Dict[int, str] = {}
+        self._bytes: Dict[int, bytes] = {}
         if not isinstance(path, (str, bytes, os.PathLike)):
             raise ArgumentTypeError("path must be a str or os.PathLike, not %s" %
                                     type(path).__name__)
@@ -95,8 +96,9 @@ class Model:
         mp = _C.ps_model_default_params()
         mp.n_ctx = ctx
         h = c_void_p()
-        _check(_C.ps_model_load(bpath, byref(mp), byref(h), byref(err)), err,
-               "cannot load %s" % self.path)
+        st = _C.ps_model_load(bpath, byref(mp), byref(h), byref(err))
+        if st != L.PS_OK:
+            raise _file_error(st, err, "cannot load %s" % self.path, self.path)
         self._model = h
         try:
             info = L.ps_model_info()
@@ -249,18 +251,24 @@ class Model:
 
     # -- tokens
     @_guarded
-    def tokenize(self, text: str, add_special: bool = True,
+    def tokenize(self, text: Union[str, bytes, bytearray], add_special: bool = True,
                  parse_special: bool = True) -> List[int]:
         """Text -> list of token ids. add_special: BOS in front when the model adds one (the
         CLI's default for text prompts); parse_special: the text of special tokens ("<s>",
-        "<|endoftext|>") becomes those tokens (the CLI's default) instead of plain text."""
+        "<|endoftext|>") becomes those tokens (the CLI's default) instead of plain text.
+        text: a str (its UTF-8), or bytes / bytearray tokenized as they are (they need not be
+        valid UTF-8: a byte-fallback vocabulary gives byte tokens for invalid bytes)."""
         self._open()
-        if not isinstance(text, str):
-            raise ArgumentTypeError("text must be a str, not %s" % type(text).__name__)
-        try:
-            b = text.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise InvalidArgumentError("text is not valid Unicode (%s)" % e) from None
+        if isinstance(text, (bytes, bytearray)):
+            b = bytes(text)
+        elif isinstance(text, str):
+            try:
+                b = text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InvalidArgumentError("text is not valid Unicode (%s)" % e) from None
+        else:
+            raise ArgumentTypeError("text must be a str or bytes, not %s" %
+                                    type(text).__name__)
         return [int(i) for i in self._tokenize(b, _bool(add_special, "add_special"),
                                                _bool(parse_special, "parse_special"))]
 
@@ -282,12 +290,20 @@ class Model:
             cap = n.value
 
     @_guarded
-    def detokenize(self, ids: Sequence[int]) -> str:
-        """Token ids -> text: the concatenation of the tokens' bytes (the leading space a
-        SentencePiece vocab adds is dropped, so detokenize(tokenize(s, add_special=False)) == s
-        for plain text); invalid UTF-8 becomes U+FFFD."""
+    def detokenize(self, ids: Sequence[int], skip_special: bool = False) -> str:
+        """Token ids -> text: the concatenation of the tokens' bytes (token_bytes), a control
+        token as its own text ("<s>"); invalid UTF-8 becomes U+FFFD. When the first id is a
+        SentencePiece word token whose vocabulary adds a space prefix, its leading space is
+        dropped; a BOS first is "<s>" and the space after it stays. skip_special: control
+        tokens (BOS, EOS, <|im_start|>) are left out first, so that for plain text
+        detokenize(tokenize(s), skip_special=True) == s (as detokenize(tokenize(s,
+        add_special=False)) == s)."""
         self._open()
         a = self._ids(ids, "ids", allow_empty=True)
+        if skip_special and len(a):
+            a = np.ascontiguousarray(
+                a[[not _C.ps_vocab_is_control(self._vocab, int(i)) for i in a.tolist()]],
+                dtype=np.int32)
         need = c_size_t()
         p = a.ctypes.data_as(POINTER(c_int32))
         _check(_C.ps_vocab_detokenize(self._vocab, p, len(a), True, None, 0, byref(need)), None,
@@ -297,19 +313,28 @@ class Model:
                                       byref(need)), None, "cannot detokenize")
         return buf.raw[:need.value].decode("utf-8", "replace")
 
-    def _token_texts(self, ids: List[int]) -> List[str]:
-        """The CLI's text of each id (a per-model cache, filled as ids are met: a 150k-token
+    def _token_bytes(self, ids: List[int]) -> List[bytes]:
+        """Each id's bytes (ps_vocab_token_bytes; b"" for an id outside the vocabulary), with
+        their CLI texts (_texts): per-model caches, filled as ids are met (a 150k-token
         vocabulary is never walked whole)."""
-        cache = self._texts
+        cache = self._bytes
         miss = [i for i in set(ids) if i not in cache]
         if miss:
             ptr, ln = c_void_p(), c_size_t()
             for i in miss:
                 if _C.ps_vocab_token_bytes(self._vocab, i, byref(ptr), byref(ln)) != L.PS_OK:
-                    cache[i] = ""
+                    b = b""
                 else:
-                    cache[i] = _clean_text(string_at(ptr.value or 0, ln.value)
-                                           if ln.value else b"")
+                    b = string_at(ptr.value or 0, ln.value) if ln.value else b""
+                cache[i] = b
+                self._texts[i] = _clean_text(b)
+        return [cache[i] for i in ids]
+
+    def _token_texts(self, ids: List[int]) -> List[str]:
+        """The CLI's text of each id (token bytes with invalid UTF-8 as U+FFFD), cached."""
+        cache = self._texts
+        if any(i not in cache for i in ids):
+            self._token_bytes(ids)
         return [cache[i] for i in ids]
 
     def _ids(self, ids: Any, name: str, allow_empty: bool = False) -> npt.NDArray[np.int32]:
@@ -359,6 +384,22 @@ class Model:
             raise ArgumentTypeError("prompt must be a str or a sequence of ids, not %s" %
                                     type(prompt).__name__)
         return self._ids(prompt, "prompt")
+
+    def _prompt_offsets(self, prompt: Any, ids: npt.NDArray[np.int32],
+                        add_special: bool) -> Optional[npt.NDArray[np.int64]]:
+        """Where each token of a text prompt starts in its UTF-8 bytes, -1 for none: the CLI's
+        prompt_offset (ps_vocab_byte_offsets, with BOS taken as added exactly where the CLI
+        takes it); None for an id prompt."""
+        if not isinstance(prompt, str):
+            return None
+        b = prompt.encode("utf-8")
+        out = np.empty(len(ids), np.int32)
+        _check(_C.ps_vocab_byte_offsets(self._vocab, b, len(b),
+                                        ids.ctypes.data_as(POINTER(c_int32)), len(ids),
+                                        bool(add_special) and bool(_C.ps_vocab_add_bos(self._vocab)),
+                                        out.ctypes.data_as(POINTER(c_int32))),
+               None, "cannot find the tokens' offsets")
+        return out.astype(np.int64)
 
     def _score_params(self, top_k: int, stats: bool = False,
                       token_ids: Optional[Sequence[int]] = None, words: bool = False) -> Any:
@@ -445,7 +486,8 @@ class Model:
         self._check_compare(compare)
         params = self._score_params(top_k, stats or ks is not None, token_ids, words)
         det = (ks, self._detect_text(prompt, ids)) if ks is not None else None
-        return self._score_ids(ids, params, logprobs_from, compare, bool(stats), det)
+        return self._score_ids(ids, params, logprobs_from, compare, bool(stats), det,
+                               self._prompt_offsets(prompt, ids, add_special))
 
     def _check_compare(self, compare: Optional["Model"]) -> None:
         if compare is None:
@@ -547,11 +589,15 @@ class Model:
         or a failure, each prompt alone in order up to the first that fails (its Error ends
         the list)."""
         ids: List[Union[npt.NDArray[np.int32], Error]] = []
+        offs: List[Optional[npt.NDArray[np.int64]]] = []
         for i, p in enumerate(group):
             try:
-                ids.append(self._prompt_ids(p, add_special, parse_special))
+                pid = self._prompt_ids(p, add_special, parse_special)
+                ids.append(pid)
+                offs.append(self._prompt_offsets(p, pid, add_special))
             except Error as e:
                 ids.append(e)
+                offs.append(None)
         m = len(group)
         dets = [(ks, self._detect_text(p, a)) if ks is not None and not isinstance(a, Error)
                 else None for p, a in zip(group, ids)]
@@ -572,7 +618,7 @@ class Model:
                 st = _C.ps_score_batch(self._session, arr, m, m, out, byref(err))
             if st == L.PS_OK:
                 try:
-                    results = [Result(out[i].contents, self, froms[i], shown, dets[i])
+                    results = [Result(out[i].contents, self, froms[i], shown, dets[i], offs[i])
                                for i in range(m)]
                 finally:
                     for i in range(m):
@@ -587,7 +633,7 @@ class Model:
                     break
                 try:
                     results.append(self._score_ids(a, params, froms[i], compare, shown,
-                                                   dets[i]))
+                                                   dets[i], offs[i]))
                 except Error as e:
                     e.message = "prompt %d: %s" % (base + i, e.message)
                     e.args = (e.message,)
@@ -597,7 +643,8 @@ class Model:
 
     def _score_ids(self, ids: npt.NDArray[np.int32], params: Any, logprobs_from: int,
                    compare: Optional["Model"] = None, shown: bool = True,
-                   detect: Optional[Tuple[Tuple[int, ...], bytes]] = None) -> Result:
+                   detect: Optional[Tuple[Tuple[int, ...], bytes]] = None,
+                   offsets: Optional[npt.NDArray[np.int64]] = None) -> Result:
         res = POINTER(L.ps_score_result)()
         err = L.ps_error()
         if compare is None:
@@ -623,7 +670,7 @@ class Model:
                     _C.ps_session_free(other)
         _check(st, err)
         try:
-            return Result(res.contents, self, logprobs_from, shown, detect)
+            return Result(res.contents, self, logprobs_from, shown, detect, offsets)
         finally:
             _C.ps_score_result_free(res)
 

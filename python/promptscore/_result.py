@@ -1,9 +1,13 @@
 """The results of scoring: Result (one prompt's per-token arrays, copied out of C memory) and
-PerplexityResult (the numbers `promptscore perplexity --json` prints)."""
+PerplexityResult (the numbers `promptscore perplexity --json` prints). Result.to_dict() is the
+JSON object of a `promptscore score` line, written by the rules of src/front/json.c: each
+float32 as the number its shortest "%.6g".."%.9g" form reads back as, -inf as -9999.0, NaN as
+None, top_logprobs keyed by token text with the first of equal texts kept."""
 import math
 import re
 import zlib
 from ctypes import POINTER, byref, c_int32, string_at
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
@@ -25,6 +29,39 @@ def _clean_text(b: bytes) -> str:
     return _BAD_UTF8.sub("\ufffd", b.decode("utf-8", "surrogateescape"))
 
 
+def _f32_json(v: Any) -> Optional[float]:
+    """A float32 as the CLI writes it, read back as a Python float: the shortest "%.{6..9}g"
+    that parses to the same float32 bits (strtof's rounding, checked exactly), -inf -> -9999.0,
+    NaN and +inf -> None."""
+    f = np.float32(v)
+    if math.isnan(f) or f == math.inf:
+        return None
+    if f == -math.inf:
+        return -9999.0
+    x = float(f)
+    # the interval of decimals that round to f (its ends are exact doubles)
+    lo = (x + float(np.nextafter(f, np.float32(-np.inf)))) / 2
+    hi = (x + float(np.nextafter(f, np.float32(np.inf)))) / 2
+    even = (int(f.view(np.uint32)) & 1) == 0
+    for prec in (6, 7, 8):
+        t = "%.*g" % (prec, x)
+        d = float(t)
+        if lo < d < hi:
+            return d
+        if d == lo or d == hi:  # the decimal may sit on, or just inside, an end: exactly
+            q = Fraction(t)
+            if Fraction(lo) < q < Fraction(hi) or (even and q in (Fraction(lo), Fraction(hi))):
+                return d
+    return float("%.9g" % x)
+
+
+def _f64_json(v: float) -> Optional[float]:
+    """A double as the CLI writes it (its %.15g..%.17g form reads back as the same double)."""
+    if math.isnan(v) or v == math.inf:
+        return None
+    return -9999.0 if v == -math.inf else float(v)
+
+
 class Result:
     """The score of one prompt. Entry i describes token i given tokens [0, i); entry 0 has no
     distribution.
@@ -38,8 +75,13 @@ class Result:
                     logprobs_from; -inf past the vocabulary)
       tokens        list of str: each token's text (invalid UTF-8 as U+FFFD), as the CLI's
                     "tokens"; "".join(tokens) is the text the ids stand for
+      token_bytes   list of bytes: each token's raw bytes (ps_vocab_token_bytes; may be
+                    invalid UTF-8 alone, e.g. one byte of a multi-byte character)
       text_offsets  int64 (n,): where each token's text starts in "".join(tokens), in code
                     points (the CLI's "text_offset")
+      prompt_offsets int64 (n,) for a text prompt, else None: where token i starts in the
+                    prompt's UTF-8 bytes, -1 where the CLI's "prompt_offset" is null (the BOS
+                    added, a lone SentencePiece space prefix, a token the text does not spell)
       sum_logprob, mean_logprob, perplexity: over the prompt's tokens 1..n-1 (every position,
                     logprobs_from or not; the CLI's fields); mean NaN for a 1-token prompt
       n_tokens      n
@@ -77,7 +119,8 @@ class Result:
                  "mean_logprob", "perplexity", "n_tokens", "logprobs_from", "_tokens",
                  "_offsets", "entropy", "rank", "kld", "same_top1", "dp", "kld_mean",
                  "same_top1_pct", "varentropy", "detect", "token_id_logprobs",
-                 "continuation_start", "continuation_logprob", "is_greedy", "_words")
+                 "continuation_start", "continuation_logprob", "is_greedy", "_words",
+                 "token_bytes", "prompt_offsets", "_texts")
 
     token_ids: npt.NDArray[np.int32]
     logprobs: npt.NDArray[np.float32]
@@ -89,6 +132,9 @@ class Result:
     n_tokens: int
     logprobs_from: int
     _tokens: List[str]
+    token_bytes: List[bytes]
+    _texts: Dict[int, str]
+    prompt_offsets: Optional[npt.NDArray[np.int64]]
     _offsets: Optional[npt.NDArray[np.int64]]
     entropy: Optional[npt.NDArray[np.float32]]
     rank: Optional[npt.NDArray[np.int32]]
@@ -106,7 +152,8 @@ class Result:
     _words: Optional[List[Dict[str, Any]]]
 
     def __init__(self, res: Any, model: "Model", logprobs_from: int, show_stats: bool = True,
-                 detect: Optional[Tuple[Tuple[int, ...], bytes]] = None) -> None:
+                 detect: Optional[Tuple[Tuple[int, ...], bytes]] = None,
+                 prompt_offsets: Optional[npt.NDArray[np.int64]] = None) -> None:
         n, k = res.n_prompt, res.k
         self.n_tokens = n
         self.logprobs_from = logprobs_from
@@ -130,8 +177,14 @@ class Result:
             self.perplexity = math.exp(-self.mean_logprob)
         except OverflowError:
             self.perplexity = math.inf
-        self._tokens = model._token_texts(self.token_ids.tolist())
+        ids = self.token_ids.tolist()
+        self.token_bytes = model._token_bytes(ids)
+        self._tokens = model._token_texts(ids)
+        if k > 0:  # the texts of the top ids, for to_dict (the model's cache: Python memory)
+            model._token_texts(np.unique(self.top_ids).tolist())
+        self._texts = model._texts
         self._offsets = None
+        self.prompt_offsets = prompt_offsets
         def arr(ptr: Any, dtype: Any = None) -> Any:
             if not ptr:
                 return None
@@ -166,7 +219,7 @@ class Result:
             self.continuation_start = int(res.continuation_start)
             self.continuation_logprob = float(res.continuation_logprob)
             self.is_greedy = bool(res.is_greedy)
-        self._words = _words_of(res, model) if res.word_start else None
+        self._words = _words_of(res, model, prompt_offsets) if res.word_start else None
 
     def words(self) -> List[Dict[str, Any]]:
         """With score(..., words=True): one dict per word of the text, as `score --words`
@@ -195,6 +248,94 @@ class Result:
                 np.cumsum(lens[:-1], out=off[1:])
             self._offsets = off
         return self._offsets
+
+    def to_dict(self, id: Any = None) -> Dict[str, Any]:
+        """The JSON object `promptscore score` writes for this prompt, with the same options
+        (top_k as the line's "logprobs", logprobs_from, stats, compare, detect, token_ids,
+        words): {"id", "logprobs": {tokens, token_logprobs, top_logprobs, text_offset,
+        prompt_offset, token_ids, top_ids, [entropy, rank], [kld, same_top1, dp],
+        [varentropy], [token_id_logprobs]}, "sum_logprob", "mean_logprob", "perplexity",
+        [kld_mean, same_top1_pct], [detect], [continuation_logprob, is_greedy,
+        continuation_start], [words], "n_tokens"}; equal to json.loads of that line. id: the
+        value echoed as "id". Plain Python values (json.dumps-able); a float32 value v is the
+        float its CLI text reads back as, so numpy.float32(value) has v's bits."""
+        n = self.n_tokens
+        lp = self.logprobs
+        ids = self.token_ids.tolist()
+        f32: Dict[int, Optional[float]] = {}
+
+        def num(v: Any) -> Optional[float]:
+            key = int(np.float32(v).view(np.uint32))
+            if key not in f32:
+                f32[key] = _f32_json(v)
+            return f32[key]
+
+        has = [not math.isnan(lp[i]) and i >= self.logprobs_from for i in range(n)]
+        tops: List[Optional[Dict[str, Optional[float]]]] = []
+        top_ids: List[Optional[List[List[Any]]]] = []
+        for i in range(n):
+            if not has[i]:
+                tops.append(None)
+                top_ids.append(None)
+                continue
+            row = []  # row_entries of json.c: the top K, then the scored token if not in them
+            for j, t in enumerate(self.top_ids[i].tolist()):
+                if t >= 0:
+                    row.append((t, lp[i] if t == ids[i] else self.top_logprobs[i, j]))
+            if not any(t == ids[i] for t, _ in row):
+                row.append((ids[i], lp[i]))
+            m: Dict[str, Optional[float]] = {}
+            for t, v in row:
+                if self._texts[t] not in m:  # equal texts: the first, in rank order
+                    m[self._texts[t]] = num(v)
+            tops.append(m)
+            top_ids.append([[t, num(v)] for t, v in row])
+        po = self.prompt_offsets
+        obj: Dict[str, Any] = {
+            "tokens": list(self.tokens),
+            "token_logprobs": [num(v) for v in lp],  # NaN (entry 0, masked) -> None
+            "top_logprobs": tops,
+            "text_offset": self.text_offsets.tolist(),
+            "prompt_offset": [int(po[i]) if po is not None and po[i] >= 0 else None
+                              for i in range(n)],
+            "token_ids": ids,
+            "top_ids": top_ids,
+        }
+        for key in ("entropy", "rank", "kld", "same_top1", "dp", "varentropy"):
+            a = getattr(self, key)
+            if a is None:
+                continue
+            if a.dtype.kind == "f":
+                obj[key] = [num(a[i]) if has[i] else None for i in range(n)]
+            else:
+                obj[key] = [int(a[i]) if has[i] else None for i in range(n)]
+        if self.token_id_logprobs is not None:
+            tl = self.token_id_logprobs
+            obj["token_id_logprobs"] = [[num(v) for v in tl[i]] if has[i] else None
+                                        for i in range(n)]
+        out: Dict[str, Any] = {"id": id, "logprobs": obj,
+                               "sum_logprob": _f64_json(self.sum_logprob),
+                               "mean_logprob": _f64_json(self.mean_logprob),
+                               "perplexity": _f64_json(self.perplexity)}
+        if self.kld_mean is not None and self.same_top1_pct is not None:
+            out["kld_mean"] = _f64_json(self.kld_mean)
+            out["same_top1_pct"] = _f64_json(self.same_top1_pct)
+        if self.detect is not None:
+            d: Dict[str, Any] = {}
+            for key in ("min_k", "min_k_pp"):
+                d[key] = {str(k): _f64_json(v) for k, v in self.detect[key].items()}
+            for key in ("zlib_ratio", "ref_ratio"):
+                if key in self.detect:
+                    d[key] = _f64_json(self.detect[key])
+            out["detect"] = d
+        if self.continuation_start is not None:
+            out["continuation_logprob"] = _f64_json(self.continuation_logprob or 0.0)
+            out["is_greedy"] = self.is_greedy
+            out["continuation_start"] = self.continuation_start
+        if self._words is not None:
+            out["words"] = [dict(w) for w in self._words]
+        out["n_tokens"] = n
+        return out
 
     def __len__(self) -> int:
         return self.n_tokens
@@ -246,13 +387,19 @@ def _num(x: float) -> Optional[float]:
     return -9999.0 if x == -math.inf else x
 
 
-def _words_of(res: Any, model: "Model") -> List[Dict[str, Any]]:
-    """ps_score_words over a result scored with words (the library's one definition)."""
+def _words_of(res: Any, model: "Model",
+              offsets: Optional[npt.NDArray[np.int64]] = None) -> List[Dict[str, Any]]:
+    """ps_score_words over a result scored with words (the library's one definition), with
+    the prompt's byte offsets where it has them, as the CLI passes its prompt_offset."""
     from . import _lib as L
     from ._errors import _check
     w = POINTER(L.ps_words)()
     err = L.ps_error()
-    _check(L.LIB.ps_score_words(model._vocab, byref(res), None, byref(w), byref(err)), err)
+    off = None
+    if offsets is not None and len(offsets) == res.n_prompt:
+        o32 = np.ascontiguousarray(offsets, dtype=np.int32)
+        off = o32.ctypes.data_as(POINTER(c_int32))
+    _check(L.LIB.ps_score_words(model._vocab, byref(res), off, byref(w), byref(err)), err)
     try:
         out = []
         for k in range(w.contents.n_words):

@@ -1808,12 +1808,12 @@ ps_status ps_vocab_tokenize_alloc_max(const ps_vocab *v, const char *text, size_
 /* Offsets of tokens in the text they came from                                              */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Walks the text with a cursor: a token whose bytes (or, for a control token whose bytes are
- * empty, its piece: "<|endoftext|>" parsed from the text) are found at the cursor starts
- * there and moves it on. The SentencePiece space prefix (added at the start of the text and
- * after each special token, as ps_vocab_tokenize does) is a space the text does not hold: the
- * first token after such a point drops one leading space before matching (a token that is the
- * prefix alone is null). Anything else (BOS, a token the text does not spell at that point,
+/* Walks the text with a cursor: a token whose bytes (for a special token, one the tokenizer
+ * cuts out of the text first, such as "<s>" or "<|endoftext|>": its piece) are found at the
+ * cursor starts there and moves it on. The SentencePiece space prefix (added at the start of
+ * the text and after each special token, as ps_vocab_tokenize does) is a space the text does
+ * not hold: the first token after such a point drops one leading space before matching (a
+ * token that is the prefix alone is null). Anything else (BOS, a token the text does not spell at that point,
  * such as <unk>) is null and leaves the cursor where it is. */
 void ps_vocab_prompt_offsets(const ps_vocab *v, const char *text, size_t len, const int32_t *ids,
                              int32_t n, bool bos_added, int32_t *out) {
@@ -1827,8 +1827,10 @@ void ps_vocab_prompt_offsets(const ps_vocab *v, const char *text, size_t len, co
         const token_info *t = &v->tok[ids[i]];
         const char *b = v->blob + t->bytes_off;
         size_t bl = t->bytes_len;
-        bool special = bl == 0;
-        if (special) {
+        /* a token the tokenizer cuts out of the text before the rest (control, user-defined,
+         * unknown with a text): spelled by its piece, and the text after it gets the prefix */
+        const bool special = is_special_token(t);
+        if (special || bl == 0) {
             b = v->blob + t->piece_off;
             bl = t->piece_len;
         }
@@ -1846,4 +1848,14 @@ void ps_vocab_prompt_offsets(const ps_vocab *v, const char *text, size_t len, co
             else prefix = false;
         }
     }
+}
+
+/* The public form: the arguments checked, then ps_vocab_prompt_offsets. */
+ps_status ps_vocab_byte_offsets(const ps_vocab *v, const char *text, size_t len,
+                                const int32_t *ids, int32_t n_ids, bool bos_added,
+                                int32_t *offsets) {
+    if (!v || n_ids < 0 || (len > 0 && !text) || (n_ids > 0 && (!ids || !offsets)))
+        return PS_ERR_INVALID_ARG;
+    ps_vocab_prompt_offsets(v, text ? text : "", len, ids, n_ids, bos_added, offsets);
+    return PS_OK;
 }
