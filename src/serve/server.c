@@ -163,10 +163,10 @@ static enum MHD_Result respond(ps_server *s, struct MHD_Connection *mc, conn *c,
 
 /* A static 500 "out of memory" answer: needs no allocation of ours. */
 static enum MHD_Result respond_oom(struct MHD_Connection *mc) {
-    static const char oom[] = "{\"error\":{\"message\":\"out of memory serving the request\","
-                              "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+    static char oom[] = "{\"error\":{\"message\":\"out of memory serving the request\","
+                        "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
     struct MHD_Response *resp =
-        MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+        MHD_create_response_from_buffer(sizeof oom - 1, oom, MHD_RESPMEM_PERSISTENT);
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", "application/json");
     enum MHD_Result ret = MHD_queue_response(mc, 500, resp);
