@@ -34,14 +34,17 @@ T=$(mktemp -d /tmp/ps-test-python-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
 # ---- a fresh virtual environment and the documented install ------------------------------
+# from a copy of python/, so that what pip builds beside the sources (its build folder, the
+# egg-info) stays in $T, out of the tree other tests read
 if ! "$PY" -m venv --system-site-packages "$T/V" >"$T/venv.log" 2>&1; then
     bad "python3 -m venv failed: $(tail -n 5 "$T/venv.log")"; done_
 fi
 ok
 # The library of this build is bundled (setup.py reads ../build unless PROMPTSCORE_LIB says
 # otherwise: BUILD may be another folder). --no-index: nothing may come from the network.
-if ! PROMPTSCORE_LIB="$REPO/$BUILD/libpromptscore.so.0" PIP_NO_INDEX=1 \
-        "$T/V/bin/pip" install --no-build-isolation ./python >"$T/pip.log" 2>&1; then
+cp -R python "$T/src" || { bad "cannot copy python/ to $T/src"; done_; }
+if ! (cd "$T" && PROMPTSCORE_LIB="$REPO/$BUILD/libpromptscore.so.0" PIP_NO_INDEX=1 \
+        "$T/V/bin/pip" install --no-build-isolation ./src) >"$T/pip.log" 2>&1; then
     bad "pip install --no-build-isolation ./python failed: $(tail -n 15 "$T/pip.log")"; done_
 fi
 ok
@@ -49,13 +52,12 @@ check "the package bundles the library" \
     '[ -e "$T/V/lib/python3"*/site-packages/promptscore/libpromptscore.so.0 ]'
 # without a built library the install stops with a message that says to build first
 if PROMPTSCORE_LIB="$T/none/libpromptscore.so.0" PIP_NO_INDEX=1 \
-        "$T/V/bin/pip" install --no-build-isolation --force-reinstall --no-deps ./python \
+        "$T/V/bin/pip" install --no-build-isolation --force-reinstall --no-deps "$T/src" \
         >"$T/pip2.log" 2>&1; then
     bad "pip install without a built library succeeded"
 else
     check "pip install without a library says to run make" 'grep -q "make -j2" "$T/pip2.log"'
 fi
-rm -rf python/build python/promptscore.egg-info
 
 # The README's check: the venv's python scores stories260K bitwise as `promptscore score`.
 MODEL="$SHARED/models/stories260K.gguf"
