@@ -6,7 +6,7 @@
  * threshold over a code path (SQLite's approach) to prove each failure is handled. The
  * threshold is set through base/testhooks.h (not the public header), and the counter exists in
  * test builds only (PS_TESTING): a release build's allocations go straight to the C library. The front ends route
- * jansson's allocations through the same hook (src/jansson_alloc.c), so the walks cover request
+ * jansson's allocations through the same hook (jansson_alloc.c), so the walks cover request
  * and JSONL parsing too.
  */
 #include "base/impl.h"

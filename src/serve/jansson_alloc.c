@@ -5,7 +5,7 @@
  * ps_json_alloc_init() switches jansson to ps_malloc / ps_free once per process, unless the
  * host application set its own functions (then those are kept). Both pairs free with free(), so
  * a value allocated before the switch is still freed correctly after it. With it, the
- * fault-injection walks (src/testhooks.h) also fail jansson's allocations, and ps_alloc_failed()
+ * fault-injection walks (src/base/testhooks.h) also fail jansson's allocations, and ps_alloc_failed()
  * tells a parse that failed for want of memory from one that failed on bad JSON.
  */
 #include "serve/json.h"
