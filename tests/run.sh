@@ -28,9 +28,10 @@
 # (Internally, `sh tests/run.sh --one KIND PATH` runs one test for the pool.)
 EXTRA="test_valgrind.sh test_nginx.sh test_slurm.sh test_page.sh test_openai.sh"
 # the longest tests, longest first: the order of a run without $BUILD/test-times
-SLOW="test_readme.sh test_server test_python.sh test_cli_flags.sh test_valgrind.sh
-test_slurm.sh test_nginx.sh test_page.sh bench_workload test_serve_safety test_cli_score.sh
-test_shard.sh test_gptoss test_moe test_score test_hybrid test_batch test_reference"
+SLOW="test_valgrind.sh test_reference test_score test_moe test_python.sh test_readme.sh
+test_slurm.sh test_nginx.sh test_page.sh test_cli_score.sh test_kvtype test_batch test_gptoss
+test_hybrid test_gemma test_phi3 test_matmul_quant test_olmo2 test_swa test_repack
+test_serve_safety test_prefix_cache"
 BUILD=${BUILD:-build}
 export BUILD
 LOGS="$BUILD/test-logs"
