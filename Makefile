@@ -3,7 +3,10 @@
 #                   front ends beside it (build/libpromptscore-front.a) and the CLI
 #                   (build/promptscore)
 #   make test       builds and runs the test suite (tests/test_*.c, the script tests, the
-#                   benchmarks' --check, the fuzz corpora): about 5 minutes on 2 quiet cores.
+#                   benchmarks' --check, the fuzz corpora), PS_JOBS tests at once (default:
+#                   nproc; PS_JOBS=1 runs them one after another; -j2 builds in parallel),
+#                   each test's output in $(BUILD)/test-logs/NAME.log (tests/run.sh); its
+#                   time: docs/figures.md. make BENCH_PKGS=none test: as without OpenBLAS.
 #                   Tests, benchmarks and fuzz replays link a test build (-DPS_TESTING,
 #                   $(BUILD)/tobj, libpromptscore-test.a, build/tests/promptscore-t) that has
 #                   the hooks of src/base/testhooks.h; the shipped binary and libraries do not
@@ -27,15 +30,24 @@ BENCH_PKGS := openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(CORE_PKGS) $(FRONT_PKGS))
 CORE_LIBS  := $(shell pkg-config --libs $(CORE_PKGS)) -lm -pthread
 PKG_LIBS   := $(shell pkg-config --libs $(CORE_PKGS) $(FRONT_PKGS))
-# (quietly: plain `make` and `make demo` do not need it; `sh tools/setup.sh --test` installs it)
-BENCH_LIBS := $(shell pkg-config --libs $(BENCH_PKGS) 2>/dev/null)
-BENCH_CFLAGS := $(shell pkg-config --cflags $(BENCH_PKGS) 2>/dev/null)
+# (quietly: plain `make` and `make demo` do not need it; `sh tools/setup.sh --test` installs it).
+# Without it bench_matmul is built without its cblas_sgemm baseline and says so, and `make test`
+# prints a note naming the package; `make BENCH_PKGS=none test` shows that build.
+HAVE_OPENBLAS := $(shell pkg-config --exists $(BENCH_PKGS) 2>/dev/null && echo 1)
+ifeq ($(HAVE_OPENBLAS),1)
+BENCH_LIBS := $(shell pkg-config --libs $(BENCH_PKGS))
+BENCH_CFLAGS := $(shell pkg-config --cflags $(BENCH_PKGS)) -DPS_HAVE_OPENBLAS
+endif
 
 # Every object is position-independent (one set serves the static and the shared library) and
 # hidden unless the public header marks it PS_API, so the shared library exports exactly the
 # functions of include/promptscore.h.
+# Every compile writes its header dependencies beside its output (-MMD -MP: a .d file, read
+# back below), so a changed header rebuilds exactly the objects and programs that include it.
 OPT     ?= -O2 -g
-CFLAGS  := $(OPT) -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -pthread \
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wmissing-prototypes \
+           -Wstrict-prototypes -Wformat=2 -Wcast-qual
+CFLAGS  := $(OPT) -std=c11 $(WARN) -D_GNU_SOURCE -pthread -MMD -MP \
            -fPIC -fvisibility=hidden -Iinclude -Isrc $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lm -pthread
 LDFLAGS := $(EXTRA_LDFLAGS)
@@ -59,7 +71,6 @@ FRONT_DIRS := front serve gen
 CORE_SRC  := $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
 FRONT_SRC := $(foreach d,$(FRONT_DIRS),$(wildcard src/$(d)/*.c))
 CLI_SRC   := $(wildcard src/cli/*.c)
-SRC_H     := $(wildcard src/*/*.h)
 CORE_OBJ  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CORE_SRC))
 FRONT_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(FRONT_SRC))
 CLI_OBJ   := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
@@ -107,27 +118,32 @@ LOAD_SRC  := $(wildcard tests/load/*.c)
 LOAD_BIN  := $(patsubst tests/load/%.c,$(BUILD)/load/%,$(LOAD_SRC))
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRC))
+FUZZ_OBJ  := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%.o,$(FUZZ_SRC)) $(BUILD)/fuzz/replay.o
+# the header dependencies of everything above (-MMD -MP), once it has been built
+DEPS := $(wildcard $(patsubst %.o,%.d,$(CORE_OBJ) $(FRONT_OBJ) $(CLI_OBJ) $(TCORE_OBJ) \
+          $(TFRONT_OBJ) $(TCLI_OBJ) $(PAGE_OBJ) $(FUZZ_OBJ)) \
+          $(addsuffix .d,$(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN)))
 
 .PHONY: all test test-extra check tsan bench fuzz clean demo install binaries
 all: $(LIB) $(SO) $(FRONT) $(BIN)
 
-$(BUILD)/obj/%.o: src/%.c $(SRC_H) include/promptscore.h
+$(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/tobj/%.o: src/%.c $(SRC_H) include/promptscore.h
+$(BUILD)/tobj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -c $< -o $@
 
 $(EMBED): tools/embed.c
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -std=c11 -Wall -Wextra -Werror -o $@ $<
+	$(CC) -O2 -std=c11 $(WARN) -o $@ $<
 
 $(PAGE_C): web/index.html $(EMBED)
 	@mkdir -p $(dir $@)
 	$(EMBED) ps_page_html web/index.html $@
 
-$(PAGE_OBJ): $(PAGE_C) src/serve/page.h
+$(PAGE_OBJ): $(PAGE_C)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(CORE_OBJ)
@@ -157,11 +173,11 @@ $(TBIN): $(TCLI_OBJ) $(TLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(TCLI_OBJ) $(TLIB) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/check.h tests/fixture.h $(TLIB)
+$(BUILD)/tests/%: tests/%.c $(TLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) $(LDFLAGS) -o $@ $< $(TLIB) $(LDLIBS)
 
-$(BUILD)/bench/%: bench/%.c tests/check.h $(TLIB)
+$(BUILD)/bench/%: bench/%.c $(TLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) $(BENCH_CFLAGS) $(LDFLAGS) -o $@ $< $(TLIB) $(LDLIBS) $(BENCH_LIBS)
 
@@ -171,9 +187,15 @@ $(BUILD)/load/%: tests/load/%.c
 
 # Every fuzz target also builds with a plain main() that replays its corpus (fuzz/replay.c),
 # so `make test` catches regressions without clang's libFuzzer.
-$(BUILD)/fuzz/%_replay: fuzz/%.c fuzz/replay.c $(TLIB)
+# (compiled one source at a time: one dependency file per source)
+$(BUILD)/fuzz/%.o: fuzz/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) $(LDFLAGS) -o $@ $< fuzz/replay.c $(TLIB) $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -c $< -o $@
+
+.SECONDARY: $(FUZZ_OBJ)
+$(BUILD)/fuzz/%_replay: $(BUILD)/fuzz/%.o $(BUILD)/fuzz/replay.o $(TLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/fuzz/replay.o $(TLIB) $(LDLIBS)
 
 # make install: the binary, the public header, the static and shared core and its pkg-config
 # file (prefix baked in; the core's link line only: libpcre2-8, -lm, -pthread).
@@ -190,15 +212,21 @@ install: $(LIB) $(SO) $(BIN) promptscore.pc.in
 	    promptscore.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/promptscore.pc
 
 # tests/run.sh also runs every benchmark's --check (fast kernels against their references on
-# small shapes, no timing) and reports the fuzz corpus replays on their own line.
+# small shapes, no timing) and reports the fuzz corpus replays on their own line. It runs
+# PS_JOBS tests at once (default: the number of CPUs, nproc; PS_JOBS=1 runs them one after
+# another) and keeps each test's output in $(BUILD)/test-logs/NAME.log.
+PS_JOBS ?=
 test: all $(TBIN) $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
-	@BUILD=$(BUILD) sh tests/run.sh
+ifneq ($(HAVE_OPENBLAS),1)
+	@echo "note: OpenBLAS not found (pkg-config $(BENCH_PKGS)): bench_matmul has no cblas_sgemm baseline; apt-get install libopenblas-dev (or sh tools/setup.sh --test) adds it"
+endif
+	@BUILD=$(BUILD) PS_JOBS=$(PS_JOBS) sh tests/run.sh
 
 # make test-extra (the first part of make check): the suites make test leaves out, on the plain
 # build: tests/test_valgrind.sh (memcheck), test_nginx.sh and test_slurm.sh (real daemons),
 # test_page.sh and test_openai.sh (Chromium and the openai npm client, through node).
 test-extra: all $(TBIN) $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
-	@BUILD=$(BUILD) PS_SUITE=check sh tests/run.sh
+	@BUILD=$(BUILD) PS_JOBS=$(PS_JOBS) PS_SUITE=check sh tests/run.sh
 
 # make binaries: everything make test runs, built and not run
 binaries: all $(TBIN) $(TEST_BIN) $(BENCH_BIN) $(LOAD_BIN) $(FUZZ_REPLAY)
@@ -242,3 +270,6 @@ fuzz:
 
 clean:
 	rm -rf build build-san build-tsan build-fuzz
+
+# (read last, so that no rule of theirs becomes the default goal)
+-include $(DEPS)

@@ -201,10 +201,12 @@ int main(int argc, char **argv) {
         ps_mat km = {krow, PS_GGML_BF16, HD, nk, 2 * HD, NULL, NULL};
         ps_mat kp = km;
         size_t kb = 0;
-        kp.tiles = ps_amx_bf16_pack(&km, &kb);
+        void *ktiles = ps_amx_bf16_pack(&km, &kb);
+        kp.tiles = ktiles;
         ps_mat vm = {vt, PS_GGML_BF16, nk, HD, 2 * (size_t)nk, NULL, NULL};
         size_t vb = 0;
-        vm.tiles = ps_amx_bf16_pack(&vm, &vb);
+        void *vtiles = ps_amx_bf16_pack(&vm, &vb);
+        vm.tiles = vtiles;
         void *scr = ps_aligned_alloc(64, ps_amx_bf16_scratch_bytes(PS_MAX(HD, nk)));
         int32_t nkeys[NQ];
         for (int r = 0; r < NQ; r++) nkeys[r] = nk;
@@ -274,7 +276,7 @@ int main(int argc, char **argv) {
                med[3] / med[4], dpv / omax);
         ps_free(q), ps_free(qb), ps_free(kt), ps_free(krow), ps_free(vrow), ps_free(vt);
         ps_free(p), ps_free(pb), ps_free(s1), ps_free(s2), ps_free(o1), ps_free(o2);
-        ps_free((void *)kp.tiles), ps_free((void *)vm.tiles), ps_free(scr);
+        ps_free(ktiles), ps_free(vtiles), ps_free(scr);
     }
     return check ? ps_test_done("bench_attn_amx") : 0;
 }

@@ -4,7 +4,9 @@
  * shapes of a Qwen3-0.6B-shaped model, m = 256 activation rows:
  *     (n, k) = (2048,1024) q, (1024,1024) k/v, (1024,2048) o, (3072,1024) gate/up,
  *              (1024,3072) down, (151936,1024) output
- * next to OpenBLAS cblas_sgemm on f32 weights of the same shape, in the same run. With the
+ * next to OpenBLAS cblas_sgemm on f32 weights of the same shape, in the same run (built with
+ * PS_HAVE_OPENBLAS, which the Makefile sets when `pkg-config openblas` finds it; without it the
+ * rows have no sgemm baseline and the run says so). With the
  * default (native) activations Q8_0 runs the int8 kernel (activations quantised to Q8_0 blocks
  * per call; AVX-512 VNNI vpdpbusd when the CPU has it, else AVX2 maddubs), the other block types
  * their integer kernels (matmul_quant.c: Q8_K / Q8_1 / Q8_0 activations as llama.cpp; their rows
@@ -47,14 +49,18 @@
 
 #include "../tests/check.h" /* --check: CHECKF, PS_TEST_CPU_LACKS and the closing line */
 
+#ifdef PS_HAVE_OPENBLAS
 #include <cblas.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#ifdef PS_HAVE_OPENBLAS
 extern void openblas_set_num_threads(int);
+#endif
 
 static double now_s(void) {
     struct timespec ts;
@@ -153,11 +159,13 @@ typedef struct {
     int64_t m, n, k;
 } sgemm_args;
 
+#ifdef PS_HAVE_OPENBLAS
 static void run_sgemm(void *p) {
     sgemm_args *a = p;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->m, (int)a->n, (int)a->k, 1.0f,
                 a->x, (int)a->k, a->w, (int)a->k, 0.0f, a->y, (int)a->n);
 }
+#endif
 
 /* One result row: a text line or (--json) one object. path: the kernel ("avx512", "amx-bf16",
  * "amx-bf16-norepack", "amx-int8", "scalar"). */
@@ -173,6 +181,8 @@ static double bf16_peak;
 
 static void report(bool json, const char *type, const char *path, int64_t m, int64_t n,
                    int64_t k, double g, double sgemm, int threads, bool f32_act, double worst) {
+    char vs[32] = "no sgemm"; /* built without OpenBLAS: no baseline */
+    if (sgemm > 0) snprintf(vs, sizeof vs, "%.2fx sgemm", g / sgemm);
     if (json)
         printf("{\"type\": \"%s\", \"path\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, "
                "\"gflops\": %.1f, \"sgemm_gflops\": %.1f, \"q8_0_gflops\": %.1f, "
@@ -182,14 +192,14 @@ static void report(bool json, const char *type, const char *path, int64_t m, int
                threads,
                ps_isa_name(ps_isa_best()), f32_act ? "f32" : "native", worst);
     else if (bf16_peak > 0 && !strcmp(type, "bf16") && !strcmp(path, "avx512"))
-        printf("         %-6s %-17s %7.1f  (%.2fx sgemm, %.0f%% of the vdpbf16ps peak, max rel "
-               "err %.2g)\n", type, path, g, g / sgemm, 100 * g / bf16_peak, worst);
+        printf("         %-6s %-17s %7.1f  (%s, %.0f%% of the vdpbf16ps peak, max rel "
+               "err %.2g)\n", type, path, g, vs, 100 * g / bf16_peak, worst);
     else if (q8_ratio > 0)
-        printf("         %-6s %-17s %7.1f  (%.2fx sgemm, %.2fx q8_0 paired, max rel err %.2g)\n",
-               type, path, g, g / sgemm, q8_ratio, worst);
+        printf("         %-6s %-17s %7.1f  (%s, %.2fx q8_0 paired, max rel err %.2g)\n",
+               type, path, g, vs, q8_ratio, worst);
     else
-        printf("         %-6s %-17s %7.1f  (%.2fx sgemm, max rel err %.2g)\n", type, path, g,
-               g / sgemm, worst);
+        printf("         %-6s %-17s %7.1f  (%s, max rel err %.2g)\n", type, path, g, vs,
+               worst);
 }
 
 /* True when the comma-separated list holds name as a whole item ("bf16" does not hold "f16"). */
@@ -239,7 +249,8 @@ static int run_check(void) {
                     const int64_t m = shapes[si].m, n = shapes[si].n, k = shapes[si].k;
                     if (k % types[t].blck) continue;
                     ps_mat w = {0};
-                    w.data = make_weights(types[t].type, n, k, &w.row_bytes);
+                    void *wdata = make_weights(types[t].type, n, k, &w.row_bytes);
+                    w.data = wdata;
                     w.type = types[t].type;
                     w.n_in = k;
                     w.n_out = n;
@@ -270,7 +281,7 @@ static int run_check(void) {
                            "%s %s act %s m %lld n %lld k %lld: 2 threads differ from 1",
                            ps_isa_name(isas[ii]), types[t].name, act ? "f32" : "native",
                            (long long)m, (long long)n, (long long)k);
-                    free((void *)w.data);
+                    free(wdata);
                     ps_free(x);
                     ps_free(scratch);
                     free(y1);
@@ -310,7 +321,13 @@ int main(int argc, char **argv) {
     }
     if (threads < 1) threads = 1;
     use_cpu_time = threads == 1;
+#ifdef PS_HAVE_OPENBLAS
     openblas_set_num_threads(threads);
+#else
+    if (!json)
+        printf("sgemm baseline: absent (built without OpenBLAS: apt-get install libopenblas-dev, "
+               "or sh tools/setup.sh --test, then make)\n");
+#endif
     ps_pool *pool = NULL;
     if (threads > 1 && ps_pool_create(threads, &pool) != PS_OK) return 1;
     const ps_isa isa = ps_isa_best();
@@ -366,23 +383,31 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < m * k; i++) x[i] = frand();
         ps_matmul_env env = {pool, isa, scratch, stride, f32_act, false};
         /* OpenBLAS on f32 weights of this shape */
+        double sgemm = 0;
+#ifdef PS_HAVE_OPENBLAS
         size_t rb;
         float *wf = make_weights(PS_GGML_F32, n, k, &rb);
         sgemm_args sa = {x, wf, y, m, n, k};
-        double sgemm = time_median(run_sgemm, &sa, flops);
+        sgemm = time_median(run_sgemm, &sa, flops);
         free(wf);
-        if (!json)
+#endif
+        if (!json && sgemm > 0)
             printf("%-8s n %6lld k %4lld   sgemm %7.1f\n", shapes[s].name, (long long)n,
                    (long long)k, sgemm);
+        else if (!json)
+            printf("%-8s n %6lld k %4lld   sgemm  absent\n", shapes[s].name, (long long)n,
+                   (long long)k);
         q8_gflops = 0;
         /* the Q8_0 weights of this shape, kept once its row ran, and their own output */
         ps_mat w8 = {0};
+        void *w8data = NULL; /* w8's weights, owned */
         float *y8 = NULL;
         for (size_t t = 0; t < n_types; t++) {
             if (strcmp(types_arg, "all") && !list_has(types_arg, types[t].name)) continue;
             if (k % types[t].blck) continue;
             ps_mat w = {0};
-            w.data = make_weights(types[t].type, n, k, &w.row_bytes);
+            void *wdata = make_weights(types[t].type, n, k, &w.row_bytes);
+            w.data = wdata;
             w.type = types[t].type;
             w.n_in = k;
             w.n_out = n;
@@ -473,11 +498,12 @@ int main(int argc, char **argv) {
                 y8 = ps_aligned_alloc(64, sizeof(float) * (size_t)(m * n));
                 if (!y8) { fprintf(stderr, "out of memory\n"); return 1; }
                 w8 = w; /* freed after the shape */
+                w8data = wdata;
             } else {
-                free((void *)w.data);
+                free(wdata);
             }
         }
-        free((void *)w8.data);
+        free(w8data);
         ps_free(y8);
         ps_free(scratch);
         ps_free(x);

@@ -43,6 +43,8 @@
 #include "promptscore.h"
 #include "base/util.h"
 
+#include "../tests/check.h" /* ps_test_argv */
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -347,20 +349,20 @@ typedef struct {
 /* splits ARGS on spaces (no quoting: modes are flags and numbers) */
 static int start_server(server *s, const char *bin, const char *model, const char *threads,
                         const char *args, const char *dir, int index) {
-    char *argv[64];
+    const char *argv[64];
     int n = 0;
     char *copy = strdup(args ? args : "");
     if (!copy) return -1;
-    argv[n++] = (char *)bin;
+    argv[n++] = bin;
     argv[n++] = "serve";
     argv[n++] = "-m";
-    argv[n++] = (char *)model;
+    argv[n++] = model;
     argv[n++] = "--port";
     argv[n++] = "0";
     argv[n++] = "-q";
     if (threads) {
         argv[n++] = "-t";
-        argv[n++] = (char *)threads;
+        argv[n++] = threads;
     }
     for (char *tok = strtok(copy, " "); tok && n < 62; tok = strtok(NULL, " ")) argv[n++] = tok;
     argv[n] = NULL;
@@ -369,7 +371,10 @@ static int start_server(server *s, const char *bin, const char *model, const cha
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 2, s->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    int rc = posix_spawn(&s->pid, bin, &fa, NULL, argv, environ);
+    char *args_c[64], buf[8192];
+    int rc = ps_test_argv(argv, args_c, 64, buf, sizeof buf)
+                 ? posix_spawn(&s->pid, bin, &fa, NULL, args_c, environ)
+                 : E2BIG;
     posix_spawn_file_actions_destroy(&fa);
     free(copy);
     if (rc) {
@@ -515,7 +520,8 @@ int main(int argc, char **argv) {
     const char *wl = "mmlu,hellaswag,arc";
     char conc_s[64] = "1,4,8";
     const char *mode_name[MAX_MODES], *mode_args[MAX_MODES];
-    int n_modes = 0, items = 0, check = 0, named_modes = 0; /* names strndup'd from --mode */
+    char *mode_owned[MAX_MODES] = {0}; /* the names strndup'd from --mode, freed at the end */
+    int n_modes = 0, items = 0, check = 0, n_owned = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--check")) check = 1;
@@ -528,8 +534,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--mode") && v && n_modes < MAX_MODES) {
             const char *eq = strchr(v, '=');
             if (!eq) { usage(); return 2; }
-            mode_name[n_modes] = strndup(v, (size_t)(eq - v));
-            named_modes = 1;
+            mode_name[n_modes] = mode_owned[n_owned++] = strndup(v, (size_t)(eq - v));
             mode_args[n_modes++] = eq + 1;
             i++;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
@@ -540,10 +545,12 @@ int main(int argc, char **argv) {
     char gen[300] = "";
     if (!model) { /* a small generated llama, its context long enough for mmlu's 601 tokens */
         snprintf(gen, sizeof gen, "%s/tiny.gguf", dir);
-        char *gargv[] = {(char *)bin, "gen-model", "-o", gen, "-c", "1024", NULL};
+        const char *gargv[] = {bin, "gen-model", "-o", gen, "-c", "1024", NULL};
+        char *gargs[8], gbuf[2048];
         pid_t pid;
         int st = -1;
-        if (posix_spawn(&pid, bin, NULL, NULL, gargv, environ) || waitpid(pid, &st, 0) != pid ||
+        if (!ps_test_argv(gargv, gargs, 8, gbuf, sizeof gbuf) ||
+            posix_spawn(&pid, bin, NULL, NULL, gargs, environ) || waitpid(pid, &st, 0) != pid ||
             !WIFEXITED(st) || WEXITSTATUS(st)) {
             fprintf(stderr, "bench_workload: %s gen-model failed\n", bin);
             return 1;
@@ -551,8 +558,6 @@ int main(int argc, char **argv) {
         model = gen;
     }
     if (check) { /* the comparison only: two thread counts and batching, concurrency 1 and 3 */
-        for (int mo = 0; mo < n_modes && named_modes; mo++) free((char *)mode_name[mo]);
-        named_modes = 0;
         n_modes = 0;
         mode_name[n_modes] = "t1", mode_args[n_modes++] = "-t 1 --cache-mb 0";
         mode_name[n_modes] = "t2-cache", mode_args[n_modes++] = "-t 2 --cache-mb 64";
@@ -703,7 +708,7 @@ int main(int argc, char **argv) {
         for (int r = 0; r < ws[w].n_req; r++) free(ws[w].req[r].body);
         free(ws[w].req);
     }
-    for (int mo = 0; mo < n_modes && named_modes; mo++) free((char *)mode_name[mo]);
+    for (int i = 0; i < n_owned; i++) free(mode_owned[i]);
     char path[400];
     for (int mo = 0; mo < n_modes; mo++) {
         snprintf(path, sizeof path, "%s/server-%d.log", dir, mo);

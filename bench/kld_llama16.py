@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kld_llama16.py -- Mean KLD and Same top p of two models from promptscore's exact
 per-position log-probabilities, computed twice: exactly (as `perplexity --compare` does) and
-through llama-perplexity's 16-bit base (tools/perplexity/perplexity.cpp, llama.cpp d32676d77),
+through llama-perplexity's 16-bit base (llama.cpp d32676d77, tools/perplexity/perplexity.cpp),
 to show how much of a difference between the two engines that storage explains
 (docs/correctness.md, "Against llama-perplexity --kl-divergence").
 

@@ -20,6 +20,7 @@ static bool same(const ps_jscan *a, const ps_jscan *b) {
            a->depth_max == b->depth_max;
 }
 
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     const char *t = (const char *)data;
     ps_jscan_limits lim = {0};

@@ -36,6 +36,7 @@ static void setup(void) {
     }
 }
 
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     setup();
     ps_jsonl_req req;

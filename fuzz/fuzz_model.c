@@ -122,6 +122,7 @@ static void load(const uint8_t *buf, size_t size, bool vocab_only) {
     ps_model_free(m);
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     void *buf = NULL;
     if (posix_memalign(&buf, 64, size ? size : 1) != 0) return 0;

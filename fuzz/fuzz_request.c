@@ -42,6 +42,7 @@ static void check_error(const ps_req_error *e) {
     if (e->status < 400 || e->status > 503 || !e->message[0]) abort();
 }
 
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     setup();
     ps_req_error e;

@@ -100,6 +100,7 @@ static void add_file(const char *dir, const char *name, bool bpe, bool utf8_only
     ps_gguf_close(g);
 }
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
@@ -112,6 +113,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!g_n_vocabs) LLVMFuzzerInitialize(NULL, NULL);
     if (size < 1 || !g_n_vocabs) return 0;

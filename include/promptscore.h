@@ -226,13 +226,13 @@ PS_API ps_status ps_topk_reference(const ps_topk_params *params, const ps_logits
 PS_API ps_status ps_kld_compute(const ps_topk_params *params, const ps_logits *base,
                                 const ps_logits *other, float *kld, ps_error *err);
 
-/* The canonical float32 logsumexp of n f32 values (the one every path uses; see src/topk.h):
- * 64 lanes (lane j sums exp(x - shift) over the elements with index = j mod 64, in order,
- * per chunk of 4096; the shift is the first block's maximum, raised only when a chunk's
- * maximum exceeds it by more than 64), one FMA-polynomial exp, a fixed pairwise tree over the
- * lanes, and shift + log(sum) in double rounded once. Same bits on every ISA and thread count;
- * within 2 ulp of a float64 logsumexp (0.54 ulp worst measured). -inf when every value is
- * -inf or n <= 0; NaN when x holds a NaN or +inf. */
+/* The canonical float32 logsumexp of n f32 values (the one every path uses; see
+ * src/kernels/topk.h): 64 lanes (lane j sums exp(x - shift) over the elements with index =
+ * j mod 64, in order, per chunk of 4096; the shift is the first block's maximum, raised only
+ * when a chunk's maximum exceeds it by more than 64), one FMA-polynomial exp, a fixed pairwise
+ * tree over the lanes, and shift + log(sum) in double rounded once. Same bits on every ISA and
+ * thread count; within 2 ulp of a float64 logsumexp (docs/figures.md has the error measured).
+ * -inf when every value is -inf or n <= 0; NaN when x holds a NaN or +inf. */
 PS_API float ps_lse_f32(const float *x, int64_t n);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -393,9 +393,9 @@ typedef struct ps_session ps_session;
  * meet activations rounded to half (llama.cpp's F16 products take f16 on both sides); F32
  * weights meet float32 activations. PS_ACT_F32: float32 activations for every weight type
  * (weights widened exactly to float32), the closest to a float64 forward pass (logits within
- * 1e-4 of the numpy reference in tests/reference, against ~1e-2 for the native rounding), at
- * about half (BF16) or a third (Q8_0) of the matrix speed. F32 models compute the same either
- * way. The choice is part of what a score means: it changes logprobs by ~1e-3..1e-2. */
+ * 1e-4 of the numpy reference in tests/reference, where the native rounding is not), at a
+ * fraction of the native matrix speed (docs/figures.md). F32 models compute the same either
+ * way. The choice is part of what a score means: it changes logprobs (docs/correctness.md). */
 typedef enum {
     PS_ACT_NATIVE = 0,
     PS_ACT_F32 = 1
@@ -409,7 +409,7 @@ PS_API const char *ps_act_name(ps_act act);
  * even, when it is written (as llama.cpp's f16 / bf16 caches), and widened exactly to float32
  * when attention reads it; the cache takes half the memory. Recurrent state (the hybrid
  * models' delta rule and conv) stays float32. Like act, the choice is part of what a score
- * means (f16 moves logprobs by ~1e-4..1e-3, bf16 by ~1e-3..1e-2; docs/api.md has figures);
+ * means (docs/correctness.md, "The K/V cache types", says how far each moves logprobs);
  * for any one type, chunking, threads, batching and the prefix cache never change a bit.
  * PS_KV_BF16_DOT stores K and V as PS_KV_BF16 does and also runs attention's two products in
  * bfloat16, as GPU attention kernels do: each query row and each row of softmax probabilities
@@ -417,15 +417,14 @@ PS_API const char *ps_act_name(ps_act act);
  * float32 in a fixed order, that of AVX-512 BF16's vdpbf16ps (per pair of elements: the odd
  * product, then the even one, each added with rounding to nearest even; bf16 subnormals read
  * as zero, float32 subnormal sums flushed to zero). Every CPU gives the same bits (without
- * AVX-512 BF16 a scalar form computes them, slowly); with it, the two products run at up to
- * twice their float32 rate, which shows on long prompts only (docs/api.md has figures). It
- * moves logprobs by ~1e-2.
+ * AVX-512 BF16 a scalar form computes them, slowly); with it, the two products take half the
+ * instructions of float32, which shows on long prompts only (docs/figures.md). It moves
+ * logprobs more than PS_KV_BF16 does.
  * PS_KV_F16_DOT stores K and V as PS_KV_F16 does and also rounds each query row and each row
  * of softmax probabilities to half (nearest even) before the two products, which then run as
  * on PS_KV_F16: the roundings of llama.cpp's CPU attention without flash attention (its f16
  * cache's products convert their float32 operand to f16), so that an f16-cache comparison
- * with llama.cpp differs by accumulation order only (~1e-6) rather than by those roundings
- * (~1e-3). */
+ * with llama.cpp differs by accumulation order only rather than by those roundings. */
 typedef enum {
     PS_KV_F32 = 0,
     PS_KV_F16 = 1,

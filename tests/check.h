@@ -80,6 +80,31 @@ static inline bool ps_test_temp_file(char *path) {
     return true;
 }
 
+/* Copies the NULL-terminated argument list `in` into `out` (at most n_out pointers, NULL
+ * included) and `buf` (cap bytes), for execv and posix_spawn, which take char *const[]. No
+ * allocation, so a forked child of a threaded test may call it. false when it does not fit. */
+static inline bool ps_test_argv(const char *const *in, char **out, int n_out, char *buf,
+                                size_t cap) {
+    size_t used = 0;
+    int n = 0;
+    for (; in[n]; n++) {
+        const size_t len = strlen(in[n]) + 1;
+        if (n + 1 >= n_out || len > cap - used) return false;
+        memcpy(buf + used, in[n], len);
+        out[n] = buf + used;
+        used += len;
+    }
+    out[n] = NULL;
+    return true;
+}
+
+/* execv with a const argument list (ps_test_argv); returns only on failure. */
+static inline int ps_test_execv(const char *path, const char *const *argv) {
+    char *args[64], buf[16384];
+    if (!ps_test_argv(argv, args, 64, buf, sizeof buf)) return -1;
+    return execv(path, args);
+}
+
 /* A case about an instruction set this CPU does not have: not a failure, not a skip. Say
  * which feature, e.g. PS_TEST_CPU_LACKS("AVX-512 BF16 (vdpbf16ps): bf16 tile kernel"). */
 #define PS_TEST_CPU_LACKS(...)                                                        \

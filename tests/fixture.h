@@ -24,11 +24,28 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #define FORWARD_PY "tests/reference/forward.py"
 #define PYTHON "/usr/bin/python3"
 
 static char out_dir[512];
+
+/* Sets out_dir to this test's own folder for the fixtures it generates: tests/out/reference/NAME
+ * (from the repository root; kept after the run to be looked at, rewritten by the next run),
+ * else a fresh $TMPDIR/ps-NAME-XXXXXX, else ".". One folder per test, so that tests running at
+ * once never write the same file. */
+static inline void ps_test_out_dir(const char *name) {
+    mkdir("tests/out", 0755);
+    mkdir("tests/out/reference", 0755);
+    snprintf(out_dir, sizeof out_dir, "tests/out/reference/%s", name);
+    mkdir(out_dir, 0755);
+    struct stat st;
+    if (stat(out_dir, &st) == 0 && S_ISDIR(st.st_mode)) return;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out_dir, sizeof out_dir, "%s/ps-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+    if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
+}
 
 static inline const char *outp(const char *name) {
     static char buf[8][640];

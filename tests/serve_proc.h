@@ -66,7 +66,7 @@ static bool serve_start(server *s, const serve_opts *o, const char *const *extra
         }
         FILE *f = freopen(s->log, "w", stderr);
         (void)f;
-        execv(o->bin, (char *const *)argv);
+        ps_test_execv(o->bin, argv);
         _exit(127);
     }
     s->pid = pid;

@@ -9,7 +9,14 @@
 #     src/kernels/topk*.c match at least one file), and every file under src/ is named in
 #     docs/layout.md (a new file gets its line there);
 #   - every Debian package tools/setup.sh installs (both tiers, `--test --list`) is named in
-#     README.md's dependency table.
+#     README.md's dependency table;
+#   - every repository path a code comment names exists: the comments of the C, JavaScript,
+#     shell and Python files under src/, include/, tests/, bench/, fuzz/, tools/, python/ and of
+#     the Makefile (and Python's docstrings), a path being a top folder of this repository and
+#     what follows it (globs match at least one file). Accepted without existing: a path that
+#     .gitignore covers (made by a build, a test or the set-up) and one that follows the words
+#     "llama.cpp" on its line (that project's tree). A file that moves leaves no comment behind
+#     that names its old place.
 # python3 (the standard library only) does the reading. Prints "docs: N passed, ...".
 cd "$(dirname "$0")/.." || exit 1
 NAME=docs FILE=test_docs.sh
@@ -18,7 +25,7 @@ command -v python3 >/dev/null 2>&1 || { skip "python3 missing"; done_; }
 
 PKGS=$(sh tools/setup.sh --test --list 2>/dev/null | tr '\n' ' ')
 out=$(PS_DOCS_PKGS="$PKGS" python3 - <<'EOF'
-import glob, os, re, sys
+import fnmatch, glob, os, re, sys
 
 def code_free(text, spans=True):
     """The lines of a Markdown file with code removed: fenced blocks, indented blocks (after a
@@ -112,6 +119,109 @@ for f in ["docs/layout.md", "README.md"] + [d for d in files if d != "docs/layou
                 named.update(glob.glob(p) if "*" in p else [p])
 for p in sorted(glob.glob("src/*/*")):
     check(p in named, "docs/layout.md names %s" % p)
+
+# repository paths named in code comments
+def c_comments(text):
+    """(line number, text) of every comment of C or JavaScript source: /* */ and //, outside
+    string and character literals."""
+    out, i, n, line = [], 0, len(text), 1
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line += 1
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            line += text.count("\n", i, j)
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j
+            for k, part in enumerate(text[i + 2:j].split("\n")):
+                out.append((line + k, part))
+            line += text.count("\n", i, j)
+            i = j + 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append((line, text[i + 2:j]))
+            i = j - 1
+        i += 1
+    return out
+
+def hash_comments(text, docstrings):
+    """(line number, text) of every # comment of a shell, Python or make file (a # that starts
+    a line or follows a blank, outside quotes on that line), plus Python's docstrings."""
+    out = []
+    for ln, l in enumerate(text.split("\n"), 1):
+        q = None
+        for k, c in enumerate(l):
+            if q:
+                if c == q:
+                    q = None
+            elif c in "\"'":
+                q = c
+            elif c == "#" and (k == 0 or l[k - 1] in " \t"):
+                out.append((ln, l[k + 1:]))
+                break
+    if docstrings:
+        for m in re.finditer(r'"""(.*?)"""', text, re.S):
+            first = text.count("\n", 0, m.start()) + 1
+            for k, part in enumerate(m.group(1).split("\n")):
+                out.append((first + k, part))
+    return out
+
+ignored = []
+for l in open(".gitignore", encoding="utf-8").read().split("\n"):
+    l = l.strip()
+    if l and not l.startswith("#"):
+        ignored.append(l.rstrip("/"))
+def generated(p):
+    """whether .gitignore covers p or a folder above it"""
+    parts = p.rstrip("/").split("/")
+    for k in range(1, len(parts) + 1):
+        head, name = "/".join(parts[:k]), parts[k - 1]
+        for g in ignored:
+            if g.startswith("/") and fnmatch.fnmatch(head, g[1:]):
+                return True
+            if not g.startswith("/") and "/" not in g and fnmatch.fnmatch(name, g):
+                return True
+            if not g.startswith("/") and "/" in g and fnmatch.fnmatch(head, g):
+                return True
+    return False
+
+repo_path = re.compile(r"(?<![\w./$-])(?:src|include|tests|bench|fuzz|tools|python|docs|web|"
+                       r"examples|contrib)/[A-Za-z0-9_.*/-]*[A-Za-z0-9_*/]")
+code = ["Makefile"]
+for top in ["src", "include", "tests", "bench", "fuzz", "tools", "python"]:
+    for root, dirs, names in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if not generated(os.path.join(root, d)) and
+                         d not in ("corpus", "data", "__pycache__"))
+        code += [os.path.join(root, f) for f in sorted(names)]
+npaths = 0
+for f in code:
+    ext = os.path.splitext(f)[1]
+    try:
+        text = open(f, encoding="utf-8").read()
+    except (UnicodeDecodeError, OSError):
+        continue
+    if ext in (".c", ".h", ".js", ".mjs", ".cjs"):
+        comments = c_comments(text)
+    elif ext in (".sh", ".py") or f == "Makefile" or text.startswith("#!"):
+        comments = hash_comments(text, ext == ".py")
+    else:
+        continue
+    for lineno, c in comments:
+        for m in repo_path.finditer(c):
+            p = m.group(0)
+            if "llama.cpp" in c[:m.start()]:
+                continue
+            npaths += 1
+            ok = bool(glob.glob(p)) if "*" in p else os.path.exists(p) or generated(p)
+            if not ok:
+                check(False, "%s:%d: a comment names %s, which does not exist" % (f, lineno, p))
+check(npaths > 100, "code comments name repository paths that exist (%d checked)" % npaths)
 
 pkgs = os.environ.get("PS_DOCS_PKGS", "").split()
 check(len(pkgs) > 10, "tools/setup.sh --test --list gives the packages (%d)" % len(pkgs))

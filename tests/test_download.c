@@ -1,5 +1,5 @@
 /*
- * test_download.c — the --hf downloader (src/download.c) against an in-process libmicrohttpd
+ * test_download.c — the --hf downloader (download.c) against an in-process libmicrohttpd
  * server on 127.0.0.1 (ephemeral port) that serves a fake Hub: file URLs with HEAD and Range
  * support, one that ignores Range, one whose HEAD announces more bytes than the GET sends, a
  * repo listing, and 404 for the rest. Checks: full download + cache reuse without requests,
@@ -29,8 +29,10 @@ static const char *LISTING =
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const void *data,
                              size_t n, const char *range_hdr) {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(n, (void *)data, MHD_RESPMEM_MUST_COPY);
+    void *copy = malloc(n ? n : 1); /* MHD frees it with the response */
+    if (!copy) return MHD_NO;
+    if (n) memcpy(copy, data, n);
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, copy, MHD_RESPMEM_MUST_FREE);
     if (range_hdr) MHD_add_response_header(r, "Content-Range", range_hdr);
     enum MHD_Result ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);

@@ -1,5 +1,5 @@
 /*
- * test_engine.c — the engine (src/engine.c) driven directly, deterministically: the test hold
+ * test_engine.c — the engine (engine.c) driven directly, deterministically: the test hold
  * (testhooks.h, two pipes) makes the one worker announce each prompt and wait for the test's
  * byte, so the test knows what runs and when, with no sleep standing in for synchronisation.
  * Checked: admission OK / BUSY (queue full) / DRAINING (and a submit after the drain began);

@@ -101,7 +101,8 @@ static void test_matmul(void) {
     float yref[5 * 37], y[5 * 37], y2[5 * 37], y1[5 * 37];
     for (size_t t = 0; t < PS_ARRAY_LEN(types); t++) {
         ps_mat w = {0};
-        w.data = make_weights(types[t], n_in, n_out, &w.row_bytes);
+        void *wdata = make_weights(types[t], n_in, n_out, &w.row_bytes); /* w's weights, owned */
+        w.data = wdata;
         w.type = types[t];
         w.n_in = n_in;
         w.n_out = n_out;
@@ -131,7 +132,7 @@ static void test_matmul(void) {
                 CHECK(dd == y[1 * n_out + 3]);
             }
         }
-        free((void *)w.data);
+        free(wdata);
     }
     ps_free(scratch);
     free(x);

@@ -901,7 +901,7 @@ static void test_type_facts(void) {
     CHECK(strcmp(ps_ggml_type_name(999), "unknown") == 0);
 }
 
-/* ---- seed corpus for fuzz/fuzz_gguf (PS_GGUF_WRITE_CORPUS=fuzz/corpus/fuzz_gguf) ---- */
+/* ---- seed corpus for fuzz/fuzz_gguf.c (PS_GGUF_WRITE_CORPUS=fuzz/corpus/fuzz_gguf) ---- */
 
 static void save(const char *dir, const char *name, const void *p, size_t n) {
     char path[4200];

@@ -400,7 +400,7 @@ static void test_faults(void) {
     CHECKF(ps_genmodel_write(&gp, path, &e) == PS_OK, "%s", e.message);
     const int32_t ids[5] = {1, 9, 300, 4, 77};
     float *logits = malloc(sizeof(float) * 5 * (size_t)gp.n_vocab);
-    int bad = 0;
+    int unclean = 0;
     int64_t n = 0;
     for (;; n++) {
         ps_alloc_fail_after(n);
@@ -412,28 +412,19 @@ static void test_faults(void) {
         if (st == PS_OK) st = ps_session_forward(s, ids, 5, logits, &e);
         const int64_t used = ps_alloc_count();
         ps_alloc_fail_after(-1);
-        if (st != PS_OK && st != PS_ERR_NOMEM) bad++;
+        if (st != PS_OK && st != PS_ERR_NOMEM) unclean++;
         ps_session_free(s);
         ps_model_free(m);
         if (st == PS_OK && used <= n) break; /* ran to the end without an injected failure */
         if (n > 100000) break;
     }
-    CHECKF(bad == 0 && n > 10, "%d of %lld injected failures were not clean PS_ERR_NOMEM", bad,
-           (long long)n);
+    CHECKF(unclean == 0 && n > 10, "%d of %lld injected failures were not clean PS_ERR_NOMEM",
+           unclean, (long long)n);
     free(logits);
 }
 
 int main(void) {
-    mkdir("tests/out", 0755);
-    mkdir("tests/out/reference", 0755);
-    struct stat sb;
-    if (stat("tests/out/reference", &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        snprintf(out_dir, sizeof out_dir, "tests/out/reference");
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(out_dir, sizeof out_dir, "%s/ps-hybrid-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
-    }
+    ps_test_out_dir("hybrid");
     test_delta_kernel();
     test_pretokenizer(ps_test_shared());
     test_bad_input();

@@ -1,5 +1,5 @@
 /*
- * test_jscan.c — the JSON pre-scanner (src/jscan.c): it accepts and refuses the same texts as
+ * test_jscan.c — the JSON pre-scanner (jscan.c): it accepts and refuses the same texts as
  * jansson on a table of valid and broken JSON (grammar only: strings, escapes, numbers,
  * literals, nesting, trailing bytes), gives the same answer fed whole and one byte at a time,
  * names the byte offset of what it refuses, keeps the span of the top-level "id" (also when the

@@ -1,5 +1,5 @@
 /*
- * test_json.c — the response writer (src/json.c): ps_buf growth and out-of-memory behaviour,
+ * test_json.c — the response writer (json.c): ps_buf growth and out-of-memory behaviour,
  * JSON string escaping with invalid UTF-8 replaced by U+FFFD, float32 formatting that parses
  * back bit for bit (and is the shortest of %.6g..%.9g), -inf -> -9999.0, NaN -> null; and the
  * OpenAI logprobs object on real vocabularies from ../shared (text keys, duplicate keys keep

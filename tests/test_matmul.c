@@ -149,7 +149,8 @@ static void test_matmul_shapes(ps_pool *pool2) {
             int64_t n = shapes[s][0], k = shapes[s][1];
             if (type == PS_GGML_Q8_0) k = (k + 31) / 32 * 32;
             ps_mat w = {0};
-            w.data = make_weights(type, n, k, &w.row_bytes);
+            void *wdata = make_weights(type, n, k, &w.row_bytes); /* w's weights, owned */
+            w.data = wdata;
             w.type = type;
             w.n_in = k;
             w.n_out = n;
@@ -197,7 +198,7 @@ static void test_matmul_shapes(ps_pool *pool2) {
                            (long long)m);
                 }
             }
-            free((void *)w.data);
+            free(wdata);
         }
     }
     ps_free(scratch);

@@ -482,7 +482,8 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
             const int64_t n = shapes[si][0], k = shapes[si][1];
             if (k % t->qk) continue;
             ps_mat w = {0};
-            w.data = make_rows(t, n, k, &w.row_bytes);
+            void *wdata = make_rows(t, n, k, &w.row_bytes); /* w's weights, owned */
+            w.data = wdata;
             w.type = t->type;
             w.n_in = k;
             w.n_out = n;
@@ -526,7 +527,7 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
                        (long long)m);
             }
         }
-        free((void *)w.data);
+        free(wdata);
         }
     }
     /* a NaN activation poisons exactly its row */
@@ -534,7 +535,8 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
     for (size_t ti = 0; ti < PS_ARRAY_LEN(TYPES); ti++) {
         const tinfo *t = &TYPES[ti];
         ps_mat w = {0};
-        w.data = make_rows(t, 21, 256, &w.row_bytes);
+        void *wdata = make_rows(t, 21, 256, &w.row_bytes); /* w's weights, owned */
+        w.data = wdata;
         w.type = t->type;
         w.n_in = 256;
         w.n_out = 21;
@@ -548,7 +550,7 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
         CHECKF(ok, "%s %s: a NaN activation must poison its row only", t->name,
                mode_name(i));
         }
-        free((void *)w.data);
+        free(wdata);
     }
     ps_free(scratch);
     free(x);
@@ -662,7 +664,8 @@ static void test_pack_plain(ps_pool *pool2) {
         for (size_t si = 0; si < PS_ARRAY_LEN(shapes); si++) {
             const int64_t n = shapes[si][0], k = shapes[si][1];
             ps_mat w = {0};
-            w.data = make_rows(t, n, k, &w.row_bytes);
+            void *wdata = make_rows(t, n, k, &w.row_bytes); /* w's weights, owned */
+            w.data = wdata;
             w.type = t->type;
             w.n_in = k;
             w.n_out = n;
@@ -710,7 +713,7 @@ static void test_pack_plain(ps_pool *pool2) {
                        "packer differs from the plain one", t->name, (long long)n, (long long)k,
                        ni, th);
             }
-            free((void *)w.data);
+            free(wdata);
         }
     }
     free(x);

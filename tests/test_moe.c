@@ -318,10 +318,10 @@ static void test_bad_files(void) {
     ps_gguf_copy_kv(w, gq, NULL);
     ps_gguf_set_bool(w, "qwen3moe.expert_weights_norm", false);
     for (int64_t i = 0; i < ps_gguf_n_tensors(gq); i++) {
-        const ps_gguf_tensor *t = ps_gguf_tensor_at(gq, i);
+        const ps_gguf_tensor *ti = ps_gguf_tensor_at(gq, i);
         char tn[128];
-        snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr);
-        ps_gguf_add_tensor(w, tn, t->type, t->n_dims, t->ne, t->data, t->nbytes);
+        snprintf(tn, sizeof tn, "%.*s", (int)ti->name.len, ti->name.ptr);
+        ps_gguf_add_tensor(w, tn, ti->type, ti->n_dims, ti->ne, ti->data, ti->nbytes);
     }
     const char *np = outp("nonorm.gguf");
     CHECK(ps_gguf_write_file(w, np, &e) == PS_OK);

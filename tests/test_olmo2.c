@@ -148,16 +148,7 @@ static void test_bad_input(void) {
 }
 
 int main(void) {
-    mkdir("tests/out", 0755);
-    mkdir("tests/out/reference", 0755);
-    struct stat sb;
-    if (stat("tests/out/reference", &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        snprintf(out_dir, sizeof out_dir, "tests/out/reference");
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(out_dir, sizeof out_dir, "%s/ps-olmo2-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
-    }
+    ps_test_out_dir("olmo2");
     test_bad_input();
     bool numpy = access(FORWARD_PY, R_OK) == 0 &&
                  system(PYTHON " -c 'import numpy' 2>/dev/null") == 0;

@@ -1,6 +1,6 @@
 /*
- * test_pool.c — the thread pool (src/pool.c): every task of a parallel-for runs exactly once,
- * on a thread index inside [0, size), for 1, 2 and 7 threads, a NULL pool, zero and one task,
+ * test_pool.c — the thread pool (src/base/pool.c): every task of a parallel-for runs exactly
+ * once, on a thread index inside [0, size), for 1, 2 and 7 threads, a NULL pool, zero and one task,
  * and many jobs in a row on the same pool; thread indices are never shared by two tasks that
  * run at the same time; every allocation failure inside ps_pool_create gives PS_ERR_NOMEM
  * and no pool (walked until it succeeds; at least one point). Each size runs with both of the

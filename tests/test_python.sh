@@ -58,22 +58,25 @@ T=$(mktemp -d /tmp/ps-test-python-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
 # ---- a fresh virtual environment and the documented install ------------------------------
+# from a copy of python/, so that what pip builds beside the sources (its build folder, the
+# egg-info) stays in $T, out of the tree other tests read
 if ! "$PY" -m venv --system-site-packages "$T/V" >"$T/venv.log" 2>&1; then
     bad "python3 -m venv failed: $(tail -n 5 "$T/venv.log")"; done_
 fi
 ok
 # The library of this build is bundled (build_backend.py reads ../build unless
 # PROMPTSCORE_LIB says otherwise: BUILD may be another folder). --no-index: nothing may come
-# from the network.
-if ! PROMPTSCORE_LIB="$REPO/$BUILD/libpromptscore.so.0" PIP_NO_INDEX=1 \
-        "$T/V/bin/pip" install ./python >"$T/pip.log" 2>&1; then
+# from the network. The install reads a copy of python/, so nothing is written into the tree.
+cp -R python "$T/src" || { bad "cannot copy python/ to $T/src"; done_; }
+if ! (cd "$T" && PROMPTSCORE_LIB="$REPO/$BUILD/libpromptscore.so.0" PIP_NO_INDEX=1 \
+        "$T/V/bin/pip" install ./src) >"$T/pip.log" 2>&1; then
     bad "pip install ./python failed: $(tail -n 15 "$T/pip.log")"; done_
 fi
 ok
 # the build needs nothing from the system's Python packages (python3-venv's pip alone): a
 # venv without them installs it too (--no-deps: numpy is the system's)
 if "$PY" -m venv "$T/V0" >/dev/null 2>&1 && PROMPTSCORE_LIB="$REPO/$BUILD/libpromptscore.so.0" \
-        PIP_NO_INDEX=1 "$T/V0/bin/pip" install --no-deps ./python >"$T/pip0.log" 2>&1; then
+        PIP_NO_INDEX=1 "$T/V0/bin/pip" install --no-deps "$T/src" >"$T/pip0.log" 2>&1; then
     check "a venv without the system's packages installs it, the library bundled" \
         '[ -e "$T/V0/lib/python3"*/site-packages/promptscore/libpromptscore.so.0 ]'
 else
@@ -84,7 +87,7 @@ check "the package bundles the library" \
     '[ -e "$T/V/lib/python3"*/site-packages/promptscore/libpromptscore.so.0 ]'
 # without a built library the install stops with a message that says to build first
 if PROMPTSCORE_LIB="$T/none/libpromptscore.so.0" PIP_NO_INDEX=1 \
-        "$T/V/bin/pip" install --force-reinstall --no-deps ./python \
+        "$T/V/bin/pip" install --force-reinstall --no-deps "$T/src" \
         >"$T/pip2.log" 2>&1; then
     bad "pip install without a built library succeeded"
 else

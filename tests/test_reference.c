@@ -54,7 +54,7 @@
  * position 0 is already 0.05-0.2 off for every type (measured), so the checks: position 0
  * within 1e-4, rms <= 0.03 (experts 0.06), every logit within 0.25 (experts 2.0).
  *
- * Fixtures go to tests/out/reference/ (gitignored; a temp dir when run elsewhere). Part 2
+ * Fixtures go to tests/out/reference/reference/ (gitignored; a temp dir when run elsewhere). Part 2
  * needs /usr/bin/python3 with numpy (skipped otherwise); the shared models are skipped when
  * ../shared is absent.
  */
@@ -112,16 +112,18 @@ static unsigned char *read_all(const char *path, size_t *size) {
     return b;
 }
 
-/* Fixtures go to tests/out/reference (from the repository root), else to a fresh temp dir. */
+/* Fixtures go to tests/out/reference/reference (from the repository root: this test's own
+ * folder, as tests/fixture.h's ps_test_out_dir gives the others), else to a fresh temp dir. */
 static char out_dir[512];
 
 static void ensure_out_dir(void) {
     if (out_dir[0]) return;
     mkdir("tests/out", 0755);
     mkdir("tests/out/reference", 0755);
+    mkdir("tests/out/reference/reference", 0755);
     struct stat st;
-    if (stat("tests/out/reference", &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(out_dir, sizeof out_dir, "tests/out/reference");
+    if (stat("tests/out/reference/reference", &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(out_dir, sizeof out_dir, "tests/out/reference/reference");
         return;
     }
     const char *tmp = getenv("TMPDIR");

@@ -1,5 +1,5 @@
 /*
- * test_request.c — the request module (src/request.c): every field of a prompt spec, its
+ * test_request.c — the request module (request.c): every field of a prompt spec, its
  * default and its error {status, param, code, message}, in both envelopes (an HTTP body and a
  * JSON Lines line, which reads a subset); the byte offsets of the load errors; the one error
  * writer; and that the two envelopes give the same token ids for the same prompt under both

@@ -296,16 +296,7 @@ static void test_bad(void) {
 }
 
 int main(void) {
-    mkdir("tests/out", 0755);
-    mkdir("tests/out/reference", 0755);
-    struct stat sb;
-    if (stat("tests/out/reference", &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        snprintf(out_dir, sizeof out_dir, "tests/out/reference");
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(out_dir, sizeof out_dir, "%s/ps-rope-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(out_dir)) snprintf(out_dir, sizeof out_dir, ".");
-    }
+    ps_test_out_dir("rope");
     test_setup_numbers();
     test_bad();
     bool numpy = access(FORWARD_PY, R_OK) == 0 &&

@@ -217,7 +217,7 @@ static void test_golden_nll(void) {
 /* Chunk geometry and threads: on model m (ISA isa, activations act) the n-token prompt t is
  * scored with chunks 1, 7, 100 and 256, each on 1 thread and on a pool of 2; every result must
  * equal the 1-thread chunk-256 one bit for bit (logprobs, top ids, top logprobs), as the README
- * and src/score.c promise. The prompt is longer than two chunks of 256. */
+ * and src/score/score.c promise. The prompt is longer than two chunks of 256. */
 static void geometry(const char *label, const ps_model *m, ps_isa isa, ps_act act,
                      const int32_t *t, int32_t n, ps_pool *pool2) {
     enum { K = 5 };

@@ -443,7 +443,7 @@ static void test_act(const char *build) {
             (void)f;
             const char *argv[] = {g_bin, "serve", "-m", path, "--port", "0", bad[k][0], bad[k][1],
                                   NULL};
-            execv(g_bin, (char *const *)argv);
+            ps_test_execv(g_bin, argv);
             _exit(127);
         }
         int st = -1;
@@ -1636,7 +1636,7 @@ int main(void) {
     /* ---- SIGTERM while idle -> exit 0 ---- */
     CHECKF(server_stop(&srv) == 0, "SIGTERM while idle did not exit 0 (log %s)", srv.log);
 
-    /* ---- a held request (src/testhooks.h): --queue 1 answers a second one 503 with
+    /* ---- a held request (src/base/testhooks.h): --queue 1 answers a second one 503 with
      *      Retry-After; SIGTERM, then SIGINT, while it runs: it still gets its full answer and
      *      the server exits 0 ---- */
     test_held(lmeval, baseline, "SIGTERM", SIGTERM);

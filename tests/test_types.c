@@ -1,6 +1,6 @@
 /*
- * test_types.c — the weight-type table (src/types.c): every row's geometry against the GGUF
- * reader's own table; every type's dequantisation, scalar and SIMD, bitwise against the numpy
+ * test_types.c — the weight-type table (src/kernels/types.c): every row's geometry against the
+ * GGUF reader's own table; every type's dequantisation, scalar and SIMD, bitwise against the numpy
  * reference tests/reference/dequant.py on random blocks with edge scales (zero, -0, subnormal,
  * the largest f16, +-inf, NaN; every E8M0 exponent for MXFP4); the fixture quantisers' round
  * trip; the llama.cpp mixes' tensor types (qmix.c) on the Qwen3-0.6B shape and the fallbacks;
@@ -451,10 +451,12 @@ static void test_bad_input(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/ps-test-types-%d", (int)getpid());
+    snprintf(dir, sizeof dir, "/tmp/ps-test-types-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("test_types: mkdtemp");
+        return 1;
+    }
     char cmd[400];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
-    if (system(cmd) != 0) return 1;
     test_table();
     test_quantize_round_trip();
     test_mixes();

@@ -1,5 +1,5 @@
 /*
- * test_util.c — src/util.h: the UTF-8 validator against an independent decoder (every 1-, 2-
+ * test_util.c — src/base/util.h: the UTF-8 validator against an independent decoder (every 1-, 2-
  * and 3-byte sequence, every 4-byte lead with every second byte and sampled tails, truncated
  * sequences), ps_utf8_bad_offset on assembled buffers, FNV-1a 64 against the published test
  * vectors (and piecewise = whole), splitmix64 against the published first outputs of seed 0,

@@ -900,20 +900,23 @@ static void test_cli(const char *shared) {
         return;
     }
     struct {
-        const char *input, *args, *want;
+        const char *input, *vocab, *flags, *want; /* vocab: a file of ../shared/vocab, or NULL */
         int rc;
     } cases[] = {
-        {"Hello world", "-m %s/vocab/ggml-vocab-llama-spm.gguf", "1 15043 3186\n", 0},
-        {"Hello world", "-m %s/vocab/ggml-vocab-llama-spm.gguf --no-bos --json", "[15043,3186]\n", 0},
-        {"<|endoftext|>Hello", "-m %s/vocab/ggml-vocab-gpt-2.gguf --parse-special", "50256 15496\n", 0},
-        {"Hello\\n", "-m %s/vocab/ggml-vocab-qwen2.gguf", "9707 198\n", 0},
-        {"", "-m %s/vocab/ggml-vocab-qwen2.gguf --json", "[]\n", 0},
-        {"x", "-m %s/vocab/no-such-file.gguf", "", 1},
-        {"x", "--bogus", "", 2},
+        {"Hello world", "ggml-vocab-llama-spm.gguf", "", "1 15043 3186\n", 0},
+        {"Hello world", "ggml-vocab-llama-spm.gguf", "--no-bos --json", "[15043,3186]\n", 0},
+        {"<|endoftext|>Hello", "ggml-vocab-gpt-2.gguf", "--parse-special", "50256 15496\n", 0},
+        {"Hello\\n", "ggml-vocab-qwen2.gguf", "", "9707 198\n", 0},
+        {"", "ggml-vocab-qwen2.gguf", "--json", "[]\n", 0},
+        {"x", "no-such-file.gguf", "", "", 1},
+        {"x", NULL, "--bogus", "", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[4400];
-        snprintf(args, sizeof args, cases[i].args, shared);
+        if (cases[i].vocab)
+            snprintf(args, sizeof args, "-m %s/vocab/%s %s", shared, cases[i].vocab,
+                     cases[i].flags);
+        else snprintf(args, sizeof args, "%s", cases[i].flags);
         snprintf(cmd, sizeof cmd, "printf '%s' | %s tokenize %s 2>/dev/null", cases[i].input, bin,
                  args);
         FILE *f = popen(cmd, "r");

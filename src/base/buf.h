@@ -1,5 +1,5 @@
 /*
- * buf.h — a growable byte buffer (src/buf.c): appends never fail one by one; an allocation
+ * buf.h — a growable byte buffer (src/base/buf.c): appends never fail one by one; an allocation
  * failure sets `oom` and later appends are ignored, so a writer checks once at the end.
  */
 #ifndef PS_BUF_H

@@ -140,7 +140,7 @@ int64_t ps_mem_meter_release(ps_mem_meter *m, int64_t keep);
 ps_mem_meter *ps_mem_meter_attach(ps_mem_meter *m);
 /* What the block p takes for the accounting (its usable size plus the allocator's header);
  * 0 for NULL. */
-int64_t ps_mem_block_bytes(const void *p);
+int64_t ps_mem_block_bytes(void *p);
 
 /* a * b with overflow check: returns false on overflow. */
 static inline bool ps_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {

@@ -14,7 +14,8 @@
  * compare-and-swap: the owner moves front up, a thief moves back down, and the pair is the whole
  * state of what the range still holds, so a swap that succeeds acts on exactly that. In one
  * shared order two threads split neighbouring tiles (and the next tile each prefetches) between
- * them; in runs a two-thread Q4_K_M score took 0.85x the wall time (docs/figures.md).
+ * them; in runs each keeps to its own stretch, which shortens a two-thread score's wall time
+ * (docs/figures.md).
  *
  * Waiting polls before it sleeps: a worker that has finished a job watches the generation for
  * up to SPIN_S, and the caller watches the workers' count the same way, before either blocks
@@ -66,6 +67,7 @@ struct ps_pool {
     bool runs;                 /* ps_pool_for_runs: the ranges below, not `next` */
     _Atomic int64_t next;
     _Atomic uint64_t *range;   /* per thread: back << 32 | front (ps_pool_for_runs) */
+    void *range_mem;           /* the allocation of range, as ps_free takes it */
 };
 
 typedef struct {
@@ -313,7 +315,7 @@ ps_status ps_pool_create(int32_t n_threads, ps_pool **out) {
     pthread_cond_init(&p->cv_done, NULL);
     if (n_threads > 1) {
         p->threads = ps_calloc((size_t)n_threads - 1, sizeof(pthread_t));
-        p->range = ps_calloc((size_t)n_threads, sizeof *p->range);
+        p->range = p->range_mem = ps_calloc((size_t)n_threads, sizeof *p->range);
         if (!p->threads || !p->range) {
             p->n_threads = 1;
             ps_pool_free(p);
@@ -338,7 +340,7 @@ void ps_pool_free(ps_pool *p) {
     pthread_mutex_unlock(&p->mu);
     for (int32_t i = 0; i < p->n_workers; i++) pthread_join(p->threads[i], NULL);
     ps_free(p->threads);
-    ps_free((void *)p->range);
+    ps_free(p->range_mem);
     pthread_cond_destroy(&p->cv_work);
     pthread_cond_destroy(&p->cv_done);
     pthread_mutex_destroy(&p->mu);

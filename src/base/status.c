@@ -105,10 +105,10 @@ static _Thread_local ps_mem_meter *t_meter;
  * alignment); elsewhere the requested size is all that is known. */
 enum { PS_BLOCK_HEADER = 16, PS_METER_STEP = 1 << 20 };
 
-int64_t ps_mem_block_bytes(const void *p) {
+int64_t ps_mem_block_bytes(void *p) {
     if (!p) return 0;
 #if defined(__GLIBC__)
-    return (int64_t)malloc_usable_size((void *)p) + PS_BLOCK_HEADER;
+    return (int64_t)malloc_usable_size(p) + PS_BLOCK_HEADER;
 #else
     return PS_BLOCK_HEADER;
 #endif

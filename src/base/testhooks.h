@@ -12,7 +12,7 @@
  * call with #ifdef PS_TESTING.
  *
  * Fault injection (status.c): every allocation the library makes goes through one hook
- * (ps_malloc and friends, src/impl.h). ps_alloc_fail_after(n) makes the allocation numbered n
+ * (ps_malloc and friends, src/base/impl.h). ps_alloc_fail_after(n) makes the allocation numbered n
  * (0-based, counted from this call) and every later one fail, so that a test can walk n over a
  * code path and check that each failure is a clean PS_ERR_NOMEM. n < 0 disables injection (the
  * default). ps_alloc_count() returns how many allocations were attempted since the last

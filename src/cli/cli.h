@@ -1,5 +1,5 @@
 /*
- * cli.h — the subcommands of the `promptscore` binary. Each lives in its own src/cli_*.c file
+ * cli.h — the subcommands of the `promptscore` binary. Each lives in its own src/cli/cli_*.c file
  * and takes the arguments after the subcommand name (argv[0] is the subcommand). Each returns
  * the process exit status, one rule for all: 0 ok, 1 a failure while working (a model that
  * does not load, a download or write that fails), 2 bad usage (unknown option, bad or missing
@@ -103,12 +103,10 @@ typedef struct {
 } ps_cli_model_opts;
 
 /* The default --max-seqs of serve: prompts of one request packed into shared forward passes
- * (the same bits as one at a time). Chosen by measurement
- * (bench/bench_workload, lm-eval-shaped requests on the Qwen3-0.6B BF16 shape, 2 threads):
- * on ARC-like requests (16 prompts of 30 tokens) against --cache-mb 0 --max-seqs 1, 16 gave
- * 1.94x the requests/s, 8 1.83x, 4 1.22x, 1 1.06x (docs/figures.md, "Batching on by default"). score keeps 1:
- * on a file of long prompts 16 cost 1.31x the time and 2.98x the peak RSS (16 kept sequences
- * with their own K/V). */
+ * (the same bits as one at a time). Chosen by measurement (bench/bench_workload.c,
+ * lm-eval-shaped requests; docs/figures.md, "Batching on by default"): on requests of many
+ * short prompts the requests per second grew up to 16. score keeps 1: on a file of long
+ * prompts 16 cost time and peak memory (16 kept sequences with their own K/V). */
 #define PS_CLI_MAX_SEQS_DEFAULT 16
 
 #define PS_CLI_HF_HELP                                                                         \

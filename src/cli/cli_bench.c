@@ -167,7 +167,7 @@ static ps_status cache_pairs_row(const ps_model *model, ps_session *s, const int
     int32_t *var = ps_malloc(sizeof(int32_t) * (size_t)len);
     /* fresh: every run's cache is kept until the end: freeing ~4 MB blocks between runs
      * gives memory back to the system, and in a VM that reports freed pages to its host the
-     * next run was seen to slow down by up to 2x while the host took them */
+     * next run was seen to slow down while the host took them */
     ps_prefix_cache **fresh = warm ? NULL : ps_calloc((size_t)n, sizeof *fresh);
     if (!off || !var || (!warm && !fresh)) {
         ps_free(off);

@@ -57,16 +57,29 @@ static const char *colour(const ps_cli_view *v, float lp) {
     return lp >= -1.0f ? "\033[32m" : lp >= -4.0f ? "\033[33m" : "\033[31m";
 }
 
-static void put_num(ps_buf *b, double x, const char *fmt) {
+/* Writes a value no number format prints as a figure ("-" for NaN, "inf" / "-inf") and says
+ * whether it did; callers print a finite x with a literal format, so the compiler checks it. */
+static bool put_special(ps_buf *b, double x) {
     if (isnan(x)) ps_buf_puts(b, "-");
     else if (isinf(x)) ps_buf_puts(b, x < 0 ? "-inf" : "inf");
-    else ps_buf_printf(b, fmt, x);
+    else return false;
+    return true;
+}
+
+/* x with `prec` decimals, or as put_special */
+static void put_fixed(ps_buf *b, double x, int prec) {
+    if (!put_special(b, x)) ps_buf_printf(b, "%.*f", prec, x);
+}
+
+/* a share in percent, two decimals and "%", or as put_special */
+static void put_percent(ps_buf *b, double x) {
+    if (!put_special(b, x)) ps_buf_printf(b, "%.2f%%", x);
 }
 
 /* One prompt's mean of x and share (percent) of entries whose flag is 1, over the scored
  * entries 1..n-1, printed after their labels and added to the view's totals. */
 static void mean_share_put(ps_buf *b, const float *x, const int32_t *flag, int32_t n,
-                           const char *mean_label, const char *mean_fmt, const char *share_label,
+                           const char *mean_label, int mean_prec, const char *share_label,
                            double *sum, int64_t *hits) {
     const int32_t m = n > 1 ? n - 1 : 0;
     double s = 0.0;
@@ -78,9 +91,9 @@ static void mean_share_put(ps_buf *b, const float *x, const int32_t *flag, int32
     *sum += s;
     *hits += h;
     ps_buf_puts(b, mean_label);
-    put_num(b, m ? s / m : NAN, mean_fmt);
+    put_fixed(b, m ? s / m : NAN, mean_prec);
     ps_buf_puts(b, share_label);
-    put_num(b, m ? 100.0 * (double)h / m : NAN, "%.2f%%");
+    put_percent(b, m ? 100.0 * (double)h / m : NAN);
 }
 
 /* The summary's --stats / --compare figures of one prompt: mean entropy and top-1 share (rank
@@ -88,12 +101,12 @@ static void mean_share_put(ps_buf *b, const float *x, const int32_t *flag, int32
 static void stats_put(ps_cli_view *v, ps_buf *b, const ps_score_result *r) {
     if (r->entropy) {
         v->stats = true;
-        mean_share_put(b, r->entropy, r->rank, r->n_prompt, "  mean entropy ", "%.4f", "  top-1 ",
+        mean_share_put(b, r->entropy, r->rank, r->n_prompt, "  mean entropy ", 4, "  top-1 ",
                        &v->sum_entropy, &v->n_top1);
     }
     if (r->kld) {
         v->compare = true;
-        mean_share_put(b, r->kld, r->same_top1, r->n_prompt, "  kld_mean ", "%.6f",
+        mean_share_put(b, r->kld, r->same_top1, r->n_prompt, "  kld_mean ", 6,
                        "  same_top1 ", &v->sum_kld, &v->n_same);
     }
 }
@@ -111,11 +124,11 @@ void ps_cli_view_result(ps_cli_view *v, ps_buf *b, const ps_vocab *vocab,
     const char *id = req->id_json ? req->id_json : "null";
     if (v->format == PS_CLI_FORMAT_TABLE) {
         ps_buf_printf(b, "== id %s: %d tokens, sum logprob ", id, (int)n);
-        put_num(b, r->sum_logprob, "%.4f");
+        put_fixed(b, r->sum_logprob, 4);
         ps_buf_puts(b, ", mean NLL ");
-        put_num(b, -mean, "%.4f");
+        put_fixed(b, -mean, 4);
         ps_buf_puts(b, ", perplexity ");
-        put_num(b, exp(-mean), "%.4f");
+        put_fixed(b, exp(-mean), 4);
         ps_buf_printf(b, "\n%5s  %-24s %10s %5s", "#", "token", "logprob", "rank");
         if (r->entropy) ps_buf_printf(b, " %8s", "entropy");
         if (r->kld) ps_buf_printf(b, " %10s %4s %8s", "kld", "same", "dp");
@@ -150,20 +163,23 @@ void ps_cli_view_result(ps_cli_view *v, ps_buf *b, const ps_vocab *vocab,
             else ps_buf_printf(b, " %4s%d", ">", (int)k);
             if (r->entropy) {
                 ps_buf_puts(b, " ");
-                put_num(b, r->entropy[i], "%8.4f");
+                if (!put_special(b, r->entropy[i]))
+                    ps_buf_printf(b, "%8.4f", (double)r->entropy[i]);
             }
             if (r->kld) {
                 ps_buf_puts(b, " ");
-                put_num(b, r->kld[i], "%10.3e");
+                if (!put_special(b, r->kld[i]))
+                    ps_buf_printf(b, "%10.3e", (double)r->kld[i]);
                 ps_buf_printf(b, " %4d ", (int)r->same_top1[i]);
-                put_num(b, r->dp[i], "%+8.4f");
+                if (!put_special(b, r->dp[i]))
+                    ps_buf_printf(b, "%+8.4f", (double)r->dp[i]);
             }
             ps_buf_puts(b, "  ");
             for (int32_t j = 0; j < k && j < 3 && ids[j] >= 0; j++) {
                 if (j) ps_buf_puts(b, "  ");
                 put_token(b, vocab, ids[j]);
                 ps_buf_puts(b, " ");
-                put_num(b, lps[j], "%.2f");
+                put_fixed(b, lps[j], 2);
             }
             ps_buf_puts(b, "\n");
         }
@@ -171,11 +187,11 @@ void ps_cli_view_result(ps_cli_view *v, ps_buf *b, const ps_vocab *vocab,
     }
     /* summary */
     ps_buf_printf(b, "id %s  tokens %d  sum NLL ", id, (int)n);
-    put_num(b, 0.0 - r->sum_logprob, "%.4f");
+    put_fixed(b, 0.0 - r->sum_logprob, 4);
     ps_buf_puts(b, "  mean NLL ");
-    put_num(b, -mean, "%.4f");
+    put_fixed(b, -mean, 4);
     ps_buf_puts(b, "  perplexity ");
-    put_num(b, exp(-mean), "%.4f");
+    put_fixed(b, exp(-mean), 4);
     stats_put(v, b, r);
     /* the three lowest logprobs, earliest first among equals */
     int32_t worst[3] = {-1, -1, -1};
@@ -193,7 +209,7 @@ void ps_cli_view_result(ps_cli_view *v, ps_buf *b, const ps_vocab *vocab,
         ps_buf_printf(b, "%s #%d ", w ? "," : "", (int)worst[w]);
         put_token(b, vocab, r->tokens[worst[w]]);
         ps_buf_puts(b, " ");
-        put_num(b, r->logprobs[worst[w]], "%.2f");
+        put_fixed(b, r->logprobs[worst[w]], 2);
     }
     ps_buf_puts(b, "\n");
 }
@@ -210,21 +226,21 @@ void ps_cli_view_end(ps_cli_view *v, ps_buf *b) {
     ps_buf_printf(b, "total  prompts %lld  errors %lld  tokens %lld  scored %lld  mean NLL ",
                   (long long)v->prompts, (long long)v->errors, (long long)v->tokens,
                   (long long)v->scored);
-    put_num(b, -mean, "%.4f");
+    put_fixed(b, -mean, 4);
     ps_buf_puts(b, "  perplexity ");
-    put_num(b, exp(-mean), "%.4f");
+    put_fixed(b, exp(-mean), 4);
     const double m = v->scored > 0 ? (double)v->scored : NAN;
     if (v->stats) {
         ps_buf_puts(b, "  mean entropy ");
-        put_num(b, v->sum_entropy / m, "%.4f");
+        put_fixed(b, v->sum_entropy / m, 4);
         ps_buf_puts(b, "  top-1 ");
-        put_num(b, 100.0 * (double)v->n_top1 / m, "%.2f%%");
+        put_percent(b, 100.0 * (double)v->n_top1 / m);
     }
     if (v->compare) {
         ps_buf_puts(b, "  kld_mean ");
-        put_num(b, v->sum_kld / m, "%.6f");
+        put_fixed(b, v->sum_kld / m, 6);
         ps_buf_puts(b, "  same_top1 ");
-        put_num(b, 100.0 * (double)v->n_same / m, "%.2f%%");
+        put_percent(b, 100.0 * (double)v->n_same / m);
     }
     ps_buf_puts(b, "\n");
 }

@@ -6,11 +6,11 @@
  * are verbatim), scored by the engine (engine.c, one worker — the server's request path) and
  * written as {"id", "logprobs" (the server's object, prompt entries only), "sum_logprob",
  * "n_tokens"} in input order. By default one line is in flight: it is written before the next
- * is read, so memory stays bounded by the longest line (measured: 17 prompts of 512 ids on the
- * Qwen3-0.6B Q8_0 shape took 1.31x the time and 2.98x the peak RSS with --max-seqs 16, each of
- * the 16 kept sequences holding its own K/V; docs/figures.md). --max-seqs N reads rounds of up to N
- * lines, queues their jobs at once (the worker takes them as one group, their positions packed
- * into shared forward passes, bitwise the same scores), then writes them in order: memory is
+ * is read, so memory stays bounded by the longest line (on long prompts --max-seqs 16 cost
+ * time and peak memory, each of the 16 kept sequences holding its own K/V; docs/figures.md,
+ * "Batching on by default"). --max-seqs N reads rounds of up to N lines, queues their jobs at
+ * once (the worker takes them as one group, their positions packed into shared forward
+ * passes, bitwise the same scores), then writes them in order: memory is
  * then bounded by N lines. A bad line becomes {"id", "error": {...}} and the run goes on (--strict makes
  * the exit status 1 at the end). Progress goes to stderr when it is a terminal (or with
  * --progress); one summary line always ends the run on stderr. --format table | summary

@@ -2,7 +2,7 @@
  * json.c — the response writer: JSON strings with invalid UTF-8 replaced, float32 values that parse back to the same float32, and the OpenAI
  * `logprobs` object of docs/api.md written straight from a ps_score_result.
  *
- * The one idea: everything is appended to a ps_buf (src/buf.c) that remembers an allocation failure
+ * The one idea: everything is appended to a ps_buf (src/base/buf.c) that remembers an allocation failure
  * (`oom`) instead of reporting it at every call, so writers stay straight-line code and check
  * once at the end. Floats use the shortest of "%.6g".."%.9g" that strtof() reads back to the
  * same bits ("%.9g" always does); -inf becomes -9999.0 and NaN null. Token texts are the

@@ -9,7 +9,7 @@
 
 #include "base/buf.h"
 
-/* Routes jansson's allocations through ps_malloc / ps_free (src/jansson_alloc.c; once per
+/* Routes jansson's allocations through ps_malloc / ps_free (jansson_alloc.c; once per
  * process; kept off when the application set its own jansson allocators). Call before parsing
  * with jansson. */
 void ps_json_alloc_init(void);

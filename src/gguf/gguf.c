@@ -135,6 +135,7 @@ struct ps_gguf {
     const uint8_t *base;
     size_t size;
     bool mapped;
+    void *map; /* when mapped: the mapping (base), as munmap takes it */
     char *path;
     /* header facts */
     uint32_t version;
@@ -672,7 +673,7 @@ ps_status ps_gguf_open(const char *path, ps_gguf **out, ps_error *err) {
             return ps_fail(err, PS_ERR_IO, -1, "cannot map %s (%llu bytes): %s", path,
                            (unsigned long long)sb.st_size, strerror(e));
         }
-        g->base = m;
+        g->base = g->map = m;
         g->mapped = true;
     }
     close(fd);
@@ -721,7 +722,7 @@ void ps_gguf_close(ps_gguf *g) {
     ps_free(g->kv_hash.slot);
     ps_free(g->tensors);
     ps_free(g->t_hash.slot);
-    if (g->mapped) munmap((void *)g->base, g->size);
+    if (g->mapped) munmap(g->map, g->size);
     ps_free(g->path);
     ps_free(g);
 }

@@ -736,10 +736,10 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
                 st = get_mat(m, name, n0, n1, req, &whole, err);
                 if (st || !whole.data) break;
                 if (lt->kind == PS_T_QKV_SPLIT) {
-                    const int64_t q = dim_value(hp, PS_D_Q), kv = dim_value(hp, PS_D_KV);
+                    const int64_t q = dim_value(hp, PS_D_Q), nkv = dim_value(hp, PS_D_KV);
                     L->wq = mat_rows(&whole, 0, q);
-                    L->wk = mat_rows(&whole, q, kv);
-                    L->wv = mat_rows(&whole, q + kv, kv);
+                    L->wk = mat_rows(&whole, q, nkv);
+                    L->wv = mat_rows(&whole, q + nkv, nkv);
                 } else {
                     L->w_gate = mat_rows(&whole, 0, hp->n_ff);
                     L->w_up = mat_rows(&whole, hp->n_ff, hp->n_ff);

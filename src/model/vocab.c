@@ -1794,12 +1794,12 @@ ps_status ps_vocab_tokenize_alloc_max(const ps_vocab *v, const char *text, size_
     *ids = NULL;
     *n = 0;
     if (max_tokens > 0 && len > (uint64_t)max_tokens) {
-        size_t span = token_span_max(v);
-        if (span > 0 && (len - 1) / span >= (uint64_t)max_tokens) /* len > max_tokens * span */
+        const size_t most = token_span_max(v);
+        if (most > 0 && (len - 1) / most >= (uint64_t)max_tokens) /* len > max_tokens * most */
             return ps_fail(err, PS_ERR_CONTEXT, -1,
                            "a text of %zu bytes has more than %lld tokens (a token of this "
                            "vocabulary stands for at most %zu bytes; not tokenized)",
-                           len, (long long)max_tokens, span);
+                           len, (long long)max_tokens, most);
     }
     return tokenize_alloc(v, text, len, add_bos, parse_special, max_piece, ids, n, err);
 }

@@ -502,7 +502,7 @@ void ps_kv_store(ps_isa isa, ps_seq *q, int32_t slot, int32_t n_head_kv, int32_t
     const int32_t j = (int32_t)(pos % len); /* a sliding layer's ring slot */
     for (int32_t g = 0; g < n_head_kv; g++) {
         ps_kv_round(isa, q->kv_type, v + (size_t)g * (size_t)hd,
-                    ps_kv_at(ps_kv_v(q, slot, g, hd), q->kv_type, (int64_t)j * hd), hd);
+                    ps_kv_at_mut(ps_kv_v(q, slot, g, hd), q->kv_type, (int64_t)j * hd), hd);
         ps_attn_k_store(isa, ps_kv_k(q, slot, g, hd), q->kv_type, hd, j,
                         k + (size_t)g * (size_t)hd);
     }

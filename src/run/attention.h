@@ -66,8 +66,11 @@ static inline void *ps_kv_v(const ps_seq *q, int32_t slot, int32_t g, int32_t hd
            ((size_t)q->v_off[slot] + (size_t)g * (size_t)q->kv_len[slot] * (size_t)hd) *
                (size_t)q->kv_elt;
 }
-/* The address of element i of an array of type t. */
-static inline void *ps_kv_at(const void *base, ps_kv_type t, int64_t i) {
+/* The address of element i of an array of type t: ps_kv_at to read, ps_kv_at_mut to write. */
+static inline const void *ps_kv_at(const void *base, ps_kv_type t, int64_t i) {
+    return (const uint8_t *)base + (size_t)i * ps_kv_elt(t);
+}
+static inline void *ps_kv_at_mut(void *base, ps_kv_type t, int64_t i) {
     return (uint8_t *)base + (size_t)i * ps_kv_elt(t);
 }
 

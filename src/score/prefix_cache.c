@@ -139,9 +139,8 @@ static void block_free(ps_pc_block *b) {
 
 /* Maps the whole pages of fresh memory [p, p + n) in one call (MADV_POPULATE_WRITE, Linux
  * 5.14+), before the capture writes them: the kernel fills them in a loop instead of taking a
- * fault per page (58 MB of blocks: 121-131 ms against 175-234 ms touched page by page, on the
- * VM this was measured on). Best effort: an older kernel says EINVAL and the pages fault in
- * as they are written. */
+ * fault per page, which is dear on a VM (docs/figures.md, "The prefix cache's capture cost").
+ * Best effort: an older kernel says EINVAL and the pages fault in as they are written. */
 static void populate(const ps_prefix_cache *c, void *p, size_t n) {
 #ifdef MADV_POPULATE_WRITE
     const uintptr_t a = ((uintptr_t)p + c->page - 1) & ~(c->page - 1),

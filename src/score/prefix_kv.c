@@ -11,7 +11,8 @@
  * kv_len before the resume point). The recurrent state (conv + delta rule, every recurrent
  * layer) is copied whole. This is a copy into the session, not a shared reference: sharing
  * blocks inside the attention kernel would need a paged KV layout there; the copy costs
- * 2 * B * hd elements per layer and head, which is memory bandwidth, ~1% of recomputing.
+ * 2 * B * hd elements per layer and head, which is memory bandwidth, a small share of what
+ * recomputing the block costs.
  * Elements are copied as they are stored, in the sequence's kv_type (4 or 2 bytes: a block of
  * a half-precision cache holds half the bytes; the session configuration in the key keeps
  * types apart), so a restored position has the bits it had when it was computed.

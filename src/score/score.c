@@ -16,7 +16,7 @@
  * grows with the prompt is the KV cache (the session's) and the result arrays. The logits
  * buffer (600 KB per row for a 151,936-token vocabulary) is the session's output buffer
  * (ps_session_logits), kept between calls: allocating it per call made the kernel zero every
- * touched page again, ~3% of a call's time (a server scores many short prompts on one session).
+ * touched page again, on every call (a server scores many short prompts on one session).
  *
  * Chunk geometry (asserted by tests/test_score.c and the CLI test): on stories260K (F32) and
  * on gen-model llama F16 / qwen3 Q8_0 / qwen3 and qwen2 BF16 models, chunk 1, 7, 100 and 256

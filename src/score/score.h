@@ -10,9 +10,9 @@
  * stay the scorer's business.
  *
  * A server may also ask, before its first request, that the memory a batch of prompts will
- * use be mapped now (ps_score_warm): on a machine where a page fault is dear (a VM: 12-16 us
- * each), first touching the pass's logits and the kept sequences' K/V cost the first batched
- * request about as much as the batch itself.
+ * use be mapped now (ps_score_warm): on a machine where a page fault is dear (a VM), first
+ * touching the pass's logits and the kept sequences' K/V made the first batched request pay
+ * for those faults (docs/figures.md, "Batching on by default").
  */
 #ifndef PS_SCORE_H
 #define PS_SCORE_H

@@ -154,10 +154,10 @@ static void record(ps_server *s, conn *c, const char *method, const char *url, i
 
 /* A static 500 "out of memory" answer: needs no allocation of ours. */
 static enum MHD_Result respond_oom(struct MHD_Connection *mc) {
-    static const char oom[] = "{\"error\":{\"message\":\"out of memory serving the request\","
-                              "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+    static char oom[] = "{\"error\":{\"message\":\"out of memory serving the request\","
+                        "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
     struct MHD_Response *resp =
-        MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+        MHD_create_response_from_buffer(sizeof oom - 1, oom, MHD_RESPMEM_PERSISTENT);
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", "application/json");
     enum MHD_Result ret = MHD_queue_response(mc, 500, resp);
@@ -203,7 +203,7 @@ static void answer_free(void *cls) {
  * request as soon as it has read an answer is never refused for the one before. After a
  * request that held much, the allocator gives its free pages back to the system (glibc keeps
  * them per thread arena otherwise, and the next request may be served from another arena). */
-static int64_t let_go(ps_server *s, conn *c, const char *data) {
+static int64_t let_go(ps_server *s, conn *c, char *data) {
     ps_buf_free(&c->body);
     if (c->queued) ps_engine_leave(s->engine);
     c->queued = false;
