@@ -75,6 +75,10 @@ enum {
                                * (olmo2) */
     PS_L_GEGLU = 1u << 17,    /* the dense FFN is GeGLU: gelu(gate) * up, gelu with the tanh
                                * approximation (gemma2, gemma3) */
+    PS_L_MTP = 1u << 18,      /* a multi-token-prediction block (qwen35*'s trailing nextn
+                               * blocks): nextn.eh_proj, enorm, hnorm beside a full-attention
+                               * block. Never run, so never read: the loader stops before
+                               * these blocks; gen-model writes them as real files hold them */
 };
 
 /* Family flags. */

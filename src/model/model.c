@@ -595,8 +595,7 @@ static ps_mat mat_rows(const ps_mat *w, int64_t r0, int64_t n) {
     return v;
 }
 
-/* A symbolic dimension of arch.h as a number. */
-static int64_t dim_value(const ps_hparams *hp, ps_dim d) {
+int64_t ps_dim_value(const ps_hparams *hp, ps_dim d) {
     switch (d) {
     case PS_D_1: return 1;
     case PS_D_EMBD: return hp->n_embd;
@@ -617,6 +616,7 @@ static int64_t dim_value(const ps_hparams *hp, ps_dim d) {
     case PS_D_FF_EXP2: return 2 * (int64_t)hp->n_ff_exp;
     case PS_D_QKV: return ((int64_t)hp->n_head + 2 * (int64_t)hp->n_head_kv) * hp->head_dim;
     case PS_D_FF2: return 2 * (int64_t)hp->n_ff;
+    case PS_D_EMBD2: return 2 * (int64_t)hp->n_embd;
     }
     return 0;
 }
@@ -715,12 +715,13 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
             L->swa = hp->n_swa;
         for (size_t i = 0; i < ps_n_layer_tensors; i++) {
             const ps_layer_tensor *lt = &ps_layer_tensors[i];
-            if (!(L->feat & lt->feature) || (L->feat & lt->unless)) continue;
+            if (!(L->feat & lt->feature) || (L->feat & lt->unless) || lt->field == PS_NO_FIELD)
+                continue;
             char name[96];
             snprintf(name, sizeof name, "blk.%d.%s", (int)l, lt->name);
             void *field = (uint8_t *)L + lt->field;
-            const int64_t n0 = dim_value(hp, lt->ne[0]), n1 = dim_value(hp, lt->ne[1]),
-                          n2 = dim_value(hp, lt->ne[2]);
+            const int64_t n0 = ps_dim_value(hp, lt->ne[0]), n1 = ps_dim_value(hp, lt->ne[1]),
+                          n2 = ps_dim_value(hp, lt->ne[2]);
             const bool req = (L->feat & lt->required) != 0;
             switch (lt->kind) {
             case PS_T_VEC: st = get_vec(m, name, n0, req, field, err); break;
@@ -733,7 +734,7 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
                 st = get_mat(m, name, n0, n1, req, &whole, err);
                 if (st || !whole.data) break;
                 if (lt->kind == PS_T_QKV_SPLIT) {
-                    const int64_t q = dim_value(hp, PS_D_Q), kv = dim_value(hp, PS_D_KV);
+                    const int64_t q = ps_dim_value(hp, PS_D_Q), kv = ps_dim_value(hp, PS_D_KV);
                     L->wq = mat_rows(&whole, 0, q);
                     L->wk = mat_rows(&whole, q, kv);
                     L->wv = mat_rows(&whole, q + kv, kv);
@@ -837,7 +838,7 @@ static size_t vector_slots(ps_model *m, const float ***slots) {
         }
     for (size_t i = 0; i < ps_n_layer_tensors; i++) {
         const ps_layer_tensor *e = &ps_layer_tensors[i];
-        if (e->kind != PS_T_VEC && e->kind != PS_T_F32MAT) continue;
+        if ((e->kind != PS_T_VEC && e->kind != PS_T_F32MAT) || e->field == PS_NO_FIELD) continue;
         bool dup = false;
         for (size_t j = 0; j < i && !dup; j++)
             dup = ps_layer_tensors[j].field == e->field &&

@@ -155,7 +155,12 @@ typedef enum {
     PS_D_FF_EXP2, /* 2 * n_ff_exp (merged gate + up of one expert) */
     PS_D_QKV,     /* (n_head + 2 n_head_kv) * head_dim (a fused attn_qkv) */
     PS_D_FF2,     /* 2 * n_ff (a fused gate + up) */
+    PS_D_EMBD2,   /* 2 * n_embd (an MTP block's nextn.eh_proj input) */
 } ps_dim;
+
+/* A symbolic dimension as a number under hyperparameters hp (the one rule: the loader checks
+ * shapes with it, gen-model writes them). */
+int64_t ps_dim_value(const ps_hparams *hp, ps_dim d);
 
 typedef enum {
     PS_T_VEC,     /* float32 vector (norm, bias): const float * */
@@ -168,9 +173,32 @@ typedef enum {
                         * rows [0, n_ff), [n_ff, 2 n_ff) */
 } ps_tensor_kind;
 
+/* What a tensor's numbers are, as gen-model draws them for its random models (genmodel.c
+ * holds the distributions; the loader does not look). */
+typedef enum {
+    PS_DRAW_WEIGHT,     /* a matrix in the model's weight type (or its quant mix's) */
+    PS_DRAW_WEIGHT_F32, /* a matrix llama.cpp's quantiser keeps float32 (the expert router,
+                         * the DeltaNet conv), outside any mix */
+    PS_DRAW_NORM,       /* a norm's scale, about 1 */
+    PS_DRAW_BIAS,       /* an additive bias or a gate vector, about 0 */
+    PS_DRAW_SINK,       /* an attention sink logit */
+    PS_DRAW_ACT_BIAS,   /* a bias before gpt-oss's clamped SwiGLU, wide enough to reach the clamps */
+    PS_DRAW_DT_BIAS,    /* DeltaNet's time-step bias before softplus */
+    PS_DRAW_DECAY,      /* DeltaNet's ssm_a = -exp(A_log) */
+} ps_draw;
+
+/* ps_layer_tensor.field of a tensor no ps_layer field holds (an MTP block's). */
+#define PS_NO_FIELD ((size_t)-1)
+
 /* One per-layer tensor: "blk.<l>.<name>", read in layers with feature `feature` (used when the
  * file has it) and none of `unless`, required in layers with any feature of `required`; shape
- * ne[0..2] in GGUF order; the view goes to byte offset `field` of ps_layer. */
+ * ne[0..2] in GGUF order; the view goes to byte offset `field` of ps_layer.
+ *
+ * gen-model (genmodel.c) writes its files from the same rows, in table order: in a layer with
+ * features f, a row that is read there (feature, unless) and that f requires or names in
+ * `gen`, unless a row of the same name came first. So a tensor listed twice (the loader reads
+ * the same view twice) sits in generated files where the first of its rows that applies puts
+ * it, which keeps the order each family's generated files have always had. */
 typedef struct {
     const char *name;
     uint32_t feature;
@@ -179,6 +207,8 @@ typedef struct {
     ps_dim ne[3];
     size_t field;
     uint32_t unless;   /* not read in layers with any of these features (0: none) */
+    ps_draw draw;      /* gen-model's values */
+    uint32_t gen;      /* gen-model also writes it, optional as it is, in these layers */
 } ps_layer_tensor;
 
 extern const ps_layer_tensor ps_layer_tensors[];
