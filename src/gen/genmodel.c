@@ -195,13 +195,9 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
 
 /* ---------------------------------------------------------------- the tensor list */
 
-/* Tensors outside the layers' table whose values are computed, not drawn. */
-typedef enum { ROPE_NONE, ROPE_FREQS, ROPE_LONG, ROPE_SHORT } rope_table;
-
 typedef struct {
     char name[64];
     ps_draw draw;      /* what its values are (model.h) */
-    rope_table rope;   /* or a RoPE factor table */
     uint32_t type;
     int64_t ne[3]; /* ne[0] contiguous; ne[1] = 1 for vectors; ne[2] experts (else 1) */
     uint32_t n_dims;
@@ -216,8 +212,8 @@ typedef struct {
 
 static bool is_matrix(ps_draw d) { return d == PS_DRAW_WEIGHT || d == PS_DRAW_WEIGHT_F32; }
 
-static ps_status list_add(tensor_list *l, const char *name, ps_draw draw, rope_table rope,
-                          uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, ps_error *err) {
+static ps_status list_add(tensor_list *l, const char *name, ps_draw draw, uint32_t type,
+                          int64_t ne0, int64_t ne1, int64_t ne2, ps_error *err) {
     if (l->n == l->cap) {
         int64_t cap = l->cap ? l->cap * 2 : 64;
         gen_tensor *t = ps_realloc(l->t, (size_t)cap * sizeof *t);
@@ -229,7 +225,6 @@ static ps_status list_add(tensor_list *l, const char *name, ps_draw draw, rope_t
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->draw = draw;
-    t->rope = rope;
     t->type = type;
     t->ne[0] = ne0;
     t->ne[1] = ne1;
@@ -389,6 +384,7 @@ static list_ctx list_context(const ps_genmodel_params *p, int64_t n_vocab) {
     c.hp.n_head = p->n_head;
     c.hp.n_head_kv = p->n_head_kv;
     c.hp.head_dim = p->head_dim;
+    c.hp.n_rot = plain_n_rot(p); /* rope_freqs and LongRoPE's tables: n_rot / 2 */
     c.hp.n_ff = p->n_ff;
     c.hp.n_expert = p->n_expert;
     c.hp.n_ff_exp = ai->layer & PS_L_FFN_MOE ? p->n_ff_exp : p->n_ff;
@@ -407,39 +403,30 @@ static list_ctx list_context(const ps_genmodel_params *p, int64_t n_vocab) {
 /* Adds a tensor: a matrix in the model's type, or the one its mix's rule gives it (llama.cpp
  * keeps PS_DRAW_WEIGHT_F32 matrices as they are); everything else F32. */
 static ps_status add_tensor(tensor_list *l, const list_ctx *c, const char *name, ps_draw draw,
-                            rope_table rope, int64_t ne0, int64_t ne1, int64_t ne2,
-                            ps_error *err) {
+                            int64_t ne0, int64_t ne1, int64_t ne2, ps_error *err) {
     uint32_t type = draw == PS_DRAW_WEIGHT ? c->p->type : PS_GGML_F32;
     if (c->mix && draw == PS_DRAW_WEIGHT) {
         ps_status st = ps_qmix_tensor_type(c->mix, &c->mm, name, ne0, ne2 > 1 ? 3 : 2, &type, err);
         if (st != PS_OK) return st;
     }
-    return list_add(l, name, draw, rope, type, ne0, ne1, ne2, err);
+    return list_add(l, name, draw, type, ne0, ne1, ne2, err);
 }
 
-/* The model-wide tensors, as the loader reads them by name (model.c load_weights). */
+/* The model-wide tensors (ps_model_tensors): the required ones and those of the options the
+ * parameters ask for. */
 static ps_status add_globals(tensor_list *l, const list_ctx *c, ps_error *err) {
     const ps_genmodel_params *p = c->p;
-    const int64_t E = p->n_embd, V = c->hp.n_vocab, R = plain_n_rot(p) / 2;
-    ps_status st;
-    if ((st = add_tensor(l, c, "token_embd.weight", PS_DRAW_WEIGHT, ROPE_NONE, E, V, 1, err)) ||
-        (st = add_tensor(l, c, "output_norm.weight", PS_DRAW_NORM, ROPE_NONE, E, 1, 1, err)))
-        return st;
-    if (!p->tied &&
-        (st = add_tensor(l, c, "output.weight", PS_DRAW_WEIGHT, ROPE_NONE, E, V, 1, err)))
-        return st;
-    if (p->output_bias &&
-        (st = add_tensor(l, c, "output.bias", PS_DRAW_BIAS, ROPE_NONE, V, 1, 1, err)))
-        return st;
-    if (p->rope_freqs &&
-        (st = add_tensor(l, c, "rope_freqs.weight", PS_DRAW_NORM, ROPE_FREQS, R, 1, 1, err)))
-        return st;
-    if (p->n_ctx_orig > 0 &&
-        ((st = add_tensor(l, c, "rope_factors_long.weight", PS_DRAW_NORM, ROPE_LONG, R, 1, 1,
-                          err)) ||
-         (st = add_tensor(l, c, "rope_factors_short.weight", PS_DRAW_NORM, ROPE_SHORT, R, 1, 1,
-                          err))))
-        return st;
+    const uint32_t options = (p->tied ? 0u : (uint32_t)PS_M_OUTPUT) |
+                             (p->output_bias ? (uint32_t)PS_M_OUTPUT_BIAS : 0u) |
+                             (p->rope_freqs ? (uint32_t)PS_M_ROPE_FREQS : 0u) |
+                             (p->n_ctx_orig > 0 ? (uint32_t)PS_M_LONGROPE : 0u);
+    for (size_t k = 0; k < ps_n_model_tensors; k++) {
+        const ps_model_tensor *mt = &ps_model_tensors[k];
+        if (!mt->required && !(options & mt->option)) continue;
+        ps_status st = add_tensor(l, c, mt->name, mt->draw, ps_dim_value(&c->hp, mt->ne[0]),
+                                  ps_dim_value(&c->hp, mt->ne[1]), 1, err);
+        if (st != PS_OK) return st;
+    }
     return PS_OK;
 }
 
@@ -478,7 +465,7 @@ static ps_status add_block(tensor_list *l, const list_ctx *c, int32_t i, ps_erro
         if (dup) continue;
         const int64_t ne0 = ps_dim_value(&c->hp, lt->ne[0]), ne1 = ps_dim_value(&c->hp, lt->ne[1]),
                       ne2 = ps_dim_value(&c->hp, lt->ne[2]);
-        ps_status st = add_tensor(l, c, name, lt->draw, ROPE_NONE, ne0, ne1, ne2, err);
+        ps_status st = add_tensor(l, c, name, lt->draw, ne0, ne1, ne2, err);
         if (st != PS_OK) return st;
     }
     return PS_OK;
@@ -886,17 +873,18 @@ static ps_status write_tensor_data(out_file *o, const ps_genmodel_params *p, con
     const int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2];
     const size_t row_bytes = ps_quant_row_bytes(t->type, ne0);
     const uint64_t tseed = p->seed * 0x9e3779b97f4a7c15ull ^ fnv1a(t->name);
-    if (t->rope == ROPE_FREQS) {
+    if (t->draw == PS_DRAW_ROPE_FREQS) {
         gen_rope_freqs(p, fbuf, ne0);
         return out_write(o, fbuf, (size_t)ne0 * 4, err);
     }
-    if (t->rope == ROPE_LONG || t->rope == ROPE_SHORT) {
+    if (t->draw == PS_DRAW_ROPE_LONG || t->draw == PS_DRAW_ROPE_SHORT) {
         /* LongRoPE-like tables: 1 at the fastest pair, growing towards the slowest (long up to
          * about the context ratio, short by at most 10%) */
         const double ratio = (double)p->n_ctx / (double)p->n_ctx_orig;
         for (int64_t i = 0; i < ne0; i++) {
             const double u = ne0 > 1 ? (double)i / (double)(ne0 - 1) : 0.0;
-            fbuf[i] = (float)(t->rope == ROPE_LONG ? 1.0 + (ratio - 1.0) * u * u : 1.0 + 0.1 * u);
+            fbuf[i] = (float)(t->draw == PS_DRAW_ROPE_LONG ? 1.0 + (ratio - 1.0) * u * u
+                                                           : 1.0 + 0.1 * u);
         }
         return out_write(o, fbuf, (size_t)ne0 * 4, err);
     }

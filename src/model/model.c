@@ -617,6 +617,8 @@ int64_t ps_dim_value(const ps_hparams *hp, ps_dim d) {
     case PS_D_QKV: return ((int64_t)hp->n_head + 2 * (int64_t)hp->n_head_kv) * hp->head_dim;
     case PS_D_FF2: return 2 * (int64_t)hp->n_ff;
     case PS_D_EMBD2: return 2 * (int64_t)hp->n_embd;
+    case PS_D_VOCAB: return hp->n_vocab;
+    case PS_D_ROT_HALF: return hp->n_rot / 2;
     }
     return 0;
 }
@@ -666,16 +668,14 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
     const ps_hparams *hp = &m->hp;
     ps_weights *w = &m->w;
     ps_status st;
-    const int64_t d = hp->n_embd, nv = hp->n_vocab;
-    if ((st = get_mat(m, "token_embd.weight", d, nv, true, &w->token_embd, err)) ||
-        (st = get_vec(m, "output_norm.weight", d, true, &w->output_norm, err)) ||
-        (st = get_mat(m, "output.weight", d, nv, false, &w->output, err)) ||
-        (st = get_vec(m, "output.bias", nv, false, &w->output_b, err)) ||
-        (st = get_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &w->rope_freqs, err)) ||
-        (st = get_vec(m, "rope_factors_long.weight", hp->n_rot / 2, false, &w->rope_long, err)) ||
-        (st = get_vec(m, "rope_factors_short.weight", hp->n_rot / 2, false, &w->rope_short,
-                      err)))
-        return st;
+    for (size_t i = 0; i < ps_n_model_tensors; i++) { /* token_embd, output, RoPE factors */
+        const ps_model_tensor *mt = &ps_model_tensors[i];
+        void *field = (uint8_t *)w + mt->field;
+        const int64_t n0 = ps_dim_value(hp, mt->ne[0]), n1 = ps_dim_value(hp, mt->ne[1]);
+        st = mt->kind == PS_T_MAT ? get_mat(m, mt->name, n0, n1, mt->required, field, err)
+                                  : get_vec(m, mt->name, n0, mt->required, field, err);
+        if (st) return st;
+    }
     /* tied; gemma and gemma2 always read their output from token_embd, as llama.cpp does */
     if (!w->output.data || hp->arch == PS_ARCH_GEMMA || hp->arch == PS_ARCH_GEMMA2)
         w->output = w->token_embd;

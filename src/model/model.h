@@ -156,6 +156,8 @@ typedef enum {
     PS_D_QKV,     /* (n_head + 2 n_head_kv) * head_dim (a fused attn_qkv) */
     PS_D_FF2,     /* 2 * n_ff (a fused gate + up) */
     PS_D_EMBD2,   /* 2 * n_embd (an MTP block's nextn.eh_proj input) */
+    PS_D_VOCAB,   /* n_vocab */
+    PS_D_ROT_HALF,/* n_rot / 2 (RoPE frequency factors) */
 } ps_dim;
 
 /* A symbolic dimension as a number under hyperparameters hp (the one rule: the loader checks
@@ -185,6 +187,9 @@ typedef enum {
     PS_DRAW_ACT_BIAS,   /* a bias before gpt-oss's clamped SwiGLU, wide enough to reach the clamps */
     PS_DRAW_DT_BIAS,    /* DeltaNet's time-step bias before softplus */
     PS_DRAW_DECAY,      /* DeltaNet's ssm_a = -exp(A_log) */
+    PS_DRAW_ROPE_FREQS, /* computed, not drawn: Llama 3's frequency factors */
+    PS_DRAW_ROPE_LONG,  /* computed: a LongRoPE long-context table */
+    PS_DRAW_ROPE_SHORT, /* computed: a LongRoPE short-context table */
 } ps_draw;
 
 /* ps_layer_tensor.field of a tensor no ps_layer field holds (an MTP block's). */
@@ -226,6 +231,31 @@ typedef struct {
     const float *rope_long, *rope_short; /* LongRoPE's n_rot/2 divisors (rope_factors_long /
                                           * _short.weight; both or neither) | NULL */
 } ps_weights;
+
+/* The optional model-wide tensors, by what a file with them has (ps_model_tensor.option). */
+enum {
+    PS_M_OUTPUT = 1u << 0,      /* its own output matrix (else the output is token_embd) */
+    PS_M_OUTPUT_BIAS = 1u << 1, /* output.bias */
+    PS_M_ROPE_FREQS = 1u << 2,  /* Llama 3's rope_freqs */
+    PS_M_LONGROPE = 1u << 3,    /* LongRoPE's two factor tables */
+};
+
+/* One model-wide tensor (model_tensors.c): its name, kind (PS_T_VEC or PS_T_MAT) and shape;
+ * required or optional; the field of ps_weights its view goes to; what gen-model draws for it,
+ * and the option (PS_M_*) under which gen-model writes an optional one. The loader reads them
+ * in this order before the layers, gen-model writes them so. */
+typedef struct {
+    const char *name;
+    ps_tensor_kind kind;
+    ps_dim ne[2];
+    bool required;
+    size_t field;
+    ps_draw draw;
+    uint32_t option;
+} ps_model_tensor;
+
+extern const ps_model_tensor ps_model_tensors[];
+extern const size_t ps_n_model_tensors;
 
 struct ps_model {
     ps_hparams hp;

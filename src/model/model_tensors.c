@@ -1,5 +1,6 @@
 /*
- * model_tensors.c — the per-layer tensors of every feature (arch.h's PS_L_*): for each, its
+ * model_tensors.c — the tensors of a model file: the model-wide ones (token_embd, the output, the
+ * RoPE factor tables), then the per-layer tensors of every feature (arch.h's PS_L_*): for each, its
  * name in the file ("blk.<l>.<name>"), the features that read it and those that require it, its
  * kind and shape in symbolic dimensions (model.h: ps_dim), the field of ps_layer its view goes
  * to, and what gen-model draws for it. The loader (model.c) walks this table for each layer, in
@@ -16,6 +17,20 @@
 #include "model/model.h"
 
 #include <stddef.h>
+
+#define WF(x) offsetof(ps_weights, x)
+const ps_model_tensor ps_model_tensors[] = {
+    /* name                        kind      ne                          required field       draw                option */
+    {"token_embd.weight",          PS_T_MAT, {PS_D_EMBD, PS_D_VOCAB},    true,  WF(token_embd),  PS_DRAW_WEIGHT,     0},
+    {"output_norm.weight",         PS_T_VEC, {PS_D_EMBD},                true,  WF(output_norm), PS_DRAW_NORM,       0},
+    {"output.weight",              PS_T_MAT, {PS_D_EMBD, PS_D_VOCAB},    false, WF(output),      PS_DRAW_WEIGHT,     PS_M_OUTPUT},
+    {"output.bias",                PS_T_VEC, {PS_D_VOCAB},               false, WF(output_b),    PS_DRAW_BIAS,       PS_M_OUTPUT_BIAS},
+    {"rope_freqs.weight",          PS_T_VEC, {PS_D_ROT_HALF},            false, WF(rope_freqs),  PS_DRAW_ROPE_FREQS, PS_M_ROPE_FREQS},
+    {"rope_factors_long.weight",   PS_T_VEC, {PS_D_ROT_HALF},            false, WF(rope_long),   PS_DRAW_ROPE_LONG,  PS_M_LONGROPE},
+    {"rope_factors_short.weight",  PS_T_VEC, {PS_D_ROT_HALF},            false, WF(rope_short),  PS_DRAW_ROPE_SHORT, PS_M_LONGROPE},
+};
+#undef WF
+const size_t ps_n_model_tensors = PS_ARRAY_LEN(ps_model_tensors);
 
 #define F(x) offsetof(ps_layer, x)
 #define ATTN PS_L_ATTN
