@@ -7,12 +7,19 @@
  * block straight into the file, so that a 0.6B model never sits in memory (peak: one block of
  * rows as float32 plus its converted copy).
  *
+ * The tensors are the loader's (model.h: ps_model_tensors, then for each block the rows of
+ * ps_layer_tensors its features read and require, or name in `gen`), with the shapes the
+ * loader checks (ps_dim_value); nothing here lists a family's tensors. This file decides only
+ * each block's features (as the loader's layer_features will find them in the file), the
+ * optional model-wide tensors the parameters ask for, and each tensor's type.
+ *
  * Randomness: every row of every tensor has its own splitmix64 stream, seeded from the model
  * seed, an FNV-1a hash of the tensor name and the row index; weights are Box-Muller normals
  * N(mean, sigma) rounded to float32, then converted (f16/bf16 round to nearest even, Q8_0 as
  * llama.cpp's reference quantiser). So the bytes depend only on the parameters, not on the order
  * or the block size. Scales keep activations sane: matrices sigma = 1/sqrt(fan_in) (token_embd
- * too, so a tied output gives logits of about unit spread), norms 1 + N(0, 0.1), biases N(0, 0.1).
+ * too, so a tied output gives logits of about unit spread), norms 1 + N(0, 0.1), biases N(0, 0.1);
+ * a table row's ps_draw says which.
  */
 #include "gen/genmodel.h"
 #include "model/model.h"

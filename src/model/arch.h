@@ -5,9 +5,10 @@
  * pairing, and the features its layers have. A feature is a group of tensors plus the compute
  * that uses them (PS_L_*): the loader (model.c) reads exactly the tensors of a layer's features
  * from ps_layer_tensors (model.h, model_tensors.c: name, shape in symbolic dimensions, optional
- * or required, where the view goes in ps_layer), and the forward pass (forward.c) runs the pieces the features
- * name. The hyperparameter keys a feature needs are read by model.c (the common ones for every
- * family, the expert keys for PS_L_FFN_MOE). So adding a family is a table row; a family with
+ * or required, where the view goes in ps_layer), gen-model writes the same rows (genmodel.c),
+ * and the forward pass (forward.c) runs the pieces the features name. The hyperparameter keys
+ * a feature needs are read by model.c (the common ones for every family, the expert keys for
+ * PS_L_FFN_MOE). So adding a family is a table row; a family with
  * new compute adds a feature bit, its tensor rows, and one function in one file (as moe.c does
  * for the router and experts).
  */

@@ -4,9 +4,10 @@
  *
  * Loading maps the file (gguf.c), builds the tokenizer (vocab.c) and, unless vocab_only, finds
  * the family in the architecture table (arch.c), reads the <arch>.* keys and checks every
- * tensor the features of each layer name (ps_layer_tensors): present, a type of the
- * weight-type table (types.c; each matrix in its own type, so mixed files load; norms and
- * biases F32), shape in GGUF order (ne[0] = input dim), whole blocks per row, bytes. Weights stay in
+ * model-wide tensor (ps_model_tensors) and every tensor the features of each layer name
+ * (ps_layer_tensors): present, a type of the weight-type table (types.c; each matrix in its
+ * own type, so mixed files load; norms and biases F32), shape in GGUF order (ne[0] = input
+ * dim), whole blocks per row, bytes. Weights stay in
  * the mapping; ps_mat records a pointer and row stride per matrix. Any problem is an error that
  * names the key or tensor and gives the numbers.
  */

@@ -132,7 +132,7 @@ typedef struct {
     ps_mat gate_shexp, up_shexp, down_shexp;
 } ps_layer;
 
-/* ---- the per-layer tensors of every feature (model_tensors.c), which the loader reads ---- */
+/* ---- the tensors of a file (model_tensors.c), which the loader reads and gen-model writes ---- */
 
 /* Symbolic tensor dimensions, resolved from the hyperparameters by the loader. */
 typedef enum {
@@ -199,11 +199,10 @@ typedef enum {
  * file has it) and none of `unless`, required in layers with any feature of `required`; shape
  * ne[0..2] in GGUF order; the view goes to byte offset `field` of ps_layer.
  *
- * gen-model (genmodel.c) writes its files from the same rows, in table order: in a layer with
- * features f, a row that is read there (feature, unless) and that f requires or names in
- * `gen`, unless a row of the same name came first. So a tensor listed twice (the loader reads
- * the same view twice) sits in generated files where the first of its rows that applies puts
- * it, which keeps the order each family's generated files have always had. */
+ * gen-model (genmodel.c) writes its blocks from the same rows, in table order: in a block with
+ * features f, each row read there (feature, unless) that f requires or names in `gen`, but a
+ * name once: a tensor listed twice (the loader reads the same view twice) is written at the
+ * first of its rows that applies, so that each family's generated files keep their order. */
 typedef struct {
     const char *name;
     uint32_t feature;

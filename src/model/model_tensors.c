@@ -1,18 +1,19 @@
 /*
- * model_tensors.c — the tensors of a model file: the model-wide ones (token_embd, the output, the
- * RoPE factor tables), then the per-layer tensors of every feature (arch.h's PS_L_*): for each, its
- * name in the file ("blk.<l>.<name>"), the features that read it and those that require it, its
- * kind and shape in symbolic dimensions (model.h: ps_dim), the field of ps_layer its view goes
- * to, and what gen-model draws for it. The loader (model.c) walks this table for each layer, in
- * this order; gen-model (genmodel.c) writes each layer of its files from it, in the same order
- * (model.h says which rows it writes). It belongs to the model (it names ps_layer's fields), not
- * to the architecture table, which knows families and features only (arch.h), so arch.c needs
- * nothing above it.
+ * model_tensors.c — the tensors of a model file, in two tables. The model-wide ones (token_embd,
+ * output_norm, the output and its bias, the RoPE factor tables): name, shape, required or not,
+ * the field of ps_weights. Then the per-layer tensors of every feature (arch.h's PS_L_*): name
+ * in the file ("blk.<l>.<name>"), the features that read it and those that require it, its kind
+ * and shape in symbolic dimensions (model.h: ps_dim), the field of ps_layer its view goes to.
+ * Each row also says what gen-model draws for the tensor. The loader (model.c) walks the tables,
+ * the second once per layer; gen-model (genmodel.c) writes its files from them, in the same
+ * order (model.h says which rows it writes). They belong to the model (they name ps_layer's
+ * fields), not to the architecture table, which knows families and features only (arch.h), so
+ * arch.c needs nothing above it.
  *
- * The order is that of generated files, one family after another. Two tensors sit in different
- * places in different families' files, so each has a second row the loader reads again (the same
- * view): gpt-oss's q/k/v biases (after attn_output; qwen2's before it) and olmo2's
- * post_ffw_norm (after ffn_down; gemma2's and gemma3's before ffn_gate).
+ * The per-layer order is that of generated files, one family after another. Two tensors sit in
+ * different places in different families' files, so each has a second row that the loader reads
+ * again (the same view): gpt-oss's q/k/v biases (after attn_output; qwen2's before it) and
+ * olmo2's post_ffw_norm (after ffn_down; gemma2's and gemma3's before ffn_gate).
  */
 #include "model/model.h"
 
