@@ -241,8 +241,10 @@ static ps_status list_add(tensor_list *l, const char *name, ps_draw draw, uint32
     return PS_OK;
 }
 
+/* qwen35*: Gated DeltaNet layers among the attention ones (the family's PS_A_HYBRID). */
 static bool is_hybrid(const ps_genmodel_params *p) {
-    return !strcmp(p->arch, "qwen35") || !strcmp(p->arch, "qwen35moe");
+    const ps_arch_info *ai = ps_arch_find(p->arch);
+    return ai && (ai->flags & PS_A_HYBRID);
 }
 
 /* The qwen35 fields with their defaults filled in (see genmodel.h). */

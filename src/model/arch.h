@@ -8,9 +8,9 @@
  * or required, where the view goes in ps_layer), gen-model writes the same rows (genmodel.c),
  * and the forward pass (forward.c) runs the pieces the features name. The hyperparameter keys
  * a feature needs are read by model.c (the common ones for every family, the expert keys for
- * PS_L_FFN_MOE). So adding a family is a table row; a family with
- * new compute adds a feature bit, its tensor rows, and one function in one file (as moe.c does
- * for the router and experts).
+ * PS_L_FFN_MOE). So adding a family is a table row; a family with new compute adds a feature
+ * bit, its tensor rows, and one function in one file (as moe.c does for the router and
+ * experts).
  */
 #ifndef PS_ARCH_H
 #define PS_ARCH_H

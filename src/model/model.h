@@ -134,7 +134,7 @@ typedef struct {
 
 /* ---- the tensors of a file (model_tensors.c), which the loader reads and gen-model writes ---- */
 
-/* Symbolic tensor dimensions, resolved from the hyperparameters by the loader. */
+/* Symbolic tensor dimensions, resolved from the hyperparameters (ps_dim_value). */
 typedef enum {
     PS_D_1 = 0,   /* absent dimension */
     PS_D_EMBD,    /* n_embd */
