@@ -7,12 +7,19 @@
  * block straight into the file, so that a 0.6B model never sits in memory (peak: one block of
  * rows as float32 plus its converted copy).
  *
+ * The tensors are the loader's (model.h: ps_model_tensors, then for each block the rows of
+ * ps_layer_tensors its features read and require, or name in `gen`), with the shapes the
+ * loader checks (ps_dim_value); nothing here lists a family's tensors. This file decides only
+ * each block's features (as the loader's layer_features will find them in the file), the
+ * optional model-wide tensors the parameters ask for, and each tensor's type.
+ *
  * Randomness: every row of every tensor has its own splitmix64 stream, seeded from the model
  * seed, an FNV-1a hash of the tensor name and the row index; weights are Box-Muller normals
  * N(mean, sigma) rounded to float32, then converted (f16/bf16 round to nearest even, Q8_0 as
  * llama.cpp's reference quantiser). So the bytes depend only on the parameters, not on the order
  * or the block size. Scales keep activations sane: matrices sigma = 1/sqrt(fan_in) (token_embd
- * too, so a tied output gives logits of about unit spread), norms 1 + N(0, 0.1), biases N(0, 0.1).
+ * too, so a tied output gives logits of about unit spread), norms 1 + N(0, 0.1), biases N(0, 0.1);
+ * a table row's ps_draw says which.
  */
 #include "gen/genmodel.h"
 #include "model/arch.h"
@@ -196,14 +203,9 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
 
 /* ---------------------------------------------------------------- the tensor list */
 
-typedef enum {
-    T_MATRIX, T_NORM, T_BIAS, T_ROPE_FREQS, T_SSM_A, T_DT_BIAS, T_SINK, T_EXP_BIAS, T_ROPE_LONG,
-    T_ROPE_SHORT
-} tensor_kind;
-
 typedef struct {
     char name[64];
-    tensor_kind kind;
+    ps_draw draw;      /* what its values are (model.h) */
     uint32_t type;
     int64_t ne[3]; /* ne[0] contiguous; ne[1] = 1 for vectors; ne[2] experts (else 1) */
     uint32_t n_dims;
@@ -216,7 +218,9 @@ typedef struct {
     int64_t n, cap;
 } tensor_list;
 
-static ps_status list_add(tensor_list *l, const char *name, tensor_kind kind, uint32_t type,
+static bool is_matrix(ps_draw d) { return d == PS_DRAW_WEIGHT || d == PS_DRAW_WEIGHT_F32; }
+
+static ps_status list_add(tensor_list *l, const char *name, ps_draw draw, uint32_t type,
                           int64_t ne0, int64_t ne1, int64_t ne2, ps_error *err) {
     if (l->n == l->cap) {
         int64_t cap = l->cap ? l->cap * 2 : 64;
@@ -228,18 +232,20 @@ static ps_status list_add(tensor_list *l, const char *name, tensor_kind kind, ui
     gen_tensor *t = &l->t[l->n++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
-    t->kind = kind;
+    t->draw = draw;
     t->type = type;
     t->ne[0] = ne0;
     t->ne[1] = ne1;
     t->ne[2] = ne2;
-    t->n_dims = ne2 > 1 ? 3 : ne1 > 1 || kind == T_MATRIX ? 2 : 1;
+    t->n_dims = ne2 > 1 ? 3 : ne1 > 1 || is_matrix(draw) ? 2 : 1;
     t->nbytes = ps_quant_row_bytes(type, ne0) * (uint64_t)ne1 * (uint64_t)ne2;
     return PS_OK;
 }
 
+/* qwen35*: Gated DeltaNet layers among the attention ones (the family's PS_A_HYBRID). */
 static bool is_hybrid(const ps_genmodel_params *p) {
-    return !strcmp(p->arch, "qwen35") || !strcmp(p->arch, "qwen35moe");
+    const ps_arch_info *ai = ps_arch_find(p->arch);
+    return ai && (ai->flags & PS_A_HYBRID);
 }
 
 /* The qwen35 fields with their defaults filled in (see genmodel.h). */
@@ -364,174 +370,125 @@ static ps_status validate(const ps_genmodel_params *p, ps_error *err) {
     return PS_OK;
 }
 
+/* What choosing the tensors of a model needs: its parameters, their hyperparameters for the
+ * table's symbolic dimensions, and the quant mix with what its rules look at. */
+typedef struct {
+    const ps_genmodel_params *p;
+    ps_hparams hp;
+    const ps_qmix *mix;
+    ps_qmix_model mm;
+} list_ctx;
+
+/* The hyperparameters ps_dim_value reads, as the loader will find them in the file (the
+ * hybrid fields with their defaults; llama's experts are n_ff wide; the shared expert n_ff). */
+static list_ctx list_context(const ps_genmodel_params *p, int64_t n_vocab) {
+    const ps_arch_info *ai = ps_arch_find(p->arch); /* validate() checked the name */
+    const ps_genmodel_params h = is_hybrid(p) ? hybrid_defaults(p) : *p;
+    list_ctx c;
+    memset(&c, 0, sizeof c);
+    c.p = p;
+    c.hp.info = ai;
+    c.hp.n_vocab = (int32_t)n_vocab;
+    c.hp.n_embd = p->n_embd;
+    c.hp.n_layer = p->n_layer;
+    c.hp.n_head = p->n_head;
+    c.hp.n_head_kv = p->n_head_kv;
+    c.hp.head_dim = p->head_dim;
+    c.hp.n_rot = plain_n_rot(p); /* rope_freqs and LongRoPE's tables: n_rot / 2 */
+    c.hp.n_ff = p->n_ff;
+    c.hp.n_expert = p->n_expert;
+    c.hp.n_ff_exp = ai->layer & PS_L_FFN_MOE ? p->n_ff_exp : p->n_ff;
+    c.hp.n_ff_shexp = p->n_ff;
+    c.hp.ssm_d_conv = h.ssm_d_conv;
+    c.hp.ssm_d_state = h.ssm_d_state;
+    c.hp.ssm_n_k = h.ssm_n_k;
+    c.hp.ssm_n_v = h.ssm_n_v;
+    c.hp.full_attn_interval = h.full_attn_interval;
+    c.hp.n_layer_nextn = is_hybrid(p) ? h.n_nextn : 0;
+    c.mix = p->mix[0] ? ps_qmix_find(p->mix) : NULL;
+    c.mm = (ps_qmix_model){p->n_layer, p->n_head, p->n_head_kv, p->n_expert, p->tied};
+    return c;
+}
+
+/* Adds a tensor: a matrix in the model's type, or the one its mix's rule gives it (llama.cpp
+ * keeps PS_DRAW_WEIGHT_F32 matrices as they are); everything else F32. */
+static ps_status add_tensor(tensor_list *l, const list_ctx *c, const char *name, ps_draw draw,
+                            int64_t ne0, int64_t ne1, int64_t ne2, ps_error *err) {
+    uint32_t type = draw == PS_DRAW_WEIGHT ? c->p->type : PS_GGML_F32;
+    if (c->mix && draw == PS_DRAW_WEIGHT) {
+        ps_status st = ps_qmix_tensor_type(c->mix, &c->mm, name, ne0, ne2 > 1 ? 3 : 2, &type, err);
+        if (st != PS_OK) return st;
+    }
+    return list_add(l, name, draw, type, ne0, ne1, ne2, err);
+}
+
+/* The model-wide tensors (ps_model_tensors): the required ones and those of the options the
+ * parameters ask for. */
+static ps_status add_globals(tensor_list *l, const list_ctx *c, ps_error *err) {
+    const ps_genmodel_params *p = c->p;
+    const uint32_t options = (p->tied ? 0u : (uint32_t)PS_M_OUTPUT) |
+                             (p->output_bias ? (uint32_t)PS_M_OUTPUT_BIAS : 0u) |
+                             (p->rope_freqs ? (uint32_t)PS_M_ROPE_FREQS : 0u) |
+                             (p->n_ctx_orig > 0 ? (uint32_t)PS_M_LONGROPE : 0u);
+    for (size_t k = 0; k < ps_n_model_tensors; k++) {
+        const ps_model_tensor *mt = &ps_model_tensors[k];
+        if (!mt->required && !(options & mt->option)) continue;
+        ps_status st = add_tensor(l, c, mt->name, mt->draw, ps_dim_value(&c->hp, mt->ne[0]),
+                                  ps_dim_value(&c->hp, mt->ne[1]), 1, err);
+        if (st != PS_OK) return st;
+    }
+    return PS_OK;
+}
+
+/* The features of generated block i, as the loader's layer_features finds them in the file
+ * (gen-model writes phi3's fused attn_qkv; qwen35*'s blocks past n_layer are MTP blocks). */
+static uint32_t block_features(const list_ctx *c, int32_t i) {
+    const ps_genmodel_params *p = c->p;
+    const ps_arch_info *ai = c->hp.info;
+    uint32_t f = ai->layer;
+    if (ai->flags & PS_A_QKV_BY_TENSOR) f |= PS_L_QKV_FUSED;
+    if (ai->flags & PS_A_HYBRID) {
+        const bool mtp = i >= p->n_layer;
+        f |= mtp || (i + 1) % c->hp.full_attn_interval == 0
+                 ? (uint32_t)(PS_L_ATTN | PS_L_QK_NORM | PS_L_ATTN_GATED)
+                 : (uint32_t)PS_L_DELTANET;
+        if (mtp) f |= PS_L_MTP;
+    }
+    if ((ai->flags & PS_A_EXPERTS_BY_KEY) && p->n_expert > 0)
+        f = (f & ~(uint32_t)PS_L_FFN_DENSE) | PS_L_FFN_MOE;
+    if ((f & PS_L_FFN_MOE) && p->merged_gate_up) f |= PS_L_GATE_UP;
+    return f;
+}
+
+/* Block i's tensors: the rows of the loader's table (model.h, ps_layer_tensor) that a block of
+ * features f reads and requires or that name f in gen, each name once, in table order. */
+static ps_status add_block(tensor_list *l, const list_ctx *c, int32_t i, ps_error *err) {
+    const uint32_t f = block_features(c, i);
+    const int64_t first = l->n;
+    for (size_t k = 0; k < ps_n_layer_tensors; k++) {
+        const ps_layer_tensor *lt = &ps_layer_tensors[k];
+        if (!(f & lt->feature) || (f & lt->unless) || !(f & (lt->required | lt->gen))) continue;
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.%s", (int)i, lt->name);
+        bool dup = false;
+        for (int64_t j = first; j < l->n && !dup; j++) dup = !strcmp(l->t[j].name, name);
+        if (dup) continue;
+        const int64_t ne0 = ps_dim_value(&c->hp, lt->ne[0]), ne1 = ps_dim_value(&c->hp, lt->ne[1]),
+                      ne2 = ps_dim_value(&c->hp, lt->ne[2]);
+        ps_status st = add_tensor(l, c, name, lt->draw, ne0, ne1, ne2, err);
+        if (st != PS_OK) return st;
+    }
+    return PS_OK;
+}
+
+/* Every tensor of the model, each with its offset in the data section (32-byte aligned). */
 static ps_status build_list(const ps_genmodel_params *p, int64_t n_vocab, tensor_list *l,
                             ps_error *err) {
-    const int64_t E = p->n_embd, Q = (int64_t)p->n_head * p->head_dim,
-                  KV = (int64_t)p->n_head_kv * p->head_dim, F = p->n_ff;
-    const uint32_t ty = p->type;
-    const ps_qmix *mix = p->mix[0] ? ps_qmix_find(p->mix) : NULL;
-    const ps_qmix_model mm = {p->n_layer, p->n_head, p->n_head_kv, p->n_expert, p->tied};
-    ps_status st;
-    /* a matrix's type: the one type, or the mix's rule for that tensor (llama.cpp keeps the
-     * expert router and the conv1d kernel as they are) */
-#define ADD3(name, kind, type, ne0, ne1, ne2)                                                 \
-    do {                                                                                  \
-        uint32_t t_ = (type);                                                             \
-        if (mix && (kind) == T_MATRIX && !strstr(name, "ffn_gate_inp") &&                 \
-            !strstr(name, "ssm_conv1d") &&                                                \
-            (st = ps_qmix_tensor_type(mix, &mm, name, ne0, (ne2) > 1 ? 3 : 2, &t_, err)))  \
-            return st;                                                                    \
-        if ((st = list_add(l, name, kind, t_, ne0, ne1, ne2, err)) != PS_OK) return st;   \
-    } while (0)
-#define ADD(name, kind, type, ne0, ne1) ADD3(name, kind, type, ne0, ne1, 1)
-    ADD("token_embd.weight", T_MATRIX, ty, E, n_vocab);
-    ADD("output_norm.weight", T_NORM, PS_GGML_F32, E, 1);
-    if (!p->tied) ADD("output.weight", T_MATRIX, ty, E, n_vocab);
-    if (p->output_bias) ADD("output.bias", T_BIAS, PS_GGML_F32, n_vocab, 1);
-    if (p->rope_freqs) ADD("rope_freqs.weight", T_ROPE_FREQS, PS_GGML_F32, plain_n_rot(p) / 2, 1);
-    if (p->n_ctx_orig > 0) {
-        ADD("rope_factors_long.weight", T_ROPE_LONG, PS_GGML_F32, plain_n_rot(p) / 2, 1);
-        ADD("rope_factors_short.weight", T_ROPE_SHORT, PS_GGML_F32, plain_n_rot(p) / 2, 1);
-    }
-    const uint32_t feat = ps_arch_find(p->arch)->layer; /* validate() checked the name */
-    const bool qwen2 = feat & PS_L_QKV_BIAS, qwen3 = feat & PS_L_QK_NORM,
-               moe = feat & PS_L_FFN_MOE, oai = feat & PS_L_MOE_OAI,
-               fused = feat & PS_L_FFN_FUSED_UP, olmo2 = feat & PS_L_QK_NORM_FULL;
-    if (is_hybrid(p)) {
-        const ps_genmodel_params h = hybrid_defaults(p);
-        const int64_t dk = h.ssm_d_state, dv = (int64_t)h.ssm_n_v * dk,
-                      ch = 2 * (int64_t)h.ssm_n_k * dk + dv, nv = h.ssm_n_v;
-        for (int32_t i = 0; i < p->n_layer + h.n_nextn; i++) {
-            char n[64];
-#define BLK(suffix) (snprintf(n, sizeof n, "blk.%d.%s", (int)i, suffix), n)
-            ADD(BLK("attn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-            /* an MTP block (never read here): a full-attention decoder block plus its nextn
-             * tensors, as real files hold it and llama.cpp's loader requires */
-            const bool mtp = i >= p->n_layer;
-            if (mtp) {
-                ADD(BLK("nextn.eh_proj.weight"), T_MATRIX, ty, 2 * E, E);
-                ADD(BLK("nextn.enorm.weight"), T_NORM, PS_GGML_F32, E, 1);
-                ADD(BLK("nextn.hnorm.weight"), T_NORM, PS_GGML_F32, E, 1);
-            }
-            if (mtp || (i + 1) % h.full_attn_interval == 0) {
-                ADD(BLK("attn_q.weight"), T_MATRIX, ty, E, 2 * Q);
-                ADD(BLK("attn_k.weight"), T_MATRIX, ty, E, KV);
-                ADD(BLK("attn_v.weight"), T_MATRIX, ty, E, KV);
-                ADD(BLK("attn_q_norm.weight"), T_NORM, PS_GGML_F32, p->head_dim, 1);
-                ADD(BLK("attn_k_norm.weight"), T_NORM, PS_GGML_F32, p->head_dim, 1);
-                ADD(BLK("attn_output.weight"), T_MATRIX, ty, Q, E);
-            } else {
-                ADD(BLK("attn_qkv.weight"), T_MATRIX, ty, E, ch);
-                ADD(BLK("attn_gate.weight"), T_MATRIX, ty, E, dv);
-                ADD(BLK("ssm_conv1d.weight"), T_MATRIX, PS_GGML_F32, h.ssm_d_conv, ch);
-                ADD(BLK("ssm_dt.bias"), T_DT_BIAS, PS_GGML_F32, nv, 1);
-                ADD(BLK("ssm_a"), T_SSM_A, PS_GGML_F32, nv, 1);
-                ADD(BLK("ssm_beta.weight"), T_MATRIX, ty, E, nv);
-                ADD(BLK("ssm_alpha.weight"), T_MATRIX, ty, E, nv);
-                ADD(BLK("ssm_norm.weight"), T_NORM, PS_GGML_F32, dk, 1);
-                ADD(BLK("ssm_out.weight"), T_MATRIX, ty, dv, E);
-            }
-            ADD(BLK("post_attention_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-            if (moe) { /* qwen35moe: experts, and a shared expert of width n_ff */
-                const int64_t X = p->n_expert, FX = p->n_ff_exp;
-                ADD(BLK("ffn_gate_inp.weight"), T_MATRIX, PS_GGML_F32, E, X);
-                if (p->merged_gate_up) {
-                    ADD3(BLK("ffn_gate_up_exps.weight"), T_MATRIX, ty, E, 2 * FX, X);
-                } else {
-                    ADD3(BLK("ffn_gate_exps.weight"), T_MATRIX, ty, E, FX, X);
-                    ADD3(BLK("ffn_up_exps.weight"), T_MATRIX, ty, E, FX, X);
-                }
-                ADD3(BLK("ffn_down_exps.weight"), T_MATRIX, ty, FX, E, X);
-                ADD(BLK("ffn_gate_inp_shexp.weight"), T_BIAS, PS_GGML_F32, E, 1);
-                ADD(BLK("ffn_gate_shexp.weight"), T_MATRIX, ty, E, F);
-                ADD(BLK("ffn_up_shexp.weight"), T_MATRIX, ty, E, F);
-                ADD(BLK("ffn_down_shexp.weight"), T_MATRIX, ty, F, E);
-            } else {
-                ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
-                ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, F);
-                ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
-            }
-#undef BLK
-        }
-    }
-    for (int32_t i = 0; !is_hybrid(p) && i < p->n_layer; i++) {
-        char n[64];
-#define BLK(suffix) (snprintf(n, sizeof n, "blk.%d.%s", (int)i, suffix), n)
-        if (!olmo2) ADD(BLK("attn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-        if (fused) { /* phi3: one attn_qkv, q | k | v */
-            ADD(BLK("attn_qkv.weight"), T_MATRIX, ty, E, Q + 2 * KV);
-        } else {
-            ADD(BLK("attn_q.weight"), T_MATRIX, ty, E, Q);
-            ADD(BLK("attn_k.weight"), T_MATRIX, ty, E, KV);
-            ADD(BLK("attn_v.weight"), T_MATRIX, ty, E, KV);
-        }
-        if (qwen2) {
-            ADD(BLK("attn_q.bias"), T_BIAS, PS_GGML_F32, Q, 1);
-            ADD(BLK("attn_k.bias"), T_BIAS, PS_GGML_F32, KV, 1);
-            ADD(BLK("attn_v.bias"), T_BIAS, PS_GGML_F32, KV, 1);
-        }
-        if (qwen3) {
-            ADD(BLK("attn_q_norm.weight"), T_NORM, PS_GGML_F32, p->head_dim, 1);
-            ADD(BLK("attn_k_norm.weight"), T_NORM, PS_GGML_F32, p->head_dim, 1);
-        }
-        ADD(BLK("attn_output.weight"), T_MATRIX, ty, Q, E);
-        if (olmo2) { /* q/k norms over the whole projection, output norms, dense SwiGLU */
-            ADD(BLK("attn_q_norm.weight"), T_NORM, PS_GGML_F32, Q, 1);
-            ADD(BLK("attn_k_norm.weight"), T_NORM, PS_GGML_F32, KV, 1);
-            ADD(BLK("post_attention_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-            ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
-            ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, F);
-            ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
-            ADD(BLK("post_ffw_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-            continue;
-        }
-        if (oai) { /* gpt-oss: all attention biases, sinks, post_attention_norm, biased experts */
-            ADD(BLK("attn_q.bias"), T_BIAS, PS_GGML_F32, Q, 1);
-            ADD(BLK("attn_k.bias"), T_BIAS, PS_GGML_F32, KV, 1);
-            ADD(BLK("attn_v.bias"), T_BIAS, PS_GGML_F32, KV, 1);
-            ADD(BLK("attn_output.bias"), T_BIAS, PS_GGML_F32, E, 1);
-            ADD(BLK("attn_sinks.weight"), T_SINK, PS_GGML_F32, p->n_head, 1);
-            ADD(BLK("post_attention_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-            const int64_t X = p->n_expert, FX = p->n_ff_exp;
-            ADD(BLK("ffn_gate_inp.weight"), T_MATRIX, PS_GGML_F32, E, X);
-            ADD(BLK("ffn_gate_inp.bias"), T_BIAS, PS_GGML_F32, X, 1);
-            if (p->merged_gate_up) {
-                ADD3(BLK("ffn_gate_up_exps.weight"), T_MATRIX, ty, E, 2 * FX, X);
-            } else {
-                ADD3(BLK("ffn_gate_exps.weight"), T_MATRIX, ty, E, FX, X);
-                ADD3(BLK("ffn_up_exps.weight"), T_MATRIX, ty, E, FX, X);
-            }
-            ADD3(BLK("ffn_down_exps.weight"), T_MATRIX, ty, FX, E, X);
-            ADD(BLK("ffn_gate_exps.bias"), T_EXP_BIAS, PS_GGML_F32, FX, X);
-            ADD(BLK("ffn_up_exps.bias"), T_EXP_BIAS, PS_GGML_F32, FX, X);
-            ADD(BLK("ffn_down_exps.bias"), T_BIAS, PS_GGML_F32, E, X);
-            continue;
-        }
-        if (feat & PS_L_SANDWICH) ADD(BLK("post_attention_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-        ADD(BLK("ffn_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-        if (feat & PS_L_SANDWICH) ADD(BLK("post_ffw_norm.weight"), T_NORM, PS_GGML_F32, E, 1);
-        if (p->n_expert > 0) {
-            const int64_t X = p->n_expert, FX = moe ? p->n_ff_exp : F;
-            ADD(BLK("ffn_gate_inp.weight"), T_MATRIX, PS_GGML_F32, E, X);
-            if (p->merged_gate_up) {
-                ADD3(BLK("ffn_gate_up_exps.weight"), T_MATRIX, ty, E, 2 * FX, X);
-            } else {
-                ADD3(BLK("ffn_gate_exps.weight"), T_MATRIX, ty, E, FX, X);
-                ADD3(BLK("ffn_up_exps.weight"), T_MATRIX, ty, E, FX, X);
-            }
-            ADD3(BLK("ffn_down_exps.weight"), T_MATRIX, ty, FX, E, X);
-        } else if (fused) { /* phi3: ffn_up holds gate then up */
-            ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, 2 * F);
-            ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
-        } else {
-            ADD(BLK("ffn_gate.weight"), T_MATRIX, ty, E, F);
-            ADD(BLK("ffn_up.weight"), T_MATRIX, ty, E, F);
-            ADD(BLK("ffn_down.weight"), T_MATRIX, ty, F, E);
-        }
-#undef BLK
-    }
-#undef ADD
-#undef ADD3
+    const list_ctx c = list_context(p, n_vocab);
+    ps_status st = add_globals(l, &c, err);
+    for (int32_t i = 0; st == PS_OK && i < p->n_layer + c.hp.n_layer_nextn; i++)
+        st = add_block(l, &c, i, err);
+    if (st != PS_OK) return st;
     uint64_t off = 0;
     for (int64_t i = 0; i < l->n; i++) {
         l->t[i].offset = off;
@@ -659,8 +616,8 @@ done:
 
 /* ---------------------------------------------------------------- metadata */
 
-static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
-    char key[96];
+/* general.*: the family, the name, llama_ftype. */
+static ps_status set_general(ps_gguf_writer *w, const ps_genmodel_params *p) {
     ps_status st;
     const char *a = p->arch;
     char name[80];
@@ -680,6 +637,14 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
     if ((st = ps_gguf_set_str(w, "general.architecture", a)) != PS_OK) return st;
     if ((st = ps_gguf_set_str(w, "general.name", name)) != PS_OK) return st;
     if ((st = ps_gguf_set_u32(w, "general.file_type", ftype)) != PS_OK) return st;
+    return PS_OK;
+}
+
+/* The keys every family has (and the expert and LongRoPE ones where they apply). */
+static ps_status set_common(ps_gguf_writer *w, const ps_genmodel_params *p) {
+    char key[96];
+    ps_status st;
+    const char *a = p->arch;
     const bool moe = ps_arch_find(a)->layer & PS_L_FFN_MOE;
     struct { const char *k; uint32_t v; } u[] = {
         {"context_length", (uint32_t)p->n_ctx},
@@ -713,46 +678,68 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
         if ((st = ps_gguf_set_f32(w, key, (float)sqrt(1.0 + log(scale) / log((double)p->n_ctx_orig)))) != PS_OK)
             return st;
     }
-    if (is_hybrid(p)) {
-        const ps_genmodel_params h = hybrid_defaults(p);
-        struct { const char *k; uint32_t v; } hu[] = {
-            {"block_count", (uint32_t)(p->n_layer + h.n_nextn)},
-            {"rope.dimension_count", (uint32_t)h.n_rot},
-            {"full_attention_interval", (uint32_t)h.full_attn_interval},
-            {"ssm.conv_kernel", (uint32_t)h.ssm_d_conv},
-            {"ssm.state_size", (uint32_t)h.ssm_d_state},
-            {"ssm.group_count", (uint32_t)h.ssm_n_k},
-            {"ssm.time_step_rank", (uint32_t)h.ssm_n_v},
-            {"ssm.inner_size", (uint32_t)(h.ssm_n_v * h.ssm_d_state)},
-            {"nextn_predict_layers", (uint32_t)h.n_nextn},
-        };
-        for (size_t i = 0; i < PS_ARRAY_LEN(hu); i++) {
-            if (!strcmp(hu[i].k, "nextn_predict_layers") && !hu[i].v) continue;
-            snprintf(key, sizeof key, "%s.%s", a, hu[i].k);
-            if ((st = ps_gguf_set_u32(w, key, hu[i].v)) != PS_OK) return st;
-        }
-        snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
-        if ((st = ps_gguf_set_arr(w, key, PS_GGUF_INT32, h.rope_sections, 4)) != PS_OK)
-            return st;
+    return PS_OK;
+}
+
+/* qwen35*: the DeltaNet sizes, the layer pattern, the MTP blocks (block_count and
+ * rope.dimension_count overwritten in place). */
+static ps_status set_hybrid(ps_gguf_writer *w, const ps_genmodel_params *p) {
+    char key[96];
+    ps_status st;
+    const char *a = p->arch;
+    const ps_genmodel_params h = hybrid_defaults(p);
+    struct { const char *k; uint32_t v; } hu[] = {
+        {"block_count", (uint32_t)(p->n_layer + h.n_nextn)},
+        {"rope.dimension_count", (uint32_t)h.n_rot},
+        {"full_attention_interval", (uint32_t)h.full_attn_interval},
+        {"ssm.conv_kernel", (uint32_t)h.ssm_d_conv},
+        {"ssm.state_size", (uint32_t)h.ssm_d_state},
+        {"ssm.group_count", (uint32_t)h.ssm_n_k},
+        {"ssm.time_step_rank", (uint32_t)h.ssm_n_v},
+        {"ssm.inner_size", (uint32_t)(h.ssm_n_v * h.ssm_d_state)},
+        {"nextn_predict_layers", (uint32_t)h.n_nextn},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(hu); i++) {
+        if (!strcmp(hu[i].k, "nextn_predict_layers") && !hu[i].v) continue;
+        snprintf(key, sizeof key, "%s.%s", a, hu[i].k);
+        if ((st = ps_gguf_set_u32(w, key, hu[i].v)) != PS_OK) return st;
     }
-    if (p->yarn_factor > 0.0f) {
-        snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-        if ((st = ps_gguf_set_str(w, key, "yarn")) != PS_OK) return st;
-        struct { const char *k; float v; } yf[] = {
-            {"rope.scaling.factor", p->yarn_factor},
-            {"rope.scaling.yarn_beta_fast", p->yarn_beta_fast},
-            {"rope.scaling.yarn_beta_slow", p->yarn_beta_slow},
-        };
-        for (size_t i = 0; i < PS_ARRAY_LEN(yf); i++) {
-            if (!(yf[i].v > 0.0f)) continue;
-            snprintf(key, sizeof key, "%s.%s", a, yf[i].k);
-            if ((st = ps_gguf_set_f32(w, key, yf[i].v)) != PS_OK) return st;
-        }
-        if (p->yarn_orig_ctx > 0) {
-            snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
-            if ((st = ps_gguf_set_u32(w, key, (uint32_t)p->yarn_orig_ctx)) != PS_OK) return st;
-        }
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
+    if ((st = ps_gguf_set_arr(w, key, PS_GGUF_INT32, h.rope_sections, 4)) != PS_OK)
+        return st;
+    return PS_OK;
+}
+
+/* gpt-oss's YaRN: rope.scaling.* (only with yarn_factor > 0). */
+static ps_status set_yarn(ps_gguf_writer *w, const ps_genmodel_params *p) {
+    char key[96];
+    ps_status st;
+    const char *a = p->arch;
+    if (!(p->yarn_factor > 0.0f)) return PS_OK;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    if ((st = ps_gguf_set_str(w, key, "yarn")) != PS_OK) return st;
+    struct { const char *k; float v; } yf[] = {
+        {"rope.scaling.factor", p->yarn_factor},
+        {"rope.scaling.yarn_beta_fast", p->yarn_beta_fast},
+        {"rope.scaling.yarn_beta_slow", p->yarn_beta_slow},
+    };
+    for (size_t i = 0; i < PS_ARRAY_LEN(yf); i++) {
+        if (!(yf[i].v > 0.0f)) continue;
+        snprintf(key, sizeof key, "%s.%s", a, yf[i].k);
+        if ((st = ps_gguf_set_f32(w, key, yf[i].v)) != PS_OK) return st;
     }
+    if (p->yarn_orig_ctx > 0) {
+        snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
+        if ((st = ps_gguf_set_u32(w, key, (uint32_t)p->yarn_orig_ctx)) != PS_OK) return st;
+    }
+    return PS_OK;
+}
+
+/* Sliding windows (gpt-oss) and Gemma's keys: soft-caps, the local RoPE base, linear scale. */
+static ps_status set_swa_gemma(ps_gguf_writer *w, const ps_genmodel_params *p) {
+    char key[96];
+    ps_status st;
+    const char *a = p->arch;
     if (!(ps_arch_find(a)->flags & PS_A_GEMMA) && p->n_swa > 0) { /* gpt-oss */
         snprintf(key, sizeof key, "%s.attention.sliding_window", a);
         if ((st = ps_gguf_set_u32(w, key, (uint32_t)p->n_swa)) != PS_OK) return st;
@@ -786,7 +773,18 @@ static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
             if ((st = ps_gguf_set_u32(w, key, (uint32_t)p->swa_period)) != PS_OK) return st;
         }
     }
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
+    return PS_OK;
+}
+
+/* Every key but the vocabulary's, in the order the files have always had them. */
+static ps_status set_hparams(ps_gguf_writer *w, const ps_genmodel_params *p) {
+    char key[96];
+    ps_status st;
+    if ((st = set_general(w, p)) != PS_OK || (st = set_common(w, p)) != PS_OK ||
+        (is_hybrid(p) && (st = set_hybrid(w, p)) != PS_OK) || (st = set_yarn(w, p)) != PS_OK ||
+        (st = set_swa_gemma(w, p)) != PS_OK)
+        return st;
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", p->arch);
     return ps_gguf_set_f32(w, key, p->rms_eps);
 }
 
@@ -885,29 +883,30 @@ static ps_status write_tensor_data(out_file *o, const ps_genmodel_params *p, con
     const int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2];
     const size_t row_bytes = ps_quant_row_bytes(t->type, ne0);
     const uint64_t tseed = p->seed * 0x9e3779b97f4a7c15ull ^ fnv1a(t->name);
-    if (t->kind == T_ROPE_FREQS) {
+    if (t->draw == PS_DRAW_ROPE_FREQS) {
         gen_rope_freqs(p, fbuf, ne0);
         return out_write(o, fbuf, (size_t)ne0 * 4, err);
     }
-    if (t->kind == T_ROPE_LONG || t->kind == T_ROPE_SHORT) {
+    if (t->draw == PS_DRAW_ROPE_LONG || t->draw == PS_DRAW_ROPE_SHORT) {
         /* LongRoPE-like tables: 1 at the fastest pair, growing towards the slowest (long up to
          * about the context ratio, short by at most 10%) */
         const double ratio = (double)p->n_ctx / (double)p->n_ctx_orig;
         for (int64_t i = 0; i < ne0; i++) {
             const double u = ne0 > 1 ? (double)i / (double)(ne0 - 1) : 0.0;
-            fbuf[i] = (float)(t->kind == T_ROPE_LONG ? 1.0 + (ratio - 1.0) * u * u : 1.0 + 0.1 * u);
+            fbuf[i] = (float)(t->draw == PS_DRAW_ROPE_LONG ? 1.0 + (ratio - 1.0) * u * u
+                                                           : 1.0 + 0.1 * u);
         }
         return out_write(o, fbuf, (size_t)ne0 * 4, err);
     }
     float mean = 0.0f, sigma;
-    switch (t->kind) {
-    case T_NORM: mean = 1.0f; sigma = 0.1f; break;
-    case T_BIAS: sigma = 0.1f; break;
-    case T_SINK: mean = 0.5f; sigma = 1.0f; break;  /* attention sinks: comparable to a score */
-    case T_EXP_BIAS: sigma = 4.0f; break;           /* gpt-oss gate / up biases: wide enough that
-                                                     * the clamps at +-7 act */
-    case T_DT_BIAS: mean = -3.0f; sigma = 0.5f; break; /* softplus ~ 0.05: slow decay */
-    case T_SSM_A: /* -exp(A_log), as the converter stores it; A_log ~ N(0, 0.5) */
+    switch (t->draw) {
+    case PS_DRAW_NORM: mean = 1.0f; sigma = 0.1f; break;
+    case PS_DRAW_BIAS: sigma = 0.1f; break;
+    case PS_DRAW_SINK: mean = 0.5f; sigma = 1.0f; break;  /* comparable to a score */
+    case PS_DRAW_ACT_BIAS: sigma = 4.0f; break;           /* gpt-oss gate / up biases: wide
+                                                           * enough that the clamps at +-7 act */
+    case PS_DRAW_DT_BIAS: mean = -3.0f; sigma = 0.5f; break; /* softplus ~ 0.05: slow decay */
+    case PS_DRAW_DECAY: /* -exp(A_log), as the converter stores it; A_log ~ N(0, 0.5) */
         gen_row_normal(tseed, 0, 0.0f, 0.5f, fbuf, ne0);
         for (int64_t i = 0; i < ne0; i++) fbuf[i] = -expf(fbuf[i]);
         return out_write(o, fbuf, (size_t)ne0 * 4, err);
@@ -943,109 +942,128 @@ static ps_status write_tensor_data(out_file *o, const ps_genmodel_params *p, con
     return PS_OK;
 }
 
+/* vocab_path's tokenizer: the file (kept open for its tokenizer.* keys) and its token count. */
+static ps_status open_vocab(const ps_genmodel_params *p, ps_gguf **vocab, int64_t *n_vocab,
+                            ps_error *err) {
+    ps_status st = ps_gguf_open(p->vocab_path, vocab, err);
+    if (st != PS_OK) return st;
+    ps_gguf_type et;
+    uint64_t n;
+    const void *data;
+    st = ps_gguf_get_arr(*vocab, "tokenizer.ggml.tokens", &et, &n, &data, err);
+    if (st == PS_OK && (et != PS_GGUF_STRING || n < 1 || n > INT32_MAX))
+        st = ps_fail(err, PS_ERR_FORMAT, -1,
+                     "%s: tokenizer.ggml.tokens is not a non-empty string array", p->vocab_path);
+    if (st == PS_OK) *n_vocab = (int64_t)n;
+    return st;
+}
+
+/* The metadata, serialised by the gguf writer with no tensors. */
+typedef struct {
+    void *blob;
+    size_t size;
+    size_t kv_end;  /* the key-values end here in blob (they start at byte 24) */
+    uint64_t n_kv, align;
+} metadata;
+
+static ps_status build_metadata(const ps_genmodel_params *p, const ps_gguf *vocab,
+                                int64_t n_vocab, metadata *md, ps_error *err) {
+    ps_gguf_writer *w = ps_gguf_writer_new();
+    ps_status st;
+    if (!w) return ps_fail(err, PS_ERR_NOMEM, -1, "gen-model: no memory for the gguf writer");
+    if ((st = set_hparams(w, p)) != PS_OK)
+        ps_fail(err, st, -1, "gen-model: no memory for the metadata");
+    else if (vocab && (st = ps_gguf_copy_kv(w, vocab, "tokenizer.")) != PS_OK)
+        ps_fail(err, st, -1, "gen-model: copying tokenizer.* from %s failed", p->vocab_path);
+    else if (!vocab)
+        st = set_synthetic_vocab(w, (int32_t)n_vocab, err);
+    if (st == PS_OK) st = ps_gguf_write_memory(w, &md->blob, &md->size, err);
+    if (st == PS_OK)
+        st = locate_kv(md->blob, md->size, &md->kv_end, &md->n_kv, &md->align, err);
+    ps_gguf_writer_free(w);
+    return st;
+}
+
+/* The header (magic, version 3, n_tensors, n_kv), the writer's key-values, the tensor infos,
+ * and the padding before the data. */
+static ps_status write_header(out_file *o, const metadata *md, const tensor_list *l,
+                              ps_error *err) {
+    const uint32_t version = 3;
+    const uint64_t n_tensors = (uint64_t)l->n;
+    ps_status st;
+    if ((st = out_write(o, "GGUF", 4, err)) != PS_OK ||
+        (st = out_write(o, &version, 4, err)) != PS_OK ||
+        (st = out_write(o, &n_tensors, 8, err)) != PS_OK ||
+        (st = out_write(o, &md->n_kv, 8, err)) != PS_OK ||
+        (st = out_write(o, (const uint8_t *)md->blob + 24, md->kv_end - 24, err)) != PS_OK)
+        return st;
+    for (int64_t i = 0; i < l->n; i++) {
+        const gen_tensor *t = &l->t[i];
+        uint64_t len = strlen(t->name);
+        uint64_t ne[3] = {(uint64_t)t->ne[0], (uint64_t)t->ne[1], (uint64_t)t->ne[2]};
+        if ((st = out_write(o, &len, 8, err)) != PS_OK ||
+            (st = out_write(o, t->name, (size_t)len, err)) != PS_OK ||
+            (st = out_write(o, &t->n_dims, 4, err)) != PS_OK ||
+            (st = out_write(o, ne, 8 * t->n_dims, err)) != PS_OK ||
+            (st = out_write(o, &t->type, 4, err)) != PS_OK ||
+            (st = out_write(o, &t->offset, 8, err)) != PS_OK)
+            return st;
+    }
+    return out_pad(o, md->align, err);
+}
+
+/* Every tensor's data, each padded to the alignment, through one block of floats (fbuf) and
+ * its converted copy (obuf). */
+static ps_status write_data(out_file *o, const ps_genmodel_params *p, const tensor_list *l,
+                            uint64_t align, ps_error *err) {
+    int64_t max_ne0 = 0;
+    for (int64_t i = 0; i < l->n; i++) max_ne0 = PS_MAX(max_ne0, l->t[i].ne[0]);
+    const size_t fcount = (size_t)PS_MAX(max_ne0, (int64_t)GEN_BLOCK_ELEMS);
+    float *fbuf = ps_malloc(fcount * sizeof(float));
+    uint8_t *obuf = ps_malloc(fcount * sizeof(float));
+    ps_status st = PS_OK;
+    if (!fbuf || !obuf)
+        st = ps_fail(err, PS_ERR_NOMEM, -1, "gen-model: no memory for a %zu-float block", fcount);
+    const uint64_t data_start = o->written;
+    for (int64_t i = 0; st == PS_OK && i < l->n; i++) {
+        assert(o->written - data_start == l->t[i].offset);
+        if ((st = write_tensor_data(o, p, &l->t[i], fbuf, obuf, err)) == PS_OK)
+            st = out_pad(o, align, err);
+    }
+    ps_free(fbuf);
+    ps_free(obuf);
+    return st;
+}
+
 ps_status ps_genmodel_write(const ps_genmodel_params *p, const char *path, ps_error *err) {
     if (!p || !path) return ps_fail(err, PS_ERR_INVALID_ARG, -1, "gen-model: NULL argument");
     ps_status st = validate(p, err);
     if (st != PS_OK) return st;
 
     ps_gguf *vocab = NULL;
-    ps_gguf_writer *w = NULL;
     tensor_list l = {0};
-    void *blob = NULL;
-    size_t blob_size = 0;
-    float *fbuf = NULL;
-    uint8_t *obuf = NULL;
+    metadata md = {0};
     out_file o = {NULL, path, 0};
     bool created = false;
     int64_t n_vocab = p->n_vocab;
-    size_t kv_end = 0;
-    uint64_t n_kv = 0, align = 32;
 
-    if (p->vocab_path) {
-        if ((st = ps_gguf_open(p->vocab_path, &vocab, err)) != PS_OK) goto done;
-        ps_gguf_type et;
-        uint64_t n;
-        const void *data;
-        st = ps_gguf_get_arr(vocab, "tokenizer.ggml.tokens", &et, &n, &data, err);
-        if (st == PS_OK && (et != PS_GGUF_STRING || n < 1 || n > INT32_MAX))
-            st = ps_fail(err, PS_ERR_FORMAT, -1,
-                         "%s: tokenizer.ggml.tokens is not a non-empty string array",
-                         p->vocab_path);
-        if (st != PS_OK) goto done;
-        n_vocab = (int64_t)n;
-    }
-
-    w = ps_gguf_writer_new();
-    if (!w) {
-        st = ps_fail(err, PS_ERR_NOMEM, -1, "gen-model: no memory for the gguf writer");
-        goto done;
-    }
-    if ((st = set_hparams(w, p)) != PS_OK) {
-        ps_fail(err, st, -1, "gen-model: no memory for the metadata");
-        goto done;
-    }
-    if (vocab) {
-        if ((st = ps_gguf_copy_kv(w, vocab, "tokenizer.")) != PS_OK) {
-            ps_fail(err, st, -1, "gen-model: copying tokenizer.* from %s failed", p->vocab_path);
-            goto done;
-        }
-    } else if ((st = set_synthetic_vocab(w, (int32_t)n_vocab, err)) != PS_OK) {
-        goto done;
-    }
-    if ((st = ps_gguf_write_memory(w, &blob, &blob_size, err)) != PS_OK) goto done;
-    if ((st = locate_kv(blob, blob_size, &kv_end, &n_kv, &align, err)) != PS_OK) goto done;
+    if (p->vocab_path && (st = open_vocab(p, &vocab, &n_vocab, err)) != PS_OK) goto done;
+    if ((st = build_metadata(p, vocab, n_vocab, &md, err)) != PS_OK) goto done;
     if ((st = build_list(p, n_vocab, &l, err)) != PS_OK) goto done;
-    if (align != 32)
+    if (md.align != 32) /* build_list laid the data out at 32 */
         for (int64_t i = 0, off = 0; i < l.n; i++) {
             l.t[i].offset = (uint64_t)off;
-            off += (int64_t)((l.t[i].nbytes + align - 1) / align * align);
+            off += (int64_t)((l.t[i].nbytes + md.align - 1) / md.align * md.align);
         }
-
-    int64_t max_ne0 = 0;
-    for (int64_t i = 0; i < l.n; i++) max_ne0 = PS_MAX(max_ne0, l.t[i].ne[0]);
-    size_t fcount = (size_t)PS_MAX(max_ne0, (int64_t)GEN_BLOCK_ELEMS);
-    fbuf = ps_malloc(fcount * sizeof(float));
-    obuf = ps_malloc(fcount * sizeof(float));
-    if (!fbuf || !obuf) {
-        st = ps_fail(err, PS_ERR_NOMEM, -1, "gen-model: no memory for a %zu-float block", fcount);
-        goto done;
-    }
-
     o.f = fopen(path, "wb");
     if (!o.f) {
         st = ps_fail(err, PS_ERR_IO, -1, "cannot create %s: %s", path, strerror(errno));
         goto done;
     }
     created = true;
-    /* header: magic, version 3, n_tensors, n_kv; the writer's metadata; the tensor infos */
-    uint32_t version = 3;
-    uint64_t n_tensors = (uint64_t)l.n;
-    if ((st = out_write(&o, "GGUF", 4, err)) != PS_OK ||
-        (st = out_write(&o, &version, 4, err)) != PS_OK ||
-        (st = out_write(&o, &n_tensors, 8, err)) != PS_OK ||
-        (st = out_write(&o, &n_kv, 8, err)) != PS_OK ||
-        (st = out_write(&o, (const uint8_t *)blob + 24, kv_end - 24, err)) != PS_OK)
+    if ((st = write_header(&o, &md, &l, err)) != PS_OK ||
+        (st = write_data(&o, p, &l, md.align, err)) != PS_OK)
         goto done;
-    for (int64_t i = 0; i < l.n; i++) {
-        const gen_tensor *t = &l.t[i];
-        uint64_t len = strlen(t->name);
-        uint64_t ne[3] = {(uint64_t)t->ne[0], (uint64_t)t->ne[1], (uint64_t)t->ne[2]};
-        if ((st = out_write(&o, &len, 8, err)) != PS_OK ||
-            (st = out_write(&o, t->name, (size_t)len, err)) != PS_OK ||
-            (st = out_write(&o, &t->n_dims, 4, err)) != PS_OK ||
-            (st = out_write(&o, ne, 8 * t->n_dims, err)) != PS_OK ||
-            (st = out_write(&o, &t->type, 4, err)) != PS_OK ||
-            (st = out_write(&o, &t->offset, 8, err)) != PS_OK)
-            goto done;
-    }
-    if ((st = out_pad(&o, align, err)) != PS_OK) goto done;
-    const uint64_t data_start = o.written;
-    for (int64_t i = 0; i < l.n; i++) {
-        assert(o.written - data_start == l.t[i].offset);
-        if ((st = write_tensor_data(&o, p, &l.t[i], fbuf, obuf, err)) != PS_OK ||
-            (st = out_pad(&o, align, err)) != PS_OK)
-            goto done;
-    }
     if (fclose(o.f) != 0) {
         o.f = NULL;
         st = ps_fail(err, PS_ERR_IO, -1, "close %s: %s", path, strerror(errno));
@@ -1056,11 +1074,8 @@ ps_status ps_genmodel_write(const ps_genmodel_params *p, const char *path, ps_er
 done:
     if (o.f) fclose(o.f);
     if (st != PS_OK && created) remove(path); /* only a file this call created */
-    ps_free(fbuf);
-    ps_free(obuf);
-    ps_free(blob);
+    ps_free(md.blob);
     ps_free(l.t);
-    ps_gguf_writer_free(w);
     ps_gguf_close(vocab);
     return st;
 }

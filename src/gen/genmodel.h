@@ -1,7 +1,8 @@
 /*
- * genmodel.h — writes a GGUF model with deterministic random weights (llama, qwen2, qwen3,
- * qwen3moe, llama with experts, qwen35*, phi3; any weight type of types.h, or the tensor types of a llama.cpp
- * mix such as Q4_K_M) for tests and benchmarks. The same parameters and seed always give
+ * genmodel.h — writes a GGUF model with deterministic random weights (every family of the
+ * architecture table, llama with experts; any weight type of types.h, or the tensor types of a
+ * llama.cpp mix such as Q4_K_M) for tests and benchmarks, its tensors those the loader's tables
+ * name (model.h). The same parameters and seed always give
  * the same bytes. The vocabulary is either copied from a vocabulary GGUF (its tokenizer.* keys)
  * or a synthetic SentencePiece one. Key and tensor names are llama.cpp's.
  */

@@ -5,11 +5,12 @@
  * pairing, and the features its layers have. A feature is a group of tensors plus the compute
  * that uses them (PS_L_*): the loader (model.c) reads exactly the tensors of a layer's features
  * from ps_layer_tensors (model.h, model_tensors.c: name, shape in symbolic dimensions, optional
- * or required, where the view goes in ps_layer), and the forward pass (forward.c) runs the pieces the features
- * name. The hyperparameter keys a feature needs are read by model.c (the common ones for every
- * family, the expert keys for PS_L_FFN_MOE). So adding a family is a table row; a family with
- * new compute adds a feature bit, its tensor rows, and one function in one file (as moe.c does
- * for the router and experts).
+ * or required, where the view goes in ps_layer), gen-model writes the same rows (genmodel.c),
+ * and the forward pass (forward.c) runs the pieces the features name. The hyperparameter keys
+ * a feature needs are read by model.c (the common ones for every family, the expert keys for
+ * PS_L_FFN_MOE). So adding a family is a table row; a family with new compute adds a feature
+ * bit, its tensor rows, and one function in one file (as moe.c does for the router and
+ * experts).
  */
 #ifndef PS_ARCH_H
 #define PS_ARCH_H
@@ -75,6 +76,10 @@ enum {
                                * (olmo2) */
     PS_L_GEGLU = 1u << 17,    /* the dense FFN is GeGLU: gelu(gate) * up, gelu with the tanh
                                * approximation (gemma2, gemma3) */
+    PS_L_MTP = 1u << 18,      /* a multi-token-prediction block (qwen35*'s trailing nextn
+                               * blocks): nextn.eh_proj, enorm, hnorm beside a full-attention
+                               * block. Never run, so never read: the loader stops before
+                               * these blocks; gen-model writes them as real files hold them */
 };
 
 /* Family flags. */

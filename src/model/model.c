@@ -4,9 +4,10 @@
  *
  * Loading maps the file (gguf.c), builds the tokenizer (vocab.c) and, unless vocab_only, finds
  * the family in the architecture table (arch.c), reads the <arch>.* keys and checks every
- * tensor the features of each layer name (ps_layer_tensors): present, a type of the
- * weight-type table (types.c; each matrix in its own type, so mixed files load; norms and
- * biases F32), shape in GGUF order (ne[0] = input dim), whole blocks per row, bytes. Weights stay in
+ * model-wide tensor (ps_model_tensors) and every tensor the features of each layer name
+ * (ps_layer_tensors): present, a type of the weight-type table (types.c; each matrix in its
+ * own type, so mixed files load; norms and biases F32), shape in GGUF order (ne[0] = input
+ * dim), whole blocks per row, bytes. Weights stay in
  * the mapping; ps_mat records a pointer and row stride per matrix. Any problem is an error that
  * names the key or tensor and gives the numbers.
  */
@@ -598,8 +599,7 @@ static ps_mat mat_rows(const ps_mat *w, int64_t r0, int64_t n) {
     return v;
 }
 
-/* A symbolic dimension of arch.h as a number. */
-static int64_t dim_value(const ps_hparams *hp, ps_dim d) {
+int64_t ps_dim_value(const ps_hparams *hp, ps_dim d) {
     switch (d) {
     case PS_D_1: return 1;
     case PS_D_EMBD: return hp->n_embd;
@@ -620,6 +620,9 @@ static int64_t dim_value(const ps_hparams *hp, ps_dim d) {
     case PS_D_FF_EXP2: return 2 * (int64_t)hp->n_ff_exp;
     case PS_D_QKV: return ((int64_t)hp->n_head + 2 * (int64_t)hp->n_head_kv) * hp->head_dim;
     case PS_D_FF2: return 2 * (int64_t)hp->n_ff;
+    case PS_D_EMBD2: return 2 * (int64_t)hp->n_embd;
+    case PS_D_VOCAB: return hp->n_vocab;
+    case PS_D_ROT_HALF: return hp->n_rot / 2;
     }
     return 0;
 }
@@ -669,16 +672,14 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
     const ps_hparams *hp = &m->hp;
     ps_weights *w = &m->w;
     ps_status st;
-    const int64_t d = hp->n_embd, nv = hp->n_vocab;
-    if ((st = get_mat(m, "token_embd.weight", d, nv, true, &w->token_embd, err)) ||
-        (st = get_vec(m, "output_norm.weight", d, true, &w->output_norm, err)) ||
-        (st = get_mat(m, "output.weight", d, nv, false, &w->output, err)) ||
-        (st = get_vec(m, "output.bias", nv, false, &w->output_b, err)) ||
-        (st = get_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &w->rope_freqs, err)) ||
-        (st = get_vec(m, "rope_factors_long.weight", hp->n_rot / 2, false, &w->rope_long, err)) ||
-        (st = get_vec(m, "rope_factors_short.weight", hp->n_rot / 2, false, &w->rope_short,
-                      err)))
-        return st;
+    for (size_t i = 0; i < ps_n_model_tensors; i++) { /* token_embd, output, RoPE factors */
+        const ps_model_tensor *mt = &ps_model_tensors[i];
+        void *field = (uint8_t *)w + mt->field;
+        const int64_t n0 = ps_dim_value(hp, mt->ne[0]), n1 = ps_dim_value(hp, mt->ne[1]);
+        st = mt->kind == PS_T_MAT ? get_mat(m, mt->name, n0, n1, mt->required, field, err)
+                                  : get_vec(m, mt->name, n0, mt->required, field, err);
+        if (st) return st;
+    }
     /* tied; gemma and gemma2 always read their output from token_embd, as llama.cpp does */
     if (!w->output.data || hp->arch == PS_ARCH_GEMMA || hp->arch == PS_ARCH_GEMMA2)
         w->output = w->token_embd;
@@ -718,12 +719,13 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
             L->swa = hp->n_swa;
         for (size_t i = 0; i < ps_n_layer_tensors; i++) {
             const ps_layer_tensor *lt = &ps_layer_tensors[i];
-            if (!(L->feat & lt->feature) || (L->feat & lt->unless)) continue;
+            if (!(L->feat & lt->feature) || (L->feat & lt->unless) || lt->field == PS_NO_FIELD)
+                continue;
             char name[96];
             snprintf(name, sizeof name, "blk.%d.%s", (int)l, lt->name);
             void *field = (uint8_t *)L + lt->field;
-            const int64_t n0 = dim_value(hp, lt->ne[0]), n1 = dim_value(hp, lt->ne[1]),
-                          n2 = dim_value(hp, lt->ne[2]);
+            const int64_t n0 = ps_dim_value(hp, lt->ne[0]), n1 = ps_dim_value(hp, lt->ne[1]),
+                          n2 = ps_dim_value(hp, lt->ne[2]);
             const bool req = (L->feat & lt->required) != 0;
             switch (lt->kind) {
             case PS_T_VEC: st = get_vec(m, name, n0, req, field, err); break;
@@ -736,7 +738,7 @@ static ps_status load_weights(ps_model *m, ps_error *err) {
                 st = get_mat(m, name, n0, n1, req, &whole, err);
                 if (st || !whole.data) break;
                 if (lt->kind == PS_T_QKV_SPLIT) {
-                    const int64_t q = dim_value(hp, PS_D_Q), nkv = dim_value(hp, PS_D_KV);
+                    const int64_t q = ps_dim_value(hp, PS_D_Q), nkv = ps_dim_value(hp, PS_D_KV);
                     L->wq = mat_rows(&whole, 0, q);
                     L->wk = mat_rows(&whole, q, nkv);
                     L->wv = mat_rows(&whole, q + nkv, nkv);
@@ -840,7 +842,7 @@ static size_t vector_slots(ps_model *m, const float ***slots) {
         }
     for (size_t i = 0; i < ps_n_layer_tensors; i++) {
         const ps_layer_tensor *e = &ps_layer_tensors[i];
-        if (e->kind != PS_T_VEC && e->kind != PS_T_F32MAT) continue;
+        if ((e->kind != PS_T_VEC && e->kind != PS_T_F32MAT) || e->field == PS_NO_FIELD) continue;
         bool dup = false;
         for (size_t j = 0; j < i && !dup; j++)
             dup = ps_layer_tensors[j].field == e->field &&

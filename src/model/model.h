@@ -132,9 +132,9 @@ typedef struct {
     ps_mat gate_shexp, up_shexp, down_shexp;
 } ps_layer;
 
-/* ---- the per-layer tensors of every feature (model_tensors.c), which the loader reads ---- */
+/* ---- the tensors of a file (model_tensors.c), which the loader reads and gen-model writes ---- */
 
-/* Symbolic tensor dimensions, resolved from the hyperparameters by the loader. */
+/* Symbolic tensor dimensions, resolved from the hyperparameters (ps_dim_value). */
 typedef enum {
     PS_D_1 = 0,   /* absent dimension */
     PS_D_EMBD,    /* n_embd */
@@ -155,7 +155,14 @@ typedef enum {
     PS_D_FF_EXP2, /* 2 * n_ff_exp (merged gate + up of one expert) */
     PS_D_QKV,     /* (n_head + 2 n_head_kv) * head_dim (a fused attn_qkv) */
     PS_D_FF2,     /* 2 * n_ff (a fused gate + up) */
+    PS_D_EMBD2,   /* 2 * n_embd (an MTP block's nextn.eh_proj input) */
+    PS_D_VOCAB,   /* n_vocab */
+    PS_D_ROT_HALF,/* n_rot / 2 (RoPE frequency factors) */
 } ps_dim;
+
+/* A symbolic dimension as a number under hyperparameters hp (the one rule: the loader checks
+ * shapes with it, gen-model writes them). */
+int64_t ps_dim_value(const ps_hparams *hp, ps_dim d);
 
 typedef enum {
     PS_T_VEC,     /* float32 vector (norm, bias): const float * */
@@ -168,9 +175,34 @@ typedef enum {
                         * rows [0, n_ff), [n_ff, 2 n_ff) */
 } ps_tensor_kind;
 
+/* What a tensor's numbers are, as gen-model draws them for its random models (genmodel.c
+ * holds the distributions; the loader does not look). */
+typedef enum {
+    PS_DRAW_WEIGHT,     /* a matrix in the model's weight type (or its quant mix's) */
+    PS_DRAW_WEIGHT_F32, /* a matrix llama.cpp's quantiser keeps float32 (the expert router,
+                         * the DeltaNet conv), outside any mix */
+    PS_DRAW_NORM,       /* a norm's scale, about 1 */
+    PS_DRAW_BIAS,       /* an additive bias or a gate vector, about 0 */
+    PS_DRAW_SINK,       /* an attention sink logit */
+    PS_DRAW_ACT_BIAS,   /* a bias before gpt-oss's clamped SwiGLU, wide enough to reach the clamps */
+    PS_DRAW_DT_BIAS,    /* DeltaNet's time-step bias before softplus */
+    PS_DRAW_DECAY,      /* DeltaNet's ssm_a = -exp(A_log) */
+    PS_DRAW_ROPE_FREQS, /* computed, not drawn: Llama 3's frequency factors */
+    PS_DRAW_ROPE_LONG,  /* computed: a LongRoPE long-context table */
+    PS_DRAW_ROPE_SHORT, /* computed: a LongRoPE short-context table */
+} ps_draw;
+
+/* ps_layer_tensor.field of a tensor no ps_layer field holds (an MTP block's). */
+#define PS_NO_FIELD ((size_t)-1)
+
 /* One per-layer tensor: "blk.<l>.<name>", read in layers with feature `feature` (used when the
  * file has it) and none of `unless`, required in layers with any feature of `required`; shape
- * ne[0..2] in GGUF order; the view goes to byte offset `field` of ps_layer. */
+ * ne[0..2] in GGUF order; the view goes to byte offset `field` of ps_layer.
+ *
+ * gen-model (genmodel.c) writes its blocks from the same rows, in table order: in a block with
+ * features f, each row read there (feature, unless) that f requires or names in `gen`, but a
+ * name once: a tensor listed twice (the loader reads the same view twice) is written at the
+ * first of its rows that applies, so that each family's generated files keep their order. */
 typedef struct {
     const char *name;
     uint32_t feature;
@@ -179,6 +211,8 @@ typedef struct {
     ps_dim ne[3];
     size_t field;
     uint32_t unless;   /* not read in layers with any of these features (0: none) */
+    ps_draw draw;      /* gen-model's values */
+    uint32_t gen;      /* gen-model also writes it, optional as it is, in these layers */
 } ps_layer_tensor;
 
 extern const ps_layer_tensor ps_layer_tensors[];
@@ -196,6 +230,31 @@ typedef struct {
     const float *rope_long, *rope_short; /* LongRoPE's n_rot/2 divisors (rope_factors_long /
                                           * _short.weight; both or neither) | NULL */
 } ps_weights;
+
+/* The optional model-wide tensors, by what a file with them has (ps_model_tensor.option). */
+enum {
+    PS_M_OUTPUT = 1u << 0,      /* its own output matrix (else the output is token_embd) */
+    PS_M_OUTPUT_BIAS = 1u << 1, /* output.bias */
+    PS_M_ROPE_FREQS = 1u << 2,  /* Llama 3's rope_freqs */
+    PS_M_LONGROPE = 1u << 3,    /* LongRoPE's two factor tables */
+};
+
+/* One model-wide tensor (model_tensors.c): its name, kind (PS_T_VEC or PS_T_MAT) and shape;
+ * required or optional; the field of ps_weights its view goes to; what gen-model draws for it,
+ * and the option (PS_M_*) under which gen-model writes an optional one. The loader reads them
+ * in this order before the layers, gen-model writes them so. */
+typedef struct {
+    const char *name;
+    ps_tensor_kind kind;
+    ps_dim ne[2];
+    bool required;
+    size_t field;
+    ps_draw draw;
+    uint32_t option;
+} ps_model_tensor;
+
+extern const ps_model_tensor ps_model_tensors[];
+extern const size_t ps_n_model_tensors;
 
 struct ps_model {
     ps_hparams hp;

@@ -17,7 +17,7 @@ def m():
 
 def test_cli_and_server_refuse_the_same():
     """What the Python rules mirror: `promptscore score`'s answers to these lines (the server
-    reads a request with the same code, src/serve/request.c, "stats" included)."""
+    reads a request with the same code, src/front/request.c, "stats" included)."""
     out = cli_score(STORIES, [{"prompt": ""}, {"prompt": "hi", "add_special_tokens": 1},
                               {"prompt": "hi", "parse_special": "yes"}])
     assert out[0]["error"]["message"].endswith("prompt is empty")
