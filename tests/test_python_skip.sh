@@ -36,7 +36,8 @@ EOF
     check "without $mod, no build tier: a skip (rc $rc): $(tail -n 2 "$T/out0")" \
         '[ $rc -eq 0 ] && grep -q "^SKIP.*$mod" "$T/out0" && grep -q "1 skipped" "$T/out0"'
     PYTHON="$T/py-$mod" PS_BUILD_TIER=0 CI=true sh tests/test_python.sh >"$T/outci" 2>&1
-    check "without $mod under CI=true: a failure" '[ $? -ne 0 ]'
+    rc=$?
+    check "without $mod under CI=true: a failure (rc $rc)" '[ $rc -ne 0 ]'
 done
 
 # what docs/python.md says the tests need, tools/setup.sh --test installs

@@ -75,6 +75,8 @@ static bool opt_copy(const char *cmd, const char *opt, const char *v, void *dst)
 
 static bool opt_none(const char *cmd, const char *opt, const char *v, void *dst) { return true; }
 
+/* Long on purpose: most of its lines are the option table (one row per option of gen-model);
+ * the rest parses it and calls ps_genmodel_write. */
 int ps_cli_gen_model(int argc, char **argv) {
     ps_genmodel_params p = ps_genmodel_default_params();
     const char *out = NULL;

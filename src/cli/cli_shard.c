@@ -198,6 +198,8 @@ static int fail(char *why, size_t n, int rc, const char *fmt, ...) {
 
 /* Checks the existing output (file f, open for reading) against the input; on success
  * *good_end is the length of its whole lines and *cut whether a half line follows. */
+/* Long on purpose: one walk over the existing output's lines beside the input's, each case a
+ * refusal with its own message (the resume check's contract, docs/scale-out.md). */
 static int check_existing(const char *path, FILE *f, const char *hdr, input_reader *ir,
                           off_t *good_end, char *why, size_t wn) {
     ps_shard_out *so = ir->so;

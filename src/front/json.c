@@ -423,6 +423,8 @@ void ps_json_continuation(ps_buf *b, const ps_score_result *r) {
                   r->is_greedy ? "true" : "false", (int)r->continuation_start);
 }
 
+/* Long on purpose: the object's arrays in the order the OpenAI shape fixes, each a short loop
+ * over the same entries. */
 void ps_json_logprobs_from(ps_buf *b, const ps_vocab *vocab, const ps_score_result *r,
                            int32_t first, int32_t values_from, int64_t text_offset0,
                            const int32_t *prompt_offset, ps_buf *text) {

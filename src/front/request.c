@@ -294,7 +294,8 @@ static bool parse_stop(json_t *root, ps_completion_req *r, ps_req_error *e) {
     return true;
 }
 
-/* The prompts: string | [string] | [int] | [[int]]. */
+/* The prompts: string | [string] | [int] | [[int]]. Long on purpose: one case per shape, each
+ * with the limits and messages of that shape. */
 static bool parse_prompts(json_t *root, const ps_req_limits *lim, bool add_special,
                           bool parse_special, ps_completion_req *r, ps_req_error *e) {
     json_t *p = json_object_get(root, "prompt");

@@ -143,6 +143,9 @@ typedef struct {
     float *logits;
 } row_job;
 
+/* Long on purpose: one switch over the row steps of a layer (norms, RoPE, SwiGLU, residuals,
+ * the logits' bias and soft-cap), each case a few lines on the task's rows; split into one
+ * function per step it would only add a call per row in the hot loop. */
 static void row_task(void *ctx, int64_t task, int32_t thread) {
     (void)thread;
     const row_job *job = ctx;

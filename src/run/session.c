@@ -273,6 +273,9 @@ void ps_session_free(ps_session *s) {
     ps_free(s);
 }
 
+/* Long on purpose: the checks of the parameters, then one allocation after another of what a
+ * session holds (each freed by ps_session_free on the way out), in the order the comments
+ * give; there is no phase that stands alone. */
 ps_status ps_session_create(const ps_model *model, const ps_session_params *params,
                             ps_session **out, ps_error *err) {
     ps_error_clear(err);

@@ -902,20 +902,30 @@ static bool batch_follows(const batch_item *it, const ps_score_prompt *prompts, 
     return false;
 }
 
-ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t n_prompts,
-                         int32_t max_seqs, ps_score_result **results, ps_error *err) {
-    ps_error_clear(err);
-    if (!results || n_prompts < 0 || (n_prompts > 0 && !prompts) || !s)
-        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
-                       "session, prompts and results are required (n_prompts %d)", n_prompts);
-    for (int32_t i = 0; i < n_prompts; i++) results[i] = NULL;
-    if (n_prompts == 0) return PS_OK;
-    ps_score_params defaults = ps_score_default_params();
-    /* rows per pass: the smallest chunk any prompt asks for (chunking never changes a score) */
-    int32_t rows = s->n_batch;
-    for (int32_t i = 0; i < n_prompts; i++) {
-        const ps_score_params *p = prompts[i].params ? prompts[i].params : &defaults;
-        ps_status st = check_params(s, prompts[i].tokens, prompts[i].n_tokens, p, err);
+/* One ps_score_batch call's state: the prompts, their items and results, the pass's buffers
+ * and the segments packed into the current pass. */
+typedef struct {
+    ps_session *s;
+    const ps_score_prompt *prompts;
+    int32_t n_prompts, max_seqs, rows, n_vocab;
+    ps_score_params defaults; /* the parameters of a prompt that gives none */
+    float *logits, *gen_logits;
+    int32_t *targets;
+    batch_item *it;
+    uint8_t *wmask; /* the word-start mask, when a prompt asks for words */
+    ps_score_result **results;
+    ps_seg segs[PS_CHUNK];
+    int32_t seg_item[PS_CHUNK];
+    int32_t n_segs;
+} batch_run;
+
+/* Phase 1: every prompt's parameters checked; *rows = the smallest chunk any prompt asks for
+ * (chunking never changes a score), at most the session's n_batch. */
+static ps_status batch_check(batch_run *br, ps_error *err) {
+    br->rows = br->s->n_batch;
+    for (int32_t i = 0; i < br->n_prompts; i++) {
+        const ps_score_params *p = br->prompts[i].params ? br->prompts[i].params : &br->defaults;
+        ps_status st = check_params(br->s, br->prompts[i].tokens, br->prompts[i].n_tokens, p, err);
         if (st != PS_OK) {
             char msg[sizeof err->message];
             snprintf(msg, sizeof msg, "%s", err ? err->message : "");
@@ -925,156 +935,191 @@ ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t 
             return ps_fail(err, PS_ERR_INVALID_ARG, -1,
                            "prompt %d: compare is done by ps_score_tokens, one prompt at a time",
                            (int)i);
-        rows = PS_MIN(rows, p->chunk);
+        br->rows = PS_MIN(br->rows, p->chunk);
     }
-    if (max_seqs < 1 || max_seqs > rows) max_seqs = rows;
-    const int32_t n_vocab = s->model->hp.n_vocab;
+    return PS_OK;
+}
+
+/* Phase 2: the pass's buffers and every prompt's result, started. */
+static ps_status batch_alloc(batch_run *br, ps_error *err) {
+    ps_session *s = br->s;
     /* the pass's rows, then one row for generation */
-    float *logits = ps_session_logits(s, (size_t)rows + 1);
-    float *gen_logits = logits ? logits + (size_t)rows * (size_t)n_vocab : NULL;
-    int32_t *targets = ps_malloc((size_t)rows * sizeof *targets);
-    batch_item *it = ps_calloc((size_t)n_prompts, sizeof *it);
-    uint8_t *wmask = NULL;
-    ps_seg segs[PS_CHUNK];
-    int32_t seg_item[PS_CHUNK];
-    ps_status st = PS_OK;
-    if (!logits || !targets || !it) {
-        st = ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for a %d x %d logits buffer",
-                     rows + 1, n_vocab);
-        goto fail;
-    }
-    for (int32_t i = 0; i < n_prompts; i++) {
-        it[i].p = prompts[i].params ? prompts[i].params : &defaults;
-        if (it[i].p->words && !wmask) {
-            st = ps_words_mask(s->model->vocab, &wmask, err);
-            if (st != PS_OK) goto fail;
+    br->logits = ps_session_logits(s, (size_t)br->rows + 1);
+    br->gen_logits = br->logits ? br->logits + (size_t)br->rows * (size_t)br->n_vocab : NULL;
+    br->targets = ps_malloc((size_t)br->rows * sizeof *br->targets);
+    br->it = ps_calloc((size_t)br->n_prompts, sizeof *br->it);
+    if (!br->logits || !br->targets || !br->it)
+        return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory for a %d x %d logits buffer",
+                       br->rows + 1, br->n_vocab);
+    for (int32_t i = 0; i < br->n_prompts; i++) {
+        batch_item *b = &br->it[i];
+        const ps_score_prompt *pr = &br->prompts[i];
+        b->p = pr->params ? pr->params : &br->defaults;
+        if (b->p->words && !br->wmask) {
+            ps_status st = ps_words_mask(s->model->vocab, &br->wmask, err);
+            if (st != PS_OK) return st;
         }
-        results[i] = result_new(prompts[i].n_tokens + it[i].p->max_tokens, it[i].p->k,
-                                it[i].p->stats || it[i].p->cache, false);
-        if (results[i] && !words_alloc(results[i], it[i].p, prompts[i].n_tokens)) {
+        const int32_t cap = pr->n_tokens + b->p->max_tokens;
+        br->results[i] = result_new(cap, b->p->k, b->p->stats || b->p->cache, false);
+        if (br->results[i] && !words_alloc(br->results[i], b->p, pr->n_tokens)) {
+            ps_score_result_free(br->results[i]);
+            br->results[i] = NULL;
+        }
+        if (!br->results[i])
+            return ps_fail(err, PS_ERR_NOMEM, -1,
+                           "out of memory for the results of prompt %d (%d positions, k %d)", i,
+                           cap, b->p->k);
+        if (!ps_extras_alloc(br->results[i], b->p, cap))
+            return ps_fail(err, PS_ERR_NOMEM, -1,
+                           "out of memory for the named tokens of prompt %d (%d positions)", i,
+                           cap);
+        result_start(br->results[i], pr->tokens, pr->n_tokens, b->p->k);
+    }
+    return PS_OK;
+}
+
+/* Phase 3, a pass's packing: prompts are packed in order from the first unfinished one (lo),
+ * each taking what is left of it or of the pass, at most max_seqs prompts among lo .. lo +
+ * max_seqs - 1, so prompt i can run on kept sequence i % max_seqs (every earlier prompt
+ * sharing it is done by the time i starts), of its own length rounded up to 16 positions. A
+ * prompt that shares whole blocks with a running one that computes them waits until they are
+ * cached (batch_follows); the running one is always packed first, so a pass is never empty. */
+static ps_status batch_pack(batch_run *br, int32_t lo, ps_error *err) {
+    ps_session *s = br->s;
+    int32_t used = 0;
+    br->n_segs = 0;
+    for (int32_t i = lo; i < br->n_prompts && i < lo + br->max_seqs && used < br->rows &&
+                         br->n_segs < br->max_seqs;
+         i++) {
+        batch_item *b = &br->it[i];
+        const int32_t nt = br->prompts[i].n_tokens;
+        if (b->done) continue;
+        if (cancelled(b->p))
+            return ps_fail(err, PS_ERR_CANCELLED, -1,
+                           "prompt %d cancelled after %d of %d positions", i, b->fed, nt);
+        if (!b->started) {
+            if (batch_follows(br->it, br->prompts, lo, i)) continue;
+            const int64_t need = PS_MIN((int64_t)s->n_ctx,
+                                        ((int64_t)nt + b->p->max_tokens + 15) & ~(int64_t)15);
+            b->seq = ps_session_pool_seq(s, i % br->max_seqs, (int32_t)need, err);
+            if (!b->seq) return PS_ERR_NOMEM;
+            b->started = true;
+            if (b->p->cache && !b->p->words) {
+                ps_status st = cache_begin(&b->cr, b->p->cache, s, b->seq, br->prompts[i].tokens,
+                                           nt, br->results[i], b->p->n_token_ids == 0, &b->fed,
+                                           err);
+                if (st != PS_OK) return st;
+            }
+        }
+        int32_t n = PS_MIN(nt - b->fed, br->rows - used);
+        n = PS_MIN(n, cache_split(&b->cr, b->fed, nt) - b->fed);
+        br->segs[br->n_segs] = (ps_seg){b->seq, br->prompts[i].tokens + b->fed, n};
+        br->seg_item[br->n_segs++] = i;
+        used += n;
+    }
+    assert(br->n_segs > 0);
+    return PS_OK;
+}
+
+/* Phase 4, after a pass's forward: each segment's rows through the top-K kernel (and the word
+ * masses), its position advanced, its blocks captured for the cache. */
+static ps_status batch_rows(batch_run *br, ps_error *err) {
+    int32_t row0 = 0;
+    for (int32_t g = 0; g < br->n_segs; g++) {
+        const int32_t i = br->seg_item[g], n = br->segs[g].n, nt = br->prompts[i].n_tokens;
+        batch_item *b = &br->it[i];
+        const int32_t p0 = b->fed;
+        const float *rows = br->logits + (size_t)row0 * (size_t)br->n_vocab;
+        /* rows whose next token is in the prompt: all but the very last prompt row */
+        const int32_t m = p0 + n < nt ? n : n - 1;
+        if (m > 0) {
+            for (int32_t j = 0; j < m; j++) br->targets[j] = br->prompts[i].tokens[p0 + j + 1];
+            ps_status st = topk_rows(br->s, b->p, rows, m, br->targets, br->results[i], p0 + 1,
+                                     p0, err);
+            if (st != PS_OK) return st;
+        }
+        words_rows(br->s, rows, m, m < n, br->prompts[i].tokens, p0, br->results[i], p0 + 1,
+                   br->wmask);
+        b->fed += n;
+        row0 += n;
+        ps_status st = cache_after_forward(&b->cr, b->seq, b->p->k, err);
+        if (st != PS_OK) return st;
+    }
+    return PS_OK;
+}
+
+/* Phase 5, the pass's finished prompts: their blocks into the cache (where the prompts
+ * waiting for them find them at the next pass), the sum, then generation from their last row
+ * (gen_logits is past the pass's rows, so the other prompts' rows stay). */
+static ps_status batch_finish(batch_run *br, ps_error *err) {
+    int32_t row0 = 0;
+    for (int32_t g = 0; g < br->n_segs; g++) {
+        const int32_t i = br->seg_item[g], nt = br->prompts[i].n_tokens;
+        batch_item *b = &br->it[i];
+        ps_score_result *r = br->results[i];
+        row0 += br->segs[g].n;
+        if (b->fed < nt) continue;
+        if (b->cr.c) {
+            cache_insert(&b->cr, br->prompts[i].tokens, r);
+            cache_end(&b->cr);
+        }
+        double sum = 0.0;
+        for (int32_t j = 1; j < nt; j++) sum += (double)r->logprobs[j];
+        r->sum_logprob = sum;
+        r->n_gen = 0;
+        r->n_total = nt;
+        if (b->p->max_tokens > 0) {
+            ps_status st = generate(br->s, b->seq, b->p, nt,
+                                    br->logits + (size_t)(row0 - 1) * (size_t)br->n_vocab,
+                                    br->gen_logits, r, err);
+            if (st != PS_OK) return st;
+        }
+        ps_continuation_finish(r, b->p);
+        result_finish(r, b->p);
+        b->done = true;
+    }
+    return PS_OK;
+}
+
+ps_status ps_score_batch(ps_session *s, const ps_score_prompt *prompts, int32_t n_prompts,
+                         int32_t max_seqs, ps_score_result **results, ps_error *err) {
+    ps_error_clear(err);
+    if (!results || n_prompts < 0 || (n_prompts > 0 && !prompts) || !s)
+        return ps_fail(err, PS_ERR_INVALID_ARG, -1,
+                       "session, prompts and results are required (n_prompts %d)", n_prompts);
+    for (int32_t i = 0; i < n_prompts; i++) results[i] = NULL;
+    if (n_prompts == 0) return PS_OK;
+    batch_run *br = ps_calloc(1, sizeof *br);
+    if (!br) return ps_fail(err, PS_ERR_NOMEM, -1, "out of memory");
+    br->s = s;
+    br->prompts = prompts;
+    br->n_prompts = n_prompts;
+    br->n_vocab = s->model->hp.n_vocab;
+    br->defaults = ps_score_default_params();
+    br->results = results;
+    ps_status st = batch_check(br, err);
+    if (st == PS_OK) {
+        br->max_seqs = max_seqs < 1 || max_seqs > br->rows ? br->rows : max_seqs;
+        st = batch_alloc(br, err);
+    }
+    for (int32_t lo = 0; st == PS_OK;) {
+        while (lo < n_prompts && br->it[lo].done) lo++;
+        if (lo == n_prompts) break;
+        st = batch_pack(br, lo, err);
+        if (st == PS_OK) st = ps_session_forward_segs(s, br->segs, br->n_segs, br->logits, err);
+        if (st == PS_OK) st = batch_rows(br, err);
+        if (st == PS_OK) st = batch_finish(br, err);
+    }
+    if (st != PS_OK) {
+        for (int32_t i = 0; i < n_prompts; i++) {
+            if (br->it) cache_end(&br->it[i].cr);
             ps_score_result_free(results[i]);
             results[i] = NULL;
         }
-        if (!results[i]) {
-            st = ps_fail(err, PS_ERR_NOMEM, -1,
-                         "out of memory for the results of prompt %d (%d positions, k %d)", i,
-                         prompts[i].n_tokens + it[i].p->max_tokens, it[i].p->k);
-            goto fail;
-        }
-        if (!ps_extras_alloc(results[i], it[i].p, prompts[i].n_tokens + it[i].p->max_tokens)) {
-            st = ps_fail(err, PS_ERR_NOMEM, -1,
-                         "out of memory for the named tokens of prompt %d (%d positions)", i,
-                         prompts[i].n_tokens + it[i].p->max_tokens);
-            goto fail;
-        }
-        result_start(results[i], prompts[i].tokens, prompts[i].n_tokens, it[i].p->k);
     }
-    /* Passes: prompts are packed in order from the first unfinished one (lo), each taking what
-     * is left of it or of the pass, at most max_seqs prompts among lo .. lo + max_seqs - 1, so
-     * prompt i can run on kept sequence i % max_seqs (every earlier prompt sharing it is done
-     * by the time i starts), of its own length rounded up to 16 positions. A prompt that
-     * shares whole blocks with a running one that computes them waits until they are cached
-     * (batch_follows); the running one is always packed first, so a pass is never empty. */
-    for (int32_t lo = 0;;) {
-        while (lo < n_prompts && it[lo].done) lo++;
-        if (lo == n_prompts) break;
-        int32_t n_segs = 0, used = 0;
-        for (int32_t i = lo; i < n_prompts && i < lo + max_seqs && used < rows && n_segs < max_seqs;
-             i++) {
-            batch_item *b = &it[i];
-            const int32_t nt = prompts[i].n_tokens;
-            if (b->done) continue;
-            if (cancelled(b->p)) {
-                st = ps_fail(err, PS_ERR_CANCELLED, -1,
-                             "prompt %d cancelled after %d of %d positions", i, b->fed, nt);
-                goto fail;
-            }
-            if (!b->started) {
-                if (batch_follows(it, prompts, lo, i)) continue;
-                const int64_t need = PS_MIN((int64_t)s->n_ctx,
-                                            ((int64_t)nt + b->p->max_tokens + 15) & ~(int64_t)15);
-                b->seq = ps_session_pool_seq(s, i % max_seqs, (int32_t)need, err);
-                if (!b->seq) {
-                    st = PS_ERR_NOMEM;
-                    goto fail;
-                }
-                b->started = true;
-                if (b->p->cache && !b->p->words) {
-                    st = cache_begin(&b->cr, b->p->cache, s, b->seq, prompts[i].tokens, nt,
-                                     results[i], b->p->n_token_ids == 0, &b->fed, err);
-                    if (st != PS_OK) goto fail;
-                }
-            }
-            int32_t n = PS_MIN(nt - b->fed, rows - used);
-            n = PS_MIN(n, cache_split(&b->cr, b->fed, nt) - b->fed);
-            segs[n_segs] = (ps_seg){b->seq, prompts[i].tokens + b->fed, n};
-            seg_item[n_segs++] = i;
-            used += n;
-        }
-        assert(n_segs > 0);
-        st = ps_session_forward_segs(s, segs, n_segs, logits, err);
-        if (st != PS_OK) goto fail;
-        int32_t row0 = 0;
-        for (int32_t g = 0; g < n_segs; g++) {
-            const int32_t i = seg_item[g], n = segs[g].n, nt = prompts[i].n_tokens;
-            batch_item *b = &it[i];
-            const int32_t p0 = b->fed;
-            /* rows whose next token is in the prompt: all but the very last prompt row */
-            const int32_t m = p0 + n < nt ? n : n - 1;
-            if (m > 0) {
-                for (int32_t j = 0; j < m; j++) targets[j] = prompts[i].tokens[p0 + j + 1];
-                st = topk_rows(s, b->p, logits + (size_t)row0 * (size_t)n_vocab, m, targets,
-                               results[i], p0 + 1, p0, err);
-                if (st != PS_OK) goto fail;
-            }
-            words_rows(s, logits + (size_t)row0 * (size_t)n_vocab, m, m < n, prompts[i].tokens,
-                       p0, results[i], p0 + 1, wmask);
-            b->fed += n;
-            row0 += n;
-            st = cache_after_forward(&b->cr, b->seq, b->p->k, err);
-            if (st != PS_OK) goto fail;
-        }
-        /* finished prompts: their blocks into the cache (where the prompts waiting for them
-         * find them at the next pass), the sum, then generation from their last row
-         * (gen_logits is past the pass's rows, so the other prompts' rows stay) */
-        row0 = 0;
-        for (int32_t g = 0; g < n_segs; g++) {
-            const int32_t i = seg_item[g], nt = prompts[i].n_tokens;
-            ps_score_result *r = results[i];
-            row0 += segs[g].n;
-            if (it[i].fed < nt) continue;
-            if (it[i].cr.c) {
-                cache_insert(&it[i].cr, prompts[i].tokens, r);
-                cache_end(&it[i].cr);
-            }
-            double sum = 0.0;
-            for (int32_t j = 1; j < nt; j++) sum += (double)r->logprobs[j];
-            r->sum_logprob = sum;
-            r->n_gen = 0;
-            r->n_total = nt;
-            if (it[i].p->max_tokens > 0) {
-                st = generate(s, it[i].seq, it[i].p, nt,
-                              logits + (size_t)(row0 - 1) * (size_t)n_vocab, gen_logits, r, err);
-                if (st != PS_OK) goto fail;
-            }
-            ps_continuation_finish(r, it[i].p);
-            result_finish(r, it[i].p);
-            it[i].done = true;
-        }
-    }
-    ps_free(targets);
-    ps_free(it);
-    ps_free(wmask);
-    return PS_OK;
-
-fail:
-    for (int32_t i = 0; i < n_prompts; i++) {
-        if (it) cache_end(&it[i].cr);
-        ps_score_result_free(results[i]);
-        results[i] = NULL;
-    }
-    ps_free(targets);
-    ps_free(it);
-    ps_free(wmask);
+    ps_free(br->targets);
+    ps_free(br->it);
+    ps_free(br->wmask);
+    ps_free(br);
     return st;
 }
