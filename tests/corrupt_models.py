@@ -219,7 +219,7 @@ def targeted(b, h):
     out.append(('eps absent', drop_kv(b, h, eps), ('key', eps)))
     # every name: n_vocab, -2, 0x7fffffff and a float; BOS and EOS: the other types' edges too
     more = ((U32, 0xFFFFFFFE), (I64, nv), (U64, 1 << 40), (I32, -2147483648), (I64, -3))
-    for name in ('bos', 'eos', 'padding', 'unknown', 'eot', 'seperator', 'mask', 'fim_pre'):
+    for name in ('bos', 'eos', 'padding', 'unknown', 'eot', 'fim_pre'):
         k = 'tokenizer.ggml.%s_token_id' % name
         for t, v in ((U32, nv), (I32, -2), (U32, 0x7fffffff)) + (more if name in ('bos', 'eos')
                                                                   else ()):

@@ -7,7 +7,7 @@
 # id outside its range must never load, and the rewritten keys (eps, special ids, head counts,
 # context length, rope base, expert counts) are refused with status 1 naming the key
 # (docs/models.md, "What a model must satisfy").
-# PS_CORRUPT_SEED (default 47) and PS_CORRUPT_COPIES (random copies per model, default 25)
+# PS_CORRUPT_SEED (default 47) and PS_CORRUPT_COPIES (random copies per model, default 20)
 # choose the walk; PS_CORRUPT_KEEP=1 keeps the failing copies. Under PS_SANITIZED the timeout
 # grows. Prints "corrupt_models: N passed, N failed, N skipped".
 BUILD=${BUILD:-build}
@@ -47,7 +47,7 @@ keep=""
 [ "${PS_CORRUPT_KEEP:-0}" = 1 ] && keep=--keep
 # shellcheck disable=SC2086
 "$PY" tests/corrupt_models.py --bin "$BIN" --seed "${PS_CORRUPT_SEED:-47}" \
-    --copies "${PS_CORRUPT_COPIES:-25}" --timeout "$TIMEOUT" --dir "$T" $keep $MODELS \
+    --copies "${PS_CORRUPT_COPIES:-20}" --timeout "$TIMEOUT" --dir "$T" $keep $MODELS \
     >"$T/walk" 2>"$T/walk.err"
 rc=$?
 check "corrupt_models.py ran (exit $rc: $(tail -3 "$T/walk.err"))" '[ $rc -eq 0 ]'
