@@ -775,15 +775,29 @@ static enum MHD_Result dispatch(ps_server *s, struct MHD_Connection *mc, conn *c
 
 /* The headers, read once with their lengths: their size, how often the ones that must be
  * given once were given, whether any name or value holds a NUL byte (a C string would end at
- * it), whether Content-Length is one run of digits, and the Authorization value. */
+ * it), whether a name is not an HTTP token, whether Content-Length is one run of digits, and
+ * the Authorization value. */
 typedef struct {
     size_t bytes;
     int n_length, n_host, n_auth, n_encoding, n;
-    bool nul, bad_length;
+    bool nul, bad_name, bad_length;
     const char *host, *auth;
     size_t host_len, auth_len;
     const char **keys; /* every header's name and value in order (cut_by_nul) */
 } header_scan;
+
+/* A header name as RFC 9112 allows it: one or more token characters. libmicrohttpd keeps the
+ * whitespace of "Transfer-Encoding : chunked" in the name, so that header would be no
+ * Transfer-Encoding here while a proxy that trims the name frames the body by it. */
+static bool header_name_ok(const char *key, size_t n) {
+    if (n == 0) return false;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char ch = (unsigned char)key[i];
+        const bool alnum = (ch >= '0' && ch <= '9') || ((ch | 32) >= 'a' && (ch | 32) <= 'z');
+        if (!(alnum || (ch && strchr("!#$%&'*+-.^_`|~", ch)))) return false;
+    }
+    return true;
+}
 
 static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                    size_t key_size, const char *value, size_t value_size) {
@@ -792,6 +806,7 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     h->bytes += key_size + value_size + 4;
     if (!value) value = "";
     if (strlen(key) != key_size || strlen(value) != value_size) h->nul = true;
+    if (!header_name_ok(key, key_size)) h->bad_name = true;
     if (!strcasecmp(key, "Content-Length")) {
         h->n_length++;
         h->bad_length |= value_size == 0 || value_size > 19 ||
@@ -859,6 +874,9 @@ static bool headers_ambiguous(conn *c, const header_scan *h, ps_req_error *e) {
     if (h->nul)
         ps_req_fail(e, 400, NULL, "invalid_header",
                      "a header holds a NUL byte, or is folded over two lines");
+    else if (h->bad_name)
+        ps_req_fail(e, 400, NULL, "invalid_header",
+                     "a header name is not a token (whitespace before its colon?)");
     else if (h->n_length > 1)
         ps_req_fail(e, 400, NULL, "invalid_header",
                      "Content-Length is given %d times; give it once", h->n_length);
