@@ -134,9 +134,10 @@ for t in "$BUILD"/tests/test_* "$BUILD"/bench/bench_* tests/test_*.sh; do
             # around the same score/merge/serve code that test_shard.sh and test_server run
             # under the sanitizers; sanitized, their daemons' deadlines are what they measure.
             # The Python package loads the plain shared library into python3 (an ASan one
-            # would need the runtime preloaded into the interpreter).
+            # would need the runtime preloaded into the interpreter); so do the docs' commands,
+            # whose Python blocks install and run it.
             if [ -n "${PS_SANITIZED:-}" ]; then
-                case "${t##*/}" in test_valgrind.sh|test_slurm.sh|test_nginx.sh|test_python.sh)
+                case "${t##*/}" in test_valgrind.sh|test_slurm.sh|test_nginx.sh|test_python.sh|test_docs_commands.sh)
                     unsanitized="$unsanitized ${t##*/}"; continue ;;
                 esac
             fi ;;

@@ -598,12 +598,12 @@ PS_TARGET_AVX512_VNNI static int32_t i8_peak_chain(int64_t iters) {
 
 typedef struct {
     int64_t iters;
-    int32_t sink[64];
+    uint32_t sink[64]; /* keeps the chains live; wraps, as unsigned sums may */
 } i8_peak_job;
 
 static void i8_peak_task(void *ctx, int64_t task, int32_t thread) {
     i8_peak_job *job = ctx;
-    job->sink[thread & 63] += i8_peak_chain(job->iters);
+    job->sink[thread & 63] += (uint32_t)i8_peak_chain(job->iters);
     (void)task;
 }
 
