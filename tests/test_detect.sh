@@ -99,6 +99,7 @@ def close(a, b, rel, floor=1e-30):
     return abs(a - b) <= rel * max(abs(a), abs(b), floor)
 
 bad, worst_v, worst_rel, n_lines, worst_by = [], 0.0, 0.0, 0, {}
+strict = [0, 0, 0.0, 0.0]  # values, values within 1e-5 of |want| itself, worst such ratio, its |want|
 for inp, g in zip(inputs, got):
     if g.get("id") != inp["id"] or "detect" not in g:
         bad.append("line %s: no detect object (%s)" % (inp["id"], str(g)[:200])); continue
@@ -130,6 +131,10 @@ for inp, g in zip(inputs, got):
             e = abs(v - want) / max(abs(want), floor)
             worst_rel = max(worst_rel, e)
             worst_by[wk] = max(worst_by.get(wk, 0.0), e)
+            es = abs(v - want) / max(abs(want), 1e-300)
+            strict[0] += 1
+            strict[1] += es <= 1e-5
+            if es > strict[2]: strict[2], strict[3] = es, abs(want)
         if not close(v, want, 1e-5, floor):
             bad.append("line %s %s: %r vs float64 %r" % (inp["id"], key, v, want))
     # promptscore's own float32 arrays through the same code
@@ -148,6 +153,7 @@ for inp, g in zip(inputs, got):
             bad.append("line %s %s: %r vs its own arrays %r" % (inp["id"], key, v, want))
     n_lines += 1
 print("m%s: %d lines, worst varentropy |diff| %.2e, worst relative score diff %.2e (%s)" % (m, n_lines, worst_v, worst_rel, ", ".join("%s %.1e" % kv for kv in sorted(worst_by.items()))))
+print("m%s: %d of %d scores within 1e-5 of the float64 value itself; the worst %.1e, at |value| %.2e" % (m, strict[1], strict[0], strict[2], strict[3]))
 for b in bad[:12]: print("BAD " + b)
 PYEOF
     cat "$T/cmp$m"

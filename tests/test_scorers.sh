@@ -73,6 +73,7 @@ from forward import Model
 model = Model(sys.argv[1])
 named = [int(x) for x in sys.argv[3].split(",")]
 bad, worst_sum, worst_named, n_top, n_pairs, n_greedy = [], 0.0, 0.0, 0, 0, 0
+strict = [0, 0, 0, 0.0]  # continuations within 1e-5 of |want|; named values, within 1e-6 absolute, worst
 for line in open(sys.argv[2]):
     o = json.loads(line)
     if "error" in o:
@@ -90,6 +91,7 @@ for line in open(sys.argv[2]):
     # only resolved to an ulp of the lse (~1e-6), so each term may be that far off
     bound = max(1e-5 * abs(want), 2e-6 * (len(toks) - start))
     worst_sum = max(worst_sum, d / bound)
+    strict[0] += d <= 1e-5 * abs(want)
     if not d <= bound:
         bad.append("line %s: continuation_logprob %r vs float64 %r" % (o["id"], o["continuation_logprob"], want))
     if o["is_greedy"] != greedy:
@@ -109,10 +111,16 @@ for line in open(sys.argv[2]):
                     bad.append("line %s pos %d id %d: %r vs top_logprobs %r" % (o["id"], i, t, got, tops[t]))
             e = abs(got - ls[i - 1][t]) / max(1.0, abs(ls[i - 1][t]))
             worst_named = max(worst_named, e)
+            ea = abs(got - ls[i - 1][t])
+            strict[1] += 1
+            strict[2] += ea <= 1e-6
+            strict[3] = max(strict[3], ea)
             if not e <= 1e-5:
                 bad.append("line %s pos %d id %d: %r vs float64 %r" % (o["id"], i, t, got, ls[i - 1][t]))
 print("pairs %d (greedy %d), worst continuation diff / its bound %.2f, worst named rel diff %.2e, "
       "named ids in the top-K %d" % (n_pairs, n_greedy, worst_sum, worst_named, n_top))
+print("continuations within 1e-5 of the float64 sum itself %d of %d; named values within 1e-6 "
+      "absolute %d of %d, the worst %.2e" % (strict[0], n_pairs, strict[2], strict[1], strict[3]))
 for b in bad[:10]:
     print("BAD " + b)
 PYEOF
