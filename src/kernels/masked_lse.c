@@ -1,8 +1,8 @@
 /*
  * masked_lse.c — the masked log-mass of a logit row (masked_lse.h): the scalar reference and
  * the AVX2 and AVX-512 forms of its chunk loop, which compute each lane's terms with the same
- * fused multiply-adds as topk.h's canonical exp (so the same bits), a masked-out term adding
- * nothing. The chunk sums, the double totals, the tree and the log are shared code.
+ * fused multiply-adds as topk.h's canonical exp (exp_canon.h: so the same bits), a masked-out
+ * term adding nothing. The chunk sums, the double totals, the tree and the log are shared code.
  */
 #include "kernels/masked_lse.h"
 #include "kernels/topk.h"
@@ -27,23 +27,6 @@ static void chunk_scalar(const float *x, const uint8_t *mask, int64_t i0, int64_
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-/* The canonical exp of 8 values d <= 0 (every term here: x <= lse); d < -87 gives 0. */
-static inline __attribute__((always_inline)) PS_TARGET_AVX2 __m256 exp8(__m256 d) {
-    __m256 keep = _mm256_cmp_ps(d, _mm256_set1_ps(PS_EXP_LO), _CMP_NLT_UQ);
-    const __m256 magic = _mm256_set1_ps(PS_EXP_MAGIC);
-    __m256 t = _mm256_fmadd_ps(d, _mm256_set1_ps(PS_EXP_LOG2E), magic);
-    __m256 n = _mm256_sub_ps(t, magic);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(PS_EXP_NLN2), d);
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(PS_EXP_C5), r, _mm256_set1_ps(PS_EXP_C4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PS_EXP_C3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PS_EXP_C2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PS_EXP_C1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    /* 2^n for n in [-126, 0]: the exponent field n + 127 (n < -126 only where d < -87) */
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
-}
-
 static PS_TARGET_AVX2 void chunk_avx2(const float *x, const uint8_t *mask, int64_t i0,
                                       int64_t i1, float lse, float *C) {
     const __m256 sh = _mm256_set1_ps(lse);
@@ -54,25 +37,11 @@ static PS_TARGET_AVX2 void chunk_avx2(const float *x, const uint8_t *mask, int64
         for (int q = 0; q < 8; q++) {
             __m128i m8 = _mm_loadl_epi64((const __m128i *)(mask + i + 8 * q));
             __m256i m = _mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(m8), _mm256_setzero_si256());
-            __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8 * q), sh));
+            __m256 e = ps_exp_canon8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8 * q), sh));
             s[q] = _mm256_add_ps(s[q], _mm256_and_ps(e, _mm256_castsi256_ps(m)));
         }
     for (int q = 0; q < 8; q++) _mm256_storeu_ps(C + 8 * q, s[q]);
     chunk_scalar(x, mask, full, i1, lse, C);
-}
-
-static inline __attribute__((always_inline)) PS_TARGET_AVX512 __m512 exp16(__m512 d) {
-    __mmask16 keep = _mm512_cmp_ps_mask(d, _mm512_set1_ps(PS_EXP_LO), _CMP_NLT_UQ);
-    const __m512 magic = _mm512_set1_ps(PS_EXP_MAGIC);
-    __m512 t = _mm512_fmadd_ps(d, _mm512_set1_ps(PS_EXP_LOG2E), magic);
-    __m512 n = _mm512_sub_ps(t, magic);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(PS_EXP_NLN2), d);
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(PS_EXP_C5), r, _mm512_set1_ps(PS_EXP_C4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PS_EXP_C3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PS_EXP_C2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PS_EXP_C1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(keep, p, n);
 }
 
 static PS_TARGET_AVX512 void chunk_avx512(const float *x, const uint8_t *mask, int64_t i0,
@@ -85,7 +54,7 @@ static PS_TARGET_AVX512 void chunk_avx512(const float *x, const uint8_t *mask, i
         for (int q = 0; q < 4; q++) {
             __m128i m8 = _mm_loadu_si128((const __m128i *)(mask + i + 16 * q));
             __mmask16 m = _mm_test_epi8_mask(m8, m8);
-            __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16 * q), sh));
+            __m512 e = ps_exp_canon16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16 * q), sh));
             s[q] = _mm512_mask_add_ps(s[q], m, s[q], e);
         }
     for (int q = 0; q < 4; q++) _mm512_storeu_ps(C + 16 * q, s[q]);

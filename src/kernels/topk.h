@@ -1,7 +1,7 @@
 /*
  * topk.h — internals of the top-K logprob kernel shared by topk.c and its SIMD variants
- * (topk_avx2.c, topk_avx512.c): the canonical exp approximation and the per-chunk kernels that
- * every ISA implements with the same operations in the same order.
+ * (topk_avx2.c, topk_avx512.c): the per-chunk kernels that every ISA implements with the same
+ * operations in the same order, on the canonical exp of exp_canon.h.
  *
  * The canonical row pass (driven by topk.c, identical for every ISA):
  *   - the row is viewed as 64-logit blocks; lane j (0..63) owns the elements whose index is
@@ -26,51 +26,15 @@
 #define PS_TOPK_H
 
 #include "base/impl.h"
+#include "kernels/exp_canon.h"
 
 #include <math.h>
 
 #define PS_TOPK_BLOCK 64        /* logits per block = lanes of the canonical sum */
 #define PS_TOPK_CHUNK_BLOCKS 64 /* full blocks per chunk (4096 logits; a redo reads L1) */
 
-/* Constants of the canonical exp. exp(d) for d <= 88 (d = x - shift):
- *   d < -87        -> 0 (also -inf); NaN -> NaN (so a bad logit poisons the sum)
- *   n = round(d * log2 e)      via fma(d, LOG2E, MAGIC) - MAGIC (round to nearest even)
- *   r = fma(n, -LN2, d)        |r| <= ln2/2 (+ rounding)
- *   p = 1 + r(c1 + r(c2 + r(c3 + r(c4 + r c5))))   Horner, one fma per step; p(0) == 1
- *   exp = p * 2^n              n in [-126, 127], so 2^n is a normal float (AVX-512: scalef)
- * Degree-5 minimax fit of exp on [-ln2/2, ln2/2]: relative error <= 1.5e-7 in float32. */
-#define PS_EXP_LO (-87.0f)
-#define PS_EXP_LOG2E 1.44269502162933349609375f /* 0x1.715476p+0 */
-#define PS_EXP_MAGIC 12582912.0f                /* 1.5 * 2^23 */
-#define PS_EXP_NLN2 (-0.693147182464599609375f) /* -0x1.62e430p-1 */
-#define PS_EXP_C1 0x1.fffff6p-1f
-#define PS_EXP_C2 0x1.fffdc6p-2f
-#define PS_EXP_C3 0x1.555a6ap-3f
-#define PS_EXP_C4 0x1.573a54p-5f
-#define PS_EXP_C5 0x1.0fa834p-7f
-
 /* A chunk whose maximum exceeds the shift by more than this is redone with its own maximum. */
 #define PS_TOPK_SHIFT_SLACK 64.0f
-
-/* The canonical exp in portable C (fmaf is exact on every CPU). d <= 88 or NaN (larger d only
- * occurs in a chunk that is redone; it gives +inf here). */
-static inline float ps_exp_canon(float d) {
-    if (d != d) return d;
-    if (d < PS_EXP_LO) return 0.0f;
-    if (d > 88.0f) return INFINITY;
-    float t = fmaf(d, PS_EXP_LOG2E, PS_EXP_MAGIC);
-    float n = t - PS_EXP_MAGIC;
-    float r = fmaf(n, PS_EXP_NLN2, d);
-    float p = fmaf(PS_EXP_C5, r, PS_EXP_C4);
-    p = fmaf(p, r, PS_EXP_C3);
-    p = fmaf(p, r, PS_EXP_C2);
-    p = fmaf(p, r, PS_EXP_C1);
-    p = fmaf(p, r, 1.0f);
-    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, 4);
-    return p * scale;
-}
 
 /* One pass over the nb full blocks starting at block b0 of `row` (dtype dt):
  * bm[i] = max of block b0 + i (bm may be NULL), C[j] += exp_canon(x - shift) for every element

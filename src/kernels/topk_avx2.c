@@ -3,9 +3,10 @@
  * (see topk.h for the canonical procedure they must reproduce bit for bit).
  *
  * One 64-logit block is eight ymm vectors; vector q holds lanes 8q..8q+7, so the 64 lane sums
- * live in eight accumulators. The exp is topk.h's canonical sequence of FMAs; p * 2^n is a
- * multiply by 2^n built from its exponent bits (n in [-126, 127]: a normal float), and lanes
- * with d < -87 are cleared with a compare mask (NaN lanes stay NaN).
+ * live in eight accumulators. The exp is topk.h's canonical sequence of FMAs (exp_canon.h, shared
+ * with masked_lse.c); p * 2^n is a multiply by 2^n built from its exponent bits (n in [-126,
+ * 127]: a normal float), and lanes with d < -87 are cleared with a compare mask (NaN lanes stay
+ * NaN).
  */
 #include "kernels/topk.h"
 #include "base/simd.h"
@@ -21,24 +22,6 @@ PS_T2_INLINE __m256 load8(const void *row, ps_dtype dt, int64_t i) {
     __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + i));
     if (dt == PS_DTYPE_F16) return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/* The canonical exp of 8 values d <= 88 (or NaN). */
-PS_T2_INLINE __m256 exp8(__m256 d) {
-    __m256 zero_it = _mm256_cmp_ps(d, _mm256_set1_ps(PS_EXP_LO), _CMP_LT_OQ);
-    const __m256 magic = _mm256_set1_ps(PS_EXP_MAGIC);
-    __m256 t = _mm256_fmadd_ps(d, _mm256_set1_ps(PS_EXP_LOG2E), magic);
-    __m256 n = _mm256_sub_ps(t, magic);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(PS_EXP_NLN2), d);
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(PS_EXP_C5), r, _mm256_set1_ps(PS_EXP_C4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PS_EXP_C3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PS_EXP_C2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PS_EXP_C1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    /* 2^n from its exponent bits; garbage in lanes that are cleared below */
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
-                                  23);
-    return _mm256_andnot_ps(zero_it, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
 PS_T2_INLINE float hmax8(__m256 v) {
@@ -80,10 +63,10 @@ PS_T2_INLINE float fused_dt(const void *row, ps_dtype dt, int64_t b0, int64_t nb
                     bm[b] = half == 0 || m > bm[b] ? m : bm[b];
                 }
             }
-            s0 = _mm256_add_ps(s0, exp8(_mm256_sub_ps(x0, sh)));
-            s1 = _mm256_add_ps(s1, exp8(_mm256_sub_ps(x1, sh)));
-            s2 = _mm256_add_ps(s2, exp8(_mm256_sub_ps(x2, sh)));
-            s3 = _mm256_add_ps(s3, exp8(_mm256_sub_ps(x3, sh)));
+            s0 = _mm256_add_ps(s0, ps_exp_canon8(_mm256_sub_ps(x0, sh)));
+            s1 = _mm256_add_ps(s1, ps_exp_canon8(_mm256_sub_ps(x1, sh)));
+            s2 = _mm256_add_ps(s2, ps_exp_canon8(_mm256_sub_ps(x2, sh)));
+            s3 = _mm256_add_ps(s3, ps_exp_canon8(_mm256_sub_ps(x3, sh)));
         }
         _mm256_storeu_ps(C + o, s0);
         _mm256_storeu_ps(C + o + 8, s1);
@@ -142,7 +125,7 @@ PS_T2_INLINE void plogp_dt(const void *a, const void *b, ps_dtype dt, int64_t b0
         for (int q = 0; q < 8; q++) {
             __m256 l = _mm256_sub_ps(load8(a, dt, i + 8 * q), la);
             __m256 d = b ? _mm256_sub_ps(l, _mm256_sub_ps(load8(b, dt, i + 8 * q), lb)) : l;
-            __m256 t = _mm256_mul_ps(exp8(l), d);
+            __m256 t = _mm256_mul_ps(ps_exp_canon8(l), d);
             t = _mm256_andnot_ps(_mm256_cmp_ps(l, lo, _CMP_LT_OQ), t);
             s[q] = _mm256_add_ps(s[q], t);
         }
@@ -175,7 +158,7 @@ PS_T2_INLINE void plogpv_dt(const void *a, ps_dtype dt, int64_t b0, int64_t nb, 
         for (int q = 0; q < 8; q++) {
             __m256 l = _mm256_sub_ps(load8(a, dt, i + 8 * q), la);
             __m256 drop = _mm256_cmp_ps(l, lo, _CMP_LT_OQ);
-            __m256 p = exp8(l);
+            __m256 p = ps_exp_canon8(l);
             __m256 t = _mm256_andnot_ps(drop, _mm256_mul_ps(p, l));
             s[q] = _mm256_add_ps(s[q], t);
             __m256 pk = _mm256_andnot_ps(drop, p), lk = _mm256_andnot_ps(drop, l);

@@ -23,21 +23,6 @@ PS_T512_INLINE __m512 load16(const void *row, ps_dtype dt, int64_t i) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* The canonical exp of 16 values d <= 88 (or NaN). */
-PS_T512_INLINE __m512 exp16(__m512 d) {
-    __mmask16 keep = _mm512_cmp_ps_mask(d, _mm512_set1_ps(PS_EXP_LO), _CMP_NLT_UQ);
-    const __m512 magic = _mm512_set1_ps(PS_EXP_MAGIC);
-    __m512 t = _mm512_fmadd_ps(d, _mm512_set1_ps(PS_EXP_LOG2E), magic);
-    __m512 n = _mm512_sub_ps(t, magic);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(PS_EXP_NLN2), d);
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(PS_EXP_C5), r, _mm512_set1_ps(PS_EXP_C4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PS_EXP_C3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PS_EXP_C2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PS_EXP_C1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(keep, p, n);
-}
-
 /* Horizontal max of 16 lanes (exact: max is order independent for non-NaN values). */
 PS_T512_INLINE float hmax16(__m512 v) {
     __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
@@ -109,10 +94,10 @@ PS_T512_INLINE float fused_dt(const void *row, ps_dtype dt, int64_t b0, int64_t 
             cm = _mm512_max_ps(cm, v);
             if (bm) note_block(vb, bm, b, v);
         }
-        s0 = _mm512_add_ps(s0, exp16(_mm512_sub_ps(x0, sh)));
-        s1 = _mm512_add_ps(s1, exp16(_mm512_sub_ps(x1, sh)));
-        s2 = _mm512_add_ps(s2, exp16(_mm512_sub_ps(x2, sh)));
-        s3 = _mm512_add_ps(s3, exp16(_mm512_sub_ps(x3, sh)));
+        s0 = _mm512_add_ps(s0, ps_exp_canon16(_mm512_sub_ps(x0, sh)));
+        s1 = _mm512_add_ps(s1, ps_exp_canon16(_mm512_sub_ps(x1, sh)));
+        s2 = _mm512_add_ps(s2, ps_exp_canon16(_mm512_sub_ps(x2, sh)));
+        s3 = _mm512_add_ps(s3, ps_exp_canon16(_mm512_sub_ps(x3, sh)));
     }
     _mm512_storeu_ps(C, s0);
     _mm512_storeu_ps(C + 16, s1);
@@ -158,10 +143,10 @@ PS_T512_INLINE float fused_bf16(const void *row, int64_t b0, int64_t nb, float s
             cm = _mm512_max_ps(cm, v);
             if (bm) note_block(vb, bm, b, v);
         }
-        a0 = _mm512_add_ps(a0, exp16(_mm512_sub_ps(x0, sh)));
-        a1 = _mm512_add_ps(a1, exp16(_mm512_sub_ps(x1, sh)));
-        a2 = _mm512_add_ps(a2, exp16(_mm512_sub_ps(x2, sh)));
-        a3 = _mm512_add_ps(a3, exp16(_mm512_sub_ps(x3, sh)));
+        a0 = _mm512_add_ps(a0, ps_exp_canon16(_mm512_sub_ps(x0, sh)));
+        a1 = _mm512_add_ps(a1, ps_exp_canon16(_mm512_sub_ps(x1, sh)));
+        a2 = _mm512_add_ps(a2, ps_exp_canon16(_mm512_sub_ps(x2, sh)));
+        a3 = _mm512_add_ps(a3, ps_exp_canon16(_mm512_sub_ps(x3, sh)));
     }
     _mm512_storeu_ps(C, _mm512_permutex2var_ps(a0, out_0, a1));
     _mm512_storeu_ps(C + 16, _mm512_permutex2var_ps(a0, out_1, a1));
@@ -219,7 +204,7 @@ PS_T512_INLINE void plogp_dt(const void *a, const void *b, ps_dtype dt, int64_t 
             __m512 l = _mm512_sub_ps(load16(a, dt, i + 16 * q), la);
             __m512 d = b ? _mm512_sub_ps(l, _mm512_sub_ps(load16(b, dt, i + 16 * q), lb)) : l;
             __mmask16 keep = _mm512_cmp_ps_mask(l, lo, _CMP_NLT_UQ);
-            s[q] = _mm512_add_ps(s[q], _mm512_maskz_mul_ps(keep, exp16(l), d));
+            s[q] = _mm512_add_ps(s[q], _mm512_maskz_mul_ps(keep, ps_exp_canon16(l), d));
         }
     }
     for (int q = 0; q < 4; q++) _mm512_storeu_ps(E + 16 * q, s[q]);
@@ -256,7 +241,7 @@ PS_T512_INLINE void plogpv_dt(const void *a, ps_dtype dt, int64_t b0, int64_t nb
         for (int q = 0; q < 4; q++) {
             __m512 l = _mm512_sub_ps(load16(a, dt, i + 16 * q), la);
             __mmask16 keep = _mm512_cmp_ps_mask(l, lo, _CMP_NLT_UQ);
-            __m512 p = exp16(l);
+            __m512 p = ps_exp_canon16(l);
             s[q] = _mm512_add_ps(s[q], _mm512_maskz_mul_ps(keep, p, l));
             for (int h = 0; h < 2; h++) {
                 __m256 ph = h ? _mm512_extractf32x8_ps(p, 1) : _mm512_castps512_ps256(p);
