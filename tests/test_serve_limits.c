@@ -25,6 +25,7 @@
  */
 #include "check.h"
 #include "serve_proc.h"
+#include "http_raw.h"
 #include "serve/server_guard.h"
 
 #include <arpa/inet.h>
@@ -58,88 +59,10 @@ static bool server_start(server *s, const char *const *extra) {
     return serve_start(s, &o, extra);
 }
 
-static int dial(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static bool send_all(int fd, const char *p, size_t n) {
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
-typedef struct {
-    int status; /* 0: no answer */
-    char head[4096];
-    char *body; /* NUL-terminated */
-    size_t len;
-} answer;
-
-static void answer_free(answer *a) {
-    free(a->body);
-    memset(a, 0, sizeof *a);
-}
-
-/* Reads one answer within secs: the header block, then Content-Length bytes (not to the end:
- * the next request goes out as soon as this one's last byte is in). */
-static bool read_answer(int fd, double secs, answer *a) {
-    memset(a, 0, sizeof *a);
-    size_t cap = 1 << 16, n = 0, hdr = 0;
-    char *buf = malloc(cap + 1);
-    long want = -1;
-    double t0 = ps_now_s();
-    for (;;) {
-        if (hdr && want >= 0 && n - hdr >= (size_t)want) break;
-        double left = secs - (ps_now_s() - t0);
-        if (left <= 0) break;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) break;
-        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
-        ssize_t r = recv(fd, buf + n, cap - n, 0);
-        if (r <= 0) break;
-        n += (size_t)r;
-        buf[n] = 0;
-        if (!hdr) {
-            char *e = strstr(buf, "\r\n\r\n");
-            if (e) {
-                hdr = (size_t)(e - buf) + 4;
-                char *cl = strcasestr(buf, "\r\nContent-Length:");
-                if (cl && cl < e) want = atol(cl + 17);
-            }
-        }
-    }
-    buf[n] = 0;
-    if (hdr) {
-        snprintf(a->head, sizeof a->head, "%.*s", (int)hdr, buf);
-        sscanf(buf, "HTTP/1.%*d %d", &a->status);
-        a->len = n - hdr;
-        a->body = malloc(a->len + 1);
-        memcpy(a->body, buf + hdr, a->len);
-        a->body[a->len] = 0;
-    } else {
-        a->body = calloc(1, 1);
-    }
-    free(buf);
-    return a->status != 0;
-}
-
 /* Sends `raw` (n bytes, any bytes: NULs too) on a fresh connection and reads the answer. */
 static bool exchange(int port, const char *raw, size_t n, answer *a) {
     memset(a, 0, sizeof *a);
-    int fd = dial(port);
+    int fd = dial(port, NULL);
     bool ok = fd >= 0 && send_all(fd, raw, n) && read_answer(fd, 30 * PS_TEST_TIME_SCALE, a);
     if (!a->body) a->body = calloc(1, 1);
     if (fd >= 0) close(fd);
