@@ -73,10 +73,7 @@ munged -F --force --key-file="$T/munge/munge.key" --socket="$SOCK" \
 PIDS="$!"
 wait_for 100 '[ -S "$SOCK" ]'
 check "munged is up (socket within 10 s)" '[ -S "$SOCK" ]'
-ports=$(python3 -c 'import socket
-s = [socket.socket() for _ in range(2)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(" ".join(str(x.getsockname()[1]) for x in s))')
+ports=$(free_ports 2)
 CTLD_PORT=${ports% *}; SLURMD_PORT=${ports#* }
 H=$(hostname -s)
 CPUS=$(nproc)
