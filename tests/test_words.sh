@@ -23,14 +23,19 @@ NAME=words_cli; FILE=test_words.sh
 if [ ! -x "$BIN" ]; then bad "no binary $BIN (make first)"; done_; fi
 if ! "$PY" -c 'import numpy' 2>/dev/null; then skip "$PY with numpy missing"; done_; fi
 
+SHARED=${PS_SHARED:-../shared}
+if [ ! -f "$SHARED/vocab/ggml-vocab-gpt-2.gguf" ]; then
+    skip "shared test material not found at $SHARED (set PS_SHARED)"; done_
+fi
+
 T=$(mktemp -d /tmp/ps-test-words-XXXXXX)
 spid=""
 trap '[ -n "$spid" ] && kill "$spid" 2>/dev/null; rm -rf "$T"' EXIT
 
 "$BIN" gen-model -o "$T/spm.gguf" --preset tiny --n-vocab 5000 --seed 3 >/dev/null 2>&1 &&
 "$BIN" gen-model -o "$T/bpe.gguf" --preset tiny --arch qwen3 --seed 5 \
-    --vocab ../shared/vocab/ggml-vocab-gpt-2.gguf >/dev/null 2>&1 ||
-    { bad "gen-model failed (needs ../shared/vocab)"; done_; }
+    --vocab "$SHARED/vocab/ggml-vocab-gpt-2.gguf" >/dev/null 2>&1 ||
+    { bad "gen-model failed"; done_; }
 
 "$PY" - > "$T/in.jsonl" <<'EOF'
 import json
@@ -43,7 +48,7 @@ for i, t in enumerate(texts):
 EOF
 
 # ---- against the float64 reference ----
-for m in "$T/spm.gguf" "$T/bpe.gguf" ../shared/models/stories260K.gguf; do
+for m in "$T/spm.gguf" "$T/bpe.gguf" "$SHARED/models/stories260K.gguf"; do
     name=$(basename "$m")
     if [ ! -f "$m" ]; then skip "$name missing"; continue; fi
     "$BIN" score -m "$m" --act f32 --words -i "$T/in.jsonl" -o "$T/out.jsonl" 2>"$T/err" ||
