@@ -10,8 +10,9 @@
 # LENGTH tokens and over the first alone: plain, with --words, and with --words and 16 named
 # tokens (--token-ids, ids spread over the vocabulary); (time(4) - time(1)) / 3 is the steady
 # seconds per prompt (load and first touch cancel out). Prints each round and the median
-# overheads in percent (the target on the Qwen3-0.6B shape at 1,024 tokens: at most 3%). User CPU time at THREADS 1 (steadier on a shared machine), else wall time (THREADS 0
-# = every CPU). Not a test (timing); needs /usr/bin/time.
+# overheads in percent (the target on the Qwen3-0.6B shape at 1,024 tokens: at most 3%). User
+# CPU time at THREADS 1 (steadier on a shared machine), else wall time (THREADS 0 = every CPU).
+# Not a test (timing); needs /usr/bin/time.
 set -eu
 MODEL=${1:-}; LEN=${2:-1024}; THREADS=${3:-0}; ROUNDS=${4:-3}
 BIN=${BIN:-build/promptscore}

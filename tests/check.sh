@@ -7,7 +7,8 @@
 #                   AMX, ...): "not available on this CPU", never a failure, in CI or not
 #   free_ports N    prints N TCP ports of 127.0.0.1, free now, for a daemon that takes a fixed
 #                   port (slurmd, nginx): below the kernel's ephemeral range, so no outgoing
-#                   connection and no --port 0 listener of a test beside it can take one first
+#                   connection and no --port 0 listener of a test beside it can take one first;
+#                   exits 1 (printing nothing) when it cannot find N
 #   done_           prints "<NAME>: N passed, N failed, N skipped" (then ", N not available on
 #                   this CPU" when N > 0) and exits 1 when anything failed
 pass=0; fail=0; skip=0; cpu=0
@@ -42,6 +43,7 @@ while len(out) < int(sys.argv[1]) and tries < 1000:
         pass
     finally:
         s.close()
+if len(out) < int(sys.argv[1]): sys.exit(1)
 print(" ".join(map(str, out)))
 PYEOF
 }

@@ -70,7 +70,7 @@ check "three servers listening ($PORT_single $PORT_r1 $PORT_r2)" \
 [ "$fail" -eq 0 ] || done_
 
 # nginx: the contrib upstream + server, on a free port, everything under $T
-LB=$(free_ports 1)
+LB=$(free_ports 1) || { bad "no free port below the ephemeral range"; done_; }
 sed -e "s/127\.0\.0\.1:8081/127.0.0.1:$PORT_r1/" -e "s/127\.0\.0\.1:8082/127.0.0.1:$PORT_r2/" \
     -e "s/127\.0\.0\.1:8080/127.0.0.1:$LB/" contrib/nginx/promptscore.conf > "$T/promptscore.conf"
 check "the contrib config names both replicas and the listen port" \

@@ -73,7 +73,7 @@ munged -F --force --key-file="$T/munge/munge.key" --socket="$SOCK" \
 PIDS="$!"
 wait_for 100 '[ -S "$SOCK" ]'
 check "munged is up (socket within 10 s)" '[ -S "$SOCK" ]'
-ports=$(free_ports 2)
+ports=$(free_ports 2) || { bad "no two free ports below the ephemeral range"; done_; }
 CTLD_PORT=${ports% *}; SLURMD_PORT=${ports#* }
 H=$(hostname -s)
 CPUS=$(nproc)

@@ -3,10 +3,9 @@
  * (see topk.h for the canonical procedure they must reproduce bit for bit).
  *
  * One 64-logit block is eight ymm vectors; vector q holds lanes 8q..8q+7, so the 64 lane sums
- * live in eight accumulators. The exp is topk.h's canonical sequence of FMAs (exp_canon.h, shared
- * with masked_lse.c); p * 2^n is a multiply by 2^n built from its exponent bits (n in [-126,
- * 127]: a normal float), and lanes with d < -87 are cleared with a compare mask (NaN lanes stay
- * NaN).
+ * live in eight accumulators. The exp is exp_canon.h's ps_exp_canon8: p * 2^n is a multiply by
+ * 2^n built from its exponent bits (n in [-126, 127]: a normal float), and lanes with d < -87
+ * are cleared with a compare mask (NaN lanes stay NaN).
  */
 #include "kernels/topk.h"
 #include "base/simd.h"
