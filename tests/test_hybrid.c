@@ -423,8 +423,24 @@ static void test_faults(void) {
     free(logits);
 }
 
+/* The Qwen3.6-35B-A3B presets: the 4-layer one and the full depth share every width (the
+ * full-depth file is ~20 GB, so only its shape is checked here) */
+static void test_presets(void) {
+    ps_genmodel_params a = ps_genmodel_default_params(), b = ps_genmodel_default_params();
+    ps_error e;
+    CHECK(ps_genmodel_preset("qwen35moe-4l", &a, &e) == PS_OK);
+    CHECKF(ps_genmodel_preset("qwen3.6-35b-a3b", &b, &e) == PS_OK, "%s", e.message);
+    CHECKF(a.n_layer == 4 && b.n_layer == 40, "layers %d and %d", (int)a.n_layer, (int)b.n_layer);
+    CHECK(!strcmp(b.arch, "qwen35moe") && b.n_embd == 2048 && b.n_vocab == 248320 &&
+          b.n_expert == 256 && b.n_expert_used == 8 && b.n_ff_exp == 512 && b.n_ff == 512 &&
+          b.full_attn_interval == 4 && b.head_dim == 256 && b.n_head == 16 && b.n_head_kv == 2);
+    b.n_layer = 4;
+    CHECKF(!memcmp(&a, &b, sizeof a), "qwen3.6-35b-a3b differs from qwen35moe-4l beyond its depth");
+}
+
 int main(void) {
     ps_test_out_dir("hybrid");
+    test_presets();
     test_delta_kernel();
     test_pretokenizer(ps_test_shared());
     test_bad_input();

@@ -55,7 +55,7 @@ ps_genmodel_params ps_genmodel_default_params(void) {
 }
 
 /* The presets, one row each. A row with a base applies that preset first and then sets only
- * arch, n_ff and the expert fields; a row without sets the whole shape (arch NULL: the shape
+ * arch, n_ff, the expert fields and (where it gives one) n_layer; a row without sets the whole shape (arch NULL: the shape
  * of ps_genmodel_default_params) and, by its flags, the family's fields below. Fields a row
  * does not set keep the caller's values. */
 enum {
@@ -99,6 +99,10 @@ static const preset_row PRESETS[] = {
      .n_ff_exp = 32},
     {"qwen35moe-4l", "qwen35-4l", "qwen35moe", .n_ff = 512, .n_expert = 256, .n_expert_used = 8,
      .n_ff_exp = 512},
+    /* Qwen3.6-35B-A3B at full depth: 40 layers = 30 DeltaNet + 10 attention (about 20 GB at
+     * Q4_K_M) */
+    {"qwen3.6-35b-a3b", "qwen35moe-4l", "qwen35moe", .n_layer = 40, .n_ff = 512, .n_expert = 256,
+     .n_expert_used = 8, .n_ff_exp = 512},
     {"gpt-oss-tiny", NULL, "gpt-oss", 512, 64, 4, 4, 2, 32, 32, 1024, 150000.0f, 1e-5f, false, 8,
      4, 32, .flags = PR_SWA | PR_YARN, .n_swa = 40},
     {"gpt-oss-20b-2l", NULL, "gpt-oss", 201088, 2880, 2, 64, 8, 64, 2880, 131072, 150000.0f,
@@ -147,6 +151,7 @@ ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *
         p->n_expert = r->n_expert;
         p->n_expert_used = r->n_expert_used;
         p->n_ff_exp = r->n_ff_exp;
+        if (r->n_layer) p->n_layer = r->n_layer;
         return PS_OK;
     }
     const ps_genmodel_params d = ps_genmodel_default_params();

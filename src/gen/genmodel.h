@@ -81,7 +81,8 @@ ps_genmodel_params ps_genmodel_default_params(void);
  * theta 1e7, FFN 4608 = the width one token activates in the MoE model: 8 routed + 1 shared
  * expert of 512), "qwen35moe-tiny" / "qwen35moe-4l" (the same as qwen35moe: 8 experts of FFN
  * 32, 2 used, shared expert 64 / Qwen3.6-35B-A3B's 256 experts of 512, 8 used, shared expert
- * 512; n_ff is the shared expert's width), "qwen3moe-tiny" (qwen3moe, 64 wide, 2 layers, 4/2 heads of 16, 8 experts
+ * 512; n_ff is the shared expert's width), "qwen3.6-35b-a3b" (qwen35moe-4l at the model's full
+ * depth, 40 layers: 30 DeltaNet + 10 attention), "qwen3moe-tiny" (qwen3moe, 64 wide, 2 layers, 4/2 heads of 16, 8 experts
  * of FFN 32, 2 used, vocab 512), "mixtral-tiny" (llama, the same with 4 experts of FFN 64, 2
  * used), "qwen3-30b-a3b-2l" (Qwen3-30B-A3B's widths with 2 layers: 2048 wide, 32/4 heads of
  * 128, 128 experts of FFN 768, 8 used, vocab 151,936, untied, ctx 40960), "gpt-oss-tiny"
