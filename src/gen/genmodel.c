@@ -55,9 +55,9 @@ ps_genmodel_params ps_genmodel_default_params(void) {
 }
 
 /* The presets, one row each. A row with a base applies that preset first and then sets only
- * arch, n_ff, the expert fields and (where it gives one) n_layer; a row without sets the whole shape (arch NULL: the shape
- * of ps_genmodel_default_params) and, by its flags, the family's fields below. Fields a row
- * does not set keep the caller's values. */
+ * arch, n_ff, the expert fields and (where it gives one) n_layer; a row without sets the
+ * whole shape (arch NULL: the shape of ps_genmodel_default_params) and, by its flags, the
+ * family's fields below. Fields a row does not set keep the caller's values. */
 enum {
     PR_ROT = 1,     /* sets n_rot */
     PR_HYBRID = 2,  /* qwen35: full_attn_interval 4, the DeltaNet widths, n_nextn, sections 0 */

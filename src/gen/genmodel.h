@@ -73,35 +73,34 @@ typedef struct {
 ps_genmodel_params ps_genmodel_default_params(void);
 
 /* Overwrites the shape fields of *p with a named preset: "tiny", "qwen3-0.6b" (28 layers, 1024
- * wide, 16/8 heads of 128, FFN 3072, vocab 151,936, tied, qwen3, ctx 40960), "qwen35-tiny"
- * (qwen35, 64 wide, 4 layers = 3 DeltaNet + 1 attention, 4/2 heads of 32, rope on 16 dims,
- * DeltaNet 2 key / 4 value heads of 16, FFN 96, vocab 1000, one MTP block), "qwen35-4l"
- * (qwen35 at Qwen3.6-35B-A3B's widths: 2048 wide, 4 layers, 16/2 heads of 256, rope on 64 dims
- * [11, 11, 10, 0], DeltaNet 16 key / 32 value heads of 128, vocab 248,320, ctx 262144,
- * theta 1e7, FFN 4608 = the width one token activates in the MoE model: 8 routed + 1 shared
- * expert of 512), "qwen35moe-tiny" / "qwen35moe-4l" (the same as qwen35moe: 8 experts of FFN
- * 32, 2 used, shared expert 64 / Qwen3.6-35B-A3B's 256 experts of 512, 8 used, shared expert
- * 512; n_ff is the shared expert's width), "qwen3.6-35b-a3b" (qwen35moe-4l at the model's full
- * depth, 40 layers: 30 DeltaNet + 10 attention), "qwen3moe-tiny" (qwen3moe, 64 wide, 2 layers, 4/2 heads of 16, 8 experts
- * of FFN 32, 2 used, vocab 512), "mixtral-tiny" (llama, the same with 4 experts of FFN 64, 2
- * used), "qwen3-30b-a3b-2l" (Qwen3-30B-A3B's widths with 2 layers: 2048 wide, 32/4 heads of
- * 128, 128 experts of FFN 768, 8 used, vocab 151,936, untied, ctx 40960), "gpt-oss-tiny"
- * (gpt-oss: 64 wide, 4 layers, 4/2 heads of 32, 8 experts of FFN 32, 4 used, vocab 512, ctx
- * 1024), "gpt-oss-20b-2l" (gpt-oss-20b's widths with 2 of its 24 layers: 2880 wide, 64/8 heads
- * of 64, 32 experts of FFN 2880, 4 used, vocab 201,088, untied, ctx 131072, theta 150000), "phi3-tiny" (phi3,
- * 64 wide, 2 layers, 4/2 heads of 16 with rope on 12 dims, FFN 128 fused with its gate,
- * LongRoPE from an original context of 256 to 1024), "phi3-mini-2l" (Phi-3-mini-128k's widths
- * with 2 layers: 3072 wide, 32/32 heads of 96, FFN 8192, vocab 32,064, LongRoPE 4096 ->
- * 131072), "olmo2-tiny" (olmo2, 64 wide, 2 layers, 4/2 heads of 16, FFN 128, ctx 4096, theta
- * 5e5), "olmo2-1b-2l" (OLMo-2-1B's widths with 2 layers: 2048 wide, 16/16 heads of 128, FFN
- * 8192, vocab 100,352), "gemma2-tiny"
- * (gemma2, 64 wide, 4 layers alternating sliding (window 40) / global, 4/2 heads of 16, FFN
- * 128, vocab 512, soft-caps 50 / 30), "gemma2-2b-4l" (Gemma-2-2B's widths with 4 layers: 2304
- * wide, 8/4 heads of 256, FFN 9216, vocab 256,000, window 4096, ctx 8192), "gemma3-tiny"
- * (gemma3, 64 wide, 7 layers = 5 sliding (window 40), 1 global, 1 sliding, 4/1 heads of 16,
- * FFN 128, vocab 512, rope 1e6 global / 10000 local), "gemma3-1b-6l" (Gemma-3-1B's widths with
- * 6 layers = 5 sliding + 1 global: 1152 wide, 4/1 heads of 256, FFN 6912, vocab 262,144, window
- * 512, ctx 32768). Gemma presets are tied (output = token_embd).
+ * wide, 16/8 heads of 128, FFN 3072, vocab 151,936, tied, qwen3, ctx 40960), "qwen35-tiny" (qwen35,
+ * 64 wide, 4 layers = 3 DeltaNet + 1 attention, 4/2 heads of 32, rope on 16 dims, DeltaNet 2 key /
+ * 4 value heads of 16, FFN 96, vocab 1000, one MTP block), "qwen35-4l" (qwen35 at Qwen3.6-35B-A3B's
+ * widths: 2048 wide, 4 layers, 16/2 heads of 256, rope on 64 dims [11, 11, 10, 0], DeltaNet 16 key
+ * / 32 value heads of 128, vocab 248,320, ctx 262144, theta 1e7, FFN 4608 = the width one token
+ * activates in the MoE model: 8 routed + 1 shared expert of 512), "qwen35moe-tiny" / "qwen35moe-4l"
+ * (the same as qwen35moe: 8 experts of FFN 32, 2 used, shared expert 64 / Qwen3.6-35B-A3B's 256
+ * experts of 512, 8 used, shared expert 512; n_ff is the shared expert's width), "qwen3.6-35b-a3b"
+ * (qwen35moe-4l at the model's full depth, 40 layers: 30 DeltaNet + 10 attention), "qwen3moe-tiny"
+ * (qwen3moe, 64 wide, 2 layers, 4/2 heads of 16, 8 experts of FFN 32, 2 used, vocab 512),
+ * "mixtral-tiny" (llama, the same with 4 experts of FFN 64, 2 used), "qwen3-30b-a3b-2l"
+ * (Qwen3-30B-A3B's widths with 2 layers: 2048 wide, 32/4 heads of 128, 128 experts of FFN 768, 8
+ * used, vocab 151,936, untied, ctx 40960), "gpt-oss-tiny" (gpt-oss: 64 wide, 4 layers, 4/2 heads of
+ * 32, 8 experts of FFN 32, 4 used, vocab 512, ctx 1024), "gpt-oss-20b-2l" (gpt-oss-20b's widths
+ * with 2 of its 24 layers: 2880 wide, 64/8 heads of 64, 32 experts of FFN 2880, 4 used, vocab
+ * 201,088, untied, ctx 131072, theta 150000), "phi3-tiny" (phi3, 64 wide, 2 layers, 4/2 heads of 16
+ * with rope on 12 dims, FFN 128 fused with its gate, LongRoPE from an original context of 256 to
+ * 1024), "phi3-mini-2l" (Phi-3-mini-128k's widths with 2 layers: 3072 wide, 32/32 heads of 96, FFN
+ * 8192, vocab 32,064, LongRoPE 4096 -> 131072), "olmo2-tiny" (olmo2, 64 wide, 2 layers, 4/2 heads
+ * of 16, FFN 128, ctx 4096, theta 5e5), "olmo2-1b-2l" (OLMo-2-1B's widths with 2 layers: 2048 wide,
+ * 16/16 heads of 128, FFN 8192, vocab 100,352), "gemma2-tiny" (gemma2, 64 wide, 4 layers
+ * alternating sliding (window 40) / global, 4/2 heads of 16, FFN 128, vocab 512, soft-caps 50 /
+ * 30), "gemma2-2b-4l" (Gemma-2-2B's widths with 4 layers: 2304 wide, 8/4 heads of 256, FFN 9216,
+ * vocab 256,000, window 4096, ctx 8192), "gemma3-tiny" (gemma3, 64 wide, 7 layers = 5 sliding
+ * (window 40), 1 global, 1 sliding, 4/1 heads of 16, FFN 128, vocab 512, rope 1e6 global / 10000
+ * local), "gemma3-1b-6l" (Gemma-3-1B's widths with 6 layers = 5 sliding + 1 global: 1152 wide, 4/1
+ * heads of 256, FFN 6912, vocab 262,144, window 512, ctx 32768). Gemma presets are tied (output =
+ * token_embd).
  * Returns PS_OK or PS_ERR_NOT_FOUND (the message lists the presets). */
 ps_status ps_genmodel_preset(const char *name, ps_genmodel_params *p, ps_error *err);
 

@@ -1,7 +1,8 @@
 /*
  * masked_lse.c — the masked log-mass of a logit row (masked_lse.h): the scalar reference and
  * the AVX2 and AVX-512 forms of its chunk loop, whose terms are exp_canon.h's canonical exp in
- * every form (so the same bits as the top-K kernel's sums), a masked-out term adding nothing. The chunk sums, the double totals, the tree and the log are shared code.
+ * every form (so the same bits as the top-K kernel's sums), a masked-out term adding nothing.
+ * The chunk sums, the double totals, the tree and the log are shared code.
  */
 #include "kernels/masked_lse.h"
 #include "kernels/topk.h"

@@ -150,13 +150,13 @@ pack_b32_fn ps_mmq_pack_b32_vnni_of(uint32_t type) {
  * its 300-550 lines came too late (docs/kernels.md, "Prefetch while packing"). Into the L2
  * (locality 2, prefetcht1), not the L1: a tile's 300-550 lines brought into the 32 KiB L1
  * while the kernel streams the activations through it were evicted before the packer read
- * them (the mixture-of-experts pass 6-7% faster, docs/kernels.md, "Measured choices of the
- * integer kernels"). */
+ * them (docs/kernels.md, "Measured choices of the integer kernels"). */
 static inline __attribute__((always_inline)) void pf_block(const uint8_t *w0, size_t row_bytes,
                                                            int64_t b, size_t bytes) {
     const uint8_t *p = w0 + (size_t)QT * row_bytes + (size_t)b * bytes;
     for (int i = 0; i < QT; i++)
-        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + (size_t)i * row_bytes + o, 0, 2);
+        for (size_t o = 0; o < bytes; o += 64)
+            __builtin_prefetch(p + (size_t)i * row_bytes + o, 0, 2); /* locality 2: the L2 */
 }
 
 /* qdesc.xact (Q8_0, whose 32 bytes are the int8 weights after the f16 scale): the weights
