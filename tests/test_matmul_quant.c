@@ -465,7 +465,7 @@ static void check_ref(const tinfo *t, const ps_mat *w, const float *x, int64_t l
 
 static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
     const int64_t shapes[][2] = {{37, 512}, {16, 256}, {5, 768}, {21, 64}, {19, 96}};
-    const int64_t ms[] = {1, 3, 17, 256};
+    const int64_t ms[] = {1, 2, 3, 5, 6, 7, 13, 17, 256}; /* every row form: 8 and 1..7 */
     const int64_t M = 300, KMAX = 768, NMAX = 37, ldx = KMAX + 5, ldy = NMAX + 3;
     float *x = malloc(sizeof(float) * (size_t)(M * ldx));
     for (int64_t i = 0; i < M * ldx; i++) x[i] = frand() * (i % 61 == 0 ? 8.0f : 1.0f);
