@@ -111,7 +111,7 @@ static int semantics(void) {
             long n = 0, d_def = 0, d_model = 0, d_hw_def = 0;
             for (int t = 0; t < TILES; t++) {
                 for (int i = 0; i < 16 * n_in; i++) x[i] = sm_val(set), w[i] = sm_val(set);
-                ps_mat wm = {w, PS_GGML_BF16, n_in, 16, 2 * (size_t)n_in, NULL, NULL};
+                ps_mat wm = {w, PS_GGML_BF16, n_in, 16, 2 * (size_t)n_in, NULL, NULL, NULL};
                 if (amx) ps_amx_bf16_task(&wm, 0, 16, x, n_in, 16, y, 16, scr, false);
                 for (int r = 0; r < 16; r++)
                     for (int j = 0; j < 16; j++) {
@@ -198,12 +198,12 @@ int main(int argc, char **argv) {
             for (int j = 0; j < nk; j++) p[(size_t)r * nk + j] = (float)(p[(size_t)r * nk + j] / sum);
         }
         ps_kv_round(PS_ISA_AVX512, PS_KV_BF16, p, pb, (int64_t)NQ * nk);
-        ps_mat km = {krow, PS_GGML_BF16, HD, nk, 2 * HD, NULL, NULL};
+        ps_mat km = {krow, PS_GGML_BF16, HD, nk, 2 * HD, NULL, NULL, NULL};
         ps_mat kp = km;
         size_t kb = 0;
         void *ktiles = ps_amx_bf16_pack(&km, &kb);
         kp.tiles = ktiles;
-        ps_mat vm = {vt, PS_GGML_BF16, nk, HD, 2 * (size_t)nk, NULL, NULL};
+        ps_mat vm = {vt, PS_GGML_BF16, nk, HD, 2 * (size_t)nk, NULL, NULL, NULL};
         size_t vb = 0;
         void *vtiles = ps_amx_bf16_pack(&vm, &vb);
         vm.tiles = vtiles;

@@ -245,23 +245,26 @@ typedef struct ps_vocab ps_vocab;
 typedef struct {
     int32_t n_ctx;       /* context length; 0 = the model's own (`<arch>.context_length`) */
     bool vocab_only;     /* load only the tokenizer (files without tensors load this way) */
-    bool no_repack;      /* keep BF16 weights only in the file's layout. By default BF16
-                          * matrices are copied once at load into the layout their kernel reads
-                          * (info.tile_bytes), where PS_ISA does not turn that kernel off:
-                          * where AMX is usable, its tile layout (as many bytes again as the
-                          * BF16 weights); else, with AVX-512 BF16, the vdpbf16ps tile layout,
-                          * which replaces the file's pages of those matrices in memory (with
-                          * the float32 norm and bias vectors, copied out too; the matrices
-                          * are read again only by a session on another road: act f32, or an
-                          * ISA without AVX-512). Without the copy the kernel builds its tiles
-                          * per call: the same results, slower */
+    bool no_repack;      /* keep BF16 weights and Q4_K experts only in the file's layout. By
+                          * default BF16 matrices are copied once at load into the layout their
+                          * kernel reads (info.tile_bytes), where PS_ISA does not turn that
+                          * kernel off: where AMX is usable, its tile layout (as many bytes
+                          * again as the BF16 weights); else, with AVX-512 BF16, the vdpbf16ps
+                          * tile layout, which replaces the file's pages of those matrices in
+                          * memory (with the float32 norm and bias vectors, copied out too; the
+                          * matrices are read again only by a session on another road: act
+                          * f32, or an ISA without AVX-512). Likewise, with AVX-512 VNNI and no
+                          * AMX, the Q4_K expert matrices of a mixture-of-experts model are
+                          * copied into 16-row nibble tiles (1.03x their bytes), replacing
+                          * their pages. Without a copy the kernel builds its tiles per call:
+                          * the same results, slower */
 } ps_model_params;
 
 /* n_ctx = 0, vocab_only = false, no_repack = false. */
 PS_API ps_model_params ps_model_default_params(void);
 
-/* Loads a GGUF file (memory-mapped; weights are used in place, except BF16 matrices' tile copy:
- * ps_model_params.no_repack).
+/* Loads a GGUF file (memory-mapped; weights are used in place, except the tile copies of BF16
+ * matrices and Q4_K experts: ps_model_params.no_repack).
  * Supported (README "What loads" is the one full list): architectures llama (also with experts),
  * qwen2, qwen3, qwen3moe, qwen35, qwen35moe, gpt-oss, phi3, olmo2, gemma, gemma2, gemma3; tensor
  * types F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K, IQ4_NL, IQ4_XS, MXFP4;
@@ -291,9 +294,9 @@ typedef struct {
     int64_t n_params;       /* weights in the file (0 for vocab-only) */
     int64_t file_bytes;
     bool vocab_only;
-    int64_t tile_bytes;     /* bytes of BF16 weights copied into a tile layout (0: none;
-                             * ps_model_params.no_repack) */
-    double tile_seconds;    /* the time that copy took at load */
+    int64_t tile_bytes;     /* bytes of the weights' tile copies (BF16 matrices, Q4_K experts;
+                             * 0: none; ps_model_params.no_repack) */
+    double tile_seconds;    /* the time the copies took at load */
 } ps_model_info;
 
 PS_API void ps_model_get_info(const ps_model *model, ps_model_info *info);

@@ -278,7 +278,7 @@ static void test_q8_extremes(ps_pool *pool2) {
     float *x = malloc(sizeof(float) * (size_t)(m * k));
     for (int64_t i = 0; i < m * k; i++) x[i] = (i / k) % 2 ? ((i % 2) ? 1.0f : -1.0f) : frand();
     x[5 * k + 77] = NAN;
-    ps_mat w = {wd, PS_GGML_Q8_0, k, n, rb, NULL, NULL};
+    ps_mat w = {wd, PS_GGML_Q8_0, k, n, rb, NULL, NULL, NULL};
     float *yref = malloc(sizeof(float) * (size_t)(m * n)), *y = malloc(sizeof(float) * (size_t)(m * n));
     float *ys = malloc(sizeof(float) * (size_t)(m * n));
     const size_t stride = ps_matmul_scratch_floats(k);
@@ -414,7 +414,7 @@ static void test_bf16_native(ps_pool *pool2) {
     const int64_t n = 45, k = 2100, m = 300;
     size_t rb;
     void *wd = make_weights(PS_GGML_BF16, n, k, &rb);
-    ps_mat w = {wd, PS_GGML_BF16, k, n, rb, NULL, NULL};
+    ps_mat w = {wd, PS_GGML_BF16, k, n, rb, NULL, NULL, NULL};
     float *x = malloc(sizeof(float) * (size_t)(m * k));
     for (int64_t i = 0; i < m * k; i++) x[i] = frand();
     x[7 * k + 1000] = NAN;
@@ -473,7 +473,7 @@ static void test_dot(void) {
     float y[11 * 45];
     for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
         if (!ps_isa_supported(ISAS[i])) continue;
-        ps_mat w = {kx, PS_GGML_F32, hd, n_out, sizeof(float) * hd, NULL, NULL};
+        ps_mat w = {kx, PS_GGML_F32, hd, n_out, sizeof(float) * hd, NULL, NULL, NULL};
         ps_matmul_env env = {NULL, ISAS[i], scratch, ps_matmul_scratch_floats(hd), false, false};
         ps_matmul(&env, &w, q, hd, m, y, n_out);
         bool same = true;
@@ -659,7 +659,7 @@ static void test_bf16_order(ps_pool *pool2) {
             void *wd = make_weights(PS_GGML_BF16, n, k, &rb);
             uint8_t *buf = ps_aligned_alloc(64, rb * (size_t)n + 64);
             memcpy(buf + offs[oi], wd, rb * (size_t)n);
-            ps_mat w = {buf + offs[oi], PS_GGML_BF16, k, n, rb, NULL, NULL};
+            ps_mat w = {buf + offs[oi], PS_GGML_BF16, k, n, rb, NULL, NULL, NULL};
             float *x = malloc(sizeof(float) * (size_t)(m * k));
             uint16_t *xq = malloc(sizeof(uint16_t) * (size_t)(m * k));
             float *y = malloc(sizeof(float) * (size_t)(m * n)),

@@ -73,7 +73,7 @@ static void test_pack_layout(void) {
         const int64_t n = shapes[s][0], k = shapes[s][1], nkc = (k + 31) / 32;
         size_t rb, bytes;
         uint16_t *wd = make_weights(PS_GGML_BF16, n, k, &rb);
-        ps_mat w = {wd, PS_GGML_BF16, k, n, rb, NULL, NULL};
+        ps_mat w = {wd, PS_GGML_BF16, k, n, rb, NULL, NULL, NULL};
         uint16_t *t = ps_amx_bf16_pack(&w, &bytes);
         CHECK(t && bytes == ps_amx_bf16_tiles_bytes(&w) &&
               bytes == (size_t)((n + 15) / 16) * (size_t)nkc * 1024u);
@@ -151,7 +151,7 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
             const int64_t k = type == 0 ? bf16_shapes[s][1] : q8_shapes[s][1];
             size_t rb;
             void *wd = make_weights(wt, n, k, &rb);
-            ps_mat w = {wd, wt, k, n, rb, NULL, NULL};
+            ps_mat w = {wd, wt, k, n, rb, NULL, NULL, NULL};
             void *tiles = wt == PS_GGML_BF16 ? ps_amx_bf16_pack(&w, NULL) : NULL;
             for (size_t mi = 0; mi < PS_ARRAY_LEN(ms); mi++) {
                 const int64_t m = ms[mi];
@@ -236,7 +236,7 @@ static void test_streamed_outputs(ps_pool *pool2) {
         const uint32_t wt = type == 0 ? PS_GGML_BF16 : PS_GGML_Q8_0;
         size_t rb;
         void *wd = make_weights(wt, n, k, &rb);
-        ps_mat w = {wd, wt, k, n, rb, NULL, NULL};
+        ps_mat w = {wd, wt, k, n, rb, NULL, NULL, NULL};
         void *tiles = wt == PS_GGML_BF16 ? ps_amx_bf16_pack(&w, NULL) : NULL;
         ps_mat wa = w;
         wa.tiles = tiles;

@@ -722,6 +722,83 @@ static void test_pack_plain(ps_pool *pool2) {
     ps_free(scratch);
 }
 
+/* Q4_K's nibble tile copy (ps_mmq_q4x_pack, the experts' copy at load) read by its kernel
+ * (ps_mmq_vnni_q4x): bitwise the scalar kernel for every tile tail (n = 37, 16, 5, 48), every
+ * row count 1..17 and 300 (each row form), one and two threads, and a grouped call of items
+ * of 1..12 rows. Tiles of rows past n_out are zero in the copy. Without AVX-512 VNNI the copy
+ * is never made: skipped. */
+static void test_q4x(ps_pool *pool2) {
+    if (!ps_isa_supported(PS_ISA_AVX512) || !ps_cpu_has_avx512vnni()) {
+        PS_TEST_CPU_LACKS("AVX-512 VNNI: the Q4_K nibble tile copy's kernel");
+        return;
+    }
+    const tinfo *t = NULL;
+    for (size_t j = 0; j < PS_ARRAY_LEN(TYPES); j++)
+        if (TYPES[j].type == PS_GGML_Q4_K) t = &TYPES[j];
+    const int64_t shapes[][2] = {{37, 512}, {16, 256}, {5, 768}, {48, 256}};
+    const int64_t M = 300, KMAX = 768, NMAX = 48;
+    float *x = malloc(sizeof(float) * (size_t)(M * KMAX));
+    for (int64_t i = 0; i < M * KMAX; i++) x[i] = frand() * (i % 61 == 0 ? 8.0f : 1.0f);
+    float *ys = malloc(sizeof(float) * (size_t)(M * NMAX)), *y = malloc(sizeof(float) * (size_t)(M * NMAX));
+    const size_t stride = ps_matmul_scratch_floats(KMAX);
+    float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
+    for (size_t si = 0; si < PS_ARRAY_LEN(shapes); si++) {
+        const int64_t n = shapes[si][0], k = shapes[si][1];
+        ps_mat w = {0};
+        void *wdata = make_rows(t, n, k, &w.row_bytes); /* w's weights, owned */
+        w.data = wdata;
+        w.type = t->type;
+        w.n_in = k;
+        w.n_out = n;
+        const size_t qb = ps_mmq_q4x_bytes(&w);
+        CHECKF(qb == (size_t)((n + 15) / 16) * (size_t)(k / 256) * PS_Q4X_REC,
+               "q4x n %lld k %lld: %zu bytes", (long long)n, (long long)k, qb);
+        uint8_t *qt = ps_aligned_alloc(64, qb);
+        memset(qt, 0xA5, qb);
+        ps_mmq_q4x_pack(&w, 0, (n + 15) / 16, qt);
+        for (int64_t e = 0; e < M * NMAX; e++) ys[e] = -7.0f;
+        CHECK(ps_mmq_scalar(&w, x, k, M, ys, n) == PS_OK);
+        ps_mat wq = w;
+        wq.qtiles = qt;
+        for (int64_t m = 1; m <= 18; m++) {
+            const int64_t rows = m == 18 ? M : m;
+            for (int th = 1; th <= 2; th++) {
+                ps_matmul_env env = {th == 2 ? pool2 : NULL, PS_ISA_AVX512, scratch, stride,
+                                     false, false};
+                for (int64_t e = 0; e < M * NMAX; e++) y[e] = -7.0f;
+                ps_matmul(&env, &wq, x, k, rows, y, n);
+                CHECKF(!memcmp(y, ys, sizeof(float) * (size_t)(rows * n)) &&
+                           (rows == M || y[rows * n] == -7.0f),
+                       "q4x n %lld k %lld m %lld, %d thread(s): differs from the scalar kernel",
+                       (long long)n, (long long)k, (long long)rows, th);
+            }
+        }
+        ps_mm_item items[40];
+        int64_t r = 0;
+        int32_t ni = 0;
+        for (; ni < 40 && r < M; ni++) {
+            const int64_t nr = PS_MIN(1 + ni % 12, M - r);
+            items[ni] = (ps_mm_item){x + r * k, k, nr, 1, {wq}, {y + r * n}, n};
+            r += nr;
+        }
+        for (int th = 1; th <= 2; th++) {
+            ps_matmul_env env = {th == 2 ? pool2 : NULL, PS_ISA_AVX512, scratch, stride, false,
+                                 false};
+            for (int64_t e = 0; e < M * NMAX; e++) y[e] = -7.0f;
+            ps_matmul_group(&env, items, ni);
+            CHECKF(!memcmp(y, ys, sizeof(float) * (size_t)(r * n)),
+                   "q4x n %lld k %lld grouped (%d items), %d thread(s): differs from the scalar "
+                   "kernel", (long long)n, (long long)k, ni, th);
+        }
+        ps_free(qt);
+        free(wdata);
+    }
+    free(x);
+    free(ys);
+    free(y);
+    ps_free(scratch);
+}
+
 int main(void) {
     ps_pool *pool2 = NULL, *pool7 = NULL;
     CHECK(ps_pool_create(2, &pool2) == PS_OK);
@@ -734,6 +811,7 @@ int main(void) {
     test_kernels(pool2, pool7);
     test_group(pool2, pool7);
     test_pack_plain(pool2);
+    test_q4x(pool2);
     ps_pool_free(pool2);
     ps_pool_free(pool7);
     return ps_test_done("matmul_quant");

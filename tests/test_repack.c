@@ -1,6 +1,7 @@
 /*
- * test_repack.c — the vdpbf16ps tile copy a BF16 model gets at load (model.c, repack_dp) where
- * AVX-512 BF16 is usable and there is no AMX copy.
+ * test_repack.c — the tile copies a model gets at load: the vdpbf16ps one of a BF16 model
+ * (model.c, repack_dp) where AVX-512 BF16 is usable and there is no AMX copy, and the nibble
+ * tiles of Q4_K experts (repack_q4x, test_q4x_copy below).
  *
  * A gen-model BF16 llama with tied embeddings (its output matrix is token_embd), one without,
  * and one whose ffn_down has 1000 inputs (not a multiple of 32: left out of the copy, which
@@ -215,10 +216,110 @@ static void test_folios(void) {
     unlink(path);
 }
 
+/* The nibble tile copy of the Q4_K experts (model.c, repack_q4x) where AVX-512 VNNI is the
+ * integer kernel (no AMX): a gen-model qwen3moe at Q4_K, 32 experts of 4 used, with split and
+ * with merged gate / up tensors, loaded by default and with no_repack:
+ *   - bitwise the same logits with and without the copy, on the default road and with
+ *     --act f32 (which reads the file's pages again);
+ *   - info.tile_bytes is the copy's size (the three expert tensors of each layer, 2368 bytes
+ *     per 16 rows x 256 inputs) where it is made, 0 with no_repack;
+ *   - the copy replaces the file's pages: after the load the file keeps under a third of the
+ *     copy's size resident (the attention and output matrices, read in place, are the rest);
+ *   - every allocation of the load failing in turn: a clean PS_ERR_NOMEM, no model. */
+static void test_q4x_copy(bool merged) {
+    const char *tag = merged ? "q4_k experts, merged gate_up" : "q4_k experts";
+    char path[] = "/tmp/ps-test-repack-XXXXXX";
+    if (!ps_test_temp_file(path)) return;
+    ps_genmodel_params gp = ps_genmodel_default_params();
+    ps_error e;
+    CHECK(ps_genmodel_preset("qwen3moe-tiny", &gp, &e) == PS_OK);
+    gp.type = PS_GGML_Q4_K;
+    gp.n_embd = 256;
+    gp.n_head = 4;
+    gp.n_head_kv = 2;
+    gp.head_dim = 64;
+    gp.n_ff_exp = 512;
+    gp.n_expert = 32;
+    gp.n_expert_used = 4;
+    gp.n_vocab = 32000;
+    gp.merged_gate_up = merged;
+    gp.seed = merged ? 7 : 6;
+    if (ps_genmodel_write(&gp, path, &e) != PS_OK) {
+        CHECKF(0, "%s model: %s", tag, e.message);
+        unlink(path);
+        return;
+    }
+    uncache(path);
+    const bool expect = ps_cpu_has_avx512vnni() && ps_isa_best() == PS_ISA_AVX512 &&
+                        !(ps_cpu_has_amx() && ps_isa_env_amx() != 0);
+    ps_model_params mp = ps_model_default_params();
+    mp.no_repack = true;
+    ps_model *plain = NULL, *m = NULL;
+    CHECKF(ps_model_load(path, &mp, &plain, &e) == PS_OK, "%s no_repack load: %s", tag, e.message);
+    mp.no_repack = false;
+    CHECKF(ps_model_load(path, &mp, &m, &e) == PS_OK, "%s load: %s", tag, e.message);
+    if (!plain || !m) goto out;
+    ps_model_info info, pinfo;
+    ps_model_get_info(m, &info);
+    ps_model_get_info(plain, &pinfo);
+    const int64_t want = (int64_t)gp.n_layer * gp.n_expert * 2368 *
+                         (2 * (gp.n_ff_exp / 16) * (gp.n_embd / 256) +
+                          (gp.n_embd / 16) * (gp.n_ff_exp / 256));
+    CHECKF(pinfo.tile_bytes == 0, "%s: no_repack made a copy of %lld bytes", tag,
+           (long long)pinfo.tile_bytes);
+    CHECKF(info.tile_bytes == (expect ? want : 0), "%s: tile copy of %lld bytes, %lld expected",
+           tag, (long long)info.tile_bytes, (long long)(expect ? want : 0));
+    const long f0 = file_rss_kb(path);
+    if (expect) {
+        printf("%s: after the load the file keeps %ld KiB resident for a %.1f MiB copy\n", tag,
+               f0, (double)info.tile_bytes / 1048576.0);
+        CHECKF(f0 >= 0 && (double)f0 * 1024.0 < (double)info.tile_bytes / 3.0,
+               "%s: %ld KiB of the file resident after the copy (%.1f MiB): its pages were "
+               "not given back", tag, f0, (double)info.tile_bytes / 1048576.0);
+    }
+    const size_t nl = (size_t)N * (size_t)gp.n_vocab;
+    float *a = malloc(nl * sizeof *a), *b = malloc(nl * sizeof *b);
+    for (int act = 0; act < 2; act++) {
+        const ps_act pa = act ? PS_ACT_F32 : PS_ACT_NATIVE;
+        const bool ok = forward(m, pa, a, &e) && forward(plain, pa, b, &e);
+        CHECKF(ok, "%s forward: %s", tag, e.message);
+        if (ok)
+            CHECKF(!memcmp(a, b, nl * sizeof *a), "%s: the tile copy changed the logits%s", tag,
+                   act ? " (--act f32)" : "");
+    }
+    free(a);
+    free(b);
+    if (!merged) { /* the load's allocations failing in turn */
+        ps_alloc_fail_after(1 << 30);
+        ps_model *t = NULL;
+        ps_status st = ps_model_load(path, NULL, &t, &e);
+        const int64_t count = ps_alloc_count();
+        ps_alloc_fail_after(-1);
+        ps_model_free(t);
+        int64_t clean = 0;
+        for (int64_t i = 0; st == PS_OK && i < count; i++) {
+            t = NULL;
+            ps_alloc_fail_after(i);
+            const ps_status fs = ps_model_load(path, NULL, &t, &e);
+            ps_alloc_fail_after(-1);
+            clean += fs == PS_ERR_NOMEM && t == NULL && e.message[0] != '\0';
+            ps_model_free(t);
+        }
+        CHECKF(st == PS_OK && clean == count, "%s: %lld of %lld failed allocations of the "
+               "load were clean", tag, (long long)clean, (long long)count);
+    }
+out:
+    ps_model_free(m);
+    ps_model_free(plain);
+    unlink(path);
+}
+
 int main(void) {
     test_copy(true, 1376);  /* off the 64-row tasks */
     test_copy(false, 1376);
     test_copy(false, 1000); /* ffn_down's 1000 inputs: left out of the copy, packed per call */
     test_folios();
+    test_q4x_copy(false);
+    test_q4x_copy(true);
     return ps_test_done("repack");
 }

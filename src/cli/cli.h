@@ -145,7 +145,7 @@ typedef struct {
      "too, as llama.cpp's attention without flash attention does",                           \
      PS_CLI_FN, &(o)->kv_type, 0, 0, ps_cli_opt_kv_type}
 #define PS_CLI_OPT_REPACK(o)                                                                   \
-    {"--no-repack", NULL, "no tile copy of BF16 weights at load (AMX or vdpbf16ps: the kernel\n" \
+    {"--no-repack", NULL, "no tile copy of BF16 weights or Q4_K experts at load (the kernel\n" \
      "builds its tiles per call: same scores, slower)", PS_CLI_FLAG, &(o)->no_repack,          \
      0, 0, NULL}
 #define PS_CLI_OPT_CACHE(o)                                                                    \

@@ -27,7 +27,9 @@
  * The paths, one file per ISA family (matmul_quant_isa.h is what they share):
  *   - scalar: tile_scalar below, the one every other path equals bit for bit;
  *   - AVX2 (matmul_quant_avx2.c): vpmaddubsw + vpmaddwd;
- *   - AVX-512 VNNI (matmul_quant_avx512.c): vpdpbusd / vpdpwssd, packers from registers;
+ *   - AVX-512 VNNI (matmul_quant_avx512.c): vpdpbusd / vpdpwssd, packers from registers, and
+ *     for a Q4_K matrix with a nibble tile copy made at load (ps_mat.qtiles, the experts:
+ *     matmul_quant.h) no packing, the kernel reading the copy;
  *   - AMX (env->amx, K_AMX): the same activation slots, each 16-row group then transposed in
  *     place into B tiles (ps_amx_q_act_group), and each task's 16 weight rows packed for the
  *     tiles (matmul_quant_amx.c); matmul_amx.c's ps_amx_q_rows forms the same exact int32
@@ -153,6 +155,37 @@ static void scale_min_k4(const uint8_t *q, int32_t *sc, int16_t *mn) {
             mn[j] = (int16_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
         }
     }
+}
+
+/* ---- Q4_K's nibble tile copy (matmul_quant.h) ---- */
+
+size_t ps_mmq_q4x_bytes(const ps_mat *w) {
+    if (w->type != PS_GGML_Q4_K) return 0;
+    return (size_t)((w->n_out + QT - 1) / QT) * (size_t)(w->n_in / 256) * PS_Q4X_REC;
+}
+
+void ps_mmq_q4x_pack(const ps_mat *w, int64_t t0, int64_t t1, uint8_t *dst) {
+    const int64_t nb = w->n_in / 256;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *rec = dst + (size_t)(t * nb + b) * PS_Q4X_REC;
+            memset(rec, 0, PS_Q4X_REC);
+            for (int i = 0; i < QT && t * QT + i < w->n_out; i++) {
+                const uint8_t *blk = (const uint8_t *)w->data +
+                                     (size_t)(t * QT + i) * w->row_bytes +
+                                     (size_t)b * sizeof(ps_block_q4_k);
+                for (int v = 0; v < 32; v++) memcpy(rec + 64 * v + 4 * i, blk + 16 + 4 * v, 4);
+                int32_t sc[8];
+                int16_t mn[8];
+                scale_min_k4(blk + 4, sc, mn);
+                for (int s = 0; s < 8; s++) {
+                    rec[PS_Q4X_SC + 16 * s + i] = (uint8_t)sc[s];
+                    rec[PS_Q4X_MN + 32 * (s / 2) + 2 * i + s % 2] = (uint8_t)mn[s];
+                }
+                memcpy(rec + PS_Q4X_D + 2 * i, blk, 2);
+                memcpy(rec + PS_Q4X_D + 32 + 2 * i, blk + 2, 2);
+            }
+        }
 }
 
 /* Q4_K: d, dmin, scales[12], qs[128]: 64-chunk c = 32 low nibbles then 32 high. */
@@ -571,6 +604,7 @@ static void mmq_tile(const mmq_job *job, const ps_mat *w, int64_t tile, int64_t 
     const int nw = (int)PS_MIN((int64_t)QT, w->n_out - j0);
     const uint8_t *w0 = (const uint8_t *)w->data + (size_t)j0 * w->row_bytes;
     uint8_t *wp = thread_base(job, thread);
+    const uint8_t *wk = wp; /* the tile the kernel reads */
     y += j0;
     const uint8_t *rows[QT];
     for (int j = 0; j < nw; j++) rows[j] = w0 + (size_t)j * w->row_bytes;
@@ -582,6 +616,9 @@ static void mmq_tile(const mmq_job *job, const ps_mat *w, int64_t tile, int64_t 
     } else if (job->kind == K_AMX) {
         ps_mmq_pack_tile_amx(qd, &job->ag, w0, w->row_bytes, nw, nb, wp);
         park = (float *)(wp + (size_t)nb * ps_amx_q_block_bytes(&job->ag));
+    } else if (job->kind == K_VNNI && w->qtiles) { /* packed at load (matmul_quant.h) */
+        assert(w->type == PS_GGML_Q4_K);
+        wk = (const uint8_t *)w->qtiles + (size_t)tile * (size_t)nb * PS_Q4X_REC;
     } else if (job->xact) {
         ps_mmq_pack_b32_x_vnni(&job->pg, w0, w->row_bytes, nw, nb, wp);
     } else if (job->kind == K_VNNI && ps_mmq_pack_b32_vnni_of(qd->type)) {
@@ -595,6 +632,7 @@ static void mmq_tile(const mmq_job *job, const ps_mat *w, int64_t tile, int64_t 
     }
 #else
     (void)stream;
+    (void)wk;
 #endif
     for (int64_t r0 = 0; r0 < n_rows; r0 += QROWS) {
         const int64_t nr = PS_MIN((int64_t)QROWS - off, n_rows - r0);
@@ -613,7 +651,8 @@ static void mmq_tile(const mmq_job *job, const ps_mat *w, int64_t tile, int64_t 
                           nr, yb, ldy, park, stream);
             break;
         case K_VNNI:
-            ps_mmq_vnni_fn(qd, job->xact)(&job->pg, &sl, nr, wp, nb, yb, ldy, (__mmask16)((1u << nw) - 1u));
+            (w->qtiles ? ps_mmq_vnni_q4x : ps_mmq_vnni_fn(qd, job->xact))(
+                &job->pg, &sl, nr, wk, nb, yb, ldy, (__mmask16)((1u << nw) - 1u));
             break;
         case K_AVX2:
             for (int h = 0; h * 8 < nw; h++)

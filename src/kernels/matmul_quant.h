@@ -42,6 +42,32 @@ void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t l
  * type satisfying ps_mmq_supported, with one n_in, n_out and n_w; each product bitwise ps_mmq's. */
 void ps_mmq_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items);
 
+/* Q4_K's nibble tile copy (ps_mat.qtiles), made once at load for the experts of a
+ * mixture-of-experts layer, which a chunk gives ~8 rows each: the VNNI kernel then reads the
+ * 16-row tiles as they are instead of packing each one per call (the packing was a third of
+ * those products). The bits per weight stay Q4_K's (2368 bytes per 16 x 256 weights against
+ * the file's 2304). Tile t (rows 16 t .. 16 t + 15; rows past n_out zero), block b is the
+ * record of PS_Q4X_REC bytes at (t * nb + b) * PS_Q4X_REC:
+ *   [0, 2048)     the qs bytes as 32 vectors of 64: vector 8 j + g, lane i = row i's qs dword
+ *                 32 j + 4 g .. + 3, whose low nibbles are group g (4 inputs) of sub-block 2 j
+ *                 and whose high nibbles are group g of sub-block 2 j + 1
+ *   [2048, 2176)  byte 16 s + i: row i's 6-bit scale of sub-block s
+ *   [2176, 2304)  byte 32 p + 2 i + h: row i's 6-bit min of sub-block 2 p + h
+ *   [2304, 2368)  d of rows 0..15 (f16), then dmin of rows 0..15 (f16)
+ * The kernel forms from them the integers and floats of the packed tile, so the products
+ * are bitwise ps_mmq's. */
+#define PS_Q4X_REC 2368
+#define PS_Q4X_SC 2048
+#define PS_Q4X_MN 2176
+#define PS_Q4X_D 2304
+
+/* Bytes of w's nibble tile copy: 0 unless w is Q4_K. */
+size_t ps_mmq_q4x_bytes(const ps_mat *w);
+
+/* Tiles t0 .. t1 - 1 of w's nibble tile copy into dst, the start of the whole copy
+ * (ps_mmq_q4x_bytes(w) bytes); w->type must be Q4_K. */
+void ps_mmq_q4x_pack(const ps_mat *w, int64_t t0, int64_t t1, uint8_t *dst);
+
 /* The plain reference: activations quantised by the reference quantisers, weights widened by
  * ps_quant_row_to_f32_ref, sum_k w[k] * dx * q[k] in double (for Q4_1 / Q5_1 the min's part
  * taken as m * s per block, as llama.cpp), rounded once. PS_OK or PS_ERR_NOMEM. */

@@ -14,8 +14,9 @@
  * weight row). Packing: the blocks of 32, Q8_0's signed form, Q4_K and Q6_K go straight from
  * the rows into the layout in registers (ps_i8_groups16, i8pack.h) and prefetch the next tile
  * as they go (pf_block); every other type through the decoders (ps_mmq_pack_side) and
- * transpose_vnni. Every integer sum is exact and the float part keeps the scalar kernel's
- * order, so the bits are the scalar kernel's.
+ * transpose_vnni. Q4_K matrices with a nibble tile copy (the experts, matmul_quant.h) are not
+ * packed at all: ps_mmq_vnni_q4x reads the copy. Every integer sum is exact and the float
+ * part keeps the scalar kernel's order, so the bits are the scalar kernel's.
  */
 #include "kernels/matmul_quant_isa.h"
 #include "kernels/matmul_quant.h"
@@ -565,6 +566,84 @@ VNNI_MK(vnni_k16_off, 256, 16, true, true, 0)   /* Q3_K, Q6_K */
 VNNI_MK(vnni_b32_off, 32, 32, false, true, 0)   /* Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 */
 VNNI_MK(vnni_b32_fmin, 32, 32, false, false, 2) /* Q4_1, Q5_1 */
 VNNI_MK(vnni_b32_x, 32, 32, false, 2, 0)        /* Q8_0 (qdesc.xact) */
+
+/* Q4_K's nibble tile copy (matmul_quant.h, PS_Q4X_REC): vnni_k32_min's arithmetic with the
+ * packed tile's pieces formed in registers: group g of sub-block s is the low (s even) or high
+ * (s odd) nibbles of vector 8 (s / 2) + g; the (sc, 256 sc) pairs are the scale bytes widened
+ * to dwords, sc | sc << 24 (sc_pairs_u8's bytes); the min pairs the min bytes widened to
+ * words; dw and dm the f16 factors widened. The same integers and floats in the same order,
+ * so the same bits. The kernel streams the copy from memory where a packed tile had just been
+ * built in the cache: each sub-block asks for 5 lines of the record Q4X_PF records ahead (37
+ * lines a record), into the L2 (distances 1, 2 and 4 and the L1: docs/kernels.md). */
+#define Q4X_PF 4
+#define Q4X_LOC 2
+PS_TARGET_AVX512_VNNI static inline __attribute__((always_inline)) void mk_q4x(
+    int R, const qslot *sl, int64_t r0, const uint8_t *wp, int64_t nb, float *y, int64_t ldy,
+    __mmask16 m) {
+    const int64_t ldq = sl->ldq, ldb = sl->ldb, ldd = sl->ldd;
+    const int8_t *q = sl->q + r0 * ldq;
+    const int16_t *bs = sl->bs + r0 * ldb;
+    const float *d = sl->d + r0 * ldd;
+    const __m512i split = _mm512_set4_epi32((int)0x0e0d800cu, (int)0x0a098008u,
+                                            (int)0x06058004u, (int)0x02018000u);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512 acc[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wp + b * PS_Q4X_REC;
+        __m512i is[8], t[8];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = _mm512_setzero_si512();
+        for (int s = 0; s < 8; s++) {
+            for (int k = 0; k < 5; k++)
+                __builtin_prefetch(wb + Q4X_PF * PS_Q4X_REC + (5 * s + k) * 64, 0, Q4X_LOC);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) t[r] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                const __m512i v = _mm512_load_si512((const void *)(wb + ((s / 2) * 8 + g) * 64));
+                const __m512i wv = _mm512_and_si512(s & 1 ? _mm512_srli_epi16(v, 4) : v, m4);
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    int32_t xv;
+                    memcpy(&xv, q + r * ldq + b * 256 + s * 32 + 4 * g, 4);
+                    t[r] = _mm512_dpbusd_epi32(t[r], wv, _mm512_set1_epi32(xv));
+                }
+            }
+            __m512i sc = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(wb + PS_Q4X_SC + 16 * s)));
+            sc = _mm512_or_si512(sc, _mm512_slli_epi32(sc, 24));
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                is[r] = _mm512_dpwssd_epi32(is[r], _mm512_shuffle_epi8(t[r], split), sc);
+        }
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wb + PS_Q4X_D)));
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r]),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(d[r * ldd + b])), acc[r]);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) t[r] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+            const __m512i mv = _mm512_cvtepu8_epi16(
+                _mm256_loadu_si256((const __m256i *)(wb + PS_Q4X_MN + 32 * p)));
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                int32_t xv;
+                memcpy(&xv, bs + r * ldb + b * 8 + 2 * p, 4);
+                t[r] = _mm512_dpwssd_epi32(t[r], mv, _mm512_set1_epi32(xv));
+            }
+        }
+        const __m512 dm =
+            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wb + PS_Q4X_D + 32)));
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(t[r]),
+                                      _mm512_mul_ps(dm, _mm512_set1_ps(d[r * ldd + b])), acc[r]);
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
+}
+
+PS_TARGET_AVX512_VNNI void ps_mmq_vnni_q4x(const qpack *pg, const qslot *sl, int64_t nr,
+                                           const uint8_t *wp, int64_t nb, float *y, int64_t ldy,
+                                           __mmask16 m) {
+    (void)pg;
+    int64_t r = 0;
+    for (; r + 8 <= nr; r += 8) mk_q4x(8, sl, r, wp, nb, y + r * ldy, ldy, m);
+    VNNI_TAIL(mk_q4x, nr - r, sl, r, wp, nb, y + r * ldy, ldy, m);
+}
 
 vnni_tile_fn ps_mmq_vnni_fn(const qdesc *qd, bool xact) {
     if (xact) return vnni_b32_x;

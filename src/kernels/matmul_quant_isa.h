@@ -177,6 +177,10 @@ void ps_mmq_pack_tile_vnni(const qdesc *qd, const qpack *pg, const uint8_t *w0, 
 typedef void (*vnni_tile_fn)(const qpack *, const qslot *, int64_t, const uint8_t *, int64_t,
                              float *, int64_t, __mmask16);
 vnni_tile_fn ps_mmq_vnni_fn(const qdesc *qd, bool xact);
+/* The kernel on Q4_K's nibble tile copy (wp: a tile's first record, matmul_quant.h); pg is
+ * unused. */
+void ps_mmq_vnni_q4x(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp, int64_t nb,
+                     float *y, int64_t ldy, __mmask16 m);
 
 /* ---- matmul_quant_amx.c ---- */
 

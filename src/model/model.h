@@ -66,16 +66,19 @@ typedef struct {
 } ps_hparams;
 
 /* A 3-D GGUF tensor read as n stacked matrices (one per expert): matrix e is m with data
- * advanced by e * stride bytes (ps_mat3_at). */
+ * advanced by e * stride bytes, and its Q4_K nibble tile copy (when m.qtiles) by e *
+ * qtiles_stride (ps_mat3_at). */
 typedef struct {
     ps_mat m;            /* matrix 0: ne[0] = n_in, ne[1] = n_out */
     size_t stride;       /* bytes between matrices */
     int64_t n;           /* ne[2] */
+    size_t qtiles_stride; /* bytes between the matrices' nibble tile copies */
 } ps_mat3;
 
 static inline ps_mat ps_mat3_at(const ps_mat3 *t, int64_t e) {
     ps_mat m = t->m;
     m.data = (const uint8_t *)t->m.data + (size_t)e * t->stride;
+    if (m.qtiles) m.qtiles = (const uint8_t *)t->m.qtiles + (size_t)e * t->qtiles_stride;
     return m;
 }
 
@@ -265,7 +268,8 @@ struct ps_model {
                                * block), or NULL */
     void *vectors;            /* the weights' float32 vectors, copied out of the mapping with
                                * the vdpbf16ps copy (model.c, copy_vectors), or NULL */
-    int64_t tile_extra;       /* resident bytes that copy adds to the file's (ps_model_costs) */
+    void *qtiles;             /* the nibble tile copy of the Q4_K experts (one block), or NULL */
+    int64_t tile_extra;       /* resident bytes the copies add to the file's (ps_model_costs) */
     bool tiles_amx;           /* the copy is the AMX one */
     ps_model_info info;
 };

@@ -51,6 +51,7 @@
 #include "run/moe.h"
 #include "base/prof.h"
 #include "base/testhooks.h"
+#include "kernels/matmul_quant.h"
 #include "kernels/vecmath.h"
 
 #include <math.h>
@@ -208,6 +209,8 @@ static void expert_gate_up(const ps_layer *L, int64_t e, int64_t F, ps_mat *g, p
         *g = *u = ps_mat3_at(&L->gate_up_exps, e);
         g->n_out = u->n_out = F;
         u->data = (const uint8_t *)u->data + (size_t)F * u->row_bytes;
+        if (u->qtiles) /* F % 16 == 0 where there is one (model.c): whole tiles */
+            u->qtiles = (const uint8_t *)u->qtiles + ps_mmq_q4x_bytes(g);
     } else {
         *g = ps_mat3_at(&L->gate_exps, e);
         *u = ps_mat3_at(&L->up_exps, e);
