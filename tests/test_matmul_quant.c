@@ -285,6 +285,33 @@ static uint8_t *make_rows(const tinfo *t, int64_t n, int64_t k, size_t *row_byte
     return w;
 }
 
+/* The matrix of make_rows(t, n, k): *wdata owns its bytes. */
+static ps_mat test_mat(const tinfo *t, int64_t n, int64_t k, void **wdata) {
+    ps_mat w = {0};
+    *wdata = make_rows(t, n, k, &w.row_bytes);
+    w.data = *wdata;
+    w.type = t->type;
+    w.n_in = k;
+    w.n_out = n;
+    return w;
+}
+
+/* Up to 40 grouped items of w, of 1, 2, .. 12, 1, .. rows, over the first rows of x (k
+ * inputs, at most M rows), item i's output at y + (its first row) x n when y is given. Returns
+ * the item count; *rows: the rows they cover. */
+static int32_t few_row_items(ps_mm_item *items, ps_mat w, const float *x, int64_t k, int64_t M,
+                             float *y, int64_t n, int64_t *rows) {
+    int64_t r = 0;
+    int32_t ni = 0;
+    for (; ni < 40 && r < M; ni++) {
+        const int64_t nr = PS_MIN(1 + ni % 12, M - r);
+        items[ni] = (ps_mm_item){x + r * k, k, nr, 1, {w}, {y ? y + r * n : NULL}, n};
+        r += nr;
+    }
+    *rows = r;
+    return ni;
+}
+
 static void test_decode(void) {
     for (size_t ti = 0; ti < PS_ARRAY_LEN(TYPES); ti++) {
         const tinfo *t = &TYPES[ti];
@@ -481,12 +508,8 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
         for (size_t si = 0; si < PS_ARRAY_LEN(shapes); si++) {
             const int64_t n = shapes[si][0], k = shapes[si][1];
             if (k % t->qk) continue;
-            ps_mat w = {0};
-            void *wdata = make_rows(t, n, k, &w.row_bytes); /* w's weights, owned */
-            w.data = wdata;
-            w.type = t->type;
-            w.n_in = k;
-            w.n_out = n;
+            void *wdata; /* w's weights, owned */
+            ps_mat w = test_mat(t, n, k, &wdata);
             for (int64_t e = 0; e < M * ldy; e++) ys[e] = -7.0f;
             CHECK(ps_mmq_scalar(&w, x, ldx, M, ys, ldy) == PS_OK);
             check_ref(t, &w, x, ldx, 20, ys, ldy);
@@ -534,12 +557,8 @@ static void test_kernels(ps_pool *pool2, ps_pool *pool7) {
     x[9 * ldx + 100] = NAN;
     for (size_t ti = 0; ti < PS_ARRAY_LEN(TYPES); ti++) {
         const tinfo *t = &TYPES[ti];
-        ps_mat w = {0};
-        void *wdata = make_rows(t, 21, 256, &w.row_bytes); /* w's weights, owned */
-        w.data = wdata;
-        w.type = t->type;
-        w.n_in = 256;
-        w.n_out = 21;
+        void *wdata; /* w's weights, owned */
+        ps_mat w = test_mat(t, 21, 256, &wdata);
         for (size_t i = 0; i < PS_ARRAY_LEN(ISAS); i++) {
         if (!mode_ok(i)) continue;
         ps_matmul_env env = {pool2, ISAS[i], scratch, stride, false, i == 3};
@@ -663,12 +682,8 @@ static void test_pack_plain(ps_pool *pool2) {
             if (TYPES[j].type == types[ti]) t = &TYPES[j];
         for (size_t si = 0; si < PS_ARRAY_LEN(shapes); si++) {
             const int64_t n = shapes[si][0], k = shapes[si][1];
-            ps_mat w = {0};
-            void *wdata = make_rows(t, n, k, &w.row_bytes); /* w's weights, owned */
-            w.data = wdata;
-            w.type = t->type;
-            w.n_in = k;
-            w.n_out = n;
+            void *wdata; /* w's weights, owned */
+            ps_mat w = test_mat(t, n, k, &wdata);
             for (size_t mi = 0; mi < PS_ARRAY_LEN(ms); mi++)
                 for (int th = 1; th <= 2; th++) {
                     const int64_t m = ms[mi];
@@ -686,13 +701,8 @@ static void test_pack_plain(ps_pool *pool2) {
                 }
             /* grouped: 40 items (1..12 rows each) of this matrix */
             ps_mm_item items[40];
-            int64_t r = 0;
-            int32_t ni = 0;
-            for (; ni < 40 && r < M; ni++) {
-                const int64_t nr = PS_MIN(1 + ni % 12, M - r);
-                items[ni] = (ps_mm_item){x + r * k, k, nr, 1, {w}, {NULL}, n};
-                r += nr;
-            }
+            int64_t r;
+            const int32_t ni = few_row_items(items, w, x, k, M, NULL, n, &r);
             for (int th = 1; th <= 2; th++) {
                 ps_matmul_env env = {th == 2 ? pool2 : NULL, PS_ISA_AVX512, scratch, stride,
                                      false, false};
@@ -744,12 +754,8 @@ static void test_q4x(ps_pool *pool2) {
     float *scratch = ps_aligned_alloc(64, sizeof(float) * stride * 2);
     for (size_t si = 0; si < PS_ARRAY_LEN(shapes); si++) {
         const int64_t n = shapes[si][0], k = shapes[si][1];
-        ps_mat w = {0};
-        void *wdata = make_rows(t, n, k, &w.row_bytes); /* w's weights, owned */
-        w.data = wdata;
-        w.type = t->type;
-        w.n_in = k;
-        w.n_out = n;
+        void *wdata; /* w's weights, owned */
+        ps_mat w = test_mat(t, n, k, &wdata);
         const size_t qb = ps_mmq_q4x_bytes(&w);
         CHECKF(qb == (size_t)((n + 15) / 16) * (size_t)(k / 256) * PS_Q4X_REC,
                "q4x n %lld k %lld: %zu bytes", (long long)n, (long long)k, qb);
@@ -774,13 +780,8 @@ static void test_q4x(ps_pool *pool2) {
             }
         }
         ps_mm_item items[40];
-        int64_t r = 0;
-        int32_t ni = 0;
-        for (; ni < 40 && r < M; ni++) {
-            const int64_t nr = PS_MIN(1 + ni % 12, M - r);
-            items[ni] = (ps_mm_item){x + r * k, k, nr, 1, {wq}, {y + r * n}, n};
-            r += nr;
-        }
+        int64_t r;
+        const int32_t ni = few_row_items(items, wq, x, k, M, y, n, &r);
         for (int th = 1; th <= 2; th++) {
             ps_matmul_env env = {th == 2 ? pool2 : NULL, PS_ISA_AVX512, scratch, stride, false,
                                  false};

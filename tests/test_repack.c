@@ -98,6 +98,55 @@ static ps_genmodel_params bf16_llama(int32_t n_layer, int32_t n_embd, int32_t n_
     return gp;
 }
 
+/* Writes gp to path (a temporary file, then dropped from the page cache) and loads it twice:
+ * *plain with no_repack, *m by default, their infos into *pinfo / *info. False, with the
+ * failure checked and the file removed, when a step fails (a loaded model is the caller's). */
+static bool write_and_load(const ps_genmodel_params *gp, const char *tag, const char *path,
+                           ps_model **plain, ps_model **m, ps_model_info *pinfo,
+                           ps_model_info *info) {
+    ps_error e;
+    if (ps_genmodel_write(gp, path, &e) != PS_OK) {
+        CHECKF(0, "%s model: %s", tag, e.message);
+        unlink(path);
+        return false;
+    }
+    uncache(path);
+    ps_model_params mp = ps_model_default_params();
+    mp.no_repack = true;
+    CHECKF(ps_model_load(path, &mp, plain, &e) == PS_OK, "%s no_repack load: %s", tag, e.message);
+    mp.no_repack = false;
+    CHECKF(ps_model_load(path, &mp, m, &e) == PS_OK, "%s load: %s", tag, e.message);
+    if (!*plain || !*m) return false;
+    ps_model_get_info(*m, info);
+    ps_model_get_info(*plain, pinfo);
+    CHECKF(pinfo->tile_bytes == 0, "%s: no_repack made a copy of %lld bytes", tag,
+           (long long)pinfo->tile_bytes);
+    return true;
+}
+
+/* Every allocation of path's load failing in turn: a clean PS_ERR_NOMEM with a message and no
+ * model each time. */
+static void check_load_allocs(const char *path, const char *tag) {
+    ps_error e;
+    ps_alloc_fail_after(1 << 30);
+    ps_model *t = NULL;
+    ps_status st = ps_model_load(path, NULL, &t, &e);
+    const int64_t count = ps_alloc_count();
+    ps_alloc_fail_after(-1);
+    ps_model_free(t);
+    int64_t clean = 0;
+    for (int64_t i = 0; st == PS_OK && i < count; i++) {
+        t = NULL;
+        ps_alloc_fail_after(i);
+        const ps_status fs = ps_model_load(path, NULL, &t, &e);
+        ps_alloc_fail_after(-1);
+        clean += fs == PS_ERR_NOMEM && t == NULL && e.message[0] != '\0';
+        ps_model_free(t);
+    }
+    CHECKF(st == PS_OK && clean == count, "%s: %lld of %lld failed allocations of the "
+           "load were clean", tag, (long long)clean, (long long)count);
+}
+
 static void test_copy(bool tied, int32_t n_ff) {
     char tag[32];
     snprintf(tag, sizeof tag, "%s, ffn %d", tied ? "tied" : "untied", (int)n_ff);
@@ -105,26 +154,11 @@ static void test_copy(bool tied, int32_t n_ff) {
     if (!ps_test_temp_file(path)) return;
     const ps_genmodel_params gp = bf16_llama(2, 512, n_ff, tied, tied ? 3 : 4);
     ps_error e;
-    if (ps_genmodel_write(&gp, path, &e) != PS_OK) {
-        CHECKF(0, "%s model: %s", tag, e.message);
-        unlink(path);
-        return;
-    }
-    uncache(path);
     const bool expect = ps_cpu_has_avx512bf16() && ps_isa_best() == PS_ISA_AVX512 &&
                         !(ps_cpu_has_amx() && ps_isa_env_amx() != 0);
-    ps_model_params mp = ps_model_default_params();
-    mp.no_repack = true;
     ps_model *plain = NULL, *m = NULL;
-    CHECKF(ps_model_load(path, &mp, &plain, &e) == PS_OK, "%s no_repack load: %s", tag, e.message);
-    mp.no_repack = false;
-    CHECKF(ps_model_load(path, &mp, &m, &e) == PS_OK, "%s load: %s", tag, e.message);
-    if (!plain || !m) goto out;
     ps_model_info info, pinfo;
-    ps_model_get_info(m, &info);
-    ps_model_get_info(plain, &pinfo);
-    CHECKF(pinfo.tile_bytes == 0, "%s: no_repack made a copy of %lld bytes", tag,
-           (long long)pinfo.tile_bytes);
+    if (!write_and_load(&gp, tag, path, &plain, &m, &pinfo, &info)) goto out;
     CHECKF(expect ? info.tile_bytes > 0 : info.tile_bytes == 0 || ps_cpu_has_amx(),
            "%s: tile copy of %lld bytes where %s expected", tag, (long long)info.tile_bytes,
            expect ? "one is" : "none is");
@@ -150,25 +184,7 @@ static void test_copy(bool tied, int32_t n_ff) {
     ok = ok && forward(plain, PS_ACT_NATIVE, b, &e);
     CHECKF(ok, "%s forward: %s", tag, e.message);
     if (ok) CHECKF(!memcmp(a, b, nl * sizeof *a), "%s: the tile copy changed the logits", tag);
-    if (tied) { /* the load's allocations failing in turn */
-        ps_alloc_fail_after(1 << 30);
-        ps_model *t = NULL;
-        ps_status st = ps_model_load(path, NULL, &t, &e);
-        const int64_t count = ps_alloc_count();
-        ps_alloc_fail_after(-1);
-        ps_model_free(t);
-        int64_t clean = 0;
-        for (int64_t i = 0; st == PS_OK && i < count; i++) {
-            t = NULL;
-            ps_alloc_fail_after(i);
-            const ps_status fs = ps_model_load(path, NULL, &t, &e);
-            ps_alloc_fail_after(-1);
-            clean += fs == PS_ERR_NOMEM && t == NULL && e.message[0] != '\0';
-            ps_model_free(t);
-        }
-        CHECKF(st == PS_OK && clean == count, "%s: %lld of %lld failed allocations of the "
-               "load were clean", tag, (long long)clean, (long long)count);
-    }
+    if (tied) check_load_allocs(path, tag);
     ok = ok && forward(m, PS_ACT_F32, a, &e) && forward(plain, PS_ACT_F32, b, &e);
     CHECKF(ok, "%s f32 forward: %s", tag, e.message);
     if (ok)
@@ -244,29 +260,14 @@ static void test_q4x_copy(bool merged) {
     gp.n_vocab = 32000;
     gp.merged_gate_up = merged;
     gp.seed = merged ? 7 : 6;
-    if (ps_genmodel_write(&gp, path, &e) != PS_OK) {
-        CHECKF(0, "%s model: %s", tag, e.message);
-        unlink(path);
-        return;
-    }
-    uncache(path);
     const bool expect = ps_cpu_has_avx512vnni() && ps_isa_best() == PS_ISA_AVX512 &&
                         !(ps_cpu_has_amx() && ps_isa_env_amx() != 0);
-    ps_model_params mp = ps_model_default_params();
-    mp.no_repack = true;
     ps_model *plain = NULL, *m = NULL;
-    CHECKF(ps_model_load(path, &mp, &plain, &e) == PS_OK, "%s no_repack load: %s", tag, e.message);
-    mp.no_repack = false;
-    CHECKF(ps_model_load(path, &mp, &m, &e) == PS_OK, "%s load: %s", tag, e.message);
-    if (!plain || !m) goto out;
     ps_model_info info, pinfo;
-    ps_model_get_info(m, &info);
-    ps_model_get_info(plain, &pinfo);
+    if (!write_and_load(&gp, tag, path, &plain, &m, &pinfo, &info)) goto out;
     const int64_t want = (int64_t)gp.n_layer * gp.n_expert * 2368 *
                          (2 * (gp.n_ff_exp / 16) * (gp.n_embd / 256) +
                           (gp.n_embd / 16) * (gp.n_ff_exp / 256));
-    CHECKF(pinfo.tile_bytes == 0, "%s: no_repack made a copy of %lld bytes", tag,
-           (long long)pinfo.tile_bytes);
     CHECKF(info.tile_bytes == (expect ? want : 0), "%s: tile copy of %lld bytes, %lld expected",
            tag, (long long)info.tile_bytes, (long long)(expect ? want : 0));
     const long f0 = file_rss_kb(path);
@@ -289,25 +290,7 @@ static void test_q4x_copy(bool merged) {
     }
     free(a);
     free(b);
-    if (!merged) { /* the load's allocations failing in turn */
-        ps_alloc_fail_after(1 << 30);
-        ps_model *t = NULL;
-        ps_status st = ps_model_load(path, NULL, &t, &e);
-        const int64_t count = ps_alloc_count();
-        ps_alloc_fail_after(-1);
-        ps_model_free(t);
-        int64_t clean = 0;
-        for (int64_t i = 0; st == PS_OK && i < count; i++) {
-            t = NULL;
-            ps_alloc_fail_after(i);
-            const ps_status fs = ps_model_load(path, NULL, &t, &e);
-            ps_alloc_fail_after(-1);
-            clean += fs == PS_ERR_NOMEM && t == NULL && e.message[0] != '\0';
-            ps_model_free(t);
-        }
-        CHECKF(st == PS_OK && clean == count, "%s: %lld of %lld failed allocations of the "
-               "load were clean", tag, (long long)clean, (long long)count);
-    }
+    if (!merged) check_load_allocs(path, tag);
 out:
     ps_model_free(m);
     ps_model_free(plain);
