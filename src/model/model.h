@@ -283,10 +283,10 @@ typedef struct {
     double matmul_weights; /* weights one token passes through ps_matmul: every layer matrix
                             * and the output; with experts the router and n_expert_used
                             * experts' matrices */
-    int64_t tile_extra;    /* resident bytes the BF16 tile copy adds to the file's: all of the
-                            * AMX copy, only the padding of the vdpbf16ps copy (it replaces
-                            * the matrices' pages) */
-    bool tile_amx;         /* that copy is the AMX one (else vdpbf16ps, or none) */
+    int64_t tile_extra;    /* resident bytes the tile copies add to the file's: all of the
+                            * AMX copy, only the padding of the vdpbf16ps copy and the 3% of
+                            * the Q4_K experts' (they replace the matrices' pages) */
+    bool tile_amx;         /* the BF16 copy is the AMX one (else vdpbf16ps, or none) */
 } ps_model_costs;
 
 void ps_model_get_costs(const ps_model *model, ps_model_costs *costs);
