@@ -2,7 +2,7 @@
  * matmul_quant_avx512.c — the AVX-512 VNNI path of the integer matmul (matmul_quant.c drives
  * it; matmul_quant_isa.h declares what it gives): the activation sub-block sums by vpsadbw,
  * the packers of a 16-row tile into the group layout, and the kernels, 16 lanes = the 16
- * weight rows of the packed tile, in passes of 8 activation rows and one of the 1..7 left.
+ * weight rows of the packed tile, in passes of 8 activation rows, then of 4, 2 and 1.
  *
  * A broadcast of 4 activation bytes against a group vector (vpdpbusd: u8 weights x s8
  * activations) gives every lane a 4-product partial sum of its own row. The rows' sub-block
@@ -524,40 +524,37 @@ PS_TARGET_AVX512_VNNI static inline __attribute__((always_inline)) void mkp_vnni
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
 }
 
-/* The last 1..7 rows of a slot in one pass of that many rows: each row's sums are its own
- * chains in every form, so the form changes no bit, but one pass of R rows keeps R chains of
- * vpdpbusd in flight where the 4 / 1 forms ran up to three one-row passes, each a single
- * chain waiting on vpdpbusd's latency (an expert's ~8 rows per chunk are rarely a multiple
- * of 4; docs/kernels.md, "Measured choices of the integer kernels"). */
-#define VNNI_TAIL(MK, n, ...)                                                                  \
-    switch (n) {                                                                               \
-    case 7: MK(7, __VA_ARGS__); break;                                                         \
-    case 6: MK(6, __VA_ARGS__); break;                                                         \
-    case 5: MK(5, __VA_ARGS__); break;                                                         \
-    case 4: MK(4, __VA_ARGS__); break;                                                         \
-    case 3: MK(3, __VA_ARGS__); break;                                                         \
-    case 2: MK(2, __VA_ARGS__); break;                                                         \
-    case 1: MK(1, __VA_ARGS__); break;                                                         \
-    default: break;                                                                            \
-    }
+/* The last 1..7 rows of a slot in passes of 4, 2 and 1 (its binary digits): each row's sums
+ * are its own chains in every form, so the forms change no bit, but 7 rows in 3 passes (4 + 2
+ * + 1) keep more vpdpbusd chains in flight than the 4 + 1 + 1 + 1 of forms 8 / 4 / 1, where
+ * each one-row pass is a single chain waiting on vpdpbusd's latency (an expert's ~8 rows per
+ * chunk are rarely a multiple of 4). One form per count 1..7 ran a little faster still, but
+ * took clang's sanitized fuzzing build 6 minutes on this file: docs/kernels.md, "Measured
+ * choices of the integer kernels". */
+#define VNNI_TAIL(MK, ...)                                                                     \
+    do {                                                                                       \
+        if ((nr - r) & 4) { MK(4, __VA_ARGS__); r += 4; }                                      \
+        if ((nr - r) & 2) { MK(2, __VA_ARGS__); r += 2; }                                      \
+        if ((nr - r) & 1) MK(1, __VA_ARGS__);                                                  \
+    } while (0)
 
 #define VNNI_MKP(NAME, SB, CL, IN, MK)                                                         \
     PS_TARGET_AVX512_VNNI static void NAME(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp,   \
                             int64_t nb, float *y, int64_t ldy, __mmask16 m) {                  \
         int64_t r = 0;                                                                         \
         for (; r + 8 <= nr; r += 8) mkp_vnni(8, 256, SB, CL, IN, MK, pg, sl, r, wp, nb, y + r * ldy, ldy, m); \
-        VNNI_TAIL(mkp_vnni, nr - r, 256, SB, CL, IN, MK, pg, sl, r, wp, nb, y + r * ldy, ldy, m); \
+        VNNI_TAIL(mkp_vnni, 256, SB, CL, IN, MK, pg, sl, r, wp, nb, y + r * ldy, ldy, m); \
     }
 VNNI_MKP(vnnip_q3_k, 16, 16, true, 0)  /* Q3_K: two sub-blocks */
 VNNI_MKP(vnnip_q2_k, 16, 16, false, 1) /* Q2_K: two sub-blocks */
 
-/* One tile x the nr rows of one slot: passes of 8 rows, then one of the 1..7 left. */
+/* One tile x the nr rows of one slot: passes of 8 rows, then of 4, 2 and 1 (VNNI_TAIL). */
 #define VNNI_MK(NAME, QK, SB, SC, IN, MK)                                                      \
     PS_TARGET_AVX512_VNNI static void NAME(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp,   \
                             int64_t nb, float *y, int64_t ldy, __mmask16 m) {                  \
         int64_t r = 0;                                                                         \
         for (; r + 8 <= nr; r += 8) mk_vnni(8, QK, SB, SC, IN, MK, pg, sl, r, wp, nb, y + r * ldy, ldy, m); \
-        VNNI_TAIL(mk_vnni, nr - r, QK, SB, SC, IN, MK, pg, sl, r, wp, nb, y + r * ldy, ldy, m); \
+        VNNI_TAIL(mk_vnni, QK, SB, SC, IN, MK, pg, sl, r, wp, nb, y + r * ldy, ldy, m); \
     }
 VNNI_MK(vnni_k32_min, 256, 32, true, false, 1)  /* Q4_K, Q5_K */
 VNNI_MK(vnni_k32_off, 256, 32, true, true, 0)   /* IQ4_XS */
@@ -642,7 +639,7 @@ PS_TARGET_AVX512_VNNI void ps_mmq_vnni_q4x(const qpack *pg, const qslot *sl, int
     (void)pg;
     int64_t r = 0;
     for (; r + 8 <= nr; r += 8) mk_q4x(8, sl, r, wp, nb, y + r * ldy, ldy, m);
-    VNNI_TAIL(mk_q4x, nr - r, sl, r, wp, nb, y + r * ldy, ldy, m);
+    VNNI_TAIL(mk_q4x, sl, r, wp, nb, y + r * ldy, ldy, m);
 }
 
 vnni_tile_fn ps_mmq_vnni_fn(const qdesc *qd, bool xact) {
