@@ -1174,22 +1174,29 @@ static enum MHD_Result on_headers(ps_server *s, struct MHD_Connection *mc, conn 
     pthread_mutex_lock(&s->mu);
     s->connections++;
     pthread_mutex_unlock(&s->mu);
+    /* An answer given here goes out before the body (if any) is read: its socket lingers
+     * after the close (server_conns.h), so a client still sending reads the answer, not a
+     * reset. Guard has checked that Content-Length is one run of digits, given once. */
+    const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
+    const bool body = (cl && strtoull(cl, NULL, 10) > 0) ||
+                      MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Transfer-Encoding");
     enum MHD_Result gret;
     if (guard(s, mc, c, method, url, &gret)) {
         ps_conns_set_busy(s->conns, mc, true);
+        if (body) ps_conns_linger(s->conns, mc);
         return gret;
     }
-    /* A declared body over the limit is refused before it is read (guard has checked that
-     * Content-Length is one run of digits, given once). */
-    const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
+    /* A declared body over the limit is refused before it is read. */
     if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->cfg.max_body) {
         c->too_large = true;
         ps_conns_set_busy(s->conns, mc, true);
+        ps_conns_linger(s->conns, mc);
         return dispatch(s, mc, c, method, url);
     }
     if (c->method_ok && !strcmp(ROUTES[c->route].method, "POST") &&
         admit(s, mc, c, method, url, cl ? (long long)strtoull(cl, NULL, 10) : -1, &gret)) {
         ps_conns_set_busy(s->conns, mc, true);
+        if (body) ps_conns_linger(s->conns, mc);
         return gret;
     }
     return MHD_YES;

@@ -4,11 +4,15 @@
  * notifications, and one watchdog thread that wakes four times a second (or at once when
  * asked to cut) and shuts down the socket of every connection reading for longer than the
  * deadline. Each entry holds a dup() of the socket, closed when libmicrohttpd reports the
- * connection closed, so the shutdown always reaches the right socket.
+ * connection closed, so the shutdown always reaches the right socket. An entry marked to
+ * linger moves at that report to a second list instead, its socket shut down for writing and
+ * drained by the watchdog (every 20 ms while there are any) until the client closes it or the
+ * limits of server_conns.h pass; then its duplicate, the socket's last descriptor, is closed.
  */
 #include "serve/server_conns.h"
 #include "base/util.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -18,7 +22,10 @@ typedef struct track {
     int fd;              /* our duplicate of the socket; -1 when dup failed */
     bool busy;           /* its request has arrived and is being worked on */
     bool cut;            /* already shut down */
-    double since;        /* monotonic seconds: when it started reading */
+    bool linger;         /* answered before its body arrived: drained after the close */
+    double since;        /* monotonic seconds: when it started reading (lingering: when
+                          * libmicrohttpd closed it) */
+    int64_t drained;     /* lingering: bytes read and dropped */
     struct track *prev, *next;
 } track;
 
@@ -29,7 +36,8 @@ struct ps_conns {
     bool started, stop;
     double read_timeout_s;
     track *head;
-    int32_t open;
+    track *lingering; /* closed by libmicrohttpd, still drained (singly linked by next) */
+    int32_t open, n_lingering;
     uint64_t timed_out;
 };
 
@@ -39,11 +47,56 @@ static void cut(track *t) {
     shutdown(t->fd, SHUT_RDWR);
 }
 
+enum { PS_LINGER_MAX = 256 };
+#define PS_LINGER_S 5.0
+#define PS_LINGER_BYTES ((int64_t)64 << 20)
+
+/* Reads and drops what has arrived on a lingering socket. False when it is done: the client
+ * closed it, an error, or past the limits. */
+static bool drain(track *t, double now) {
+    char buf[16384];
+    for (;;) {
+        if (t->drained > PS_LINGER_BYTES || now - t->since > PS_LINGER_S) return false;
+        ssize_t r = recv(t->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (r > 0) t->drained += r;
+        else if (r < 0 && errno == EINTR) continue;
+        else return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+}
+
+/* Drains the lingering sockets outside the lock (the list is taken whole, the ones not done
+ * put back), closing each that is done. */
+static void drain_lingering(ps_conns *c) {
+    track *list = c->lingering, *keep = NULL;
+    c->lingering = NULL;
+    pthread_mutex_unlock(&c->mu);
+    const double now = ps_now_s();
+    int32_t done = 0;
+    for (track *t = list, *n; t; t = n) {
+        n = t->next;
+        if (drain(t, now)) {
+            t->next = keep;
+            keep = t;
+        } else {
+            close(t->fd);
+            ps_free(t);
+            done++;
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    for (track *t = keep, *n; t; t = n) {
+        n = t->next;
+        t->next = c->lingering;
+        c->lingering = t;
+    }
+    c->n_lingering -= done;
+}
+
 static void *watchdog(void *arg) {
     ps_conns *c = arg;
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
-        const struct timespec until = ps_deadline_in_ms(250);
+        const struct timespec until = ps_deadline_in_ms(c->lingering ? 20 : 250);
         pthread_cond_timedwait(&c->wake, &c->mu, &until);
         double now = ps_now_s();
         for (track *t = c->head; t; t = t->next)
@@ -51,6 +104,7 @@ static void *watchdog(void *arg) {
                 cut(t);
                 c->timed_out++;
             }
+        if (c->lingering) drain_lingering(c);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
@@ -87,6 +141,11 @@ void ps_conns_free(ps_conns *c) {
         if (t->fd >= 0) close(t->fd);
         ps_free(t);
     }
+    for (track *t = c->lingering, *n; t; t = n) {
+        n = t->next;
+        close(t->fd);
+        ps_free(t);
+    }
     pthread_cond_destroy(&c->wake);
     pthread_mutex_destroy(&c->mu);
     ps_free(c);
@@ -117,10 +176,20 @@ void ps_conns_notify(void *cls, struct MHD_Connection *mc, void **socket_context
         else c->head = t->next;
         if (t->next) t->next->prev = t->prev;
         c->open--;
+        *socket_context = NULL;
+        if (t->linger && !t->cut && t->fd >= 0 && c->n_lingering < PS_LINGER_MAX) {
+            shutdown(t->fd, SHUT_WR); /* after the answer already written: a FIN */
+            t->since = ps_now_s();
+            t->next = c->lingering;
+            c->lingering = t;
+            c->n_lingering++;
+            pthread_cond_signal(&c->wake); /* drained at once */
+            pthread_mutex_unlock(&c->mu);
+            return;
+        }
         pthread_mutex_unlock(&c->mu);
         if (t->fd >= 0) close(t->fd);
         ps_free(t);
-        *socket_context = NULL;
     }
 }
 
@@ -132,6 +201,16 @@ void ps_conns_set_busy(ps_conns *c, struct MHD_Connection *mc, bool busy) {
     pthread_mutex_lock(&c->mu);
     t->busy = busy;
     if (!busy) t->since = ps_now_s();
+    pthread_mutex_unlock(&c->mu);
+}
+
+void ps_conns_linger(ps_conns *c, struct MHD_Connection *mc) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    track *t = ci ? ci->socket_context : NULL;
+    if (!t) return;
+    pthread_mutex_lock(&c->mu);
+    t->linger = true;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -152,6 +231,13 @@ int32_t ps_conns_open(ps_conns *c) {
 uint64_t ps_conns_timed_out(ps_conns *c) {
     pthread_mutex_lock(&c->mu);
     uint64_t n = c->timed_out;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+int32_t ps_conns_lingering(ps_conns *c) {
+    pthread_mutex_lock(&c->mu);
+    int32_t n = c->n_lingering;
     pthread_mutex_unlock(&c->mu);
     return n;
 }

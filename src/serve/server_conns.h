@@ -13,6 +13,15 @@
  *
  * The registry keeps its own duplicate of each socket's descriptor, so a cut can never hit a
  * descriptor number that libmicrohttpd has closed and the kernel handed to someone else.
+ *
+ * Lingering close: a request refused on its headers (a body over --max-body, 503 busy, 401)
+ * is answered before its body is read, and libmicrohttpd then closes the connection. Closing
+ * a socket with unread bytes makes the kernel send a reset, which can reach a client that is
+ * still sending before it has read the answer (curl then reports a send error, not the 413).
+ * So the socket of such a connection outlives libmicrohttpd's close in the registry's
+ * duplicate: it is shut down for writing (the answer ends with a FIN), and the watchdog reads
+ * and drops what still arrives until the client closes, or for at most PS_LINGER_S seconds
+ * and PS_LINGER_BYTES bytes (nginx's lingering close), PS_LINGER_MAX sockets at a time.
  */
 #ifndef PS_SERVER_CONNS_H
 #define PS_SERVER_CONNS_H
@@ -36,11 +45,17 @@ void ps_conns_notify(void *cls, struct MHD_Connection *mc, void **socket_context
  * sent and the connection waits for the next one (busy = false: the deadline starts now). */
 void ps_conns_set_busy(ps_conns *c, struct MHD_Connection *mc, bool busy);
 
+/* The answer on mc goes out before its request's body has arrived: when libmicrohttpd closes
+ * the connection, its socket lingers (above). */
+void ps_conns_linger(ps_conns *c, struct MHD_Connection *mc);
+
 /* Cuts every connection that is reading (all = false) or every connection (all = true). */
 void ps_conns_cut(ps_conns *c, bool all);
 
-/* Open connections now, and connections cut by the read deadline so far. */
+/* Open connections now, connections cut by the read deadline so far, and sockets lingering
+ * now (closed by libmicrohttpd, still being drained). */
 int32_t ps_conns_open(ps_conns *c);
 uint64_t ps_conns_timed_out(ps_conns *c);
+int32_t ps_conns_lingering(ps_conns *c);
 
 #endif
