@@ -45,6 +45,74 @@ static float frand(void) {
 
 /* ---------------------------------------------------------------- kernels */
 
+/* The lane order of the AVX2 (w = 8) and AVX-512 (w = 16) delta rule in plain C: lane l sums
+ * the elements i = l mod w in index order with fused multiply-adds, then the fixed tree of
+ * hsum_avx2 / hsum_avx512 (l + l+8 for 16 lanes, then l + l+4, l + l+2, l + l+1); the decay
+ * a product rounded on its own. The vector kernels must give these bits exactly. */
+static float lanes_sum(const float *acc, int w) {
+    float h[16];
+    for (int l = 0; l < w; l++) h[l] = acc[l];
+    for (int half = w / 2; half >= 1; half /= 2)
+        for (int l = 0; l < half; l++) h[l] = h[l] + h[l + half];
+    return h[0];
+}
+
+static void delta_lanes(float *S, int64_t d, int32_t n, const float *q, const float *k,
+                        const float *v, float *o, const float *g, const float *beta,
+                        float scale, int w) {
+    for (int32_t t = 0; t < n; t++) {
+        const float *qt = q + t * d, *kt = k + t * d, *vt = v + t * d;
+        const float decay = expf(g[t]), b = beta[t];
+        for (int64_t j = 0; j < d; j++) {
+            float *row = S + j * d, acc[16] = {0};
+            for (int64_t i = 0; i < d; i++) {
+                row[i] = row[i] * decay;
+                acc[i % w] = fmaf(row[i], kt[i], acc[i % w]);
+            }
+            const float dl = (vt[j] - lanes_sum(acc, w)) * b;
+            memset(acc, 0, sizeof acc);
+            for (int64_t i = 0; i < d; i++) {
+                row[i] = fmaf(kt[i], dl, row[i]);
+                acc[i % w] = fmaf(row[i], qt[i], acc[i % w]);
+            }
+            o[t * d + j] = lanes_sum(acc, w) * scale;
+        }
+    }
+}
+
+static void test_delta_lanes(void) {
+    /* d = 128 (the Qwen3.5 / 3.6 heads) and 48, 300 tokens (past one 256-token block) */
+    static const int64_t dims[2] = {128, 48};
+    const int32_t n = 300;
+    float *q = malloc(sizeof(float) * n * 128), *k = malloc(sizeof(float) * n * 128),
+          *v = malloc(sizeof(float) * n * 128), *g = malloc(sizeof(float) * n),
+          *b = malloc(sizeof(float) * n), *S0 = malloc(sizeof(float) * 128 * 128),
+          *S1 = malloc(sizeof(float) * 128 * 128), *S2 = malloc(sizeof(float) * 128 * 128),
+          *o1 = malloc(sizeof(float) * n * 128), *o2 = malloc(sizeof(float) * n * 128);
+    for (int64_t i = 0; i < n * 128; i++) q[i] = 0.1f * frand(), k[i] = 0.1f * frand(), v[i] = frand();
+    for (int32_t t = 0; t < n; t++) g[t] = -0.1f * (frand() + 1.0f), b[t] = 0.5f + 0.5f * frand();
+    static const ps_isa isas[] = {PS_ISA_AVX2, PS_ISA_AVX512};
+    for (int di = 0; di < 2; di++) {
+        const int64_t d = dims[di];
+        for (int64_t i = 0; i < d * d; i++) S0[i] = 0.1f * frand();
+        for (size_t ii = 0; ii < PS_ARRAY_LEN(isas); ii++) {
+            if (!ps_isa_supported(isas[ii])) {
+                PS_TEST_CPU_LACKS("%s: the delta rule's lane order", ps_isa_name(isas[ii]));
+                continue;
+            }
+            const int w = isas[ii] == PS_ISA_AVX2 ? 8 : 16;
+            memcpy(S1, S0, sizeof(float) * d * d);
+            memcpy(S2, S0, sizeof(float) * d * d);
+            delta_lanes(S1, d, n, q, k, v, o1, g, b, 0.25f, w);
+            ps_dn_delta_head(isas[ii], S2, d, n, q, k, d, v, d, o2, d, g, b, 1, 0.25f);
+            CHECKF(!memcmp(S1, S2, sizeof(float) * d * d) && !memcmp(o1, o2, sizeof(float) * n * d),
+                   "delta rule d %d %s: not the bits of its %d-lane order in C", (int)d,
+                   ps_isa_name(isas[ii]), w);
+        }
+    }
+    free(q), free(k), free(v), free(g), free(b), free(S0), free(S1), free(S2), free(o1), free(o2);
+}
+
 static void test_delta_kernel(void) {
     /* d = 32: the AVX-512 (16-lane) and AVX2 (8-lane) forms; d = 24: AVX-512 falls back to the
      * 8-lane form; d = 12: every ISA takes the scalar form */
@@ -445,6 +513,7 @@ int main(void) {
     ps_test_out_dir("hybrid");
     test_presets();
     test_delta_kernel();
+    test_delta_lanes();
     test_pretokenizer(ps_test_shared());
     test_bad_input();
     test_faults();
