@@ -26,6 +26,7 @@
 #include "refcmp.h"
 #include "base/testhooks.h"
 #include "run/deltanet.h"
+#include "kernels/expf_libc.h"
 #include "gen/genmodel.h"
 #include "gguf/gguf.h"
 #include "base/impl.h"
@@ -113,6 +114,92 @@ static void test_delta_lanes(void) {
     free(q), free(k), free(v), free(g), free(b), free(S0), free(S1), free(S2), free(o1), free(o2);
 }
 
+static void expf16_of(const float *x, float *y);
+#if defined(__x86_64__)
+PS_TARGET_AVX512_DQ static void expf16_of(const float *x, float *y) {
+    _mm512_storeu_ps(y, ps_expf16(_mm512_loadu_ps(x)));
+}
+#else
+static void expf16_of(const float *x, float *y) {
+    for (int l = 0; l < 16; l++) y[l] = expf(x[l]);
+}
+#endif
+
+/* ps_expf16 (expf_libc.h) against the C library's expf: two hard cases, every 4099th float of the 2^32 bit
+ * patterns (both signs, zeros, subnormals, the normal range, inf and NaN) and every float of
+ * [-1, 1] that is a multiple of 2^-20, and of [-104, 89] that is a multiple of 2^-12 (the
+ * rounding of k and the special path at |x| >= 88 and below -103.97), bit for bit. */
+static void test_expf16(void) {
+    if (!ps_isa_supported(PS_ISA_AVX512)) {
+        PS_TEST_CPU_LACKS("AVX-512: the 16-lane expf");
+        return;
+    }
+    float xs[16], want[16], got[16];
+    int64_t n = 0, bad = 0;
+    float first_bad = 0.0f;
+    int nl = 0;
+    const int64_t sweeps[3][3] = {{0, (int64_t)1 << 32, 4099}, {-(1 << 20), 1 << 20, 1},
+                                  {-104 * 4096, 89 * 4096, 1}};
+    /* the two floats of |x| < 88 whose expf changes when r = x * 32 / ln 2 - k is not fused
+     * (an exhaustive search over the 2^32 floats), repeated to fill a first vector */
+    static const uint32_t hard[2] = {0x4202422f, 0xc27c65d9};
+    for (int sw = -1; sw < 3; sw++)
+        for (int64_t u = sw < 0 ? 0 : sweeps[sw][0]; u < (sw < 0 ? 16 : sweeps[sw][1]);
+             u += sw < 0 ? 1 : sweeps[sw][2]) {
+            float x;
+            if (sw < 0) {
+                memcpy(&x, &hard[u % 2], 4);
+            } else if (sw == 0) {
+                const uint32_t bits = (uint32_t)u;
+                memcpy(&x, &bits, 4);
+            } else {
+                x = sw == 1 ? (float)u * 0x1p-20f : (float)u * 0x1p-12f;
+            }
+            xs[nl++] = x;
+            if (nl < 16) continue;
+            nl = 0;
+            expf16_of(xs, got);
+            for (int l = 0; l < 16; l++) {
+                want[l] = expf(xs[l]);
+                n++;
+                if (memcmp(&want[l], &got[l], 4) && !(isnan(want[l]) && isnan(got[l]))) {
+                    if (!bad) first_bad = xs[l];
+                    bad++;
+                }
+            }
+        }
+    CHECKF(bad == 0, "ps_expf16: %lld of %lld values not the bits of expf (first at %a)",
+           (long long)bad, (long long)n, (double)first_bad);
+    fprintf(stderr, "NOTE: ps_expf16 against expf: %lld values, %lld differ\n", (long long)n,
+            (long long)bad);
+}
+
+/* The AVX-512 conv + silu against the scalar loop, bit for bit: 40 channels (two blocks of 16
+ * and a scalar tail of 8), channel slices of 24 + 16, d_conv 4, values large enough that some
+ * sums reach expf's special path (|sum| >= 88). */
+static void test_conv_isa(void) {
+    if (!ps_isa_supported(PS_ISA_AVX512)) {
+        PS_TEST_CPU_LACKS("AVX-512: the 16-channel conv + silu");
+        return;
+    }
+    enum { CH = 40, T = 30, DC = 4 };
+    float x[T * CH], w[CH * DC], st0[(DC - 1) * CH], st1[(DC - 1) * CH], st2[(DC - 1) * CH],
+        y1[T * CH], y2[T * CH];
+    for (int i = 0; i < T * CH; i++) x[i] = (i % 97 == 0 ? 400.0f : 3.0f) * frand();
+    for (int i = 0; i < CH * DC; i++) w[i] = frand();
+    for (int i = 0; i < (DC - 1) * CH; i++) st0[i] = frand();
+    memcpy(st1, st0, sizeof st0);
+    memcpy(st2, st0, sizeof st0);
+    ps_dn_conv_silu(PS_ISA_SCALAR, x, CH, T, st1, w, DC, CH, 0, CH, y1, CH);
+    ps_dn_conv_silu(PS_ISA_AVX512, x, CH, T, st2, w, DC, CH, 0, 24, y2, CH);
+    ps_dn_conv_silu(PS_ISA_AVX512, x, CH, T, st2, w, DC, CH, 24, CH, y2, CH);
+    int big = 0;
+    for (int i = 0; i < T * CH; i++) big += fabsf(y1[i]) >= 88.0f;
+    CHECKF(!memcmp(y1, y2, sizeof y1) && !memcmp(st1, st2, sizeof st1),
+           "conv + silu: AVX-512 is not the scalar loop's bits");
+    CHECKF(big > 0, "conv + silu: no sum reached expf's special path");
+}
+
 static void test_delta_kernel(void) {
     /* d = 32: the AVX-512 (16-lane) and AVX2 (8-lane) forms; d = 24: AVX-512 falls back to the
      * 8-lane form; d = 12: every ISA takes the scalar form */
@@ -159,10 +246,10 @@ static void test_delta_kernel(void) {
     for (int i = 0; i < 30; i++) st0[i] = frand();
     memcpy(st1, st0, sizeof st0);
     memcpy(st2, st0, sizeof st0);
-    ps_dn_conv_silu(x, ch, 12, st1, w, 4, ch, 0, ch, y1, ch);
-    ps_dn_conv_silu(x, ch, 5, st2, w, 4, ch, 0, 4, y2, ch);
-    ps_dn_conv_silu(x, ch, 5, st2, w, 4, ch, 4, ch, y2, ch);
-    ps_dn_conv_silu(x + 5 * ch, ch, 7, st2, w, 4, ch, 0, ch, y2 + 5 * ch, ch);
+    ps_dn_conv_silu(PS_ISA_SCALAR, x, ch, 12, st1, w, 4, ch, 0, ch, y1, ch);
+    ps_dn_conv_silu(PS_ISA_SCALAR, x, ch, 5, st2, w, 4, ch, 0, 4, y2, ch);
+    ps_dn_conv_silu(PS_ISA_SCALAR, x, ch, 5, st2, w, 4, ch, 4, ch, y2, ch);
+    ps_dn_conv_silu(PS_ISA_SCALAR, x + 5 * ch, ch, 7, st2, w, 4, ch, 0, ch, y2 + 5 * ch, ch);
     CHECK(!memcmp(y1, y2, sizeof y1) && !memcmp(st1, st2, sizeof st1));
     /* and the formula at one point: t = 1, channel 3, taps over state[1], state[2], x0, x1 */
     float want = st0[1 * ch + 3] * w[3 * 4 + 0] + st0[2 * ch + 3] * w[3 * 4 + 1] +
@@ -513,6 +600,8 @@ int main(void) {
     ps_test_out_dir("hybrid");
     test_presets();
     test_delta_kernel();
+    test_expf16();
+    test_conv_isa();
     test_delta_lanes();
     test_pretokenizer(ps_test_shared());
     test_bad_input();

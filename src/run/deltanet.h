@@ -23,8 +23,9 @@
 
 /* y (n, ch) rows ldy apart, channels c0..c1-1 only (a task's slice): causal depthwise conv of
  * width d_conv over state ++ x, then silu; state (d_conv - 1, ch) advanced by the n inputs. */
-void ps_dn_conv_silu(const float *x, int64_t ldx, int32_t n, float *state, const float *w,
-                     int32_t d_conv, int64_t ch, int64_t c0, int64_t c1, float *y, int64_t ldy);
+void ps_dn_conv_silu(ps_isa isa, const float *x, int64_t ldx, int32_t n, float *state,
+                     const float *w, int32_t d_conv, int64_t ch, int64_t c0, int64_t c1, float *y,
+                     int64_t ldy);
 
 /* x (n) *= 1 / max(sqrt(sum x^2 in double), eps) (ggml_l2_norm). */
 void ps_dn_l2norm(float *x, int64_t n, float eps);

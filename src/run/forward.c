@@ -89,7 +89,7 @@ static void dn_conv_task(void *ctx, int64_t task, int32_t thread) {
     const int64_t c0 = cb * DN_CONV_CHANNELS, c1 = PS_MIN(ch, c0 + DN_CONV_CHANNELS);
     float *state = job->segs[si].seq->conv_state +
                    (size_t)job->L->rs_slot * (size_t)(hp->ssm_d_conv - 1) * ch;
-    ps_dn_conv_silu(s->dn_qkv + r0 * ch, ch, (int32_t)n, state, job->L->conv1d, hp->ssm_d_conv,
+    ps_dn_conv_silu(s->isa, s->dn_qkv + r0 * ch, ch, (int32_t)n, state, job->L->conv1d, hp->ssm_d_conv,
                     ch, c0, c1, s->dn_conv + r0 * ch, ch);
 }
 
