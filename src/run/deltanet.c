@@ -7,8 +7,8 @@
  * transposed (row j of S holds value dimension j against every key dimension), so a row is
  * read twice per token: the decay with the S_j . k product, then the rank-1 update with the
  * S_j . q product. Scalar: ps_dot_f32 / ps_axpy_f32; AVX2 / AVX-512: fused multiply-adds into
- * one 8- / 16-lane accumulator reduced by a fixed tree (delta_rows_avx2, delta_head_avx512,
- * which runs rows outer and tokens inner). Per ISA the result never depends on the thread that
+ * one 8- / 16-lane accumulator reduced by a fixed tree (delta_head_avx2 / _avx512, which run
+ * rows outer and tokens inner). Per ISA the result never depends on the thread that
  * runs a head or on the chunking.
  */
 #include "run/deltanet.h"
@@ -122,25 +122,66 @@ PS_TARGET_AVX2_FMA static inline float hsum_avx2(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-PS_TARGET_AVX2_FMA static void delta_rows_avx2(float *S, int64_t d, const float *q, const float *k,
-                                   const float *v, float *o, float decay, float b, float scale) {
-    const __m256 dec = _mm256_set1_ps(decay);
-    for (int64_t j = 0; j < d; j++) {
-        float *row = S + j * d;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < d; i += 8) {
-            const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + i), dec);
-            _mm256_storeu_ps(row + i, r);
-            acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i), acc);
+enum { DN_ROWS = 4 }; /* rows at a time: d is a multiple of 8 or 16 here, so of 4 */
+enum { DN_TOKENS = 256 }; /* tokens per block (their decays computed once per block) */
+
+/* The vector forms of a whole head, rows outer and tokens inner. A row of S depends on no other
+ * row (its S_j . k, its delta from v[j], its update, its S_j . q), so a row can go through all
+ * the tokens before the next row starts, with the same operations per row and token as token
+ * after token, so the same bits. DN_ROWS rows at a time: their 4 d floats stay in the L1 across
+ * the tokens (token after token streamed the whole d x d state, 64 KiB at d = 128, through the
+ * L2 twice per token), four independent chains of fused multiply-adds are in flight (one row
+ * alone waits for its S_j . k sum before its update), and k and q are loaded once for the four.
+ * AVX2: 8 lanes, d a multiple of 8. */
+PS_TARGET_AVX2_FMA static void delta_head_avx2(float *S, int64_t d, int32_t n, const float *q,
+                                    const float *k, int64_t ldqk, const float *v, int64_t ldv,
+                                    float *o, int64_t ldo, const float *g, const float *beta,
+                                    int64_t ldgb, float scale) {
+    float decay[DN_TOKENS], bt[DN_TOKENS];
+    for (int32_t t0 = 0; t0 < n; t0 += DN_TOKENS) {
+        const int32_t nb = PS_MIN((int32_t)DN_TOKENS, n - t0);
+        for (int32_t t = 0; t < nb; t++) {
+            decay[t] = expf(g[(int64_t)(t0 + t) * ldgb]);
+            bt[t] = beta[(int64_t)(t0 + t) * ldgb];
         }
-        const __m256 dl = _mm256_set1_ps((v[j] - hsum_avx2(acc)) * b);
-        acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < d; i += 8) {
-            const __m256 r = _mm256_fmadd_ps(_mm256_loadu_ps(k + i), dl, _mm256_loadu_ps(row + i));
-            _mm256_storeu_ps(row + i, r);
-            acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + i), acc);
+        for (int64_t j = 0; j < d; j += DN_ROWS) {
+            float *r = S + j * d;
+            for (int32_t t = 0; t < nb; t++) {
+                const float *kt = k + (int64_t)(t0 + t) * ldqk, *qt = q + (int64_t)(t0 + t) * ldqk;
+                const float *vt = v + (int64_t)(t0 + t) * ldv + j;
+                float *ot = o + (int64_t)(t0 + t) * ldo + j;
+                const __m256 dec = _mm256_set1_ps(decay[t]);
+                const float b = bt[t];
+                __m256 a[DN_ROWS], dl[DN_ROWS];
+                _Pragma("GCC unroll 16")
+                for (int u = 0; u < DN_ROWS; u++) a[u] = _mm256_setzero_ps();
+                for (int64_t i = 0; i < d; i += 8) {
+                    const __m256 kk = _mm256_loadu_ps(kt + i);
+                    _Pragma("GCC unroll 16")
+                    for (int u = 0; u < DN_ROWS; u++) {
+                        const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(r + u * d + i), dec);
+                        _mm256_storeu_ps(r + u * d + i, x);
+                        a[u] = _mm256_fmadd_ps(x, kk, a[u]);
+                    }
+                }
+                _Pragma("GCC unroll 16")
+                for (int u = 0; u < DN_ROWS; u++) {
+                    dl[u] = _mm256_set1_ps((vt[u] - hsum_avx2(a[u])) * b);
+                    a[u] = _mm256_setzero_ps();
+                }
+                for (int64_t i = 0; i < d; i += 8) {
+                    const __m256 kk = _mm256_loadu_ps(kt + i), qq = _mm256_loadu_ps(qt + i);
+                    _Pragma("GCC unroll 16")
+                    for (int u = 0; u < DN_ROWS; u++) {
+                        const __m256 x = _mm256_fmadd_ps(kk, dl[u], _mm256_loadu_ps(r + u * d + i));
+                        _mm256_storeu_ps(r + u * d + i, x);
+                        a[u] = _mm256_fmadd_ps(x, qq, a[u]);
+                    }
+                }
+                _Pragma("GCC unroll 16")
+                for (int u = 0; u < DN_ROWS; u++) ot[u] = hsum_avx2(a[u]) * scale;
+            }
         }
-        o[j] = hsum_avx2(acc) * scale;
     }
 }
 
@@ -153,24 +194,14 @@ PS_TARGET_AVX512_DQ static inline float hsum_avx512(__m512 v) {
     return _mm_cvtss_f32(lo);
 }
 
-/* The AVX-512 form of a whole head, rows outer and tokens inner. A row of S depends on no other
- * row (its S_j . k, its delta from v[j], its update, its S_j . q), so a row can go through all
- * the tokens before the next row starts: per row and token the operations of the 8-lane form
- * above at 16 lanes, in the same order, so the same bits as token after token. DN_ROWS rows at
- * a time: their 4 d floats stay in the L1 across the tokens (token after token streamed the
- * whole d x d state, 64 KiB at d = 128, through the L2 twice per token), four independent
- * chains of fused multiply-adds are in flight (one row alone waits for its S_j . k sum before
- * its update), and k and q are loaded once for the four. Tokens in blocks of 256, their decays
- * computed once per block. */
-enum { DN_ROWS = 4 }; /* rows at a time: d is a multiple of 16 here, so of 4 */
+/* AVX-512: the same at 16 lanes, d a multiple of 16. */
 PS_TARGET_AVX512_DQ static void delta_head_avx512(float *S, int64_t d, int32_t n, const float *q,
                                        const float *k, int64_t ldqk, const float *v,
                                        int64_t ldv, float *o, int64_t ldo, const float *g,
                                        const float *beta, int64_t ldgb, float scale) {
-    enum { TB = 256 };
-    float decay[TB], bt[TB];
-    for (int32_t t0 = 0; t0 < n; t0 += TB) {
-        const int32_t nb = PS_MIN((int32_t)TB, n - t0);
+    float decay[DN_TOKENS], bt[DN_TOKENS];
+    for (int32_t t0 = 0; t0 < n; t0 += DN_TOKENS) {
+        const int32_t nb = PS_MIN((int32_t)DN_TOKENS, n - t0);
         for (int32_t t = 0; t < nb; t++) {
             decay[t] = expf(g[(int64_t)(t0 + t) * ldgb]);
             bt[t] = beta[(int64_t)(t0 + t) * ldgb];
@@ -225,18 +256,16 @@ void ps_dn_delta_head(ps_isa isa, float *S, int64_t d, int32_t n, const float *q
         delta_head_avx512(S, d, n, q, k, ldqk, v, ldv, o, ldo, g, beta, ldgb, scale);
         return;
     }
+    if (isa != PS_ISA_SCALAR && d % 8 == 0) {
+        delta_head_avx2(S, d, n, q, k, ldqk, v, ldv, o, ldo, g, beta, ldgb, scale);
+        return;
+    }
 #endif
     for (int32_t t = 0; t < n; t++) {
         const float *qt = q + (int64_t)t * ldqk, *kt = k + (int64_t)t * ldqk;
         const float *vt = v + (int64_t)t * ldv;
         float *ot = o + (int64_t)t * ldo;
         const float decay = expf(g[(int64_t)t * ldgb]), b = beta[(int64_t)t * ldgb];
-#if defined(__x86_64__)
-        if (isa != PS_ISA_SCALAR && d % 8 == 0) {
-            delta_rows_avx2(S, d, qt, kt, vt, ot, decay, b, scale);
-            continue;
-        }
-#endif
         delta_rows_scalar(S, d, qt, kt, vt, ot, decay, b, scale);
     }
 }
