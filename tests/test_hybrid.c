@@ -114,24 +114,35 @@ static void test_delta_lanes(void) {
     free(q), free(k), free(v), free(g), free(b), free(S0), free(S1), free(S2), free(o1), free(o2);
 }
 
-static void expf16_of(const float *x, float *y);
+/* 16 expf by the vector form of isa (AVX2: two of 8 lanes). */
+static void expf16_of(ps_isa isa, const float *x, float *y);
 #if defined(__x86_64__)
-PS_TARGET_AVX512_DQ static void expf16_of(const float *x, float *y) {
+PS_TARGET_AVX512_DQ static void expf16_avx512(const float *x, float *y) {
     _mm512_storeu_ps(y, ps_expf16(_mm512_loadu_ps(x)));
 }
+PS_TARGET_AVX2 static void expf16_avx2(const float *x, float *y) {
+    _mm256_storeu_ps(y, ps_expf8(_mm256_loadu_ps(x)));
+    _mm256_storeu_ps(y + 8, ps_expf8(_mm256_loadu_ps(x + 8)));
+}
+static void expf16_of(ps_isa isa, const float *x, float *y) {
+    if (isa == PS_ISA_AVX512) expf16_avx512(x, y);
+    else expf16_avx2(x, y);
+}
 #else
-static void expf16_of(const float *x, float *y) {
+static void expf16_of(ps_isa isa, const float *x, float *y) {
+    (void)isa;
     for (int l = 0; l < 16; l++) y[l] = expf(x[l]);
 }
 #endif
 
-/* ps_expf16 (expf_libc.h) against the C library's expf: two hard cases, every 4099th float of the 2^32 bit
- * patterns (both signs, zeros, subnormals, the normal range, inf and NaN) and every float of
- * [-1, 1] that is a multiple of 2^-20, and of [-104, 89] that is a multiple of 2^-12 (the
- * rounding of k and the special path at |x| >= 88 and below -103.97), bit for bit. */
-static void test_expf16(void) {
-    if (!ps_isa_supported(PS_ISA_AVX512)) {
-        PS_TEST_CPU_LACKS("AVX-512: the 16-lane expf");
+/* ps_expf8 / ps_expf16 (expf_libc.h) against the C library's expf: two hard cases, every 4099th
+ * float of the 2^32 bit patterns (both signs, zeros, subnormals, the normal range, inf and NaN)
+ * and every float of [-1, 1] that is a multiple of 2^-20, and of [-104, 89] that is a multiple
+ * of 2^-12 (the rounding of k and the special path at |x| >= 88 and below -103.97), bit for
+ * bit. */
+static void test_expf_lanes(ps_isa isa) {
+    if (!ps_isa_supported(isa)) {
+        PS_TEST_CPU_LACKS("%s: the vector expf", ps_isa_name(isa));
         return;
     }
     float xs[16], want[16], got[16];
@@ -158,7 +169,7 @@ static void test_expf16(void) {
             xs[nl++] = x;
             if (nl < 16) continue;
             nl = 0;
-            expf16_of(xs, got);
+            expf16_of(isa, xs, got);
             for (int l = 0; l < 16; l++) {
                 want[l] = expf(xs[l]);
                 n++;
@@ -168,18 +179,18 @@ static void test_expf16(void) {
                 }
             }
         }
-    CHECKF(bad == 0, "ps_expf16: %lld of %lld values not the bits of expf (first at %a)",
-           (long long)bad, (long long)n, (double)first_bad);
-    fprintf(stderr, "NOTE: ps_expf16 against expf: %lld values, %lld differ\n", (long long)n,
-            (long long)bad);
+    CHECKF(bad == 0, "%s expf: %lld of %lld values not the bits of expf (first at %a)",
+           ps_isa_name(isa), (long long)bad, (long long)n, (double)first_bad);
+    fprintf(stderr, "NOTE: %s expf against expf: %lld values, %lld differ\n", ps_isa_name(isa),
+            (long long)n, (long long)bad);
 }
 
-/* The AVX-512 conv + silu against the scalar loop, bit for bit: 40 channels (two blocks of 16
- * and a scalar tail of 8), channel slices of 24 + 16, d_conv 4, values large enough that some
- * sums reach expf's special path (|sum| >= 88). */
-static void test_conv_isa(void) {
-    if (!ps_isa_supported(PS_ISA_AVX512)) {
-        PS_TEST_CPU_LACKS("AVX-512: the 16-channel conv + silu");
+/* The vector conv + silu against the scalar loop, bit for bit: 40 channels (AVX-512: two
+ * blocks of 16 and a scalar tail of 8; AVX2: five of 8), channel slices of 24 + 16, d_conv 4,
+ * values large enough that some sums reach expf's special path (|sum| >= 88). */
+static void test_conv_isa(ps_isa isa) {
+    if (!ps_isa_supported(isa)) {
+        PS_TEST_CPU_LACKS("%s: the vector conv + silu", ps_isa_name(isa));
         return;
     }
     enum { CH = 40, T = 30, DC = 4 };
@@ -191,12 +202,12 @@ static void test_conv_isa(void) {
     memcpy(st1, st0, sizeof st0);
     memcpy(st2, st0, sizeof st0);
     ps_dn_conv_silu(PS_ISA_SCALAR, x, CH, T, st1, w, DC, CH, 0, CH, y1, CH);
-    ps_dn_conv_silu(PS_ISA_AVX512, x, CH, T, st2, w, DC, CH, 0, 24, y2, CH);
-    ps_dn_conv_silu(PS_ISA_AVX512, x, CH, T, st2, w, DC, CH, 24, CH, y2, CH);
+    ps_dn_conv_silu(isa, x, CH, T, st2, w, DC, CH, 0, 24, y2, CH);
+    ps_dn_conv_silu(isa, x, CH, T, st2, w, DC, CH, 24, CH, y2, CH);
     int big = 0;
     for (int i = 0; i < T * CH; i++) big += fabsf(y1[i]) >= 88.0f;
     CHECKF(!memcmp(y1, y2, sizeof y1) && !memcmp(st1, st2, sizeof st1),
-           "conv + silu: AVX-512 is not the scalar loop's bits");
+           "conv + silu: %s is not the scalar loop's bits", ps_isa_name(isa));
     CHECKF(big > 0, "conv + silu: no sum reached expf's special path");
 }
 
@@ -600,8 +611,10 @@ int main(void) {
     ps_test_out_dir("hybrid");
     test_presets();
     test_delta_kernel();
-    test_expf16();
-    test_conv_isa();
+    test_expf_lanes(PS_ISA_AVX2);
+    test_expf_lanes(PS_ISA_AVX512);
+    test_conv_isa(PS_ISA_AVX2);
+    test_conv_isa(PS_ISA_AVX512);
     test_delta_lanes();
     test_pretokenizer(ps_test_shared());
     test_bad_input();

@@ -1,20 +1,21 @@
 /*
- * expf_libc.h — expf as the C library computes it, 16 lanes at a time on AVX-512, so a kernel
- * that used the C library's expf per element keeps its bits when it is vectorized (DeltaNet's
- * conv + silu, deltanet.c).
+ * expf_libc.h — expf as the C library computes it, 8 lanes at a time on AVX2 and 16 on
+ * AVX-512, so a kernel that used the C library's expf per element keeps its bits when it is
+ * vectorized (DeltaNet's conv + silu, deltanet.c).
  *
  * The C library here is glibc (2.27 and later), whose expf is ARM's optimized-routines
  * algorithm: z = x * 32 / ln 2 rounded to an integer k (by adding 1.5 * 2^52), r = z - k,
  * 2^(k/32) from a 32-entry table of doubles, a degree-3 polynomial in r, all in double, then one
- * rounding to float. On x86-64 CPUs with FMA glibc runs the build of that C compiled for FMA
- * (__expf_fma), in which the compiler fused five multiply-adds: kd = fma(x, InvLn2N, shift),
- * r = fma(x, InvLn2N, -(kd - shift)), z = fma(C0, r, C1), y = fma(C2, r, 1), y = fma(z, r * r,
- * y). ps_expf16 runs those operations on the same constants (glibc's __exp2f_data: the table
- * and the scaled polynomial), lane by lane, so each lane is bitwise the scalar expf of an
- * AVX-512 CPU (every AVX-512 CPU has FMA). |x| >= 88 and NaN (the library's special path) are
- * handed to the scalar expf. Checked when written against glibc 2.36's expf on every float of
- * |x| < 88 (2.2 billion): no difference. test_hybrid compares a sweep of all floats and the two
- * inputs whose result changes when r is computed without the fused multiply-add.
+ * rounding to float. On x86-64 CPUs with FMA and AVX2 glibc runs the build of that C compiled
+ * for FMA (__expf_fma), in which the compiler fused five multiply-adds: kd = fma(x, InvLn2N,
+ * shift), r = fma(x, InvLn2N, -(kd - shift)), z = fma(C0, r, C1), y = fma(C2, r, 1), y = fma(z,
+ * r * r, y). ps_expf8 / ps_expf16 run those operations on the same constants (glibc's
+ * __exp2f_data: the table and the scaled polynomial), lane by lane, so each lane is bitwise the
+ * scalar expf of the CPUs their kernels run on (the AVX2 kernels require FMA too). |x| >= 88 and
+ * NaN (the library's special path) are handed to the scalar expf. Checked when written against
+ * glibc 2.36's expf on every float of |x| < 88 (2.2 billion): no difference. test_hybrid
+ * compares a sweep of all floats and the two inputs whose result changes when r is computed
+ * without the fused multiply-add.
  */
 #ifndef PS_EXPF_LIBC_H
 #define PS_EXPF_LIBC_H
@@ -44,6 +45,43 @@ static const uint64_t PS_EXPF_TAB[32] = {
 #define PS_EXPF_C0 0x1.c6af84b912394p-20 /* exp2f's polynomial scaled by 1/32^3, 1/32^2, 1/32 */
 #define PS_EXPF_C1 0x1.ebfce50fac4f3p-13
 #define PS_EXPF_C2 0x1.62e42ff0c52d6p-6
+
+/* 4 lanes in double on AVX2 (x converted exactly): the same operations. */
+static inline __attribute__((always_inline)) PS_TARGET_AVX2 __m128 ps_expf4_pd(__m256d x) {
+    const __m256d invln2n = _mm256_set1_pd(PS_EXPF_INVLN2N), shift = _mm256_set1_pd(PS_EXPF_SHIFT);
+    const __m256d kds = _mm256_fmadd_pd(x, invln2n, shift);
+    const __m256i ki = _mm256_castpd_si256(kds);
+    const __m256d kd = _mm256_sub_pd(kds, shift);
+    const __m256d r = _mm256_fmsub_pd(x, invln2n, kd);
+    const __m256i idx = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+    const __m256i t = _mm256_add_epi64(
+        _mm256_i64gather_epi64((const long long *)PS_EXPF_TAB, idx, 8), _mm256_slli_epi64(ki, 47));
+    const __m256d z = _mm256_fmadd_pd(_mm256_set1_pd(PS_EXPF_C0), r, _mm256_set1_pd(PS_EXPF_C1));
+    const __m256d r2 = _mm256_mul_pd(r, r);
+    __m256d y = _mm256_fmadd_pd(_mm256_set1_pd(PS_EXPF_C2), r, _mm256_set1_pd(1.0));
+    y = _mm256_fmadd_pd(z, r2, y);
+    return _mm256_cvtpd_ps(_mm256_mul_pd(y, _mm256_castsi256_pd(t)));
+}
+
+/* expf of 8 floats on AVX2, each lane the bits of the C library's expf. */
+static inline PS_TARGET_AVX2 __m256 ps_expf8(__m256 x) {
+    const __m128 a = ps_expf4_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+    const __m128 b = ps_expf4_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+    __m256 e = _mm256_insertf128_ps(_mm256_castps128_ps256(a), b, 1);
+    const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(x), 20),
+                                         _mm256_set1_epi32(0x7ff));
+    const int special = _mm256_movemask_ps(
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(0x42a))));
+    if (special) {
+        float xs[8], es[8];
+        _mm256_storeu_ps(xs, x);
+        _mm256_storeu_ps(es, e);
+        for (int l = 0; l < 8; l++)
+            if (special >> l & 1) es[l] = expf(xs[l]);
+        e = _mm256_loadu_ps(es);
+    }
+    return e;
+}
 
 /* 8 lanes in double (x converted exactly). */
 static inline __attribute__((always_inline)) PS_TARGET_AVX512_DQ __m256 ps_expf8_pd(__m512d x) {

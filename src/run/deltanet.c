@@ -27,7 +27,8 @@
  * fused multiply-add, as the baseline x86-64 build of that loop computes them), the C
  * library's expf lane by lane (expf_libc.h), then the same add and division; the same bits.
  * Reading 16 channels of a token is one load where the scalar loop strides over the tokens.
- * Returns the first channel it did not do (the scalar loop does the last c1 - c0 mod 16). */
+ * Returns the first channel it did not do (the scalar loop does the last c1 - c0 mod 16). The
+ * 16 weights of a tap are gathered (w is channel-major). */
 PS_TARGET_AVX512_DQ static int64_t conv_silu_avx512(const float *x, int64_t ldx, int32_t n,
                                                     float *state, const float *w, int32_t d_conv,
                                                     int64_t ch, int64_t c0, int64_t c1, float *y,
@@ -57,6 +58,34 @@ PS_TARGET_AVX512_DQ static int64_t conv_silu_avx512(const float *x, int64_t ldx,
     }
     return c;
 }
+
+/* AVX2: the same, 8 channels at a time. */
+PS_TARGET_AVX2 static int64_t conv_silu_avx2(const float *x, int64_t ldx, int32_t n, float *state,
+                                             const float *w, int32_t d_conv, int64_t ch,
+                                             int64_t c0, int64_t c1, float *y, int64_t ldy) {
+    const int32_t ns = d_conv - 1;
+    const __m256i lane = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                            _mm256_set1_epi32(d_conv));
+    const __m256 one = _mm256_set1_ps(1.0f), neg = _mm256_set1_ps(-0.0f);
+    int64_t c = c0;
+    for (; c + 8 <= c1; c += 8) {
+        __m256 wv[16], win[16]; /* d_conv <= 16 (checked at load) */
+        for (int32_t i = 0; i < d_conv; i++)
+            wv[i] = _mm256_i32gather_ps(w + c * d_conv + i, lane, 4);
+        for (int32_t i = 0; i < ns; i++) win[i] = _mm256_loadu_ps(state + (int64_t)i * ch + c);
+        for (int32_t t = 0; t < n; t++) {
+            win[ns] = _mm256_loadu_ps(x + (int64_t)t * ldx + c);
+            __m256 sum = _mm256_setzero_ps();
+            for (int32_t i = 0; i < d_conv; i++)
+                sum = _mm256_add_ps(sum, _mm256_mul_ps(win[i], wv[i]));
+            const __m256 e = ps_expf8(_mm256_xor_ps(sum, neg));
+            _mm256_storeu_ps(y + (int64_t)t * ldy + c, _mm256_div_ps(sum, _mm256_add_ps(one, e)));
+            for (int32_t i = 0; i < ns; i++) win[i] = win[i + 1];
+        }
+        for (int32_t i = 0; i < ns; i++) _mm256_storeu_ps(state + (int64_t)i * ch + c, win[i]);
+    }
+    return c;
+}
 #endif
 
 void ps_dn_conv_silu(ps_isa isa, const float *x, int64_t ldx, int32_t n, float *state,
@@ -66,6 +95,8 @@ void ps_dn_conv_silu(ps_isa isa, const float *x, int64_t ldx, int32_t n, float *
 #if defined(__x86_64__)
     if (isa == PS_ISA_AVX512 || isa == PS_ISA_AMX)
         c0 = conv_silu_avx512(x, ldx, n, state, w, d_conv, ch, c0, c1, y, ldy);
+    else if (isa == PS_ISA_AVX2)
+        c0 = conv_silu_avx2(x, ldx, n, state, w, d_conv, ch, c0, c1, y, ldy);
 #else
     (void)isa;
 #endif
