@@ -234,10 +234,3 @@ uint64_t ps_conns_timed_out(ps_conns *c) {
     pthread_mutex_unlock(&c->mu);
     return n;
 }
-
-int32_t ps_conns_lingering(ps_conns *c) {
-    pthread_mutex_lock(&c->mu);
-    int32_t n = c->n_lingering;
-    pthread_mutex_unlock(&c->mu);
-    return n;
-}

@@ -52,10 +52,8 @@ void ps_conns_linger(ps_conns *c, struct MHD_Connection *mc);
 /* Cuts every connection that is reading (all = false) or every connection (all = true). */
 void ps_conns_cut(ps_conns *c, bool all);
 
-/* Open connections now, connections cut by the read deadline so far, and sockets lingering
- * now (closed by libmicrohttpd, still being drained). */
+/* Open connections now, and connections cut by the read deadline so far. */
 int32_t ps_conns_open(ps_conns *c);
 uint64_t ps_conns_timed_out(ps_conns *c);
-int32_t ps_conns_lingering(ps_conns *c);
 
 #endif
