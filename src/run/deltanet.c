@@ -7,8 +7,8 @@
  * transposed (row j of S holds value dimension j against every key dimension), so a row is
  * read twice per token: the decay with the S_j . k product, then the rank-1 update with the
  * S_j . q product. Scalar: ps_dot_f32 / ps_axpy_f32; AVX2 / AVX-512: fused multiply-adds into
- * one 8- / 16-lane accumulator reduced by a fixed tree (delta_head_avx2 / _avx512, which run
- * rows outer and tokens inner). Per ISA the result never depends on the thread that
+ * one 8- / 16-lane accumulator reduced by a fixed tree (rows_avx2 / rows_avx512, run rows
+ * outer and tokens inner by delta_head_rows). Per ISA the result never depends on the thread that
  * runs a head or on the chunking.
  */
 #include "run/deltanet.h"
@@ -156,64 +156,44 @@ PS_TARGET_AVX2_FMA static inline float hsum_avx2(__m256 v) {
 enum { DN_ROWS = 4 }; /* rows at a time: d is a multiple of 8 or 16 here, so of 4 */
 enum { DN_TOKENS = 256 }; /* tokens per block (their decays computed once per block) */
 
-/* The vector forms of a whole head, rows outer and tokens inner. A row of S depends on no other
- * row (its S_j . k, its delta from v[j], its update, its S_j . q), so a row can go through all
- * the tokens before the next row starts, with the same operations per row and token as token
- * after token, so the same bits. DN_ROWS rows at a time: their 4 d floats stay in the L1 across
- * the tokens (token after token streamed the whole d x d state, 64 KiB at d = 128, through the
- * L2 twice per token), four independent chains of fused multiply-adds are in flight (one row
- * alone waits for its S_j . k sum before its update), and k and q are loaded once for the four.
- * AVX2: 8 lanes, d a multiple of 8. */
-PS_TARGET_AVX2_FMA static void delta_head_avx2(float *S, int64_t d, int32_t n, const float *q,
-                                    const float *k, int64_t ldqk, const float *v, int64_t ldv,
-                                    float *o, int64_t ldo, const float *g, const float *beta,
-                                    int64_t ldgb, float scale) {
-    float decay[DN_TOKENS], bt[DN_TOKENS];
-    for (int32_t t0 = 0; t0 < n; t0 += DN_TOKENS) {
-        const int32_t nb = PS_MIN((int32_t)DN_TOKENS, n - t0);
-        for (int32_t t = 0; t < nb; t++) {
-            decay[t] = expf(g[(int64_t)(t0 + t) * ldgb]);
-            bt[t] = beta[(int64_t)(t0 + t) * ldgb];
-        }
-        for (int64_t j = 0; j < d; j += DN_ROWS) {
-            float *r = S + j * d;
-            for (int32_t t = 0; t < nb; t++) {
-                const float *kt = k + (int64_t)(t0 + t) * ldqk, *qt = q + (int64_t)(t0 + t) * ldqk;
-                const float *vt = v + (int64_t)(t0 + t) * ldv + j;
-                float *ot = o + (int64_t)(t0 + t) * ldo + j;
-                const __m256 dec = _mm256_set1_ps(decay[t]);
-                const float b = bt[t];
-                __m256 a[DN_ROWS], dl[DN_ROWS];
-                _Pragma("GCC unroll 16")
-                for (int u = 0; u < DN_ROWS; u++) a[u] = _mm256_setzero_ps();
-                for (int64_t i = 0; i < d; i += 8) {
-                    const __m256 kk = _mm256_loadu_ps(kt + i);
-                    _Pragma("GCC unroll 16")
-                    for (int u = 0; u < DN_ROWS; u++) {
-                        const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(r + u * d + i), dec);
-                        _mm256_storeu_ps(r + u * d + i, x);
-                        a[u] = _mm256_fmadd_ps(x, kk, a[u]);
-                    }
-                }
-                _Pragma("GCC unroll 16")
-                for (int u = 0; u < DN_ROWS; u++) {
-                    dl[u] = _mm256_set1_ps((vt[u] - hsum_avx2(a[u])) * b);
-                    a[u] = _mm256_setzero_ps();
-                }
-                for (int64_t i = 0; i < d; i += 8) {
-                    const __m256 kk = _mm256_loadu_ps(kt + i), qq = _mm256_loadu_ps(qt + i);
-                    _Pragma("GCC unroll 16")
-                    for (int u = 0; u < DN_ROWS; u++) {
-                        const __m256 x = _mm256_fmadd_ps(kk, dl[u], _mm256_loadu_ps(r + u * d + i));
-                        _mm256_storeu_ps(r + u * d + i, x);
-                        a[u] = _mm256_fmadd_ps(x, qq, a[u]);
-                    }
-                }
-                _Pragma("GCC unroll 16")
-                for (int u = 0; u < DN_ROWS; u++) ot[u] = hsum_avx2(a[u]) * scale;
-            }
+/* One token through DN_ROWS consecutive rows r of S (row u at r + u d): for each row the
+ * operations of the scalar form in the lane order above. k, q, v, o: the token's k and q, and
+ * its v and o at the first row's index. */
+typedef void (*dn_rows_fn)(float *r, int64_t d, const float *k, const float *q, const float *v,
+                           float *o, float decay, float b, float scale);
+
+PS_TARGET_AVX2_FMA static void rows_avx2(float *r, int64_t d, const float *k, const float *q,
+                                         const float *v, float *o, float decay, float b,
+                                         float scale) {
+    const __m256 dec = _mm256_set1_ps(decay);
+    __m256 a[DN_ROWS], dl[DN_ROWS];
+    _Pragma("GCC unroll 16")
+    for (int u = 0; u < DN_ROWS; u++) a[u] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < d; i += 8) {
+        const __m256 kk = _mm256_loadu_ps(k + i);
+        _Pragma("GCC unroll 16")
+        for (int u = 0; u < DN_ROWS; u++) {
+            const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(r + u * d + i), dec);
+            _mm256_storeu_ps(r + u * d + i, x);
+            a[u] = _mm256_fmadd_ps(x, kk, a[u]);
         }
     }
+    _Pragma("GCC unroll 16")
+    for (int u = 0; u < DN_ROWS; u++) {
+        dl[u] = _mm256_set1_ps((v[u] - hsum_avx2(a[u])) * b);
+        a[u] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < d; i += 8) {
+        const __m256 kk = _mm256_loadu_ps(k + i), qq = _mm256_loadu_ps(q + i);
+        _Pragma("GCC unroll 16")
+        for (int u = 0; u < DN_ROWS; u++) {
+            const __m256 x = _mm256_fmadd_ps(kk, dl[u], _mm256_loadu_ps(r + u * d + i));
+            _mm256_storeu_ps(r + u * d + i, x);
+            a[u] = _mm256_fmadd_ps(x, qq, a[u]);
+        }
+    }
+    _Pragma("GCC unroll 16")
+    for (int u = 0; u < DN_ROWS; u++) o[u] = hsum_avx2(a[u]) * scale;
 }
 
 PS_TARGET_AVX512_DQ static inline float hsum_avx512(__m512 v) {
@@ -225,11 +205,52 @@ PS_TARGET_AVX512_DQ static inline float hsum_avx512(__m512 v) {
     return _mm_cvtss_f32(lo);
 }
 
-/* AVX-512: the same at 16 lanes, d a multiple of 16. */
-PS_TARGET_AVX512_DQ static void delta_head_avx512(float *S, int64_t d, int32_t n, const float *q,
-                                       const float *k, int64_t ldqk, const float *v,
-                                       int64_t ldv, float *o, int64_t ldo, const float *g,
-                                       const float *beta, int64_t ldgb, float scale) {
+PS_TARGET_AVX512_DQ static void rows_avx512(float *r, int64_t d, const float *k, const float *q,
+                                            const float *v, float *o, float decay, float b,
+                                            float scale) {
+    const __m512 dec = _mm512_set1_ps(decay);
+    __m512 a[DN_ROWS], dl[DN_ROWS];
+    _Pragma("GCC unroll 16")
+    for (int u = 0; u < DN_ROWS; u++) a[u] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < d; i += 16) {
+        const __m512 kk = _mm512_loadu_ps(k + i);
+        _Pragma("GCC unroll 16")
+        for (int u = 0; u < DN_ROWS; u++) {
+            const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(r + u * d + i), dec);
+            _mm512_storeu_ps(r + u * d + i, x);
+            a[u] = _mm512_fmadd_ps(x, kk, a[u]);
+        }
+    }
+    _Pragma("GCC unroll 16")
+    for (int u = 0; u < DN_ROWS; u++) {
+        dl[u] = _mm512_set1_ps((v[u] - hsum_avx512(a[u])) * b);
+        a[u] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < d; i += 16) {
+        const __m512 kk = _mm512_loadu_ps(k + i), qq = _mm512_loadu_ps(q + i);
+        _Pragma("GCC unroll 16")
+        for (int u = 0; u < DN_ROWS; u++) {
+            const __m512 x = _mm512_fmadd_ps(kk, dl[u], _mm512_loadu_ps(r + u * d + i));
+            _mm512_storeu_ps(r + u * d + i, x);
+            a[u] = _mm512_fmadd_ps(x, qq, a[u]);
+        }
+    }
+    _Pragma("GCC unroll 16")
+    for (int u = 0; u < DN_ROWS; u++) o[u] = hsum_avx512(a[u]) * scale;
+}
+
+/* The vector forms of a whole head, rows outer and tokens inner. A row of S depends on no other
+ * row (its S_j . k, its delta from v[j], its update, its S_j . q), so a row can go through all
+ * the tokens before the next row starts, with the same operations per row and token as token
+ * after token, so the same bits. DN_ROWS rows at a time (rows, the ISA's step): their 4 d
+ * floats stay in the L1 across the tokens (token after token streamed the whole d x d state,
+ * 64 KiB at d = 128, through the L2 twice per token), four independent chains of fused
+ * multiply-adds are in flight (one row alone waits for its S_j . k sum before its update), and
+ * k and q are loaded once for the four. */
+static void delta_head_rows(dn_rows_fn rows, float *S, int64_t d, int32_t n, const float *q,
+                            const float *k, int64_t ldqk, const float *v, int64_t ldv, float *o,
+                            int64_t ldo, const float *g, const float *beta, int64_t ldgb,
+                            float scale) {
     float decay[DN_TOKENS], bt[DN_TOKENS];
     for (int32_t t0 = 0; t0 < n; t0 += DN_TOKENS) {
         const int32_t nb = PS_MIN((int32_t)DN_TOKENS, n - t0);
@@ -237,44 +258,12 @@ PS_TARGET_AVX512_DQ static void delta_head_avx512(float *S, int64_t d, int32_t n
             decay[t] = expf(g[(int64_t)(t0 + t) * ldgb]);
             bt[t] = beta[(int64_t)(t0 + t) * ldgb];
         }
-        for (int64_t j = 0; j < d; j += DN_ROWS) {
-            float *r = S + j * d;
+        for (int64_t j = 0; j < d; j += DN_ROWS)
             for (int32_t t = 0; t < nb; t++) {
-                const float *kt = k + (int64_t)(t0 + t) * ldqk, *qt = q + (int64_t)(t0 + t) * ldqk;
-                const float *vt = v + (int64_t)(t0 + t) * ldv + j;
-                float *ot = o + (int64_t)(t0 + t) * ldo + j;
-                const __m512 dec = _mm512_set1_ps(decay[t]);
-                const float b = bt[t];
-                __m512 a[DN_ROWS], dl[DN_ROWS];
-                _Pragma("GCC unroll 16")
-                for (int u = 0; u < DN_ROWS; u++) a[u] = _mm512_setzero_ps();
-                for (int64_t i = 0; i < d; i += 16) {
-                    const __m512 kk = _mm512_loadu_ps(kt + i);
-                    _Pragma("GCC unroll 16")
-                    for (int u = 0; u < DN_ROWS; u++) {
-                        const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(r + u * d + i), dec);
-                        _mm512_storeu_ps(r + u * d + i, x);
-                        a[u] = _mm512_fmadd_ps(x, kk, a[u]);
-                    }
-                }
-                _Pragma("GCC unroll 16")
-                for (int u = 0; u < DN_ROWS; u++) {
-                    dl[u] = _mm512_set1_ps((vt[u] - hsum_avx512(a[u])) * b);
-                    a[u] = _mm512_setzero_ps();
-                }
-                for (int64_t i = 0; i < d; i += 16) {
-                    const __m512 kk = _mm512_loadu_ps(kt + i), qq = _mm512_loadu_ps(qt + i);
-                    _Pragma("GCC unroll 16")
-                    for (int u = 0; u < DN_ROWS; u++) {
-                        const __m512 x = _mm512_fmadd_ps(kk, dl[u], _mm512_loadu_ps(r + u * d + i));
-                        _mm512_storeu_ps(r + u * d + i, x);
-                        a[u] = _mm512_fmadd_ps(x, qq, a[u]);
-                    }
-                }
-                _Pragma("GCC unroll 16")
-                for (int u = 0; u < DN_ROWS; u++) ot[u] = hsum_avx512(a[u]) * scale;
+                const int64_t tt = t0 + t;
+                rows(S + j * d, d, k + tt * ldqk, q + tt * ldqk, v + tt * ldv + j,
+                     o + tt * ldo + j, decay[t], bt[t], scale);
             }
-        }
     }
 }
 #endif
@@ -284,11 +273,11 @@ void ps_dn_delta_head(ps_isa isa, float *S, int64_t d, int32_t n, const float *q
                       int64_t ldo, const float *g, const float *beta, int64_t ldgb, float scale) {
 #if defined(__x86_64__)
     if ((isa == PS_ISA_AVX512 || isa == PS_ISA_AMX) && d % 16 == 0) {
-        delta_head_avx512(S, d, n, q, k, ldqk, v, ldv, o, ldo, g, beta, ldgb, scale);
+        delta_head_rows(rows_avx512, S, d, n, q, k, ldqk, v, ldv, o, ldo, g, beta, ldgb, scale);
         return;
     }
     if (isa != PS_ISA_SCALAR && d % 8 == 0) {
-        delta_head_avx2(S, d, n, q, k, ldqk, v, ldv, o, ldo, g, beta, ldgb, scale);
+        delta_head_rows(rows_avx2, S, d, n, q, k, ldqk, v, ldv, o, ldo, g, beta, ldgb, scale);
         return;
     }
 #endif
