@@ -90,7 +90,8 @@ static void test_delta_lanes(void) {
           *b = malloc(sizeof(float) * n), *S0 = malloc(sizeof(float) * 128 * 128),
           *S1 = malloc(sizeof(float) * 128 * 128), *S2 = malloc(sizeof(float) * 128 * 128),
           *o1 = malloc(sizeof(float) * n * 128), *o2 = malloc(sizeof(float) * n * 128);
-    for (int64_t i = 0; i < n * 128; i++) q[i] = 0.1f * frand(), k[i] = 0.1f * frand(), v[i] = frand();
+    for (int64_t i = 0; i < n * 128; i++)
+        q[i] = 0.1f * frand(), k[i] = 0.1f * frand(), v[i] = frand();
     for (int32_t t = 0; t < n; t++) g[t] = -0.1f * (frand() + 1.0f), b[t] = 0.5f + 0.5f * frand();
     static const ps_isa isas[] = {PS_ISA_AVX2, PS_ISA_AVX512};
     for (int di = 0; di < 2; di++) {

@@ -892,7 +892,8 @@ static void test_chunked(void) {
     snprintf(hd, sizeof hd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                             "application/json\r\nContent-Length: %zu\r\n\r\n", n);
     CHECK(fd >= 0 && send_all(fd, hd, strlen(hd)) && read_answer(fd, 5 * PS_TEST_TIME_SCALE, &a));
-    check_error(&a, 413, NULL, "a declared 250 KB body, --max-body 200000, answered on its headers");
+    check_error(&a, 413, NULL,
+                "a declared 250 KB body, --max-body 200000, answered on its headers");
     answer_free(&a);
     size_t sent = 0;
     for (bool go = fd >= 0; go && sent < n;) {

@@ -46,6 +46,13 @@ static const uint64_t PS_EXPF_TAB[32] = {
 #define PS_EXPF_C1 0x1.ebfce50fac4f3p-13
 #define PS_EXPF_C2 0x1.62e42ff0c52d6p-6
 
+/* The lanes of `special` (bit l: lane l) of n: e[l] = expf(x[l]), the library's own special
+ * path (|x| >= 88, inf, NaN). */
+static inline void ps_expf_special(const float *x, float *e, unsigned special, int n) {
+    for (int l = 0; l < n; l++)
+        if (special >> l & 1) e[l] = expf(x[l]);
+}
+
 /* 4 lanes in double on AVX2 (x converted exactly): the same operations. */
 static inline __attribute__((always_inline)) PS_TARGET_AVX2 __m128 ps_expf4_pd(__m256d x) {
     const __m256d invln2n = _mm256_set1_pd(PS_EXPF_INVLN2N), shift = _mm256_set1_pd(PS_EXPF_SHIFT);
@@ -76,8 +83,7 @@ static inline PS_TARGET_AVX2 __m256 ps_expf8(__m256 x) {
         float xs[8], es[8];
         _mm256_storeu_ps(xs, x);
         _mm256_storeu_ps(es, e);
-        for (int l = 0; l < 8; l++)
-            if (special >> l & 1) es[l] = expf(xs[l]);
+        ps_expf_special(xs, es, (unsigned)special, 8);
         e = _mm256_loadu_ps(es);
     }
     return e;
@@ -118,8 +124,7 @@ static inline PS_TARGET_AVX512_DQ __m512 ps_expf16(__m512 x) {
         float xs[16], es[16];
         _mm512_storeu_ps(xs, x);
         _mm512_storeu_ps(es, e);
-        for (int l = 0; l < 16; l++)
-            if (special >> l & 1) es[l] = expf(xs[l]);
+        ps_expf_special(xs, es, special, 16);
         e = _mm512_loadu_ps(es);
     }
     return e;

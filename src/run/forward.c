@@ -89,8 +89,8 @@ static void dn_conv_task(void *ctx, int64_t task, int32_t thread) {
     const int64_t c0 = cb * DN_CONV_CHANNELS, c1 = PS_MIN(ch, c0 + DN_CONV_CHANNELS);
     float *state = job->segs[si].seq->conv_state +
                    (size_t)job->L->rs_slot * (size_t)(hp->ssm_d_conv - 1) * ch;
-    ps_dn_conv_silu(s->isa, s->dn_qkv + r0 * ch, ch, (int32_t)n, state, job->L->conv1d, hp->ssm_d_conv,
-                    ch, c0, c1, s->dn_conv + r0 * ch, ch);
+    ps_dn_conv_silu(s->isa, s->dn_qkv + r0 * ch, ch, (int32_t)n, state, job->L->conv1d,
+                    hp->ssm_d_conv, ch, c0, c1, s->dn_conv + r0 * ch, ch);
 }
 
 /* One value head h over one segment's tokens, on its sequence's state: q, k of key head

@@ -1167,6 +1167,14 @@ static bool scan_piece(ps_server *s, conn *c, const char *data, size_t n) {
 /* The connection state of a request whose own could not be allocated (it was answered 500). */
 static conn g_no_conn;
 
+/* An answer given on the headers (busy: no read deadline): it goes out before the body (if
+ * any) is read, so the socket lingers after the close (server_conns.h) and a client still
+ * sending reads the answer, not a reset. */
+static void answered_on_headers(ps_server *s, struct MHD_Connection *mc, bool body) {
+    ps_conns_set_busy(s->conns, mc, true);
+    if (body) ps_conns_linger(s->conns, mc);
+}
+
 /* The first call of a request, on its headers: the guard's checks, a declared body over
  * --max-body (413 before it is read), admission. */
 static enum MHD_Result on_headers(ps_server *s, struct MHD_Connection *mc, conn *c,
@@ -1174,29 +1182,25 @@ static enum MHD_Result on_headers(ps_server *s, struct MHD_Connection *mc, conn 
     pthread_mutex_lock(&s->mu);
     s->connections++;
     pthread_mutex_unlock(&s->mu);
-    /* An answer given here goes out before the body (if any) is read: its socket lingers
-     * after the close (server_conns.h), so a client still sending reads the answer, not a
-     * reset. Guard has checked that Content-Length is one run of digits, given once. */
     const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
-    const bool body = (cl && strtoull(cl, NULL, 10) > 0) ||
-                      MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Transfer-Encoding");
+    const unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+    const bool body =
+        declared > 0 || MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Transfer-Encoding");
     enum MHD_Result gret;
     if (guard(s, mc, c, method, url, &gret)) {
-        ps_conns_set_busy(s->conns, mc, true);
-        if (body) ps_conns_linger(s->conns, mc);
+        answered_on_headers(s, mc, body);
         return gret;
     }
-    /* A declared body over the limit is refused before it is read. */
-    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->cfg.max_body) {
+    /* A declared body over the limit is refused before it is read (guard has checked that
+     * Content-Length is one run of digits, given once). */
+    if (cl && declared > (unsigned long long)s->cfg.max_body) {
         c->too_large = true;
-        ps_conns_set_busy(s->conns, mc, true);
-        ps_conns_linger(s->conns, mc);
+        answered_on_headers(s, mc, true);
         return dispatch(s, mc, c, method, url);
     }
     if (c->method_ok && !strcmp(ROUTES[c->route].method, "POST") &&
-        admit(s, mc, c, method, url, cl ? (long long)strtoull(cl, NULL, 10) : -1, &gret)) {
-        ps_conns_set_busy(s->conns, mc, true);
-        if (body) ps_conns_linger(s->conns, mc);
+        admit(s, mc, c, method, url, cl ? (long long)declared : -1, &gret)) {
+        answered_on_headers(s, mc, body);
         return gret;
     }
     return MHD_YES;

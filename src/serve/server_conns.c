@@ -193,10 +193,15 @@ void ps_conns_notify(void *cls, struct MHD_Connection *mc, void **socket_context
     }
 }
 
-void ps_conns_set_busy(ps_conns *c, struct MHD_Connection *mc, bool busy) {
+/* mc's entry (NULL: untracked, its allocation failed). */
+static track *track_of(struct MHD_Connection *mc) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    track *t = ci ? ci->socket_context : NULL;
+    return ci ? ci->socket_context : NULL;
+}
+
+void ps_conns_set_busy(ps_conns *c, struct MHD_Connection *mc, bool busy) {
+    track *t = track_of(mc);
     if (!t) return;
     pthread_mutex_lock(&c->mu);
     t->busy = busy;
@@ -205,9 +210,7 @@ void ps_conns_set_busy(ps_conns *c, struct MHD_Connection *mc, bool busy) {
 }
 
 void ps_conns_linger(ps_conns *c, struct MHD_Connection *mc) {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    track *t = ci ? ci->socket_context : NULL;
+    track *t = track_of(mc);
     if (!t) return;
     pthread_mutex_lock(&c->mu);
     t->linger = true;
