@@ -245,7 +245,8 @@ typedef struct ps_vocab ps_vocab;
 typedef struct {
     int32_t n_ctx;       /* context length; 0 = the model's own (`<arch>.context_length`) */
     bool vocab_only;     /* load only the tokenizer (files without tensors load this way) */
-    bool no_repack;      /* keep BF16 weights and Q4_K experts only in the file's layout. By
+    bool no_repack;      /* keep BF16 weights and Q4_K / Q6_K experts only in the file's
+                          * layout. By
                           * default BF16 matrices are copied once at load into the layout their
                           * kernel reads (info.tile_bytes), where PS_ISA does not turn that
                           * kernel off: where AMX is usable, its tile layout (as many bytes
@@ -254,9 +255,9 @@ typedef struct {
                           * memory (with the float32 norm and bias vectors, copied out too; the
                           * matrices are read again only by a session on another road: act
                           * f32, or an ISA without AVX-512). Likewise, with AVX-512 VNNI and no
-                          * AMX, the Q4_K expert matrices of a mixture-of-experts model are
-                          * copied into 16-row nibble tiles (1.03x their bytes), replacing
-                          * their pages. Without a copy the kernel builds its tiles per call:
+                          * AMX, the Q4_K and Q6_K expert matrices of a mixture-of-experts
+                          * model are copied into 16-row tiles (1.03x / 1.01x their bytes),
+                          * replacing their pages. Without a copy the kernel builds its tiles per call:
                           * the same results, slower */
 } ps_model_params;
 
@@ -264,7 +265,7 @@ typedef struct {
 PS_API ps_model_params ps_model_default_params(void);
 
 /* Loads a GGUF file (memory-mapped; weights are used in place, except the tile copies of BF16
- * matrices and Q4_K experts: ps_model_params.no_repack).
+ * matrices and Q4_K / Q6_K experts: ps_model_params.no_repack).
  * Supported (README "What loads" is the one full list): architectures llama (also with experts),
  * qwen2, qwen3, qwen3moe, qwen35, qwen35moe, gpt-oss, phi3, olmo2, gemma, gemma2, gemma3; tensor
  * types F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K, IQ4_NL, IQ4_XS, MXFP4;
@@ -294,8 +295,8 @@ typedef struct {
     int64_t n_params;       /* weights in the file (0 for vocab-only) */
     int64_t file_bytes;
     bool vocab_only;
-    int64_t tile_bytes;     /* bytes of the weights' tile copies (BF16 matrices, Q4_K experts;
-                             * 0: none; ps_model_params.no_repack) */
+    int64_t tile_bytes;     /* bytes of the weights' tile copies (BF16 matrices, Q4_K / Q6_K
+                             * experts; 0: none; ps_model_params.no_repack) */
     double tile_seconds;    /* the time the copies took at load */
 } ps_model_info;
 

@@ -732,19 +732,21 @@ static void test_pack_plain(ps_pool *pool2) {
     ps_free(scratch);
 }
 
-/* Q4_K's nibble tile copy (ps_mmq_q4x_pack, the experts' copy at load) read by its kernel
- * (ps_mmq_vnni_q4x): bitwise the scalar kernel for every tile tail (n = 37, 16, 5, 48), every
- * row count 1..17 and 300 (each row form), one and two threads, and a grouped call of items
- * of 1..12 rows. Tiles of rows past n_out are zero in the copy. Without AVX-512 VNNI the copy
- * is never made: skipped. */
-static void test_q4x(ps_pool *pool2) {
+/* The experts' tile copies (ps_mmq_copy_pack, made at load) of Q4_K and Q6_K read by their
+ * kernels (ps_mmq_vnni_q4x / ps_mmq_vnni_q6x): bitwise the scalar kernel for every tile tail
+ * (n = 37, 16, 5, 48), every row count 1..17 and 300 (each row form), one and two threads, and
+ * a grouped call of items of 1..12 rows. Tiles of rows past n_out are zero in the copy. Without
+ * AVX-512 VNNI the copy is never made: skipped. */
+static void test_copy(ps_pool *pool2, uint32_t type) {
     if (!ps_isa_supported(PS_ISA_AVX512) || !ps_cpu_has_avx512vnni()) {
-        PS_TEST_CPU_LACKS("AVX-512 VNNI: the Q4_K nibble tile copy's kernel");
+        PS_TEST_CPU_LACKS("AVX-512 VNNI: the experts' tile copy kernels");
         return;
     }
+    const char *tn = type == PS_GGML_Q6_K ? "q6x" : "q4x";
+    const size_t rec = type == PS_GGML_Q6_K ? PS_Q6X_REC : PS_Q4X_REC;
     const tinfo *t = NULL;
     for (size_t j = 0; j < PS_ARRAY_LEN(TYPES); j++)
-        if (TYPES[j].type == PS_GGML_Q4_K) t = &TYPES[j];
+        if (TYPES[j].type == type) t = &TYPES[j];
     const int64_t shapes[][2] = {{37, 512}, {16, 256}, {5, 768}, {48, 256}};
     const int64_t M = 300, KMAX = 768, NMAX = 48;
     float *x = malloc(sizeof(float) * (size_t)(M * KMAX));
@@ -756,12 +758,12 @@ static void test_q4x(ps_pool *pool2) {
         const int64_t n = shapes[si][0], k = shapes[si][1];
         void *wdata; /* w's weights, owned */
         ps_mat w = test_mat(t, n, k, &wdata);
-        const size_t qb = ps_mmq_q4x_bytes(&w);
-        CHECKF(qb == (size_t)((n + 15) / 16) * (size_t)(k / 256) * PS_Q4X_REC,
-               "q4x n %lld k %lld: %zu bytes", (long long)n, (long long)k, qb);
+        const size_t qb = ps_mmq_copy_bytes(&w);
+        CHECKF(qb == (size_t)((n + 15) / 16) * (size_t)(k / 256) * rec,
+               "%s n %lld k %lld: %zu bytes", tn, (long long)n, (long long)k, qb);
         uint8_t *qt = ps_aligned_alloc(64, qb);
         memset(qt, 0xA5, qb);
-        ps_mmq_q4x_pack(&w, 0, (n + 15) / 16, qt);
+        ps_mmq_copy_pack(&w, 0, (n + 15) / 16, qt);
         for (int64_t e = 0; e < M * NMAX; e++) ys[e] = -7.0f;
         CHECK(ps_mmq_scalar(&w, x, k, M, ys, n) == PS_OK);
         ps_mat wq = w;
@@ -775,8 +777,8 @@ static void test_q4x(ps_pool *pool2) {
                 ps_matmul(&env, &wq, x, k, rows, y, n);
                 CHECKF(!memcmp(y, ys, sizeof(float) * (size_t)(rows * n)) &&
                            (rows == M || y[rows * n] == -7.0f),
-                       "q4x n %lld k %lld m %lld, %d thread(s): differs from the scalar kernel",
-                       (long long)n, (long long)k, (long long)rows, th);
+                       "%s n %lld k %lld m %lld, %d thread(s): differs from the scalar kernel",
+                       tn, (long long)n, (long long)k, (long long)rows, th);
             }
         }
         ps_mm_item items[40];
@@ -788,8 +790,8 @@ static void test_q4x(ps_pool *pool2) {
             for (int64_t e = 0; e < M * NMAX; e++) y[e] = -7.0f;
             ps_matmul_group(&env, items, ni);
             CHECKF(!memcmp(y, ys, sizeof(float) * (size_t)(r * n)),
-                   "q4x n %lld k %lld grouped (%d items), %d thread(s): differs from the scalar "
-                   "kernel", (long long)n, (long long)k, ni, th);
+                   "%s n %lld k %lld grouped (%d items), %d thread(s): differs from the scalar "
+                   "kernel", tn, (long long)n, (long long)k, ni, th);
         }
         ps_free(qt);
         free(wdata);
@@ -812,7 +814,8 @@ int main(void) {
     test_kernels(pool2, pool7);
     test_group(pool2, pool7);
     test_pack_plain(pool2);
-    test_q4x(pool2);
+    test_copy(pool2, PS_GGML_Q4_K);
+    test_copy(pool2, PS_GGML_Q6_K);
     ps_pool_free(pool2);
     ps_pool_free(pool7);
     return ps_test_done("matmul_quant");

@@ -1,7 +1,7 @@
 /*
  * test_repack.c — the tile copies a model gets at load: the vdpbf16ps one of a BF16 model
- * (model.c, repack_dp) where AVX-512 BF16 is usable and there is no AMX copy, and the nibble
- * tiles of Q4_K experts (repack_q4x, test_q4x_copy below).
+ * (model.c, repack_dp) where AVX-512 BF16 is usable and there is no AMX copy, and the tiles
+ * of Q4_K and Q6_K experts (repack_experts, test_expert_copy below).
  *
  * A gen-model BF16 llama with tied embeddings (its output matrix is token_embd), one without,
  * and one whose ffn_down has 1000 inputs (not a multiple of 32: left out of the copy, which
@@ -232,24 +232,27 @@ static void test_folios(void) {
     unlink(path);
 }
 
-/* The nibble tile copy of the Q4_K experts (model.c, repack_q4x) where AVX-512 VNNI is the
- * integer kernel (no AMX): a gen-model qwen3moe at Q4_K, 32 experts of 4 used, with split and
- * with merged gate / up tensors, loaded by default and with no_repack:
+/* The tile copy of the Q4_K and of the Q6_K experts (model.c, repack_experts) where AVX-512
+ * VNNI is the integer kernel (no AMX): a gen-model qwen3moe at Q4_K (split and merged gate / up
+ * tensors) and at Q6_K (split), 32 experts of 4 used, loaded by default and with no_repack:
  *   - bitwise the same logits with and without the copy, on the default road and with
  *     --act f32 (which reads the file's pages again);
  *   - info.tile_bytes is the copy's size (the three expert tensors of each layer, 2368 bytes
- *     per 16 rows x 256 inputs) where it is made, 0 with no_repack;
+ *     (Q4_K) or 3392 (Q6_K) per 16 rows x 256 inputs) where it is made, 0 with no_repack;
  *   - the copy replaces the file's pages: after the load the file keeps under a third of the
  *     copy's size resident (the attention and output matrices, read in place, are the rest);
  *   - every allocation of the load failing in turn: a clean PS_ERR_NOMEM, no model. */
-static void test_q4x_copy(bool merged) {
-    const char *tag = merged ? "q4_k experts, merged gate_up" : "q4_k experts";
+static void test_expert_copy(uint32_t type, bool merged) {
+    const bool q6 = type == PS_GGML_Q6_K;
+    const char *tag = q6       ? "q6_k experts"
+                      : merged ? "q4_k experts, merged gate_up"
+                               : "q4_k experts";
     char path[] = "/tmp/ps-test-repack-XXXXXX";
     if (!ps_test_temp_file(path)) return;
     ps_genmodel_params gp = ps_genmodel_default_params();
     ps_error e;
     CHECK(ps_genmodel_preset("qwen3moe-tiny", &gp, &e) == PS_OK);
-    gp.type = PS_GGML_Q4_K;
+    gp.type = type;
     gp.n_embd = 256;
     gp.n_head = 4;
     gp.n_head_kv = 2;
@@ -259,13 +262,13 @@ static void test_q4x_copy(bool merged) {
     gp.n_expert_used = 4;
     gp.n_vocab = 32000;
     gp.merged_gate_up = merged;
-    gp.seed = merged ? 7 : 6;
+    gp.seed = q6 ? 8 : merged ? 7 : 6;
     const bool expect = ps_cpu_has_avx512vnni() && ps_isa_best() == PS_ISA_AVX512 &&
                         !(ps_cpu_has_amx() && ps_isa_env_amx() != 0);
     ps_model *plain = NULL, *m = NULL;
     ps_model_info info, pinfo;
     if (!write_and_load(&gp, tag, path, &plain, &m, &pinfo, &info)) goto out;
-    const int64_t want = (int64_t)gp.n_layer * gp.n_expert * 2368 *
+    const int64_t want = (int64_t)gp.n_layer * gp.n_expert * (q6 ? 3392 : 2368) *
                          (2 * (gp.n_ff_exp / 16) * (gp.n_embd / 256) +
                           (gp.n_embd / 16) * (gp.n_ff_exp / 256));
     CHECKF(info.tile_bytes == (expect ? want : 0), "%s: tile copy of %lld bytes, %lld expected",
@@ -302,7 +305,8 @@ int main(void) {
     test_copy(false, 1376);
     test_copy(false, 1000); /* ffn_down's 1000 inputs: left out of the copy, packed per call */
     test_folios();
-    test_q4x_copy(false);
-    test_q4x_copy(true);
+    test_expert_copy(PS_GGML_Q4_K, false);
+    test_expert_copy(PS_GGML_Q4_K, true);
+    test_expert_copy(PS_GGML_Q6_K, false);
     return ps_test_done("repack");
 }

@@ -436,7 +436,8 @@ static void bench_banner(const bench_opts *b, const bench_ctx *x) {
     printf("matmul paths: %s%s\n", act == PS_ACT_F32 ? "(not used: --act f32) " : "", paths);
     if (mi->tile_bytes > 0)
         printf("tile copy of the weights (%s): %.1f MiB, made at load in %.2f s "
-               "(--no-repack: none)\n", x->costs.tile_amx ? "amx" : "vdpbf16ps, q4_k experts",
+               "(--no-repack: none)\n", x->costs.tile_amx ? "amx"
+                                 : "vdpbf16ps, q4_k / q6_k experts",
                (double)mi->tile_bytes / 1048576.0, mi->tile_seconds);
     printf("each row: the median of --runs %d after the cold pass of a fresh session, which is "
            "on the line above it; seconds and tok/s on %s\n", b->runs,

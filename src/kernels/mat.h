@@ -20,7 +20,7 @@ typedef struct {
     size_t row_bytes;
     const void *tiles;   /* BF16 only: the AMX tile copy (ps_amx_bf16_pack), or NULL */
     const void *dp_tiles; /* BF16 only: the vdpbf16ps tile copy (ps_bf16_dp_pack_to), or NULL */
-    const void *qtiles;  /* Q4_K only: the nibble tile copy (ps_mmq_q4x_pack), or NULL */
+    const void *qtiles;  /* Q4_K / Q6_K only: the experts' tile copy (ps_mmq_copy_pack), or NULL */
 } ps_mat;
 
 /* Where a matmul runs: the pool, the resolved ISA (never AUTO) and per-thread scratch

@@ -28,7 +28,7 @@
  *   - scalar: tile_scalar below, the one every other path equals bit for bit;
  *   - AVX2 (matmul_quant_avx2.c): vpmaddubsw + vpmaddwd;
  *   - AVX-512 VNNI (matmul_quant_avx512.c): vpdpbusd / vpdpwssd, packers from registers, and
- *     for a Q4_K matrix with a nibble tile copy made at load (ps_mat.qtiles, the experts:
+ *     for a Q4_K or Q6_K matrix with a tile copy made at load (ps_mat.qtiles, the experts:
  *     matmul_quant.h) no packing, the kernel reading the copy;
  *   - AMX (env->amx, K_AMX): the same activation slots, each 16-row group then transposed in
  *     place into B tiles (ps_amx_q_act_group), and each task's 16 weight rows packed for the
@@ -157,33 +157,50 @@ static void scale_min_k4(const uint8_t *q, int32_t *sc, int16_t *mn) {
     }
 }
 
-/* ---- Q4_K's nibble tile copy (matmul_quant.h) ---- */
+/* ---- the experts' tile copies (matmul_quant.h) ---- */
 
-size_t ps_mmq_q4x_bytes(const ps_mat *w) {
-    if (w->type != PS_GGML_Q4_K) return 0;
-    return (size_t)((w->n_out + QT - 1) / QT) * (size_t)(w->n_in / 256) * PS_Q4X_REC;
+size_t ps_mmq_copy_bytes(const ps_mat *w) {
+    const size_t rec = w->type == PS_GGML_Q4_K ? PS_Q4X_REC
+                       : w->type == PS_GGML_Q6_K ? PS_Q6X_REC : 0;
+    return (size_t)((w->n_out + QT - 1) / QT) * (size_t)(w->n_in / 256) * rec;
 }
 
-void ps_mmq_q4x_pack(const ps_mat *w, int64_t t0, int64_t t1, uint8_t *dst) {
+/* Row i of a tile, block blk, into the Q4_K record rec. */
+static void q4x_row(const uint8_t *blk, int i, uint8_t *rec) {
+    for (int v = 0; v < 32; v++) memcpy(rec + 64 * v + 4 * i, blk + 16 + 4 * v, 4);
+    int32_t sc[8];
+    int16_t mn[8];
+    scale_min_k4(blk + 4, sc, mn);
+    for (int s = 0; s < 8; s++) {
+        rec[PS_Q4X_SC + 16 * s + i] = (uint8_t)sc[s];
+        rec[PS_Q4X_MN + 32 * (s / 2) + 2 * i + s % 2] = (uint8_t)mn[s];
+    }
+    memcpy(rec + PS_Q4X_D + 2 * i, blk, 2);
+    memcpy(rec + PS_Q4X_D + 32 + 2 * i, blk + 2, 2);
+}
+
+/* Row i of a tile, block blk (ql[128], qh[64], scales[16], d), into the Q6_K record rec. */
+static void q6x_row(const uint8_t *blk, int i, uint8_t *rec) {
+    for (int v = 0; v < 32; v++) memcpy(rec + 64 * v + 4 * i, blk + 4 * v, 4);
+    for (int u = 0; u < 16; u++) memcpy(rec + PS_Q6X_QH + 64 * u + 4 * i, blk + 128 + 4 * u, 4);
+    for (int s = 0; s < 16; s++) rec[PS_Q6X_SC + 16 * s + i] = blk[192 + s];
+    memcpy(rec + PS_Q6X_D + 2 * i, blk + 208, 2);
+}
+
+void ps_mmq_copy_pack(const ps_mat *w, int64_t t0, int64_t t1, uint8_t *dst) {
+    const bool q6 = w->type == PS_GGML_Q6_K;
+    const size_t rb = q6 ? PS_Q6X_REC : PS_Q4X_REC;
+    const size_t bb = q6 ? sizeof(ps_block_q6_k) : sizeof(ps_block_q4_k);
     const int64_t nb = w->n_in / 256;
     for (int64_t t = t0; t < t1; t++)
         for (int64_t b = 0; b < nb; b++) {
-            uint8_t *rec = dst + (size_t)(t * nb + b) * PS_Q4X_REC;
-            memset(rec, 0, PS_Q4X_REC);
+            uint8_t *rec = dst + (size_t)(t * nb + b) * rb;
+            memset(rec, 0, rb);
             for (int i = 0; i < QT && t * QT + i < w->n_out; i++) {
                 const uint8_t *blk = (const uint8_t *)w->data +
-                                     (size_t)(t * QT + i) * w->row_bytes +
-                                     (size_t)b * sizeof(ps_block_q4_k);
-                for (int v = 0; v < 32; v++) memcpy(rec + 64 * v + 4 * i, blk + 16 + 4 * v, 4);
-                int32_t sc[8];
-                int16_t mn[8];
-                scale_min_k4(blk + 4, sc, mn);
-                for (int s = 0; s < 8; s++) {
-                    rec[PS_Q4X_SC + 16 * s + i] = (uint8_t)sc[s];
-                    rec[PS_Q4X_MN + 32 * (s / 2) + 2 * i + s % 2] = (uint8_t)mn[s];
-                }
-                memcpy(rec + PS_Q4X_D + 2 * i, blk, 2);
-                memcpy(rec + PS_Q4X_D + 32 + 2 * i, blk + 2, 2);
+                                     (size_t)(t * QT + i) * w->row_bytes + (size_t)b * bb;
+                if (q6) q6x_row(blk, i, rec);
+                else q4x_row(blk, i, rec);
             }
         }
 }
@@ -617,8 +634,9 @@ static void mmq_tile(const mmq_job *job, const ps_mat *w, int64_t tile, int64_t 
         ps_mmq_pack_tile_amx(qd, &job->ag, w0, w->row_bytes, nw, nb, wp);
         park = (float *)(wp + (size_t)nb * ps_amx_q_block_bytes(&job->ag));
     } else if (job->kind == K_VNNI && w->qtiles) { /* packed at load (matmul_quant.h) */
-        assert(w->type == PS_GGML_Q4_K);
-        wk = (const uint8_t *)w->qtiles + (size_t)tile * (size_t)nb * PS_Q4X_REC;
+        assert(w->type == PS_GGML_Q4_K || w->type == PS_GGML_Q6_K);
+        wk = (const uint8_t *)w->qtiles + (size_t)tile * (size_t)nb *
+                                              (w->type == PS_GGML_Q6_K ? PS_Q6X_REC : PS_Q4X_REC);
     } else if (job->xact) {
         ps_mmq_pack_b32_x_vnni(&job->pg, w0, w->row_bytes, nw, nb, wp);
     } else if (job->kind == K_VNNI && ps_mmq_pack_b32_vnni_of(qd->type)) {
@@ -651,7 +669,9 @@ static void mmq_tile(const mmq_job *job, const ps_mat *w, int64_t tile, int64_t 
                           nr, yb, ldy, park, stream);
             break;
         case K_VNNI:
-            (w->qtiles ? ps_mmq_vnni_q4x : ps_mmq_vnni_fn(qd, job->xact))(
+            (!w->qtiles                    ? ps_mmq_vnni_fn(qd, job->xact)
+             : w->type == PS_GGML_Q6_K ? ps_mmq_vnni_q6x
+                                       : ps_mmq_vnni_q4x)(
                 &job->pg, &sl, nr, wk, nb, yb, ldy, (__mmask16)((1u << nw) - 1u));
             break;
         case K_AVX2:

@@ -42,12 +42,14 @@ void ps_mmq(const ps_matmul_env *env, const ps_mat *w, const float *x, int64_t l
  * type satisfying ps_mmq_supported, with one n_in, n_out and n_w; each product bitwise ps_mmq's. */
 void ps_mmq_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_items);
 
-/* Q4_K's nibble tile copy (ps_mat.qtiles), made once at load for the experts of a
- * mixture-of-experts layer, which a chunk gives ~8 rows each: the VNNI kernel then reads the
+/* The experts' tile copies (ps_mat.qtiles), Q4_K's and Q6_K's, made once at load for the experts
+ * of a mixture-of-experts layer, which a chunk gives ~8 rows each: the VNNI kernel then reads the
  * 16-row tiles as they are instead of packing each one per call (the packing was a third of
- * those products). The bits per weight stay Q4_K's (2368 bytes per 16 x 256 weights against
- * the file's 2304). Tile t (rows 16 t .. 16 t + 15; rows past n_out zero), block b is the
- * record of PS_Q4X_REC bytes at (t * nb + b) * PS_Q4X_REC:
+ * those products). Tile t holds rows 16 t .. 16 t + 15 (rows past n_out zero).
+ *
+ * Q4_K's nibble copy keeps about its bits per weight (2368 bytes per 16 x 256 weights against
+ * the file's 2304). Tile t, block b is the record of PS_Q4X_REC bytes at (t * nb + b) *
+ * PS_Q4X_REC:
  *   [0, 2048)     the qs bytes as 32 vectors of 64: vector 8 j + g, lane i = row i's qs dword
  *                 32 j + 4 g .. + 3, whose low nibbles are group g (4 inputs) of sub-block 2 j
  *                 and whose high nibbles are group g of sub-block 2 j + 1
@@ -61,12 +63,29 @@ void ps_mmq_group(const ps_matmul_env *env, const ps_mm_item *items, int32_t n_i
 #define PS_Q4X_MN 2176
 #define PS_Q4X_D 2304
 
-/* Bytes of w's nibble tile copy: 0 unless w is Q4_K. */
-size_t ps_mmq_q4x_bytes(const ps_mat *w);
+/* Q6_K's tile copy: about Q6_K's bits per weight (3392 bytes per 16 x 256 weights against the
+ * file's 3360, the record padded to whole 64-byte lines for aligned loads). Tile t, block b is
+ * the record of PS_Q6X_REC bytes at (t * nb + b) * PS_Q6X_REC:
+ *   [0, 2048)     the ql bytes as 32 vectors of 64: vector v, lane i = row i's ql dword
+ *                 4 v .. 4 v + 3 (ql byte 64 h + j holds the low 4 bits of input 128 h + j in
+ *                 its low nibble and of input 128 h + 64 + j in its high nibble)
+ *   [2048, 3072)  the qh bytes as 16 vectors of 64: vector u, lane i = row i's qh dword
+ *                 4 u .. 4 u + 3 (qh byte 32 h + l holds the high 2 bits of inputs 128 h + l,
+ *                 + 32, + 64, + 96 at bits 0, 2, 4, 6)
+ *   [3072, 3328)  byte 16 s + i: row i's int8 scale of sub-block s (16 inputs)
+ *   [3328, 3360)  d of rows 0..15 (f16), then 32 bytes of zeros
+ * Its kernel forms each group's bytes (ql nibble | qh pair << 4, 0..63) in registers. */
+#define PS_Q6X_REC 3392
+#define PS_Q6X_QH 2048
+#define PS_Q6X_SC 3072
+#define PS_Q6X_D 3328
 
-/* Tiles t0 .. t1 - 1 of w's nibble tile copy into dst, the start of the whole copy
- * (ps_mmq_q4x_bytes(w) bytes); w->type must be Q4_K. */
-void ps_mmq_q4x_pack(const ps_mat *w, int64_t t0, int64_t t1, uint8_t *dst);
+/* Bytes of w's tile copy: 0 unless w is Q4_K or Q6_K. */
+size_t ps_mmq_copy_bytes(const ps_mat *w);
+
+/* Tiles t0 .. t1 - 1 of w's tile copy into dst, the start of the whole copy
+ * (ps_mmq_copy_bytes(w) bytes); w->type must be Q4_K or Q6_K. */
+void ps_mmq_copy_pack(const ps_mat *w, int64_t t0, int64_t t1, uint8_t *dst);
 
 /* The plain reference: activations quantised by the reference quantisers, weights widened by
  * ps_quant_row_to_f32_ref, sum_k w[k] * dx * q[k] in double (for Q4_1 / Q5_1 the min's part

@@ -14,9 +14,9 @@
  * weight row). Packing: the blocks of 32, Q8_0's signed form, Q4_K and Q6_K go straight from
  * the rows into the layout in registers (ps_i8_groups16, i8pack.h) and prefetch the next tile
  * as they go (pf_block); every other type through the decoders (ps_mmq_pack_side) and
- * transpose_vnni. Q4_K matrices with a nibble tile copy (the experts, matmul_quant.h) are not
- * packed at all: ps_mmq_vnni_q4x reads the copy. Every integer sum is exact and the float
- * part keeps the scalar kernel's order, so the bits are the scalar kernel's.
+ * transpose_vnni. Q4_K and Q6_K matrices with a tile copy (the experts, matmul_quant.h) are not
+ * packed at all: ps_mmq_vnni_q4x / ps_mmq_vnni_q6x read the copy. Every integer sum is exact
+ * and the float part keeps the scalar kernel's order, so the bits are the scalar kernel's.
  */
 #include "kernels/matmul_quant_isa.h"
 #include "kernels/matmul_quant.h"
@@ -640,6 +640,80 @@ PS_TARGET_AVX512_VNNI void ps_mmq_vnni_q4x(const qpack *pg, const qslot *sl, int
     int64_t r = 0;
     for (; r + 8 <= nr; r += 8) mk_q4x(8, sl, r, wp, nb, y + r * ldy, ldy, m);
     VNNI_TAIL(mk_q4x, sl, r, wp, nb, y + r * ldy, ldy, m);
+}
+
+/* Q6_K's tile copy (matmul_quant.h, PS_Q6X_REC): vnni_k16_off's arithmetic (start values
+ * -32 x the activation sub-block sum, (sc, 256 sc) pairs, one vpdpwssd per sub-block) with the
+ * packed tile's group vectors formed in registers. Group g of sub-block s (inputs 16 s + 4 g ..
+ * + 3; half h = s / 8, 32-input chunk c = (s / 2) % 4 of it): the low nibbles (c < 2) or high
+ * nibbles (c >= 2) of ql vector 16 h + 8 (c % 2) + 4 (s % 2) + g, or-ed with bits 2c, 2c + 1 of
+ * qh vector 8 h + 4 (s % 2) + g moved to bits 4, 5 (a 16-bit shift: the and keeps the bits of
+ * each byte's own). The same integers and floats in the same order, so the same bits. */
+#define Q6X_PF 4
+PS_TARGET_AVX512_VNNI static inline __attribute__((always_inline)) void mk_q6x(
+    int R, const qslot *sl, int64_t r0, const uint8_t *wp, int64_t nb, float *y, int64_t ldy,
+    __mmask16 m) {
+    const int64_t ldq = sl->ldq, ldi = sl->ldi, ldd = sl->ldd;
+    const int8_t *q = sl->q + r0 * ldq;
+    const int32_t *init = sl->init + r0 * ldi;
+    const float *d = sl->d + r0 * ldd;
+    const __m512i split = _mm512_set4_epi32((int)0x0e0d800cu, (int)0x0a098008u,
+                                            (int)0x06058004u, (int)0x02018000u);
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30),
+                  lo16 = _mm512_set1_epi32(0xffff);
+    __m512 acc[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = wp + b * PS_Q6X_REC;
+        __m512i is[8], t[8];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) is[r] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 16") for (int s = 0; s < 16; s++) {
+            for (int k = 0; k < 4; k++)
+                if (4 * s + k < (PS_Q6X_REC + 63) / 64)
+                    __builtin_prefetch(wb + Q6X_PF * PS_Q6X_REC + (4 * s + k) * 64, 0, Q4X_LOC);
+            const int h = s / 8, c = (s / 2) % 4;
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                t[r] = _mm512_set1_epi32(init[r * ldi + b * 16 + s]);
+            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {
+                const __m512i v = _mm512_load_si512(
+                    (const void *)(wb + (16 * h + 8 * (c % 2) + 4 * (s % 2) + g) * 64));
+                const __m512i u = _mm512_load_si512(
+                    (const void *)(wb + PS_Q6X_QH + (8 * h + 4 * (s % 2) + g) * 64));
+                const __m512i lo = _mm512_and_si512(c >= 2 ? _mm512_srli_epi16(v, 4) : v, m4);
+                const __m512i hu = c == 0   ? _mm512_slli_epi16(u, 4)
+                                   : c == 1 ? _mm512_slli_epi16(u, 2)
+                                   : c == 2 ? u
+                                            : _mm512_srli_epi16(u, 2);
+                const __m512i wv = _mm512_or_si512(lo, _mm512_and_si512(hu, m30));
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    int32_t xv;
+                    memcpy(&xv, q + r * ldq + b * 256 + s * 16 + 4 * g, 4);
+                    t[r] = _mm512_dpbusd_epi32(t[r], wv, _mm512_set1_epi32(xv));
+                }
+            }
+            const __m512i sx = _mm512_cvtepi8_epi32(
+                _mm_loadu_si128((const __m128i *)(wb + PS_Q6X_SC + 16 * s)));
+            const __m512i sc = _mm512_or_si512(_mm512_and_si512(sx, lo16),
+                                               _mm512_slli_epi32(sx, 24));
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                is[r] = _mm512_dpwssd_epi32(is[r], _mm512_shuffle_epi8(t[r], split), sc);
+        }
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wb + PS_Q6X_D)));
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r]),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(d[r * ldd + b])), acc[r]);
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
+}
+
+PS_TARGET_AVX512_VNNI void ps_mmq_vnni_q6x(const qpack *pg, const qslot *sl, int64_t nr,
+                                           const uint8_t *wp, int64_t nb, float *y, int64_t ldy,
+                                           __mmask16 m) {
+    (void)pg;
+    int64_t r = 0;
+    for (; r + 8 <= nr; r += 8) mk_q6x(8, sl, r, wp, nb, y + r * ldy, ldy, m);
+    VNNI_TAIL(mk_q6x, sl, r, wp, nb, y + r * ldy, ldy, m);
 }
 
 vnni_tile_fn ps_mmq_vnni_fn(const qdesc *qd, bool xact) {

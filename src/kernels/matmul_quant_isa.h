@@ -181,6 +181,9 @@ vnni_tile_fn ps_mmq_vnni_fn(const qdesc *qd, bool xact);
  * unused. */
 void ps_mmq_vnni_q4x(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp, int64_t nb,
                      float *y, int64_t ldy, __mmask16 m);
+/* The same on Q6_K's tile copy. */
+void ps_mmq_vnni_q6x(const qpack *pg, const qslot *sl, int64_t nr, const uint8_t *wp, int64_t nb,
+                     float *y, int64_t ldy, __mmask16 m);
 
 /* ---- matmul_quant_amx.c ---- */
 

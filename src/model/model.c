@@ -11,7 +11,7 @@
  * the mapping; ps_mat records a pointer and row stride per matrix. Any problem is an error that
  * names the key or tensor and gives the numbers. Unless no_repack, two kinds of matrices are
  * also copied once into the layout their kernel reads (repack_tiles / repack_dp: BF16;
- * repack_q4x: Q4_K experts), the copies set in their ps_mat.
+ * repack_experts: Q4_K and Q6_K experts), the copies set in their ps_mat.
  */
 #include "model/model.h"
 #include "kernels/matmul_amx.h"
@@ -964,20 +964,21 @@ static ps_status repack_dp(ps_model *m, ps_error *err) {
     return PS_OK;
 }
 
-/* Where the integer kernel is AVX-512 VNNI (no AMX): the nibble tile copy of every Q4_K expert
- * matrix (ps_mmq_q4x_pack, matmul_quant.h). A chunk routes ~8 rows to each expert, so packing
- * an expert's tiles per call cost as much as a third of its product; the copy is made once and
- * keeps Q4_K's bits per weight (1.03x the bytes), and like the vdpbf16ps copy it replaces the
+/* Where the integer kernel is AVX-512 VNNI (no AMX): the tile copy of every Q4_K and Q6_K expert
+ * matrix (ps_mmq_copy_pack, matmul_quant.h; Q4_K_M files keep some layers' ffn_down in Q6_K).
+ * A chunk routes ~8 rows to each expert, so packing an expert's tiles per call cost as much as
+ * a third of its product; the copy is made once and keeps the type's bits per weight (Q4_K
+ * 1.03x the bytes, Q6_K 1.01x), and like the vdpbf16ps copy it replaces the
  * file's pages: each expert's are given back once it is copied. A merged gate_up needs F % 16
  * == 0 (its up half starts on a whole tile); a tensor that does not qualify stays as it is.
  * The experts are copied on a pool of the machine's CPUs, created for the copy: most of a
  * large copy's time is the kernel zeroing its fresh pages, which runs in parallel. */
-static ps_mat3 *q4x_tensor(ps_layer *L, int i) {
+static ps_mat3 *copied_experts(ps_layer *L, int i) {
     ps_mat3 *t[4] = {&L->gate_exps, &L->up_exps, &L->down_exps, &L->gate_up_exps};
     ps_mat3 *x = t[i];
     const int64_t rows = i == 3 ? 32 : 16; /* merged: both halves whole tiles */
-    return x->m.data && x->m.type == PS_GGML_Q4_K && x->m.n_out % rows == 0 && x->n > 0 ? x
-                                                                                       : NULL;
+    const bool typed = x->m.type == PS_GGML_Q4_K || x->m.type == PS_GGML_Q6_K;
+    return x->m.data && typed && x->m.n_out % rows == 0 && x->n > 0 ? x : NULL;
 }
 
 /* The copy's tasks: one expert of one tensor each. */
@@ -987,11 +988,11 @@ typedef struct {
     uint8_t **dst;     /* tensor k's copy */
     int64_t *first;    /* tensor k's first task (n + 1 entries) */
     int32_t n;
-} q4x_job;
+} xcopy_job;
 
-static void q4x_task(void *ctx, int64_t task, int32_t thread) {
+static void xcopy_task(void *ctx, int64_t task, int32_t thread) {
     (void)thread;
-    const q4x_job *job = ctx;
+    const xcopy_job *job = ctx;
     int32_t k = 0;
     while (job->first[k + 1] <= task) k++;
     const ps_mat3 *x = job->x[k];
@@ -999,21 +1000,21 @@ static void q4x_task(void *ctx, int64_t task, int32_t thread) {
     const ps_mat w = ps_mat3_at(x, e);
     const size_t bytes = (size_t)w.n_out * w.row_bytes;
     ps_gguf_load_pages(job->gguf, w.data, bytes);
-    ps_mmq_q4x_pack(&w, 0, (w.n_out + 15) / 16, job->dst[k] + (size_t)e * x->qtiles_stride);
+    ps_mmq_copy_pack(&w, 0, (w.n_out + 15) / 16, job->dst[k] + (size_t)e * x->qtiles_stride);
     (void)ps_gguf_drop_pages_from(job->gguf, x->m.data, w.data, bytes);
 }
 
-static ps_status repack_q4x(ps_model *m, ps_error *err) {
+static ps_status repack_experts(ps_model *m, ps_error *err) {
     size_t total = 0;
     for (int32_t l = 0; l < m->hp.n_layer; l++)
         for (int i = 0; i < 4; i++) {
-            const ps_mat3 *x = q4x_tensor(&m->w.layers[l], i);
-            if (x) total += ps_mmq_q4x_bytes(&x->m) * (size_t)x->n;
+            const ps_mat3 *x = copied_experts(&m->w.layers[l], i);
+            if (x) total += ps_mmq_copy_bytes(&x->m) * (size_t)x->n;
         }
     if (total == 0) return PS_OK;
     const double t0 = ps_now_s();
     const size_t nt = 4 * (size_t)m->hp.n_layer;
-    q4x_job job = {m->gguf, ps_calloc(nt, sizeof *job.x), ps_calloc(nt, sizeof *job.dst),
+    xcopy_job job = {m->gguf, ps_calloc(nt, sizeof *job.x), ps_calloc(nt, sizeof *job.dst),
                    ps_calloc(nt + 1, sizeof *job.first), 0};
     uint8_t *t = ps_aligned_alloc(64, total);
     ps_pool *pool = NULL;
@@ -1023,23 +1024,23 @@ static ps_status repack_q4x(ps_model *m, ps_error *err) {
         ps_free(job.first);
         ps_free(t);
         return ps_fail(err, PS_ERR_NOMEM, -1,
-                       "out of memory for the tile copy of the Q4_K experts (%.1f MiB; "
+                       "out of memory for the tile copy of the Q4_K / Q6_K experts (%.1f MiB; "
                        "no_repack / --no-repack does without it)", (double)total / 1048576.0);
     }
     size_t off = 0;
     for (int32_t l = 0; l < m->hp.n_layer; l++)
         for (int i = 0; i < 4; i++) {
-            ps_mat3 *x = q4x_tensor(&m->w.layers[l], i);
+            ps_mat3 *x = copied_experts(&m->w.layers[l], i);
             if (!x) continue;
             job.x[job.n] = x;
             job.dst[job.n] = t + off;
             x->m.qtiles = t + off;
-            x->qtiles_stride = ps_mmq_q4x_bytes(&x->m);
+            x->qtiles_stride = ps_mmq_copy_bytes(&x->m);
             off += x->qtiles_stride * (size_t)x->n;
             job.first[job.n + 1] = job.first[job.n] + x->n;
             job.n++;
         }
-    ps_pool_for_runs(pool, job.first[job.n], q4x_task, &job);
+    ps_pool_for_runs(pool, job.first[job.n], xcopy_task, &job);
     ps_pool_free(pool);
     /* once more over each whole tensor: mapping in the next tensor's first expert maps the
      * 2 MiB file folio around it, and with it the last pages of this one */
@@ -1205,7 +1206,7 @@ static ps_status load_full(ps_model *m, const ps_model_params *params, ps_error 
         ps_cpu_has_avx512bf16() && (st = repack_dp(m, err)))
         return st;
     if (!params->no_repack && !(ps_isa_env_amx() != 0 && ps_cpu_has_amx()) &&
-        ps_isa_best() == PS_ISA_AVX512 && ps_cpu_has_avx512vnni() && (st = repack_q4x(m, err)))
+        ps_isa_best() == PS_ISA_AVX512 && ps_cpu_has_avx512vnni() && (st = repack_experts(m, err)))
         return st;
     return PS_OK;
 }

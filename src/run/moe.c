@@ -210,7 +210,7 @@ static void expert_gate_up(const ps_layer *L, int64_t e, int64_t F, ps_mat *g, p
         g->n_out = u->n_out = F;
         u->data = (const uint8_t *)u->data + (size_t)F * u->row_bytes;
         if (u->qtiles) /* F % 16 == 0 where there is one (model.c): whole tiles */
-            u->qtiles = (const uint8_t *)u->qtiles + ps_mmq_q4x_bytes(g);
+            u->qtiles = (const uint8_t *)u->qtiles + ps_mmq_copy_bytes(g);
     } else {
         *g = ps_mat3_at(&L->gate_exps, e);
         *u = ps_mat3_at(&L->up_exps, e);
