@@ -633,14 +633,17 @@ PS_TARGET_AVX512_VNNI static inline __attribute__((always_inline)) void mk_q4x(
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
 }
 
-PS_TARGET_AVX512_VNNI void ps_mmq_vnni_q4x(const qpack *pg, const qslot *sl, int64_t nr,
-                                           const uint8_t *wp, int64_t nb, float *y, int64_t ldy,
-                                           __mmask16 m) {
-    (void)pg;
-    int64_t r = 0;
-    for (; r + 8 <= nr; r += 8) mk_q4x(8, sl, r, wp, nb, y + r * ldy, ldy, m);
-    VNNI_TAIL(mk_q4x, sl, r, wp, nb, y + r * ldy, ldy, m);
-}
+/* A copy's kernel over the nr rows of one slot: passes of 8 rows, then of 4, 2 and 1. */
+#define VNNI_COPY(NAME, MK)                                                                    \
+    PS_TARGET_AVX512_VNNI void NAME(const qpack *pg, const qslot *sl, int64_t nr,              \
+                                    const uint8_t *wp, int64_t nb, float *y, int64_t ldy,      \
+                                    __mmask16 m) {                                             \
+        (void)pg;                                                                              \
+        int64_t r = 0;                                                                         \
+        for (; r + 8 <= nr; r += 8) MK(8, sl, r, wp, nb, y + r * ldy, ldy, m);                  \
+        VNNI_TAIL(MK, sl, r, wp, nb, y + r * ldy, ldy, m);                                     \
+    }
+VNNI_COPY(ps_mmq_vnni_q4x, mk_q4x)
 
 /* Q6_K's tile copy (matmul_quant.h, PS_Q6X_REC): vnni_k16_off's arithmetic (start values
  * -32 x the activation sub-block sum, (sc, 256 sc) pairs, one vpdpwssd per sub-block) with the
@@ -707,14 +710,7 @@ PS_TARGET_AVX512_VNNI static inline __attribute__((always_inline)) void mk_q6x(
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
 }
 
-PS_TARGET_AVX512_VNNI void ps_mmq_vnni_q6x(const qpack *pg, const qslot *sl, int64_t nr,
-                                           const uint8_t *wp, int64_t nb, float *y, int64_t ldy,
-                                           __mmask16 m) {
-    (void)pg;
-    int64_t r = 0;
-    for (; r + 8 <= nr; r += 8) mk_q6x(8, sl, r, wp, nb, y + r * ldy, ldy, m);
-    VNNI_TAIL(mk_q6x, sl, r, wp, nb, y + r * ldy, ldy, m);
-}
+VNNI_COPY(ps_mmq_vnni_q6x, mk_q6x)
 
 vnni_tile_fn ps_mmq_vnni_fn(const qdesc *qd, bool xact) {
     if (xact) return vnni_b32_x;
