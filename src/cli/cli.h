@@ -145,8 +145,8 @@ typedef struct {
      "too, as llama.cpp's attention without flash attention does",                           \
      PS_CLI_FN, &(o)->kv_type, 0, 0, ps_cli_opt_kv_type}
 #define PS_CLI_OPT_REPACK(o)                                                                   \
-    {"--no-repack", NULL, "no tile copy of BF16 weights or Q4_K experts at load (the kernel\n" \
-     "builds its tiles per call: same scores, slower)", PS_CLI_FLAG, &(o)->no_repack,          \
+    {"--no-repack", NULL, "no tile copy of BF16 weights or Q4_K / Q6_K experts at load (the\n" \
+     "kernel builds its tiles per call: same scores, slower)", PS_CLI_FLAG, &(o)->no_repack,   \
      0, 0, NULL}
 #define PS_CLI_OPT_CACHE(o)                                                                    \
     {"--cache-mb", "MB", "the exact prefix cache: prompts sharing a prefix share its work,\n"     \

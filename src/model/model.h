@@ -268,7 +268,7 @@ struct ps_model {
                                * block), or NULL */
     void *vectors;            /* the weights' float32 vectors, copied out of the mapping with
                                * the vdpbf16ps copy (model.c, copy_vectors), or NULL */
-    void *qtiles;             /* the nibble tile copy of the Q4_K experts (one block), or NULL */
+    void *qtiles;             /* the tile copy of the Q4_K / Q6_K experts (one block), or NULL */
     int64_t tile_extra;       /* resident bytes the copies add to the file's (ps_model_costs) */
     bool tiles_amx;           /* the copy is the AMX one */
     ps_model_info info;
@@ -284,8 +284,8 @@ typedef struct {
                             * and the output; with experts the router and n_expert_used
                             * experts' matrices */
     int64_t tile_extra;    /* resident bytes the tile copies add to the file's: all of the
-                            * AMX copy, only the padding of the vdpbf16ps copy and the 3% of
-                            * the Q4_K experts' (they replace the matrices' pages) */
+                            * AMX copy, only the padding of the vdpbf16ps copy and the 3% / 1%
+                            * of the Q4_K / Q6_K experts' (they replace the matrices' pages) */
     bool tile_amx;         /* the BF16 copy is the AMX one (else vdpbf16ps, or none) */
 } ps_model_costs;
 
