@@ -159,10 +159,13 @@ static void scale_min_k4(const uint8_t *q, int32_t *sc, int16_t *mn) {
 
 /* ---- the experts' tile copies (matmul_quant.h) ---- */
 
+/* Bytes of one record (a tile's block) of a copy of this type: 0 for a type without one. */
+static size_t copy_rec(uint32_t type) {
+    return type == PS_GGML_Q4_K ? PS_Q4X_REC : type == PS_GGML_Q6_K ? PS_Q6X_REC : 0;
+}
+
 size_t ps_mmq_copy_bytes(const ps_mat *w) {
-    const size_t rec = w->type == PS_GGML_Q4_K ? PS_Q4X_REC
-                       : w->type == PS_GGML_Q6_K ? PS_Q6X_REC : 0;
-    return (size_t)((w->n_out + QT - 1) / QT) * (size_t)(w->n_in / 256) * rec;
+    return (size_t)((w->n_out + QT - 1) / QT) * (size_t)(w->n_in / 256) * copy_rec(w->type);
 }
 
 /* Row i of a tile, block blk, into the Q4_K record rec. */
@@ -189,7 +192,7 @@ static void q6x_row(const uint8_t *blk, int i, uint8_t *rec) {
 
 void ps_mmq_copy_pack(const ps_mat *w, int64_t t0, int64_t t1, uint8_t *dst) {
     const bool q6 = w->type == PS_GGML_Q6_K;
-    const size_t rb = q6 ? PS_Q6X_REC : PS_Q4X_REC;
+    const size_t rb = copy_rec(w->type);
     const size_t bb = q6 ? sizeof(ps_block_q6_k) : sizeof(ps_block_q4_k);
     const int64_t nb = w->n_in / 256;
     for (int64_t t = t0; t < t1; t++)
@@ -635,8 +638,7 @@ static void mmq_tile(const mmq_job *job, const ps_mat *w, int64_t tile, int64_t 
         park = (float *)(wp + (size_t)nb * ps_amx_q_block_bytes(&job->ag));
     } else if (job->kind == K_VNNI && w->qtiles) { /* packed at load (matmul_quant.h) */
         assert(w->type == PS_GGML_Q4_K || w->type == PS_GGML_Q6_K);
-        wk = (const uint8_t *)w->qtiles + (size_t)tile * (size_t)nb *
-                                              (w->type == PS_GGML_Q6_K ? PS_Q6X_REC : PS_Q4X_REC);
+        wk = (const uint8_t *)w->qtiles + (size_t)tile * (size_t)nb * copy_rec(w->type);
     } else if (job->xact) {
         ps_mmq_pack_b32_x_vnni(&job->pg, w0, w->row_bytes, nw, nb, wp);
     } else if (job->kind == K_VNNI && ps_mmq_pack_b32_vnni_of(qd->type)) {
